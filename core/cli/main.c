@@ -1,0 +1,30 @@
+/* The `trainer` command line. */
+#include <stdio.h>
+#include <string.h>
+
+#include "trainer/trainer.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: trainer <command> [args]\n"
+            "commands:\n"
+            "  version       print the version\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+        printf("trainer %s (ABI %d.%d)\n", tr_version(), TR_ABI_MAJOR, TR_ABI_MINOR);
+        return 0;
+    }
+    if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "trainer: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,81 @@
+/* The graph: an arena for one step's activations and a tape of the ops that made them.
+ *
+ *   tr_graph *g;
+ *   TR_CHECK(tr_graph_create(&g, 64 << 20));
+ *   for (step ...) {
+ *       tr_graph_reset(g);                                   // new step: arena + tape empty
+ *       tr_tensor *x = tr_graph_input(g, TR_F32, 2, (int64_t[]){B, 784});
+ *       memcpy(x->data, batch, ...);
+ *       tr_tensor *h = tr_relu(g, tr_linear(g, x, w1, b1));
+ *       tr_tensor *loss = tr_cross_entropy(g, tr_linear(g, h, w2, b2), y, B, -1, 0.0f);
+ *       TR_CHECK(tr_backward(g, loss, NULL));                // grads added into w1->grad ...
+ *   }
+ *
+ * Ops run eagerly and, when an input requires a gradient and grad mode is on, record a tape
+ * node. Errors are sticky: an op given NULL or bad input returns NULL and records the
+ * status; later ops pass NULL through; tr_graph_status() and tr_backward() report the first
+ * error with its message. tr_backward runs the tape in reverse, adds gradients into `grad`
+ * buffers (parameters' grads point into the flat gradient buffer) and calls the gradient-ready
+ * hook for a parameter as soon as its last use has been differentiated. */
+#ifndef TRAINER_GRAPH_H
+#define TRAINER_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/memory.h"
+#include "trainer/status.h"
+#include "trainer/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tr_graph tr_graph;
+struct tr_params;
+
+/* Called from tr_backward when the gradient of parameter `param` is final for this step. */
+typedef void (*tr_grad_ready_fn)(void *user, int param);
+
+tr_status tr_graph_create(tr_graph **out, size_t arena_bytes);
+void tr_graph_destroy(tr_graph *g);
+/* Starts a new step: frees every activation and tape node, clears the error. */
+void tr_graph_reset(tr_graph *g);
+tr_arena *tr_graph_arena(tr_graph *g);
+
+/* Training mode (dropout active, batch-norm uses batch statistics). Default on. */
+void tr_graph_set_training(tr_graph *g, int training);
+int tr_graph_training(const tr_graph *g);
+/* Grad mode: when off, no tape is recorded (inference). Default on. */
+void tr_graph_set_grad_enabled(tr_graph *g, int enabled);
+int tr_graph_grad_enabled(const tr_graph *g);
+
+/* Dropout randomness: element e of sample s draws index (sample_base + s) * per_sample + e of
+ * stream tr_rng_stream(DROPOUT, step, call), so it does not depend on how a global batch is
+ * split. `sample_base` is the global index of this batch's first sample. */
+void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample_base);
+
+/* The parameters this graph's ops may use; tr_backward then also signals parameters that
+ * the step never used (their gradient is final as it is). Borrowed. */
+void tr_graph_set_params(tr_graph *g, struct tr_params *params);
+void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user);
+
+/* A tensor in the arena with uninitialised data and no gradient (a batch, targets). */
+tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
+/* A leaf that requires a gradient: data uninitialised, grad zero-filled. */
+tr_tensor *tr_graph_leaf(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
+
+/* The first error recorded since the last reset (TR_OK if none); message in tr_error_msg(). */
+tr_status tr_graph_status(const tr_graph *g);
+
+/* Differentiates the tape. `dout` (same dtype and size as out, borrowed) is the gradient of
+ * `out`; NULL means ones (the usual case of a scalar loss). */
+tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout);
+
+/* Number of tape nodes recorded since the last reset. */
+size_t tr_graph_nodes(const tr_graph *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

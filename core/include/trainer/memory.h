@@ -1,0 +1,56 @@
+/* Heap allocation through the core, counted, and the arena for per-step memory.
+ *
+ *   tr_arena *a;
+ *   TR_CHECK(tr_arena_create(&a, 1 << 20));
+ *   for (step = 0; step < n; step++) {
+ *       tr_arena_reset(a);                      // everything from the last step is gone
+ *       float *x = tr_arena_alloc(a, 4096 * sizeof(float));
+ *       ...
+ *   }
+ *   tr_arena_destroy(a);
+ *
+ * The arena hands out 64-byte aligned blocks by bumping a pointer. When a step needs more
+ * than the arena holds it chains another chunk; the next reset replaces the chain with one
+ * chunk of the peak size, so from the second step on a step of the same shape allocates
+ * nothing from the heap. tr_alloc_count() counts every heap allocation made by the core,
+ * which tests use to prove the steady state allocates nothing. */
+#ifndef TRAINER_MEMORY_H
+#define TRAINER_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TR_ALIGN 64
+
+/* 64-byte aligned heap memory; NULL (with tr_error_msg set) on failure. Free with tr_free. */
+void *tr_malloc(size_t bytes);
+void *tr_calloc(size_t count, size_t size);
+void tr_free(void *ptr);
+/* Number of tr_malloc/tr_calloc calls made so far, process-wide. */
+uint64_t tr_alloc_count(void);
+
+typedef struct tr_arena tr_arena;
+
+tr_status tr_arena_create(tr_arena **out, size_t initial_bytes);
+void tr_arena_destroy(tr_arena *arena);
+/* 64-byte aligned, uninitialised; NULL (with message) when memory runs out. */
+void *tr_arena_alloc(tr_arena *arena, size_t bytes);
+/* As tr_arena_alloc, zero-filled. */
+void *tr_arena_calloc(tr_arena *arena, size_t bytes);
+/* Releases everything allocated since the last reset. */
+void tr_arena_reset(tr_arena *arena);
+size_t tr_arena_used(const tr_arena *arena);
+/* Largest number of bytes in use at once since creation. */
+size_t tr_arena_peak(const tr_arena *arena);
+size_t tr_arena_capacity(const tr_arena *arena);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,115 @@
+/* Differentiable ops. Each runs its CPU kernel now and records a tape node when a gradient
+ * is needed (see graph.h). Inputs are borrowed; outputs live in the graph's arena until the
+ * next tr_graph_reset. Float ops accept TR_F32 and TR_F64 (all inputs of one dtype); index
+ * inputs (targets, token ids) are TR_I32. Any op returns NULL after an error.
+ *
+ *   tr_tensor *h = tr_gelu(g, tr_linear(g, x, w, b), TR_GELU_TANH);   // x (B, C) -> (B, OC)
+ *   tr_tensor *y = tr_attention(g, q, k, v, n_head, 1);                 // causal, (B, T, C)
+ *
+ * Shapes are written (dims...). Weight layouts follow PyTorch, so state dicts map 1:1. */
+#ifndef TRAINER_OPS_H
+#define TRAINER_OPS_H
+
+#include <stdint.h>
+
+#include "trainer/graph.h"
+#include "trainer/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- linear algebra ---- */
+
+/* x (..., C), w (OC, C), b (OC) or NULL -> (..., OC). */
+tr_tensor *tr_linear(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b);
+/* a (..., M, K) @ b (..., K, N) -> (..., M, N); batch dims equal, or b is 2-D (shared). */
+tr_tensor *tr_matmul(tr_graph *g, tr_tensor *a, tr_tensor *b);
+
+/* ---- elementwise ---- */
+
+/* b has the shape of a, or the shape of a's trailing dims (broadcast over leading dims). */
+tr_tensor *tr_add(tr_graph *g, tr_tensor *a, tr_tensor *b);
+tr_tensor *tr_mul(tr_graph *g, tr_tensor *a, tr_tensor *b);
+/* x (..., C) + b (C). */
+tr_tensor *tr_bias_add(tr_graph *g, tr_tensor *x, tr_tensor *b);
+tr_tensor *tr_scale(tr_graph *g, tr_tensor *x, double s);
+tr_tensor *tr_relu(tr_graph *g, tr_tensor *x);
+typedef enum tr_gelu_approx { TR_GELU_EXACT = 0, TR_GELU_TANH = 1 } tr_gelu_approx;
+tr_tensor *tr_gelu(tr_graph *g, tr_tensor *x, tr_gelu_approx approx);
+tr_tensor *tr_tanh(tr_graph *g, tr_tensor *x);
+tr_tensor *tr_sigmoid(tr_graph *g, tr_tensor *x);
+/* Zeroes each element with probability p and scales the rest by 1/(1-p) in training mode;
+ * identity otherwise. Randomness per graph.h's tr_graph_set_rng (dim 0 is the sample). */
+tr_tensor *tr_dropout(tr_graph *g, tr_tensor *x, double p);
+
+/* ---- softmax and losses ---- */
+
+/* Over the last dim. */
+tr_tensor *tr_softmax(tr_graph *g, tr_tensor *x);
+tr_tensor *tr_log_softmax(tr_graph *g, tr_tensor *x);
+/* logits (N, C) (any leading dims flattened into N), targets TR_I32 (N). Returns the scalar
+ * sum over samples of the per-sample loss divided by `normaliser` (pass the global batch size
+ * for a mean that is exact under any data split). Targets equal to ignore_index contribute
+ * nothing; with label_smoothing e the target distribution is (1-e) one-hot + e/C. */
+tr_tensor *tr_cross_entropy(tr_graph *g, tr_tensor *logits, tr_tensor *targets,
+                            double normaliser, int ignore_index, double label_smoothing);
+/* sum((pred - target)^2) / normaliser; target has pred's shape, no gradient to target. */
+tr_tensor *tr_mse(tr_graph *g, tr_tensor *pred, tr_tensor *target, double normaliser);
+
+/* ---- convolution and pooling (NCHW) ---- */
+
+/* x (N, C, H, W), w (OC, C, KH, KW), b (OC) or NULL -> (N, OC, OH, OW). */
+tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int stride,
+                     int padding);
+tr_tensor *tr_max_pool2d(tr_graph *g, tr_tensor *x, int kernel, int stride, int padding);
+/* Padding counts toward the divisor (PyTorch's count_include_pad=True). */
+tr_tensor *tr_avg_pool2d(tr_graph *g, tr_tensor *x, int kernel, int stride, int padding);
+
+/* ---- normalisation ---- */
+
+/* x (N, C) or (N, C, H, W); gamma, beta (C). In training mode normalises with the batch
+ * statistics and updates running_mean / running_var (C, no gradient; unbiased variance)
+ * with `momentum` as PyTorch does; in eval mode uses the running statistics. */
+tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+                         tr_tensor *running_mean, tr_tensor *running_var, double momentum,
+                         double eps);
+/* Over the last dim C; gamma, beta (C). */
+tr_tensor *tr_layer_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+                         double eps);
+
+/* ---- embedding and attention ---- */
+
+/* ids TR_I32 (...), table (V, C) -> (..., C). An id outside [0, V) is an error. */
+tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table);
+/* Multi-head scaled-dot-product attention. q (B, T, C), k and v (B, S, C), C = n_head * D;
+ * softmax(q k^T / sqrt(D)) v per head, with the causal mask (query t sees keys <= t) when
+ * `causal`. -> (B, T, C). */
+tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, int n_head,
+                        int causal);
+
+/* ---- shape ---- */
+
+/* A view: same data and gradient, new shape of the same numel. A -1 dim is inferred. */
+tr_tensor *tr_reshape(tr_graph *g, tr_tensor *x, int ndim, const int64_t *shape);
+/* Dims [start_dim, ndim) merged into one. */
+tr_tensor *tr_flatten(tr_graph *g, tr_tensor *x, int start_dim);
+tr_tensor *tr_transpose(tr_graph *g, tr_tensor *x, int dim0, int dim1);
+tr_tensor *tr_permute(tr_graph *g, tr_tensor *x, const int *perm);
+/* Concatenation of n tensors along dim (other dims equal). */
+tr_tensor *tr_concat(tr_graph *g, tr_tensor *const *xs, int n, int dim);
+/* x[..., start:start+len, ...] along dim. */
+tr_tensor *tr_slice(tr_graph *g, tr_tensor *x, int dim, int64_t start, int64_t len);
+
+/* ---- reductions ---- */
+
+tr_tensor *tr_sum(tr_graph *g, tr_tensor *x);   /* -> scalar (shape (1)) */
+tr_tensor *tr_mean(tr_graph *g, tr_tensor *x);  /* -> scalar (shape (1)) */
+/* Over one dim, which is removed. */
+tr_tensor *tr_sum_dim(tr_graph *g, tr_tensor *x, int dim);
+tr_tensor *tr_mean_dim(tr_graph *g, tr_tensor *x, int dim);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

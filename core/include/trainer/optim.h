@@ -1,0 +1,89 @@
+/* Optimizers, learning-rate schedules and gradient clipping on flat buffers.
+ *
+ *   tr_optim_config oc = tr_optim_defaults(TR_OPTIM_ADAMW);
+ *   oc.lr = 3e-4; oc.weight_decay = 0.01;
+ *   tr_optim *opt;
+ *   TR_CHECK(tr_optim_create(&opt, &oc, tr_params_numel(P)));   // or just a shard's length
+ *   float norm = tr_clip_grad_norm(grad, n, 1.0, tr_grad_sumsq(grad, n));
+ *   double lr = tr_sched_lr(&sched, oc.lr, step);
+ *   TR_CHECK(tr_optim_step(opt, param, grad, n, lr));
+ *
+ * An optimizer updates one contiguous slice of n floats (the whole flat buffer, or the shard
+ * a sharded strategy owns) and keeps its state (momentum, Adam moments) in flat buffers of
+ * the same length, so state checkpoints and shards are plain ranges too. Updates follow
+ * PyTorch's torch.optim formulas exactly (fp32). Schedules are pure functions of the step,
+ * so resuming needs only the step number. */
+#ifndef TRAINER_OPTIM_H
+#define TRAINER_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tr_optim_kind { TR_OPTIM_SGD = 0, TR_OPTIM_ADAM = 1, TR_OPTIM_ADAMW = 2 } tr_optim_kind;
+
+typedef struct tr_optim_config {
+    tr_optim_kind kind;
+    double lr;
+    double weight_decay;  /* SGD/Adam: L2 added to the gradient; AdamW: decoupled */
+    double momentum;      /* SGD */
+    double dampening;     /* SGD */
+    int nesterov;         /* SGD */
+    double beta1, beta2;  /* Adam, AdamW */
+    double eps;           /* Adam, AdamW */
+} tr_optim_config;
+
+/* PyTorch's defaults for the kind (AdamW: lr 1e-3, betas 0.9/0.999, eps 1e-8, wd 0.01). */
+tr_optim_config tr_optim_defaults(tr_optim_kind kind);
+/* Checks ranges; the message names the field. */
+tr_status tr_optim_config_validate(const tr_optim_config *cfg);
+
+typedef struct tr_optim tr_optim;
+
+tr_status tr_optim_create(tr_optim **out, const tr_optim_config *cfg, size_t n);
+void tr_optim_destroy(tr_optim *opt);
+/* One update of param[0..n) from grad[0..n) with learning rate lr; n must equal create's. */
+tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n, double lr);
+/* Number of steps taken (Adam's bias correction uses it). */
+int64_t tr_optim_steps(const tr_optim *opt);
+void tr_optim_set_steps(tr_optim *opt, int64_t steps);
+/* State buffers for checkpoints: count, and each one's name ("exp_avg", "exp_avg_sq",
+ * "momentum_buffer") and data of n floats (owned by opt). */
+int tr_optim_state_count(const tr_optim *opt);
+const char *tr_optim_state_name(const tr_optim *opt, int i);
+float *tr_optim_state(tr_optim *opt, int i);
+
+typedef enum tr_sched_kind {
+    TR_SCHED_CONSTANT = 0,
+    TR_SCHED_STEP = 1,    /* lr * gamma^(floor(step / step_size)) */
+    TR_SCHED_COSINE = 2   /* cosine from lr to min_lr over total_steps */
+} tr_sched_kind;
+
+typedef struct tr_sched_config {
+    tr_sched_kind kind;
+    int64_t warmup_steps;   /* linear warm-up from 0 (before the schedule proper); 0 = none */
+    int64_t step_size;      /* STEP */
+    double gamma;           /* STEP */
+    int64_t total_steps;    /* COSINE: steps after warm-up over which lr decays */
+    double min_lr;          /* COSINE */
+} tr_sched_config;
+
+/* Learning rate for optimizer step `step` (0-based). Warm-up: base_lr * (step+1)/warmup. */
+double tr_sched_lr(const tr_sched_config *s, double base_lr, int64_t step);
+
+/* Sum of squares of g[0..n), accumulated in double (per shard, then summed across ranks). */
+double tr_grad_sumsq(const float *g, size_t n);
+/* Scales g[0..n) so the global norm sqrt(sumsq) is at most max_norm (PyTorch's
+ * clip_grad_norm_: coefficient max_norm / (norm + 1e-6), applied when < 1). Returns the norm
+ * before clipping. */
+double tr_clip_grad_norm(float *g, size_t n, double max_norm, double sumsq);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,82 @@
+/* The parameter registry: named shapes in, one flat parameter buffer and one flat gradient
+ * buffer out (DESIGN.md decision 1).
+ *
+ *   tr_params *P;
+ *   TR_CHECK(tr_params_create(&P));
+ *   int w, b, rm;
+ *   TR_CHECK(tr_params_add(P, "fc.weight", 2, (int64_t[]){10, 784}, TR_INIT_KAIMING_UNIFORM, 0, &w));
+ *   TR_CHECK(tr_params_add(P, "fc.bias", 1, (int64_t[]){10}, TR_INIT_FAN_IN_UNIFORM, 784, &b));
+ *   TR_CHECK(tr_params_add_buffer(P, "bn.running_mean", 1, (int64_t[]){64}, TR_INIT_ZEROS, 0, &rm));
+ *   TR_CHECK(tr_params_finalize(P, seed));                 // allocates and initialises
+ *   tr_tensor *W = tr_params_get(P, w);                    // view: data and grad in the flat buffers
+ *
+ * Parameters are laid out in registration order, each starting on a 16-float boundary (the
+ * gaps are zero and stay zero), so a parameter's slice is contiguous and slices of the flat
+ * buffer (DDP buckets, ZeRO shards) are plain ranges. Buffers (batch-norm running stats) are
+ * registered separately: they get no gradient and are not optimised. Initialisation draws
+ * from the counter-based RNG keyed by (seed, parameter index), so it is the same on every
+ * rank and in every build. */
+#ifndef TRAINER_PARAMS_H
+#define TRAINER_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/status.h"
+#include "trainer/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tr_init {
+    TR_INIT_ZEROS = 0,
+    TR_INIT_ONES = 1,
+    TR_INIT_UNIFORM = 2,          /* U(-arg, arg) */
+    TR_INIT_NORMAL = 3,           /* N(0, arg^2) */
+    TR_INIT_KAIMING_UNIFORM = 4,  /* PyTorch's Linear/Conv weight default: U(-1/sqrt(fan_in), +) */
+    TR_INIT_FAN_IN_UNIFORM = 5    /* PyTorch's Linear/Conv bias default: arg = fan_in */
+} tr_init;
+
+typedef struct tr_params tr_params;
+
+tr_status tr_params_create(tr_params **out);
+void tr_params_destroy(tr_params *P);
+
+/* Registers a trainable parameter (before finalize); `name` is copied; *index receives its id. */
+tr_status tr_params_add(tr_params *P, const char *name, int ndim, const int64_t *shape,
+                        tr_init init, double init_arg, int *index);
+/* Registers a non-trainable buffer; its tensor has param = -1 and no grad. */
+tr_status tr_params_add_buffer(tr_params *P, const char *name, int ndim, const int64_t *shape,
+                               tr_init init, double init_arg, int *index);
+/* Allocates the flat buffers and initialises every parameter and buffer from `seed`. */
+tr_status tr_params_finalize(tr_params *P, uint64_t seed);
+
+int tr_params_count(const tr_params *P);
+int tr_params_buffer_count(const tr_params *P);
+/* Views, owned by P. NULL for an index out of range. */
+tr_tensor *tr_params_get(tr_params *P, int index);
+tr_tensor *tr_params_buffer(tr_params *P, int index);
+const char *tr_params_name(const tr_params *P, int index);
+const char *tr_params_buffer_name(const tr_params *P, int index);
+/* Index of the parameter called name, or -1. */
+int tr_params_find(const tr_params *P, const char *name);
+int tr_params_find_buffer(const tr_params *P, const char *name);
+/* Element offset of a parameter in the flat buffers. */
+size_t tr_params_offset(const tr_params *P, int index);
+
+/* The flat buffers, owned by P; numel counts the alignment gaps. */
+float *tr_params_data(tr_params *P);
+float *tr_params_grad(tr_params *P);
+size_t tr_params_numel(const tr_params *P);
+/* Number of trainable scalars, gaps not counted. */
+size_t tr_params_trainable(const tr_params *P);
+float *tr_params_buffers_data(tr_params *P);
+size_t tr_params_buffers_numel(const tr_params *P);
+
+void tr_params_zero_grad(tr_params *P);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,28 @@
+/* Process-wide runtime settings: version and CPU thread count.
+ *
+ *   tr_set_num_threads(2);   // OpenMP kernels and OpenBLAS both use 2 threads
+ *
+ * Several ranks on one host each call tr_set_num_threads(cores / ranks) so that neither the
+ * core's kernels nor BLAS oversubscribe the machine. */
+#ifndef TRAINER_RUNTIME_H
+#define TRAINER_RUNTIME_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TR_ABI_MAJOR 0
+#define TR_ABI_MINOR 1
+
+const char *tr_version(void);
+/* Sets the threads used by the core's kernels and by BLAS; n <= 0 means TRAINER_NUM_THREADS,
+ * else OMP_NUM_THREADS, else the cores this process may run on. */
+void tr_set_num_threads(int n);
+int tr_get_num_threads(void);
+/* Cores this process may run on (its affinity mask). */
+int tr_cpu_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,281 @@
+/* The graph: step arena, tape recording, reverse-mode differentiation with ready hooks. */
+#include <stdio.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "trainer/params.h"
+
+struct tr_graph {
+    tr_arena *arena;
+    tr_node *tape;            /* newest node */
+    size_t n_nodes;
+    tr_status status;
+    int training;
+    int grad_enabled;
+    uint64_t seed, step, sample_base, dropout_calls;
+    tr_params *params;
+    tr_grad_ready_fn hook;
+    void *hook_user;
+    tr_tensor **used;         /* parameters used this step (arena array) */
+    int n_used, cap_used;
+    int in_backward;
+};
+
+tr_status tr_graph_create(tr_graph **out, size_t arena_bytes) {
+    *out = NULL;
+    tr_graph *g = tr_calloc(1, sizeof *g);
+    if (!g) return TR_ERR_NOMEM;
+    tr_status st = tr_arena_create(&g->arena, arena_bytes);
+    if (st) {
+        tr_free(g);
+        return st;
+    }
+    g->training = 1;
+    g->grad_enabled = 1;
+    *out = g;
+    return TR_OK;
+}
+
+void tr_graph_destroy(tr_graph *g) {
+    if (!g) return;
+    tr_graph_reset(g);
+    tr_arena_destroy(g->arena);
+    tr_free(g);
+}
+
+void tr_graph_reset(tr_graph *g) {
+    /* Parameters keep their use counts in their own tensors: clear the ones this step set. */
+    for (int i = 0; i < g->n_used; i++) g->used[i]->uses = 0;
+    g->used = NULL;
+    g->n_used = g->cap_used = 0;
+    tr_arena_reset(g->arena);
+    g->tape = NULL;
+    g->n_nodes = 0;
+    g->status = TR_OK;
+    g->dropout_calls = 0;
+}
+
+tr_arena *tr_graph_arena(tr_graph *g) { return g->arena; }
+void tr_graph_set_training(tr_graph *g, int training) { g->training = training != 0; }
+int tr_graph_training(const tr_graph *g) { return g->training; }
+void tr_graph_set_grad_enabled(tr_graph *g, int enabled) { g->grad_enabled = enabled != 0; }
+int tr_graph_grad_enabled(const tr_graph *g) { return g->grad_enabled; }
+
+void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample_base) {
+    g->seed = seed;
+    g->step = step;
+    g->sample_base = sample_base;
+}
+
+void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample_base,
+                   uint64_t *call) {
+    *seed = g->seed;
+    *step = g->step;
+    *sample_base = g->sample_base;
+    *call = g->dropout_calls++;
+}
+
+void tr_graph_set_params(tr_graph *g, tr_params *params) { g->params = params; }
+
+void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user) {
+    g->hook = fn;
+    g->hook_user = user;
+}
+
+tr_status tr_graph_status(const tr_graph *g) { return g->status; }
+size_t tr_graph_nodes(const tr_graph *g) { return g->n_nodes; }
+
+tr_tensor *op_fail(tr_graph *g, tr_status s, const char *fmt, ...) {
+    if (g->status == TR_OK) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        g->status = tr_error_set(s, "%s", msg);
+    }
+    return NULL;
+}
+
+const char *op_shape(const tr_tensor *t) {
+    static _Thread_local char bufs[4][96];
+    static _Thread_local int next;
+    char *b = bufs[next++ & 3];
+    return t ? tr_shape_str(t, b, sizeof bufs[0]) : "(null)";
+}
+
+int op_check(tr_graph *g, const char *op, int n, ...) {
+    if (g->status != TR_OK) return 0;
+    va_list ap;
+    va_start(ap, n);
+    tr_dtype dt = TR_F32;
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        tr_tensor *t = va_arg(ap, tr_tensor *);
+        if (!t) {
+            op_fail(g, TR_ERR_INVALID, "%s: input %d is NULL (an earlier op failed?)", op, i);
+            ok = 0;
+        } else if (t->dtype != TR_F32 && t->dtype != TR_F64) {
+            op_fail(g, TR_ERR_UNSUPPORTED, "%s: input %d has dtype %s; expected f32 or f64", op,
+                    i, tr_dtype_name(t->dtype));
+            ok = 0;
+        } else if (i == 0) {
+            dt = t->dtype;
+        } else if (t->dtype != dt) {
+            op_fail(g, TR_ERR_INVALID, "%s: input %d has dtype %s, input 0 has %s", op, i,
+                    tr_dtype_name(t->dtype), tr_dtype_name(dt));
+            ok = 0;
+        }
+    }
+    va_end(ap);
+    return ok;
+}
+
+void *op_alloc(tr_graph *g, size_t bytes) {
+    void *p = tr_arena_alloc(g->arena, bytes);
+    if (!p && g->status == TR_OK) g->status = TR_ERR_NOMEM; /* message set by the arena */
+    return p;
+}
+
+static tr_tensor *new_tensor(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape) {
+    if (g->status != TR_OK) return NULL;
+    if (ndim < 0 || ndim > TR_MAX_DIMS)
+        return op_fail(g, TR_ERR_INVALID, "tensor: %d dims (at most %d)", ndim, TR_MAX_DIMS);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return op_fail(g, TR_ERR_INVALID, "tensor: dim %d is negative (%lld)", i,
+                           (long long)shape[i]);
+    tr_tensor *t = op_alloc(g, sizeof *t);
+    if (!t) return NULL;
+    *t = tr_tensor_view(NULL, dtype, ndim, shape);
+    size_t bytes = tr_tensor_bytes(t);
+    t->data = op_alloc(g, bytes ? bytes : 1);
+    return t->data ? t : NULL;
+}
+
+tr_tensor *op_out(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape) {
+    return new_tensor(g, dtype, ndim, shape);
+}
+
+tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape) {
+    return new_tensor(g, dtype, ndim, shape);
+}
+
+tr_tensor *tr_graph_leaf(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape) {
+    tr_tensor *t = new_tensor(g, dtype, ndim, shape);
+    if (!t) return NULL;
+    t->requires_grad = 1;
+    t->grad = tr_arena_calloc(g->arena, tr_tensor_bytes(t) ? tr_tensor_bytes(t) : 1);
+    if (!t->grad) return op_fail(g, TR_ERR_NOMEM, "leaf: out of memory");
+    return t;
+}
+
+int op_needs_grad(tr_graph *g, int n, ...) {
+    if (!g->grad_enabled) return 0;
+    va_list ap;
+    va_start(ap, n);
+    int need = 0;
+    for (int i = 0; i < n; i++) {
+        tr_tensor *t = va_arg(ap, tr_tensor *);
+        if (t && t->requires_grad) need = 1;
+    }
+    va_end(ap);
+    return need;
+}
+
+static void note_use(tr_graph *g, tr_tensor *t) {
+    if (!t || t->param < 0 || !t->requires_grad) return;
+    if (t->uses++ > 0) return;
+    if (g->n_used == g->cap_used) {
+        int cap = g->cap_used ? g->cap_used * 2 : 64;
+        tr_tensor **a = op_alloc(g, (size_t)cap * sizeof *a);
+        if (!a) return;
+        if (g->n_used) memcpy(a, g->used, (size_t)g->n_used * sizeof *a);
+        g->used = a;
+        g->cap_used = cap;
+    }
+    g->used[g->n_used++] = t;
+}
+
+tr_node *op_record(tr_graph *g, const char *name, tr_backward_fn fn, tr_tensor *out, int n,
+                   ...) {
+    tr_node *node = op_alloc(g, sizeof *node);
+    if (!node) return NULL;
+    memset(node, 0, sizeof *node);
+    node->name = name;
+    node->backward = fn;
+    node->out = out;
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n && i < TR_NODE_MAX_IN; i++) {
+        node->in[i] = va_arg(ap, tr_tensor *);
+        note_use(g, node->in[i]);
+    }
+    va_end(ap);
+    out->requires_grad = 1;
+    node->prev = g->tape;
+    g->tape = node;
+    g->n_nodes++;
+    return node;
+}
+
+void *op_grad(tr_graph *g, tr_tensor *t) {
+    if (!t || !t->requires_grad) return NULL;
+    if (t->grad) return t->grad;
+    if (t->view_of) {
+        /* A reshape view shares its base's gradient buffer (same layout, same numel). */
+        t->grad = op_grad(g, t->view_of);
+        return t->grad;
+    }
+    size_t bytes = tr_tensor_bytes(t);
+    t->grad = tr_arena_calloc(g->arena, bytes ? bytes : 1);
+    if (!t->grad) op_fail(g, TR_ERR_NOMEM, "backward: out of memory for a gradient");
+    return t->grad;
+}
+
+static void release(tr_graph *g, tr_tensor *t) {
+    if (!t || t->param < 0 || t->uses <= 0) return;
+    if (--t->uses == 0 && g->hook) g->hook(g->hook_user, t->param);
+}
+
+tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
+    if (g->status != TR_OK) return tr_error_set(g->status, "%s", tr_error_msg());
+    if (!out) return tr_error_set(TR_ERR_INVALID, "backward: output is NULL");
+    if (!out->requires_grad)
+        return tr_error_set(TR_ERR_INVALID,
+                            "backward: the output does not depend on anything that requires a "
+                            "gradient (grad mode off, or no parameter used?)");
+    void *d = op_grad(g, out);
+    if (!d) return g->status;
+    int64_t n = tr_tensor_numel(out);
+    if (dout) {
+        memcpy(d, dout, tr_tensor_bytes(out));
+    } else if (out->dtype == TR_F64) {
+        for (int64_t i = 0; i < n; i++) ((double *)d)[i] = 1.0;
+    } else {
+        for (int64_t i = 0; i < n; i++) ((float *)d)[i] = 1.0f;
+    }
+    g->in_backward = 1;
+    for (tr_node *node = g->tape; node && g->status == TR_OK; node = node->prev) {
+        /* A node whose output got no gradient contributes nothing. */
+        if (node->out->grad || (node->out->view_of && node->out->view_of->grad)) {
+            if (!node->out->grad) node->out->grad = node->out->view_of->grad;
+            node->backward(g, node);
+        }
+        for (int i = 0; i < TR_NODE_MAX_IN; i++) release(g, node->in[i]);
+        for (int i = 0; i < node->n_ins; i++) release(g, node->ins[i]);
+    }
+    g->in_backward = 0;
+    if (g->status != TR_OK) return g->status;
+    /* Parameters the step never touched have final (unchanged) gradients too. */
+    if (g->hook && g->params) {
+        int np = tr_params_count(g->params);
+        for (int p = 0; p < np; p++) {
+            tr_tensor *t = tr_params_get(g->params, p);
+            int used = 0;
+            for (int i = 0; i < g->n_used && !used; i++) used = g->used[i] == t;
+            if (!used) g->hook(g->hook_user, p);
+        }
+    }
+    return TR_OK;
+}

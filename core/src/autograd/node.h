@@ -1,0 +1,62 @@
+/* Private: the tape node and the helpers every op file uses to build one.
+ *
+ * An op file has: kernels written once in a `.inc` for real = float and double (generic.h),
+ * a forward that checks its inputs, allocates its output with op_out, runs the kernel and,
+ * when op_needs_grad, records a node with op_record; and a backward that reads the node,
+ * fetches accumulation buffers with op_grad and adds (+=) the input gradients. */
+#ifndef TRAINER_AUTOGRAD_NODE_H
+#define TRAINER_AUTOGRAD_NODE_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "trainer/graph.h"
+#include "trainer/ops.h"
+
+#define TR_NODE_MAX_IN 5
+
+typedef struct tr_node tr_node;
+typedef void (*tr_backward_fn)(tr_graph *g, tr_node *n);
+
+struct tr_node {
+    tr_node *prev;                  /* tape order, newest first */
+    const char *name;               /* op name, for errors and profiles */
+    tr_backward_fn backward;
+    tr_tensor *out;
+    tr_tensor *in[TR_NODE_MAX_IN];  /* inputs that may need a gradient; unused = NULL */
+    tr_tensor **ins;                /* variable-length inputs (concat), n_ins of them */
+    int n_ins;
+    int64_t i[8];                   /* integer arguments */
+    double f[4];                    /* real arguments */
+    void *saved[4];                 /* arena data kept for backward (masks, statistics) */
+};
+
+/* Dispatch on a float dtype to the _f32 or _f64 kernel. */
+#define TR_DISPATCH(dtype, fn, ...) \
+    ((dtype) == TR_F64 ? fn##_f64(__VA_ARGS__) : fn##_f32(__VA_ARGS__))
+
+/* Records the first error of the step and returns NULL. */
+tr_tensor *op_fail(tr_graph *g, tr_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Checks an op's n float inputs (pass only present ones): returns 0, having recorded the
+ * error, when one is NULL, an error is pending, or they are not all f32 or all f64. */
+int op_check(tr_graph *g, const char *op, int n, ...);
+/* A new arena tensor of the shape (data uninitialised, no grad). */
+tr_tensor *op_out(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
+/* Arena scratch that lives until the next reset; NULL records out-of-memory. */
+void *op_alloc(tr_graph *g, size_t bytes);
+/* Whether the op must record a node: grad mode on and any of the n inputs requires grad. */
+int op_needs_grad(tr_graph *g, int n, ...);
+/* Appends a node for `out` (which becomes requires_grad) with inputs in[0..n). */
+tr_node *op_record(tr_graph *g, const char *name, tr_backward_fn fn, tr_tensor *out, int n,
+                   ...);
+/* The gradient buffer of t, zero-filled on first use; NULL when t needs no gradient. */
+void *op_grad(tr_graph *g, tr_tensor *t);
+/* The graph's dropout randomness (tr_graph_set_rng) and a per-step call counter that gives
+ * each random op of a step its own sub-stream. */
+void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample_base,
+                   uint64_t *call);
+/* Shape as text for messages, in a rotating thread-local buffer. */
+const char *op_shape(const tr_tensor *t);
+
+#endif

@@ -1,0 +1,85 @@
+/* Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11).
+ * Element i of a stream is lane i % 4 of the block at counter (stream, i / 4) under key seed. */
+#include <math.h>
+
+#include "trainer/rng.h"
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+void tr_philox4x32(uint32_t out[4], uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
+    uint32_t c0 = (uint32_t)counter_lo, c1 = (uint32_t)(counter_lo >> 32);
+    uint32_t c2 = (uint32_t)counter_hi, c3 = (uint32_t)(counter_hi >> 32);
+    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)PHILOX_M0 * c0;
+        uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+        uint32_t n1 = (uint32_t)p1;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        uint32_t n3 = (uint32_t)p0;
+        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+/* splitmix64 finaliser: mixes sub-stream ids so nearby (a, b) pairs are unrelated. */
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return x;
+}
+
+uint64_t tr_rng_stream(uint64_t stream, uint64_t a, uint64_t b) {
+    return mix64(mix64(mix64(stream) ^ a) ^ (b + 0x9E3779B97F4A7C15ull));
+}
+
+uint32_t tr_rng_u32(uint64_t seed, uint64_t stream, uint64_t index) {
+    uint32_t r[4];
+    tr_philox4x32(r, seed, stream, index >> 2);
+    return r[index & 3];
+}
+
+static float u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+
+float tr_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+    return u32_to_unit(tr_rng_u32(seed, stream, index));
+}
+
+void tr_rng_fill_uniform(float *out, size_t n, uint64_t seed, uint64_t stream, uint64_t first,
+                         float lo, float hi) {
+    float span = hi - lo;
+    size_t i = 0;
+    while (i < n) {
+        uint64_t idx = first + i;
+        uint32_t r[4];
+        tr_philox4x32(r, seed, stream, idx >> 2);
+        for (unsigned lane = (unsigned)(idx & 3); lane < 4 && i < n; lane++, i++)
+            out[i] = lo + span * u32_to_unit(r[lane]);
+    }
+}
+
+void tr_rng_fill_normal(float *out, size_t n, uint64_t seed, uint64_t stream, uint64_t first,
+                        float mean, float std) {
+    /* Element e uses the pair (2*(e/2), 2*(e/2)+1) of uniforms; even e takes the cosine branch,
+     * odd e the sine branch, so any element is computable on its own. */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t e = first + i;
+        uint64_t base = (e & ~1ull) * 2;
+        uint32_t r[4];
+        tr_philox4x32(r, seed, stream, base >> 2);
+        double u1 = ((double)r[0] + 1.0) / 4294967296.0; /* (0, 1] */
+        double u2 = (double)r[1] / 4294967296.0;
+        double rad = sqrt(-2.0 * log(u1));
+        double th = 6.283185307179586 * u2;
+        double z = (e & 1) ? rad * sin(th) : rad * cos(th);
+        out[i] = mean + std * (float)z;
+    }
+}

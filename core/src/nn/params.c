@@ -1,0 +1,183 @@
+/* Parameter registry: named shapes laid out in one flat parameter buffer, one flat gradient
+ * buffer and one flat buffer for non-trainable state. */
+#include <math.h>
+#include <string.h>
+
+#include "trainer/memory.h"
+#include "trainer/params.h"
+#include "trainer/rng.h"
+
+#define PARAM_ALIGN 16 /* floats: each parameter starts on a 64-byte boundary */
+#define NAME_MAX_LEN 127
+
+typedef struct entry {
+    char name[NAME_MAX_LEN + 1];
+    tr_tensor t;
+    size_t offset;
+    tr_init init;
+    double init_arg;
+} entry;
+
+typedef struct table {
+    entry *e;
+    int n, cap;
+    float *data, *grad;
+    size_t numel;
+} table;
+
+struct tr_params {
+    table p;  /* trainable */
+    table b;  /* buffers */
+    int finalized;
+};
+
+tr_status tr_params_create(tr_params **out) {
+    *out = tr_calloc(1, sizeof **out);
+    return *out ? TR_OK : TR_ERR_NOMEM;
+}
+
+void tr_params_destroy(tr_params *P) {
+    if (!P) return;
+    tr_free(P->p.e);
+    tr_free(P->p.data);
+    tr_free(P->p.grad);
+    tr_free(P->b.e);
+    tr_free(P->b.data);
+    tr_free(P) ;
+}
+
+static int find(const table *t, const char *name) {
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->e[i].name, name) == 0) return i;
+    return -1;
+}
+
+static tr_status add(tr_params *P, table *t, const char *what, const char *name, int ndim,
+                     const int64_t *shape, tr_init init, double init_arg, int *index) {
+    if (P->finalized)
+        return tr_error_set(TR_ERR_INVALID, "params: cannot add %s '%s' after finalize", what,
+                            name);
+    if (!name || !*name || strlen(name) > NAME_MAX_LEN)
+        return tr_error_set(TR_ERR_INVALID, "params: %s name must be 1..%d characters", what,
+                            NAME_MAX_LEN);
+    if (find(&P->p, name) >= 0 || find(&P->b, name) >= 0)
+        return tr_error_set(TR_ERR_INVALID, "params: '%s' is registered twice", name);
+    if (ndim < 1 || ndim > TR_MAX_DIMS)
+        return tr_error_set(TR_ERR_INVALID, "params: '%s' has %d dims (1..%d)", name, ndim,
+                            TR_MAX_DIMS);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] <= 0)
+            return tr_error_set(TR_ERR_INVALID, "params: '%s' dim %d is %lld (must be > 0)",
+                                name, i, (long long)shape[i]);
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 32;
+        entry *e = tr_calloc((size_t)cap, sizeof *e);
+        if (!e) return TR_ERR_NOMEM;
+        if (t->n) memcpy(e, t->e, (size_t)t->n * sizeof *e);
+        tr_free(t->e);
+        t->e = e;
+        t->cap = cap;
+    }
+    entry *e = &t->e[t->n];
+    memset(e, 0, sizeof *e);
+    strcpy(e->name, name);
+    e->t = tr_tensor_view(NULL, TR_F32, ndim, shape);
+    e->init = init;
+    e->init_arg = init_arg;
+    if (index) *index = t->n;
+    t->n++;
+    return TR_OK;
+}
+
+tr_status tr_params_add(tr_params *P, const char *name, int ndim, const int64_t *shape,
+                        tr_init init, double init_arg, int *index) {
+    return add(P, &P->p, "parameter", name, ndim, shape, init, init_arg, index);
+}
+
+tr_status tr_params_add_buffer(tr_params *P, const char *name, int ndim, const int64_t *shape,
+                               tr_init init, double init_arg, int *index) {
+    return add(P, &P->b, "buffer", name, ndim, shape, init, init_arg, index);
+}
+
+static void init_entry(entry *e, float *data, uint64_t seed, uint64_t stream) {
+    size_t n = (size_t)tr_tensor_numel(&e->t);
+    /* fan_in for (OC, C, ...) weights: C * prod(kernel dims). */
+    double fan_in = (double)tr_tensor_dims(&e->t, 1, e->t.ndim);
+    double bound;
+    switch (e->init) {
+    case TR_INIT_ZEROS: memset(data, 0, n * sizeof(float)); break;
+    case TR_INIT_ONES:
+        for (size_t i = 0; i < n; i++) data[i] = 1.0f;
+        break;
+    case TR_INIT_UNIFORM:
+        tr_rng_fill_uniform(data, n, seed, stream, 0, (float)-e->init_arg, (float)e->init_arg);
+        break;
+    case TR_INIT_NORMAL: tr_rng_fill_normal(data, n, seed, stream, 0, 0.0f, (float)e->init_arg); break;
+    case TR_INIT_KAIMING_UNIFORM:
+        /* kaiming_uniform_(a=sqrt(5)) gives bound = 1/sqrt(fan_in). */
+        bound = e->t.ndim >= 2 ? 1.0 / sqrt(fan_in) : 1.0 / sqrt((double)n);
+        tr_rng_fill_uniform(data, n, seed, stream, 0, (float)-bound, (float)bound);
+        break;
+    case TR_INIT_FAN_IN_UNIFORM:
+        bound = e->init_arg > 0 ? 1.0 / sqrt(e->init_arg) : 0.0;
+        tr_rng_fill_uniform(data, n, seed, stream, 0, (float)-bound, (float)bound);
+        break;
+    }
+}
+
+static tr_status layout(table *t, int with_grad, uint64_t seed, uint64_t stream_base) {
+    size_t off = 0;
+    for (int i = 0; i < t->n; i++) {
+        t->e[i].offset = off;
+        off += ((size_t)tr_tensor_numel(&t->e[i].t) + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN;
+    }
+    t->numel = off;
+    t->data = tr_calloc(off ? off : 1, sizeof(float));
+    if (!t->data) return TR_ERR_NOMEM;
+    if (with_grad) {
+        t->grad = tr_calloc(off ? off : 1, sizeof(float));
+        if (!t->grad) return TR_ERR_NOMEM;
+    }
+    for (int i = 0; i < t->n; i++) {
+        entry *e = &t->e[i];
+        e->t.data = t->data + e->offset;
+        e->t.grad = with_grad ? t->grad + e->offset : NULL;
+        e->t.requires_grad = with_grad;
+        e->t.param = with_grad ? i : -1;
+        init_entry(e, e->t.data, seed, tr_rng_stream(TR_RNG_STREAM_INIT, stream_base, (uint64_t)i));
+    }
+    return TR_OK;
+}
+
+tr_status tr_params_finalize(tr_params *P, uint64_t seed) {
+    if (P->finalized) return tr_error_set(TR_ERR_INVALID, "params: finalized twice");
+    TR_CHECK(layout(&P->p, 1, seed, 0));
+    TR_CHECK(layout(&P->b, 0, seed, 1));
+    P->finalized = 1;
+    return TR_OK;
+}
+
+int tr_params_count(const tr_params *P) { return P->p.n; }
+int tr_params_buffer_count(const tr_params *P) { return P->b.n; }
+tr_tensor *tr_params_get(tr_params *P, int i) { return i >= 0 && i < P->p.n ? &P->p.e[i].t : NULL; }
+tr_tensor *tr_params_buffer(tr_params *P, int i) { return i >= 0 && i < P->b.n ? &P->b.e[i].t : NULL; }
+const char *tr_params_name(const tr_params *P, int i) { return i >= 0 && i < P->p.n ? P->p.e[i].name : NULL; }
+const char *tr_params_buffer_name(const tr_params *P, int i) { return i >= 0 && i < P->b.n ? P->b.e[i].name : NULL; }
+int tr_params_find(const tr_params *P, const char *name) { return find(&P->p, name); }
+int tr_params_find_buffer(const tr_params *P, const char *name) { return find(&P->b, name); }
+size_t tr_params_offset(const tr_params *P, int i) { return P->p.e[i].offset; }
+float *tr_params_data(tr_params *P) { return P->p.data; }
+float *tr_params_grad(tr_params *P) { return P->p.grad; }
+size_t tr_params_numel(const tr_params *P) { return P->p.numel; }
+float *tr_params_buffers_data(tr_params *P) { return P->b.data; }
+size_t tr_params_buffers_numel(const tr_params *P) { return P->b.numel; }
+
+size_t tr_params_trainable(const tr_params *P) {
+    size_t n = 0;
+    for (int i = 0; i < P->p.n; i++) n += (size_t)tr_tensor_numel(&P->p.e[i].t);
+    return n;
+}
+
+void tr_params_zero_grad(tr_params *P) {
+    if (P->p.grad) memset(P->p.grad, 0, P->p.numel * sizeof(float));
+}

@@ -1,0 +1,22 @@
+/* Row-major GEMM wrappers over CBLAS. */
+#include <cblas.h>
+
+#include "ops/gemm.h"
+
+void tr_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                 int64_t ldc) {
+    if (M == 0 || N == 0) return;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda,
+                B, (int)ldb, beta, C, (int)ldc);
+}
+
+void tr_gemm_f64(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+                 const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
+                 double *C, int64_t ldc) {
+    if (M == 0 || N == 0) return;
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda,
+                B, (int)ldb, beta, C, (int)ldc);
+}

@@ -1,0 +1,18 @@
+/* Private: row-major GEMM, C = alpha * op(A) op(B) + beta * C, over OpenBLAS.
+ * op(A) is (M, K), op(B) is (K, N); trans flags say A or B is stored transposed. */
+#ifndef TRAINER_OPS_GEMM_H
+#define TRAINER_OPS_GEMM_H
+
+#include <stdint.h>
+
+void tr_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                 int64_t ldc);
+void tr_gemm_f64(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+                 const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
+                 double *C, int64_t ldc);
+
+/* Element count above which an elementwise kernel goes parallel (OpenMP). */
+#define TR_PAR_MIN 32768
+
+#endif

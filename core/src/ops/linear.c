@@ -1,0 +1,37 @@
+/* Linear layer y = x W^T + b over the last dim (PyTorch's nn.Linear layout). */
+#include "autograd/node.h"
+
+#define TR_GENERIC "ops/linear.inc"
+#include "ops/generic.h"
+
+static void linear_backward(tr_graph *g, tr_node *n) {
+    tr_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    int64_t B = n->i[0], C = n->i[1], OC = n->i[2];
+    void *dx = op_grad(g, x), *dw = op_grad(g, w), *db = b ? op_grad(g, b) : NULL;
+    TR_DISPATCH(x->dtype, linear_backward, dx, dw, db, n->out->grad, x->data, w->data, B, C, OC);
+}
+
+tr_tensor *tr_linear(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b) {
+    if (!op_check(g, "linear", b ? 3 : 2, x, w, b)) return NULL;
+    if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1])
+        return op_fail(g, TR_ERR_INVALID, "linear: input %s does not match weight %s (OC, C)",
+                       op_shape(x), op_shape(w));
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+        return op_fail(g, TR_ERR_INVALID, "linear: bias %s does not match weight %s",
+                       op_shape(b), op_shape(w));
+    int64_t C = w->shape[1], OC = w->shape[0], B = tr_tensor_dims(x, 0, x->ndim - 1);
+    int64_t shape[TR_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = OC;
+    tr_tensor *y = op_out(g, x->dtype, x->ndim, shape);
+    if (!y) return NULL;
+    TR_DISPATCH(x->dtype, linear_forward, y->data, x->data, w->data, b ? b->data : NULL, B, C, OC);
+    if (op_needs_grad(g, 3, x, w, b)) {
+        tr_node *n = op_record(g, "linear", linear_backward, y, 3, x, w, b);
+        if (!n) return NULL;
+        n->i[0] = B;
+        n->i[1] = C;
+        n->i[2] = OC;
+    }
+    return y;
+}

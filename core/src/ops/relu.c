@@ -1,0 +1,21 @@
+/* ReLU, max(x, 0); the gradient at 0 is 0 as in PyTorch. */
+#include "autograd/node.h"
+
+#define TR_GENERIC "ops/relu.inc"
+#include "ops/generic.h"
+
+static void relu_backward(tr_graph *g, tr_node *n) {
+    void *dx = op_grad(g, n->in[0]);
+    if (dx)
+        TR_DISPATCH(n->out->dtype, relu_backward, dx, n->out->grad, n->out->data,
+                    tr_tensor_numel(n->out));
+}
+
+tr_tensor *tr_relu(tr_graph *g, tr_tensor *x) {
+    if (!op_check(g, "relu", 1, x)) return NULL;
+    tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
+    if (!y) return NULL;
+    TR_DISPATCH(x->dtype, relu_forward, y->data, x->data, tr_tensor_numel(x));
+    if (op_needs_grad(g, 1, x) && !op_record(g, "relu", relu_backward, y, 1, x)) return NULL;
+    return y;
+}

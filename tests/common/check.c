@@ -1,0 +1,70 @@
+/* Test helpers (see check.h). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "check.h"
+
+int test_failures;
+int test_checks;
+
+void test_fail_at(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "FAIL %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    test_failures++;
+}
+
+void test_skip(const char *why) {
+    printf("SKIP: %s\n", why);
+    exit(77);
+}
+
+static double rel_err(const char *name, double max_diff, double max_ref, int finite,
+                      double tol) {
+    double err = max_ref > 0 ? max_diff / max_ref : max_diff;
+    test_checks++;
+    int ok = finite && err <= tol;
+    printf("%-40s max|d|/max|ref| = %.3e  (max|ref| %.3e)%s\n", name, err, max_ref,
+           ok ? "" : "  <-- FAIL");
+    if (!ok) {
+        fprintf(stderr, "FAIL %s: relative error %.3e above %.1e%s\n", name, err, tol,
+                finite ? "" : " (non-finite values)");
+        test_failures++;
+    }
+    return err;
+}
+
+double check_tensor(const char *name, const float *ours, const float *ref, int64_t n,
+                    double tol) {
+    double md = 0, mr = 0;
+    int finite = 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(ours[i]) || !isfinite(ref[i])) finite = 0;
+        double d = fabs((double)ours[i] - (double)ref[i]);
+        if (d > md) md = d;
+        if (fabs((double)ref[i]) > mr) mr = fabs((double)ref[i]);
+    }
+    return rel_err(name, md, mr, finite, tol);
+}
+
+double check_tensor_f64(const char *name, const double *ours, const double *ref, int64_t n,
+                        double tol) {
+    double md = 0, mr = 0;
+    int finite = 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(ours[i]) || !isfinite(ref[i])) finite = 0;
+        double d = fabs(ours[i] - ref[i]);
+        if (d > md) md = d;
+        if (fabs(ref[i]) > mr) mr = fabs(ref[i]);
+    }
+    return rel_err(name, md, mr, finite, tol);
+}
+
+int test_finish(void) {
+    printf("%d passed, %d failed\n", test_checks - test_failures, test_failures);
+    return test_failures ? 1 : 0;
+}

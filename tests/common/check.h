@@ -1,0 +1,48 @@
+/* Test helpers: value assertions that count failures, and llm.c-style tensor comparison.
+ *
+ *   CHECK(n == 3, "expected 3 items, got %d", n);
+ *   CHECK_NEAR(loss, 2.302585, 1e-6);
+ *   check_tensor("fc1.weight.grad", ours, ref, n, 1e-5);   // prints max|d|/max|ref|
+ *   return test_finish();                                   // 0 if no check failed
+ */
+#ifndef TRAINER_TEST_CHECK_H
+#define TRAINER_TEST_CHECK_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+extern int test_failures;
+extern int test_checks;
+
+void test_fail_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define CHECK(cond, ...)                                                                      \
+    do {                                                                                      \
+        test_checks++;                                                                        \
+        if (!(cond)) test_fail_at(__FILE__, __LINE__, __VA_ARGS__);                          \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                                 \
+    do {                                                                                      \
+        double ca_ = (double)(a), cb_ = (double)(b);                                          \
+        test_checks++;                                                                        \
+        if (!(ca_ - cb_ <= (tol) && cb_ - ca_ <= (tol)))                                      \
+            test_fail_at(__FILE__, __LINE__, "%s = %.9g, expected %s = %.9g (tol %g)", #a,   \
+                         ca_, #b, cb_, (double)(tol));                                        \
+    } while (0)
+
+/* Exits the test with status 77 (ctest's skip) after printing why. */
+void test_skip(const char *why);
+
+/* Relative error max|a - b| / max|b| over n floats (0 when both are all zero), printed with
+ * the name; a failure when above tol or when any value is not finite. Returns the error. */
+double check_tensor(const char *name, const float *ours, const float *ref, int64_t n,
+                    double tol);
+double check_tensor_f64(const char *name, const double *ours, const double *ref, int64_t n,
+                        double tol);
+
+/* Prints "N passed, M failed" and returns the exit status. */
+int test_finish(void);
+
+#endif
