@@ -1,0 +1,105 @@
+/* Unit tests of the base layer: status messages, arena, counted allocation, Philox RNG. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "trainer/trainer.h"
+
+static tr_status inner(void) { return tr_error_set(TR_ERR_PARSE, "cfg.yaml:3:7: bad value"); }
+static tr_status outer(void) {
+    TR_CHECK(inner());
+    return TR_OK;
+}
+
+static void test_status(void) {
+    CHECK(outer() == TR_ERR_PARSE, "status propagates");
+    CHECK(strcmp(tr_error_msg(), "cfg.yaml:3:7: bad value") == 0, "message kept: %s", tr_error_msg());
+    CHECK(strstr(tr_error_trace(), "base.c:") != NULL, "trace has file:line: %s", tr_error_trace());
+    tr_error_prefix("model.params: ");
+    CHECK(strcmp(tr_error_msg(), "model.params: cfg.yaml:3:7: bad value") == 0, "prefix: %s",
+          tr_error_msg());
+    CHECK(strcmp(tr_status_str(TR_ERR_TIMEOUT), "timed out") == 0, "status name");
+    tr_error_clear();
+    CHECK(tr_error_msg()[0] == '\0', "cleared");
+    CHECK(tr_log_level_parse("debug") == TR_LOG_DEBUG && tr_log_level_parse("nope") == -1,
+          "log level names");
+}
+
+static void test_arena(void) {
+    tr_arena *a;
+    CHECK(tr_arena_create(&a, 4096) == TR_OK, "arena create");
+    /* First step outgrows the first chunk; reset must coalesce so step 2 needs no heap. */
+    for (int step = 0; step < 3; step++) {
+        tr_arena_reset(a);
+        uint64_t before = tr_alloc_count();
+        for (int i = 0; i < 100; i++) {
+            char *p = tr_arena_alloc(a, 1000 + (size_t)i);
+            CHECK(p != NULL && ((uintptr_t)p % TR_ALIGN) == 0, "aligned block");
+            memset(p, i, 1000);
+        }
+        if (step > 0)
+            CHECK(tr_alloc_count() == before, "step %d allocated %llu times", step,
+                  (unsigned long long)(tr_alloc_count() - before));
+    }
+    CHECK(tr_arena_peak(a) >= 100 * 1000, "peak %zu", tr_arena_peak(a));
+    CHECK(tr_arena_capacity(a) >= tr_arena_peak(a), "capacity holds the peak");
+    char *z = tr_arena_calloc(a, 333);
+    int zero = 1;
+    for (int i = 0; i < 333; i++) zero &= z[i] == 0;
+    CHECK(zero, "calloc zeroes");
+    tr_arena_destroy(a);
+}
+
+static void test_rng(void) {
+    /* Known-answer vectors of Philox4x32-10 (Random123's kat_vectors). */
+    uint32_t r[4];
+    tr_philox4x32(r, 0, 0, 0);
+    CHECK(r[0] == 0x6627e8d5u && r[1] == 0xe169c58du && r[2] == 0xbc57ac4cu && r[3] == 0x9b00dbd8u,
+          "philox zero KAT: %08x %08x %08x %08x", r[0], r[1], r[2], r[3]);
+    tr_philox4x32(r, 0xffffffffffffffffull, 0xffffffffffffffffull, 0xffffffffffffffffull);
+    CHECK(r[0] == 0x408f276du && r[1] == 0x41c83b0eu && r[2] == 0xa20bc7c6u && r[3] == 0x6d5451fdu,
+          "philox ones KAT: %08x %08x %08x %08x", r[0], r[1], r[2], r[3]);
+    tr_philox4x32(r, 0x299f31d0a4093822ull, 0x0370734413198a2eull, 0x85a308d3243f6a88ull);
+    CHECK(r[0] == 0xd16cfe09u && r[1] == 0x94fdccebu && r[2] == 0x5001e420u && r[3] == 0x24126ea1u,
+          "philox pi KAT: %08x %08x %08x %08x", r[0], r[1], r[2], r[3]);
+
+    /* A range drawn in pieces equals the range drawn at once (layout independence). */
+    float whole[103], part[103];
+    tr_rng_fill_uniform(whole, 103, 7, 3, 5, -1, 1);
+    tr_rng_fill_uniform(part, 50, 7, 3, 5, -1, 1);
+    tr_rng_fill_uniform(part + 50, 53, 7, 3, 55, -1, 1);
+    CHECK(memcmp(whole, part, sizeof whole) == 0, "uniform split equals whole");
+    CHECK(whole[17] == -1 + 2 * tr_rng_uniform(7, 3, 22), "element access matches fill");
+    tr_rng_fill_normal(whole, 103, 7, 3, 5, 0, 1);
+    tr_rng_fill_normal(part, 33, 7, 3, 5, 0, 1);
+    tr_rng_fill_normal(part + 33, 70, 7, 3, 38, 0, 1);
+    CHECK(memcmp(whole, part, sizeof whole) == 0, "normal split equals whole");
+
+    /* Moments of 200k draws. */
+    enum { N = 200000 };
+    static float u[N];
+    tr_rng_fill_uniform(u, N, 1, 2, 0, 0, 1);
+    double m = 0, v = 0;
+    for (int i = 0; i < N; i++) m += u[i];
+    m /= N;
+    for (int i = 0; i < N; i++) v += (u[i] - m) * (u[i] - m);
+    v /= N;
+    CHECK_NEAR(m, 0.5, 0.005);
+    CHECK_NEAR(v, 1.0 / 12, 0.002);
+    tr_rng_fill_normal(u, N, 1, 2, 0, 0, 1);
+    m = v = 0;
+    for (int i = 0; i < N; i++) m += u[i];
+    m /= N;
+    for (int i = 0; i < N; i++) v += (u[i] - m) * (u[i] - m);
+    v /= N;
+    CHECK_NEAR(m, 0.0, 0.01);
+    CHECK_NEAR(v, 1.0, 0.02);
+    CHECK(tr_rng_stream(1, 2, 3) != tr_rng_stream(1, 3, 2), "sub-streams differ");
+}
+
+int main(void) {
+    test_status();
+    test_arena();
+    test_rng();
+    return test_finish();
+}

@@ -1,0 +1,121 @@
+/* Unit tests of the parameter registry and the graph: layout, init, gradient accumulation,
+ * gradient-ready hooks and sticky errors. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "trainer/trainer.h"
+
+typedef struct hook_log {
+    int order[16];
+    int n;
+    tr_params *P;
+    int grad_final_ok;
+} hook_log;
+
+static void on_ready(void *user, int p) {
+    hook_log *h = user;
+    if (h->n < 16) h->order[h->n++] = p;
+}
+
+static void test_params(void) {
+    tr_params *P;
+    int w1, b1, w2, b2, rm, dup;
+    CHECK(tr_params_create(&P) == TR_OK, "create");
+    tr_params_add(P, "fc1.weight", 2, (int64_t[]){5, 3}, TR_INIT_KAIMING_UNIFORM, 0, &w1);
+    tr_params_add(P, "fc1.bias", 1, (int64_t[]){5}, TR_INIT_FAN_IN_UNIFORM, 3, &b1);
+    tr_params_add(P, "fc2.weight", 2, (int64_t[]){2, 5}, TR_INIT_KAIMING_UNIFORM, 0, &w2);
+    tr_params_add(P, "fc2.bias", 1, (int64_t[]){2}, TR_INIT_ZEROS, 0, &b2);
+    tr_params_add_buffer(P, "bn.running_var", 1, (int64_t[]){4}, TR_INIT_ONES, 0, &rm);
+    CHECK(tr_params_add(P, "fc1.bias", 1, (int64_t[]){5}, TR_INIT_ZEROS, 0, &dup) == TR_ERR_INVALID &&
+              strstr(tr_error_msg(), "fc1.bias") != NULL,
+          "duplicate name refused: %s", tr_error_msg());
+    CHECK(tr_params_add(P, "bad", 1, (int64_t[]){0}, TR_INIT_ZEROS, 0, &dup) == TR_ERR_INVALID,
+          "zero dim refused");
+    CHECK(tr_params_finalize(P, 42) == TR_OK, "finalize");
+    CHECK(tr_params_count(P) == 4 && tr_params_buffer_count(P) == 1, "counts");
+    CHECK(tr_params_trainable(P) == 15 + 5 + 10 + 2, "trainable %zu", tr_params_trainable(P));
+    /* Offsets are 16-float aligned and in registration order, inside one buffer. */
+    CHECK(tr_params_offset(P, w1) == 0 && tr_params_offset(P, b1) == 16 &&
+              tr_params_offset(P, w2) == 32 && tr_params_offset(P, b2) == 48,
+          "layout");
+    CHECK(tr_params_numel(P) == 64, "numel %zu", tr_params_numel(P));
+    tr_tensor *W1 = tr_params_get(P, w1);
+    CHECK((float *)W1->data == tr_params_data(P) && (float *)W1->grad == tr_params_grad(P),
+          "views into the flat buffers");
+    CHECK(tr_params_find(P, "fc2.weight") == w2 && tr_params_find(P, "nope") == -1, "find");
+    float bound = 1.0f / sqrtf(3.0f), maxabs = 0;
+    for (int i = 0; i < 15; i++) maxabs = fmaxf(maxabs, fabsf(((float *)W1->data)[i]));
+    CHECK(maxabs <= bound && maxabs > 0.3f * bound, "kaiming bound %g, max %g", bound, maxabs);
+    CHECK(((float *)tr_params_buffer(P, rm)->data)[3] == 1.0f, "buffer init ones");
+    /* Same seed, same values: init is a pure function of (seed, index). */
+    tr_params *Q;
+    tr_params_create(&Q);
+    tr_params_add(Q, "fc1.weight", 2, (int64_t[]){5, 3}, TR_INIT_KAIMING_UNIFORM, 0, NULL);
+    tr_params_finalize(Q, 42);
+    CHECK(memcmp(tr_params_data(Q), tr_params_data(P), 15 * sizeof(float)) == 0, "deterministic init");
+    tr_params_destroy(Q);
+
+    /* Backward: gradients land in the flat buffer, hooks fire in backward order, each once,
+     * and an unused parameter (fc2.bias here) is signalled at the end. */
+    tr_graph *g;
+    tr_graph_create(&g, 0);
+    hook_log h = {.P = P};
+    tr_graph_set_params(g, P);
+    tr_graph_set_grad_hook(g, on_ready, &h);
+    for (int step = 0; step < 2; step++) {
+        tr_graph_reset(g);
+        h.n = 0;
+        tr_tensor *x = tr_graph_input(g, TR_F32, 2, (int64_t[]){4, 3});
+        for (int i = 0; i < 12; i++) ((float *)x->data)[i] = (float)i / 6 - 1;
+        tr_tensor *y = tr_linear(g, tr_relu(g, tr_linear(g, x, W1, tr_params_get(P, b1))),
+                                 tr_params_get(P, w2), NULL);
+        CHECK(y && tr_graph_nodes(g) == 3, "three nodes");
+        CHECK(tr_backward(g, y, NULL) == TR_OK, "backward: %s", tr_error_msg());
+        CHECK(h.n == 4, "4 hooks, got %d", h.n);
+        CHECK(h.order[0] == w2 && h.order[3] == b2, "fc2.weight first, unused fc2.bias last");
+        CHECK((h.order[1] == w1 && h.order[2] == b1) || (h.order[1] == b1 && h.order[2] == w1),
+              "fc1 params after");
+    }
+    /* Two backward passes without zero_grad accumulate: grad == 2x one pass. */
+    float acc[64];
+    memcpy(acc, tr_params_grad(P), sizeof acc);
+    tr_params_zero_grad(P);
+    tr_graph_reset(g);
+    tr_tensor *x = tr_graph_input(g, TR_F32, 2, (int64_t[]){4, 3});
+    for (int i = 0; i < 12; i++) ((float *)x->data)[i] = (float)i / 6 - 1;
+    tr_tensor *y = tr_linear(g, tr_relu(g, tr_linear(g, x, W1, tr_params_get(P, b1))),
+                             tr_params_get(P, w2), NULL);
+    tr_backward(g, y, NULL);
+    float worst = 0, big = 0;
+    for (int i = 0; i < 64; i++) {
+        float one = tr_params_grad(P)[i];
+        worst = fmaxf(worst, fabsf(acc[i] - 2 * one));
+        big = fmaxf(big, fabsf(one));
+    }
+    CHECK(big > 0 && worst <= 1e-6f * big, "two passes accumulate to 2x one (err %g)", worst);
+
+    /* Sticky errors: a bad op fails, later ops return NULL, backward reports the first. */
+    tr_graph_reset(g);
+    tr_tensor *bad = tr_graph_input(g, TR_F32, 2, (int64_t[]){4, 7});
+    tr_tensor *z = tr_relu(g, tr_linear(g, bad, W1, NULL));
+    CHECK(z == NULL && tr_graph_status(g) == TR_ERR_INVALID, "shape error is sticky");
+    CHECK(strstr(tr_error_msg(), "linear") && strstr(tr_error_msg(), "(4, 7)"), "message: %s",
+          tr_error_msg());
+    CHECK(tr_backward(g, z, NULL) != TR_OK, "backward after error fails");
+    /* Grad mode off records nothing. */
+    tr_graph_reset(g);
+    tr_graph_set_grad_enabled(g, 0);
+    x = tr_graph_input(g, TR_F32, 2, (int64_t[]){4, 3});
+    memset(x->data, 0, 12 * sizeof(float));
+    y = tr_linear(g, x, W1, NULL);
+    CHECK(y && tr_graph_nodes(g) == 0, "no tape in inference");
+    CHECK(tr_backward(g, y, NULL) == TR_ERR_INVALID, "backward without tape refused");
+    tr_graph_destroy(g);
+    tr_params_destroy(P);
+}
+
+int main(void) {
+    test_params();
+    return test_finish();
+}
