@@ -1,0 +1,40 @@
+/* Gradient norm and clipping on a flat gradient buffer (torch.nn.utils.clip_grad_norm_ with
+ * norm_type 2 over all parameters at once).
+ *
+ * The sum of squares is accumulated in double over 64 fixed parts of the range, added in
+ * order, so the result does not depend on the number of threads. A sharded strategy sums
+ * the per-shard values across ranks and passes the total to tr_clip_grad_norm. Unlike torch
+ * (which then multiplies every gradient by NaN or 0), a non-finite norm leaves g unchanged:
+ * the caller gets the norm back and decides (skip the step, stop). */
+#include <math.h>
+
+#include "optim/optim_impl.h"
+
+#define SUMSQ_PARTS 64
+
+double tr_grad_sumsq(const float *g, size_t n) {
+    double part[SUMSQ_PARTS];
+#pragma omp parallel for if (n > OPTIM_PAR_MIN) schedule(static)
+    for (int k = 0; k < SUMSQ_PARTS; k++) {
+        size_t lo = n / SUMSQ_PARTS * (size_t)k, hi = n / SUMSQ_PARTS * (size_t)(k + 1);
+        if (k == SUMSQ_PARTS - 1) hi = n;
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = lo; i < hi; i++) s += (double)g[i] * (double)g[i];
+        part[k] = s;
+    }
+    double s = 0.0;
+    for (int k = 0; k < SUMSQ_PARTS; k++) s += part[k];
+    return s;
+}
+
+double tr_clip_grad_norm(float *g, size_t n, double max_norm, double sumsq) {
+    double norm = sqrt(sumsq);
+    double coef = max_norm / (norm + 1e-6);
+    if (isfinite(norm) && coef < 1.0) {
+        float c = (float)coef;
+#pragma omp parallel for simd if (parallel : n > OPTIM_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++) g[i] *= c;
+    }
+    return norm;
+}

@@ -1,0 +1,147 @@
+/* Optimizer objects: PyTorch's defaults, config validation, state buffers and the step entry
+ * point that dispatches to the SGD (sgd.c) and Adam/AdamW (adam.c) kernels.
+ *
+ * Limits: no amsgrad, maximize, foreach or per-group hyper-parameters; one optimizer updates
+ * one contiguous slice with one set of hyper-parameters. Config fields that a kind does not
+ * use (betas for SGD, momentum for Adam) are not validated. */
+#include <math.h>
+#include <string.h>
+
+#include "optim/optim_impl.h"
+#include "trainer/memory.h"
+
+tr_optim_config tr_optim_defaults(tr_optim_kind kind) {
+    tr_optim_config c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    switch (kind) {
+    case TR_OPTIM_SGD:
+        /* torch 1.13 has no default lr for SGD (it is required); 1e-3 is torch >= 2.2's. */
+        c.lr = 1e-3;
+        break;
+    case TR_OPTIM_ADAM:
+    case TR_OPTIM_ADAMW:
+        c.lr = 1e-3;
+        c.beta1 = 0.9;
+        c.beta2 = 0.999;
+        c.eps = 1e-8;
+        c.weight_decay = kind == TR_OPTIM_ADAMW ? 1e-2 : 0.0;
+        break;
+    }
+    return c;
+}
+
+/* !(x >= lo) also catches NaN. */
+static tr_status need_ge(const char *field, double x, double lo) {
+    if (!(x >= lo) || !isfinite(x))
+        return tr_error_set(TR_ERR_INVALID, "optimizer.%s: must be >= %g, got %g", field, lo, x);
+    return TR_OK;
+}
+
+static tr_status need_beta(const char *which, double b) {
+    if (!(b >= 0.0 && b < 1.0))
+        return tr_error_set(TR_ERR_INVALID, "optimizer.betas: %s must be in [0, 1), got %g",
+                            which, b);
+    return TR_OK;
+}
+
+tr_status tr_optim_config_validate(const tr_optim_config *c) {
+    if (!c) return tr_error_set(TR_ERR_INVALID, "optimizer: config is NULL");
+    if (c->kind != TR_OPTIM_SGD && c->kind != TR_OPTIM_ADAM && c->kind != TR_OPTIM_ADAMW)
+        return tr_error_set(TR_ERR_INVALID,
+                            "optimizer: unknown kind %d (expected SGD 0, Adam 1 or AdamW 2)",
+                            (int)c->kind);
+    if (!(c->lr > 0.0) || !isfinite(c->lr))
+        return tr_error_set(TR_ERR_INVALID, "optimizer.lr: must be > 0, got %g", c->lr);
+    TR_CHECK(need_ge("weight_decay", c->weight_decay, 0.0));
+    if (c->kind == TR_OPTIM_SGD) {
+        TR_CHECK(need_ge("momentum", c->momentum, 0.0));
+        if (!(c->dampening >= 0.0 && c->dampening <= 1.0))
+            return tr_error_set(TR_ERR_INVALID, "optimizer.dampening: must be in [0, 1], got %g",
+                                c->dampening);
+        if (c->nesterov != 0 && c->nesterov != 1)
+            return tr_error_set(TR_ERR_INVALID, "optimizer.nesterov: must be 0 or 1, got %d",
+                                c->nesterov);
+        if (c->nesterov && (c->momentum <= 0.0 || c->dampening != 0.0))
+            return tr_error_set(TR_ERR_INVALID,
+                                "optimizer.nesterov: requires momentum > 0 and dampening 0, "
+                                "got momentum %g, dampening %g",
+                                c->momentum, c->dampening);
+    } else {
+        TR_CHECK(need_beta("beta1", c->beta1));
+        TR_CHECK(need_beta("beta2", c->beta2));
+        TR_CHECK(need_ge("eps", c->eps, 0.0));
+    }
+    return TR_OK;
+}
+
+tr_status tr_optim_create(tr_optim **out, const tr_optim_config *cfg, size_t n) {
+    if (!out) return tr_error_set(TR_ERR_INVALID, "optimizer: out is NULL");
+    *out = NULL;
+    TR_CHECK(tr_optim_config_validate(cfg));
+    tr_optim *o = tr_calloc(1, sizeof *o);
+    if (!o) return TR_ERR_NOMEM;
+    o->cfg = *cfg;
+    o->n = n;
+    if (cfg->kind == TR_OPTIM_SGD) {
+        if (cfg->momentum != 0.0) o->names[o->nstate++] = "momentum_buffer";
+    } else {
+        o->names[o->nstate++] = "exp_avg";
+        o->names[o->nstate++] = "exp_avg_sq";
+    }
+    for (int i = 0; i < o->nstate; i++) {
+        o->state[i] = tr_calloc(n, sizeof(float));
+        if (!o->state[i]) {
+            tr_optim_destroy(o);
+            return TR_ERR_NOMEM;
+        }
+    }
+    *out = o;
+    return TR_OK;
+}
+
+void tr_optim_destroy(tr_optim *opt) {
+    if (!opt) return;
+    for (int i = 0; i < opt->nstate; i++) tr_free(opt->state[i]);
+    tr_free(opt);
+}
+
+tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n, double lr) {
+    if (!opt) return tr_error_set(TR_ERR_INVALID, "optimizer step: optimizer is NULL");
+    if (n != opt->n)
+        return tr_error_set(TR_ERR_INVALID,
+                            "optimizer step: slice has %zu elements, the optimizer was created "
+                            "for %zu",
+                            n, opt->n);
+    if (n && (!param || !grad))
+        return tr_error_set(TR_ERR_INVALID, "optimizer step: %s is NULL",
+                            param ? "grad" : "param");
+    if (!(lr >= 0.0) || !isfinite(lr))
+        return tr_error_set(TR_ERR_INVALID, "optimizer step: lr must be >= 0 and finite, got %g",
+                            lr);
+    if (opt->cfg.kind == TR_OPTIM_SGD)
+        optim_sgd_update(opt, param, grad, lr);
+    else
+        optim_adam_update(opt, param, grad, lr);
+    opt->steps++;
+    return TR_OK;
+}
+
+int64_t tr_optim_steps(const tr_optim *opt) { return opt ? opt->steps : 0; }
+
+/* For resuming: with the state buffers restored, the next step continues as the original
+ * run would (Adam's bias correction, SGD's momentum buffer is not re-initialised when > 0).
+ * A negative count is taken as 0. */
+void tr_optim_set_steps(tr_optim *opt, int64_t steps) {
+    if (opt) opt->steps = steps < 0 ? 0 : steps;
+}
+
+int tr_optim_state_count(const tr_optim *opt) { return opt ? opt->nstate : 0; }
+
+const char *tr_optim_state_name(const tr_optim *opt, int i) {
+    return opt && i >= 0 && i < opt->nstate ? opt->names[i] : NULL;
+}
+
+float *tr_optim_state(tr_optim *opt, int i) {
+    return opt && i >= 0 && i < opt->nstate ? opt->state[i] : NULL;
+}

@@ -1,0 +1,34 @@
+/* Private: the optimizer object and the per-kind update kernels optim.c dispatches to.
+ *
+ * State buffers are zero-filled at create; SGD's momentum buffer is filled from the first
+ * step's gradient (torch's `buf is None` case), which is the step with opt->steps == 0, so
+ * a resumed optimizer (tr_optim_set_steps > 0 with restored buffers) carries on exactly. */
+#ifndef TRAINER_OPTIM_IMPL_H
+#define TRAINER_OPTIM_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/optim.h"
+
+/* Elementwise loops use threads above this many elements. The loops say
+ * `parallel for simd if (parallel : n > OPTIM_PAR_MIN)`: a bare if() on the combined construct
+ * also applies to its simd part (OpenMP 5), and gcc then runs small slices unvectorised. */
+#define OPTIM_PAR_MIN 32768
+
+#define OPTIM_MAX_STATE 2
+
+struct tr_optim {
+    tr_optim_config cfg;
+    size_t n;                            /* elements of the slice this optimizer updates */
+    int64_t steps;                       /* updates taken so far */
+    int nstate;
+    float *state[OPTIM_MAX_STATE];       /* (n) each, owned */
+    const char *names[OPTIM_MAX_STATE];  /* torch's state keys */
+};
+
+/* One update of param[0..opt->n); opt->steps is the count before this step. */
+void optim_sgd_update(tr_optim *opt, float *param, const float *grad, double lr);
+void optim_adam_update(tr_optim *opt, float *param, const float *grad, double lr);
+
+#endif

@@ -1,0 +1,64 @@
+/* SGD with momentum, dampening, Nesterov and L2 weight decay: torch.optim.SGD (1.13)
+ * operation by operation, in fp32 with the hyper-parameters rounded to float as torch does:
+ *
+ *   d = g + wd * p                                     (when wd != 0)
+ *   buf = d  on the first step, else  buf = buf * momentum + (1 - dampening) * d
+ *   d = nesterov ? d + momentum * buf : buf            (when momentum != 0)
+ *   p = p + (-lr) * d
+ *
+ * Each combination of options is its own loop (the flags are compile-time constants after
+ * inlining), so every loop is branch-free and vectorised; elements are independent, so a
+ * slice updates bitwise the same as the same range of a whole-buffer update. */
+#include "optim/optim_impl.h"
+
+enum { MOM_NONE = 0, MOM_INIT = 1, MOM_UPDATE = 2 };
+
+static inline __attribute__((always_inline)) void
+sgd_kernel(float *restrict p, const float *restrict g, float *restrict buf, size_t n,
+           float neg_lr, float wd, float mom, float damp1, const int has_wd, const int mode,
+           const int nesterov) {
+#pragma omp parallel for simd if (parallel : n > OPTIM_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i];
+        if (has_wd) d = d + wd * p[i];
+        if (mode != MOM_NONE) {
+            float b = mode == MOM_INIT ? d : buf[i] * mom + damp1 * d;
+            buf[i] = b;
+            d = nesterov ? d + mom * b : b;
+        }
+        p[i] = p[i] + neg_lr * d;
+    }
+}
+
+#define SGD_CALL(W, M, N) sgd_kernel(p, g, buf, n, neg_lr, wd, mom, damp1, W, M, N)
+
+static void sgd_nowd(float *p, const float *g, float *buf, size_t n, float neg_lr, float wd,
+                     float mom, float damp1, int mode, int nesterov) {
+    if (mode == MOM_NONE) SGD_CALL(0, MOM_NONE, 0);
+    else if (mode == MOM_INIT && nesterov) SGD_CALL(0, MOM_INIT, 1);
+    else if (mode == MOM_INIT) SGD_CALL(0, MOM_INIT, 0);
+    else if (nesterov) SGD_CALL(0, MOM_UPDATE, 1);
+    else SGD_CALL(0, MOM_UPDATE, 0);
+}
+
+static void sgd_wd(float *p, const float *g, float *buf, size_t n, float neg_lr, float wd,
+                   float mom, float damp1, int mode, int nesterov) {
+    if (mode == MOM_NONE) SGD_CALL(1, MOM_NONE, 0);
+    else if (mode == MOM_INIT && nesterov) SGD_CALL(1, MOM_INIT, 1);
+    else if (mode == MOM_INIT) SGD_CALL(1, MOM_INIT, 0);
+    else if (nesterov) SGD_CALL(1, MOM_UPDATE, 1);
+    else SGD_CALL(1, MOM_UPDATE, 0);
+}
+
+void optim_sgd_update(tr_optim *opt, float *param, const float *grad, double lr) {
+    const tr_optim_config *c = &opt->cfg;
+    int mode = c->momentum == 0.0 ? MOM_NONE : opt->steps == 0 ? MOM_INIT : MOM_UPDATE;
+    float *buf = mode == MOM_NONE ? NULL : opt->state[0];
+    /* torch passes the scalars as Python floats, cast to the tensor's float type. */
+    float neg_lr = (float)-lr, wd = (float)c->weight_decay, mom = (float)c->momentum;
+    float damp1 = (float)(1.0 - c->dampening);
+    if (c->weight_decay != 0.0)
+        sgd_wd(param, grad, buf, opt->n, neg_lr, wd, mom, damp1, mode, c->nesterov);
+    else
+        sgd_nowd(param, grad, buf, opt->n, neg_lr, wd, mom, damp1, mode, c->nesterov);
+}
