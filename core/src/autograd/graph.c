@@ -183,7 +183,11 @@ int op_needs_grad(tr_graph *g, int n, ...) {
     return need;
 }
 
+/* A parameter used through a reshape view is a use of the parameter itself. */
+static tr_tensor *use_target(tr_tensor *t) { return t && t->view_of ? t->view_of : t; }
+
 static void note_use(tr_graph *g, tr_tensor *t) {
+    t = use_target(t);
     if (!t || t->param < 0 || !t->requires_grad) return;
     if (t->uses++ > 0) return;
     if (g->n_used == g->cap_used) {
@@ -219,6 +223,12 @@ tr_node *op_record(tr_graph *g, const char *name, tr_backward_fn fn, tr_tensor *
     return node;
 }
 
+void op_record_ins(tr_graph *g, tr_node *n, tr_tensor **ins, int n_ins) {
+    n->ins = ins;
+    n->n_ins = n_ins;
+    for (int i = 0; i < n_ins; i++) note_use(g, ins[i]);
+}
+
 void *op_grad(tr_graph *g, tr_tensor *t) {
     if (!t || !t->requires_grad) return NULL;
     if (t->grad) return t->grad;
@@ -234,6 +244,7 @@ void *op_grad(tr_graph *g, tr_tensor *t) {
 }
 
 static void release(tr_graph *g, tr_tensor *t) {
+    t = use_target(t);
     if (!t || t->param < 0 || t->uses <= 0) return;
     if (--t->uses == 0 && g->hook) g->hook(g->hook_user, t->param);
 }

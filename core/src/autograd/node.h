@@ -50,6 +50,9 @@ int op_needs_grad(tr_graph *g, int n, ...);
 /* Appends a node for `out` (which becomes requires_grad) with inputs in[0..n). */
 tr_node *op_record(tr_graph *g, const char *name, tr_backward_fn fn, tr_tensor *out, int n,
                    ...);
+/* Attaches a variable-length input list (op_alloc'ed) to n, counting each use as op_record
+ * does for in[]. */
+void op_record_ins(tr_graph *g, tr_node *n, tr_tensor **ins, int n_ins);
 /* The gradient buffer of t, zero-filled on first use; NULL when t needs no gradient. */
 void *op_grad(tr_graph *g, tr_tensor *t);
 /* The graph's dropout randomness (tr_graph_set_rng) and a per-step call counter that gives

@@ -1,0 +1,95 @@
+/* Finite-difference gradient checks: matmul, embedding, attention and the shape ops
+ * (reshape/flatten views, transpose, permute, concat, slice). */
+#include "check.h"
+#include "gradcheck.h"
+#include "trainer/ops.h"
+
+typedef struct attn_args {
+    int n_head, causal, self; /* self: q = k = v = input 0 (gradients from three uses) */
+} attn_args;
+
+static tr_tensor *matmul(tr_graph *g, tr_tensor **in, void *ctx) {
+    return tr_matmul(g, in[0], in[1]);
+}
+static tr_tensor *embedding(tr_graph *g, tr_tensor **in, void *ctx) {
+    return tr_embedding(g, in[0], in[1]);
+}
+static tr_tensor *attention(tr_graph *g, tr_tensor **in, void *ctx) {
+    const attn_args *a = ctx;
+    if (a->self) return tr_attention(g, in[0], in[0], in[0], a->n_head, a->causal);
+    return tr_attention(g, in[0], in[1], in[2], a->n_head, a->causal);
+}
+/* A view of a leaf and of an op output, each feeding a copy op. */
+static tr_tensor *views(tr_graph *g, tr_tensor **in, void *ctx) {
+    tr_tensor *v = tr_reshape(g, in[0], 3, (int64_t[]){3, -1, 2}); /* (6, 4) -> (3, 4, 2) */
+    tr_tensor *t = tr_transpose(g, v, 1, 2);                       /* (3, 2, 4) */
+    tr_tensor *f = tr_flatten(g, t, 1);                            /* (3, 8) view of t */
+    return tr_slice(g, tr_reshape(g, f, 2, (int64_t[]){4, 6}), 1, 1, 4);
+}
+static tr_tensor *transpose(tr_graph *g, tr_tensor **in, void *ctx) {
+    return tr_transpose(g, in[0], 0, 2);
+}
+static tr_tensor *permute(tr_graph *g, tr_tensor **in, void *ctx) {
+    return tr_permute(g, in[0], (const int[]){3, 1, 0, 2});
+}
+static tr_tensor *concat(tr_graph *g, tr_tensor **in, void *ctx) {
+    return tr_concat(g, in, 3, *(const int *)ctx);
+}
+/* The same tensor twice in one concat: its gradient gets both windows. */
+static tr_tensor *concat_twice(tr_graph *g, tr_tensor **in, void *ctx) {
+    tr_tensor *xs[3] = {in[0], in[1], in[0]};
+    return tr_concat(g, xs, 3, -1);
+}
+static tr_tensor *slice(tr_graph *g, tr_tensor **in, void *ctx) {
+    return tr_slice(g, in[0], 1, 1, 2);
+}
+
+int main(void) {
+    const double tol = 1e-6;
+    gc_input mb[2] = {GC_F64(4, 2, 2, 3, 4), GC_F64(4, 2, 2, 4, 3)};
+    gradcheck("matmul_batched", matmul, NULL, 2, mb, tol);
+    gc_input ms[2] = {GC_F64(3, 2, 3, 4), GC_F64(2, 4, 5)};
+    gradcheck("matmul_shared", matmul, NULL, 2, ms, tol);
+
+    static const int32_t ids[6] = {1, 3, 1, 0, 3, 1}; /* repeated ids accumulate */
+    gc_input em[2] = {{.dtype = TR_I32, .ndim = 2, .shape = {2, 3}, .ivalues = ids},
+                      GC_F64(2, 5, 3)};
+    gradcheck("embedding", embedding, NULL, 2, em, tol);
+
+    static const struct {
+        const char *name;
+        attn_args a;
+        int B, T, S, C;
+    } att[] = {
+        {"attention", {2, 0, 0}, 2, 4, 4, 6},
+        {"attention_causal", {2, 1, 0}, 2, 4, 4, 6},
+        {"attention_h1_causal", {1, 1, 0}, 1, 5, 5, 3},
+        {"attention_cross", {3, 0, 0}, 2, 3, 5, 6},
+        {"attention_cross_causal_tlts", {2, 1, 0}, 1, 3, 5, 4},
+        {"attention_cross_causal_tgts", {2, 1, 0}, 1, 5, 3, 4},
+        {"attention_self", {2, 1, 1}, 2, 4, 4, 4},
+    };
+    for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) {
+        gc_input a[3] = {GC_F64(3, att[i].B, att[i].T, att[i].C),
+                         GC_F64(3, att[i].B, att[i].S, att[i].C),
+                         GC_F64(3, att[i].B, att[i].S, att[i].C)};
+        gradcheck(att[i].name, attention, (void *)&att[i].a, att[i].a.self ? 1 : 3, a, tol);
+    }
+
+    gc_input v[1] = {GC_F64(2, 6, 4)};
+    gradcheck("reshape_flatten_views", views, NULL, 1, v, tol);
+    gc_input t[1] = {GC_F64(3, 2, 3, 4)};
+    gradcheck("transpose", transpose, NULL, 1, t, tol);
+    gc_input p[1] = {GC_F64(4, 2, 3, 2, 4)};
+    gradcheck("permute", permute, NULL, 1, p, tol);
+    static const int d0 = 0, d1 = 1;
+    gc_input c0[3] = {GC_F64(2, 2, 3), GC_F64(2, 1, 3), GC_F64(2, 3, 3)};
+    gradcheck("concat_dim0", concat, (void *)&d0, 3, c0, tol);
+    gc_input c1[3] = {GC_F64(3, 2, 1, 3), GC_F64(3, 2, 2, 3), GC_F64(3, 2, 3, 3)};
+    gradcheck("concat_dim1", concat, (void *)&d1, 3, c1, tol);
+    gc_input c2[2] = {GC_F64(2, 2, 3), GC_F64(2, 2, 1)};
+    gradcheck("concat_same_input_twice", concat_twice, NULL, 2, c2, tol);
+    gc_input s[1] = {GC_F64(3, 2, 4, 3)};
+    gradcheck("slice", slice, NULL, 1, s, tol);
+    return test_finish();
+}

@@ -1,0 +1,111 @@
+"""Reference cases: matmul, embedding, attention and the shape ops (reshape, transpose,
+permute, concat, slice), forward and backward, f32."""
+import math
+
+import torch
+
+
+def _fwd_bwd(fn, inputs, seed):
+    """Runs fn on leaf copies of inputs, back-propagates a random upstream gradient `dout`,
+    returns a dict with inputs, out, dout and each input's grad as `<name>.grad`."""
+    g = torch.Generator().manual_seed(seed)
+    leaves = {k: v.clone().requires_grad_(v.is_floating_point()) for k, v in inputs.items()}
+    out = fn(**leaves)
+    dout = torch.randn(out.shape, generator=g, dtype=out.dtype)
+    out.backward(dout)
+    res = dict(inputs)
+    res["out"] = out.detach()
+    res["dout"] = dout
+    for k, v in leaves.items():
+        if v.requires_grad and v.grad is not None:
+            res[k + ".grad"] = v.grad
+    return res
+
+
+def _attention(q, k, v, n_head, causal):
+    """Multi-head attention on (B, T, C) / (B, S, C), written out (torch 1.13 has no
+    F.scaled_dot_product_attention). The causal mask is tril of (T, S) aligned top-left, as
+    scaled_dot_product_attention(is_causal=True) does."""
+    B, T, C = q.shape
+    S = k.shape[1]
+    D = C // n_head
+    qh = q.reshape(B, T, n_head, D).transpose(1, 2)
+    kh = k.reshape(B, S, n_head, D).transpose(1, 2)
+    vh = v.reshape(B, S, n_head, D).transpose(1, 2)
+    scores = qh @ kh.transpose(-2, -1) / math.sqrt(D)
+    if causal:
+        keep = torch.ones(T, S, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    y = torch.softmax(scores, dim=-1) @ vh
+    return y.transpose(1, 2).reshape(B, T, C)
+
+
+def cases():
+    g = torch.Generator().manual_seed(0)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g)
+
+    # matmul
+    yield "matmul_batched", _fwd_bwd(lambda a, b: a @ b,
+                                     dict(a=rnd(2, 3, 4, 5), b=rnd(2, 3, 5, 6)), 1)
+    yield "matmul_shared", _fwd_bwd(lambda a, b: a @ b, dict(a=rnd(2, 3, 4, 5), b=rnd(5, 6)), 2)
+    # per-batch GEMMs above 65536*4 multiply-adds: the one-after-another path
+    yield "matmul_batched_large", _fwd_bwd(lambda a, b: a @ b,
+                                           dict(a=rnd(2, 64, 80), b=rnd(2, 80, 64)), 18)
+    yield "matmul_2d", _fwd_bwd(lambda a, b: a @ b, dict(a=rnd(7, 5), b=rnd(5, 3)), 3)
+
+    # embedding: ids repeat (id 2 three times, 5 twice), ids are int32 as the C side takes
+    ids = torch.tensor([[2, 0, 5, 2], [6, 2, 5, 1], [3, 3, 0, 4]], dtype=torch.int32)
+    yield "embedding", _fwd_bwd(
+        lambda ids, table: torch.nn.functional.embedding(ids.long(), table),
+        dict(ids=ids, table=rnd(7, 6)), 4)
+
+    # more than 32768 elements (TR_PAR_MIN): the OpenMP paths of the kernels
+    yield "embedding_large", _fwd_bwd(
+        lambda ids, table: torch.nn.functional.embedding(ids.long(), table),
+        dict(ids=torch.randint(0, 50, (8, 64), generator=g, dtype=torch.int32),
+             table=rnd(50, 80)), 14)
+
+    # attention: (name, B, T, S, C, n_head, causal)
+    for name, B, T, S, C, nh, causal in [
+        ("attention_h4", 2, 6, 6, 16, 4, 0),
+        ("attention_causal_h4", 2, 6, 6, 16, 4, 1),
+        ("attention_h1", 2, 5, 5, 8, 1, 0),
+        ("attention_causal_h1", 2, 5, 5, 8, 1, 1),
+        ("attention_cross_h4", 2, 5, 7, 16, 4, 0),   # T < S
+        ("attention_cross_h1", 3, 7, 4, 8, 1, 0),    # T > S
+        ("attention_cross_causal_h4", 2, 5, 7, 16, 4, 1),
+        ("attention_cross_causal_h2", 2, 7, 4, 8, 2, 1),
+        # heads big enough (T*S*D > 65536*4, T*S > 32768) for the serial-heads path with
+        # OpenMP softmax rows
+        ("attention_long_causal", 1, 192, 192, 32, 2, 1),
+    ]:
+        yield name, _fwd_bwd(lambda q, k, v: _attention(q, k, v, nh, causal),
+                             dict(q=rnd(B, T, C), k=rnd(B, S, C), v=rnd(B, S, C)), 5)
+
+    # reshape (a view in C) composed with a copy op, so the gradient passes through the view
+    yield "reshape_transpose", _fwd_bwd(lambda x: x.reshape(2, -1, 3).transpose(0, 2),
+                                        dict(x=rnd(4, 6)), 6)
+
+    # transpose / permute
+    yield "transpose_3d", _fwd_bwd(lambda x: x.transpose(0, 2), dict(x=rnd(3, 4, 5)), 7)
+    yield "transpose_4d", _fwd_bwd(lambda x: x.transpose(1, 3), dict(x=rnd(2, 3, 4, 5)), 8)
+    yield "permute_3d", _fwd_bwd(lambda x: x.permute(2, 0, 1), dict(x=rnd(3, 4, 5)), 9)
+    yield "permute_4d", _fwd_bwd(lambda x: x.permute(0, 2, 3, 1), dict(x=rnd(2, 3, 4, 5)), 10)
+    yield "permute_large", _fwd_bwd(lambda x: x.permute(0, 2, 3, 1), dict(x=rnd(4, 12, 32, 24)),
+                                    15)
+
+    # concat of 3 inputs along dims 0 and 1
+    yield "concat_dim0", _fwd_bwd(lambda a, b, c: torch.cat([a, b, c], 0),
+                                  dict(a=rnd(2, 3, 4), b=rnd(1, 3, 4), c=rnd(3, 3, 4)), 11)
+    yield "concat_dim1", _fwd_bwd(lambda a, b, c: torch.cat([a, b, c], 1),
+                                  dict(a=rnd(2, 1, 4), b=rnd(2, 3, 4), c=rnd(2, 2, 4)), 12)
+
+    yield "concat_large", _fwd_bwd(lambda a, b, c: torch.cat([a, b, c], 1),
+                                   dict(a=rnd(16, 40, 20), b=rnd(16, 50, 20), c=rnd(16, 30, 20)),
+                                   16)
+
+    # slice along a middle dim
+    yield "slice_mid", _fwd_bwd(lambda x: x[:, 2:5, :], dict(x=rnd(3, 7, 4)), 13)
+    yield "slice_large", _fwd_bwd(lambda x: x[:, 10:40, :], dict(x=rnd(40, 50, 30)), 17)
