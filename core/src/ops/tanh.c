@@ -1,0 +1,25 @@
+/* Hyperbolic tangent. f32 uses a vectorisable rational approximation (below); f64 libm. */
+#include <math.h>
+
+#include "autograd/node.h"
+
+#include "ops/vmath.h"
+
+#define TR_GENERIC "ops/tanh.inc"
+#include "ops/generic.h"
+
+static void tanh_backward(tr_graph *g, tr_node *n) {
+    void *dx = op_grad(g, n->in[0]);
+    if (dx)
+        TR_DISPATCH(n->out->dtype, tanh_backward, dx, n->out->grad, n->out->data,
+                    tr_tensor_numel(n->out));
+}
+
+tr_tensor *tr_tanh(tr_graph *g, tr_tensor *x) {
+    if (!op_check(g, "tanh", 1, x)) return NULL;
+    tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
+    if (!y) return NULL;
+    TR_DISPATCH(x->dtype, tanh_forward, y->data, x->data, tr_tensor_numel(x));
+    if (op_needs_grad(g, 1, x) && !op_record(g, "tanh", tanh_backward, y, 1, x)) return NULL;
+    return y;
+}
