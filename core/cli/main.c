@@ -2,12 +2,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "demo.h"
 #include "trainer/trainer.h"
 
 static void usage(FILE *out) {
     fprintf(out,
             "usage: trainer <command> [args]\n"
             "commands:\n"
+            "  demo          train an MLP on a synthetic task with the core alone\n"
+            "                (--epochs=N, --seed=N)\n"
             "  version       print the version\n");
 }
 
@@ -20,6 +23,7 @@ int main(int argc, char **argv) {
         printf("trainer %s (ABI %d.%d)\n", tr_version(), TR_ABI_MAJOR, TR_ABI_MINOR);
         return 0;
     }
+    if (strcmp(argv[1], "demo") == 0) return trainer_demo(argc - 2, argv + 2);
     if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(stdout);
         return 0;
