@@ -56,7 +56,9 @@ int tr_graph_grad_enabled(const tr_graph *g);
 void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample_base);
 
 /* The parameters this graph's ops may use; tr_backward then also signals parameters that
- * the step never used (their gradient is final as it is). Borrowed. */
+ * the step never used (their gradient is final as it is). Borrowed. The graph keeps use
+ * counts in parameter tensors until the next reset: reset (or destroy) the graph before
+ * destroying parameters it has used. */
 void tr_graph_set_params(tr_graph *g, struct tr_params *params);
 void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user);
 

@@ -1,0 +1,124 @@
+/* Batch normalisation over dim 1 of (N, C) or (N, C, H, W) input, as PyTorch's BatchNorm1d/2d.
+ * Training mode normalises with the batch mean and biased variance and updates the running
+ * statistics in place: running = (1 - momentum) * running + momentum * batch, with the
+ * unbiased variance for running_var (every training forward does this, also under no-grad).
+ * Eval mode normalises with the running statistics. gamma and beta may be NULL (no affine);
+ * running_mean and running_var may both be NULL (no tracking: batch statistics in both
+ * modes). The running statistics never get a gradient. */
+#include <math.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "ops/gemm.h"
+
+/* Lanes of a vectorised sum: one 64-byte vector of the type. */
+#define BN_LANES(type) ((int)(64 / sizeof(type)))
+#define BN_BLOCK 512
+
+#define TR_GENERIC "ops/batch_norm.inc"
+#include "ops/generic.h"
+
+static void batch_norm_backward(tr_graph *g, tr_node *n) {
+    tr_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
+    void *dx = op_grad(g, x), *dgamma = op_grad(g, gamma), *dbeta = op_grad(g, beta);
+    if (!dx && !dgamma && !dbeta) return;
+    TR_DISPATCH(x->dtype, batch_norm_backward, dx, dgamma, dbeta, n->out->grad, x->data,
+                n->saved[0], n->saved[1], gamma ? gamma->data : NULL, (int)n->i[0], n->i[1],
+                n->i[2], n->i[3]);
+}
+
+/* invstd[c] = 1 / sqrt(var[c] + eps), in place. */
+static void batch_norm_invstd(void *var, tr_dtype dt, int64_t C, double eps) {
+    for (int64_t c = 0; c < C; c++) {
+        if (dt == TR_F64)
+            ((double *)var)[c] = 1.0 / sqrt(((double *)var)[c] + eps);
+        else
+            ((float *)var)[c] = (float)(1.0 / sqrt((double)((float *)var)[c] + eps));
+    }
+}
+
+static void batch_norm_update(void *rm, void *rv, const void *mean, const void *var,
+                              tr_dtype dt, int64_t C, double momentum, int64_t M) {
+    double unbias = (double)M / (double)(M - 1);
+    for (int64_t c = 0; c < C; c++) {
+        if (dt == TR_F64) {
+            double *m = rm, *v = rv;
+            m[c] = (1 - momentum) * m[c] + momentum * ((const double *)mean)[c];
+            v[c] = (1 - momentum) * v[c] + momentum * ((const double *)var)[c] * unbias;
+        } else {
+            float *m = rm, *v = rv;
+            m[c] = (float)((1 - momentum) * m[c] + momentum * ((const float *)mean)[c]);
+            v[c] = (float)((1 - momentum) * v[c] +
+                           momentum * ((const float *)var)[c] * unbias);
+        }
+    }
+}
+
+static int bn_param_ok(const tr_tensor *t, int64_t C) {
+    return !t || (t->ndim == 1 && t->shape[0] == C);
+}
+
+tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+                         tr_tensor *running_mean, tr_tensor *running_var, double momentum,
+                         double eps) {
+    tr_tensor *ts[5] = {x, gamma, beta, running_mean, running_var};
+    tr_tensor *present[5];
+    int np = 0;
+    for (int i = 0; i < 5; i++)
+        if (i == 0 || ts[i]) present[np++] = ts[i];
+    if (!op_check(g, "batch_norm", np, present[0], np > 1 ? present[1] : NULL,
+                  np > 2 ? present[2] : NULL, np > 3 ? present[3] : NULL,
+                  np > 4 ? present[4] : NULL))
+        return NULL;
+    if (x->ndim != 2 && x->ndim != 4)
+        return op_fail(g, TR_ERR_INVALID, "batch_norm: input %s must be (N, C) or (N, C, H, W)",
+                       op_shape(x));
+    int64_t N = x->shape[0], C = x->shape[1], S = x->ndim == 4 ? x->shape[2] * x->shape[3] : 1;
+    if (!bn_param_ok(gamma, C) || !bn_param_ok(beta, C) || !bn_param_ok(running_mean, C) ||
+        !bn_param_ok(running_var, C))
+        return op_fail(g, TR_ERR_INVALID,
+                       "batch_norm: input %s has %lld channels; gamma %s, beta %s, "
+                       "running_mean %s and running_var %s must be (%lld) or NULL",
+                       op_shape(x), (long long)C, op_shape(gamma), op_shape(beta),
+                       op_shape(running_mean), op_shape(running_var), (long long)C);
+    if (!running_mean != !running_var)
+        return op_fail(g, TR_ERR_INVALID,
+                       "batch_norm: give both running_mean and running_var, or neither");
+    if (!(momentum >= 0 && momentum <= 1) || !(eps >= 0))
+        return op_fail(g, TR_ERR_INVALID,
+                       "batch_norm: momentum %g must be in [0, 1] and eps %g >= 0", momentum,
+                       eps);
+    int batch = tr_graph_training(g) || !running_mean;
+    if (batch && N * S < 2)
+        return op_fail(g, TR_ERR_INVALID,
+                       "batch_norm: input %s has one value per channel; batch statistics "
+                       "need more (use eval mode, or a larger batch)",
+                       op_shape(x));
+    size_t es = tr_dtype_size(x->dtype);
+    tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
+    void *mean = op_alloc(g, (size_t)C * es + 1), *invstd = op_alloc(g, (size_t)C * es + 1);
+    if (!y || !mean || !invstd) return NULL;
+    if (batch) {
+        TR_DISPATCH(x->dtype, batch_norm_stats, mean, invstd, x->data, N, C, S);
+        if (running_mean && tr_graph_training(g))
+            batch_norm_update(running_mean->data, running_var->data, mean, invstd, x->dtype, C,
+                              momentum, N * S);
+    } else {
+        memcpy(mean, running_mean->data, (size_t)C * es);
+        memcpy(invstd, running_var->data, (size_t)C * es);
+    }
+    batch_norm_invstd(invstd, x->dtype, C, eps);
+    TR_DISPATCH(x->dtype, batch_norm_forward, y->data, x->data, mean, invstd,
+                gamma ? gamma->data : NULL, beta ? beta->data : NULL, N, C, S);
+    if (op_needs_grad(g, 3, x, gamma, beta)) {
+        tr_node *n = op_record(g, "batch_norm", batch_norm_backward, y, 3, x, gamma, beta);
+        if (!n) return NULL;
+        n->i[0] = batch;
+        n->i[1] = N;
+        n->i[2] = C;
+        n->i[3] = S;
+        n->saved[0] = mean;
+        n->saved[1] = invstd;
+    }
+    return y;
+}

@@ -1,0 +1,105 @@
+/* Dropout. In training mode each element is zeroed with probability p and the others are
+ * scaled by 1/(1-p); in eval mode, or with p == 0, tr_dropout returns x itself (no copy, no
+ * node: the gradient flows to x directly) and draws no randomness.
+ *
+ * The mask comes from the counter-based RNG, not from any hidden state: element e of sample s
+ * (dim 0 is the sample dim, per_sample = numel / shape[0]) is kept when
+ * tr_rng_uniform(seed, stream, (sample_base + s) * per_sample + e) >= p, with
+ * stream = tr_rng_stream(TR_RNG_STREAM_DROPOUT, step, call) and `call` counting the training
+ * mode dropout calls of the step (tr_graph_rng_). A sample's mask is thus the same however
+ * the global batch is split over ranks. The mask (one byte per element) is kept for
+ * backward. */
+#include "autograd/node.h"
+#include "ops/gemm.h"
+#include "trainer/rng.h"
+
+/* Elements per parallel chunk: a multiple of 4, the Philox block size. */
+#define DROPOUT_CHUNK 4096
+
+/* mask[i] = 1 if element first + i of the stream is kept. A 24-bit uniform u = (r >> 8) / 2^24
+ * (tr_rng_uniform's) is >= p exactly when (r >> 8) >= thr = ceil(p * 2^24). */
+static void dropout_mask(uint8_t *mask, int64_t n, uint64_t seed, uint64_t stream,
+                         uint64_t first, uint32_t thr) {
+    int64_t i = 0;
+    while (i < n) {
+        uint64_t idx = first + (uint64_t)i;
+        uint32_t r[4];
+        tr_philox4x32(r, seed, stream, idx >> 2);
+        for (unsigned lane = (unsigned)(idx & 3); lane < 4 && i < n; lane++, i++)
+            mask[i] = (r[lane] >> 8) >= thr;
+    }
+}
+
+static void dropout_apply(void *out, const void *inp, const uint8_t *mask, double scale,
+                          tr_dtype dt, int64_t n, int accumulate) {
+    if (dt == TR_F64) {
+        double *y = out, s = scale;
+        const double *x = inp;
+        if (accumulate) {
+            for (int64_t i = 0; i < n; i++) y[i] += x[i] * (mask[i] ? s : 0);
+        } else {
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] * (mask[i] ? s : 0);
+        }
+    } else {
+        float *y = out, s = (float)scale;
+        const float *x = inp;
+        if (accumulate) {
+            for (int64_t i = 0; i < n; i++) y[i] += x[i] * (mask[i] ? s : 0);
+        } else {
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] * (mask[i] ? s : 0);
+        }
+    }
+}
+
+static void dropout_backward(tr_graph *g, tr_node *n) {
+    void *dx = op_grad(g, n->in[0]);
+    if (!dx) return;
+    int64_t N = tr_tensor_numel(n->out), nchunks = (N + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
+    size_t es = tr_dtype_size(n->out->dtype);
+    const uint8_t *mask = n->saved[0];
+#pragma omp parallel for if (N > TR_PAR_MIN) schedule(static)
+    for (int64_t ch = 0; ch < nchunks; ch++) {
+        int64_t i0 = ch * DROPOUT_CHUNK, len = N - i0 < DROPOUT_CHUNK ? N - i0 : DROPOUT_CHUNK;
+        dropout_apply((char *)dx + (size_t)i0 * es, (const char *)n->out->grad + (size_t)i0 * es,
+                      mask + i0, n->f[0], n->out->dtype, len, 1);
+    }
+}
+
+tr_tensor *tr_dropout(tr_graph *g, tr_tensor *x, double p) {
+    if (!op_check(g, "dropout", 1, x)) return NULL;
+    if (!(p >= 0 && p < 1))
+        return op_fail(g, TR_ERR_INVALID, "dropout: p = %g must be in [0, 1) (input %s)", p,
+                       op_shape(x));
+    if (!tr_graph_training(g) || p == 0) return x;
+    uint64_t seed, step, sample_base, call;
+    tr_graph_rng_(g, &seed, &step, &sample_base, &call);
+    uint64_t stream = tr_rng_stream(TR_RNG_STREAM_DROPOUT, step, call);
+    int64_t N = tr_tensor_numel(x);
+    int64_t per_sample = x->ndim > 0 && x->shape[0] > 0 ? N / x->shape[0] : N;
+    /* Element e of sample s is element s * per_sample + e of x: its stream index is
+     * sample_base * per_sample + that flat index. */
+    uint64_t first = sample_base * (uint64_t)per_sample;
+    double thr_d = p * 16777216.0;
+    uint32_t thr = (uint32_t)thr_d + ((double)(uint32_t)thr_d < thr_d);
+    double scale = 1.0 / (1.0 - p);
+    tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
+    uint8_t *mask = op_alloc(g, (size_t)N + 1);
+    if (!y || !mask) return NULL;
+    size_t es = tr_dtype_size(x->dtype);
+    int64_t nchunks = (N + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
+    /* Philox costs ~10x a multiply per element: worth threads earlier than a plain loop. */
+#pragma omp parallel for if (N > TR_PAR_MIN / 8) schedule(static)
+    for (int64_t ch = 0; ch < nchunks; ch++) {
+        int64_t i0 = ch * DROPOUT_CHUNK, len = N - i0 < DROPOUT_CHUNK ? N - i0 : DROPOUT_CHUNK;
+        dropout_mask(mask + i0, len, seed, stream, first + (uint64_t)i0, thr);
+        dropout_apply((char *)y->data + (size_t)i0 * es, (const char *)x->data + (size_t)i0 * es,
+                      mask + i0, scale, x->dtype, len, 0);
+    }
+    if (op_needs_grad(g, 1, x)) {
+        tr_node *n = op_record(g, "dropout", dropout_backward, y, 1, x);
+        if (!n) return NULL;
+        n->saved[0] = mask;
+        n->f[0] = scale;
+    }
+    return y;
+}

@@ -1,0 +1,53 @@
+/* Layer normalisation over the last dim, as PyTorch's LayerNorm(C): biased variance, eps
+ * inside the square root. gamma and beta (C) may be NULL (no scale, no shift). */
+#include "autograd/node.h"
+#include "ops/gemm.h"
+
+#define LN_LANES 8
+#define LN_COLS 64 /* columns per parallel block of the gamma/beta gradient */
+
+#define TR_GENERIC "ops/layer_norm.inc"
+#include "ops/generic.h"
+
+static void layer_norm_backward(tr_graph *g, tr_node *n) {
+    tr_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
+    void *dx = op_grad(g, x), *dgamma = op_grad(g, gamma), *dbeta = op_grad(g, beta);
+    if (!dx && !dgamma && !dbeta) return;
+    TR_DISPATCH(x->dtype, layer_norm_backward, dx, dgamma, dbeta, n->out->grad, x->data,
+                n->saved[0], n->saved[1], gamma ? gamma->data : NULL, n->i[0], n->i[1]);
+}
+
+tr_tensor *tr_layer_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+                         double eps) {
+    if (!op_check(g, "layer_norm", 1 + (gamma != NULL) + (beta != NULL), x,
+                  gamma ? gamma : beta, gamma ? beta : NULL))
+        return NULL;
+    if (x->ndim < 1)
+        return op_fail(g, TR_ERR_INVALID, "layer_norm: input %s has no last dim", op_shape(x));
+    int64_t C = x->shape[x->ndim - 1], R = tr_tensor_dims(x, 0, x->ndim - 1);
+    if ((gamma && (gamma->ndim != 1 || gamma->shape[0] != C)) ||
+        (beta && (beta->ndim != 1 || beta->shape[0] != C)))
+        return op_fail(g, TR_ERR_INVALID,
+                       "layer_norm: gamma %s and beta %s must be (%lld), the last dim of input "
+                       "%s",
+                       op_shape(gamma), op_shape(beta), (long long)C, op_shape(x));
+    if (C < 1 || !(eps >= 0))
+        return op_fail(g, TR_ERR_INVALID,
+                       "layer_norm: input %s needs a non-empty last dim and eps %g >= 0",
+                       op_shape(x), eps);
+    size_t es = tr_dtype_size(x->dtype);
+    tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
+    void *mean = op_alloc(g, (size_t)R * es + 1), *rstd = op_alloc(g, (size_t)R * es + 1);
+    if (!y || !mean || !rstd) return NULL;
+    TR_DISPATCH(x->dtype, layer_norm_forward, y->data, mean, rstd, x->data,
+                gamma ? gamma->data : NULL, beta ? beta->data : NULL, eps, R, C);
+    if (op_needs_grad(g, 3, x, gamma, beta)) {
+        tr_node *n = op_record(g, "layer_norm", layer_norm_backward, y, 3, x, gamma, beta);
+        if (!n) return NULL;
+        n->i[0] = R;
+        n->i[1] = C;
+        n->saved[0] = mean;
+        n->saved[1] = rstd;
+    }
+    return y;
+}

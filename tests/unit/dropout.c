@@ -1,0 +1,219 @@
+/* Dropout: statistics of the mask, exact scaling of the kept values, the mask's definition
+ * through the counter-based RNG (so that a sample's mask does not depend on how the global
+ * batch is split over ranks), fresh masks per call and per step, backward = mask * scale,
+ * eval mode and p == 0 as identity, and bad p. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "trainer/ops.h"
+#include "trainer/rng.h"
+
+static tr_graph *g;
+
+static tr_tensor *filled(tr_dtype dt, int ndim, const int64_t *shape, int leaf) {
+    tr_tensor *t = leaf ? tr_graph_leaf(g, dt, ndim, shape) : tr_graph_input(g, dt, ndim, shape);
+    int64_t n = tr_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double v = 0.5 + (double)((i * 7919) % 1000) / 1000.0; /* nonzero, so 0 = dropped */
+        if (dt == TR_F64)
+            ((double *)t->data)[i] = v;
+        else
+            ((float *)t->data)[i] = (float)v;
+    }
+    return t;
+}
+
+/* Fraction dropped over a large tensor, kept values exactly x * (1/(1-p)) in f32 and f64. */
+static void statistics(tr_dtype dt, double p) {
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 77, 3, 0);
+    int64_t shape[2] = {1000, 1000};
+    tr_tensor *x = filled(dt, 2, shape, 0);
+    tr_tensor *y = tr_dropout(g, x, p);
+    CHECK(y != NULL && y != x, "dropout p=%g returned %p", p, (void *)y);
+    if (!y) return;
+    int64_t n = tr_tensor_numel(x), dropped = 0, bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double xv, yv, want;
+        if (dt == TR_F64) {
+            xv = ((double *)x->data)[i];
+            yv = ((double *)y->data)[i];
+            want = xv * (1.0 / (1.0 - p));
+        } else {
+            xv = ((float *)x->data)[i];
+            yv = ((float *)y->data)[i];
+            want = (float)xv * (float)(1.0 / (1.0 - p));
+        }
+        if (yv == 0)
+            dropped++;
+        else if (yv != want)
+            bad++;
+    }
+    double frac = (double)dropped / (double)n, sigma = sqrt(p * (1 - p) / (double)n);
+    printf("dropout %s p=%.2f: dropped %.5f (5 sigma = %.5f)\n", tr_dtype_name(dt), p, frac,
+           5 * sigma);
+    CHECK(fabs(frac - p) < 5 * sigma, "dropped fraction %.5f, expected %.2f", frac, p);
+    CHECK(bad == 0, "%lld kept values not scaled exactly", (long long)bad);
+}
+
+/* Element e of sample s is kept iff tr_rng_uniform(seed, stream, (base + s) * per + e) >= p. */
+static void definition(void) {
+    const double p = 0.5;
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 5, 9, 40);
+    int64_t shape[3] = {3, 4, 5};
+    tr_tensor *x = filled(TR_F32, 3, shape, 0);
+    tr_tensor *y1 = tr_dropout(g, x, p); /* call 0 of the step */
+    tr_tensor *y2 = tr_dropout(g, x, p); /* call 1 */
+    int mismatch = 0, differ = 0;
+    for (int64_t s = 0; s < 3; s++) {
+        for (int64_t e = 0; e < 20; e++) {
+            for (int call = 0; call < 2; call++) {
+                uint64_t stream = tr_rng_stream(TR_RNG_STREAM_DROPOUT, 9, (uint64_t)call);
+                int keep = tr_rng_uniform(5, stream, (uint64_t)((40 + s) * 20 + e)) >= p;
+                const float *yv = (call ? y2 : y1)->data;
+                if ((yv[s * 20 + e] != 0) != keep) mismatch++;
+            }
+            differ += (((float *)y1->data)[s * 20 + e] != 0) != (((float *)y2->data)[s * 20 + e] != 0);
+        }
+    }
+    CHECK(mismatch == 0, "%d mask elements differ from the RNG definition", mismatch);
+    CHECK(differ > 10, "two calls of one step share their mask (%d of 60 differ)", differ);
+}
+
+/* The last 3 samples of a batch of 6 (sample_base 0) get the mask they get as a batch of 3
+ * with sample_base 3: the split of a global batch over ranks does not change it. */
+static void batch_split(void) {
+    const double p = 0.3;
+    int64_t full[4] = {6, 2, 3, 5}, half[4] = {3, 2, 3, 5};
+    float xs[180], a[180], b[90], c[90];
+    for (int i = 0; i < 180; i++) xs[i] = 0.5f + (float)(i % 17) / 16.0f;
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 11, 2, 0);
+    tr_tensor *x = tr_graph_input(g, TR_F32, 4, full);
+    memcpy(x->data, xs, sizeof xs);
+    memcpy(a, tr_dropout(g, x, p)->data, sizeof a);
+    /* rank 1 of 2: the last 3 samples, sample_base 3 */
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 11, 2, 3);
+    tr_tensor *xh = tr_graph_input(g, TR_F32, 4, half);
+    memcpy(xh->data, xs + 90, sizeof b);
+    memcpy(b, tr_dropout(g, xh, p)->data, sizeof b);
+    CHECK(memcmp(a + 90, b, sizeof b) == 0, "samples 3..5 differ between the splits");
+    int zeros = 0;
+    for (int i = 0; i < 90; i++) zeros += b[i] == 0;
+    CHECK(zeros > 5 && zeros < 60, "split check is trivial: %d of 90 dropped", zeros);
+    /* samples 0..2 have masks of their own */
+    int same = 1;
+    for (int i = 0; i < 90; i++) same &= (a[i] == 0) == (a[90 + i] == 0);
+    CHECK(!same, "samples 0..2 and 3..5 share a mask");
+    /* another step gives another mask */
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 11, 3, 3);
+    xh = tr_graph_input(g, TR_F32, 4, half);
+    memcpy(xh->data, xs + 90, sizeof c);
+    memcpy(c, tr_dropout(g, xh, p)->data, sizeof c);
+    CHECK(memcmp(b, c, sizeof c) != 0, "step 3 repeats step 2's mask");
+    /* and another seed too */
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 12, 2, 3);
+    xh = tr_graph_input(g, TR_F32, 4, half);
+    memcpy(xh->data, xs + 90, sizeof c);
+    memcpy(c, tr_dropout(g, xh, p)->data, sizeof c);
+    CHECK(memcmp(b, c, sizeof c) != 0, "seed 12 repeats seed 11's mask");
+}
+
+/* dx = dout * mask / (1-p), added to what the gradient already holds. */
+static void backward(tr_dtype dt) {
+    const double p = 0.25;
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 3, 1, 0);
+    int64_t shape[2] = {64, 33};
+    tr_tensor *x = filled(dt, 2, shape, 1);
+    tr_tensor *y = tr_dropout(g, x, p);
+    int64_t n = tr_tensor_numel(x);
+    double dout[64 * 33], scale = 1.0 / (1.0 - p);
+    float doutf[64 * 33];
+    for (int64_t i = 0; i < n; i++) {
+        dout[i] = -1 + 2 * (double)tr_rng_uniform(1, 2, (uint64_t)i);
+        doutf[i] = (float)dout[i];
+    }
+    for (int64_t i = 0; i < n; i++) { /* pre-existing gradient: backward must add to it */
+        if (dt == TR_F64)
+            ((double *)x->grad)[i] = 1;
+        else
+            ((float *)x->grad)[i] = 1;
+    }
+    CHECK(tr_backward(g, y, dt == TR_F64 ? (void *)dout : (void *)doutf) == TR_OK,
+          "backward: %s", tr_error_msg());
+    int bad = 0, kept = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double yv = dt == TR_F64 ? ((double *)y->data)[i] : ((float *)y->data)[i];
+        double gv = dt == TR_F64 ? ((double *)x->grad)[i] : ((float *)x->grad)[i];
+        double want;
+        if (dt == TR_F64)
+            want = 1 + (yv != 0 ? dout[i] * scale : 0);
+        else
+            want = (float)(1 + (yv != 0 ? doutf[i] * (float)scale : 0));
+        kept += yv != 0;
+        if (gv != want) bad++;
+    }
+    CHECK(bad == 0, "%s: %d gradient elements are not 1 + dout * mask * scale",
+          tr_dtype_name(dt), bad);
+    CHECK(kept > n / 2 && kept < n, "%s: %d of %lld kept", tr_dtype_name(dt), kept, (long long)n);
+}
+
+static void identity_cases(void) {
+    int64_t shape[2] = {4, 5};
+    tr_graph_reset(g);
+    tr_graph_set_training(g, 0);
+    tr_tensor *x = filled(TR_F32, 2, shape, 1);
+    size_t nodes = tr_graph_nodes(g);
+    CHECK(tr_dropout(g, x, 0.5) == x, "eval mode: dropout is not the identity");
+    CHECK(tr_graph_nodes(g) == nodes, "eval mode: dropout recorded a node");
+    tr_graph_set_training(g, 1);
+    CHECK(tr_dropout(g, x, 0.0) == x, "p == 0: dropout is not the identity");
+    /* a training-mode dropout after the identities is still call 0 of the step */
+    tr_graph_set_rng(g, 8, 0, 0);
+    tr_tensor *y = tr_dropout(g, x, 0.5);
+    uint64_t stream = tr_rng_stream(TR_RNG_STREAM_DROPOUT, 0, 0);
+    int mismatch = 0;
+    for (int e = 0; e < 20; e++)
+        mismatch += (((float *)y->data)[e] != 0) != (tr_rng_uniform(8, stream, (uint64_t)e) >= 0.5);
+    CHECK(mismatch == 0, "identity dropouts consumed RNG calls (%d mismatches)", mismatch);
+}
+
+static void bad_p(void) {
+    int64_t shape[1] = {4};
+    double ps[3] = {1.0, -0.1, NAN};
+    for (int i = 0; i < 3; i++) {
+        tr_graph_reset(g);
+        tr_tensor *x = filled(TR_F32, 1, shape, 0);
+        CHECK(tr_dropout(g, x, ps[i]) == NULL, "p=%g accepted", ps[i]);
+        CHECK(tr_graph_status(g) == TR_ERR_INVALID, "p=%g: status %d", ps[i],
+              (int)tr_graph_status(g));
+        CHECK(strstr(tr_error_msg(), "dropout: p =") && strstr(tr_error_msg(), "[0, 1)"),
+              "message '%s'", tr_error_msg());
+    }
+    tr_graph_reset(g);
+    tr_tensor *xi = tr_graph_input(g, TR_I32, 1, shape);
+    CHECK(tr_dropout(g, xi, 0.5) == NULL && strstr(tr_error_msg(), "dropout: input 0 has dtype i32"),
+          "i32 input: '%s'", tr_error_msg());
+}
+
+int main(void) {
+    if (tr_graph_create(&g, 64 << 20) != TR_OK) return 1;
+    statistics(TR_F32, 0.1);
+    statistics(TR_F32, 0.5);
+    statistics(TR_F64, 0.3);
+    statistics(TR_F32, 0.9);
+    definition();
+    batch_split();
+    backward(TR_F32);
+    backward(TR_F64);
+    identity_cases();
+    bad_p();
+    tr_graph_destroy(g);
+    return test_finish();
+}

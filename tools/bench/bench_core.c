@@ -1,0 +1,249 @@
+/* Micro-benchmark of the core: OpenBLAS sgemm rate, each major op forward+backward, and full
+ * training steps, with achieved GFLOP/s printed next to the sgemm rate of the same run.
+ *
+ *   build/bin/bench_core [--threads N] [--quick]
+ *
+ * Each figure is the median of several timed windows after warm-up. FLOP counts are the
+ * multiply-adds of the GEMM-shaped work (x2), the usual convention; elementwise work is not
+ * counted, so a step's GFLOP/s is its useful GEMM rate. */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "trainer/trainer.h"
+
+static int quick;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef void (*bench_fn)(void *ctx);
+
+/* Median seconds per call over `windows` windows of calls lasting >= min_window seconds. */
+static double time_it(bench_fn fn, void *ctx) {
+    int windows = quick ? 3 : 7;
+    double min_window = quick ? 0.05 : 0.2;
+    fn(ctx); fn(ctx); /* warm-up: arena growth, BLAS buffers, page faults */
+    int reps = 1;
+    double t0 = now();
+    fn(ctx);
+    double one = now() - t0;
+    if (one < min_window) reps = (int)(min_window / (one > 1e-7 ? one : 1e-7)) + 1;
+    double w[16];
+    for (int i = 0; i < windows; i++) {
+        t0 = now();
+        for (int r = 0; r < reps; r++) fn(ctx);
+        w[i] = (now() - t0) / reps;
+    }
+    qsort(w, (size_t)windows, sizeof w[0], cmp_d);
+    return w[windows / 2];
+}
+
+/* ---- sgemm ---- */
+typedef struct { int M, N, K; float *A, *B, *C; } gemm_ctx;
+static void run_gemm(void *p) {
+    gemm_ctx *c = p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->M, c->N, c->K, 1.0f, c->A, c->K,
+                c->B, c->K, 0.0f, c->C, c->N);
+}
+static double bench_sgemm(int M, int N, int K) {
+    gemm_ctx c = {M, N, K, tr_malloc(sizeof(float) * M * K), tr_malloc(sizeof(float) * N * K),
+                  tr_malloc(sizeof(float) * M * N)};
+    tr_rng_fill_uniform(c.A, (size_t)M * K, 1, 1, 0, -1, 1);
+    tr_rng_fill_uniform(c.B, (size_t)N * K, 1, 2, 0, -1, 1);
+    double t = time_it(run_gemm, &c);
+    tr_free(c.A); tr_free(c.B); tr_free(c.C);
+    return 2.0 * M * N * K / t / 1e9;
+}
+
+/* ---- ops: each builds a small graph on persistent leaves and runs forward+backward ---- */
+typedef struct op_ctx {
+    tr_graph *g;
+    tr_tensor *in[6];
+    int kind;
+    int64_t a[4];
+} op_ctx;
+
+enum { OP_LINEAR, OP_CONV, OP_ATTN, OP_LAYERNORM, OP_SOFTMAX_CE, OP_GELU };
+
+static void run_op(void *p) {
+    op_ctx *c = p;
+    tr_graph *g = c->g;
+    tr_graph_reset(g);
+    tr_tensor *y = NULL;
+    switch (c->kind) {
+    case OP_LINEAR: y = tr_linear(g, c->in[0], c->in[1], c->in[2]); break;
+    case OP_CONV: y = tr_conv2d(g, c->in[0], c->in[1], c->in[2], 1, 1); break;
+    case OP_ATTN: y = tr_attention(g, c->in[0], c->in[1], c->in[2], (int)c->a[0], 1); break;
+    case OP_LAYERNORM: y = tr_layer_norm(g, c->in[0], c->in[1], c->in[2], 1e-5); break;
+    case OP_GELU: y = tr_gelu(g, c->in[0], TR_GELU_TANH); break;
+    case OP_SOFTMAX_CE: y = tr_cross_entropy(g, c->in[0], c->in[1], (double)c->a[0], -100, 0.0); break;
+    }
+    if (!y || tr_backward(g, y, NULL) != TR_OK) {
+        fprintf(stderr, "bench_core: op failed: %s\n", tr_error_msg());
+        exit(1);
+    }
+}
+
+/* Leaves live in a separate graph that is never reset. */
+static tr_tensor *leaf(tr_graph *store, int nd, const int64_t *shape, int grad, uint64_t s) {
+    tr_tensor *t = grad ? tr_graph_leaf(store, TR_F32, nd, shape)
+                        : tr_graph_input(store, TR_F32, nd, shape);
+    tr_rng_fill_uniform(t->data, (size_t)tr_tensor_numel(t), 3, s, 0, -1, 1);
+    return t;
+}
+
+static void report(const char *name, double sec, double flops, double peak) {
+    if (flops > 0)
+        printf("%-46s %9.3f ms  %7.1f GFLOP/s  %5.1f%% of sgemm\n", name, sec * 1e3,
+               flops / sec / 1e9, 100 * flops / sec / 1e9 / peak);
+    else
+        printf("%-46s %9.3f ms\n", name, sec * 1e3);
+}
+
+/* ---- full training step: MLP with AdamW ---- */
+typedef struct step_ctx {
+    tr_graph *g;
+    tr_params *P;
+    tr_optim *opt;
+    int n_layers;
+    int64_t B, widths[8];
+    float *xb;
+    int32_t *yb;
+} step_ctx;
+
+static void run_step(void *p) {
+    step_ctx *c = p;
+    tr_graph *g = c->g;
+    tr_graph_reset(g);
+    tr_tensor *x = tr_graph_input(g, TR_F32, 2, (int64_t[]){c->B, c->widths[0]});
+    tr_tensor *y = tr_graph_input(g, TR_I32, 1, (int64_t[]){c->B});
+    memcpy(x->data, c->xb, sizeof(float) * (size_t)(c->B * c->widths[0]));
+    memcpy(y->data, c->yb, sizeof(int32_t) * (size_t)c->B);
+    tr_tensor *h = x;
+    for (int l = 0; l < c->n_layers; l++) {
+        h = tr_linear(g, h, tr_params_get(c->P, 2 * l), tr_params_get(c->P, 2 * l + 1));
+        if (l + 1 < c->n_layers) h = tr_relu(g, h);
+    }
+    tr_tensor *loss = tr_cross_entropy(g, h, y, (double)c->B, -100, 0.0);
+    tr_params_zero_grad(c->P);
+    if (tr_backward(g, loss, NULL) != TR_OK ||
+        tr_optim_step(c->opt, tr_params_data(c->P), tr_params_grad(c->P), tr_params_numel(c->P), 1e-3) != TR_OK) {
+        fprintf(stderr, "bench_core: step failed: %s\n", tr_error_msg());
+        exit(1);
+    }
+}
+
+static void bench_mlp(const char *name, int64_t B, int n_layers, const int64_t *widths, double peak) {
+    step_ctx c = {.B = B, .n_layers = n_layers};
+    memcpy(c.widths, widths, sizeof(int64_t) * (size_t)(n_layers + 1));
+    tr_params_create(&c.P);
+    double flops = 0;
+    for (int l = 0; l < n_layers; l++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "fc%d.weight", l);
+        tr_params_add(c.P, nm, 2, (int64_t[]){widths[l + 1], widths[l]}, TR_INIT_KAIMING_UNIFORM, 0, NULL);
+        snprintf(nm, sizeof nm, "fc%d.bias", l);
+        tr_params_add(c.P, nm, 1, (int64_t[]){widths[l + 1]}, TR_INIT_FAN_IN_UNIFORM, (double)widths[l], NULL);
+        /* forward 2BIO, backward 4BIO (the first layer needs no input gradient: 2BIO) */
+        flops += (l == 0 ? 4.0 : 6.0) * B * widths[l] * widths[l + 1];
+    }
+    tr_params_finalize(c.P, 1);
+    tr_graph_create(&c.g, 0);
+    tr_optim_config oc = tr_optim_defaults(TR_OPTIM_ADAMW);
+    tr_optim_create(&c.opt, &oc, tr_params_numel(c.P));
+    c.xb = tr_malloc(sizeof(float) * (size_t)(B * widths[0]));
+    c.yb = tr_malloc(sizeof(int32_t) * (size_t)B);
+    tr_rng_fill_uniform(c.xb, (size_t)(B * widths[0]), 5, 5, 0, 0, 1);
+    for (int64_t i = 0; i < B; i++) c.yb[i] = (int32_t)(i % widths[n_layers]);
+    double t = time_it(run_step, &c);
+    report(name, t, flops, peak);
+    printf("%-46s %9.0f samples/s\n", "", (double)B / t);
+    tr_free(c.xb); tr_free(c.yb);
+    tr_optim_destroy(c.opt);
+    tr_graph_destroy(c.g);
+    tr_params_destroy(c.P);
+}
+
+int main(int argc, char **argv) {
+    int threads = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        else {
+            fprintf(stderr, "usage: bench_core [--threads N] [--quick]\n");
+            return 2;
+        }
+    }
+    tr_set_num_threads(threads);
+    printf("trainer %s bench_core, %d threads\n\n", tr_version(), tr_get_num_threads());
+
+    double peak = bench_sgemm(1024, 1024, 1024);
+    printf("%-46s %9s     %7.1f GFLOP/s  (reference rate)\n", "sgemm 1024x1024x1024", "", peak);
+    printf("%-46s %9s     %7.1f GFLOP/s\n", "sgemm 512x2048x2048 (MLP layer shape)", "",
+           bench_sgemm(512, 2048, 2048));
+    printf("\nops, forward + backward:\n");
+
+    tr_graph *store;
+    tr_graph_create(&store, 0);
+    op_ctx c;
+    tr_graph_create(&c.g, 0);
+
+    c.kind = OP_LINEAR;
+    c.in[0] = leaf(store, 2, (int64_t[]){512, 1024}, 1, 1);
+    c.in[1] = leaf(store, 2, (int64_t[]){1024, 1024}, 1, 2);
+    c.in[2] = leaf(store, 1, (int64_t[]){1024}, 1, 3);
+    report("linear 512x1024 -> 1024", time_it(run_op, &c), 6.0 * 512 * 1024 * 1024, peak);
+
+    c.kind = OP_CONV; /* FashionCNN's second conv at batch 128 */
+    c.in[0] = leaf(store, 4, (int64_t[]){128, 32, 14, 14}, 1, 4);
+    c.in[1] = leaf(store, 4, (int64_t[]){64, 32, 3, 3}, 1, 5);
+    c.in[2] = leaf(store, 1, (int64_t[]){64}, 1, 6);
+    report("conv2d 128x32x14x14 -> 64, 3x3 pad 1", time_it(run_op, &c),
+           6.0 * 128 * 14 * 14 * 64 * 32 * 9, peak);
+
+    c.kind = OP_ATTN; /* transformer workload: B 32, T 128, C 256, 4 heads, causal */
+    c.a[0] = 4;
+    c.in[0] = leaf(store, 3, (int64_t[]){32, 128, 256}, 1, 7);
+    c.in[1] = leaf(store, 3, (int64_t[]){32, 128, 256}, 1, 8);
+    c.in[2] = leaf(store, 3, (int64_t[]){32, 128, 256}, 1, 9);
+    report("attention B32 T128 C256 h4 causal", time_it(run_op, &c),
+           3.0 * 2 * 2.0 * 32 * 128 * 128 * 256, peak);
+
+    c.kind = OP_LAYERNORM;
+    c.in[0] = leaf(store, 3, (int64_t[]){32, 128, 256}, 1, 10);
+    c.in[1] = leaf(store, 1, (int64_t[]){256}, 1, 11);
+    c.in[2] = leaf(store, 1, (int64_t[]){256}, 1, 12);
+    report("layer_norm 32x128x256", time_it(run_op, &c), 0, peak);
+
+    c.kind = OP_GELU;
+    c.in[0] = leaf(store, 3, (int64_t[]){32, 128, 1024}, 1, 13);
+    report("gelu(tanh) 32x128x1024", time_it(run_op, &c), 0, peak);
+
+    c.kind = OP_SOFTMAX_CE;
+    c.a[0] = 2048;
+    c.in[0] = leaf(store, 2, (int64_t[]){2048, 256}, 1, 14);
+    c.in[1] = tr_graph_input(store, TR_I32, 1, (int64_t[]){2048});
+    for (int i = 0; i < 2048; i++) ((int32_t *)c.in[1]->data)[i] = (i * 7) % 256;
+    report("cross_entropy 2048x256", time_it(run_op, &c), 0, peak);
+
+    printf("\nfull training steps (forward, backward, AdamW):\n");
+    bench_mlp("MLP 1024-2048-2048-10, batch 512 (GEMM-bound)", 512, 3, (int64_t[]){1024, 2048, 2048, 10}, peak);
+    bench_mlp("MLP 784-512-512-10, batch 128", 128, 3, (int64_t[]){784, 512, 512, 10}, peak);
+    bench_mlp("MLP 784-512-512-10, batch 8", 8, 3, (int64_t[]){784, 512, 512, 10}, peak);
+
+    tr_graph_destroy(c.g);
+    tr_graph_destroy(store);
+    return 0;
+}
