@@ -2,20 +2,36 @@
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS C)
 
-# OpenBLAS: Debian installs the header under an alternative-specific directory.
-find_path(OPENBLAS_INCLUDE_DIR cblas.h
-          PATHS /usr/include/x86_64-linux-gnu/openblas-pthread
-                /usr/include/aarch64-linux-gnu/openblas-pthread
-                /usr/include/openblas /usr/include
-          NO_DEFAULT_PATH)
-find_library(OPENBLAS_LIBRARY NAMES openblas)
-if(NOT OPENBLAS_INCLUDE_DIR OR NOT OPENBLAS_LIBRARY)
-  message(FATAL_ERROR "OpenBLAS not found: install libopenblas-dev (tools/dev deps does it)")
+# OpenBLAS. The OpenMP build is preferred: it shares the core's OpenMP thread pool, so BLAS
+# threads and kernel threads never spin against each other, and a GEMM called inside a
+# parallel region runs on its calling thread. Debian keeps each build in its own directory;
+# the library is linked by full path with an RPATH so that the system-wide alternative does
+# not swap it at run time.
+set(_blas_arch_dirs x86_64-linux-gnu aarch64-linux-gnu)
+set(OPENBLAS_VARIANT "")
+foreach(_variant openblas-openmp openblas-pthread)
+  foreach(_arch ${_blas_arch_dirs})
+    if(NOT OPENBLAS_VARIANT AND EXISTS /usr/lib/${_arch}/${_variant}/libopenblas.so
+       AND EXISTS /usr/include/${_arch}/${_variant}/cblas.h)
+      set(OPENBLAS_VARIANT ${_variant})
+      set(OPENBLAS_LIBRARY /usr/lib/${_arch}/${_variant}/libopenblas.so)
+      set(OPENBLAS_INCLUDE_DIR /usr/include/${_arch}/${_variant})
+    endif()
+  endforeach()
+endforeach()
+if(NOT OPENBLAS_VARIANT)
+  find_path(OPENBLAS_INCLUDE_DIR cblas.h PATHS /usr/include/openblas /usr/include)
+  find_library(OPENBLAS_LIBRARY NAMES openblas)
+  set(OPENBLAS_VARIANT "system")
 endif()
+if(NOT OPENBLAS_INCLUDE_DIR OR NOT OPENBLAS_LIBRARY)
+  message(FATAL_ERROR "OpenBLAS not found: install libopenblas-openmp-dev (tools/dev deps does it)")
+endif()
+set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
 add_library(trainer_blas INTERFACE)
 target_include_directories(trainer_blas INTERFACE ${OPENBLAS_INCLUDE_DIR})
 target_link_libraries(trainer_blas INTERFACE ${OPENBLAS_LIBRARY})
-message(STATUS "trainer: OpenBLAS ${OPENBLAS_LIBRARY} (${OPENBLAS_INCLUDE_DIR})")
+message(STATUS "trainer: OpenBLAS (${OPENBLAS_VARIANT}) ${OPENBLAS_LIBRARY}")
 
 # CUDA is optional and never needed by the core (DESIGN.md decision 8).
 set(TRAINER_CUDA_ENABLED OFF)

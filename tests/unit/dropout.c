@@ -75,7 +75,8 @@ static void definition(void) {
                 const float *yv = (call ? y2 : y1)->data;
                 if ((yv[s * 20 + e] != 0) != keep) mismatch++;
             }
-            differ += (((float *)y1->data)[s * 20 + e] != 0) != (((float *)y2->data)[s * 20 + e] != 0);
+            const float *a = y1->data, *b = y2->data;
+            differ += (a[s * 20 + e] != 0) != (b[s * 20 + e] != 0);
         }
     }
     CHECK(mismatch == 0, "%d mask elements differ from the RNG definition", mismatch);
@@ -198,7 +199,8 @@ static void bad_p(void) {
     }
     tr_graph_reset(g);
     tr_tensor *xi = tr_graph_input(g, TR_I32, 1, shape);
-    CHECK(tr_dropout(g, xi, 0.5) == NULL && strstr(tr_error_msg(), "dropout: input 0 has dtype i32"),
+    CHECK(tr_dropout(g, xi, 0.5) == NULL &&
+              strstr(tr_error_msg(), "dropout: input 0 has dtype i32"),
           "i32 input: '%s'", tr_error_msg());
 }
 

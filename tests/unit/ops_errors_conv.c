@@ -114,7 +114,8 @@ static void max_pool_padding(void) {
     CHECK(y && y->shape[2] == 2 && y->shape[3] == 2, "max_pool2d shape %s", tr_error_msg());
     if (!y) return;
     const double *v = y->data, want[4] = {-1, -2, -4, -5};
-    for (int i = 0; i < 4; i++) CHECK(v[i] == want[i], "max pool out[%d] = %g, want %g", i, v[i], want[i]);
+    for (int i = 0; i < 4; i++)
+        CHECK(v[i] == want[i], "max pool out[%d] = %g, want %g", i, v[i], want[i]);
     tr_tensor *a = tr_avg_pool2d(g, x, 3, 2, 1); /* corner: (-1-2-4-5) / 9 */
     CHECK(a && fabs(((double *)a->data)[0] - (-12.0 / 9.0)) < 1e-15, "avg pool corner %g",
           a ? ((double *)a->data)[0] : NAN);

@@ -189,10 +189,11 @@ int main(int argc, char **argv) {
     tr_set_num_threads(threads);
     printf("trainer %s bench_core, %d threads\n\n", tr_version(), tr_get_num_threads());
 
-    double peak = bench_sgemm(1024, 1024, 1024);
-    printf("%-46s %9s     %7.1f GFLOP/s  (reference rate)\n", "sgemm 1024x1024x1024", "", peak);
-    printf("%-46s %9s     %7.1f GFLOP/s\n", "sgemm 512x2048x2048 (MLP layer shape)", "",
-           bench_sgemm(512, 2048, 2048));
+    double s1 = bench_sgemm(1024, 1024, 1024), s2 = bench_sgemm(512, 2048, 2048);
+    double peak = s1 > s2 ? s1 : s2; /* the reference: the better of the two */
+    printf("%-46s %9s     %7.1f GFLOP/s\n", "sgemm 1024x1024x1024", "", s1);
+    printf("%-46s %9s     %7.1f GFLOP/s\n", "sgemm 512x2048x2048 (MLP layer shape)", "", s2);
+    printf("%-46s %9s     %7.1f GFLOP/s\n", "sgemm reference rate (the better one)", "", peak);
     printf("\nops, forward + backward:\n");
 
     tr_graph *store;

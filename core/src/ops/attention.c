@@ -29,17 +29,14 @@ static int max_threads(void) {
 #define TR_GENERIC "ops/attention.inc"
 #include "ops/generic.h"
 
-/* Whether the (b, h) pairs run on OpenMP threads, each calling GEMM for its own head.
- * Debian's OpenBLAS (the pthread build) threads any GEMM with M*N*K > 65536 * 4 on its own
- * pool without noticing that the caller is already an OpenMP thread, so big per-head GEMMs
- * called from a parallel loop oversubscribe the cores (OpenMP threads times BLAS threads).
- * Heads therefore run in parallel only when each head's GEMMs (T*S*D) are small enough for
- * OpenBLAS to keep single-threaded; otherwise one after another, OpenBLAS threading each
- * GEMM and OpenMP the softmax rows. */
-#define HEAD_GEMM_SINGLE_THREAD_MAX (65536.0 * 4)
+/* Whether the (b, h) pairs run on OpenMP threads, each calling GEMM for its own head. The
+ * core links OpenBLAS's OpenMP build, which runs a GEMM called inside a parallel region on the
+ * calling thread: with at least as many heads as threads, heads in parallel (single-threaded
+ * GEMMs, no fork per GEMM) win; with fewer, heads run one after another and OpenBLAS threads
+ * each GEMM while OpenMP threads the softmax rows. */
 static int parallel_heads(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH) {
-    return B * NH > 1 && max_threads() > 1 &&
-           (double)T * (double)S * (double)(C / NH) <= HEAD_GEMM_SINGLE_THREAD_MAX;
+    (void)T; (void)S; (void)C;
+    return max_threads() > 1 && B * NH >= max_threads();
 }
 
 static void attention_backward(tr_graph *g, tr_node *n) {

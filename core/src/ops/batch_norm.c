@@ -4,12 +4,12 @@
  * unbiased variance for running_var (every training forward does this, also under no-grad).
  * Eval mode normalises with the running statistics. gamma and beta may be NULL (no affine);
  * running_mean and running_var may both be NULL (no tracking: batch statistics in both
- * modes). The running statistics never get a gradient. */
+ * modes). The running statistics never get a gradient. PyTorch's momentum=None (a cumulative
+ * average) and its num_batches_tracked counter are not offered. */
 #include <math.h>
 #include <string.h>
 
 #include "autograd/node.h"
-#include "ops/gemm.h"
 
 /* Lanes of a vectorised sum: one 64-byte vector of the type. */
 #define BN_LANES(type) ((int)(64 / sizeof(type)))

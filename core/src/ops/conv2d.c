@@ -3,11 +3,11 @@
  * backward recomputes the col buffer (cheaper than keeping it) and scatters the input
  * gradient back with col2im. A 1x1 stride-1 unpadded conv uses the input as its col buffer.
  *
- * Images are spread over the OpenMP threads, each with its own scratch, and the per-image
- * GEMMs use a small register-blocked kernel of this file rather than OpenBLAS: OpenBLAS
- * (pthreads build) would start its own threads inside ours, and the per-image matrices
- * (e.g. 64x288 @ 288x196) are small enough that this kernel runs about as fast as its
- * single-threaded one. */
+ * Images are spread over the OpenMP threads, each with its own scratch (from the arena), and
+ * the per-image GEMMs use a small register-blocked kernel of this file rather than OpenBLAS:
+ * OpenBLAS (pthreads build) would start its own threads inside ours, and the per-image
+ * matrices (e.g. 64x288 @ 288x196) are small enough that this kernel runs about as fast as
+ * its single-threaded one. A batch smaller than the thread count leaves threads idle. */
 #include <omp.h>
 #include <string.h>
 

@@ -1,7 +1,6 @@
 /* Layer normalisation over the last dim, as PyTorch's LayerNorm(C): biased variance, eps
  * inside the square root. gamma and beta (C) may be NULL (no scale, no shift). */
 #include "autograd/node.h"
-#include "ops/gemm.h"
 
 #define LN_LANES 8
 #define LN_COLS 64 /* columns per parallel block of the gamma/beta gradient */

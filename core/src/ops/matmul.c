@@ -4,6 +4,8 @@
  * least 2-D. */
 #include <string.h>
 
+#include <omp.h>
+
 #include "autograd/node.h"
 #include "ops/gemm.h"
 
@@ -20,12 +22,13 @@ static void gemm(tr_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, c
         tr_gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, (float)beta, C, ldc);
 }
 
-/* Whether the batch entries run on OpenMP threads. OpenBLAS (the pthread build) threads a
- * GEMM with M*N*K > 65536 * 4 on its own pool even when called from an OpenMP thread, so an
- * OpenMP loop around such GEMMs oversubscribes the cores: big GEMMs run one after another
- * (OpenBLAS threads each), small ones (single-threaded in OpenBLAS) on OpenMP threads. */
+/* Whether the batch entries run on OpenMP threads. With OpenBLAS's OpenMP build (what the
+ * core links) a GEMM inside a parallel region runs on the calling thread, so a batch of at
+ * least as many entries as threads runs one entry per thread; a smaller batch runs its GEMMs
+ * one after another, each threaded by OpenBLAS. */
 static int parallel_batch(int64_t batch, int64_t M, int64_t K, int64_t N) {
-    return batch > 1 && (double)M * (double)K * (double)N <= 65536.0 * 4;
+    (void)M; (void)K; (void)N;
+    return batch > 1 && batch >= omp_get_max_threads();
 }
 
 /* a (batch, M, K), b (batch, K, N) or, when shared, one (K, N) for all. */

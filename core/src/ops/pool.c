@@ -3,7 +3,6 @@
  * padding as -inf (it never wins) and remembers each output's winning pixel for backward;
  * average pooling counts padding as zeros in a k*k divisor (count_include_pad=True). */
 #include "autograd/node.h"
-#include "ops/gemm.h"
 
 typedef struct pool_dims {
     int64_t H, W, OH, OW, k, S, P;

@@ -50,7 +50,8 @@ def _pool(name, g, kind, shape, kernel, stride, padding, seed):
     if kind == "max":
         fn = lambda x: F.max_pool2d(x, kernel, stride, padding)  # noqa: E731
     else:
-        fn = lambda x: F.avg_pool2d(x, kernel, stride, padding, count_include_pad=True)  # noqa: E731
+        fn = lambda x: F.avg_pool2d(x, kernel, stride, padding,  # noqa: E731
+                                    count_include_pad=True)
     res, _ = _fwd_bwd(fn, dict(x=x), seed)
     res["cfg"] = _cfg(kernel, stride, padding)
     return name, res
