@@ -5,9 +5,10 @@
  *
  * Images are spread over the OpenMP threads, each with its own scratch (from the arena), and
  * the per-image GEMMs use a small register-blocked kernel of this file rather than OpenBLAS:
- * OpenBLAS (pthreads build) would start its own threads inside ours, and the per-image
- * matrices (e.g. 64x288 @ 288x196) are small enough that this kernel runs about as fast as
- * its single-threaded one. A batch smaller than the thread count leaves threads idle. */
+ * the per-image matrices (e.g. 64x288 @ 288x196) are small enough that it runs about as fast
+ * as OpenBLAS's single-threaded kernel, and it stays single-threaded whichever OpenBLAS build
+ * is linked (the pthreads one would start its own threads inside ours and oversubscribe the
+ * cores). A batch smaller than the thread count leaves threads idle. */
 #include <omp.h>
 #include <string.h>
 

@@ -1,9 +1,12 @@
 /* Layer normalisation over the last dim, as PyTorch's LayerNorm(C): biased variance, eps
  * inside the square root. gamma and beta (C) may be NULL (no scale, no shift). */
-#include "autograd/node.h"
+#include <omp.h>
 
-#define LN_LANES 8
-#define LN_COLS 64 /* columns per parallel block of the gamma/beta gradient */
+#include "autograd/node.h"
+#include "ops/gemm.h"
+
+#define LN_LANES(type) ((int)(64 / sizeof(type))) /* one 64-byte vector */
+#define LN_BLOCK 512
 
 #define TR_GENERIC "ops/layer_norm.inc"
 #include "ops/generic.h"
@@ -12,8 +15,12 @@ static void layer_norm_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
     void *dx = op_grad(g, x), *dgamma = op_grad(g, gamma), *dbeta = op_grad(g, beta);
     if (!dx && !dgamma && !dbeta) return;
+    int64_t R = n->i[0], C = n->i[1];
+    int nthr = R * C > TR_PAR_MIN ? omp_get_max_threads() : 1;
+    void *part = op_alloc(g, (size_t)(nthr * 2 * C) * tr_dtype_size(x->dtype));
+    if (!part) return;
     TR_DISPATCH(x->dtype, layer_norm_backward, dx, dgamma, dbeta, n->out->grad, x->data,
-                n->saved[0], n->saved[1], gamma ? gamma->data : NULL, n->i[0], n->i[1]);
+                n->saved[0], n->saved[1], gamma ? gamma->data : NULL, part, nthr, R, C);
 }
 
 tr_tensor *tr_layer_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
