@@ -6,25 +6,10 @@ training], layer_norm [eps]. batch_norm cases also store the running statistics 
 forward (`running_mean.after`, `running_var.after`): training mode updates them in place."""
 import torch
 import torch.nn.functional as F
+from oracle import fwd_bwd_leaves  # noqa: E402
 
 
-def _fwd_bwd(fn, inputs, seed, no_grad=()):
-    """Runs fn on leaf copies of inputs, back-propagates a random upstream gradient `dout`,
-    returns a dict with inputs, out, dout and each input's grad as `<name>.grad`.
-    Inputs named in no_grad (buffers) are passed as plain clones and get no grad."""
-    g = torch.Generator().manual_seed(seed)
-    leaves = {k: v.clone().requires_grad_(v.is_floating_point() and k not in no_grad)
-              for k, v in inputs.items()}
-    out = fn(**leaves)
-    dout = torch.randn(out.shape, generator=g, dtype=out.dtype)
-    out.backward(dout)
-    res = dict(inputs)
-    res["out"] = out.detach()
-    res["dout"] = dout
-    for k, v in leaves.items():
-        if v.requires_grad and v.grad is not None:
-            res[k + ".grad"] = v.grad
-    return res, leaves
+_fwd_bwd = fwd_bwd_leaves
 
 
 def _cfg(*v):
