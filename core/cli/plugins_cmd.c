@@ -1,0 +1,89 @@
+/* `trainer plugins [--describe NAME] [--check FILE.so]`: what plugins are found and their
+ * options. Search order: TRAINER_PLUGIN_PATH (colon-separated), the build tree, the install
+ * prefix (the config's `plugins:` list comes first when a config is given to `run`). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins_cmd.h"
+#include "trainer/plugin.h"
+
+#ifndef TRAINER_BUILD_PLUGIN_DIR
+#define TRAINER_BUILD_PLUGIN_DIR ""
+#endif
+#ifndef TRAINER_INSTALL_PLUGIN_DIR
+#define TRAINER_INSTALL_PLUGIN_DIR ""
+#endif
+
+tr_status trainer_scan_plugins(tr_registry *reg) {
+    const char *env = getenv("TRAINER_PLUGIN_PATH");
+    if (env && *env) {
+        char buf[4096];
+        snprintf(buf, sizeof buf, "%s", env);
+        for (char *save = NULL, *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save))
+            TR_CHECK(tr_registry_scan(reg, dir, "TRAINER_PLUGIN_PATH", 0));
+    }
+    if (*TRAINER_BUILD_PLUGIN_DIR) TR_CHECK(tr_registry_scan(reg, TRAINER_BUILD_PLUGIN_DIR, "build tree", 0));
+    if (*TRAINER_INSTALL_PLUGIN_DIR)
+        TR_CHECK(tr_registry_scan(reg, TRAINER_INSTALL_PLUGIN_DIR, "install prefix", 0));
+    return TR_OK;
+}
+
+static void describe(const tr_plugin *p) {
+    const tr_plugin_desc *d = p->desc;
+    printf("%s %s %s\n  %s\n  file: %s (%s)\n  ABI %u.%u\n", tr_plugin_kind_name(d->kind), d->name,
+           d->version ? d->version : "?", d->description ? d->description : "", p->path, p->origin,
+           d->abi_major, d->abi_minor);
+    if (d->n_options == 0) printf("  options: none\n");
+    for (uint32_t i = 0; i < d->n_options; i++) {
+        const tr_option_spec *o = &d->options[i];
+        printf("  %-20s %-8s default %-10s %s", o->key, tr_option_type_name(o->type),
+               o->default_value ? o->default_value : "(required)", o->doc ? o->doc : "");
+        if (o->type == TR_OPTION_CHOICE) printf(" [%s]", o->choices);
+        if ((o->type == TR_OPTION_INT || o->type == TR_OPTION_FLOAT) && (o->min != 0 || o->max != 0))
+            printf(" [%g..%g]", o->min, o->max);
+        printf("\n");
+    }
+}
+
+int trainer_plugins_cmd(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[0], "--check") == 0) {
+        tr_plugin *p;
+        if (tr_plugin_open(argv[1], "command line", &p) != TR_OK) {
+            fprintf(stderr, "trainer plugins: refused: %s\n", tr_error_msg());
+            return 1;
+        }
+        describe(p);
+        tr_plugin_close(p);
+        return 0;
+    }
+    if (argc != 0 && !(argc == 2 && strcmp(argv[0], "--describe") == 0)) {
+        fprintf(stderr, "usage: trainer plugins [--describe NAME | --check FILE.so]\n");
+        return 2;
+    }
+    tr_registry *reg;
+    if (tr_registry_create(&reg) != TR_OK || trainer_scan_plugins(reg) != TR_OK) {
+        fprintf(stderr, "trainer plugins: %s\n", tr_error_msg());
+        return 1;
+    }
+    int rc = 0;
+    if (argc == 2) {
+        rc = 1;
+        for (int i = 0; i < tr_registry_count(reg); i++)
+            if (strcmp(tr_registry_at(reg, i)->desc->name, argv[1]) == 0) {
+                describe(tr_registry_at(reg, i));
+                rc = 0;
+            }
+        if (rc) fprintf(stderr, "trainer plugins: no plugin named '%s' (run 'trainer plugins')\n", argv[1]);
+    } else {
+        printf("%-9s %-18s %-9s %s\n", "KIND", "NAME", "VERSION", "FILE");
+        for (int i = 0; i < tr_registry_count(reg); i++) {
+            const tr_plugin *p = tr_registry_at(reg, i);
+            printf("%-9s %-18s %-9s %s\n", tr_plugin_kind_name(p->desc->kind), p->desc->name,
+                   p->desc->version ? p->desc->version : "?", p->path);
+        }
+        if (tr_registry_count(reg) == 0) printf("(no plugins found)\n");
+    }
+    tr_registry_destroy(reg);
+    return rc;
+}
