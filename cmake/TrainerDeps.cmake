@@ -54,3 +54,13 @@ else()
   set(_trainer_py_default python3)
 endif()
 set(TRAINER_PYTHON ${_trainer_py_default} CACHE FILEPATH "Python with torch for reference tests")
+
+# libyaml: the config loader.
+find_path(YAML_INCLUDE_DIR yaml.h)
+find_library(YAML_LIBRARY NAMES yaml)
+if(NOT YAML_INCLUDE_DIR OR NOT YAML_LIBRARY)
+  message(FATAL_ERROR "libyaml not found: install libyaml-dev (tools/dev deps does it)")
+endif()
+add_library(trainer_yaml INTERFACE)
+target_include_directories(trainer_yaml INTERFACE ${YAML_INCLUDE_DIR})
+target_link_libraries(trainer_yaml INTERFACE ${YAML_LIBRARY})

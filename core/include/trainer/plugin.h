@@ -85,6 +85,26 @@ typedef const tr_plugin_desc *(*tr_plugin_entry_fn)(void);
     TR_PLUGIN_EXPORT const tr_plugin_desc *trainer_plugin_entry(void) { return &(desc); }
 
 const char *tr_plugin_kind_name(tr_plugin_kind kind);
+
+/* ---- resolved options ----
+ * A plugin's options after validation against its specs: every declared key has a value
+ * (given or default), types and ranges are checked, unknown keys are refused. Plugins read
+ * them in create(); the table is owned by the core and valid during create() only. */
+typedef struct tr_options tr_options;
+
+/* Resolves "key=value" strings against specs. `where` prefixes messages (e.g.
+ * "cfg.yaml: model.params"); an unknown key gets a did-you-mean suggestion. */
+tr_status tr_options_create(tr_options **out, const tr_option_spec *specs, uint32_t n_specs,
+                            const char *const *kv, int n_kv, const char *where);
+void tr_options_destroy(tr_options *o);
+/* Typed reads of declared keys (an undeclared key or a wrong type is a plugin bug: the
+ * reads return 0 / NULL then). */
+int64_t tr_options_int(const tr_options *o, const char *key);
+double tr_options_float(const tr_options *o, const char *key);
+int tr_options_bool(const tr_options *o, const char *key);
+const char *tr_options_string(const tr_options *o, const char *key); /* also CHOICE */
+/* Number of items (at most max written to out); -1 for an undeclared key. */
+int tr_options_int_list(const tr_options *o, const char *key, int64_t *out, int max);
 const char *tr_option_type_name(tr_option_type type);
 
 /* ---- loading ---- */
