@@ -1,0 +1,103 @@
+/* The model and dataset plugin interfaces: what a dataset describes, what a batch holds and
+ * what a model's forward returns.
+ *
+ *   // in a model plugin
+ *   static tr_status create(void **ctx, const tr_options *o, const tr_data_spec *d, tr_params *P) {
+ *       mlp *m = calloc(1, sizeof *m);              // state hangs off ctx, never globals
+ *       TR_CHECK(tr_params_add(P, "fc1.weight", 2, (int64_t[]){H, d->x_numel}, ...));
+ *       *ctx = m;
+ *       return TR_OK;
+ *   }
+ *   static tr_status forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch *b,
+ *                            tr_model_out *out) {
+ *       out->logits = ...;                          // core ops on g
+ *       if (b->y) out->loss = tr_cross_entropy(g, out->logits, b->y, b->normaliser, -100, 0);
+ *       return tr_graph_status(g);
+ *   }
+ *
+ * The core calls a model's create once per replica with the dataset's spec (parameters are
+ * registered, not yet allocated: the core finalizes P and initialises or loads it), then
+ * forward once per micro-batch. Loss normalisation is the batch's `normaliser` (the global
+ * batch size, times tokens per sample for LMs), so summed gradients over ranks are the exact
+ * mean (DESIGN.md decision 5). */
+#ifndef TRAINER_MODEL_H
+#define TRAINER_MODEL_H
+
+#include <stdint.h>
+
+#include "trainer/graph.h"
+#include "trainer/params.h"
+#include "trainer/plugin.h"
+#include "trainer/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tr_task {
+    TR_TASK_CLASSIFY = 0,  /* y: one class id per sample (TR_I32, shape ()) */
+    TR_TASK_LM = 1,        /* x: token ids (T); y: next tokens (T), TR_I32 */
+    TR_TASK_REGRESS = 2    /* y: TR_F32 targets of y_shape */
+} tr_task;
+
+/* What one sample of a dataset looks like. */
+typedef struct tr_data_spec {
+    tr_task task;
+    tr_dtype x_dtype;                   /* TR_F32 features/images, TR_I32 tokens */
+    int x_ndim;                         /* per-sample dims: (784), (1, 28, 28), (T) */
+    int64_t x_shape[TR_MAX_DIMS - 1];
+    int64_t x_numel;
+    tr_dtype y_dtype;
+    int y_ndim;                         /* 0 for a class id */
+    int64_t y_shape[TR_MAX_DIMS - 1];
+    int64_t y_numel;
+    int64_t n_classes;                  /* classes, or vocabulary size for LM */
+} tr_data_spec;
+
+typedef struct tr_batch {
+    tr_tensor *x;         /* (B, x_shape...) */
+    tr_tensor *y;         /* (B, y_shape...), NULL when predicting */
+    int64_t size;         /* B: samples in this (rank's, replica's) batch */
+    int64_t first;        /* global index of this batch's first sample (dropout keys) */
+    double normaliser;    /* divide summed losses by this */
+} tr_batch;
+
+typedef struct tr_model_out {
+    tr_tensor *loss;      /* (1): summed per-sample (or per-token) loss / normaliser */
+    tr_tensor *logits;    /* (B, C) or (B, T, V) */
+    tr_tensor *embedding; /* (B, E) pooled embedding, when the model provides one */
+} tr_model_out;
+
+typedef struct tr_model_ops {
+    /* Registers parameters and buffers in P (not finalized) and makes *ctx. */
+    tr_status (*create)(void **ctx, const tr_options *opts, const tr_data_spec *data,
+                        tr_params *P);
+    void (*destroy)(void *ctx);
+    /* Records the forward pass on g (training mode is tr_graph_training(g)); fills out. */
+    tr_status (*forward)(void *ctx, tr_graph *g, tr_params *P, const tr_batch *batch,
+                         tr_model_out *out);
+} tr_model_ops;
+
+typedef enum tr_split { TR_SPLIT_TRAIN = 0, TR_SPLIT_VAL = 1 } tr_split;
+
+typedef struct tr_dataset_env {
+    tr_split split;
+    uint64_t seed;            /* run seed: synthetic data and split shuffles derive from it */
+    const char *base_dir;     /* relative paths in options resolve against this (config dir) */
+    double val_fraction;      /* for datasets without a validation file: the held-out share */
+} tr_dataset_env;
+
+typedef struct tr_dataset_ops {
+    tr_status (*create)(void **ctx, const tr_options *opts, const tr_dataset_env *env);
+    void (*destroy)(void *ctx);
+    void (*spec)(void *ctx, tr_data_spec *out);
+    int64_t (*size)(void *ctx);
+    /* Writes sample `index` (0 <= index < size) into x (x_numel of x_dtype) and y (y_numel
+     * of y_dtype; y may be NULL). Safe to call from several threads at once. */
+    tr_status (*get)(void *ctx, int64_t index, void *x, void *y);
+} tr_dataset_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
