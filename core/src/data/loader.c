@@ -1,0 +1,187 @@
+/* The batch loader: a background thread gathers this rank's samples of the coming batches
+ * into a ring of preallocated host buffers, so loading overlaps compute. All buffers are made
+ * at creation; an epoch allocates nothing. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trainer/data.h"
+#include "trainer/memory.h"
+
+typedef struct slot {
+    tr_host_batch b;
+    tr_status status;
+    char msg[512];
+} slot;
+
+struct tr_loader {
+    const tr_dataset_ops *ops;
+    void *ds;
+    tr_data_spec spec;
+    tr_sampler s;
+    size_t x_bytes, y_bytes;   /* per sample */
+    int64_t *perm;
+    int n_slots;               /* ring size (prefetch, at least 1) */
+    slot *slots;
+    int threaded;
+    /* shared state, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int64_t epoch, next_fill, next_take, n_batches;
+    uint64_t generation;        /* bumped by start_epoch: the producer drops stale work */
+    int running, stop;
+    int busy;                   /* the producer is filling a slot (reading perm) */
+};
+
+static tr_status fill(tr_loader *L, slot *sl, int64_t b) {
+    int64_t off, count, gs;
+    tr_sampler_share(&L->s, b, &off, &count, &gs);
+    const int64_t *idx = L->perm + b * L->s.global_batch + off;
+    for (int64_t i = 0; i < count; i++) {
+        tr_status st = L->ops->get(L->ds, idx[i], (char *)sl->b.x + (size_t)i * L->x_bytes,
+                                   L->y_bytes ? (char *)sl->b.y + (size_t)i * L->y_bytes : NULL);
+        if (st != TR_OK) {
+            tr_error_prefix("data: sample %lld: ", (long long)idx[i]);
+            return st;
+        }
+    }
+    sl->b.size = count;
+    sl->b.global_size = gs;
+    sl->b.first = b * L->s.global_batch + off;
+    sl->b.index = b;
+    return TR_OK;
+}
+
+static void *producer(void *arg) {
+    tr_loader *L = arg;
+    pthread_mutex_lock(&L->mu);
+    while (!L->stop) {
+        /* At most n_slots - 1 batches ahead: the slot the consumer holds stays untouched. */
+        if (!L->running || L->next_fill >= L->n_batches ||
+            L->next_fill - L->next_take >= L->n_slots - 1) {
+            pthread_cond_wait(&L->cv, &L->mu);
+            continue;
+        }
+        int64_t b = L->next_fill;
+        uint64_t gen = L->generation;
+        slot *sl = &L->slots[b % L->n_slots];
+        L->busy = 1;
+        pthread_mutex_unlock(&L->mu);
+        tr_status st = fill(L, sl, b);
+        pthread_mutex_lock(&L->mu);
+        L->busy = 0;
+        pthread_cond_broadcast(&L->cv);
+        if (gen != L->generation) continue; /* the epoch was restarted meanwhile */
+        sl->status = st;
+        if (st != TR_OK) snprintf(sl->msg, sizeof sl->msg, "%s", tr_error_msg());
+        L->next_fill++;
+        pthread_cond_broadcast(&L->cv);
+    }
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
+
+tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
+                           const tr_data_spec *spec, const tr_sampler *s, int prefetch) {
+    *out = NULL;
+    TR_CHECK(tr_sampler_validate(s));
+    tr_loader *L = tr_calloc(1, sizeof *L);
+    if (!L) return TR_ERR_NOMEM;
+    L->ops = ops;
+    L->ds = ds;
+    L->spec = *spec;
+    L->s = *s;
+    L->x_bytes = (size_t)spec->x_numel * tr_dtype_size(spec->x_dtype);
+    L->y_bytes = (size_t)spec->y_numel * tr_dtype_size(spec->y_dtype);
+    L->threaded = prefetch > 0;
+    L->n_slots = prefetch > 0 ? prefetch + 1 : 1; /* + the slot the consumer holds */
+    L->perm = tr_malloc((size_t)(s->n ? s->n : 1) * sizeof *L->perm);
+    L->slots = tr_calloc((size_t)L->n_slots, sizeof *L->slots);
+    int64_t share = (s->global_batch + s->world - 1) / s->world;
+    tr_status st = (L->perm && L->slots) ? TR_OK : TR_ERR_NOMEM;
+    for (int i = 0; i < L->n_slots && st == TR_OK; i++) {
+        L->slots[i].b.x = tr_malloc(L->x_bytes * (size_t)share);
+        L->slots[i].b.y = tr_malloc((L->y_bytes ? L->y_bytes : 1) * (size_t)share);
+        if (!L->slots[i].b.x || !L->slots[i].b.y) st = TR_ERR_NOMEM;
+    }
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->cv, NULL);
+    if (st == TR_OK && L->threaded && pthread_create(&L->thread, NULL, producer, L) != 0) {
+        L->threaded = 0;
+        st = tr_error_set(TR_ERR_INTERNAL, "data: cannot start the loader thread");
+    }
+    if (st != TR_OK) {
+        tr_loader_destroy(L);
+        return st;
+    }
+    *out = L;
+    return TR_OK;
+}
+
+void tr_loader_destroy(tr_loader *L) {
+    if (!L) return;
+    if (L->threaded) {
+        pthread_mutex_lock(&L->mu);
+        L->stop = 1;
+        pthread_cond_broadcast(&L->cv);
+        pthread_mutex_unlock(&L->mu);
+        pthread_join(L->thread, NULL);
+    }
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->cv);
+    for (int i = 0; L->slots && i < L->n_slots; i++) {
+        tr_free(L->slots[i].b.x);
+        tr_free(L->slots[i].b.y);
+    }
+    tr_free(L->slots);
+    tr_free(L->perm);
+    tr_free(L);
+}
+
+tr_status tr_loader_start_epoch(tr_loader *L, int64_t epoch, int64_t start_batch) {
+    int64_t n_batches = tr_sampler_batches(&L->s);
+    if (start_batch < 0 || start_batch > n_batches)
+        return tr_error_set(TR_ERR_INVALID, "data: resume batch %lld outside the epoch's %lld",
+                            (long long)start_batch, (long long)n_batches);
+    /* Stop the producer and wait until it no longer reads the permutation. */
+    pthread_mutex_lock(&L->mu);
+    L->running = 0;
+    L->generation++;
+    while (L->busy) pthread_cond_wait(&L->cv, &L->mu);
+    pthread_mutex_unlock(&L->mu);
+    tr_sampler_permutation(&L->s, epoch, L->perm);
+    pthread_mutex_lock(&L->mu);
+    L->epoch = epoch;
+    L->n_batches = n_batches;
+    L->next_fill = L->next_take = start_batch;
+    L->running = 1;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    return TR_OK;
+}
+
+tr_status tr_loader_next(tr_loader *L, const tr_host_batch **out) {
+    *out = NULL;
+    if (!L->threaded) {
+        if (L->next_take >= L->n_batches) return TR_OK;
+        slot *sl = &L->slots[0];
+        TR_CHECK(fill(L, sl, L->next_take));
+        L->next_take++;
+        *out = &sl->b;
+        return TR_OK;
+    }
+    pthread_mutex_lock(&L->mu);
+    if (L->next_take >= L->n_batches) {
+        pthread_mutex_unlock(&L->mu);
+        return TR_OK;
+    }
+    while (L->next_fill <= L->next_take) pthread_cond_wait(&L->cv, &L->mu);
+    slot *sl = &L->slots[L->next_take % L->n_slots];
+    L->next_take++; /* the slot handed out before this one may now be refilled */
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    if (sl->status != TR_OK) return tr_error_set(sl->status, "%s", sl->msg);
+    *out = &sl->b;
+    return TR_OK;
+}
