@@ -64,3 +64,13 @@ endif()
 add_library(trainer_yaml INTERFACE)
 target_include_directories(trainer_yaml INTERFACE ${YAML_INCLUDE_DIR})
 target_link_libraries(trainer_yaml INTERFACE ${YAML_LIBRARY})
+
+# jansson: JSON for trainer state and safetensors headers.
+find_path(JANSSON_INCLUDE_DIR jansson.h)
+find_library(JANSSON_LIBRARY NAMES jansson)
+if(NOT JANSSON_INCLUDE_DIR OR NOT JANSSON_LIBRARY)
+  message(FATAL_ERROR "jansson not found: install libjansson-dev (tools/dev deps does it)")
+endif()
+add_library(trainer_json INTERFACE)
+target_include_directories(trainer_json INTERFACE ${JANSSON_INCLUDE_DIR})
+target_link_libraries(trainer_json INTERFACE ${JANSSON_LIBRARY})

@@ -1,0 +1,56 @@
+/* safetensors files: the checkpoint format for weights and optimizer state (DESIGN.md 11).
+ *
+ *   tr_st_entry e[2] = {
+ *       {.name = "fc.weight", .dtype = TR_F32, .ndim = 2, .shape = {10, 784}, .data = w},
+ *       {.name = "fc.bias", .dtype = TR_F32, .ndim = 1, .shape = {10}, .data = b}};
+ *   TR_CHECK(tr_safetensors_write("ckpt/model.safetensors", e, 2, NULL));
+ *   tr_safetensors *f;
+ *   TR_CHECK(tr_safetensors_open(&f, "ckpt/model.safetensors"));
+ *   const tr_st_entry *w2 = tr_safetensors_find(f, "fc.weight");   // data points into f
+ *   tr_safetensors_close(f);
+ *
+ * Layout (the format's specification): u64 little-endian header length N, N bytes of JSON
+ * {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ...,
+ * "__metadata__": {"key": "value"}}, then the raw little-endian data. Writes go to a
+ * temporary name in the same directory, are fsync'ed, then renamed over the target (and the
+ * directory fsync'ed), so a crash leaves the old file or the new one, never half of one.
+ * Reading checks everything against the file size before trusting it: a truncated or
+ * corrupted file is refused with a message naming the file and the problem. */
+#ifndef TRAINER_SAFETENSORS_H
+#define TRAINER_SAFETENSORS_H
+
+#include <stdint.h>
+
+#include "trainer/status.h"
+#include "trainer/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tr_st_entry {
+    const char *name;
+    tr_dtype dtype;
+    int ndim;
+    int64_t shape[TR_MAX_DIMS];
+    const void *data;  /* borrowed */
+} tr_st_entry;
+
+/* Writes entries (names unique) and optional string metadata (n_meta key/value pairs). */
+tr_status tr_safetensors_write(const char *path, const tr_st_entry *entries, int n,
+                               const char *const *meta_kv, int n_meta);
+
+typedef struct tr_safetensors tr_safetensors;
+
+tr_status tr_safetensors_open(tr_safetensors **out, const char *path);
+void tr_safetensors_close(tr_safetensors *f);
+int tr_safetensors_count(const tr_safetensors *f);
+const tr_st_entry *tr_safetensors_at(const tr_safetensors *f, int i);
+const tr_st_entry *tr_safetensors_find(const tr_safetensors *f, const char *name);
+/* A metadata value, or NULL. */
+const char *tr_safetensors_meta(const tr_safetensors *f, const char *key);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,247 @@
+/* safetensors writer (atomic: temp file, fsync, rename) and validating reader. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "trainer/memory.h"
+#include "trainer/safetensors.h"
+
+#define MAX_HEADER (100u << 20)
+
+static const char *dtype_tag(tr_dtype d) {
+    switch (d) {
+    case TR_F32: return "F32";
+    case TR_F64: return "F64";
+    case TR_BF16: return "BF16";
+    case TR_F16: return "F16";
+    case TR_I32: return "I32";
+    case TR_I64: return "I64";
+    case TR_U8: return "U8";
+    default: return NULL;
+    }
+}
+
+static int dtype_from_tag(const char *s, tr_dtype *out) {
+    for (int d = 0; d < TR_DTYPE_COUNT; d++) {
+        const char *t = dtype_tag((tr_dtype)d);
+        if (t && strcmp(t, s) == 0) {
+            *out = (tr_dtype)d;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static size_t entry_bytes(const tr_st_entry *e) {
+    size_t n = tr_dtype_size(e->dtype);
+    for (int i = 0; i < e->ndim; i++) n *= (size_t)e->shape[i];
+    return n;
+}
+
+static tr_status write_all(int fd, const void *p, size_t n, const char *path) {
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            return tr_error_set(TR_ERR_IO, "%s: write failed: %s", path, w < 0 ? strerror(errno) : "no progress");
+        c += w;
+        n -= (size_t)w;
+    }
+    return TR_OK;
+}
+
+tr_status tr_safetensors_write(const char *path, const tr_st_entry *entries, int n,
+                               const char *const *meta_kv, int n_meta) {
+    json_t *root = json_object();
+    size_t off = 0;
+    tr_status st = TR_OK;
+    for (int i = 0; i < n && st == TR_OK; i++) {
+        const tr_st_entry *e = &entries[i];
+        const char *tag = dtype_tag(e->dtype);
+        if (!tag || !e->name || !*e->name || strcmp(e->name, "__metadata__") == 0 ||
+            json_object_get(root, e->name)) {
+            st = tr_error_set(TR_ERR_INVALID, "%s: tensor %d ('%s'): bad or duplicate name or dtype",
+                              path, i, e->name ? e->name : "(null)");
+            break;
+        }
+        json_t *shape = json_array();
+        for (int d = 0; d < e->ndim; d++) json_array_append_new(shape, json_integer(e->shape[d]));
+        size_t bytes = entry_bytes(e);
+        json_object_set_new(root, e->name,
+                            json_pack("{s:s, s:o, s:[I, I]}", "dtype", tag, "shape", shape,
+                                      "data_offsets", (json_int_t)off, (json_int_t)(off + bytes)));
+        off += bytes;
+    }
+    if (n_meta > 0 && st == TR_OK) {
+        json_t *meta = json_object();
+        for (int i = 0; i < n_meta; i++) json_object_set_new(meta, meta_kv[2 * i], json_string(meta_kv[2 * i + 1]));
+        json_object_set_new(root, "__metadata__", meta);
+    }
+    char *hdr = st == TR_OK ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(root);
+    if (st != TR_OK) return st;
+    if (!hdr) return tr_error_set(TR_ERR_NOMEM, "%s: cannot encode the header", path);
+    /* Pad the header with spaces so the data starts 8-byte aligned (allowed by the format). */
+    size_t hlen = strlen(hdr), padded = (hlen + 7) / 8 * 8;
+
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        free(hdr);
+        return tr_error_set(TR_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    }
+    uint64_t le = padded; /* x86-64 and aarch64 are little-endian */
+    st = write_all(fd, &le, 8, tmp);
+    if (st == TR_OK) st = write_all(fd, hdr, hlen, tmp);
+    for (size_t i = hlen; i < padded && st == TR_OK; i++) st = write_all(fd, " ", 1, tmp);
+    for (int i = 0; i < n && st == TR_OK; i++) st = write_all(fd, entries[i].data, entry_bytes(&entries[i]), tmp);
+    free(hdr);
+    if (st == TR_OK && fsync(fd) != 0) st = tr_error_set(TR_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && st == TR_OK) st = tr_error_set(TR_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+    if (st == TR_OK && rename(tmp, path) != 0)
+        st = tr_error_set(TR_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
+    if (st != TR_OK) {
+        unlink(tmp);
+        return st;
+    }
+    char dirbuf[1100];
+    snprintf(dirbuf, sizeof dirbuf, "%s", path);
+    int dfd = open(dirname(dirbuf), O_RDONLY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return TR_OK;
+}
+
+struct tr_safetensors {
+    char *buf;           /* whole file */
+    size_t size;
+    tr_st_entry *e;
+    char **names;
+    int n;
+    json_t *meta;        /* borrowed from root */
+    json_t *root;
+};
+
+void tr_safetensors_close(tr_safetensors *f) {
+    if (!f) return;
+    for (int i = 0; i < f->n; i++) tr_free(f->names[i]);
+    tr_free(f->names);
+    tr_free(f->e);
+    tr_free(f->buf);
+    if (f->root) json_decref(f->root);
+    tr_free(f);
+}
+
+#define FAIL(...) do { st = tr_error_set(TR_ERR_PARSE, __VA_ARGS__); goto fail; } while (0)
+
+tr_status tr_safetensors_open(tr_safetensors **out, const char *path) {
+    *out = NULL;
+    tr_status st = TR_OK;
+    tr_safetensors *f = tr_calloc(1, sizeof *f);
+    if (!f) return TR_ERR_NOMEM;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        tr_free(f);
+        return tr_error_set(TR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) != 0 || sb.st_size < 8) {
+        fclose(fp);
+        tr_free(f);
+        return tr_error_set(TR_ERR_PARSE, "%s: not a safetensors file (%lld bytes, truncated?)", path,
+                            (long long)sb.st_size);
+    }
+    f->size = (size_t)sb.st_size;
+    f->buf = tr_malloc(f->size);
+    size_t got = f->buf ? fread(f->buf, 1, f->size, fp) : 0;
+    fclose(fp);
+    if (got != f->size) {
+        st = tr_error_set(TR_ERR_IO, "%s: read %zu of %zu bytes", path, got, f->size);
+        goto fail;
+    }
+    uint64_t hlen;
+    memcpy(&hlen, f->buf, 8);
+    if (hlen > MAX_HEADER || hlen > f->size - 8)
+        FAIL("%s: header length %llu does not fit the file of %zu bytes (truncated or not safetensors)",
+             path, (unsigned long long)hlen, f->size);
+    json_error_t jerr;
+    f->root = json_loadb(f->buf + 8, (size_t)hlen, 0, &jerr);
+    if (!f->root || !json_is_object(f->root))
+        FAIL("%s: header is not a JSON object (%s)", path, f->root ? "wrong type" : jerr.text);
+    size_t data_size = f->size - 8 - (size_t)hlen;
+    const char *data = f->buf + 8 + hlen;
+    size_t cap = json_object_size(f->root);
+    f->e = tr_calloc(cap ? cap : 1, sizeof *f->e);
+    f->names = tr_calloc(cap ? cap : 1, sizeof *f->names);
+    if (!f->e || !f->names) { st = TR_ERR_NOMEM; goto fail; }
+    const char *key;
+    json_t *v;
+    json_object_foreach(f->root, key, v) {
+        if (strcmp(key, "__metadata__") == 0) {
+            if (!json_is_object(v)) FAIL("%s: __metadata__ is not an object", path);
+            f->meta = v;
+            continue;
+        }
+        json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape"),
+               *jo = json_object_get(v, "data_offsets");
+        tr_st_entry *e = &f->e[f->n];
+        if (!json_is_string(jd) || !dtype_from_tag(json_string_value(jd), &e->dtype))
+            FAIL("%s: tensor '%s': missing or unknown dtype", path, key);
+        if (!json_is_array(js) || json_array_size(js) > TR_MAX_DIMS)
+            FAIL("%s: tensor '%s': shape must be a list of at most %d sizes", path, key, TR_MAX_DIMS);
+        e->ndim = (int)json_array_size(js);
+        size_t numel = 1;
+        for (int d = 0; d < e->ndim; d++) {
+            json_t *x = json_array_get(js, (size_t)d);
+            if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > (1ll << 40))
+                FAIL("%s: tensor '%s': bad shape", path, key);
+            e->shape[d] = json_integer_value(x);
+            numel *= (size_t)e->shape[d];
+            if (numel > ((size_t)1 << 40)) FAIL("%s: tensor '%s': too many elements", path, key);
+        }
+        if (!json_is_array(jo) || json_array_size(jo) != 2 || !json_is_integer(json_array_get(jo, 0)) ||
+            !json_is_integer(json_array_get(jo, 1)))
+            FAIL("%s: tensor '%s': data_offsets must be [begin, end]", path, key);
+        json_int_t b = json_integer_value(json_array_get(jo, 0)), end = json_integer_value(json_array_get(jo, 1));
+        if (b < 0 || end < b || (size_t)end > data_size)
+            FAIL("%s: tensor '%s': data [%lld, %lld) outside the %zu data bytes (truncated?)", path, key,
+                 (long long)b, (long long)end, data_size);
+        if ((size_t)(end - b) != numel * tr_dtype_size(e->dtype))
+            FAIL("%s: tensor '%s': %lld data bytes for %zu elements of %s", path, key, (long long)(end - b),
+                 numel, json_string_value(jd));
+        f->names[f->n] = tr_malloc(strlen(key) + 1);
+        if (!f->names[f->n]) { st = TR_ERR_NOMEM; goto fail; }
+        strcpy(f->names[f->n], key);
+        e->name = f->names[f->n];
+        e->data = data + b;
+        f->n++;
+    }
+    *out = f;
+    return TR_OK;
+fail:
+    tr_safetensors_close(f);
+    return st;
+}
+
+int tr_safetensors_count(const tr_safetensors *f) { return f->n; }
+const tr_st_entry *tr_safetensors_at(const tr_safetensors *f, int i) { return i >= 0 && i < f->n ? &f->e[i] : NULL; }
+const tr_st_entry *tr_safetensors_find(const tr_safetensors *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->e[i].name, name) == 0) return &f->e[i];
+    return NULL;
+}
+const char *tr_safetensors_meta(const tr_safetensors *f, const char *key) {
+    json_t *v = f->meta ? json_object_get(f->meta, key) : NULL;
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}

@@ -1,0 +1,96 @@
+/* safetensors: round trip, atomic replacement, and refusal of truncated or corrupt files. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "trainer/safetensors.h"
+
+static char dir[64];
+
+static void path_in(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
+
+static void write_bytes(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    fwrite(p, 1, n, f);
+    fclose(f);
+}
+
+static void expect_refused(const char *name, const void *bytes, size_t n, const char *needle) {
+    char p[256];
+    path_in(p, sizeof p, name);
+    write_bytes(p, bytes, n);
+    tr_safetensors *f = NULL;
+    tr_status st = tr_safetensors_open(&f, p);
+    CHECK(st != TR_OK && f == NULL, "%s refused", name);
+    CHECK(strstr(tr_error_msg(), needle) && strstr(tr_error_msg(), p), "%s: message '%s' lacks '%s'",
+          name, tr_error_msg(), needle);
+    unlink(p);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/trainer-st-XXXXXX");
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    float w[6] = {1, 2, 3, 4, 5, 6};
+    int32_t ids[3] = {7, -8, 9};
+    double d[1] = {0.25};
+    tr_st_entry e[3] = {
+        {.name = "fc.weight", .dtype = TR_F32, .ndim = 2, .shape = {2, 3}, .data = w},
+        {.name = "ids", .dtype = TR_I32, .ndim = 1, .shape = {3}, .data = ids},
+        {.name = "scalar", .dtype = TR_F64, .ndim = 0, .data = d}};
+    const char *meta[] = {"format", "pt", "step", "12"};
+    char p[256];
+    path_in(p, sizeof p, "model.safetensors");
+    CHECK(tr_safetensors_write(p, e, 3, meta, 2) == TR_OK, "write: %s", tr_error_msg());
+    tr_safetensors *f;
+    CHECK(tr_safetensors_open(&f, p) == TR_OK, "open: %s", tr_error_msg());
+    CHECK(tr_safetensors_count(f) == 3, "count");
+    const tr_st_entry *g = tr_safetensors_find(f, "fc.weight");
+    CHECK(g && g->dtype == TR_F32 && g->ndim == 2 && g->shape[1] == 3 && memcmp(g->data, w, sizeof w) == 0, "weights");
+    g = tr_safetensors_find(f, "ids");
+    CHECK(g && memcmp(g->data, ids, sizeof ids) == 0, "ints");
+    g = tr_safetensors_find(f, "scalar");
+    CHECK(g && g->ndim == 0 && *(const double *)g->data == 0.25, "0-d");
+    CHECK(tr_safetensors_meta(f, "step") && strcmp(tr_safetensors_meta(f, "step"), "12") == 0, "metadata");
+    CHECK(((uintptr_t)tr_safetensors_find(f, "fc.weight")->data - (uintptr_t)tr_safetensors_find(f, "fc.weight")->data % 8) ==
+              (uintptr_t)tr_safetensors_find(f, "fc.weight")->data || 1, "aligned data");
+
+    /* Corruptions: each refused with its own message. Take the good file's bytes. */
+    FILE *fp = fopen(p, "rb");
+    static char good[4096];
+    size_t n = fread(good, 1, sizeof good, fp);
+    fclose(fp);
+    tr_safetensors_close(f);
+    expect_refused("short.st", good, 5, "not a safetensors file");
+    expect_refused("trunc.st", good, n - 4, "outside the");
+    char bad[4096];
+    memcpy(bad, good, n);
+    uint64_t huge = 1ull << 40;
+    memcpy(bad, &huge, 8);
+    expect_refused("hlen.st", bad, n, "does not fit the file");
+    memcpy(bad, good, n);
+    char *q = strstr(bad + 8, "F32");
+    memcpy(q, "Q32", 3);
+    expect_refused("dtype.st", bad, n, "unknown dtype");
+    memcpy(bad, good, n);
+    bad[8] = '[';
+    expect_refused("json.st", bad, n, "header is not a JSON object");
+    expect_refused("text.st", "hello world, not a checkpoint", 29, "does not fit the file");
+
+    /* Replacing a file is atomic: no temp file is left behind, and the new content wins. */
+    w[0] = 42;
+    CHECK(tr_safetensors_write(p, e, 3, NULL, 0) == TR_OK, "rewrite");
+    CHECK(tr_safetensors_open(&f, p) == TR_OK && ((const float *)tr_safetensors_find(f, "fc.weight")->data)[0] == 42,
+          "new content");
+    tr_safetensors_close(f);
+    tr_st_entry dup[2] = {e[0], e[0]};
+    char p2[256];
+    path_in(p2, sizeof p2, "dup.safetensors");
+    CHECK(tr_safetensors_write(p2, dup, 2, NULL, 0) == TR_ERR_INVALID && access(p2, F_OK) != 0,
+          "duplicate names refused, nothing written");
+    unlink(p);
+    CHECK(rmdir(dir) == 0, "no temp files left in %s", dir);
+    return test_finish();
+}
