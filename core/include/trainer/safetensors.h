@@ -15,7 +15,10 @@
  * temporary name in the same directory, are fsync'ed, then renamed over the target (and the
  * directory fsync'ed), so a crash leaves the old file or the new one, never half of one.
  * Reading checks everything against the file size before trusting it: a truncated or
- * corrupted file is refused with a message naming the file and the problem. */
+ * corrupted file is refused with a message naming the file and the problem. The format has
+ * no padding between tensors, so a tensor's data in a file from another writer may be
+ * unaligned: copy it out with memcpy. (This writer orders data by element size, largest
+ * first, so its own files are aligned.) */
 #ifndef TRAINER_SAFETENSORS_H
 #define TRAINER_SAFETENSORS_H
 

@@ -58,18 +58,32 @@ static tr_status write_all(int fd, const void *p, size_t n, const char *path) {
     return TR_OK;
 }
 
+/* Data order: by element size, largest first (stable), so that every tensor's offset is a
+ * multiple of its element size - the format allows no gaps between tensors. */
+static void data_order(const tr_st_entry *entries, int n, int *order) {
+    int k = 0;
+    for (size_t es = 8; es >= 1; es /= 2)
+        for (int i = 0; i < n; i++)
+            if (tr_dtype_size(entries[i].dtype) == es) order[k++] = i;
+    for (int i = 0; i < n; i++) /* unknown dtypes last; refused below */
+        if (tr_dtype_size(entries[i].dtype) == 0) order[k++] = i;
+}
+
 tr_status tr_safetensors_write(const char *path, const tr_st_entry *entries, int n,
                                const char *const *meta_kv, int n_meta) {
+    int *order = tr_malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
+    if (!order) return TR_ERR_NOMEM;
+    data_order(entries, n, order);
     json_t *root = json_object();
     size_t off = 0;
     tr_status st = TR_OK;
-    for (int i = 0; i < n && st == TR_OK; i++) {
-        const tr_st_entry *e = &entries[i];
+    for (int k = 0; k < n && st == TR_OK; k++) {
+        const tr_st_entry *e = &entries[order[k]];
         const char *tag = dtype_tag(e->dtype);
         if (!tag || !e->name || !*e->name || strcmp(e->name, "__metadata__") == 0 ||
             json_object_get(root, e->name)) {
             st = tr_error_set(TR_ERR_INVALID, "%s: tensor %d ('%s'): bad or duplicate name or dtype",
-                              path, i, e->name ? e->name : "(null)");
+                              path, order[k], e->name ? e->name : "(null)");
             break;
         }
         json_t *shape = json_array();
@@ -87,8 +101,10 @@ tr_status tr_safetensors_write(const char *path, const tr_st_entry *entries, int
     }
     char *hdr = st == TR_OK ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
-    if (st != TR_OK) return st;
-    if (!hdr) return tr_error_set(TR_ERR_NOMEM, "%s: cannot encode the header", path);
+    if (st != TR_OK || !hdr) {
+        tr_free(order);
+        return st != TR_OK ? st : tr_error_set(TR_ERR_NOMEM, "%s: cannot encode the header", path);
+    }
     /* Pad the header with spaces so the data starts 8-byte aligned (allowed by the format). */
     size_t hlen = strlen(hdr), padded = (hlen + 7) / 8 * 8;
 
@@ -97,14 +113,17 @@ tr_status tr_safetensors_write(const char *path, const tr_st_entry *entries, int
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
         free(hdr);
+        tr_free(order);
         return tr_error_set(TR_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     }
     uint64_t le = padded; /* x86-64 and aarch64 are little-endian */
     st = write_all(fd, &le, 8, tmp);
     if (st == TR_OK) st = write_all(fd, hdr, hlen, tmp);
     for (size_t i = hlen; i < padded && st == TR_OK; i++) st = write_all(fd, " ", 1, tmp);
-    for (int i = 0; i < n && st == TR_OK; i++) st = write_all(fd, entries[i].data, entry_bytes(&entries[i]), tmp);
+    for (int k = 0; k < n && st == TR_OK; k++)
+        st = write_all(fd, entries[order[k]].data, entry_bytes(&entries[order[k]]), tmp);
     free(hdr);
+    tr_free(order);
     if (st == TR_OK && fsync(fd) != 0) st = tr_error_set(TR_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
     if (close(fd) != 0 && st == TR_OK) st = tr_error_set(TR_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
     if (st == TR_OK && rename(tmp, path) != 0)
