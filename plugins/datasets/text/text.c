@@ -1,0 +1,288 @@
+/* Dataset plugin `text`: raw bytes of a text file (plain or gzip), read whole in create().
+ *
+ *   lm:       byte-level language modelling, vocabulary 256. The last val_fraction of the
+ *             file's bytes is the validation split, the rest the train split; sample i of a
+ *             split is its bytes [i*stride, i*stride + seq_len + 1): x the first seq_len, y the
+ *             last seq_len (x shifted by one).
+ *   classify: one sample per line "label<TAB>text"; labels are any strings, ids follow their
+ *             sorted (strcmp) order over the whole file so both splits agree; the text's bytes
+ *             are truncated or zero-padded to seq_len. The last val_fraction of the lines is
+ *             the validation split. Blank lines are skipped; a line without a TAB is refused
+ *             with file:line. A trailing '\r' (CRLF files) is dropped.
+ * x and y are TR_I32. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "trainer/model.h"
+#include "trainer/plugin.h"
+
+typedef struct text {
+    tr_data_spec spec;
+    int classify;
+    int64_t n, stride;
+    uint8_t *bytes;     /* lm: the split's bytes; classify: (n, seq_len) padded */
+    int64_t len;
+    int32_t *labels;    /* classify: (n) */
+} text;
+
+static void resolve(char *out, size_t cap, const char *base, const char *path) {
+    if (path[0] == '/' || !base || !base[0])
+        snprintf(out, cap, "%s", path);
+    else
+        snprintf(out, cap, "%s/%s", base, path);
+}
+
+/* The whole (decompressed) file into *buf, NUL-terminated. */
+static tr_status read_all(const char *path, char **buf, size_t *len) {
+    *buf = NULL;
+    *len = 0;
+    errno = 0;
+    gzFile f = gzopen(path, "rb");
+    if (!f)
+        return tr_error_set(TR_ERR_IO, "%s: cannot open: %s", path,
+                            errno ? strerror(errno) : "out of memory");
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    for (;;) {
+        if (!b) {
+            gzclose(f);
+            return tr_error_set(TR_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, cap);
+        }
+        if (n + 1 >= cap) {
+            char *nb = realloc(b, cap * 2);
+            if (!nb) free(b);
+            b = nb;
+            cap *= 2;
+            continue;
+        }
+        size_t want = cap - 1 - n > (1u << 30) ? (1u << 30) : cap - 1 - n;
+        int got = gzread(f, b + n, (unsigned)want);
+        if (got < 0) {
+            int zerr;
+            const char *m = gzerror(f, &zerr);
+            tr_status st = tr_error_set(TR_ERR_IO, "%s: read failed: %s", path,
+                                        zerr == Z_ERRNO ? strerror(errno) : m);
+            free(b);
+            gzclose(f);
+            return st;
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+    }
+    int zerr;
+    const char *m = gzerror(f, &zerr);
+    if (zerr != Z_OK) { /* Z_BUF_ERROR: the gzip stream ends early; gzread still returns 0 */
+        tr_status st = tr_error_set(TR_ERR_IO, "%s: truncated or corrupt gzip data: %s", path, m);
+        free(b);
+        gzclose(f);
+        return st;
+    }
+    gzclose(f);
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return TR_OK;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static tr_status load_lm(text *s, const char *path, char *buf, size_t len, int64_t T,
+                         const tr_dataset_env *env) {
+    int64_t nval = (int64_t)floor((double)len * env->val_fraction), a = 0, b = (int64_t)len - nval;
+    const char *which = "train";
+    if (env->split == TR_SPLIT_VAL) {
+        a = b;
+        b = (int64_t)len;
+        which = "validation";
+    }
+    if (b - a < T + 1)
+        return tr_error_set(TR_ERR_INVALID,
+                            "%s: the %s split holds %lld bytes (file %zu bytes, val_fraction %g), "
+                            "one sample needs seq_len+1 = %lld",
+                            path, which, (long long)(b - a), len, env->val_fraction,
+                            (long long)(T + 1));
+    s->len = b - a;
+    s->bytes = malloc((size_t)s->len);
+    if (!s->bytes) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
+    memcpy(s->bytes, buf + a, (size_t)s->len);
+    s->n = (s->len - (T + 1)) / s->stride + 1;
+    s->spec = (tr_data_spec){.task = TR_TASK_LM, .x_dtype = TR_I32, .x_ndim = 1, .x_shape = {T},
+                             .x_numel = T, .y_dtype = TR_I32, .y_ndim = 1, .y_shape = {T},
+                             .y_numel = T, .n_classes = 256};
+    return TR_OK;
+}
+
+static tr_status load_classify(text *s, const char *path, char *buf, int64_t T,
+                               const tr_dataset_env *env) {
+    /* pass 1: split lines in place, label and text pointers */
+    int64_t cap = 1024, n = 0;
+    char **lab = malloc((size_t)cap * sizeof *lab), **txt = malloc((size_t)cap * sizeof *txt),
+         **sorted = NULL;
+    tr_status st = TR_OK;
+    int64_t lineno = 0;
+    for (char *line = buf, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        lineno++;
+        size_t l = strlen(line);
+        if (l && line[l - 1] == '\r') line[--l] = '\0';
+        if (l == 0) continue;
+        char *tab = strchr(line, '\t');
+        if (!tab) {
+            st = tr_error_set(TR_ERR_PARSE, "%s:%lld: expected 'label<TAB>text', found no TAB",
+                              path, (long long)lineno);
+            goto out;
+        }
+        *tab = '\0';
+        if (n == cap) {
+            cap *= 2;
+            char **a = realloc(lab, (size_t)cap * sizeof *a);
+            if (a) lab = a;
+            char **b = realloc(txt, (size_t)cap * sizeof *b);
+            if (b) txt = b;
+            if (!a || !b) {
+                st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
+                goto out;
+            }
+        }
+        if (!lab || !txt) {
+            st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
+            goto out;
+        }
+        lab[n] = line;
+        txt[n] = tab + 1;
+        n++;
+    }
+    if (n == 0) {
+        st = tr_error_set(TR_ERR_PARSE, "%s: no 'label<TAB>text' lines", path);
+        goto out;
+    }
+    /* label ids: sorted distinct labels */
+    sorted = malloc((size_t)n * sizeof *sorted);
+    if (!sorted) {
+        st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    memcpy(sorted, lab, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_str);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (k == 0 || strcmp(sorted[i], sorted[k - 1]) != 0) sorted[k++] = sorted[i];
+    int64_t nval = (int64_t)floor((double)n * env->val_fraction), a = 0, b = n - nval;
+    if (env->split == TR_SPLIT_VAL) {
+        a = b;
+        b = n;
+    }
+    if (b == a) {
+        st = tr_error_set(TR_ERR_INVALID, "%s: the %s split is empty (%lld lines, val_fraction %g)",
+                          path, env->split == TR_SPLIT_VAL ? "validation" : "train",
+                          (long long)n, env->val_fraction);
+        goto out;
+    }
+    s->n = b - a;
+    s->bytes = calloc((size_t)(s->n * T), 1);
+    s->labels = malloc((size_t)s->n * sizeof *s->labels);
+    if (!s->bytes || !s->labels) {
+        st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    for (int64_t i = a; i < b; i++) {
+        char **hit = bsearch(&lab[i], sorted, (size_t)k, sizeof *sorted, cmp_str);
+        s->labels[i - a] = (int32_t)(hit - sorted);
+        size_t l = strlen(txt[i]);
+        memcpy(s->bytes + (i - a) * T, txt[i], l < (size_t)T ? l : (size_t)T);
+    }
+    s->spec = (tr_data_spec){.task = TR_TASK_CLASSIFY, .x_dtype = TR_I32, .x_ndim = 1,
+                             .x_shape = {T}, .x_numel = T, .y_dtype = TR_I32, .y_ndim = 0,
+                             .y_numel = 1, .n_classes = k};
+out:
+    free(lab);
+    free(txt);
+    free(sorted);
+    return st;
+}
+
+static void destroy(void *ctx) {
+    text *s = ctx;
+    if (!s) return;
+    free(s->bytes);
+    free(s->labels);
+    free(s);
+}
+
+static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *env) {
+    text *s = calloc(1, sizeof *s);
+    if (!s) return tr_error_set(TR_ERR_NOMEM, "text: out of memory");
+    char path[4096];
+    resolve(path, sizeof path, env->base_dir, tr_options_string(o, "path"));
+    int64_t T = tr_options_int(o, "seq_len");
+    s->stride = tr_options_int(o, "stride");
+    if (s->stride == 0) s->stride = T;
+    s->classify = strcmp(tr_options_string(o, "mode"), "classify") == 0;
+    char *buf;
+    size_t len;
+    tr_status st = read_all(path, &buf, &len);
+    if (st == TR_OK) {
+        if (len == 0)
+            st = tr_error_set(TR_ERR_PARSE, "%s: empty file", path);
+        else if (s->classify)
+            st = load_classify(s, path, buf, T, env);
+        else
+            st = load_lm(s, path, buf, len, T, env);
+        free(buf);
+    }
+    if (st != TR_OK) {
+        destroy(s);
+        return st;
+    }
+    *ctx = s;
+    return TR_OK;
+}
+
+static void spec(void *ctx, tr_data_spec *out) { *out = ((text *)ctx)->spec; }
+static int64_t size(void *ctx) { return ((text *)ctx)->n; }
+
+static tr_status get(void *ctx, int64_t index, void *x, void *y) {
+    text *s = ctx;
+    if (index < 0 || index >= s->n)
+        return tr_error_set(TR_ERR_INVALID, "text: sample %lld out of range [0, %lld)",
+                            (long long)index, (long long)s->n);
+    int64_t T = s->spec.x_numel;
+    int32_t *xs = x, *ys = y;
+    if (s->classify) {
+        const uint8_t *p = s->bytes + index * T;
+        for (int64_t t = 0; t < T; t++) xs[t] = p[t];
+        if (ys) *ys = s->labels[index];
+        return TR_OK;
+    }
+    const uint8_t *p = s->bytes + index * s->stride;
+    for (int64_t t = 0; t < T; t++) xs[t] = p[t];
+    if (ys)
+        for (int64_t t = 0; t < T; t++) ys[t] = p[t + 1];
+    return TR_OK;
+}
+
+static const tr_option_spec opts[] = {
+    {.key = "path", .type = TR_OPTION_STRING, .default_value = NULL,
+     .doc = "text file (plain or .gz), relative to the config"},
+    {.key = "mode", .type = TR_OPTION_CHOICE, .default_value = "lm", .choices = "lm|classify",
+     .doc = "lm: byte-level next-byte prediction; classify: lines 'label<TAB>text'"},
+    {.key = "seq_len", .type = TR_OPTION_INT, .default_value = "128", .min = 1, .max = 1 << 24,
+     .doc = "bytes per sample (classify: truncated or zero-padded)"},
+    {.key = "stride", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = 1 << 24,
+     .doc = "lm: bytes between sample starts; 0 = seq_len"},
+};
+static const tr_dataset_ops ops = {
+    .create = create, .destroy = destroy, .spec = spec, .size = size, .get = get};
+static const tr_plugin_desc desc = {
+    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "text", .version = "1.0.0",
+    .description = "text files: byte-level LM or label<TAB>text classification",
+    .options = opts, .n_options = sizeof opts / sizeof opts[0], .ops = &ops,
+    .ops_size = sizeof ops};
+TR_PLUGIN_DEFINE(desc)
