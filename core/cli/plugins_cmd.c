@@ -40,8 +40,11 @@ static void describe(const tr_plugin *p) {
         printf("  %-20s %-8s default %-10s %s", o->key, tr_option_type_name(o->type),
                o->default_value ? o->default_value : "(required)", o->doc ? o->doc : "");
         if (o->type == TR_OPTION_CHOICE) printf(" [%s]", o->choices);
-        if ((o->type == TR_OPTION_INT || o->type == TR_OPTION_FLOAT) && (o->min != 0 || o->max != 0))
-            printf(" [%g..%g]", o->min, o->max);
+        if (o->min != 0 || o->max != 0) {
+            if (o->type == TR_OPTION_FLOAT) printf(" [%g..%g]", o->min, o->max);
+            else if (o->type == TR_OPTION_INT || o->type == TR_OPTION_INT_LIST)
+                printf(" [%.0f..%.0f]", o->min, o->max);
+        }
         printf("\n");
     }
 }
