@@ -4,12 +4,15 @@
 
 #include "demo.h"
 #include "plugins_cmd.h"
+#include "run_cmd.h"
 #include "trainer/trainer.h"
 
 static void usage(FILE *out) {
     fprintf(out,
             "usage: trainer <command> [args]\n"
             "commands:\n"
+            "  run CONFIG [key=value ...]\n"
+            "                train from a YAML config (overrides like trainer.max_epochs=3)\n"
             "  demo          train an MLP on a synthetic task with the core alone\n"
             "                (--epochs=N, --seed=N)\n"
             "  plugins       list the plugins found (--describe NAME, --check FILE.so)\n"
@@ -25,6 +28,7 @@ int main(int argc, char **argv) {
         printf("trainer %s (ABI %d.%d)\n", tr_version(), TR_ABI_MAJOR, TR_ABI_MINOR);
         return 0;
     }
+    if (strcmp(argv[1], "run") == 0) return trainer_run_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plugins") == 0) return trainer_plugins_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "demo") == 0) return trainer_demo(argc - 2, argv + 2);
     if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0) {
