@@ -49,6 +49,8 @@ tr_status tr_optim_create(tr_optim **out, const tr_optim_config *cfg, size_t n);
 void tr_optim_destroy(tr_optim *opt);
 /* One update of param[0..n) from grad[0..n) with learning rate lr; n must equal create's. */
 tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n, double lr);
+/* Length of the slice the optimizer updates (and of each state buffer). */
+size_t tr_optim_size(const tr_optim *opt);
 /* Number of steps taken (Adam's bias correction uses it). */
 int64_t tr_optim_steps(const tr_optim *opt);
 void tr_optim_set_steps(tr_optim *opt, int64_t steps);

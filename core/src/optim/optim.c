@@ -128,6 +128,7 @@ tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n
 }
 
 int64_t tr_optim_steps(const tr_optim *opt) { return opt ? opt->steps : 0; }
+size_t tr_optim_size(const tr_optim *opt) { return opt ? opt->n : 0; }
 
 /* For resuming: with the state buffers restored, the next step continues as the original
  * run would (Adam's bias correction, SGD's momentum buffer is not re-initialised when > 0).
