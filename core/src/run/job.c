@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <signal.h>
+
+#include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
 #include "trainer/log.h"
@@ -220,7 +223,20 @@ static tr_status validate(job *j, int64_t epoch, double *loss, double *acc) {
     return TR_OK;
 }
 
-static const char *const top_keys[] = {"run", "model", "data", "optimizer", "scheduler", "trainer", "plugins"};
+/* Saves step-<step>, prunes to keep_last. TRAINER_FAULT_KILL_AT_STEP=N kills the process with
+ * SIGKILL right after the checkpoint of step N is complete (fault-injection tests). */
+static tr_status save_checkpoint(job *j, const char *dir, const tr_train_state *s, int64_t keep_last) {
+    char name[64];
+    snprintf(name, sizeof name, "step-%08lld", (long long)s->step);
+    TR_CHECK(tr_checkpoint_save(dir, name, j->P, j->opt, s));
+    TR_CHECK(tr_checkpoint_prune(dir, (int)keep_last));
+    const char *kill_at = getenv("TRAINER_FAULT_KILL_AT_STEP");
+    if (kill_at && atoll(kill_at) == s->step) raise(SIGKILL);
+    return TR_OK;
+}
+
+static const char *const top_keys[] = {"run", "model", "data", "optimizer", "scheduler", "trainer", "checkpoint", "plugins"};
+static const char *const ckpt_keys[] = {"every_n_epochs", "every_n_steps", "keep_last", "resume"};
 static const char *const run_keys[] = {"name", "seed", "output_dir"};
 static const char *const model_keys[] = {"name", "params"};
 static const char *const data_keys[] = {"name", "params", "val_params", "batch_size", "shuffle", "drop_last", "prefetch", "val_fraction"};
@@ -283,6 +299,7 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
     TR_CHECK(tr_cfg_check_keys(tr_cfg_child(j->root, "optimizer"), opt_keys, N_(opt_keys)));
     TR_CHECK(tr_cfg_check_keys(tr_cfg_child(j->root, "scheduler"), sched_keys, N_(sched_keys)));
     TR_CHECK(tr_cfg_check_keys(tr_cfg_child(j->root, "trainer"), trainer_keys, N_(trainer_keys)));
+    TR_CHECK(tr_cfg_check_keys(tr_cfg_child(j->root, "checkpoint"), ckpt_keys, N_(ckpt_keys)));
 
     const char *name, *outdir;
     int64_t seed, batch, prefetch, max_epochs, max_steps, log_every, threads, warmup, step_size;
@@ -310,6 +327,12 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
     TR_CHECK(tr_cfg_get_int(r, "scheduler.step_size", 1000, 1, INT64_MAX, &step_size, 0));
     TR_CHECK(tr_cfg_get_float(r, "scheduler.gamma", 0.1, 0, 1, &gamma, 0));
     TR_CHECK(tr_cfg_get_float(r, "scheduler.min_lr", 0, 0, 1e3, &min_lr, 0));
+    int64_t ck_epochs, ck_steps, keep_last;
+    int resume;
+    TR_CHECK(tr_cfg_get_int(r, "checkpoint.every_n_epochs", 1, 0, INT64_MAX, &ck_epochs, 0));
+    TR_CHECK(tr_cfg_get_int(r, "checkpoint.every_n_steps", 0, 0, INT64_MAX, &ck_steps, 0));
+    TR_CHECK(tr_cfg_get_int(r, "checkpoint.keep_last", 3, 1, 1000000, &keep_last, 0));
+    TR_CHECK(tr_cfg_get_choice(r, "checkpoint.resume", "auto|never", "auto", &resume, 0));
     tr_optim_config oc;
     TR_CHECK(read_optim(j, &oc));
     tr_set_num_threads((int)threads);
@@ -359,21 +382,52 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
     tr_sched_config sc = {.kind = (tr_sched_kind)sched_kind, .warmup_steps = warmup, .step_size = step_size,
                           .gamma = gamma, .total_steps = total - warmup > 1 ? total - warmup : 1, .min_lr = min_lr};
 
-    /* Run directory: runs/<name>/<version>/ with the first unused version. */
-    for (int v = 0; v < 100000; v++) {
-        snprintf(j->run_dir, sizeof j->run_dir, "%s/%s/%d", outdir, name, v);
+    /* Run directory: with resume auto, the version holding the newest checkpoint of this run
+     * name continues; otherwise the first unused version. */
+    char ckpt[1200] = "", ck_dir[1200];
+    int64_t best_step = -1;
+    int found_version = -1;
+    for (int v = 0; resume == 0 && v < 100000; v++) {
+        char d[1100];
+        snprintf(d, sizeof d, "%s/%s/%d", outdir, name, v);
         struct stat sb;
-        if (stat(j->run_dir, &sb) != 0) break;
+        if (stat(d, &sb) != 0) break;
+        char cdir[1200], cand[1200];
+        snprintf(cdir, sizeof cdir, "%s/checkpoints", d);
+        const char *base;
+        long long cstep;
+        if (tr_checkpoint_latest(cdir, cand, sizeof cand) == TR_OK && (base = strrchr(cand, '/')) &&
+            sscanf(base, "/step-%lld", &cstep) == 1 && cstep > best_step) {
+            best_step = cstep;
+            found_version = v;
+            snprintf(ckpt, sizeof ckpt, "%s", cand);
+        }
     }
+    tr_train_state state = {.seed = (uint64_t)seed};
+    snprintf(state.model, sizeof state.model, "%s", j->model_p->desc->name);
+    if (found_version >= 0) {
+        snprintf(j->run_dir, sizeof j->run_dir, "%s/%s/%d", outdir, name, found_version);
+        TR_CHECK(tr_checkpoint_load(ckpt, j->P, j->opt, &state));
+    } else {
+        for (int v = 0; v < 100000; v++) {
+            snprintf(j->run_dir, sizeof j->run_dir, "%s/%s/%d", outdir, name, v);
+            struct stat sb;
+            if (stat(j->run_dir, &sb) != 0) break;
+        }
+    }
+    snprintf(ck_dir, sizeof ck_dir, "%s/checkpoints", j->run_dir);
     TR_CHECK(mkdirs(j->run_dir));
     char path[1200];
     snprintf(path, sizeof path, "%s/config.yaml", j->run_dir);
     TR_CHECK(tr_config_save(j->cfg, path));
+    const char *mode = found_version >= 0 ? "a" : "w";
     snprintf(path, sizeof path, "%s/log.txt", j->run_dir);
-    j->log = fopen(path, "w");
+    j->log = fopen(path, mode);
     snprintf(path, sizeof path, "%s/metrics.jsonl", j->run_dir);
-    j->metrics = fopen(path, "w");
+    j->metrics = fopen(path, mode);
     if (!j->log || !j->metrics) return tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    if (found_version >= 0)
+        say(j, "resuming from %s (epoch %lld, step %lld)", ckpt, (long long)state.epoch + 1, (long long)state.step);
 
     say(j, "trainer %s: run %s -> %s", tr_version(), name, j->run_dir);
     say(j, "strategy cpu (%d threads); model %s (%zu parameters); data %s (%lld train, %lld validation samples); "
@@ -382,12 +436,14 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
         (long long)ts.n, (long long)(j->val_ds ? dops->size(j->val_ds) : 0), (long long)batch,
         (long long)per_epoch, (long long)max_epochs);
 
-    int64_t step = 0;
+    int64_t step = state.step;
     double t0 = now(), samples = 0, tokens_per = j->spec.task == TR_TASK_LM ? (double)j->spec.y_numel : 1;
     double epoch_loss = NAN, vloss = NAN, vacc = NAN;
     int64_t ep;
-    for (ep = 0; ep < max_epochs && step < total; ep++) {
-        TR_CHECK(tr_loader_start_epoch(j->train_L, ep, 0));
+    int64_t last_saved = -1;
+    for (ep = state.epoch; ep < max_epochs && step < total; ep++) {
+        int64_t start_batch = ep == state.epoch ? state.batch_in_epoch : 0;
+        TR_CHECK(tr_loader_start_epoch(j->train_L, ep, start_batch));
         double lsum = 0, win_loss = 0;
         int64_t nb = 0, win = 0;
         double win_t = now();
@@ -415,6 +471,13 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
             win_loss += loss;
             win++;
             samples += (double)hb->size;
+            if (ck_steps > 0 && step % ck_steps == 0) {
+                state.epoch = ep;
+                state.step = step;
+                state.batch_in_epoch = hb->index + 1;
+                TR_CHECK(save_checkpoint(j, ck_dir, &state, keep_last));
+                last_saved = step;
+            }
             if (step % log_every == 0 || step == total) {
                 double dt = now() - win_t;
                 double sps = dt > 0 ? (double)(win * batch) / dt : 0;
@@ -441,6 +504,14 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
                 (long long)ep, (long long)step, epoch_loss, isfinite(vloss) ? vloss : -1, isfinite(vacc) ? vacc : -1,
                 ", \"val_perplexity\": ", isfinite(vloss) ? exp(vloss) : -1);
         fflush(j->metrics);
+        int last = ep + 1 >= max_epochs || step >= total;
+        if (last_saved != step && ((ck_epochs > 0 && (ep + 1) % ck_epochs == 0) || last)) {
+            state.epoch = ep + 1;
+            state.step = step;
+            state.batch_in_epoch = 0;
+            TR_CHECK(save_checkpoint(j, ck_dir, &state, keep_last));
+            last_saved = step;
+        }
     }
     double dt = now() - t0;
     snprintf(res->run_dir, sizeof res->run_dir, "%s", j->run_dir);
