@@ -242,7 +242,7 @@ static const char *const model_keys[] = {"name", "params"};
 static const char *const data_keys[] = {"name", "params", "val_params", "batch_size", "shuffle", "drop_last", "prefetch", "val_fraction"};
 static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps"};
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
-static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_clip", "log_every", "threads", "strategy", "accelerator", "precision"};
+static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "threads", "strategy", "accelerator", "precision"};
 #define N_(a) (sizeof(a) / sizeof(a[0]))
 
 static tr_status read_optim(job *j, tr_optim_config *oc) {
@@ -317,6 +317,8 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
     TR_CHECK(tr_cfg_get_int(r, "trainer.max_epochs", 10, 1, 1000000, &max_epochs, 0));
     TR_CHECK(tr_cfg_get_int(r, "trainer.max_steps", -1, -1, INT64_MAX, &max_steps, 0));
     TR_CHECK(tr_cfg_get_float(r, "trainer.grad_clip", 0, 0, 1e9, &grad_clip, 0));
+    int64_t accum;
+    TR_CHECK(tr_cfg_get_int(r, "trainer.grad_accum", 1, 1, 1000000, &accum, 0));
     TR_CHECK(tr_cfg_get_int(r, "trainer.log_every", 50, 1, INT64_MAX, &log_every, 0));
     TR_CHECK(tr_cfg_get_int(r, "trainer.threads", 0, 0, 4096, &threads, 0));
     TR_CHECK(tr_cfg_get_choice(r, "trainer.strategy", "auto|cpu", "auto", &strategy, 0));
@@ -375,7 +377,11 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
         vs.drop_last = 0;
         TR_CHECK(tr_loader_create(&j->val_L, dops, j->val_ds, &j->spec, &vs, (int)prefetch));
     }
-    int64_t per_epoch = tr_sampler_batches(&ts);
+    int64_t n_batches = tr_sampler_batches(&ts);
+    /* With accumulation an optimizer step takes `accum` batches; the epoch's last group may
+     * be shorter. per_epoch counts optimizer steps. */
+    int64_t per_epoch = (n_batches + accum - 1) / accum;
+    if (per_epoch == 0) return tr_error_set(TR_ERR_INVALID, "data: no complete batch (drop_last with fewer samples than data.batch_size)");
     int64_t total = max_steps > 0 ? max_steps : per_epoch * max_epochs;
     if (max_steps > 0 && (max_steps + per_epoch - 1) / per_epoch < max_epochs)
         max_epochs = (max_steps + per_epoch - 1) / per_epoch;
@@ -453,24 +459,33 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
             tr_graph_set_rng(j->g, (uint64_t)seed, (uint64_t)step, (uint64_t)hb->first);
             tr_batch b;
             batch_inputs(j, hb, &b, 1);
+            /* The group of micro-batches of this optimizer step: the loss is normalised by all
+             * its samples, so the accumulated gradient is the exact mean over the group. */
+            int64_t g0 = hb->index - hb->index % accum;
+            int64_t g1 = g0 + accum < n_batches ? g0 + accum : n_batches;
+            int64_t group_samples = (g1 - g0) * batch;
+            if (g1 == n_batches && n_batches * batch > ts.n) group_samples -= n_batches * batch - ts.n;
+            b.normaliser *= (double)group_samples / (double)hb->global_size;
+            int last_micro = hb->index + 1 == g1;
             tr_model_out out = {0};
             TR_CHECK(mops->forward(j->model, j->g, j->P, &b, &out));
             if (!out.loss) return tr_error_set(TR_ERR_PLUGIN, "model %s returned no loss", j->model_p->desc->name);
-            tr_params_zero_grad(j->P);
+            if (hb->index == g0) tr_params_zero_grad(j->P);
             TR_CHECK(tr_backward(j->g, out.loss, NULL));
-            float loss = ((float *)out.loss->data)[0];
+            float loss = ((float *)out.loss->data)[0] * (float)((double)group_samples / (double)hb->global_size);
             if (!isfinite(loss))
                 return tr_error_set(TR_ERR_NUMERIC, "step %lld: the loss is not finite (%g)", (long long)step, loss);
+            nb++;
+            lsum += loss;
+            samples += (double)hb->size;
+            if (!last_micro) continue;
             size_t n = tr_params_numel(j->P);
             if (grad_clip > 0) tr_clip_grad_norm(tr_params_grad(j->P), n, grad_clip, tr_grad_sumsq(tr_params_grad(j->P), n));
             double lr = tr_sched_lr(&sc, oc.lr, step);
             TR_CHECK(tr_optim_step(j->opt, tr_params_data(j->P), tr_params_grad(j->P), n, lr));
             step++;
-            nb++;
-            lsum += loss;
             win_loss += loss;
             win++;
-            samples += (double)hb->size;
             if (ck_steps > 0 && step % ck_steps == 0) {
                 state.epoch = ep;
                 state.step = step;
@@ -480,7 +495,7 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
             }
             if (step % log_every == 0 || step == total) {
                 double dt = now() - win_t;
-                double sps = dt > 0 ? (double)(win * batch) / dt : 0;
+                double sps = dt > 0 ? (double)(win * batch * accum) / dt : 0;
                 say(j, "epoch %lld  step %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s%s", (long long)ep + 1,
                     (long long)step, (long long)total, win_loss / (double)win, lr, sps,
                     tokens_per > 1 ? "" : "");
