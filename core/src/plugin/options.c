@@ -63,9 +63,13 @@ static tr_status parse_int(const char *where, const char *key, const char *text,
 }
 
 static tr_status check_range(const char *where, const tr_option_spec *sp, double v, const char *text) {
-    if ((sp->min != 0 || sp->max != 0) && (v < sp->min || v > sp->max))
-        return tr_error_set(TR_ERR_INVALID, "%s.%s: must be between %g and %g, got %s", where,
+    if ((sp->min != 0 || sp->max != 0) && (v < sp->min || v > sp->max)) {
+        if (sp->type == TR_OPTION_FLOAT)
+            return tr_error_set(TR_ERR_INVALID, "%s.%s: must be between %g and %g, got %s", where,
+                                sp->key, sp->min, sp->max, text);
+        return tr_error_set(TR_ERR_INVALID, "%s.%s: must be between %.0f and %.0f, got %s", where,
                             sp->key, sp->min, sp->max, text);
+    }
     return TR_OK;
 }
 

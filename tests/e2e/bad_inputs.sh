@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# A table of bad inputs to `trainer run` / `trainer plugins`: configs, command-line overrides,
+# data files, plugins and checkpoints. Each must exit non-zero (never crash: no signal, no
+# sanitizer report) with its own message naming the thing and where it came from.
+# usage: bad_inputs.sh TRAINER_BIN SOURCE_DIR TEST_PLUGIN_DIR
+set -u
+bin="$1"; src="$2"; plugdir="$3"
+t="$(mktemp -d /tmp/trainer-bad-XXXXXX)"
+trap 'rm -rf "$t"' EXIT
+pass=0; fail=0
+base() { # a small valid config into $1; $2 replaces the data section's name and params
+    local synth="  name: synthetic
+  params: {samples: 256, val_samples: 64, features: 8, classes: 4}"
+    local data="${2:-$synth}"
+    cat >"$1" <<YAML
+run: {name: bad, output_dir: $t/runs}
+model: {name: mlp, params: {layers: [16]}}
+data:
+$data
+  batch_size: 32
+trainer: {max_epochs: 1, log_every: 1000}
+YAML
+}
+expect() { # expect NAME REGEX CMD... : non-zero exit (not a signal) and the message
+    local name="$1" re="$2"; shift 2
+    local out rc
+    out="$("$@" 2>&1)"; rc=$?
+    if [ "$rc" -eq 0 ] || [ "$rc" -ge 126 ] || ! grep -Eq -- "$re" <<<"$out" || grep -q "Sanitizer\|runtime error" <<<"$out"; then
+        echo "FAIL $name (exit $rc): wanted /$re/, got:"; echo "$out" | tail -5; fail=$((fail + 1))
+    else
+        echo "ok   $name: $(grep -E -- "$re" <<<"$out" | head -1)"; pass=$((pass + 1))
+    fi
+}
+c="$t/c.yaml"
+
+base "$c"; expect missing_config "nope.yaml: " "$bin" run "$t/nope.yaml"
+printf 'model: [unclosed\n' >"$c"; expect yaml_syntax "c.yaml:2:1: " "$bin" run "$c"
+base "$c"; echo "trainer: {max_epoch: 3}" >>"$c"
+expect duplicate_section "c.yaml:8:1: trainer: duplicate key" "$bin" run "$c"
+base "$c"; sed -i 's/max_epochs: 1/max_epoch: 1/' "$c"
+expect unknown_key_suggestion "trainer.max_epoch: unknown key \(did you mean 'max_epochs'\?\)" "$bin" run "$c"
+base "$c"; sed -i 's/max_epochs: 1/max_epochs: abc/' "$c"
+expect wrong_type "c.yaml:7:23: trainer.max_epochs: expected an integer, got 'abc'" "$bin" run "$c"
+base "$c"; sed -i 's/batch_size: 32/batch_size: 0/' "$c"
+expect out_of_range "data.batch_size: must be between 1 and" "$bin" run "$c"
+base "$c"; sed -i 's/^model: .*/model: {params: {layers: [16]}}/' "$c"
+expect missing_required "model.name: required key is missing" "$bin" run "$c"
+base "$c"; sed -i 's/name: mlp/name: mlpp/' "$c"
+expect unknown_plugin "model.name: no model plugin named 'mlpp' \(available: cnn, mlp, transformer\)" "$bin" run "$c"
+base "$c"; sed -i 's/name: mlp/name: synthetic/' "$c"
+expect wrong_kind_plugin "'synthetic' is a dataset plugin" "$bin" run "$c"
+base "$c"; sed -i 's/layers: \[16\]/layerz: [16]/' "$c"
+expect plugin_option_suggestion "model.params.layerz: unknown option \(did you mean 'layers'\?\)" "$bin" run "$c"
+base "$c"; sed -i 's/layers: \[16\]/layers: [16, 0]/' "$c"
+expect plugin_option_range "model.params.layers: must be between 1 and [0-9]+, got 0" "$bin" run "$c"
+base "$c"; expect bad_override "command line:1:14: optimizer.lr: expected a number, got 'fast'" "$bin" run "$c" optimizer.lr=fast
+base "$c"; expect malformed_override "trainer.max_epochs" "$bin" run "$c" trainer.max_epochs
+# data files
+head -c 5000 "$src/../shared/data/mnist/t10k-images-idx3-ubyte.gz" >"$t/trunc.gz"
+base "$c" "  name: idx
+  params: {images: $t/trunc.gz, labels: $src/../shared/data/mnist/t10k-labels-idx1-ubyte.gz}"
+expect truncated_idx "trunc.gz: .*(truncated|corrupt)" "$bin" run "$c"
+printf 'a,b,label\n1,2,0\n3,x,1\n' >"$t/bad.csv"
+base "$c" "  name: csv
+  params: {path: $t/bad.csv}"
+expect csv_bad_cell "bad.csv:3: column 'b': expected a number, got 'x'" "$bin" run "$c"
+base "$c" "  name: text
+  params: {path: $t/none.txt}"
+expect missing_text_file "none.txt" "$bin" run "$c"
+# plugins
+expect plugin_bad_abi "built for plugin ABI 99\.1" "$bin" plugins --check "$plugdir/bad/fake_bad_abi.so"
+expect plugin_not_elf "not a shared object" "$bin" plugins --check "$c"
+cp "$plugdir/good/fake_model.so" "$t/ww.so"; chmod 0666 "$t/ww.so"
+expect plugin_world_writable "world-writable" "$bin" plugins --check "$t/ww.so"
+# checkpoints: a good run, then corrupt its newest checkpoint and resume
+base "$c"; "$bin" run "$c" >/dev/null 2>&1 || { echo "FAIL: the base config does not run"; fail=$((fail + 1)); }
+ck="$(ls -d "$t"/runs/bad/0/checkpoints/step-* | tail -1)"
+truncate -s 100 "$ck/model.safetensors"
+expect truncated_checkpoint "model.safetensors: .*(truncated|does not fit)" "$bin" run "$c" trainer.max_epochs=2
+rm -rf "$t/runs"; base "$c"; "$bin" run "$c" >/dev/null 2>&1
+expect checkpoint_other_model "fc1.weight' has shape" "$bin" run "$c" "model.params.layers=[8]" trainer.max_epochs=2
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
