@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Trains a config end to end and asserts its final validation accuracy and run directory.
-# usage: run_accuracy.sh TRAINER_BIN CONFIG MIN_ACCURACY_PERCENT [FILE_THAT_MUST_EXIST]
+# usage: run_accuracy.sh TRAINER_BIN CONFIG MIN_ACCURACY_PERCENT [FILE_THAT_MUST_EXIST [OVERRIDE...]]
 # Skips (77) when the optional data file is missing. Removes its run directory.
 set -u
 bin="$1"; cfg="$2"; min="$3"; need="${4:-}"
+shift $(( $# < 4 ? $# : 4 ))
 if [ -n "$need" ] && [ ! -e "$need" ]; then echo "SKIP: $need not found"; exit 77; fi
 out="$(mktemp -d /tmp/trainer-e2e-XXXXXX)"
 trap 'rm -rf "$out"' EXIT
-log="$("$bin" run "$cfg" "run.output_dir=$out" 2>&1)"; rc=$?
+log="$("$bin" run "$cfg" "run.output_dir=$out" "$@" 2>&1)"; rc=$?
 echo "$log" | tail -4
 [ "$rc" = 0 ] || { echo "FAIL: trainer run exited $rc"; exit 1; }
 acc="$(sed -n 's/.*final validation accuracy: \([0-9.]*\)%.*/\1/p' <<<"$log")"
