@@ -74,3 +74,6 @@ endif()
 add_library(trainer_json INTERFACE)
 target_include_directories(trainer_json INTERFACE ${JANSSON_INCLUDE_DIR})
 target_link_libraries(trainer_json INTERFACE ${JANSSON_LIBRARY})
+
+# zlib: gzip'ed data files (tr_file_read).
+find_package(ZLIB REQUIRED)

@@ -24,12 +24,6 @@ static void make_data(float *x, int32_t *y, int n, uint64_t seed, uint64_t first
     }
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int trainer_demo(int argc, char **argv) {
     int epochs = 5;
     uint64_t seed = 1;
@@ -79,7 +73,7 @@ int trainer_demo(int argc, char **argv) {
            "batch %d, AdamW, %d threads\n",
            D, H, H, K, tr_params_trainable(P), N_TRAIN, N_VAL, B, tr_get_num_threads());
     int64_t step = 0;
-    double t0 = now();
+    double t0 = tr_now();
     double acc = 0;
     for (int ep = 0; ep < epochs; ep++) {
         double loss_sum = 0;
@@ -128,7 +122,7 @@ int trainer_demo(int argc, char **argv) {
         }
         tr_graph_set_grad_enabled(g, 1);
         acc = (double)correct / (N_VAL / B * B);
-        double dt = now() - t0;
+        double dt = tr_now() - t0;
         printf("epoch %d/%d  train loss %.4f  val acc %.2f%%  %.0f samples/s\n", ep + 1, epochs,
                loss_sum / nb, 100 * acc, (double)(ep + 1) * nb * B / dt);
     }

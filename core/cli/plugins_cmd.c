@@ -15,18 +15,13 @@
 #define TRAINER_INSTALL_PLUGIN_DIR ""
 #endif
 
+const char *const *trainer_default_plugin_dirs(void) {
+    static const char *const dirs[] = {TRAINER_BUILD_PLUGIN_DIR, TRAINER_INSTALL_PLUGIN_DIR, NULL};
+    return dirs;
+}
+
 tr_status trainer_scan_plugins(tr_registry *reg) {
-    const char *env = getenv("TRAINER_PLUGIN_PATH");
-    if (env && *env) {
-        char buf[4096];
-        snprintf(buf, sizeof buf, "%s", env);
-        for (char *save = NULL, *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save))
-            TR_CHECK(tr_registry_scan(reg, dir, "TRAINER_PLUGIN_PATH", 0));
-    }
-    if (*TRAINER_BUILD_PLUGIN_DIR) TR_CHECK(tr_registry_scan(reg, TRAINER_BUILD_PLUGIN_DIR, "build tree", 0));
-    if (*TRAINER_INSTALL_PLUGIN_DIR)
-        TR_CHECK(tr_registry_scan(reg, TRAINER_INSTALL_PLUGIN_DIR, "install prefix", 0));
-    return TR_OK;
+    return tr_registry_scan_search_path(reg, NULL, trainer_default_plugin_dirs());
 }
 
 static void describe(const tr_plugin *p) {

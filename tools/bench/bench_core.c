@@ -17,12 +17,6 @@
 
 static int quick;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -36,15 +30,15 @@ static double time_it(bench_fn fn, void *ctx) {
     double min_window = quick ? 0.05 : 0.2;
     fn(ctx); fn(ctx); /* warm-up: arena growth, BLAS buffers, page faults */
     int reps = 1;
-    double t0 = now();
+    double t0 = tr_now();
     fn(ctx);
-    double one = now() - t0;
+    double one = tr_now() - t0;
     if (one < min_window) reps = (int)(min_window / (one > 1e-7 ? one : 1e-7)) + 1;
     double w[16];
     for (int i = 0; i < windows; i++) {
-        t0 = now();
+        t0 = tr_now();
         for (int r = 0; r < reps; r++) fn(ctx);
-        w[i] = (now() - t0) / reps;
+        w[i] = (tr_now() - t0) / reps;
     }
     qsort(w, (size_t)windows, sizeof w[0], cmp_d);
     return w[windows / 2];

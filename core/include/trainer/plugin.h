@@ -129,6 +129,12 @@ void tr_registry_destroy(tr_registry *reg);
  * duplicate name is an error when strict, a logged warning otherwise. A missing dir is
  * skipped. */
 tr_status tr_registry_scan(tr_registry *reg, const char *dir, const char *origin, int strict);
+/* The standard search, in order: `first` (a config's `plugins:` folders; a bad plugin there
+ * is an error), the folders of TRAINER_PLUGIN_PATH (colon-separated), then `defaults` (the
+ * build tree, the install prefix); bad plugins in the last two are skipped with a warning.
+ * Both lists are NULL-terminated and may be NULL; empty entries are skipped. */
+tr_status tr_registry_scan_search_path(tr_registry *reg, const char *const *first,
+                                       const char *const *defaults);
 /* Adds one file; a duplicate name is refused naming both files. */
 tr_status tr_registry_add_file(tr_registry *reg, const char *path, const char *origin);
 int tr_registry_count(const tr_registry *reg);

@@ -19,6 +19,8 @@ const char *tr_version(void);
  * else OMP_NUM_THREADS, else the cores this process may run on. */
 void tr_set_num_threads(int n);
 int tr_get_num_threads(void);
+/* Seconds on a monotonic clock (for rates and durations). */
+double tr_now(void);
 /* Cores this process may run on (its affinity mask). */
 int tr_cpu_count(void);
 

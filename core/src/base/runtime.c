@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <cblas.h>
 
@@ -45,4 +46,10 @@ void tr_set_num_threads(int n) {
 int tr_get_num_threads(void) {
     if (num_threads == 0) tr_set_num_threads(0);
     return num_threads;
+}
+
+double tr_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

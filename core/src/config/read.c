@@ -87,13 +87,22 @@ static tr_status out_of_range(const tr_cfg_node *n, const char *lo, const char *
                         n->path, lo, hi, n->text);
 }
 
-tr_status tr_cfg_get_int(const tr_cfg_node *map, const char *key, int64_t def, int64_t min,
-                         int64_t max, int64_t *out, int required) {
+/* The value node of key; NULL when absent (the caller stores its default), an error when
+ * absent and required. */
+static tr_status value_node(const tr_cfg_node *map, const char *key, int required,
+                            const tr_cfg_node **out) {
     lookup lk;
     TR_CHECK(find_key(map, key, &lk));
-    const tr_cfg_node *n = lk.node;
+    *out = lk.node;
+    if (!lk.node && required) return missing(map, &lk);
+    return TR_OK;
+}
+
+tr_status tr_cfg_get_int(const tr_cfg_node *map, const char *key, int64_t def, int64_t min,
+                         int64_t max, int64_t *out, int required) {
+    const tr_cfg_node *n;
+    TR_CHECK(value_node(map, key, required, &n));
     if (!n) {
-        if (required) return missing(map, &lk);
         *out = def;
         return TR_OK;
     }
@@ -113,11 +122,9 @@ tr_status tr_cfg_get_int(const tr_cfg_node *map, const char *key, int64_t def, i
 
 tr_status tr_cfg_get_float(const tr_cfg_node *map, const char *key, double def, double min,
                            double max, double *out, int required) {
-    lookup lk;
-    TR_CHECK(find_key(map, key, &lk));
-    const tr_cfg_node *n = lk.node;
+    const tr_cfg_node *n;
+    TR_CHECK(value_node(map, key, required, &n));
     if (!n) {
-        if (required) return missing(map, &lk);
         *out = def;
         return TR_OK;
     }
@@ -141,11 +148,9 @@ tr_status tr_cfg_get_float(const tr_cfg_node *map, const char *key, double def, 
 tr_status tr_cfg_get_bool(const tr_cfg_node *map, const char *key, int def, int *out,
                           int required) {
     static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
-    lookup lk;
-    TR_CHECK(find_key(map, key, &lk));
-    const tr_cfg_node *n = lk.node;
+    const tr_cfg_node *n;
+    TR_CHECK(value_node(map, key, required, &n));
     if (!n) {
-        if (required) return missing(map, &lk);
         *out = def;
         return TR_OK;
     }
@@ -166,11 +171,9 @@ tr_status tr_cfg_get_bool(const tr_cfg_node *map, const char *key, int def, int 
 
 tr_status tr_cfg_get_string(const tr_cfg_node *map, const char *key, const char *def,
                             const char **out, int required) {
-    lookup lk;
-    TR_CHECK(find_key(map, key, &lk));
-    const tr_cfg_node *n = lk.node;
+    const tr_cfg_node *n;
+    TR_CHECK(value_node(map, key, required, &n));
     if (!n) {
-        if (required) return missing(map, &lk);
         *out = def;
         return TR_OK;
     }
@@ -209,14 +212,12 @@ static int choice_index(const char *choices, const char *name) {
 tr_status tr_cfg_get_choice(const tr_cfg_node *map, const char *key, const char *choices,
                             const char *def, int *index, int required) {
     if (!choices) return tr_error_set(TR_ERR_INVALID, "config read: NULL choices");
-    lookup lk;
-    TR_CHECK(find_key(map, key, &lk));
-    const tr_cfg_node *n = lk.node;
+    const tr_cfg_node *n;
+    TR_CHECK(value_node(map, key, required, &n));
     if (!n) {
-        if (required) return missing(map, &lk);
         *index = def ? choice_index(choices, def) : -1;
         if (def && *index < 0)
-            return tr_error_set(TR_ERR_INTERNAL, "%s: default '%s' is not one of '%s'", lk.path,
+            return tr_error_set(TR_ERR_INTERNAL, "%s: default '%s' is not one of '%s'", key,
                                 def, choices);
         return TR_OK;
     }

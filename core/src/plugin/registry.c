@@ -121,3 +121,20 @@ tr_status tr_registry_find(const tr_registry *reg, tr_plugin_kind kind, const ch
     return tr_error_set(TR_ERR_NOT_FOUND, "no %s plugin named '%s' (available: %s)",
                         tr_plugin_kind_name(kind), name, len ? list : "none found");
 }
+
+tr_status tr_registry_scan_search_path(tr_registry *reg, const char *const *first,
+                                       const char *const *defaults) {
+    for (int i = 0; first && first[i]; i++)
+        if (*first[i]) TR_CHECK(tr_registry_scan(reg, first[i], "config", 1));
+    const char *env = getenv("TRAINER_PLUGIN_PATH");
+    if (env && *env) {
+        char buf[4096];
+        snprintf(buf, sizeof buf, "%s", env);
+        char *save = NULL;
+        for (char *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save))
+            TR_CHECK(tr_registry_scan(reg, d, "TRAINER_PLUGIN_PATH", 0));
+    }
+    for (int i = 0; defaults && defaults[i]; i++)
+        if (*defaults[i]) TR_CHECK(tr_registry_scan(reg, defaults[i], "default", 0));
+    return TR_OK;
+}

@@ -23,6 +23,7 @@
 
 #include "trainer/checkpoint.h"
 #include "trainer/log.h"
+#include "trainer/io.h"
 #include "trainer/memory.h"
 #include "trainer/safetensors.h"
 
@@ -44,29 +45,6 @@ static void fsync_path(const char *path) {
         fsync(fd);
         close(fd);
     }
-}
-
-/* mkdir -p: every missing component is created; an existing non-directory is an error. */
-static tr_status mkdir_p(const char *dir) {
-    char buf[PATH_CAP];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof buf)
-        return tr_error_set(TR_ERR_INVALID, "checkpoint directory '%s': empty or too long", dir);
-    memcpy(buf, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char c = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return tr_error_set(TR_ERR_IO, "%s: cannot create the checkpoint directory (at %s): %s", dir, buf,
-                                strerror(errno));
-        struct stat sb;
-        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            return tr_error_set(TR_ERR_IO, "%s: cannot create the checkpoint directory: %s is %s", dir, buf,
-                                errno == ENOENT ? "missing" : "not a directory");
-        buf[i] = c;
-    }
-    return TR_OK;
 }
 
 /* Removes a file or a directory tree (symlinks are removed, never followed). */
@@ -262,7 +240,7 @@ tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr
     TR_CHECK(join(final_path, sizeof final_path, dir, name));
     snprintf(tmp_name, sizeof tmp_name, "%.200s.tmp-%ld", name, (long)getpid());
     TR_CHECK(join(tmp_path, sizeof tmp_path, dir, tmp_name));
-    TR_CHECK(mkdir_p(dir));
+    TR_CHECK(tr_mkdirs(dir));
     struct stat sb;
     if (lstat(final_path, &sb) == 0)
         return tr_error_set(TR_ERR_INVALID,

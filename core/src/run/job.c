@@ -16,6 +16,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
+#include "trainer/io.h"
 #include "trainer/log.h"
 #include "trainer/ops.h"
 #include "trainer/optim.h"
@@ -38,12 +39,6 @@ typedef struct job {
     char run_dir[1024];
 } job;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void say(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(job *j, const char *fmt, ...) {
     char line[2048];
@@ -57,21 +52,6 @@ static void say(job *j, const char *fmt, ...) {
         fprintf(j->log, "%s\n", line);
         fflush(j->log);
     }
-}
-
-static tr_status mkdirs(const char *path) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return tr_error_set(TR_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return tr_error_set(TR_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
-    return TR_OK;
 }
 
 /* A plugin's options section (a mapping, or absent) as "key=value" strings. */
@@ -106,26 +86,23 @@ static tr_status options_from(const tr_cfg_node *map, const tr_plugin *p, tr_opt
     return tr_options_create(out, p->desc->options, p->desc->n_options, kv, n, where);
 }
 
+/* The config's `plugins:` folders (relative to the config) come first in the search. */
 static tr_status find_plugins(job *j, const char *const *plugin_dirs) {
     TR_CHECK(tr_registry_create(&j->reg));
     const tr_cfg_node *pl = tr_cfg_child(j->root, "plugins");
-    for (size_t i = 0; pl && i < tr_cfg_size(pl); i++) {
+    enum { MAX_DIRS = 32 };
+    char paths[MAX_DIRS][1024];
+    const char *first[MAX_DIRS + 1];
+    int n = 0;
+    for (size_t i = 0; pl && i < tr_cfg_size(pl) && n < MAX_DIRS; i++) {
         const char *d = tr_cfg_scalar(tr_cfg_item(pl, i));
         if (!d) continue;
-        char path[2048];
-        snprintf(path, sizeof path, "%s%s%s", d[0] == '/' ? "" : j->cfg_dir, d[0] == '/' ? "" : "/", d);
-        TR_CHECK(tr_registry_scan(j->reg, path, "config", 1));
+        tr_path_resolve(paths[n], sizeof paths[n], j->cfg_dir, d);
+        first[n] = paths[n];
+        n++;
     }
-    const char *env = getenv("TRAINER_PLUGIN_PATH");
-    if (env && *env) {
-        char buf[4096];
-        snprintf(buf, sizeof buf, "%s", env);
-        char *save = NULL;
-        for (char *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save))
-            TR_CHECK(tr_registry_scan(j->reg, d, "TRAINER_PLUGIN_PATH", 0));
-    }
-    for (int i = 0; plugin_dirs && plugin_dirs[i]; i++) TR_CHECK(tr_registry_scan(j->reg, plugin_dirs[i], "default", 0));
-    return TR_OK;
+    first[n] = NULL;
+    return tr_registry_scan_search_path(j->reg, first, plugin_dirs);
 }
 
 static tr_status plugin_for(job *j, const char *section, tr_plugin_kind kind, const tr_plugin **out) {
@@ -422,7 +399,7 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
         }
     }
     snprintf(ck_dir, sizeof ck_dir, "%s/checkpoints", j->run_dir);
-    TR_CHECK(mkdirs(j->run_dir));
+    TR_CHECK(tr_mkdirs(j->run_dir));
     char path[1200];
     snprintf(path, sizeof path, "%s/config.yaml", j->run_dir);
     TR_CHECK(tr_config_save(j->cfg, path));
@@ -443,7 +420,7 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
         (long long)per_epoch, (long long)max_epochs);
 
     int64_t step = state.step;
-    double t0 = now(), samples = 0, tokens_per = j->spec.task == TR_TASK_LM ? (double)j->spec.y_numel : 1;
+    double t0 = tr_now(), samples = 0, tokens_per = j->spec.task == TR_TASK_LM ? (double)j->spec.y_numel : 1;
     double epoch_loss = NAN, vloss = NAN, vacc = NAN;
     int64_t ep;
     int64_t last_saved = -1;
@@ -452,7 +429,7 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
         TR_CHECK(tr_loader_start_epoch(j->train_L, ep, start_batch));
         double lsum = 0, win_loss = 0;
         int64_t nb = 0, win = 0;
-        double win_t = now();
+        double win_t = tr_now();
         const tr_host_batch *hb;
         while (step < total && (st = tr_loader_next(j->train_L, &hb)) == TR_OK && hb) {
             tr_graph_reset(j->g);
@@ -494,7 +471,7 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
                 last_saved = step;
             }
             if (step % log_every == 0 || step == total) {
-                double dt = now() - win_t;
+                double dt = tr_now() - win_t;
                 double sps = dt > 0 ? (double)(win * batch * accum) / dt : 0;
                 say(j, "epoch %lld  step %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s%s", (long long)ep + 1,
                     (long long)step, (long long)total, win_loss / (double)win, lr, sps,
@@ -504,7 +481,7 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
                 fflush(j->metrics);
                 win = 0;
                 win_loss = 0;
-                win_t = now();
+                win_t = tr_now();
             }
         }
         TR_CHECK(st);
@@ -528,7 +505,7 @@ static tr_status run(job *j, const char *config_path, const char *const *overrid
             last_saved = step;
         }
     }
-    double dt = now() - t0;
+    double dt = tr_now() - t0;
     snprintf(res->run_dir, sizeof res->run_dir, "%s", j->run_dir);
     res->steps = step;
     res->epochs = ep;

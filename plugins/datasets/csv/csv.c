@@ -4,7 +4,7 @@
  * (classify: a non-negative integer; n_classes = largest label + 1) or a float target
  * (regress). Cells are split on ',' and trimmed; no quoting, so no commas inside cells. Blank
  * lines are skipped; a non-numeric cell or a row with another number of cells is refused with
- * file:line and the column name. Files may be gzip (read through zlib).
+ * file:line and the column name. Files may be gzip (read by tr_file_read).
  *
  * Splits: with `val_path`, the validation split is that file (same columns); otherwise the last
  * val_fraction of `path`'s rows (in file order: shuffle the file beforehand if it is sorted)
@@ -16,8 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "trainer/io.h"
+#include "trainer/memory.h"
 #include "trainer/model.h"
 #include "trainer/plugin.h"
 
@@ -39,65 +40,6 @@ typedef struct csv {
     float *yf;        /* (n) regress */
     int32_t *yi;      /* (n) classify */
 } csv;
-
-static void resolve(char *out, size_t cap, const char *base, const char *path) {
-    if (path[0] == '/' || !base || !base[0])
-        snprintf(out, cap, "%s", path);
-    else
-        snprintf(out, cap, "%s/%s", base, path);
-}
-
-/* The whole (decompressed) file into *buf, NUL-terminated. */
-static tr_status read_all(const char *path, char **buf, size_t *len) {
-    *buf = NULL;
-    *len = 0;
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return tr_error_set(TR_ERR_IO, "%s: cannot open: %s", path,
-                            errno ? strerror(errno) : "out of memory");
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    for (;;) {
-        if (!b) {
-            gzclose(f);
-            return tr_error_set(TR_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, cap);
-        }
-        if (n + 1 >= cap) {
-            char *nb = realloc(b, cap * 2);
-            if (!nb) free(b);
-            b = nb;
-            cap *= 2;
-            continue;
-        }
-        size_t want = cap - 1 - n > (1u << 30) ? (1u << 30) : cap - 1 - n;
-        int got = gzread(f, b + n, (unsigned)want);
-        if (got < 0) {
-            int zerr;
-            const char *m = gzerror(f, &zerr);
-            tr_status st = tr_error_set(TR_ERR_IO, "%s: read failed: %s", path,
-                                        zerr == Z_ERRNO ? strerror(errno) : m);
-            free(b);
-            gzclose(f);
-            return st;
-        }
-        if (got == 0) break;
-        n += (size_t)got;
-    }
-    int zerr;
-    const char *m = gzerror(f, &zerr);
-    if (zerr != Z_OK) { /* Z_BUF_ERROR: the gzip stream ends early; gzread still returns 0 */
-        tr_status st = tr_error_set(TR_ERR_IO, "%s: truncated or corrupt gzip data: %s", path, m);
-        free(b);
-        gzclose(f);
-        return st;
-    }
-    gzclose(f);
-    b[n] = '\0';
-    *buf = b;
-    *len = n;
-    return TR_OK;
-}
 
 static char *trim(char *s) {
     while (*s == ' ' || *s == '\t') s++;
@@ -138,7 +80,7 @@ static void table_free(table *t) {
 static tr_status parse(const char *path, int header, table *t) {
     char *buf;
     size_t len;
-    TR_CHECK(read_all(path, &buf, &len));
+    TR_CHECK(tr_file_read(path, &buf, &len));
     tr_status st = TR_OK;
     char **cells = malloc(MAX_COLS * sizeof *cells);
     size_t cap = 0;
@@ -213,7 +155,7 @@ static tr_status parse(const char *path, int header, table *t) {
     if (t->nrow == 0) st = tr_error_set(TR_ERR_PARSE, "%s: no data rows", path);
 out:
     free(cells);
-    free(buf);
+    tr_free(buf);
     if (st != TR_OK) table_free(t);
     return st;
 }
@@ -252,7 +194,7 @@ static void destroy(void *ctx) {
 static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, table *tr,
                        table *tv) {
     char path[4096], vpath[4096];
-    resolve(path, sizeof path, env->base_dir, tr_options_string(o, "path"));
+    tr_path_resolve(path, sizeof path, env->base_dir, tr_options_string(o, "path"));
     const char *vp = tr_options_string(o, "val_path");
     int header = tr_options_bool(o, "header"), has_val = vp && vp[0];
     s->regress = strcmp(tr_options_string(o, "task"), "regress") == 0;
@@ -281,7 +223,7 @@ static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, t
     int64_t max = -1;
     TR_CHECK(check_labels(path, tr, lc, s->regress, &max));
     if (has_val) {
-        resolve(vpath, sizeof vpath, env->base_dir, vp);
+        tr_path_resolve(vpath, sizeof vpath, env->base_dir, vp);
         TR_CHECK(parse(vpath, header, tv));
         if (tv->ncol != tr->ncol)
             return tr_error_set(TR_ERR_PARSE, "%s: %d columns, but %s has %d", vpath, tv->ncol,

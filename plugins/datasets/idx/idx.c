@@ -1,4 +1,4 @@
-/* Dataset plugin `idx`: MNIST / Fashion-MNIST in the IDX format, plain or gzip (zlib reads
+/* Dataset plugin `idx`: MNIST / Fashion-MNIST in the IDX format, plain or gzip (tr_file_read reads
  * both transparently; gzip is recognised by its magic bytes).
  *
  * Images: magic 0x00000803, count, rows, cols, then count*rows*cols bytes. Labels: magic
@@ -12,8 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "trainer/io.h"
+#include "trainer/memory.h"
 #include "trainer/model.h"
 #include "trainer/plugin.h"
 
@@ -25,64 +26,6 @@ typedef struct idx {
     int normalize;
     float mean, std;
 } idx;
-
-static void resolve(char *out, size_t cap, const char *base, const char *path) {
-    if (path[0] == '/' || !base || !base[0])
-        snprintf(out, cap, "%s", path);
-    else
-        snprintf(out, cap, "%s/%s", base, path);
-}
-
-/* The whole (decompressed) file into *buf. */
-static tr_status read_all(const char *path, uint8_t **buf, size_t *len) {
-    *buf = NULL;
-    *len = 0;
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return tr_error_set(TR_ERR_IO, "%s: cannot open: %s", path,
-                            errno ? strerror(errno) : "out of memory");
-    size_t cap = 1 << 20, n = 0;
-    uint8_t *b = malloc(cap);
-    for (;;) {
-        if (!b) {
-            gzclose(f);
-            return tr_error_set(TR_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, cap);
-        }
-        if (n == cap) {
-            uint8_t *nb = realloc(b, cap * 2);
-            if (!nb) free(b);
-            b = nb;
-            cap *= 2;
-            continue;
-        }
-        size_t want = cap - n > (1u << 30) ? (1u << 30) : cap - n;
-        int got = gzread(f, b + n, (unsigned)want);
-        if (got < 0) {
-            int zerr;
-            const char *m = gzerror(f, &zerr);
-            tr_status st = tr_error_set(TR_ERR_IO, "%s: read failed: %s", path,
-                                        zerr == Z_ERRNO ? strerror(errno) : m);
-            free(b);
-            gzclose(f);
-            return st;
-        }
-        if (got == 0) break;
-        n += (size_t)got;
-    }
-    int zerr;
-    const char *m = gzerror(f, &zerr);
-    if (zerr != Z_OK) { /* Z_BUF_ERROR: the gzip stream ends early; gzread still returns 0 */
-        tr_status st = tr_error_set(TR_ERR_IO, "%s: truncated or corrupt gzip data: %s", path, m);
-        free(b);
-        gzclose(f);
-        return st;
-    }
-    gzclose(f);
-    *buf = b;
-    *len = n;
-    return TR_OK;
-}
 
 static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -98,13 +41,13 @@ static void destroy(void *ctx) {
 
 static tr_status load(idx *s, const tr_options *o, const tr_dataset_env *env) {
     char ip[4096], lp[4096];
-    resolve(ip, sizeof ip, env->base_dir, tr_options_string(o, "images"));
-    resolve(lp, sizeof lp, env->base_dir, tr_options_string(o, "labels"));
+    tr_path_resolve(ip, sizeof ip, env->base_dir, tr_options_string(o, "images"));
+    tr_path_resolve(lp, sizeof lp, env->base_dir, tr_options_string(o, "labels"));
     uint8_t *im = NULL, *lb = NULL;
     size_t ilen, llen;
     tr_status st;
-    TR_CHECK_GOTO(read_all(ip, &im, &ilen), out);
-    TR_CHECK_GOTO(read_all(lp, &lb, &llen), out);
+    TR_CHECK_GOTO(tr_file_read(ip, (char **)&im, &ilen), out);
+    TR_CHECK_GOTO(tr_file_read(lp, (char **)&lb, &llen), out);
     if (ilen < 16) {
         st = tr_error_set(TR_ERR_PARSE, "%s: truncated: %zu bytes, an IDX image header needs 16", ip, ilen);
         goto out;
@@ -191,8 +134,8 @@ static tr_status load(idx *s, const tr_options *o, const tr_dataset_env *env) {
     }
     st = TR_OK;
 out:
-    free(im);
-    free(lb);
+    tr_free(im);
+    tr_free(lb);
     return st;
 }
 

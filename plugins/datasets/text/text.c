@@ -15,8 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "trainer/io.h"
+#include "trainer/memory.h"
 #include "trainer/model.h"
 #include "trainer/plugin.h"
 
@@ -28,65 +29,6 @@ typedef struct text {
     int64_t len;
     int32_t *labels;    /* classify: (n) */
 } text;
-
-static void resolve(char *out, size_t cap, const char *base, const char *path) {
-    if (path[0] == '/' || !base || !base[0])
-        snprintf(out, cap, "%s", path);
-    else
-        snprintf(out, cap, "%s/%s", base, path);
-}
-
-/* The whole (decompressed) file into *buf, NUL-terminated. */
-static tr_status read_all(const char *path, char **buf, size_t *len) {
-    *buf = NULL;
-    *len = 0;
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return tr_error_set(TR_ERR_IO, "%s: cannot open: %s", path,
-                            errno ? strerror(errno) : "out of memory");
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    for (;;) {
-        if (!b) {
-            gzclose(f);
-            return tr_error_set(TR_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, cap);
-        }
-        if (n + 1 >= cap) {
-            char *nb = realloc(b, cap * 2);
-            if (!nb) free(b);
-            b = nb;
-            cap *= 2;
-            continue;
-        }
-        size_t want = cap - 1 - n > (1u << 30) ? (1u << 30) : cap - 1 - n;
-        int got = gzread(f, b + n, (unsigned)want);
-        if (got < 0) {
-            int zerr;
-            const char *m = gzerror(f, &zerr);
-            tr_status st = tr_error_set(TR_ERR_IO, "%s: read failed: %s", path,
-                                        zerr == Z_ERRNO ? strerror(errno) : m);
-            free(b);
-            gzclose(f);
-            return st;
-        }
-        if (got == 0) break;
-        n += (size_t)got;
-    }
-    int zerr;
-    const char *m = gzerror(f, &zerr);
-    if (zerr != Z_OK) { /* Z_BUF_ERROR: the gzip stream ends early; gzread still returns 0 */
-        tr_status st = tr_error_set(TR_ERR_IO, "%s: truncated or corrupt gzip data: %s", path, m);
-        free(b);
-        gzclose(f);
-        return st;
-    }
-    gzclose(f);
-    b[n] = '\0';
-    *buf = b;
-    *len = n;
-    return TR_OK;
-}
 
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -220,14 +162,14 @@ static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *e
     text *s = calloc(1, sizeof *s);
     if (!s) return tr_error_set(TR_ERR_NOMEM, "text: out of memory");
     char path[4096];
-    resolve(path, sizeof path, env->base_dir, tr_options_string(o, "path"));
+    tr_path_resolve(path, sizeof path, env->base_dir, tr_options_string(o, "path"));
     int64_t T = tr_options_int(o, "seq_len");
     s->stride = tr_options_int(o, "stride");
     if (s->stride == 0) s->stride = T;
     s->classify = strcmp(tr_options_string(o, "mode"), "classify") == 0;
     char *buf;
     size_t len;
-    tr_status st = read_all(path, &buf, &len);
+    tr_status st = tr_file_read(path, &buf, &len);
     if (st == TR_OK) {
         if (len == 0)
             st = tr_error_set(TR_ERR_PARSE, "%s: empty file", path);
@@ -235,7 +177,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *e
             st = load_classify(s, path, buf, T, env);
         else
             st = load_lm(s, path, buf, len, T, env);
-        free(buf);
+        tr_free(buf);
     }
     if (st != TR_OK) {
         destroy(s);
