@@ -3,7 +3,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
+#include <string.h>
+
 #include "check.h"
+#include "trainer/graph.h"
 
 int test_failures;
 int test_checks;
@@ -67,4 +70,15 @@ double check_tensor_f64(const char *name, const double *ours, const double *ref,
 int test_finish(void) {
     printf("%d passed, %d failed\n", test_checks - test_failures, test_failures);
     return test_failures ? 1 : 0;
+}
+
+void check_op_error(struct tr_graph *g, const char *file, int line, struct tr_tensor *y,
+                    const char *n1, const char *n2) {
+    const char *msg = tr_error_msg();
+    test_checks++;
+    if (y != NULL) test_fail_at(file, line, "expected NULL");
+    else if (tr_graph_status(g) == TR_OK) test_fail_at(file, line, "no error recorded");
+    else if (!strstr(msg, n1)) test_fail_at(file, line, "message '%s' lacks '%s'", msg, n1);
+    else if (n2 && !strstr(msg, n2)) test_fail_at(file, line, "message '%s' lacks '%s'", msg, n2);
+    tr_graph_reset(g);
 }

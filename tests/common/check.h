@@ -42,6 +42,14 @@ double check_tensor(const char *name, const float *ours, const float *ref, int64
 double check_tensor_f64(const char *name, const double *ours, const double *ref, int64_t n,
                         double tol);
 
+struct tr_graph;
+struct tr_tensor;
+/* An op that must have failed: y is NULL, g holds an error whose message contains n1 (and n2
+ * when not NULL). Resets g for the next case. */
+void check_op_error(struct tr_graph *g, const char *file, int line, struct tr_tensor *y,
+                    const char *n1, const char *n2);
+#define CHECK_OP_ERROR(g, y, n1, n2) check_op_error((g), __FILE__, __LINE__, (y), (n1), (n2))
+
 /* Prints "N passed, M failed" and returns the exit status. */
 int test_finish(void);
 

@@ -11,16 +11,7 @@
 
 static tr_graph *g;
 
-/* y must be NULL with an error recorded whose message contains each needle; clears it. */
-static void expect_error(int line, tr_tensor *y, const char *n1, const char *n2) {
-    const char *msg = tr_error_msg();
-    CHECK(y == NULL, "line %d: expected NULL", line);
-    CHECK(tr_graph_status(g) != TR_OK, "line %d: no error recorded", line);
-    CHECK(strstr(msg, n1) != NULL, "line %d: message '%s' lacks '%s'", line, msg, n1);
-    if (n2) CHECK(strstr(msg, n2) != NULL, "line %d: message '%s' lacks '%s'", line, msg, n2);
-    tr_graph_reset(g);
-}
-#define EXPECT_ERROR(y, n1, n2) expect_error(__LINE__, (y), (n1), (n2))
+#define EXPECT_ERROR(y, n1, n2) CHECK_OP_ERROR(g, (y), (n1), (n2))
 
 static tr_tensor *f64(int ndim, const int64_t *shape, const double *v) {
     tr_tensor *t = tr_graph_leaf(g, TR_F64, ndim, shape);

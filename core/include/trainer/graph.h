@@ -64,6 +64,9 @@ void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user);
 
 /* A tensor in the arena with uninitialised data and no gradient (a batch, targets). */
 tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
+/* A tensor in the arena viewing borrowed `data` (no copy, no gradient): e.g. a loader's batch
+ * buffer, which must stay valid and unchanged until the next reset. */
+tr_tensor *tr_graph_view(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape);
 /* A leaf that requires a gradient: data uninitialised, grad zero-filled. */
 tr_tensor *tr_graph_leaf(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
 

@@ -161,6 +161,15 @@ tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *
     return new_tensor(g, dtype, ndim, shape);
 }
 
+tr_tensor *tr_graph_view(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape) {
+    if (g->status != TR_OK) return NULL;
+    if (ndim < 0 || ndim > TR_MAX_DIMS)
+        return op_fail(g, TR_ERR_INVALID, "tensor: %d dims (at most %d)", ndim, TR_MAX_DIMS);
+    tr_tensor *t = op_alloc(g, sizeof *t);
+    if (t) *t = tr_tensor_view(data, dtype, ndim, shape);
+    return t;
+}
+
 tr_tensor *tr_graph_leaf(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape) {
     tr_tensor *t = new_tensor(g, dtype, ndim, shape);
     if (!t) return NULL;

@@ -133,18 +133,16 @@ static tr_status make_dataset(job *j, const tr_cfg_node *data, tr_split split, u
     return st;
 }
 
-/* Copies a host batch into graph inputs. */
+/* Graph inputs viewing a host batch in place (the loader keeps it until its next batch). */
 static void batch_inputs(job *j, const tr_host_batch *hb, tr_batch *b, int with_y) {
     int64_t shape[TR_MAX_DIMS];
     shape[0] = hb->size;
     for (int d = 0; d < j->spec.x_ndim; d++) shape[1 + d] = j->spec.x_shape[d];
-    b->x = tr_graph_input(j->g, j->spec.x_dtype, 1 + j->spec.x_ndim, shape);
-    if (b->x) memcpy(b->x->data, hb->x, (size_t)hb->size * (size_t)j->spec.x_numel * tr_dtype_size(j->spec.x_dtype));
+    b->x = tr_graph_view(j->g, hb->x, j->spec.x_dtype, 1 + j->spec.x_ndim, shape);
     b->y = NULL;
     if (with_y) {
         for (int d = 0; d < j->spec.y_ndim; d++) shape[1 + d] = j->spec.y_shape[d];
-        b->y = tr_graph_input(j->g, j->spec.y_dtype, 1 + j->spec.y_ndim, shape);
-        if (b->y) memcpy(b->y->data, hb->y, (size_t)hb->size * (size_t)j->spec.y_numel * tr_dtype_size(j->spec.y_dtype));
+        b->y = tr_graph_view(j->g, hb->y, j->spec.y_dtype, 1 + j->spec.y_ndim, shape);
     }
     b->size = hb->size;
     b->first = hb->first;
