@@ -2,7 +2,7 @@
 # A table of bad inputs to `trainer run` / `trainer plugins`: configs, command-line overrides,
 # data files, plugins and checkpoints. Each must exit non-zero (never crash: no signal, no
 # sanitizer report) with its own message naming the thing and where it came from.
-# usage: bad_inputs.sh TRAINER_BIN SOURCE_DIR TEST_PLUGIN_DIR
+# usage: bad_inputs.sh TRAINER_BIN SOURCE_DIR TEST_PLUGIN_DIR   (needs no data from shared/)
 set -u
 bin="$1"; src="$2"; plugdir="$3"
 t="$(mktemp -d /tmp/trainer-bad-XXXXXX)"
@@ -56,9 +56,10 @@ expect plugin_option_range "model.params.layers: must be between 1 and [0-9]+, g
 base "$c"; expect bad_override "command line:1:14: optimizer.lr: expected a number, got 'fast'" "$bin" run "$c" optimizer.lr=fast
 base "$c"; expect malformed_override "trainer.max_epochs" "$bin" run "$c" trainer.max_epochs
 # data files
-head -c 5000 "$src/../shared/data/mnist/t10k-images-idx3-ubyte.gz" >"$t/trunc.gz"
+head -c 50000 /dev/urandom | gzip -c >"$t/whole.gz"
+head -c 5000 "$t/whole.gz" >"$t/trunc.gz"   # a gzip stream cut short; images are read first
 base "$c" "  name: idx
-  params: {images: $t/trunc.gz, labels: $src/../shared/data/mnist/t10k-labels-idx1-ubyte.gz}"
+  params: {images: $t/trunc.gz, labels: $t/labels.idx}"
 expect truncated_idx "trunc.gz: .*(truncated|corrupt)" "$bin" run "$c"
 printf 'a,b,label\n1,2,0\n3,x,1\n' >"$t/bad.csv"
 base "$c" "  name: csv
