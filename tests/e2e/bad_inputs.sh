@@ -2,9 +2,9 @@
 # A table of bad inputs to `trainer run` / `trainer plugins`: configs, command-line overrides,
 # data files, plugins and checkpoints. Each must exit non-zero (never crash: no signal, no
 # sanitizer report) with its own message naming the thing and where it came from.
-# usage: bad_inputs.sh TRAINER_BIN SOURCE_DIR TEST_PLUGIN_DIR   (needs no data from shared/)
+# usage: bad_inputs.sh TRAINER_BIN TEST_PLUGIN_DIR   (needs no data from shared/)
 set -u
-bin="$1"; src="$2"; plugdir="$3"
+bin="$1"; plugdir="$2"
 t="$(mktemp -d /tmp/trainer-bad-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
 pass=0; fail=0
