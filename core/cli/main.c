@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "demo.h"
+#include "eval_cmd.h"
 #include "plugins_cmd.h"
 #include "run_cmd.h"
 #include "trainer/trainer.h"
@@ -13,6 +14,10 @@ static void usage(FILE *out) {
             "commands:\n"
             "  run CONFIG [key=value ...]\n"
             "                train from a YAML config (overrides like trainer.max_epochs=3)\n"
+            "  eval CONFIG --checkpoint PATH [--split val|train] [key=value ...]\n"
+            "                loss and accuracy of a checkpoint's weights\n"
+            "  predict CONFIG --checkpoint PATH --output FILE.csv [--split val|train] [key=value ...]\n"
+            "                one CSV row of predictions per sample\n"
             "  demo          train an MLP on a synthetic task with the core alone\n"
             "                (--epochs=N, --seed=N)\n"
             "  plugins       list the plugins found (--describe NAME, --check FILE.so)\n"
@@ -29,6 +34,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "run") == 0) return trainer_run_cmd(argc - 2, argv + 2);
+    if (strcmp(argv[1], "eval") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 0);
+    if (strcmp(argv[1], "predict") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 1);
     if (strcmp(argv[1], "plugins") == 0) return trainer_plugins_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "demo") == 0) return trainer_demo(argc - 2, argv + 2);
     if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A table of bad inputs to `trainer run` / `trainer plugins`: configs, command-line overrides,
+# A table of bad inputs to `trainer run` / `eval` / `predict` / `plugins`: configs, command-line overrides,
 # data files, plugins and checkpoints. Each must exit non-zero (never crash: no signal, no
 # sanitizer report) with its own message naming the thing and where it came from.
 # usage: bad_inputs.sh TRAINER_BIN TEST_PLUGIN_DIR   (needs no data from shared/)
@@ -79,6 +79,19 @@ ck="$(ls -d "$t"/runs/bad/0/checkpoints/step-* | tail -1)"
 truncate -s 100 "$ck/model.safetensors"
 expect truncated_checkpoint "model.safetensors: .*(truncated|does not fit)" "$bin" run "$c" trainer.max_epochs=2
 rm -rf "$t/runs"; base "$c"; "$bin" run "$c" >/dev/null 2>&1
-expect checkpoint_other_model "fc1.weight' has shape" "$bin" run "$c" "model.params.layers=[8]" trainer.max_epochs=2
+expect resume_changed_config "cannot resume .*the config changed.*model.params.layers\[0\] \(16 -> 8\)" \
+    "$bin" run "$c" "model.params.layers=[8]" trainer.max_epochs=2
+expect eval_other_model "fc1.weight' has shape \(16, 8\) in the checkpoint, the model has \(8, 8\)" \
+    "$bin" eval "$c" --checkpoint "$t/runs/bad/0" "model.params.layers=[8]"
+expect eval_no_checkpoint "$t/none: no checkpoint there" "$bin" eval "$c" --checkpoint "$t/none"
+expect predict_no_output "--output FILE.csv is required" "$bin" predict "$c" --checkpoint "$t/runs/bad/0"
+expect predict_unwritable "/proc/x.csv: cannot write" "$bin" predict "$c" --checkpoint "$t/runs/bad/0" --output /proc/x.csv
+expect eval_bad_split "--split: expected 'val' or 'train', got 'test'" "$bin" eval "$c" --checkpoint "$t/runs/bad/0" --split test
+expect unknown_strategy "trainer.strategy: no strategy plugin named 'fsdp' \(available: cpu" "$bin" run "$c" trainer.strategy=fsdp
+expect strategy_options "strategy.bucket_mb: unknown option" "$bin" run "$c" strategy.bucket_mb=25
+ck="$(ls -d "$t"/runs/bad/0/checkpoints/step-* | tail -1)"
+sed -i 's/"model": *"mlp"/"model": "cnn"/' "$ck/state.json"
+expect checkpoint_other_model_kind "$ck holds a 'cnn' model, the config's model is 'mlp'" \
+    "$bin" eval "$c" --checkpoint "$ck"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -43,6 +43,8 @@ tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr
  * shapes), opt (may be NULL; its length must match) and s (may be NULL). Nothing is changed
  * when the checkpoint is refused. */
 tr_status tr_checkpoint_load(const char *path, tr_params *P, tr_optim *opt, tr_train_state *s);
+/* Only the train state of the checkpoint at path (its state.json). */
+tr_status tr_checkpoint_read_state(const char *path, tr_train_state *s);
 /* Path of the complete checkpoint with the highest step in dir; TR_ERR_NOT_FOUND if none. */
 tr_status tr_checkpoint_latest(const char *dir, char *out, size_t size);
 /* Removes all but the newest keep_last complete checkpoints and any stale .tmp dirs. */

@@ -1,13 +1,15 @@
-/* `trainer run`: a training job from a YAML config.
+/* `trainer run`, `eval` and `predict`: jobs from a YAML config.
  *
  *   const char *overrides[] = {"trainer.max_epochs=3", "optimizer.lr=3e-4"};
  *   tr_run_result r;
  *   TR_CHECK(tr_run_train("configs/quickstart.yaml", overrides, 2, NULL, &r));
  *   printf("val accuracy %.2f%% in %s\n", 100 * r.val_accuracy, r.run_dir);
  *
- * The job loads the config (with overrides), finds the model and dataset plugins it names,
- * trains on CPU, validates every epoch and writes runs/<name>/<version>/ with the resolved
- * config.yaml, metrics.jsonl and log.txt. See docs/config.md for every key. */
+ * The job loads the config (with overrides), finds the model, dataset and strategy plugins
+ * it names, trains, validates every epoch (or every trainer.val_every_n_steps) and writes
+ * runs/<name>/<version>/ with the resolved config.yaml, metrics.jsonl, log.txt and
+ * checkpoints/. Eval and predict build the same job without training and load the weights of
+ * a checkpoint. See docs/config.md for every key. */
 #ifndef TRAINER_RUN_H
 #define TRAINER_RUN_H
 
@@ -33,6 +35,27 @@ typedef struct tr_run_result {
  * TRAINER_PLUGIN_PATH (the CLI passes the build tree and the install prefix). */
 tr_status tr_run_train(const char *config_path, const char *const *overrides, int n_overrides,
                        const char *const *plugin_dirs, tr_run_result *out);
+
+typedef struct tr_eval_result {
+    char checkpoint[1024];   /* the checkpoint folder used */
+    int64_t samples;
+    double loss;             /* mean per sample (per token for LMs) */
+    double accuracy;         /* classification, LM next-token; NAN for regression */
+    double perplexity;       /* LMs; NAN otherwise */
+} tr_eval_result;
+
+/* Evaluates the weights of `checkpoint` (a checkpoint folder, a checkpoints/ folder or a run
+ * folder: its newest checkpoint) on a split: "val" (NULL: the validation split, or the
+ * training split when the data has none) or "train". */
+tr_status tr_run_eval(const char *config_path, const char *const *overrides, int n_overrides,
+                      const char *const *plugin_dirs, const char *checkpoint, const char *split,
+                      tr_eval_result *out);
+/* Like tr_run_eval, and writes one CSV row per sample to `output`: index and label, then
+ * prediction and confidence (classification), loss and next_token (LMs) or
+ * prediction_<k> (regression). */
+tr_status tr_run_predict(const char *config_path, const char *const *overrides, int n_overrides,
+                         const char *const *plugin_dirs, const char *checkpoint,
+                         const char *split, const char *output, tr_eval_result *out);
 
 #ifdef __cplusplus
 }

@@ -174,6 +174,14 @@ static tr_status read_state(const char *path, tr_train_state *s) {
     return st;
 }
 
+tr_status tr_checkpoint_read_state(const char *path, tr_train_state *s) {
+    char spath[PATH_CAP];
+    TR_CHECK(join(spath, sizeof spath, path, STATE_FILE));
+    tr_status st = read_state(spath, s);
+    if (st != TR_OK) tr_error_prefix("checkpoint refused: ");
+    return st;
+}
+
 /* ---- save ---- */
 
 static tr_status write_model(const char *dir, tr_params *P) {

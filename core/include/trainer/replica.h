@@ -1,0 +1,68 @@
+/* A model replica: one instance of the model plugin with its own parameters, gradients and
+ * graph — the unit a strategy places, copies and synchronises.
+ *
+ *   tr_replica *r;
+ *   TR_CHECK(tr_replica_create(env->models, &r));          // same initial weights every time
+ *   tr_model_out out;
+ *   TR_CHECK(tr_replica_forward(r, hb, 0, hb->size, mb->normaliser, mb->step, 1, &out));
+ *   TR_CHECK(tr_backward(r->g, out.loss, NULL));            // grads += into r->P's buffer
+ *   ...
+ *   tr_replica_destroy(r);
+ *
+ * The trainer owns the factory (the model plugin, its resolved options, the dataset's spec
+ * and the run seed); strategies call tr_replica_create once per replica at setup, never per
+ * step. A replica's forward views its slice of the loader's host batch in place (no copy)
+ * and keys dropout by (seed, step, global sample index), so a sample's mask does not depend
+ * on which replica or rank computes it (DESIGN.md decision 5). */
+#ifndef TRAINER_REPLICA_H
+#define TRAINER_REPLICA_H
+
+#include <stdint.h>
+
+#include "trainer/data.h"
+#include "trainer/graph.h"
+#include "trainer/model.h"
+#include "trainer/params.h"
+#include "trainer/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tr_model_factory tr_model_factory;
+
+typedef struct tr_replica {
+    void *model;               /* the model plugin's ctx */
+    const tr_model_ops *ops;   /* borrowed from the plugin */
+    tr_params *P;              /* owned: parameters, gradients, buffers */
+    tr_graph *g;               /* owned: the eager tape, reset every forward */
+    tr_data_spec spec;
+    uint64_t seed;
+} tr_replica;
+
+/* model and opts are borrowed and must outlive the factory. */
+tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model,
+                                  const tr_options *opts, const tr_data_spec *spec,
+                                  uint64_t seed);
+void tr_model_factory_destroy(tr_model_factory *f);
+const tr_data_spec *tr_model_factory_spec(const tr_model_factory *f);
+
+/* A new replica with parameters initialised from the seed (identical for every replica). */
+tr_status tr_replica_create(const tr_model_factory *f, tr_replica **out);
+void tr_replica_destroy(tr_replica *r);
+
+/* Resets r->g and records the forward of samples [offset, offset + count) of hb. train: the
+ * training mode (dropout on, gradients recorded); otherwise eval mode without a tape. With
+ * with_y the loss is computed, normalised by `normaliser`. out's tensors live until the next
+ * forward on this replica. */
+tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t offset,
+                             int64_t count, double normaliser, int64_t step, int train,
+                             int with_y, tr_model_out *out);
+
+/* Copies parameters and buffers from src (same model) into dst. */
+void tr_replica_copy_params(tr_replica *dst, tr_replica *src);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,102 @@
+/* The strategy plugin interface: the strategy owns the step, the trainer owns the loop
+ * (DESIGN.md decision 4).
+ *
+ * The trainer reads the config, loads the dataset and runs epochs, validation, logging and
+ * checkpoints. The strategy decides placement, replication, sharding, which share of each
+ * global batch this process loads, gradient synchronisation and the optimizer step:
+ *
+ *   create(&ctx, opts, env, &info)      replicas (tr_replica_create), optimizer, communicator
+ *   per optimizer step:
+ *       train_micro(ctx, mb, &loss)     for each of the trainer.grad_accum micro-batches
+ *       optim_step(ctx, lr, clip, &gn)  sync gradients, clip, update, make replicas equal
+ *   forward(ctx, hb, with_y, &out)      validation, `trainer eval`, `trainer predict`
+ *   state(ctx, &P, &opt)                what a checkpoint saves and loads, then sync(ctx)
+ *
+ * A minimal strategy (strategies/cpu/cpu.c is one, about 150 lines):
+ *
+ *   static const tr_strategy_ops ops = {.create = create, .destroy = destroy,
+ *       .train_micro = train_micro, .optim_step = optim_step, .forward = forward,
+ *       .state = state};
+ *   static const tr_plugin_desc desc = {TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_STRATEGY,
+ *       .name = "mine", .version = "0.1.0", .description = "...", .ops = &ops,
+ *       .ops_size = sizeof ops};
+ *   TR_PLUGIN_DEFINE(desc)
+ *
+ * Loss normalisation: a micro-batch's `normaliser` is the number of samples (times tokens
+ * per sample for LMs) of the whole optimizer step across all ranks and micro-batches, so
+ * summing gradients over ranks and micro-batches gives the exact mean gradient (decision 5).
+ * Entries appended after `state` may be NULL (core default noted at each). */
+#ifndef TRAINER_STRATEGY_H
+#define TRAINER_STRATEGY_H
+
+#include <stdint.h>
+
+#include "trainer/data.h"
+#include "trainer/model.h"
+#include "trainer/optim.h"
+#include "trainer/params.h"
+#include "trainer/plugin.h"
+#include "trainer/replica.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the trainer hands a strategy at create; everything is borrowed for the strategy's
+ * lifetime. */
+typedef struct tr_strategy_env {
+    const tr_model_factory *models;  /* tr_replica_create(models, ...) makes replicas */
+    const tr_data_spec *spec;
+    tr_optim_config optim;           /* the optimizer section */
+    int64_t global_batch;            /* data.batch_size */
+    int64_t grad_accum;              /* micro-batches per optimizer step */
+    int threads;                     /* trainer.threads (0: all cores) */
+    uint64_t seed;
+} tr_strategy_env;
+
+/* What a strategy tells the trainer at create. */
+typedef struct tr_strategy_info {
+    int rank, world;                 /* this process in the job; rank 0 logs and checkpoints */
+    int data_rank, data_world;       /* which share of every global batch this process loads */
+    char description[256];           /* one line for the log: "cpu (16 threads)" */
+} tr_strategy_info;
+
+/* One micro-batch of an optimizer step, as this process loaded it. */
+typedef struct tr_micro_batch {
+    const tr_host_batch *hb;         /* valid until the call returns */
+    double normaliser;               /* divide summed losses by this (see above) */
+    int64_t step;                    /* the optimizer step it belongs to (dropout keys) */
+    int first;                       /* first micro-batch of the step: zero gradients first */
+    int last;                        /* last one: gradients may be synchronised now */
+} tr_micro_batch;
+
+typedef struct tr_strategy_ops {
+    /* Makes the strategy and fills info. opts are the `strategy:` section, resolved. */
+    tr_status (*create)(void **ctx, const tr_options *opts, const tr_strategy_env *env,
+                        tr_strategy_info *info);
+    void (*destroy)(void *ctx);
+    /* Forward and backward of this process's share of a micro-batch, accumulating
+     * gradients. *loss: that share's loss as normalised (the trainer sums over ranks). */
+    tr_status (*train_micro)(void *ctx, const tr_micro_batch *mb, double *loss);
+    /* After the last micro-batch: synchronise gradients, clip to max_norm (0: no clipping)
+     * by the global norm, update with learning rate lr, and leave every replica with equal
+     * parameters. *grad_norm: the global gradient norm before clipping. */
+    tr_status (*optim_step)(void *ctx, double lr, double max_norm, double *grad_norm);
+    /* Eval-mode forward of this process's share of a batch (no gradients). With with_y the
+     * loss is the summed (normaliser 1) loss. Outputs cover hb's samples in order and live
+     * until the next call. */
+    tr_status (*forward)(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out);
+    /* The full parameters (with buffers) and optimizer state a checkpoint saves and loads;
+     * *opt may be set to NULL when the strategy has no optimizer state to save. */
+    tr_status (*state)(void *ctx, tr_params **P, tr_optim **opt);
+    /* After the trainer loaded a checkpoint into state(): make every replica/rank equal.
+     * NULL: nothing to do (a single replica). */
+    tr_status (*sync)(void *ctx);
+    /* Sums n doubles over the job's ranks in place (metrics). NULL: a single process. */
+    tr_status (*all_sum)(void *ctx, double *values, int n);
+} tr_strategy_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,87 @@
+/* A job: the config, plugins, datasets, loaders and strategy that `trainer run`, `eval` and
+ * `predict` share. Internal to libtrainer's run/ parts. */
+#ifndef TRAINER_RUN_JOB_H
+#define TRAINER_RUN_JOB_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "progress.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/data.h"
+#include "trainer/optim.h"
+#include "trainer/strategy.h"
+
+/* Every typed value the job reads from the config (see docs/config.md). */
+typedef struct job_settings {
+    const char *name, *outdir;
+    int64_t seed, batch, prefetch, max_epochs, max_steps, accum, log_every, threads;
+    double val_fraction, grad_clip;
+    int shuffle, drop_last, progress;
+    int64_t val_every_n_steps;
+    tr_sched_config sched;
+    tr_optim_config optim;
+    int64_t ck_epochs, ck_steps, keep_last;
+    int resume;  /* 0 auto, 1 never */
+} job_settings;
+
+typedef struct job {
+    tr_config *cfg;
+    const tr_cfg_node *root;
+    char cfg_dir[1024];
+    job_settings s;
+    tr_registry *reg;
+    const tr_plugin *model_p, *data_p, *strat_p;
+    tr_options *model_opts;
+    tr_model_factory *models;
+    void *train_ds, *val_ds;
+    tr_data_spec spec;
+    const tr_strategy_ops *sops;
+    void *strat;
+    tr_strategy_info info;
+    tr_loader *train_L, *val_L;
+    tr_sampler train_sampler;
+    FILE *log, *metrics;         /* rank 0, `run` only */
+    char run_dir[1024];
+    progress prog;
+} job;
+
+/* Loads the config with overrides, finds the plugins, makes the datasets, the strategy and
+ * the loaders. On failure the job is left for job_close. */
+tr_status job_open(job *j, const char *config_path, const char *const *overrides,
+                   int n_overrides, const char *const *plugin_dirs);
+void job_close(job *j);
+
+/* The checkpoint a user's path means: a checkpoint folder, or the newest one in a
+ * checkpoints/ folder or in a run folder's checkpoints/. */
+tr_status job_find_checkpoint(const char *path, char *out, size_t size);
+/* Loads a checkpoint into the strategy's state (weights; the optimizer state too with
+ * with_optim), then syncs the replicas. A checkpoint of another model is refused first. */
+tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train_state *state);
+
+/* A line to stdout (above the progress bar) and to log.txt. */
+void job_say(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Metrics of one pass over a loader in eval mode. */
+typedef struct eval_totals {
+    double loss_sum;     /* summed per-sample (per-token for LMs) losses */
+    int64_t hits;        /* argmax hits (classification, LM next token) */
+    int64_t count;       /* samples (tokens for LMs) */
+} eval_totals;
+
+/* Called per batch with the outputs in sample order (predict writes its CSV from it). */
+typedef tr_status (*eval_batch_fn)(void *user, const tr_host_batch *hb, const tr_model_out *out);
+
+/* One pass over L (epoch `epoch`, no shuffling assumed) summed over ranks. */
+tr_status job_evaluate(job *j, tr_loader *L, int64_t epoch, eval_totals *t, eval_batch_fn fn,
+                       void *user);
+
+/* Digest of the config keys that change the math of a run (everything but cadence, paths and
+ * length keys such as trainer.max_epochs), 16 hex digits. */
+void job_config_digest(const tr_cfg_node *root, char out[17]);
+/* Writes up to `size` bytes naming the keys whose values differ between a and b (ignoring
+ * the same keys as the digest): "optimizer.lr (3e-4 -> 1e-3), ...". */
+void job_config_diff(const tr_cfg_node *a, const tr_cfg_node *b, char *out, size_t size);
+
+#endif

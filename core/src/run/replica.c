@@ -1,0 +1,99 @@
+/* Model replicas and the factory that makes them (see trainer/replica.h). */
+#include "trainer/replica.h"
+
+#include <string.h>
+
+#include "trainer/memory.h"
+
+struct tr_model_factory {
+    const tr_plugin *plugin;
+    const tr_options *opts;
+    tr_data_spec spec;
+    uint64_t seed;
+};
+
+tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model,
+                                  const tr_options *opts, const tr_data_spec *spec,
+                                  uint64_t seed) {
+    *out = NULL;
+    if (!model || model->desc->kind != TR_PLUGIN_MODEL)
+        return tr_error_set(TR_ERR_INVALID, "model factory: %s is not a model plugin",
+                            model ? model->desc->name : "(null)");
+    tr_model_factory *f = tr_malloc(sizeof *f);
+    if (!f) return tr_error_set(TR_ERR_NOMEM, "model factory: out of memory");
+    *f = (tr_model_factory){.plugin = model, .opts = opts, .spec = *spec, .seed = seed};
+    *out = f;
+    return TR_OK;
+}
+
+void tr_model_factory_destroy(tr_model_factory *f) { tr_free(f); }
+
+const tr_data_spec *tr_model_factory_spec(const tr_model_factory *f) { return &f->spec; }
+
+void tr_replica_destroy(tr_replica *r) {
+    if (!r) return;
+    if (r->g) tr_graph_destroy(r->g); /* before the parameters its tensors point into */
+    if (r->model) r->ops->destroy(r->model);
+    tr_params_destroy(r->P);
+    tr_free(r);
+}
+
+tr_status tr_replica_create(const tr_model_factory *f, tr_replica **out) {
+    *out = NULL;
+    tr_replica *r = tr_malloc(sizeof *r);
+    if (!r) return tr_error_set(TR_ERR_NOMEM, "replica: out of memory");
+    memset(r, 0, sizeof *r);
+    r->ops = f->plugin->desc->ops;
+    r->spec = f->spec;
+    r->seed = f->seed;
+    tr_status st;
+    TR_CHECK_GOTO(tr_params_create(&r->P), fail);
+    st = r->ops->create(&r->model, f->opts, &r->spec, r->P);
+    if (st != TR_OK) {
+        r->model = NULL;
+        tr_error_prefix("model %s: ", f->plugin->desc->name);
+        goto fail;
+    }
+    TR_CHECK_GOTO(tr_params_finalize(r->P, f->seed), fail);
+    TR_CHECK_GOTO(tr_graph_create(&r->g, 0), fail);
+    tr_graph_set_params(r->g, r->P);
+    *out = r;
+    return TR_OK;
+fail:
+    tr_replica_destroy(r);
+    return st;
+}
+
+tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t offset,
+                             int64_t count, double normaliser, int64_t step, int train,
+                             int with_y, tr_model_out *out) {
+    memset(out, 0, sizeof *out);
+    const tr_data_spec *s = &r->spec;
+    tr_graph *g = r->g;
+    tr_graph_reset(g);
+    tr_graph_set_training(g, train);
+    tr_graph_set_grad_enabled(g, train);
+    tr_graph_set_rng(g, r->seed, (uint64_t)step, (uint64_t)(hb->first + offset));
+    int64_t shape[TR_MAX_DIMS];
+    shape[0] = count;
+    for (int d = 0; d < s->x_ndim; d++) shape[1 + d] = s->x_shape[d];
+    tr_batch b = {.size = count, .first = hb->first + offset, .normaliser = normaliser};
+    char *x = (char *)hb->x + (size_t)offset * (size_t)s->x_numel * tr_dtype_size(s->x_dtype);
+    b.x = tr_graph_view(g, x, s->x_dtype, 1 + s->x_ndim, shape);
+    if (with_y) {
+        for (int d = 0; d < s->y_ndim; d++) shape[1 + d] = s->y_shape[d];
+        char *y = (char *)hb->y + (size_t)offset * (size_t)s->y_numel * tr_dtype_size(s->y_dtype);
+        b.y = tr_graph_view(g, y, s->y_dtype, 1 + s->y_ndim, shape);
+    }
+    TR_CHECK(r->ops->forward(r->model, g, r->P, &b, out));
+    TR_CHECK(tr_graph_status(g));
+    if (with_y && !out->loss) return tr_error_set(TR_ERR_PLUGIN, "the model returned no loss");
+    return TR_OK;
+}
+
+void tr_replica_copy_params(tr_replica *dst, tr_replica *src) {
+    memcpy(tr_params_data(dst->P), tr_params_data(src->P), tr_params_numel(src->P) * sizeof(float));
+    if (tr_params_buffers_numel(src->P))
+        memcpy(tr_params_buffers_data(dst->P), tr_params_buffers_data(src->P),
+               tr_params_buffers_numel(src->P) * sizeof(float));
+}

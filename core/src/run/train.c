@@ -1,0 +1,316 @@
+/* `trainer run`: the training loop. The trainer owns epochs, validation, logging and
+ * checkpoint cadence; the strategy plugin owns each step (DESIGN.md decision 4). */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "job.h"
+#include "trainer/io.h"
+#include "trainer/log.h"
+#include "trainer/run.h"
+#include "trainer/runtime.h"
+
+typedef struct loop {
+    job *j;
+    char ck_dir[1200];
+    tr_train_state state;
+    int64_t per_epoch, n_batches, total, last_saved;
+    double per_sample_tokens;
+} loop;
+
+/* Saves step-<step>, prunes to keep_last. TRAINER_FAULT_KILL_AT_STEP=N kills the process with
+ * SIGKILL right after the checkpoint of step N is complete (fault-injection tests). */
+static tr_status save_checkpoint(loop *lp) {
+    job *j = lp->j;
+    if (j->info.rank == 0) {
+        char name[64];
+        snprintf(name, sizeof name, "step-%08lld", (long long)lp->state.step);
+        tr_params *P;
+        tr_optim *opt;
+        TR_CHECK(j->sops->state(j->strat, &P, &opt));
+        TR_CHECK(tr_checkpoint_save(lp->ck_dir, name, P, opt, &lp->state));
+        TR_CHECK(tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last));
+    }
+    lp->last_saved = lp->state.step;
+    const char *kill_at = getenv("TRAINER_FAULT_KILL_AT_STEP");
+    if (kill_at && atoll(kill_at) == lp->state.step) raise(SIGKILL);
+    return TR_OK;
+}
+
+/* The version folder of runs/<name>/: with resume auto, the one holding the newest
+ * checkpoint of this run name (its path in ckpt); otherwise the first unused one. */
+static int pick_run_dir(job *j, char *ckpt, size_t size) {
+    int64_t best_step = -1;
+    int found = -1;
+    for (int v = 0; j->s.resume == 0 && v < 100000; v++) {
+        char d[1100], cdir[1200], cand[1200];
+        snprintf(d, sizeof d, "%s/%s/%d", j->s.outdir, j->s.name, v);
+        struct stat sb;
+        if (stat(d, &sb) != 0) break;
+        snprintf(cdir, sizeof cdir, "%s/checkpoints", d);
+        const char *base;
+        long long cstep;
+        if (tr_checkpoint_latest(cdir, cand, sizeof cand) == TR_OK && (base = strrchr(cand, '/')) &&
+            sscanf(base, "/step-%lld", &cstep) == 1 && cstep > best_step) {
+            best_step = cstep;
+            found = v;
+            snprintf(ckpt, size, "%s", cand);
+        }
+    }
+    if (found >= 0) {
+        snprintf(j->run_dir, sizeof j->run_dir, "%s/%s/%d", j->s.outdir, j->s.name, found);
+        return 1;
+    }
+    for (int v = 0; v < 100000; v++) {
+        snprintf(j->run_dir, sizeof j->run_dir, "%s/%s/%d", j->s.outdir, j->s.name, v);
+        struct stat sb;
+        if (stat(j->run_dir, &sb) != 0) break;
+    }
+    return 0;
+}
+
+/* Resuming under a config that changes the math would not continue the same run: refused,
+ * naming the keys that differ from the run's saved config.yaml. */
+static tr_status check_resume_config(job *j, const char *ckpt, const tr_train_state *s, const char *digest) {
+    if (!s->config_hash[0] || strcmp(s->config_hash, digest) == 0) return TR_OK;
+    char path[1200], diff[1024] = "";
+    snprintf(path, sizeof path, "%s/config.yaml", j->run_dir);
+    tr_config *old;
+    if (tr_config_load(&old, path) == TR_OK) {
+        job_config_diff(tr_config_root(old), j->root, diff, sizeof diff);
+        tr_config_destroy(old);
+    }
+    return tr_error_set(TR_ERR_INVALID,
+                        "cannot resume from %s: the config changed since it was written%s%s; start a new run "
+                        "(another run.name) or set checkpoint.resume: never",
+                        ckpt, diff[0] ? ": " : "", diff);
+}
+
+static tr_status open_run_dir(job *j, int resuming) {
+    TR_CHECK(tr_mkdirs(j->run_dir));
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.yaml", j->run_dir);
+    TR_CHECK(tr_config_save(j->cfg, path));
+    const char *mode = resuming ? "a" : "w";
+    snprintf(path, sizeof path, "%s/log.txt", j->run_dir);
+    j->log = fopen(path, mode);
+    if (!j->log) return tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/metrics.jsonl", j->run_dir);
+    j->metrics = fopen(path, mode);
+    if (!j->metrics) return tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    return TR_OK;
+}
+
+/* Validation: a line, a metrics record; returns loss and accuracy. */
+static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vloss, double *vacc) {
+    job *j = lp->j;
+    *vloss = *vacc = NAN;
+    if (!j->val_L) return TR_OK;
+    eval_totals t;
+    TR_CHECK(job_evaluate(j, j->val_L, epoch, &t, NULL, NULL));
+    if (!t.count) return TR_OK;
+    *vloss = t.loss_sum / (double)t.count;
+    if (j->spec.task != TR_TASK_REGRESS) *vacc = (double)t.hits / (double)t.count;
+    char extra[64] = "";
+    if (j->spec.task == TR_TASK_LM) snprintf(extra, sizeof extra, "  val perplexity %.3f", exp(*vloss));
+    job_say(j, "%s: val loss %.4f  val accuracy %.2f%%%s", when, *vloss, 100 * *vacc, extra);
+    if (j->metrics) {
+        fprintf(j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"val_loss\": %.6g", (long long)lp->state.step,
+                (long long)epoch, *vloss);
+        if (isfinite(*vacc)) fprintf(j->metrics, ", \"val_accuracy\": %.6g", *vacc);
+        if (j->spec.task == TR_TASK_LM) fprintf(j->metrics, ", \"val_perplexity\": %.6g", exp(*vloss));
+        fprintf(j->metrics, "}\n");
+        fflush(j->metrics);
+    }
+    return TR_OK;
+}
+
+/* Samples of the optimizer-step group that global batch `index` belongs to (accumulation:
+ * `accum` batches per step, the epoch's last group may be shorter and its last batch too). */
+static int64_t group_samples(const loop *lp, int64_t index, int *first, int *last) {
+    const job *j = lp->j;
+    int64_t accum = j->s.accum, g0 = index - index % accum;
+    int64_t g1 = g0 + accum < lp->n_batches ? g0 + accum : lp->n_batches;
+    int64_t n = (g1 - g0) * j->s.batch;
+    if (g1 == lp->n_batches && lp->n_batches * j->s.batch > j->train_sampler.n)
+        n -= lp->n_batches * j->s.batch - j->train_sampler.n;
+    *first = index == g0;
+    *last = index + 1 == g1;
+    return n;
+}
+
+static tr_status train_loop(loop *lp, tr_run_result *res) {
+    job *j = lp->j;
+    job_settings *s = &j->s;
+    tr_sched_config sc = s->sched;
+    sc.total_steps = lp->total - sc.warmup_steps > 1 ? lp->total - sc.warmup_steps : 1;
+    int64_t step = lp->state.step, ep;
+    double t0 = tr_now(), samples = 0, epoch_loss = NAN, vloss = NAN, vacc = NAN;
+    progress_init(&j->prog, s->progress, step);
+    for (ep = lp->state.epoch; ep < s->max_epochs && step < lp->total; ep++) {
+        int64_t start_batch = ep == lp->state.epoch ? lp->state.batch_in_epoch : 0;
+        TR_CHECK(tr_loader_start_epoch(j->train_L, ep, start_batch));
+        double lsum = 0, step_loss = 0, win_loss = 0, win_t = tr_now(), win_samples = 0;
+        int64_t nsteps = 0, win = 0;
+        const tr_host_batch *hb;
+        tr_status st;
+        while (step < lp->total && (st = tr_loader_next(j->train_L, &hb)) == TR_OK && hb) {
+            tr_micro_batch mb = {.hb = hb, .step = step};
+            int64_t gs = group_samples(lp, hb->index, &mb.first, &mb.last);
+            mb.normaliser = (double)gs * lp->per_sample_tokens;
+            double loss;
+            TR_CHECK(j->sops->train_micro(j->strat, &mb, &loss));
+            if (!isfinite(loss))
+                return tr_error_set(TR_ERR_NUMERIC, "step %lld: the loss is not finite (%g)", (long long)step, loss);
+            step_loss += loss;
+            samples += (double)hb->size;
+            win_samples += (double)hb->global_size;
+            if (!mb.last) continue;
+            double lr = tr_sched_lr(&sc, s->optim.lr, step), gnorm;
+            TR_CHECK(j->sops->optim_step(j->strat, lr, s->grad_clip, &gnorm));
+            step++;
+            win_loss += step_loss;
+            lsum += step_loss;
+            step_loss = 0;
+            win++;
+            nsteps++;
+            int log_now = step % s->log_every == 0 || step == lp->total;
+            if (log_now || j->prog.bar) {
+                double wl = win_loss / (double)win;
+                if (log_now && j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, &wl, 1));
+                double dt = tr_now() - win_t, sps = dt > 0 ? win_samples / dt : 0;
+                progress_update(&j->prog, ep, s->max_epochs, step, lp->total, wl, sps);
+                if (log_now) {
+                    char line[256];
+                    snprintf(line, sizeof line, "epoch %lld  step %lld/%lld  loss %.4f  lr %.3g  grad norm %.3g  %.0f samples/s",
+                             (long long)ep + 1, (long long)step, (long long)lp->total, wl, lr, gnorm, sps);
+                    if (lp->per_sample_tokens > 1)
+                        snprintf(line + strlen(line), sizeof line - strlen(line), "  %.0f tokens/s", sps * lp->per_sample_tokens);
+                    if (j->prog.bar) {
+                        if (j->log) fprintf(j->log, "%s\n", line);
+                    } else {
+                        job_say(j, "%s", line);
+                    }
+                    if (j->metrics) {
+                        fprintf(j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"grad_norm\": %.6g, "
+                                            "\"samples_per_sec\": %.1f, \"tokens_per_sec\": %.1f}\n",
+                                (long long)step, (long long)ep, wl, lr, gnorm, sps, sps * lp->per_sample_tokens);
+                        fflush(j->metrics);
+                    }
+                    win = 0;
+                    win_loss = 0;
+                    win_samples = 0;
+                    win_t = tr_now();
+                }
+            }
+            lp->state.step = step;
+            if (s->val_every_n_steps > 0 && step % s->val_every_n_steps == 0 && step < lp->total) {
+                char when[64];
+                snprintf(when, sizeof when, "step %lld", (long long)step);
+                TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
+            }
+            if (s->ck_steps > 0 && step % s->ck_steps == 0) {
+                lp->state.epoch = ep;
+                lp->state.batch_in_epoch = hb->index + 1;
+                TR_CHECK(save_checkpoint(lp));
+            }
+        }
+        TR_CHECK(st);
+        epoch_loss = nsteps ? lsum / (double)nsteps : NAN;
+        if (j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, &epoch_loss, 1));
+        char when[96];
+        snprintf(when, sizeof when, "epoch %lld/%lld done: train loss %.4f", (long long)ep + 1, (long long)s->max_epochs,
+                 epoch_loss);
+        if (j->val_L) TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
+        else job_say(j, "%s", when);
+        if (j->metrics) {
+            fprintf(j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.6g}\n", (long long)ep, (long long)step,
+                    epoch_loss);
+            fflush(j->metrics);
+        }
+        int last = ep + 1 >= s->max_epochs || step >= lp->total;
+        if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last)) {
+            lp->state.epoch = ep + 1;
+            lp->state.batch_in_epoch = 0;
+            TR_CHECK(save_checkpoint(lp));
+        }
+    }
+    double dt = tr_now() - t0;
+    snprintf(res->run_dir, sizeof res->run_dir, "%s", j->run_dir);
+    res->steps = step;
+    res->epochs = ep;
+    res->train_loss = epoch_loss;
+    res->val_loss = vloss;
+    res->val_accuracy = vacc;
+    res->samples_per_sec = dt > 0 ? samples * j->info.data_world / dt : 0;
+    char acc[64] = "";
+    if (isfinite(vacc)) snprintf(acc, sizeof acc, "; final validation accuracy: %.2f%%", 100 * vacc);
+    job_say(j, "done: %lld steps in %.1f s (%.0f samples/s)%s", (long long)step, dt, res->samples_per_sec, acc);
+    return TR_OK;
+}
+
+static tr_status train(job *j, const char *config_path, const char *const *overrides, int n_overrides,
+                       const char *const *plugin_dirs, tr_run_result *res) {
+    TR_CHECK(job_open(j, config_path, overrides, n_overrides, plugin_dirs));
+    loop lp = {.j = j, .last_saved = -1};
+    job_settings *s = &j->s;
+    lp.per_sample_tokens = j->spec.task == TR_TASK_LM ? (double)j->spec.y_numel : 1;
+    lp.n_batches = tr_sampler_batches(&j->train_sampler);
+    /* With accumulation an optimizer step takes `accum` batches; per_epoch counts steps. */
+    lp.per_epoch = (lp.n_batches + s->accum - 1) / s->accum;
+    if (lp.per_epoch == 0)
+        return tr_error_set(TR_ERR_INVALID, "data: no complete batch (drop_last with fewer samples than data.batch_size)");
+    lp.total = s->max_steps > 0 ? s->max_steps : lp.per_epoch * s->max_epochs;
+    if (s->max_steps > 0 && (s->max_steps + lp.per_epoch - 1) / lp.per_epoch < s->max_epochs)
+        s->max_epochs = (s->max_steps + lp.per_epoch - 1) / lp.per_epoch;
+
+    char ckpt[1200] = "", digest[17];
+    job_config_digest(j->root, digest);
+    int resuming = pick_run_dir(j, ckpt, sizeof ckpt);
+    lp.state = (tr_train_state){.seed = (uint64_t)s->seed};
+    tr_train_state found;
+    if (resuming) TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
+    if (resuming && found.step >= lp.total) {
+        /* That run is complete: running the command again starts the next version. */
+        job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)found.step,
+                (long long)lp.total);
+        j->s.resume = 1;
+        resuming = pick_run_dir(j, ckpt, sizeof ckpt);
+    }
+    if (resuming) {
+        TR_CHECK(check_resume_config(j, ckpt, &found, digest));
+        TR_CHECK(job_load_checkpoint(j, ckpt, 1, &lp.state));
+    }
+    snprintf(lp.state.config_hash, sizeof lp.state.config_hash, "%s", digest);
+    snprintf(lp.state.model, sizeof lp.state.model, "%s", j->model_p->desc->name);
+    snprintf(lp.ck_dir, sizeof lp.ck_dir, "%s/checkpoints", j->run_dir);
+    if (j->info.rank == 0) TR_CHECK(open_run_dir(j, resuming));
+    if (resuming)
+        job_say(j, "resuming from %s (epoch %lld, step %lld)", ckpt, (long long)lp.state.epoch + 1, (long long)lp.state.step);
+    tr_params *P;
+    tr_optim *opt;
+    TR_CHECK(j->sops->state(j->strat, &P, &opt));
+    job_say(j, "trainer %s: run %s -> %s", tr_version(), s->name, j->run_dir);
+    job_say(j, "strategy %s; model %s (%zu parameters); data %s (%lld train, %lld validation samples); "
+               "global batch %lld, %lld steps/epoch, %lld epochs",
+            j->info.description, j->model_p->desc->name, tr_params_trainable(P), j->data_p->desc->name,
+            (long long)j->train_sampler.n,
+            (long long)(j->val_ds ? ((const tr_dataset_ops *)j->data_p->desc->ops)->size(j->val_ds) : 0),
+            (long long)s->batch, (long long)lp.per_epoch, (long long)s->max_epochs);
+    return train_loop(&lp, res);
+}
+
+tr_status tr_run_train(const char *config_path, const char *const *overrides, int n_overrides,
+                       const char *const *plugin_dirs, tr_run_result *out) {
+    job j;
+    memset(&j, 0, sizeof j);
+    memset(out, 0, sizeof *out);
+    tr_status st = train(&j, config_path, overrides, n_overrides, plugin_dirs, out);
+    if (st != TR_OK && j.log) fprintf(j.log, "error: %s\n", tr_error_msg());
+    job_close(&j);
+    return st;
+}
