@@ -131,6 +131,12 @@ static void test_typed(void) {
     CHECK(tr_cfg_get_string(root, "model.params.act", NULL, &s, 1) == TR_OK &&
               strcmp(s, "relu") == 0,
           "quoted string");
+    /* List items by index ("optimizer.betas[1]"), relative to any mapping. */
+    CHECK(tr_cfg_get_string(root, "data.train.files[2]", NULL, &s, 1) == TR_OK && strcmp(s, "c.bin") == 0,
+          "indexed item: %s", tr_error_msg());
+    CHECK(tr_cfg_get_string(tr_config_find(cfg, "data.train"), "files[0]", NULL, &s, 1) == TR_OK, "files[0]");
+    CHECK(tr_cfg_get_string(root, "data.train.files[3]", NULL, &s, 1) == TR_ERR_INVALID, "index out of range");
+    MSG_IS("cfg.yaml:10:5: data.train.files[3]: required key is missing");
     CHECK(tr_cfg_get_string(root, "data.train.files", NULL, &s, 1) == TR_ERR_INVALID, "list");
     MSG_IS("cfg.yaml:10:12: data.train.files: expected a string, got a list");
 

@@ -52,6 +52,7 @@ typedef struct tr_data_spec {
     int64_t y_shape[TR_MAX_DIMS - 1];
     int64_t y_numel;
     int64_t n_classes;                  /* classes, or vocabulary size for LM */
+    int64_t vocab;                      /* token inputs: ids lie in [0, vocab); 0 otherwise */
 } tr_data_spec;
 
 typedef struct tr_batch {

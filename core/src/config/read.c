@@ -27,7 +27,16 @@ static tr_status find_key(const tr_cfg_node *map, const char *key, lookup *lk) {
         snprintf(lk->path, sizeof lk->path, "%s", key);
     const char *dot = strrchr(key, '.');
     lk->parent = map;
-    if (dot) {
+    if (strchr(dot ? dot + 1 : key, '[')) {
+        /* An item of a list ("optimizer.betas[1]"): its parent is the list's mapping. */
+        char prefix[512];
+        size_t n = dot ? (size_t)(dot - key) : 0;
+        if (n >= sizeof prefix) return tr_error_set(TR_ERR_INVALID, "config read: key too long");
+        memcpy(prefix, key, n);
+        prefix[n] = '\0';
+        lk->parent = n ? tr_cfg_find(map, prefix) : map;
+        lk->node = tr_cfg_find(map, key);
+    } else if (dot) {
         size_t n = (size_t)(dot - key);
         char prefix[512];
         if (n >= sizeof prefix) return tr_error_set(TR_ERR_INVALID, "config read: key too long");
@@ -47,7 +56,7 @@ static tr_status find_key(const tr_cfg_node *map, const char *key, lookup *lk) {
         return tr_error_set(TR_ERR_INVALID, "%s: %s: expected a mapping, got a list", pos,
                             p->path[0] ? p->path : "(top level)");
     }
-    lk->node = tr_cfg_child(lk->parent, key);
+    if (!strchr(key, '[')) lk->node = tr_cfg_child(lk->parent, key);
     /* A plain empty value, ~ or null means "not given". */
     const tr_cfg_node *v = lk->node;
     if (v && v->kind == TR_CFG_SCALAR && !v->quoted &&

@@ -264,9 +264,12 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     lp.per_epoch = (lp.n_batches + s->accum - 1) / s->accum;
     if (lp.per_epoch == 0)
         return tr_error_set(TR_ERR_INVALID, "data: no complete batch (drop_last with fewer samples than data.batch_size)");
-    lp.total = s->max_steps > 0 ? s->max_steps : lp.per_epoch * s->max_epochs;
-    if (s->max_steps > 0 && (s->max_steps + lp.per_epoch - 1) / lp.per_epoch < s->max_epochs)
+    /* Training stops at max_epochs or max_steps, whichever comes first. */
+    lp.total = lp.per_epoch * s->max_epochs;
+    if (s->max_steps > 0 && s->max_steps < lp.total) {
+        lp.total = s->max_steps;
         s->max_epochs = (s->max_steps + lp.per_epoch - 1) / lp.per_epoch;
+    }
 
     char ckpt[1200] = "", digest[17];
     job_config_digest(j->root, digest);

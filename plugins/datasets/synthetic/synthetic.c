@@ -58,7 +58,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *e
         int64_t T = tr_options_int(o, "seq_len"), V = tr_options_int(o, "vocab");
         *d = (tr_data_spec){.task = TR_TASK_LM, .x_dtype = TR_I32, .x_ndim = 1, .x_shape = {T},
                             .x_numel = T, .y_dtype = TR_I32, .y_ndim = 1, .y_shape = {T},
-                            .y_numel = T, .n_classes = V};
+                            .y_numel = T, .n_classes = V, .vocab = V};
         s->succ = malloc((size_t)V * SUCCESSORS * sizeof *s->succ);
         if (!s->succ) {
             destroy(s);

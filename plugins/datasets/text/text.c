@@ -56,7 +56,7 @@ static tr_status load_lm(text *s, const char *path, char *buf, size_t len, int64
     s->n = (s->len - (T + 1)) / s->stride + 1;
     s->spec = (tr_data_spec){.task = TR_TASK_LM, .x_dtype = TR_I32, .x_ndim = 1, .x_shape = {T},
                              .x_numel = T, .y_dtype = TR_I32, .y_ndim = 1, .y_shape = {T},
-                             .y_numel = T, .n_classes = 256};
+                             .y_numel = T, .n_classes = 256, .vocab = 256};
     return TR_OK;
 }
 
@@ -142,7 +142,7 @@ static tr_status load_classify(text *s, const char *path, char *buf, int64_t T,
     }
     s->spec = (tr_data_spec){.task = TR_TASK_CLASSIFY, .x_dtype = TR_I32, .x_ndim = 1,
                              .x_shape = {T}, .x_numel = T, .y_dtype = TR_I32, .y_ndim = 0,
-                             .y_numel = 1, .n_classes = k};
+                             .y_numel = 1, .n_classes = k, .vocab = 256};
 out:
     free(lab);
     free(txt);

@@ -58,7 +58,7 @@ static const tr_option_spec tf_options[] = {
     {.key = "tied", .type = TR_OPTION_BOOL, .default_value = "true",
      .doc = "lm: the output head shares the token embedding wte.weight"},
     {.key = "vocab", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = 1 << 24,
-     .doc = "token vocabulary; 0 = the dataset's n_classes (lm); required for classify"},
+     .doc = "token vocabulary; 0 = the dataset's (its vocabulary, or n_classes in mode lm)"},
 };
 
 static void tf_destroy(void *ctx) {
@@ -110,9 +110,11 @@ static tr_status tf_create(void **ctx, const tr_options *o, const tr_data_spec *
         return tr_error_set(TR_ERR_INVALID, "transformer: vocab %lld differs from the dataset's "
                                             "vocabulary %lld (leave vocab 0 in mode lm)",
                             (long long)vocab, (long long)d->n_classes);
+    if (!lm && vocab == 0) vocab = d->vocab;
     if (!lm && vocab == 0)
         return tr_error_set(TR_ERR_INVALID, "transformer: vocab must be set in mode classify "
-                                            "(the number of distinct token ids)");
+                                            "(the number of distinct token ids): the dataset "
+                                            "does not give one");
     if (S == 0) S = T;
     if (S < T)
         return tr_error_set(TR_ERR_INVALID, "transformer: max_seq %lld is shorter than the "
