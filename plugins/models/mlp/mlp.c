@@ -1,10 +1,11 @@
-/* The `mlp` model plugin: a multi-layer perceptron classifier.
+/* The `mlp` model plugin: a multi-layer perceptron classifier or regressor.
  *
  * Each sample's x (any shape, TR_F32) is flattened to x_numel features, then
  * fc1 .. fcN (PyTorch Linear layout) with the chosen activation and dropout after every hidden
- * layer, and a last linear layer to n_classes logits. Loss: cross-entropy (ignore -100) over
- * the batch divided by the batch's normaliser. Limits: classification only (no regression
- * head); at most MLP_MAX_LAYERS hidden layers (the option list's own limit). */
+ * layer, and a last linear layer to n_classes logits (classification: cross-entropy, ignore
+ * -100) or to the y_numel targets (regression: squared error summed over targets). The loss
+ * over the batch is divided by the batch's normaliser. Limits: at most MLP_MAX_LAYERS hidden
+ * layers (the option list's own limit). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,6 +24,7 @@ typedef struct mlp {
     mlp_act act;
     double dropout;
     int64_t x_numel;
+    int regress;
 } mlp;
 
 static const tr_option_spec mlp_options[] = {
@@ -37,13 +39,14 @@ static const tr_option_spec mlp_options[] = {
 static tr_status mlp_create(void **ctx, const tr_options *o, const tr_data_spec *d,
                             tr_params *P) {
     *ctx = NULL;
-    if (d->task != TR_TASK_CLASSIFY)
-        return tr_error_set(TR_ERR_INVALID, "mlp: the dataset's task is not classification "
-                                            "(mlp predicts one class id per sample)");
+    if (d->task != TR_TASK_CLASSIFY && d->task != TR_TASK_REGRESS)
+        return tr_error_set(TR_ERR_INVALID, "mlp: the dataset's task is neither classification nor "
+                                            "regression (mlp maps a feature vector to classes or targets)");
+    int regress = d->task == TR_TASK_REGRESS;
     if (d->x_dtype != TR_F32)
         return tr_error_set(TR_ERR_INVALID, "mlp: input x must be %s features, the dataset gives %s",
                             tr_dtype_name(TR_F32), tr_dtype_name(d->x_dtype));
-    if (d->x_numel < 1 || d->n_classes < 1)
+    if (d->x_numel < 1 || (regress ? d->y_numel : d->n_classes) < 1)
         return tr_error_set(TR_ERR_INVALID, "mlp: dataset spec has x_numel %lld, n_classes %lld",
                             (long long)d->x_numel, (long long)d->n_classes);
     int64_t widths[MLP_MAX_LAYERS + 2];
@@ -59,7 +62,8 @@ static tr_status mlp_create(void **ctx, const tr_options *o, const tr_data_spec 
     m->x_numel = d->x_numel;
     m->n_linear = n_hidden + 1;
     widths[0] = d->x_numel;
-    widths[n_hidden + 1] = d->n_classes;
+    widths[n_hidden + 1] = regress ? d->y_numel : d->n_classes;
+    m->regress = regress;
     for (int i = 0; i < m->n_linear; i++) {
         char name[32];
         tr_status st;
@@ -102,7 +106,9 @@ static tr_status mlp_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batc
     }
     out->logits = h;
     out->embedding = NULL;
-    out->loss = b->y ? tr_cross_entropy(g, h, b->y, b->normaliser, -100, 0.0) : NULL;
+    if (!b->y) out->loss = NULL;
+    else if (m->regress) out->loss = tr_mse(g, h, tr_reshape(g, b->y, 2, h->shape), b->normaliser);
+    else out->loss = tr_cross_entropy(g, h, b->y, b->normaliser, -100, 0.0);
     return tr_graph_status(g);
 }
 
