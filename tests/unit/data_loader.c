@@ -53,13 +53,13 @@ static void test_shares(int64_t n, int64_t B, int drop_last) {
     }
 }
 
-static void collect(int prefetch, int64_t start, int32_t *out, int64_t *count, int rank, int world) {
+static void collect(int prefetch, int workers, int64_t start, int32_t *out, int64_t *count, int rank, int world) {
     toy t = {.n = 103, .fail_at = -1};
     tr_sampler s = {.n = 103, .global_batch = 16, .rank = rank, .world = world, .shuffle = 1, .seed = 5};
     tr_data_spec spec;
     toy_spec(&t, &spec);
     tr_loader *L;
-    CHECK(tr_loader_create(&L, &toy_ops, &t, &spec, &s, prefetch) == TR_OK, "create: %s", tr_error_msg());
+    CHECK(tr_loader_create(&L, &toy_ops, &t, &spec, &s, prefetch, workers) == TR_OK, "create: %s", tr_error_msg());
     /* Start an epoch, abandon it half-way, then run the real one: restarts must be clean. */
     tr_loader_start_epoch(L, 0, 0);
     const tr_host_batch *b;
@@ -98,17 +98,21 @@ int main(void) {
 
     int32_t sync[103], pre[103], resumed[103];
     int64_t ns, np, nr;
-    collect(0, 0, sync, &ns, 0, 1);
-    collect(3, 0, pre, &np, 0, 1);
+    collect(0, 0, 0, sync, &ns, 0, 1);
+    collect(3, 1, 0, pre, &np, 0, 1);
     CHECK(ns == 103 && np == 103 && memcmp(sync, pre, sizeof sync) == 0, "prefetch equals synchronous");
-    collect(2, 4, resumed, &nr, 0, 1);
+    int32_t many[103];
+    int64_t nm;
+    collect(5, 4, 0, many, &nm, 0, 1);
+    CHECK(nm == 103 && memcmp(sync, many, sizeof sync) == 0, "4 workers deliver the same batches in order");
+    collect(2, 1, 4, resumed, &nr, 0, 1);
     CHECK(nr == 103 - 64 && memcmp(resumed, sync + 64, (size_t)nr * sizeof *resumed) == 0,
           "resume at batch 4 continues the same order");
     /* Two ranks together see exactly the one-rank order, batch by batch. */
     int32_t r0[103], r1[103];
     int64_t n0, n1;
-    collect(2, 0, r0, &n0, 0, 2);
-    collect(2, 0, r1, &n1, 1, 2);
+    collect(2, 1, 0, r0, &n0, 0, 2);
+    collect(2, 3, 0, r1, &n1, 1, 2);
     CHECK(n0 + n1 == 103, "ranks cover the epoch");
     CHECK(r0[0] == sync[0] && r1[0] == sync[8], "rank shares are contiguous parts of each global batch");
 
@@ -118,7 +122,7 @@ int main(void) {
     tr_data_spec spec;
     toy_spec(&t, &spec);
     tr_loader *L;
-    tr_loader_create(&L, &toy_ops, &t, &spec, &s2, 2);
+    tr_loader_create(&L, &toy_ops, &t, &spec, &s2, 2, 2);
     tr_loader_start_epoch(L, 0, 0);
     const tr_host_batch *hb;
     tr_status st = tr_loader_next(L, &hb);

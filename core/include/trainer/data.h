@@ -4,7 +4,7 @@
  *   tr_sampler s = {.n = ds_size, .global_batch = 128, .rank = r, .world = W,
  *                   .shuffle = 1, .drop_last = 0, .seed = seed};
  *   tr_loader *L;
- *   TR_CHECK(tr_loader_create(&L, ops, ds, &spec, &s, 2));
+ *   TR_CHECK(tr_loader_create(&L, ops, ds, &spec, &s, 2, 1));   // 2 batches ahead, 1 thread
  *   TR_CHECK(tr_loader_start_epoch(L, epoch, 0));
  *   const tr_host_batch *b;
  *   while (tr_loader_next(L, &b) == TR_OK && b) { ... train on b ... }
@@ -59,10 +59,12 @@ typedef struct tr_host_batch {
 
 typedef struct tr_loader tr_loader;
 
-/* ds and ops are borrowed. `prefetch` batches are assembled ahead by a background thread
- * (0: synchronously on the caller's thread). */
+/* ds and ops are borrowed. Up to `prefetch` batches are assembled ahead by `workers`
+ * background threads, each filling whole batches (prefetch or workers 0: synchronously on
+ * the caller's thread). Batches come out in order whatever the number of workers. */
 tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
-                           const tr_data_spec *spec, const tr_sampler *s, int prefetch);
+                           const tr_data_spec *spec, const tr_sampler *s, int prefetch,
+                           int workers);
 void tr_loader_destroy(tr_loader *L);
 /* Starts (or resumes at batch start_batch) an epoch; stops any batches in flight. */
 tr_status tr_loader_start_epoch(tr_loader *L, int64_t epoch, int64_t start_batch);

@@ -1,6 +1,7 @@
-/* The batch loader: a background thread gathers this rank's samples of the coming batches
- * into a ring of preallocated host buffers, so loading overlaps compute. All buffers are made
- * at creation; an epoch allocates nothing. */
+/* The batch loader: background worker threads gather this rank's samples of the coming
+ * batches into a ring of preallocated host buffers, so loading overlaps compute; each worker
+ * fills whole batches, several batches load at once. All buffers are made at creation; an
+ * epoch allocates nothing. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@ typedef struct slot {
     tr_host_batch b;
     tr_status status;
     char msg[512];
+    int64_t ready;             /* the batch this slot holds, complete; -1: none */
 } slot;
 
 struct tr_loader {
@@ -21,17 +23,17 @@ struct tr_loader {
     tr_sampler s;
     size_t x_bytes, y_bytes;   /* per sample */
     int64_t *perm;
-    int n_slots;               /* ring size (prefetch, at least 1) */
+    int n_slots;               /* ring size (prefetch + the slot the consumer holds) */
     slot *slots;
-    int threaded;
+    int n_workers;             /* background threads; 0: load on the caller's thread */
+    pthread_t *threads;
     /* shared state, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_t thread;
-    int64_t epoch, next_fill, next_take, n_batches;
-    uint64_t generation;        /* bumped by start_epoch: the producer drops stale work */
+    int64_t epoch, next_claim, next_take, n_batches;
+    uint64_t generation;        /* bumped by start_epoch: workers drop stale work */
     int running, stop;
-    int busy;                   /* the producer is filling a slot (reading perm) */
+    int busy;                   /* workers filling a slot (reading perm) */
 };
 
 static tr_status fill(tr_loader *L, slot *sl, int64_t b) {
@@ -53,39 +55,52 @@ static tr_status fill(tr_loader *L, slot *sl, int64_t b) {
     return TR_OK;
 }
 
-static void *producer(void *arg) {
+/* A worker claims the next batch to load, fills its slot outside the lock and marks it
+ * ready. Batches are claimed at most n_slots - 1 ahead of the consumer, so the slot the
+ * consumer holds is never touched and no two workers share a slot. */
+static void *worker(void *arg) {
     tr_loader *L = arg;
     pthread_mutex_lock(&L->mu);
     while (!L->stop) {
-        /* At most n_slots - 1 batches ahead: the slot the consumer holds stays untouched. */
-        if (!L->running || L->next_fill >= L->n_batches ||
-            L->next_fill - L->next_take >= L->n_slots - 1) {
+        if (!L->running || L->next_claim >= L->n_batches ||
+            L->next_claim - L->next_take >= L->n_slots - 1) {
             pthread_cond_wait(&L->cv, &L->mu);
             continue;
         }
-        int64_t b = L->next_fill;
+        int64_t b = L->next_claim++;
         uint64_t gen = L->generation;
         slot *sl = &L->slots[b % L->n_slots];
-        L->busy = 1;
+        L->busy++;
         pthread_mutex_unlock(&L->mu);
         tr_status st = fill(L, sl, b);
         pthread_mutex_lock(&L->mu);
-        L->busy = 0;
-        pthread_cond_broadcast(&L->cv);
-        if (gen != L->generation) continue; /* the epoch was restarted meanwhile */
-        sl->status = st;
-        if (st != TR_OK) snprintf(sl->msg, sizeof sl->msg, "%s", tr_error_msg());
-        L->next_fill++;
+        L->busy--;
+        if (gen == L->generation) { /* else the epoch was restarted meanwhile */
+            sl->status = st;
+            if (st != TR_OK) snprintf(sl->msg, sizeof sl->msg, "%s", tr_error_msg());
+            sl->ready = b;
+        }
         pthread_cond_broadcast(&L->cv);
     }
     pthread_mutex_unlock(&L->mu);
     return NULL;
 }
 
+static void stop_workers(tr_loader *L, int n) {
+    pthread_mutex_lock(&L->mu);
+    L->stop = 1;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    for (int i = 0; i < n; i++) pthread_join(L->threads[i], NULL);
+}
+
 tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
-                           const tr_data_spec *spec, const tr_sampler *s, int prefetch) {
+                           const tr_data_spec *spec, const tr_sampler *s, int prefetch,
+                           int workers) {
     *out = NULL;
     TR_CHECK(tr_sampler_validate(s));
+    if (prefetch < 0 || workers < 0)
+        return tr_error_set(TR_ERR_INVALID, "data: prefetch %d and workers %d must be >= 0", prefetch, workers);
     tr_loader *L = tr_calloc(1, sizeof *L);
     if (!L) return TR_ERR_NOMEM;
     L->ops = ops;
@@ -94,24 +109,31 @@ tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
     L->s = *s;
     L->x_bytes = (size_t)spec->x_numel * tr_dtype_size(spec->x_dtype);
     L->y_bytes = (size_t)spec->y_numel * tr_dtype_size(spec->y_dtype);
-    L->threaded = prefetch > 0;
-    L->n_slots = prefetch > 0 ? prefetch + 1 : 1; /* + the slot the consumer holds */
+    int threaded = prefetch > 0 && workers > 0;
+    L->n_slots = threaded ? prefetch + 1 : 1;
     L->perm = tr_malloc((size_t)(s->n ? s->n : 1) * sizeof *L->perm);
     L->slots = tr_calloc((size_t)L->n_slots, sizeof *L->slots);
+    L->threads = threaded ? tr_calloc((size_t)workers, sizeof *L->threads) : NULL;
     int64_t share = (s->global_batch + s->world - 1) / s->world;
-    tr_status st = (L->perm && L->slots) ? TR_OK : TR_ERR_NOMEM;
+    tr_status st = (L->perm && L->slots && (!threaded || L->threads)) ? TR_OK : TR_ERR_NOMEM;
     for (int i = 0; i < L->n_slots && st == TR_OK; i++) {
+        L->slots[i].ready = -1;
         L->slots[i].b.x = tr_malloc(L->x_bytes * (size_t)share);
         L->slots[i].b.y = tr_malloc((L->y_bytes ? L->y_bytes : 1) * (size_t)share);
         if (!L->slots[i].b.x || !L->slots[i].b.y) st = TR_ERR_NOMEM;
     }
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv, NULL);
-    if (st == TR_OK && L->threaded && pthread_create(&L->thread, NULL, producer, L) != 0) {
-        L->threaded = 0;
-        st = tr_error_set(TR_ERR_INTERNAL, "data: cannot start the loader thread");
+    for (int i = 0; st == TR_OK && threaded && i < workers; i++) {
+        if (pthread_create(&L->threads[i], NULL, worker, L) != 0) {
+            stop_workers(L, i);
+            st = tr_error_set(TR_ERR_INTERNAL, "data: cannot start loader thread %d of %d", i + 1, workers);
+        } else {
+            L->n_workers = i + 1;
+        }
     }
     if (st != TR_OK) {
+        L->n_workers = 0;
         tr_loader_destroy(L);
         return st;
     }
@@ -121,19 +143,14 @@ tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
 
 void tr_loader_destroy(tr_loader *L) {
     if (!L) return;
-    if (L->threaded) {
-        pthread_mutex_lock(&L->mu);
-        L->stop = 1;
-        pthread_cond_broadcast(&L->cv);
-        pthread_mutex_unlock(&L->mu);
-        pthread_join(L->thread, NULL);
-    }
+    if (L->n_workers) stop_workers(L, L->n_workers);
     pthread_mutex_destroy(&L->mu);
     pthread_cond_destroy(&L->cv);
     for (int i = 0; L->slots && i < L->n_slots; i++) {
         tr_free(L->slots[i].b.x);
         tr_free(L->slots[i].b.y);
     }
+    tr_free(L->threads);
     tr_free(L->slots);
     tr_free(L->perm);
     tr_free(L);
@@ -144,7 +161,7 @@ tr_status tr_loader_start_epoch(tr_loader *L, int64_t epoch, int64_t start_batch
     if (start_batch < 0 || start_batch > n_batches)
         return tr_error_set(TR_ERR_INVALID, "data: resume batch %lld outside the epoch's %lld",
                             (long long)start_batch, (long long)n_batches);
-    /* Stop the producer and wait until it no longer reads the permutation. */
+    /* Stop the workers and wait until none reads the permutation. */
     pthread_mutex_lock(&L->mu);
     L->running = 0;
     L->generation++;
@@ -154,7 +171,8 @@ tr_status tr_loader_start_epoch(tr_loader *L, int64_t epoch, int64_t start_batch
     pthread_mutex_lock(&L->mu);
     L->epoch = epoch;
     L->n_batches = n_batches;
-    L->next_fill = L->next_take = start_batch;
+    L->next_claim = L->next_take = start_batch;
+    for (int i = 0; i < L->n_slots; i++) L->slots[i].ready = -1;
     L->running = 1;
     pthread_cond_broadcast(&L->cv);
     pthread_mutex_unlock(&L->mu);
@@ -163,7 +181,7 @@ tr_status tr_loader_start_epoch(tr_loader *L, int64_t epoch, int64_t start_batch
 
 tr_status tr_loader_next(tr_loader *L, const tr_host_batch **out) {
     *out = NULL;
-    if (!L->threaded) {
+    if (!L->n_workers) {
         if (L->next_take >= L->n_batches) return TR_OK;
         slot *sl = &L->slots[0];
         TR_CHECK(fill(L, sl, L->next_take));
@@ -176,8 +194,8 @@ tr_status tr_loader_next(tr_loader *L, const tr_host_batch **out) {
         pthread_mutex_unlock(&L->mu);
         return TR_OK;
     }
-    while (L->next_fill <= L->next_take) pthread_cond_wait(&L->cv, &L->mu);
     slot *sl = &L->slots[L->next_take % L->n_slots];
+    while (sl->ready != L->next_take) pthread_cond_wait(&L->cv, &L->mu);
     L->next_take++; /* the slot handed out before this one may now be refilled */
     pthread_cond_broadcast(&L->cv);
     pthread_mutex_unlock(&L->mu);

@@ -10,7 +10,7 @@
 #include "trainer/memory.h"
 
 static const char *const ignored[] = {
-    "run.name", "run.output_dir", "data.prefetch", "trainer.max_epochs", "trainer.max_steps",
+    "run.name", "run.output_dir", "data.prefetch", "data.workers", "trainer.max_epochs", "trainer.max_steps",
     "trainer.log_every", "trainer.val_every_n_steps", "trainer.threads", "trainer.progress",
     "trainer.strategy", "trainer.accelerator", "trainer.devices", "strategy", "checkpoint", "plugins"};
 

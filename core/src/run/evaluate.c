@@ -136,7 +136,7 @@ static tr_status eval_job(job *j, const char *config_path, const char *const *ov
         s.drop_last = 0;
         tr_loader_destroy(j->train_L);
         j->train_L = NULL;
-        TR_CHECK(tr_loader_create(&j->train_L, j->data_p->desc->ops, j->train_ds, &j->spec, &s, (int)j->s.prefetch));
+        TR_CHECK(tr_loader_create(&j->train_L, j->data_p->desc->ops, j->train_ds, &j->spec, &s, (int)j->s.prefetch, (int)j->s.workers));
         L = j->train_L;
         used = "train";
     } else {

@@ -5,6 +5,7 @@
 #include <libgen.h>
 #include <stdarg.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "trainer/checkpoint.h"
@@ -129,7 +130,7 @@ static const char *const top_keys[] = {"run", "model", "data", "optimizer", "sch
 static const char *const ckpt_keys[] = {"every_n_epochs", "every_n_steps", "keep_last", "resume"};
 static const char *const run_keys[] = {"name", "seed", "output_dir"};
 static const char *const model_keys[] = {"name", "params"};
-static const char *const data_keys[] = {"name", "params", "val_params", "batch_size", "shuffle", "drop_last", "prefetch", "val_fraction"};
+static const char *const data_keys[] = {"name", "params", "val_params", "batch_size", "shuffle", "drop_last", "prefetch", "workers", "val_fraction"};
 static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps"};
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
 static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps",
@@ -148,63 +149,120 @@ static tr_status check_sections(const tr_cfg_node *r) {
     return TR_OK;
 }
 
-static tr_status read_optim(const tr_cfg_node *r, tr_optim_config *oc) {
+/* Typed reads that also write an absent key's default into the config, so the run
+ * directory's config.yaml is the fully resolved one. */
+static tr_status set_default(job *j, const char *key, const char *text) {
+    if (tr_cfg_find(j->root, key) && tr_cfg_scalar(tr_cfg_find(j->root, key)) == NULL) return TR_OK;
+    const char *v = tr_cfg_scalar(tr_cfg_find(j->root, key));
+    if (v && v[0] && strcmp(v, "~") != 0 && strcasecmp(v, "null") != 0) return TR_OK;
+    TR_CHECK(tr_config_set(j->cfg, key, text));
+    j->root = tr_config_root(j->cfg);
+    return TR_OK;
+}
+
+static tr_status get_int(job *j, const char *key, int64_t def, int64_t min, int64_t max, int64_t *out) {
+    TR_CHECK(tr_cfg_get_int(j->root, key, def, min, max, out, 0));
+    char text[32];
+    snprintf(text, sizeof text, "%lld", (long long)def);
+    return set_default(j, key, text);
+}
+
+static tr_status get_float(job *j, const char *key, double def, double min, double max, double *out) {
+    TR_CHECK(tr_cfg_get_float(j->root, key, def, min, max, out, 0));
+    char text[32];
+    snprintf(text, sizeof text, "%.10g", def);
+    return set_default(j, key, text);
+}
+
+static tr_status get_bool(job *j, const char *key, int def, int *out) {
+    TR_CHECK(tr_cfg_get_bool(j->root, key, def, out, 0));
+    return set_default(j, key, def ? "true" : "false");
+}
+
+static tr_status get_string(job *j, const char *key, const char *def, const char **out) {
+    TR_CHECK(tr_cfg_get_string(j->root, key, def, out, 0));
+    return set_default(j, key, def);
+}
+
+static tr_status get_choice(job *j, const char *key, const char *choices, const char *def, int *out) {
+    TR_CHECK(tr_cfg_get_choice(j->root, key, choices, def, out, 0));
+    return set_default(j, key, def);
+}
+
+/* The same for a plugin's options under `section` (model.params, ...). */
+static tr_status plugin_defaults(job *j, const char *section, const tr_plugin *p) {
+    for (uint32_t i = 0; i < p->desc->n_options; i++) {
+        const tr_option_spec *o = &p->desc->options[i];
+        if (!o->default_value) continue;
+        char key[256];
+        snprintf(key, sizeof key, "%s.%s", section, o->key);
+        TR_CHECK(set_default(j, key, o->default_value));
+    }
+    return TR_OK;
+}
+
+static tr_status read_optim(job *j, tr_optim_config *oc) {
     int kind;
-    TR_CHECK(tr_cfg_get_choice(r, "optimizer.name", "sgd|adam|adamw", "adamw", &kind, 0));
+    TR_CHECK(get_choice(j, "optimizer.name", "sgd|adam|adamw", "adamw", &kind));
     *oc = tr_optim_defaults((tr_optim_kind)kind);
-    TR_CHECK(tr_cfg_get_float(r, "optimizer.lr", oc->lr, 1e-12, 1e3, &oc->lr, 0));
-    TR_CHECK(tr_cfg_get_float(r, "optimizer.weight_decay", oc->weight_decay, 0, 10, &oc->weight_decay, 0));
-    TR_CHECK(tr_cfg_get_float(r, "optimizer.momentum", oc->momentum, 0, 1, &oc->momentum, 0));
-    TR_CHECK(tr_cfg_get_float(r, "optimizer.dampening", oc->dampening, 0, 1, &oc->dampening, 0));
-    TR_CHECK(tr_cfg_get_bool(r, "optimizer.nesterov", oc->nesterov, &oc->nesterov, 0));
-    TR_CHECK(tr_cfg_get_float(r, "optimizer.eps", oc->eps, 0, 1, &oc->eps, 0));
-    const tr_cfg_node *betas = tr_cfg_find(r, "optimizer.betas");
+    TR_CHECK(get_float(j, "optimizer.lr", oc->lr, 1e-12, 1e3, &oc->lr));
+    TR_CHECK(get_float(j, "optimizer.weight_decay", oc->weight_decay, 0, 10, &oc->weight_decay));
+    TR_CHECK(get_float(j, "optimizer.momentum", oc->momentum, 0, 1, &oc->momentum));
+    TR_CHECK(get_float(j, "optimizer.dampening", oc->dampening, 0, 1, &oc->dampening));
+    TR_CHECK(get_bool(j, "optimizer.nesterov", oc->nesterov, &oc->nesterov));
+    TR_CHECK(get_float(j, "optimizer.eps", oc->eps, 0, 1, &oc->eps));
+    const tr_cfg_node *betas = tr_cfg_find(j->root, "optimizer.betas");
     if (betas) {
         if (tr_cfg_node_kind(betas) != TR_CFG_SEQ || tr_cfg_size(betas) != 2)
             return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: optimizer.betas: expected [beta1, beta2]",
                                 tr_cfg_source(betas), tr_cfg_line(betas), tr_cfg_column(betas));
-        TR_CHECK(tr_cfg_get_float(r, "optimizer.betas[0]", 0.9, 0, 0.999999, &oc->beta1, 1));
-        TR_CHECK(tr_cfg_get_float(r, "optimizer.betas[1]", 0.999, 0, 0.999999, &oc->beta2, 1));
+        TR_CHECK(tr_cfg_get_float(j->root, "optimizer.betas[0]", 0.9, 0, 0.999999, &oc->beta1, 1));
+        TR_CHECK(tr_cfg_get_float(j->root, "optimizer.betas[1]", 0.999, 0, 0.999999, &oc->beta2, 1));
+    } else {
+        char text[64];
+        snprintf(text, sizeof text, "[%.10g, %.10g]", oc->beta1, oc->beta2);
+        TR_CHECK(set_default(j, "optimizer.betas", text));
     }
     tr_status st = tr_optim_config_validate(oc);
-    if (st != TR_OK) tr_error_prefix("%s: ", tr_cfg_source(r));
+    if (st != TR_OK) tr_error_prefix("%s: ", tr_cfg_source(j->root));
     return st;
 }
 
-static tr_status read_settings(const tr_cfg_node *r, job_settings *s) {
-    TR_CHECK(tr_cfg_get_string(r, "run.name", "run", &s->name, 0));
-    TR_CHECK(tr_cfg_get_int(r, "run.seed", 1, 0, INT64_MAX, &s->seed, 0));
-    TR_CHECK(tr_cfg_get_string(r, "run.output_dir", "runs", &s->outdir, 0));
-    TR_CHECK(tr_cfg_get_int(r, "data.batch_size", 64, 1, 1 << 24, &s->batch, 0));
-    TR_CHECK(tr_cfg_get_bool(r, "data.shuffle", 1, &s->shuffle, 0));
-    TR_CHECK(tr_cfg_get_bool(r, "data.drop_last", 0, &s->drop_last, 0));
-    TR_CHECK(tr_cfg_get_int(r, "data.prefetch", 2, 0, 64, &s->prefetch, 0));
-    TR_CHECK(tr_cfg_get_float(r, "data.val_fraction", 0.1, 0, 0.9, &s->val_fraction, 0));
-    TR_CHECK(tr_cfg_get_int(r, "trainer.max_epochs", 10, 1, 1000000, &s->max_epochs, 0));
-    TR_CHECK(tr_cfg_get_int(r, "trainer.max_steps", -1, -1, INT64_MAX, &s->max_steps, 0));
-    TR_CHECK(tr_cfg_get_float(r, "trainer.grad_clip", 0, 0, 1e9, &s->grad_clip, 0));
-    TR_CHECK(tr_cfg_get_int(r, "trainer.grad_accum", 1, 1, 1000000, &s->accum, 0));
-    TR_CHECK(tr_cfg_get_int(r, "trainer.log_every", 50, 1, INT64_MAX, &s->log_every, 0));
-    TR_CHECK(tr_cfg_get_int(r, "trainer.val_every_n_steps", 0, 0, INT64_MAX, &s->val_every_n_steps, 0));
-    TR_CHECK(tr_cfg_get_int(r, "trainer.threads", 0, 0, 4096, &s->threads, 0));
-    TR_CHECK(tr_cfg_get_choice(r, "trainer.progress", "auto|bar|lines", "auto", &s->progress, 0));
+static tr_status read_settings(job *j, job_settings *s) {
+    TR_CHECK(get_string(j, "run.name", "run", &s->name));
+    TR_CHECK(get_int(j, "run.seed", 1, 0, INT64_MAX, &s->seed));
+    TR_CHECK(get_string(j, "run.output_dir", "runs", &s->outdir));
+    TR_CHECK(get_int(j, "data.batch_size", 64, 1, 1 << 24, &s->batch));
+    TR_CHECK(get_bool(j, "data.shuffle", 1, &s->shuffle));
+    TR_CHECK(get_bool(j, "data.drop_last", 0, &s->drop_last));
+    TR_CHECK(get_int(j, "data.prefetch", 2, 0, 64, &s->prefetch));
+    TR_CHECK(get_int(j, "data.workers", 1, 0, 64, &s->workers));
+    TR_CHECK(get_float(j, "data.val_fraction", 0.1, 0, 0.9, &s->val_fraction));
+    TR_CHECK(get_int(j, "trainer.max_epochs", 10, 1, 1000000, &s->max_epochs));
+    TR_CHECK(get_int(j, "trainer.max_steps", -1, -1, INT64_MAX, &s->max_steps));
+    TR_CHECK(get_float(j, "trainer.grad_clip", 0, 0, 1e9, &s->grad_clip));
+    TR_CHECK(get_int(j, "trainer.grad_accum", 1, 1, 1000000, &s->accum));
+    TR_CHECK(get_int(j, "trainer.log_every", 50, 1, INT64_MAX, &s->log_every));
+    TR_CHECK(get_int(j, "trainer.val_every_n_steps", 0, 0, INT64_MAX, &s->val_every_n_steps));
+    TR_CHECK(get_int(j, "trainer.threads", 0, 0, 4096, &s->threads));
+    TR_CHECK(get_choice(j, "trainer.progress", "auto|bar|lines", "auto", &s->progress));
     int accel, precision;
     int64_t devices;
-    TR_CHECK(tr_cfg_get_choice(r, "trainer.accelerator", "auto|cpu", "auto", &accel, 0));
-    TR_CHECK(tr_cfg_get_int(r, "trainer.devices", 1, 1, 1, &devices, 0));
-    TR_CHECK(tr_cfg_get_choice(r, "trainer.precision", "fp32", "fp32", &precision, 0));
+    TR_CHECK(get_choice(j, "trainer.accelerator", "auto|cpu", "auto", &accel));
+    TR_CHECK(get_int(j, "trainer.devices", 1, 1, 1, &devices));
+    TR_CHECK(get_choice(j, "trainer.precision", "fp32", "fp32", &precision));
     int sched_kind;
-    TR_CHECK(tr_cfg_get_choice(r, "scheduler.name", "constant|step|cosine", "constant", &sched_kind, 0));
+    TR_CHECK(get_choice(j, "scheduler.name", "constant|step|cosine", "constant", &sched_kind));
     s->sched.kind = (tr_sched_kind)sched_kind;
-    TR_CHECK(tr_cfg_get_int(r, "scheduler.warmup_steps", 0, 0, INT64_MAX, &s->sched.warmup_steps, 0));
-    TR_CHECK(tr_cfg_get_int(r, "scheduler.step_size", 1000, 1, INT64_MAX, &s->sched.step_size, 0));
-    TR_CHECK(tr_cfg_get_float(r, "scheduler.gamma", 0.1, 0, 1, &s->sched.gamma, 0));
-    TR_CHECK(tr_cfg_get_float(r, "scheduler.min_lr", 0, 0, 1e3, &s->sched.min_lr, 0));
-    TR_CHECK(tr_cfg_get_int(r, "checkpoint.every_n_epochs", 1, 0, INT64_MAX, &s->ck_epochs, 0));
-    TR_CHECK(tr_cfg_get_int(r, "checkpoint.every_n_steps", 0, 0, INT64_MAX, &s->ck_steps, 0));
-    TR_CHECK(tr_cfg_get_int(r, "checkpoint.keep_last", 3, 1, 1000000, &s->keep_last, 0));
-    TR_CHECK(tr_cfg_get_choice(r, "checkpoint.resume", "auto|never", "auto", &s->resume, 0));
-    return read_optim(r, &s->optim);
+    TR_CHECK(get_int(j, "scheduler.warmup_steps", 0, 0, INT64_MAX, &s->sched.warmup_steps));
+    TR_CHECK(get_int(j, "scheduler.step_size", 1000, 1, INT64_MAX, &s->sched.step_size));
+    TR_CHECK(get_float(j, "scheduler.gamma", 0.1, 0, 1, &s->sched.gamma));
+    TR_CHECK(get_float(j, "scheduler.min_lr", 0, 0, 1e3, &s->sched.min_lr));
+    TR_CHECK(get_int(j, "checkpoint.every_n_epochs", 1, 0, INT64_MAX, &s->ck_epochs));
+    TR_CHECK(get_int(j, "checkpoint.every_n_steps", 0, 0, INT64_MAX, &s->ck_steps));
+    TR_CHECK(get_int(j, "checkpoint.keep_last", 3, 1, 1000000, &s->keep_last));
+    TR_CHECK(get_choice(j, "checkpoint.resume", "auto|never", "auto", &s->resume));
+    return read_optim(j, &s->optim);
 }
 
 /* trainer.strategy: a strategy plugin's name; `auto` picks from the devices found (CPU only
@@ -234,7 +292,7 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
     snprintf(dirbuf, sizeof dirbuf, "%s", config_path);
     snprintf(j->cfg_dir, sizeof j->cfg_dir, "%s", dirname(dirbuf));
     TR_CHECK(check_sections(j->root));
-    TR_CHECK(read_settings(j->root, &j->s));
+    TR_CHECK(read_settings(j, &j->s));
     tr_set_num_threads((int)j->s.threads);
 
     TR_CHECK(find_plugins(j, plugin_dirs));
@@ -247,6 +305,9 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
     if (make_dataset(j, TR_SPLIT_VAL, &j->val_ds) != TR_OK) TR_INFO("no validation data: %s", tr_error_msg());
 
     TR_CHECK(options_from(tr_cfg_find(j->root, "model.params"), "model.params", j->model_p, &j->model_opts));
+    TR_CHECK(plugin_defaults(j, "model.params", j->model_p));
+    TR_CHECK(plugin_defaults(j, "data.params", j->data_p));
+    if (tr_cfg_find(j->root, "data.val_params")) TR_CHECK(plugin_defaults(j, "data.val_params", j->data_p));
     TR_CHECK(tr_model_factory_create(&j->models, j->model_p, j->model_opts, &j->spec, (uint64_t)j->s.seed));
     tr_strategy_env env = {.models = j->models, .spec = &j->spec, .optim = j->s.optim, .global_batch = j->s.batch,
                            .grad_accum = j->s.accum, .threads = (int)j->s.threads, .seed = (uint64_t)j->s.seed};
@@ -254,6 +315,7 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(options_from(tr_cfg_child(j->root, "strategy"), "strategy", j->strat_p, &so));
     tr_status st = j->sops->create(&j->strat, so, &env, &j->info);
     tr_options_destroy(so);
+    if (st == TR_OK) st = plugin_defaults(j, "strategy", j->strat_p);
     if (st != TR_OK) {
         j->strat = NULL;
         tr_error_prefix("strategy %s: ", j->strat_p->desc->name);
@@ -264,13 +326,13 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
                                     .rank = j->info.data_rank, .world = j->info.data_world,
                                     .shuffle = j->s.shuffle, .drop_last = j->s.drop_last, .seed = (uint64_t)j->s.seed};
     if (j->train_sampler.n == 0) return tr_error_set(TR_ERR_INVALID, "data: the training split is empty");
-    TR_CHECK(tr_loader_create(&j->train_L, dops, j->train_ds, &j->spec, &j->train_sampler, (int)j->s.prefetch));
+    TR_CHECK(tr_loader_create(&j->train_L, dops, j->train_ds, &j->spec, &j->train_sampler, (int)j->s.prefetch, (int)j->s.workers));
     if (j->val_ds && dops->size(j->val_ds) > 0) {
         tr_sampler vs = j->train_sampler;
         vs.n = dops->size(j->val_ds);
         vs.shuffle = 0;
         vs.drop_last = 0;
-        TR_CHECK(tr_loader_create(&j->val_L, dops, j->val_ds, &j->spec, &vs, (int)j->s.prefetch));
+        TR_CHECK(tr_loader_create(&j->val_L, dops, j->val_ds, &j->spec, &vs, (int)j->s.prefetch, (int)j->s.workers));
     }
     return TR_OK;
 }

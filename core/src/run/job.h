@@ -16,7 +16,7 @@
 /* Every typed value the job reads from the config (see docs/config.md). */
 typedef struct job_settings {
     const char *name, *outdir;
-    int64_t seed, batch, prefetch, max_epochs, max_steps, accum, log_every, threads;
+    int64_t seed, batch, prefetch, workers, max_epochs, max_steps, accum, log_every, threads;
     double val_fraction, grad_clip;
     int shuffle, drop_last, progress;
     int64_t val_every_n_steps;
