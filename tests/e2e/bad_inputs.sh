@@ -88,6 +88,9 @@ expect predict_no_output "--output FILE.csv is required" "$bin" predict "$c" --c
 expect predict_unwritable "/proc/x.csv: cannot write" "$bin" predict "$c" --checkpoint "$t/runs/bad/0" --output /proc/x.csv
 expect eval_bad_split "--split: expected 'val' or 'train', got 'test'" "$bin" eval "$c" --checkpoint "$t/runs/bad/0" --split test
 expect unknown_strategy "trainer.strategy: no strategy plugin named 'fsdp' \(available: cpu" "$bin" run "$c" trainer.strategy=fsdp
+printf 'plugins: [%s]\n' "$plugdir/good" >>"$c"
+expect strategy_short_ops "fake_strategy.so: strategy fake_strategy: its ops table has 8 bytes, a strategy needs at least" \
+    "$bin" run "$c" trainer.strategy=fake_strategy
 expect strategy_options "strategy.bucket_mb: unknown option" "$bin" run "$c" strategy.bucket_mb=25
 ck="$(ls -d "$t"/runs/bad/0/checkpoints/step-* | tail -1)"
 sed -i 's/"model": *"mlp"/"model": "cnn"/' "$ck/state.json"

@@ -4,6 +4,7 @@
 
 #include <libgen.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -277,9 +278,15 @@ static tr_status pick_strategy(job *j) {
     }
     TR_CHECK(plugin_named(j, "trainer.strategy", name, TR_PLUGIN_STRATEGY, &j->strat_p));
     j->sops = j->strat_p->desc->ops;
-    if (j->strat_p->desc->ops_size < sizeof(void *) * 6 || !j->sops->create || !j->sops->train_micro ||
-        !j->sops->optim_step || !j->sops->forward || !j->sops->state)
-        return tr_error_set(TR_ERR_PLUGIN, "%s: strategy %s lacks a required operation", j->strat_p->path, name);
+    /* The first published table ends with `state`; entries after it may be absent. */
+    size_t size = j->strat_p->desc->ops_size;
+    if (size < offsetof(tr_strategy_ops, state) + sizeof j->sops->state)
+        return tr_error_set(TR_ERR_PLUGIN, "%s: strategy %s: its ops table has %zu bytes, a strategy needs at least %zu "
+                                           "(create ... state)", j->strat_p->path, name, size,
+                            offsetof(tr_strategy_ops, state) + sizeof j->sops->state);
+    const char *missing = !j->sops->create ? "create" : !j->sops->destroy ? "destroy" : !j->sops->train_micro ? "train_micro"
+                          : !j->sops->optim_step ? "optim_step" : !j->sops->forward ? "forward" : !j->sops->state ? "state" : NULL;
+    if (missing) return tr_error_set(TR_ERR_PLUGIN, "%s: strategy %s lacks the required operation '%s'", j->strat_p->path, name, missing);
     return TR_OK;
 }
 
