@@ -150,7 +150,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
     sc.total_steps = lp->total - sc.warmup_steps > 1 ? lp->total - sc.warmup_steps : 1;
     int64_t step = lp->state.step, ep;
     double t0 = tr_now(), samples = 0, epoch_loss = NAN, vloss = NAN, vacc = NAN;
-    progress_init(&j->prog, s->progress, step);
+    progress_init(&j->prog, j->info.rank == 0 ? s->progress : 2, step); /* one bar: rank 0's */
     for (ep = lp->state.epoch; ep < s->max_epochs && step < lp->total; ep++) {
         int64_t start_batch = ep == lp->state.epoch ? lp->state.batch_in_epoch : 0;
         TR_CHECK(tr_loader_start_epoch(j->train_L, ep, start_batch));
