@@ -1,0 +1,172 @@
+/* Communication between ranks: the torch.distributed / NCCL primitives behind one API, with
+ * backends as plugins (DESIGN.md decision 6): `shm` (processes on one host over shared
+ * memory), `mpi` (OpenMPI, many hosts), `nccl` (GPUs).
+ *
+ *   tr_comm_env env;
+ *   TR_CHECK(tr_comm_env_detect(&env));              // RANK/WORLD_SIZE, OMPI_*, SLURM_*
+ *   tr_comm *c;
+ *   TR_CHECK(tr_comm_create(&c, shm_plugin, NULL, &env));
+ *   TR_CHECK(tr_comm_all_reduce(c, grad, grad, n, TR_F32, TR_RED_SUM));   // in place
+ *   tr_comm_work *w;
+ *   TR_CHECK(tr_comm_iall_reduce(c, bucket, bucket, m, TR_F32, TR_RED_SUM, &w));
+ *   ... backward goes on ...
+ *   TR_CHECK(tr_comm_wait(w));
+ *   tr_comm_destroy(c);
+ *
+ * Semantics (NCCL's): every rank issues the same collectives in the same order. Counts are
+ * in elements. gather/all_gather: each rank contributes `count` elements and recv holds
+ * size * count (rank r's at r * count); scatter/reduce_scatter: send holds size * count,
+ * each rank receives its `count`. send == recv (in place) works everywhere, count 0 too.
+ * AVG divides the sum by the world size (integers: truncating division). bf16/f16 reduce in
+ * float and round to nearest even once per reduction step.
+ *
+ * Each operation runs on the communicator's own thread, in issue order, so the async forms
+ * overlap communication with compute; the sync forms are issue + wait. Every operation has a
+ * deadline (env.timeout_s, default 300 s): past it the call fails with TR_ERR_TIMEOUT and a
+ * message naming the operation, its sequence number and the ranks that did not arrive. After
+ * any failure the communicator is broken: later calls fail with the same message (as NCCL),
+ * and tr_comm_last_error keeps it. tr_comm_abort makes every rank's pending and later calls
+ * fail promptly. */
+#ifndef TRAINER_COMM_H
+#define TRAINER_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/plugin.h"
+#include "trainer/status.h"
+#include "trainer/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tr_red_op {
+    TR_RED_SUM = 0,
+    TR_RED_AVG = 1,
+    TR_RED_MAX = 2,
+    TR_RED_MIN = 3,
+    TR_RED_PROD = 4,
+    TR_RED_COUNT
+} tr_red_op;
+
+typedef enum tr_comm_kind {
+    TR_COMM_BARRIER = 0,
+    TR_COMM_SEND = 1,
+    TR_COMM_RECV = 2,
+    TR_COMM_BROADCAST = 3,
+    TR_COMM_REDUCE = 4,
+    TR_COMM_ALL_REDUCE = 5,
+    TR_COMM_GATHER = 6,
+    TR_COMM_SCATTER = 7,
+    TR_COMM_ALL_GATHER = 8,
+    TR_COMM_REDUCE_SCATTER = 9,
+    TR_COMM_KIND_COUNT
+} tr_comm_kind;
+
+/* Who this process is in the job and how to meet the others. */
+typedef struct tr_comm_env {
+    int rank, size;               /* global */
+    int local_rank, local_size;   /* on this host */
+    char job_id[128];             /* rendezvous name shared by the job's ranks (shm segment) */
+    double timeout_s;             /* per-operation deadline; <= 0: 300 s */
+} tr_comm_env;
+
+/* Fills env from the launcher's variables: trainer's/torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, TRAINER_JOB_ID (or MASTER_ADDR:MASTER_PORT), then mpirun's
+ * OMPI_COMM_WORLD_*, then srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_JOB_ID; none:
+ * a single rank. TRAINER_COMM_TIMEOUT (seconds) sets the deadline. Inconsistent values
+ * (RANK >= WORLD_SIZE, non-numbers) are errors naming the variable. */
+tr_status tr_comm_env_detect(tr_comm_env *env);
+
+typedef struct tr_comm tr_comm;
+typedef struct tr_comm_work tr_comm_work;
+
+/* A communicator over the backend plugin (kind comm). opts: the backend's resolved options
+ * (NULL: its defaults). Blocks until every rank has joined or the deadline passes. */
+tr_status tr_comm_create(tr_comm **out, const tr_plugin *backend, const tr_options *opts,
+                         const tr_comm_env *env);
+/* Waits for pending operations, then leaves. */
+void tr_comm_destroy(tr_comm *c);
+
+int tr_comm_rank(const tr_comm *c);
+int tr_comm_size(const tr_comm *c);
+int tr_comm_local_rank(const tr_comm *c);
+int tr_comm_local_size(const tr_comm *c);
+const char *tr_comm_backend_name(const tr_comm *c);
+/* The message of the failure that broke the communicator; "" while it works. */
+const char *tr_comm_last_error(const tr_comm *c);
+/* Breaks the communicator on every rank: their pending and later calls fail with
+ * TR_ERR_ABORTED naming this rank. Safe from any thread and from a signal handler's
+ * deferred context (not from the handler itself). */
+void tr_comm_abort(tr_comm *c);
+
+/* ---- synchronous collectives ---- */
+tr_status tr_comm_barrier(tr_comm *c);
+tr_status tr_comm_send(tr_comm *c, const void *buf, size_t count, tr_dtype dtype, int peer);
+tr_status tr_comm_recv(tr_comm *c, void *buf, size_t count, tr_dtype dtype, int peer);
+tr_status tr_comm_broadcast(tr_comm *c, void *buf, size_t count, tr_dtype dtype, int root);
+tr_status tr_comm_reduce(tr_comm *c, const void *send, void *recv, size_t count, tr_dtype dtype,
+                         tr_red_op op, int root);
+tr_status tr_comm_all_reduce(tr_comm *c, const void *send, void *recv, size_t count,
+                             tr_dtype dtype, tr_red_op op);
+tr_status tr_comm_gather(tr_comm *c, const void *send, void *recv, size_t count, tr_dtype dtype,
+                         int root);
+tr_status tr_comm_scatter(tr_comm *c, const void *send, void *recv, size_t count,
+                          tr_dtype dtype, int root);
+tr_status tr_comm_all_gather(tr_comm *c, const void *send, void *recv, size_t count,
+                             tr_dtype dtype);
+tr_status tr_comm_reduce_scatter(tr_comm *c, const void *send, void *recv, size_t count,
+                                 tr_dtype dtype, tr_red_op op);
+
+/* ---- asynchronous forms ----
+ * Issue and return at once; buffers must stay valid and untouched until the work completes.
+ * *work is owned by the communicator and valid until tr_comm_wait returns (a communicator
+ * holds at most TR_COMM_MAX_PENDING unfinished works; issuing more blocks). */
+#define TR_COMM_MAX_PENDING 256
+
+typedef struct tr_comm_call {
+    tr_comm_kind kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    tr_dtype dtype;
+    tr_red_op op;
+    int root;                     /* root, or peer for send/recv */
+} tr_comm_call;
+
+tr_status tr_comm_issue(tr_comm *c, const tr_comm_call *call, tr_comm_work **work);
+tr_status tr_comm_iall_reduce(tr_comm *c, const void *send, void *recv, size_t count,
+                              tr_dtype dtype, tr_red_op op, tr_comm_work **work);
+tr_status tr_comm_ireduce_scatter(tr_comm *c, const void *send, void *recv, size_t count,
+                                  tr_dtype dtype, tr_red_op op, tr_comm_work **work);
+tr_status tr_comm_iall_gather(tr_comm *c, const void *send, void *recv, size_t count,
+                              tr_dtype dtype, tr_comm_work **work);
+tr_status tr_comm_ibroadcast(tr_comm *c, void *buf, size_t count, tr_dtype dtype, int root,
+                             tr_comm_work **work);
+/* Blocks until the work is done; its status (a failure's message in tr_error_msg). Each work
+ * is waited exactly once. */
+tr_status tr_comm_wait(tr_comm_work *work);
+/* *done = 1 when finished (then tr_comm_wait returns at once). */
+tr_status tr_comm_test(tr_comm_work *work, int *done);
+
+/* Operations issued between start and end are handed to the communicator thread together
+ * (one wake-up; backends may fuse them). Nesting counts; works are waited after end. */
+void tr_comm_group_start(tr_comm *c);
+tr_status tr_comm_group_end(tr_comm *c);
+
+/* ---- for backends and tests ---- */
+const char *tr_comm_kind_name(tr_comm_kind kind);
+const char *tr_red_op_name(tr_red_op op);
+/* dst[i] = op(dst[i], src[i]) for count elements (AVG reduces as SUM). */
+void tr_reduce_into(void *dst, const void *src, size_t count, tr_dtype dtype, tr_red_op op);
+/* dst[i] = op(a[i], b[i]). */
+void tr_reduce2(void *dst, const void *a, const void *b, size_t count, tr_dtype dtype,
+                tr_red_op op);
+/* buf[i] /= divisor (the AVG step). */
+void tr_scale_div(void *buf, size_t count, tr_dtype dtype, int divisor);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,50 @@
+/* The communication backend plugin interface (kind TR_PLUGIN_COMM): what `shm`, `mpi` and
+ * `nccl` implement behind trainer/comm.h.
+ *
+ * The core owns the asynchronous machinery (the communicator thread, the queue, the works,
+ * group start/end, AVG's division, the broken-after-failure rule); a backend only runs one
+ * operation at a time, blocking, on that thread:
+ *
+ *   static tr_status run(void *ctx, const tr_comm_op *op) {
+ *       switch (op->call.kind) {
+ *       case TR_COMM_ALL_REDUCE: return my_all_reduce(ctx, op);   // SUM/MAX/MIN/PROD
+ *       ...
+ *       }
+ *   }
+ *   static const tr_comm_backend_ops ops = {.create = create, .destroy = destroy,
+ *                                           .run = run, .abort = abort_all};
+ *
+ * A backend waits no longer than op->deadline (tr_now() seconds): then it fails with
+ * TR_ERR_TIMEOUT and a message naming the ranks that did not arrive when it can tell. A peer
+ * that died fails the call with TR_ERR_COMM naming it. AVG arrives as SUM (the core divides). */
+#ifndef TRAINER_COMM_BACKEND_H
+#define TRAINER_COMM_BACKEND_H
+
+#include "trainer/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tr_comm_op {
+    tr_comm_call call;        /* AVG already turned into SUM */
+    uint64_t seq;             /* 1, 2, ... per communicator, the same on every rank */
+    double deadline;          /* tr_now() value past which the backend gives up */
+} tr_comm_op;
+
+typedef struct tr_comm_backend_ops {
+    /* Joins the job described by env (all its ranks call create). */
+    tr_status (*create)(void **ctx, const tr_options *opts, const tr_comm_env *env,
+                        double deadline);
+    void (*destroy)(void *ctx);
+    /* Runs one operation to completion on the calling (communicator) thread. */
+    tr_status (*run)(void *ctx, const tr_comm_op *op);
+    /* From any thread: make this and every other rank's pending and later operations fail
+     * with TR_ERR_ABORTED. NULL: the backend cannot (only this rank stops). */
+    void (*abort)(void *ctx);
+} tr_comm_backend_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

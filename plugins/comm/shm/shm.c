@@ -1,0 +1,494 @@
+/* Communication backend `shm`: the ranks of one host over one POSIX shared-memory segment.
+ *
+ * Rendezvous: rank 0 creates /trainer-<job id>, the others open it; once all have mapped it,
+ * rank 0 unlinks the name, so the memory goes away with the last process whatever way it
+ * ends (a crash of any rank leaves nothing in /dev/shm). Space is reserved with
+ * posix_fallocate so a full /dev/shm is an error at join, never a SIGBUS later.
+ *
+ * Layout: a header, one cache line per rank (barrier counter, pid, current operation), two
+ * sets of data slots (one slot per rank plus a result slot, `chunk_kb` each), and a ring per
+ * ordered pair of ranks for send/recv. Payloads go through in chunks; each chunk is "write
+ * my slot, barrier, read" and the two sets alternate, so one barrier per phase suffices: a
+ * set is rewritten only after a barrier that every rank reaches after reading it.
+ *
+ * Algorithms: all-reduce = every rank copies its chunk in, each reduces its 1/W of it from
+ * all slots into the result slot, every rank copies the result out (a reduce-scatter plus an
+ * all-gather, all ranks working in parallel); reduce-scatter reduces each rank's part
+ * straight into its output; broadcast, gather, scatter and all-gather are one copy in and one
+ * copy out per chunk. The barrier is a counter per rank (own cache line): waiting reads the
+ * others', so a timeout names exactly the ranks that did not arrive. Waits spin briefly, then
+ * yield (ranks may outnumber cores); every few milliseconds they check the deadline, the abort
+ * flag and whether each peer process still exists. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trainer/comm_backend.h"
+#include "trainer/memory.h"
+#include "trainer/runtime.h"
+
+#define SHM_MAGIC 0x7472736d31ull /* "trsm1" */
+#define LINE 64
+
+typedef struct shm_header {
+    uint64_t magic;
+    uint32_t world;
+    uint32_t creator_pid;
+    uint64_t chunk_bytes, p2p_bytes, total_bytes;
+    _Atomic uint32_t ready;          /* set by rank 0 once the header is complete */
+    _Atomic int32_t attached;        /* ranks that have mapped the segment */
+    _Atomic int32_t abort_by;        /* 0, or 1 + the rank that aborted */
+} shm_header;
+
+typedef struct shm_rank {
+    _Atomic uint64_t arrive;         /* barrier phases this rank has reached */
+    _Atomic uint64_t seq;            /* the operation it is in */
+    _Atomic int32_t pid;
+    char pad[LINE - 2 * sizeof(uint64_t) - sizeof(int32_t)];
+} shm_rank;
+
+typedef struct shm_chan {
+    _Atomic uint64_t written;
+    char pad1[LINE - sizeof(uint64_t)];
+    _Atomic uint64_t read;
+    char pad2[LINE - sizeof(uint64_t)];
+} shm_chan;
+
+typedef struct shm {
+    int rank, world;
+    char name[160];
+    int unlinked;
+    uint8_t *base;
+    size_t size;
+    shm_header *h;
+    shm_rank *ranks;
+    shm_chan *chans;                 /* world * world, [src * world + dst] */
+    uint8_t *p2p;                    /* world * world rings of p2p_bytes */
+    uint8_t *data;                   /* 2 sets of (world + 1) slots of chunk_bytes */
+    size_t chunk, p2p_bytes;
+    uint64_t phase;                  /* barrier phases passed */
+    uint64_t set;                    /* chunks done: selects the data set */
+    const tr_comm_op *op;            /* the operation running (for messages) */
+    double last_check;
+} shm;
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static uint8_t *slot(shm *s, int set, int r) {
+    return s->data + ((size_t)set * (size_t)(s->world + 1) + (size_t)r) * s->chunk;
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static int pid_gone(pid_t pid) {
+    if (pid <= 0) return 0;
+    if (kill(pid, 0) != 0) return errno == ESRCH;
+    /* An exited child not yet reaped still answers kill(): look for the zombie state. */
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+static const char *op_label(const shm *s, char *buf, size_t size) {
+    if (!s->op) return "joining";
+    snprintf(buf, size, "%s #%llu", tr_comm_kind_name(s->op->call.kind), (unsigned long long)s->op->seq);
+    return buf;
+}
+
+/* Deadline, abort flag and peer liveness, checked every couple of milliseconds of waiting. */
+static tr_status check_health(shm *s, double deadline, uint64_t target) {
+    double now = tr_now();
+    if (now - s->last_check < 0.002) return TR_OK;
+    s->last_check = now;
+    int32_t ab = atomic_load_explicit(&s->h->abort_by, memory_order_acquire);
+    if (ab) return tr_error_set(TR_ERR_ABORTED, "rank %d aborted the job", ab - 1);
+    for (int r = 0; r < s->world; r++) {
+        if (r == s->rank || atomic_load_explicit(&s->ranks[r].arrive, memory_order_acquire) >= target) continue;
+        pid_t pid = atomic_load_explicit(&s->ranks[r].pid, memory_order_relaxed);
+        if (pid_gone(pid))
+            return tr_error_set(TR_ERR_COMM, "rank %d (pid %d) died before reaching this operation", r, (int)pid);
+    }
+    if (now > deadline) {
+        char missing[512] = "", lbl[96];
+        size_t len = 0;
+        for (int r = 0; r < s->world && len < sizeof missing - 48; r++) {
+            if (atomic_load_explicit(&s->ranks[r].arrive, memory_order_acquire) >= target) continue;
+            uint64_t at = atomic_load_explicit(&s->ranks[r].seq, memory_order_relaxed);
+            len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d (at #%llu)", len ? ", " : "", r,
+                                    (unsigned long long)at);
+        }
+        return tr_error_set(TR_ERR_TIMEOUT, "timed out in %s: ranks %s did not arrive", op_label(s, lbl, sizeof lbl),
+                            missing);
+    }
+    return TR_OK;
+}
+
+/* Waits until pred(s, arg) holds: spins, then yields; checks health meanwhile. */
+#define WAIT_UNTIL(s, cond, deadline, target)                                                 \
+    do {                                                                                      \
+        for (unsigned spins_ = 0; !(cond); spins_++) {                                        \
+            if (spins_ < 256) {                                                               \
+                cpu_relax();                                                                  \
+                continue;                                                                     \
+            }                                                                                 \
+            sched_yield();                                                                    \
+            TR_CHECK(check_health((s), (deadline), (target)));                                \
+        }                                                                                     \
+    } while (0)
+
+static int all_arrived(shm *s, uint64_t target) {
+    for (int r = 0; r < s->world; r++)
+        if (atomic_load_explicit(&s->ranks[r].arrive, memory_order_acquire) < target) return 0;
+    return 1;
+}
+
+static tr_status barrier(shm *s, double deadline) {
+    uint64_t target = ++s->phase;
+    atomic_store_explicit(&s->ranks[s->rank].arrive, target, memory_order_release);
+    WAIT_UNTIL(s, all_arrived(s, target), deadline, target);
+    return TR_OK;
+}
+
+/* [lo, hi) of m elements for rank r: W blocks aligned to a cache line. */
+static void part(size_t m, size_t es, int r, int world, size_t *lo, size_t *hi) {
+    size_t align = LINE / es ? LINE / es : 1, blk = round_up((m + (size_t)world - 1) / (size_t)world, align);
+    *lo = blk * (size_t)r < m ? blk * (size_t)r : m;
+    *hi = *lo + blk < m ? *lo + blk : m;
+}
+
+/* Reduces [lo, hi) over every rank's slot of `set` into dst. */
+static void reduce_slots(shm *s, int set, size_t lo, size_t hi, size_t es, tr_dtype dt, tr_red_op op, uint8_t *dst,
+                         size_t slot_off) {
+    if (hi <= lo) return;
+    size_t n = hi - lo, off = slot_off + lo * es;
+    if (s->world == 1) {
+        memmove(dst, slot(s, set, 0) + off, n * es);
+        return;
+    }
+    tr_reduce2(dst, slot(s, set, 0) + off, slot(s, set, 1) + off, n, dt, op);
+    for (int r = 2; r < s->world; r++) tr_reduce_into(dst, slot(s, set, r) + off, n, dt, op);
+}
+
+static int next_set(shm *s) { return (int)(s->set++ & 1); }
+
+static tr_status all_reduce(shm *s, const tr_comm_call *k, double dl, int to_all) {
+    size_t es = tr_dtype_size(k->dtype), C = s->chunk / es;
+    const uint8_t *src = k->send;
+    uint8_t *dst = k->recv;
+    for (size_t off = 0; off < k->count; off += C) {
+        size_t m = k->count - off < C ? k->count - off : C, lo, hi;
+        int set = next_set(s);
+        memcpy(slot(s, set, s->rank), src + off * es, m * es);
+        TR_CHECK(barrier(s, dl));
+        part(m, es, s->rank, s->world, &lo, &hi);
+        reduce_slots(s, set, lo, hi, es, k->dtype, k->op, slot(s, set, s->world) + lo * es, 0);
+        TR_CHECK(barrier(s, dl));
+        if (to_all || s->rank == k->root) memcpy(dst + off * es, slot(s, set, s->world), m * es);
+    }
+    return TR_OK;
+}
+
+static tr_status reduce_scatter(shm *s, const tr_comm_call *k, double dl) {
+    size_t es = tr_dtype_size(k->dtype), C = s->chunk / es / (size_t)s->world, n = k->count;
+    const uint8_t *src = k->send;
+    uint8_t *dst = k->recv;
+    if (C == 0) return tr_error_set(TR_ERR_INVALID, "chunk_kb too small for %d ranks", s->world);
+    for (size_t off = 0; off < n; off += C) {
+        size_t m = n - off < C ? n - off : C;
+        int set = next_set(s);
+        uint8_t *mine = slot(s, set, s->rank);
+        for (int r = 0; r < s->world; r++) memcpy(mine + (size_t)r * m * es, src + ((size_t)r * n + off) * es, m * es);
+        TR_CHECK(barrier(s, dl));
+        reduce_slots(s, set, 0, m, es, k->dtype, k->op, dst + off * es, (size_t)s->rank * m * es);
+    }
+    return TR_OK;
+}
+
+/* broadcast, gather, all_gather, scatter: one copy in, one barrier, copies out. */
+static tr_status move(shm *s, const tr_comm_call *k, double dl) {
+    size_t es = tr_dtype_size(k->dtype), n = k->count, W = (size_t)s->world, r0 = (size_t)k->root;
+    size_t C = s->chunk / es / (k->kind == TR_COMM_SCATTER ? W : 1);
+    const uint8_t *src = k->send;
+    uint8_t *dst = k->recv;
+    int me = s->rank;
+    for (size_t off = 0; off < n; off += C) {
+        size_t m = n - off < C ? n - off : C;
+        int set = next_set(s);
+        switch (k->kind) {
+        case TR_COMM_BROADCAST:
+            if (me == k->root) memcpy(slot(s, set, me), dst + off * es, m * es);
+            break;
+        case TR_COMM_SCATTER:
+            if (me == k->root)
+                for (size_t r = 0; r < W; r++) memcpy(slot(s, set, me) + r * m * es, src + (r * n + off) * es, m * es);
+            break;
+        default: memcpy(slot(s, set, me), src + off * es, m * es); break;
+        }
+        TR_CHECK(barrier(s, dl));
+        switch (k->kind) {
+        case TR_COMM_BROADCAST:
+            if (me != k->root) memcpy(dst + off * es, slot(s, set, (int)r0), m * es);
+            break;
+        case TR_COMM_SCATTER:
+            memcpy(dst + off * es, slot(s, set, (int)r0) + (size_t)me * m * es, m * es);
+            break;
+        case TR_COMM_GATHER:
+            if (me != k->root) break;
+            /* fall through */
+        default:
+            for (size_t r = 0; r < W; r++) memcpy(dst + (r * n + off) * es, slot(s, set, (int)r), m * es);
+            break;
+        }
+    }
+    /* The last chunk's readers must finish before a later point-to-point or single-phase
+     * operation could reuse the set two chunks on: guaranteed by the next operation's first
+     * barrier, which every collective has before it writes a set it shares. */
+    return TR_OK;
+}
+
+static tr_status send_bytes(shm *s, int peer, const uint8_t *p, size_t n, double dl) {
+    shm_chan *ch = &s->chans[(size_t)s->rank * (size_t)s->world + (size_t)peer];
+    uint8_t *ring = s->p2p + ((size_t)s->rank * (size_t)s->world + (size_t)peer) * s->p2p_bytes;
+    uint64_t w = atomic_load_explicit(&ch->written, memory_order_relaxed);
+    while (n) {
+        uint64_t rd;
+        WAIT_UNTIL(s, (rd = atomic_load_explicit(&ch->read, memory_order_acquire), w - rd < s->p2p_bytes), dl,
+                   UINT64_MAX);
+        size_t at = (size_t)(w % s->p2p_bytes), room = s->p2p_bytes - (size_t)(w - rd);
+        size_t len = n < room ? n : room;
+        if (len > s->p2p_bytes - at) len = s->p2p_bytes - at;
+        memcpy(ring + at, p, len);
+        w += len;
+        p += len;
+        n -= len;
+        atomic_store_explicit(&ch->written, w, memory_order_release);
+    }
+    return TR_OK;
+}
+
+static tr_status recv_bytes(shm *s, int peer, uint8_t *p, size_t n, double dl) {
+    shm_chan *ch = &s->chans[(size_t)peer * (size_t)s->world + (size_t)s->rank];
+    uint8_t *ring = s->p2p + ((size_t)peer * (size_t)s->world + (size_t)s->rank) * s->p2p_bytes;
+    uint64_t rd = atomic_load_explicit(&ch->read, memory_order_relaxed);
+    while (n) {
+        uint64_t w;
+        WAIT_UNTIL(s, (w = atomic_load_explicit(&ch->written, memory_order_acquire), w > rd), dl, UINT64_MAX);
+        size_t at = (size_t)(rd % s->p2p_bytes), len = (size_t)(w - rd) < n ? (size_t)(w - rd) : n;
+        if (len > s->p2p_bytes - at) len = s->p2p_bytes - at;
+        memcpy(p, ring + at, len);
+        rd += len;
+        p += len;
+        n -= len;
+        atomic_store_explicit(&ch->read, rd, memory_order_release);
+    }
+    return TR_OK;
+}
+
+static tr_status run(void *ctx, const tr_comm_op *op) {
+    shm *s = ctx;
+    const tr_comm_call *k = &op->call;
+    s->op = op;
+    atomic_store_explicit(&s->ranks[s->rank].seq, op->seq, memory_order_relaxed);
+    size_t bytes = k->count * tr_dtype_size(k->dtype);
+    tr_status st = TR_OK;
+    if (s->world == 1) { /* nothing to exchange */
+        if (k->kind == TR_COMM_SCATTER || k->kind == TR_COMM_GATHER || k->kind == TR_COMM_ALL_GATHER ||
+            k->kind == TR_COMM_ALL_REDUCE || k->kind == TR_COMM_REDUCE || k->kind == TR_COMM_REDUCE_SCATTER)
+            if (bytes && k->recv != k->send) memmove(k->recv, k->send, bytes);
+        s->op = NULL;
+        return TR_OK;
+    }
+    switch (k->kind) {
+    case TR_COMM_BARRIER: st = barrier(s, op->deadline); break;
+    case TR_COMM_SEND: st = send_bytes(s, k->root, k->send, bytes, op->deadline); break;
+    case TR_COMM_RECV: st = recv_bytes(s, k->root, k->recv, bytes, op->deadline); break;
+    case TR_COMM_ALL_REDUCE: st = all_reduce(s, k, op->deadline, 1); break;
+    case TR_COMM_REDUCE: st = all_reduce(s, k, op->deadline, 0); break;
+    case TR_COMM_REDUCE_SCATTER: st = reduce_scatter(s, k, op->deadline); break;
+    case TR_COMM_BROADCAST:
+    case TR_COMM_GATHER:
+    case TR_COMM_SCATTER:
+    case TR_COMM_ALL_GATHER: st = move(s, k, op->deadline); break;
+    default: st = tr_error_set(TR_ERR_UNSUPPORTED, "operation %d", (int)k->kind); break;
+    }
+    s->op = NULL;
+    return st;
+}
+
+static void destroy(void *ctx) {
+    shm *s = ctx;
+    if (!s) return;
+    if (s->rank == 0 && !s->unlinked && s->name[0]) shm_unlink(s->name);
+    if (s->base) munmap(s->base, s->size);
+    tr_free(s);
+}
+
+static void abort_all(void *ctx) {
+    shm *s = ctx;
+    int32_t none = 0;
+    atomic_compare_exchange_strong(&s->h->abort_by, &none, s->rank + 1);
+}
+
+static void layout(shm *s, size_t total_hint) {
+    size_t W = (size_t)s->world, off = round_up(sizeof(shm_header), LINE);
+    (void)total_hint;
+    s->h = (shm_header *)s->base;
+    s->ranks = (shm_rank *)(s->base + off);
+    off += W * sizeof(shm_rank);
+    s->chans = (shm_chan *)(s->base + off);
+    off += W * W * sizeof(shm_chan);
+    off = round_up(off, 4096);
+    s->p2p = s->base + off;
+    off += W * W * s->p2p_bytes;
+    s->data = s->base + round_up(off, 4096);
+}
+
+static size_t total_size(size_t W, size_t chunk, size_t p2p) {
+    size_t off = round_up(sizeof(shm_header), LINE) + W * sizeof(shm_rank) + W * W * sizeof(shm_chan);
+    off = round_up(off, 4096) + W * W * p2p;
+    return round_up(off, 4096) + 2 * (W + 1) * chunk;
+}
+
+static tr_status join(shm *s, double deadline) {
+    if (s->rank == 0) {
+        shm_unlink(s->name); /* a stale segment of a crashed run with this job id */
+        int fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd < 0) return tr_error_set(TR_ERR_COMM, "cannot create shared memory %s: %s", s->name, strerror(errno));
+        int e = posix_fallocate(fd, 0, (off_t)s->size);
+        if (e) {
+            close(fd);
+            shm_unlink(s->name);
+            return tr_error_set(TR_ERR_COMM, "cannot reserve %zu bytes of shared memory for %s: %s (is /dev/shm "
+                                             "large enough? lower chunk_kb)", s->size, s->name, strerror(e));
+        }
+        s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (s->base == MAP_FAILED) {
+            s->base = NULL;
+            shm_unlink(s->name);
+            return tr_error_set(TR_ERR_COMM, "cannot map %s: %s", s->name, strerror(errno));
+        }
+        layout(s, s->size);
+        s->h->magic = SHM_MAGIC;
+        s->h->world = (uint32_t)s->world;
+        s->h->creator_pid = (uint32_t)getpid();
+        s->h->chunk_bytes = s->chunk;
+        s->h->p2p_bytes = s->p2p_bytes;
+        s->h->total_bytes = s->size;
+        atomic_store(&s->ranks[0].pid, (int32_t)getpid());
+        atomic_store(&s->h->attached, 1);
+        atomic_store_explicit(&s->h->ready, 1, memory_order_release);
+    } else {
+        for (;;) {
+            int fd = shm_open(s->name, O_RDWR, 0600);
+            struct stat sb;
+            if (fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size >= sizeof(shm_header)) {
+                void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                close(fd);
+                if (p != MAP_FAILED) {
+                    shm_header *h = p;
+                    if (atomic_load_explicit(&h->ready, memory_order_acquire) && h->magic == SHM_MAGIC &&
+                        !pid_gone((pid_t)h->creator_pid)) {
+                        if (h->world != (uint32_t)s->world || h->total_bytes != (uint64_t)sb.st_size ||
+                            h->chunk_bytes != s->chunk || h->p2p_bytes != s->p2p_bytes) {
+                            unsigned hw = h->world;
+                            munmap(p, (size_t)sb.st_size);
+                            return tr_error_set(TR_ERR_COMM, "%s was made for %u ranks (or other chunk_kb/p2p_kb), "
+                                                             "this rank expects %d", s->name, hw, s->world);
+                        }
+                        s->base = p;
+                        break;
+                    }
+                    munmap(p, (size_t)sb.st_size);
+                }
+            } else if (fd >= 0) {
+                close(fd);
+            }
+            if (tr_now() > deadline)
+                return tr_error_set(TR_ERR_TIMEOUT, "timed out joining: rank 0 never created %s", s->name);
+            nanosleep(&(struct timespec){0, 2000000}, NULL);
+        }
+        layout(s, s->size);
+        atomic_store(&s->ranks[s->rank].pid, (int32_t)getpid());
+        atomic_fetch_add(&s->h->attached, 1);
+    }
+    /* Everyone mapped: the name can go (rank 0), nothing outlives the processes. */
+    while (atomic_load(&s->h->attached) < s->world) {
+        if (tr_now() > deadline) {
+            char missing[256] = "";
+            size_t len = 0;
+            for (int r = 0; r < s->world && len < sizeof missing - 16; r++)
+                if (!atomic_load(&s->ranks[r].pid)) len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", len ? ", " : "", r);
+            return tr_error_set(TR_ERR_TIMEOUT, "timed out joining %s: ranks %s never joined", s->name, missing);
+        }
+        if (s->rank != 0 && pid_gone((pid_t)s->h->creator_pid))
+            return tr_error_set(TR_ERR_COMM, "rank 0 (pid %u) died while the job was joining", s->h->creator_pid);
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    if (s->rank == 0) {
+        shm_unlink(s->name);
+        s->unlinked = 1;
+    }
+    return TR_OK;
+}
+
+static tr_status create(void **ctx, const tr_options *o, const tr_comm_env *env, double deadline) {
+    *ctx = NULL;
+    shm *s = tr_calloc(1, sizeof *s);
+    if (!s) return tr_error_set(TR_ERR_NOMEM, "out of memory");
+    s->rank = env->rank;
+    s->world = env->size;
+    if (env->local_size != env->size) {
+        tr_free(s);
+        return tr_error_set(TR_ERR_UNSUPPORTED, "shm joins ranks of one host: this job spans hosts (%d ranks, %d "
+                                                "here); use comm mpi", env->size, env->local_size);
+    }
+    size_t W = (size_t)s->world, pairs = W * W;
+    s->chunk = round_up((size_t)tr_options_int(o, "chunk_kb") * 1024, 4096);
+    s->p2p_bytes = round_up((size_t)tr_options_int(o, "p2p_kb") * 1024, 4096);
+    /* Keep the segment modest with many ranks (container /dev/shm is often 64 MiB). */
+    while (s->p2p_bytes > 4096 && pairs * s->p2p_bytes > ((size_t)32 << 20)) s->p2p_bytes /= 2;
+    while (s->chunk > 65536 && 2 * (W + 1) * s->chunk > ((size_t)128 << 20)) s->chunk /= 2;
+    s->size = total_size(W, s->chunk, s->p2p_bytes);
+    snprintf(s->name, sizeof s->name, "/trainer-%s", env->job_id[0] ? env->job_id : "job");
+    tr_status st = join(s, deadline);
+    if (st != TR_OK) {
+        destroy(s);
+        return st;
+    }
+    *ctx = s;
+    return TR_OK;
+}
+
+static const tr_option_spec opts[] = {
+    {.key = "chunk_kb", .type = TR_OPTION_INT, .default_value = "1024", .min = 4, .max = 1 << 20,
+     .doc = "per-rank staging slot in KiB: payloads move in chunks of this size"},
+    {.key = "p2p_kb", .type = TR_OPTION_INT, .default_value = "256", .min = 4, .max = 1 << 20,
+     .doc = "ring per ordered pair of ranks for send/recv, KiB"},
+};
+static const tr_comm_backend_ops ops = {.create = create, .destroy = destroy, .run = run, .abort = abort_all};
+static const tr_plugin_desc desc = {
+    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_COMM, .name = "shm", .version = "0.1.0",
+    .description = "ranks on one host over POSIX shared memory (the CPU default)",
+    .options = opts, .n_options = sizeof opts / sizeof opts[0], .ops = &ops, .ops_size = sizeof ops};
+TR_PLUGIN_DEFINE(desc)

@@ -1,0 +1,278 @@
+/* One rank of the communicator test: every collective x dtype x reduction x size (0, 1,
+ * primes, sizes that do not divide by the world, sizes past one staging chunk) against
+ * values this program computes itself, plus in-place calls, send/recv, async works waited
+ * out of order, groups, and the error rules. Launched as N processes (`trainer launch` or
+ * mpirun); the world comes from the environment.
+ * usage: comm_check PLUGIN_DIR BACKEND [quick]      exit 0 when every check passes */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/comm.h"
+#include "trainer/half.h"
+#include "trainer/memory.h"
+
+static int fails, checks, rank, world;
+
+#define EXPECT(cond, ...)                                                                    \
+    do {                                                                                     \
+        checks++;                                                                            \
+        if (!(cond)) {                                                                       \
+            if (fails++ < 20) {                                                              \
+                printf("FAIL rank %d: ", rank);                                              \
+                printf(__VA_ARGS__);                                                         \
+                printf("\n");                                                                \
+            }                                                                                \
+        }                                                                                    \
+    } while (0)
+
+/* The value rank r contributes at element i: small integers, so sums and products are exact
+ * in every dtype (prod uses +-1, +-2). */
+static double value(int r, size_t i, tr_red_op op, int salt) {
+    if (op == TR_RED_PROD) {
+        static const double v[] = {1, -1, 2, 1, -2, 1, 1};
+        return v[(r * 3 + i * 5 + (size_t)salt) % 7];
+    }
+    return (double)((r * 37 + i * 11 + (size_t)salt * 5) % 61) - (op == TR_RED_MAX || op == TR_RED_MIN ? 30 : 20);
+}
+
+static void store(void *buf, size_t i, tr_dtype dt, double v) {
+    switch (dt) {
+    case TR_F32: ((float *)buf)[i] = (float)v; break;
+    case TR_F64: ((double *)buf)[i] = v; break;
+    case TR_BF16: ((uint16_t *)buf)[i] = tr_f32_to_bf16((float)v); break;
+    case TR_F16: ((uint16_t *)buf)[i] = tr_f32_to_f16((float)v); break;
+    case TR_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case TR_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case TR_U8: ((uint8_t *)buf)[i] = (uint8_t)(int)(v < 0 ? -v : v); break;
+    default: break;
+    }
+}
+
+static double load(const void *buf, size_t i, tr_dtype dt) {
+    switch (dt) {
+    case TR_F32: return ((const float *)buf)[i];
+    case TR_F64: return ((const double *)buf)[i];
+    case TR_BF16: return tr_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case TR_F16: return tr_f16_to_f32(((const uint16_t *)buf)[i]);
+    case TR_I32: return ((const int32_t *)buf)[i];
+    case TR_I64: return (double)((const int64_t *)buf)[i];
+    case TR_U8: return ((const uint8_t *)buf)[i];
+    default: return NAN;
+    }
+}
+
+/* What the reduction of every rank's value at i gives, in the dtype's arithmetic. */
+static double expected(size_t i, tr_dtype dt, tr_red_op op, int salt) {
+    double acc = 0;
+    for (int r = 0; r < world; r++) {
+        double v = value(r, i, op, salt);
+        if (dt == TR_U8) v = fabs(v);
+        if (r == 0) acc = v;
+        else if (op == TR_RED_MAX) acc = v > acc ? v : acc;
+        else if (op == TR_RED_MIN) acc = v < acc ? v : acc;
+        else if (op == TR_RED_PROD) acc *= v;
+        else acc += v;
+    }
+    if (op == TR_RED_AVG) {
+        if (dt == TR_I32 || dt == TR_I64 || dt == TR_U8) acc = trunc(acc / world);
+        else acc /= world;
+    }
+    if (dt == TR_U8) acc = fmod(acc, 256);
+    return acc;
+}
+
+static int close_enough(double got, double want, tr_dtype dt) {
+    double tol = dt == TR_BF16 ? 8e-3 : dt == TR_F16 ? 1e-3 : dt == TR_F32 ? 1e-6 : 1e-12;
+    return fabs(got - want) <= tol * (fabs(want) > 1 ? fabs(want) : 1);
+}
+
+static void check_reductions(tr_comm *c, size_t n, tr_dtype dt, tr_red_op op, int salt) {
+    size_t es = tr_dtype_size(dt);
+    uint8_t *send = tr_malloc((size_t)world * n * es + 1), *recv = tr_malloc((size_t)world * n * es + 1);
+    const char *dn = tr_dtype_name(dt), *on = tr_red_op_name(op);
+    /* all_reduce out of place, then in place */
+    for (size_t i = 0; i < n; i++) store(send, i, dt, value(rank, i, op, salt));
+    tr_status st = tr_comm_all_reduce(c, send, recv, n, dt, op);
+    EXPECT(st == TR_OK, "all_reduce %s %s n=%zu: %s", dn, on, n, tr_error_msg());
+    size_t bad = n;
+    for (size_t i = 0; i < n && bad == n; i++)
+        if (!close_enough(load(recv, i, dt), expected(i, dt, op, salt), dt)) bad = i;
+    EXPECT(bad == n, "all_reduce %s %s n=%zu: element %zu is %g, want %g", dn, on, n, bad,
+           bad < n ? load(recv, bad, dt) : 0, bad < n ? expected(bad, dt, op, salt) : 0);
+    st = tr_comm_all_reduce(c, send, send, n, dt, op);
+    EXPECT(st == TR_OK && (n == 0 || memcmp(send, recv, n * es) == 0), "in-place all_reduce %s %s n=%zu", dn, on, n);
+    /* reduce to the last rank */
+    int root = world - 1;
+    for (size_t i = 0; i < n; i++) store(send, i, dt, value(rank, i, op, salt + 1));
+    memset(recv, 0xAB, n * es + 1);
+    st = tr_comm_reduce(c, send, recv, n, dt, op, root);
+    EXPECT(st == TR_OK, "reduce %s %s n=%zu: %s", dn, on, n, tr_error_msg());
+    if (rank == root) {
+        bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (!close_enough(load(recv, i, dt), expected(i, dt, op, salt + 1), dt)) bad = i;
+        EXPECT(bad == n, "reduce %s %s n=%zu: element %zu wrong", dn, on, n, bad);
+    }
+    /* reduce_scatter: send holds world * n, rank r gets block r */
+    for (int r = 0; r < world; r++)
+        for (size_t i = 0; i < n; i++) store(send, (size_t)r * n + i, dt, value(rank, (size_t)r * n + i, op, salt + 2));
+    st = tr_comm_reduce_scatter(c, send, recv, n, dt, op);
+    EXPECT(st == TR_OK, "reduce_scatter %s %s n=%zu: %s", dn, on, n, tr_error_msg());
+    bad = n;
+    for (size_t i = 0; i < n && bad == n; i++)
+        if (!close_enough(load(recv, i, dt), expected((size_t)rank * n + i, dt, op, salt + 2), dt)) bad = i;
+    EXPECT(bad == n, "reduce_scatter %s %s n=%zu: element %zu wrong", dn, on, n, bad);
+    tr_free(send);
+    tr_free(recv);
+}
+
+static void check_moves(tr_comm *c, size_t n, tr_dtype dt, int salt) {
+    size_t es = tr_dtype_size(dt), W = (size_t)world;
+    uint8_t *send = tr_malloc(W * n * es + 1), *recv = tr_malloc(W * n * es + 1);
+    const char *dn = tr_dtype_name(dt);
+    for (int root = 0; root < world; root++) {
+        for (size_t i = 0; i < n; i++) store(recv, i, dt, rank == root ? value(root, i, TR_RED_SUM, salt) : 99);
+        tr_status st = tr_comm_broadcast(c, recv, n, dt, root);
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++) {
+            double want = value(root, i, TR_RED_SUM, salt);
+            if (load(recv, i, dt) != (dt == TR_U8 ? fabs(want) : want)) bad = i;
+        }
+        EXPECT(st == TR_OK && bad == n, "broadcast %s n=%zu root %d: element %zu", dn, n, root, bad);
+    }
+    /* all_gather and gather: rank r contributes value(r, i) */
+    for (size_t i = 0; i < n; i++) store(send, i, dt, value(rank, i, TR_RED_SUM, salt));
+    tr_status st = tr_comm_all_gather(c, send, recv, n, dt);
+    size_t bad = W * n;
+    for (size_t j = 0; j < W * n && bad == W * n; j++) {
+        double want = value((int)(j / (n ? n : 1)), j % (n ? n : 1), TR_RED_SUM, salt);
+        if (load(recv, j, dt) != (dt == TR_U8 ? fabs(want) : want)) bad = j;
+    }
+    EXPECT(st == TR_OK && bad == W * n, "all_gather %s n=%zu: element %zu", dn, n, bad);
+    int root = world / 2;
+    memset(recv, 0, W * n * es);
+    st = tr_comm_gather(c, send, recv, n, dt, root);
+    if (rank == root) {
+        bad = W * n;
+        for (size_t j = 0; j < W * n && bad == W * n; j++) {
+            double want = value((int)(j / (n ? n : 1)), j % (n ? n : 1), TR_RED_SUM, salt);
+            if (load(recv, j, dt) != (dt == TR_U8 ? fabs(want) : want)) bad = j;
+        }
+    } else {
+        bad = W * n;
+    }
+    EXPECT(st == TR_OK && bad == W * n, "gather %s n=%zu to %d: element %zu", dn, n, root, bad);
+    /* scatter from the root: block r of its send buffer goes to rank r */
+    for (size_t j = 0; j < W * n; j++) store(send, j, dt, rank == root ? value(7, j, TR_RED_SUM, salt) : -1);
+    st = tr_comm_scatter(c, send, recv, n, dt, root);
+    bad = n;
+    for (size_t i = 0; i < n && bad == n; i++) {
+        double want = value(7, (size_t)rank * n + i, TR_RED_SUM, salt);
+        if (load(recv, i, dt) != (dt == TR_U8 ? fabs(want) : want)) bad = i;
+    }
+    EXPECT(st == TR_OK && bad == n, "scatter %s n=%zu from %d: element %zu", dn, n, root, bad);
+    tr_free(send);
+    tr_free(recv);
+}
+
+/* send/recv around the ring: even ranks send first, odd ranks receive first. */
+static void check_p2p(tr_comm *c, size_t n) {
+    if (world < 2) return;
+    int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+    int32_t *out = tr_malloc(n * 4 + 4), *in = tr_malloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++) out[i] = (int32_t)(rank * 1000003 + (int)i);
+    tr_status a, b;
+    if (rank % 2 == 0) {
+        a = tr_comm_send(c, out, n, TR_I32, next);
+        b = tr_comm_recv(c, in, n, TR_I32, prev);
+    } else {
+        b = tr_comm_recv(c, in, n, TR_I32, prev);
+        a = tr_comm_send(c, out, n, TR_I32, next);
+    }
+    size_t bad = n;
+    for (size_t i = 0; i < n && bad == n; i++)
+        if (in[i] != (int32_t)(prev * 1000003 + (int)i)) bad = i;
+    EXPECT(a == TR_OK && b == TR_OK && bad == n, "send/recv n=%zu from %d: element %zu (%s)", n, prev, bad,
+           tr_error_msg());
+    tr_free(out);
+    tr_free(in);
+}
+
+static void check_async(tr_comm *c) {
+    enum { K = 6, N = 5003 };
+    float *buf[K];
+    tr_comm_work *w[K];
+    tr_comm_group_start(c);
+    for (int k = 0; k < K; k++) {
+        buf[k] = tr_malloc(N * sizeof(float));
+        for (int i = 0; i < N; i++) buf[k][i] = (float)(rank + k + i % 7);
+        if (k == K / 2) {
+            tr_status gst = tr_comm_group_end(c); /* the first half as a group */
+            EXPECT(gst == TR_OK, "group_end: %s", tr_error_msg());
+        }
+        tr_status st = tr_comm_iall_reduce(c, buf[k], buf[k], N, TR_F32, TR_RED_SUM, &w[k]);
+        EXPECT(st == TR_OK, "iall_reduce %d: %s", k, tr_error_msg());
+    }
+    int done = 0;
+    tr_comm_test(w[K - 1], &done);
+    for (int k = K - 1; k >= 0; k--) { /* waited out of order */
+        tr_status st = tr_comm_wait(w[k]);
+        float want0 = 0;
+        for (int r = 0; r < world; r++) want0 += (float)(r + k);
+        EXPECT(st == TR_OK && buf[k][0] == want0 && buf[k][N - 1] == want0 + (float)(world * ((N - 1) % 7)),
+               "async all_reduce %d: got %g want %g", k, buf[k][0], want0);
+        tr_free(buf[k]);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: comm_check PLUGIN_DIR BACKEND [quick]\n");
+        return 2;
+    }
+    int quick = argc > 3 && strcmp(argv[3], "quick") == 0;
+    tr_comm_env env;
+    tr_registry *reg;
+    const tr_plugin *p;
+    tr_comm *c;
+    if (tr_comm_env_detect(&env) != TR_OK || tr_registry_create(&reg) != TR_OK ||
+        tr_registry_scan(reg, argv[1], "test", 0) != TR_OK || tr_registry_find(reg, TR_PLUGIN_COMM, argv[2], &p) != TR_OK ||
+        tr_comm_create(&c, p, NULL, &env) != TR_OK) {
+        fprintf(stderr, "comm_check: %s\n", tr_error_msg());
+        return 1;
+    }
+    rank = tr_comm_rank(c);
+    world = tr_comm_size(c);
+    EXPECT(tr_comm_barrier(c) == TR_OK, "barrier: %s", tr_error_msg());
+    static const size_t sizes[] = {0, 1, 2, 3, 7, 13, 1031, 70001};
+    static const tr_dtype dts[] = {TR_F32, TR_F64, TR_BF16, TR_F16, TR_I32, TR_I64, TR_U8};
+    int salt = 0;
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            if (quick && s > 5 && d > 0) continue;
+            for (int op = 0; op < TR_RED_COUNT; op++) check_reductions(c, sizes[s], dts[d], (tr_red_op)op, salt++);
+            check_moves(c, sizes[s], dts[d], salt++);
+        }
+    /* Past several staging chunks (1 MiB default): f32 sum, and the moves. */
+    check_reductions(c, quick ? 300007 : 1000003, TR_F32, TR_RED_SUM, salt++);
+    check_moves(c, 300007, TR_F32, salt++);
+    check_p2p(c, 0);
+    check_p2p(c, 1);
+    check_p2p(c, 1000);
+    check_p2p(c, 200003); /* larger than the send/recv ring */
+    check_async(c);
+    /* Argument errors come back at once and do not break the communicator. */
+    float x = 1;
+    EXPECT(tr_comm_broadcast(c, &x, 1, TR_F32, world) == TR_ERR_INVALID && strstr(tr_error_msg(), "not a rank"),
+           "root out of range refused: %s", tr_error_msg());
+    if (world > 1)
+        EXPECT(tr_comm_send(c, &x, 1, TR_F32, rank) == TR_ERR_INVALID, "send to self refused");
+    EXPECT(tr_comm_all_reduce(c, NULL, &x, 1, TR_F32, TR_RED_SUM) == TR_ERR_INVALID, "NULL buffer refused");
+    EXPECT(tr_comm_barrier(c) == TR_OK && tr_comm_last_error(c)[0] == 0, "still usable after argument errors");
+    tr_comm_destroy(c);
+    tr_registry_destroy(reg);
+    printf("rank %d of %d (%s): %d passed, %d failed\n", rank, world, argv[2], checks - fails, fails);
+    return fails ? 1 : 0;
+}
