@@ -4,6 +4,7 @@
 
 #include "demo.h"
 #include "eval_cmd.h"
+#include "launch_cmd.h"
 #include "plugins_cmd.h"
 #include "run_cmd.h"
 #include "trainer/trainer.h"
@@ -20,6 +21,8 @@ static void usage(FILE *out) {
             "                one CSV row of predictions per sample\n"
             "  demo          train an MLP on a synthetic task with the core alone\n"
             "                (--epochs=N, --seed=N)\n"
+            "  launch [-n N] [--max-restarts K] [--] COMMAND [ARGS...]\n"
+            "                run N supervised ranks of a command on this host (torchrun's env)\n"
             "  plugins       list the plugins found (--describe NAME, --check FILE.so)\n"
             "  version       print the version\n");
 }
@@ -36,6 +39,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "run") == 0) return trainer_run_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "eval") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 0);
     if (strcmp(argv[1], "predict") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 1);
+    if (strcmp(argv[1], "launch") == 0) return trainer_launch_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plugins") == 0) return trainer_plugins_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "demo") == 0) return trainer_demo(argc - 2, argv + 2);
     if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0) {

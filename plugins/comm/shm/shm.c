@@ -137,7 +137,7 @@ static tr_status check_health(shm *s, double deadline, uint64_t target) {
             len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d (at #%llu)", len ? ", " : "", r,
                                     (unsigned long long)at);
         }
-        return tr_error_set(TR_ERR_TIMEOUT, "timed out in %s: ranks %s did not arrive", op_label(s, lbl, sizeof lbl),
+        return tr_error_set(TR_ERR_TIMEOUT, "timed out in %s: these ranks did not arrive: %s", op_label(s, lbl, sizeof lbl),
                             missing);
     }
     return TR_OK;
@@ -439,7 +439,7 @@ static tr_status join(shm *s, double deadline) {
             size_t len = 0;
             for (int r = 0; r < s->world && len < sizeof missing - 16; r++)
                 if (!atomic_load(&s->ranks[r].pid)) len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", len ? ", " : "", r);
-            return tr_error_set(TR_ERR_TIMEOUT, "timed out joining %s: ranks %s never joined", s->name, missing);
+            return tr_error_set(TR_ERR_TIMEOUT, "timed out joining %s: these ranks never joined: %s", s->name, missing);
         }
         if (s->rank != 0 && pid_gone((pid_t)s->h->creator_pid))
             return tr_error_set(TR_ERR_COMM, "rank 0 (pid %u) died while the job was joining", s->h->creator_pid);

@@ -1,0 +1,246 @@
+/* The single-host launcher and supervisor (see trainer/launch.h). One poll loop reads every
+ * rank's output pipe, reaps exits, and escalates SIGTERM -> SIGKILL on failure or on a
+ * signal to the launcher. Library code: no exit(), the caller maps the result to a status. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trainer/launch.h"
+#include "trainer/memory.h"
+#include "trainer/runtime.h"
+
+typedef struct rank_proc {
+    pid_t pid;
+    int fd;                 /* read end of its stdout+stderr pipe, -1 when closed */
+    int running;
+    int status;             /* waitpid status once exited */
+    char partial[4096];     /* output not yet ended by a newline */
+    size_t plen;
+    char last[512];         /* its last complete output line */
+} rank_proc;
+
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) { g_signal = sig; }
+
+static void emit_line(int rank, const char *s, size_t n, rank_proc *p) {
+    printf("[rank %d] %.*s\n", rank, (int)n, s);
+    if (n) snprintf(p->last, sizeof p->last, "%.*s", (int)n, s);
+}
+
+/* Reads what is available from rank r's pipe and prints its complete lines. */
+static void drain(rank_proc *p, int rank) {
+    char buf[4096];
+    ssize_t n = read(p->fd, buf, sizeof buf);
+    if (n <= 0) {
+        if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            if (p->plen) emit_line(rank, p->partial, p->plen, p);
+            p->plen = 0;
+            close(p->fd);
+            p->fd = -1;
+        }
+        return;
+    }
+    for (ssize_t i = 0; i < n; i++) {
+        if (buf[i] == '\n' || p->plen == sizeof p->partial) {
+            emit_line(rank, p->partial, p->plen, p);
+            p->plen = 0;
+            if (buf[i] == '\n') continue;
+        }
+        p->partial[p->plen++] = buf[i];
+    }
+    fflush(stdout);
+}
+
+static void describe_exit(char *out, size_t size, int rank, int status, const char *last) {
+    int n;
+    if (WIFSIGNALED(status))
+        n = snprintf(out, size, "rank %d was killed by signal %d (%s)", rank, WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        n = snprintf(out, size, "rank %d exited with code %d", rank, WEXITSTATUS(status));
+    if (n > 0 && (size_t)n < size) snprintf(out + n, size - (size_t)n, "; its last line: %s", last[0] ? last : "(none)");
+}
+
+static void signal_all(rank_proc *rp, int n, int sig) {
+    for (int r = 0; r < n; r++)
+        if (rp[r].running) kill(rp[r].pid, sig);
+}
+
+static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *job, int attempt) {
+    for (int r = 0; r < cfg->nproc; r++) {
+        int fds[2];
+        if (pipe(fds) != 0) return tr_error_set(TR_ERR_IO, "launch: pipe: %s", strerror(errno));
+        pid_t parent = getpid();
+        pid_t pid = fork();
+        if (pid < 0) {
+            close(fds[0]);
+            close(fds[1]);
+            return tr_error_set(TR_ERR_IO, "launch: fork rank %d: %s", r, strerror(errno));
+        }
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent) _exit(127); /* the launcher died before prctl */
+            signal(SIGINT, SIG_DFL);
+            signal(SIGTERM, SIG_DFL);
+            signal(SIGPIPE, SIG_DFL);
+            dup2(fds[1], STDOUT_FILENO);
+            dup2(fds[1], STDERR_FILENO);
+            close(fds[0]);
+            close(fds[1]);
+            char v[64];
+            snprintf(v, sizeof v, "%d", r);
+            setenv("RANK", v, 1);
+            setenv("LOCAL_RANK", v, 1);
+            snprintf(v, sizeof v, "%d", cfg->nproc);
+            setenv("WORLD_SIZE", v, 1);
+            setenv("LOCAL_WORLD_SIZE", v, 1);
+            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            if (!getenv("MASTER_PORT")) setenv("MASTER_PORT", "29500", 1);
+            snprintf(v, sizeof v, "%s.%d", job, attempt);
+            setenv("TRAINER_JOB_ID", v, 1);
+            snprintf(v, sizeof v, "%d", attempt);
+            setenv("TRAINER_RESTART_COUNT", v, 1);
+            execvp(cfg->argv[0], cfg->argv);
+            fprintf(stderr, "cannot run %s: %s\n", cfg->argv[0], strerror(errno));
+            _exit(127);
+        }
+        close(fds[1]);
+        fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+        fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+        rp[r] = (rank_proc){.pid = pid, .fd = fds[0], .running = 1};
+    }
+    return TR_OK;
+}
+
+/* Runs one attempt to the end; returns the first failing rank (-1: all succeeded). */
+static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_result *res) {
+    int n = cfg->nproc, failed = -1, live = n;
+    double grace = cfg->grace_s > 0 ? cfg->grace_s : 5, kill_at = 0;
+    struct pollfd *pfd = tr_calloc((size_t)n, sizeof *pfd);
+    int *who = tr_calloc((size_t)n, sizeof *who);
+    for (;;) {
+        int np = 0;
+        for (int r = 0; r < n; r++)
+            if (rp[r].fd >= 0) {
+                pfd[np] = (struct pollfd){.fd = rp[r].fd, .events = POLLIN};
+                who[np++] = r;
+            }
+        if (live == 0 && np == 0) break;
+        if (pfd && who) {
+            int k = poll(pfd, (nfds_t)np, 50);
+            for (int i = 0; k > 0 && i < np; i++)
+                if (pfd[i].revents) drain(&rp[who[i]], who[i]);
+        } else {
+            nanosleep(&(struct timespec){0, 50000000}, NULL);
+        }
+        for (int r = 0; r < n; r++) { /* only our ranks: the caller may have other children */
+            int st;
+            if (rp[r].running && waitpid(rp[r].pid, &st, WNOHANG) == rp[r].pid) {
+                rp[r].running = 0;
+                rp[r].status = st;
+                live--;
+                int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+                if (bad && failed < 0 && !g_signal) {
+                    failed = r;
+                    signal_all(rp, n, SIGTERM);
+                    kill_at = tr_now() + grace;
+                }
+            }
+        }
+        if (g_signal && kill_at == 0) {
+            signal_all(rp, n, SIGTERM);
+            kill_at = tr_now() + grace;
+        }
+        if (kill_at > 0 && tr_now() > kill_at && live > 0) {
+            signal_all(rp, n, SIGKILL);
+            kill_at = tr_now() + 3600; /* once */
+        }
+        /* A rank that exited may leave its pipe open in a grandchild: stop reading it once
+         * every rank is gone and the pipes are quiet. */
+        if (live == 0 && np > 0 && pfd && poll(pfd, (nfds_t)np, 0) == 0) {
+            for (int i = 0; i < np; i++) drain(&rp[who[i]], who[i]);
+            for (int r = 0; r < n; r++)
+                if (rp[r].fd >= 0) {
+                    close(rp[r].fd);
+                    rp[r].fd = -1;
+                }
+        }
+    }
+    tr_free(pfd);
+    tr_free(who);
+    if (failed >= 0) {
+        describe_exit(res->message, sizeof res->message, failed, rp[failed].status, rp[failed].last);
+        int st = rp[failed].status;
+        res->exit_code = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+        res->failed_rank = failed;
+    }
+    return failed;
+}
+
+tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res) {
+    memset(res, 0, sizeof *res);
+    res->failed_rank = -1;
+    if (cfg->nproc < 1 || cfg->nproc > 4096)
+        return tr_error_set(TR_ERR_INVALID, "launch: %d processes: expected 1 to 4096", cfg->nproc);
+    if (!cfg->argv || !cfg->argv[0]) return tr_error_set(TR_ERR_INVALID, "launch: no command to run");
+    rank_proc *rp = tr_calloc((size_t)cfg->nproc, sizeof *rp);
+    if (!rp) return tr_error_set(TR_ERR_NOMEM, "launch: out of memory");
+    char job[48];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(job, sizeof job, "%ld-%lx", (long)getpid(), (unsigned long)(ts.tv_nsec ^ ts.tv_sec));
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    g_signal = 0;
+    tr_status st = TR_OK;
+    for (int attempt = 0;; attempt++) {
+        st = spawn(cfg, rp, job, attempt);
+        if (st != TR_OK) {
+            for (int r = 0; r < cfg->nproc; r++)
+                if (rp[r].running) {
+                    kill(rp[r].pid, SIGKILL);
+                    waitpid(rp[r].pid, NULL, 0);
+                    close(rp[r].fd);
+                }
+            break;
+        }
+        int failed = supervise(cfg, rp, res);
+        /* Backstop for the shm backend's segment (it unlinks the name itself once joined). */
+        char shm_name[128];
+        snprintf(shm_name, sizeof shm_name, "/trainer-trainer-%s.%d", job, attempt);
+        shm_unlink(shm_name);
+        if (g_signal) {
+            res->exit_code = 128 + g_signal;
+            snprintf(res->message, sizeof res->message, "stopped by signal %d (%s): every rank was terminated",
+                     (int)g_signal, strsignal(g_signal));
+            break;
+        }
+        if (failed < 0) {
+            res->exit_code = 0;
+            res->failed_rank = -1;
+            res->message[0] = 0;
+            break;
+        }
+        if (attempt >= cfg->max_restarts) break;
+        res->restarts++;
+        if (!cfg->quiet)
+            fprintf(stderr, "[launcher] %s; restarting all %d ranks (restart %d of %d)\n", res->message, cfg->nproc,
+                    attempt + 1, cfg->max_restarts);
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    tr_free(rp);
+    return st;
+}

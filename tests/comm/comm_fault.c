@@ -1,0 +1,59 @@
+/* One rank of the communicator fault tests (tests/e2e/comm_faults.sh).
+ * usage: comm_fault PLUGIN_DIR BACKEND MODE [RANK]
+ *   kill R     all-reduce in a loop; rank R kills itself (SIGKILL) in the middle
+ *   nojoin R   rank R never joins; the others must time out naming it
+ *   abort R    rank R calls tr_comm_abort; the others' calls must fail naming it
+ * A rank whose call fails prints the message and exits 3. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trainer/comm.h"
+#include "trainer/memory.h"
+
+int main(int argc, char **argv) {
+    if (argc < 5) {
+        fprintf(stderr, "usage: comm_fault PLUGIN_DIR BACKEND kill|nojoin|abort RANK\n");
+        return 2;
+    }
+    const char *mode = argv[3];
+    int target = atoi(argv[4]);
+    tr_comm_env env;
+    tr_registry *reg;
+    const tr_plugin *p;
+    tr_comm *c;
+    if (tr_comm_env_detect(&env) != TR_OK) return 1;
+    if (strcmp(mode, "nojoin") == 0 && env.rank == target) {
+        sleep(120); /* the launcher stops it */
+        return 0;
+    }
+    if (tr_registry_create(&reg) != TR_OK || tr_registry_scan(reg, argv[1], "test", 0) != TR_OK ||
+        tr_registry_find(reg, TR_PLUGIN_COMM, argv[2], &p) != TR_OK || tr_comm_create(&c, p, NULL, &env) != TR_OK) {
+        printf("rank %d: %s\n", env.rank, tr_error_msg());
+        fflush(stdout);
+        return 3;
+    }
+    size_t n = 1 << 20;
+    float *buf = tr_malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) buf[i] = 1;
+    for (int it = 0; it < 1000000; it++) {
+        if (env.rank == target && it == 20) {
+            if (strcmp(mode, "kill") == 0) raise(SIGKILL);
+            if (strcmp(mode, "abort") == 0) {
+                tr_comm_abort(c);
+                printf("rank %d: aborted the communicator\n", env.rank);
+                fflush(stdout);
+                return 4;
+            }
+        }
+        if (tr_comm_all_reduce(c, buf, buf, n, TR_F32, TR_RED_MAX) != TR_OK) {
+            printf("rank %d: %s\n", env.rank, tr_error_msg());
+            fflush(stdout);
+            return 3;
+        }
+    }
+    tr_comm_destroy(c);
+    return 0;
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The shm communicator and the launcher: every collective at world sizes 1-4 (oversubscribed
+# on small machines), a rank killed mid all-reduce, a rank that never joins, abort, and the
+# launcher's contract (environment, prefixed output, exit codes, SIGTERM, max_restarts).
+# Nothing may be left in /dev/shm. usage: comm_shm.sh TRAINER_BIN TESTS_DIR PLUGIN_DIR
+set -u
+bin="$1"; tests="$2"; plugins="$3"
+t="$(mktemp -d /tmp/trainer-comm-XXXXXX)"
+cleanup() { pkill -KILL -f "$t/marker" 2>/dev/null; rm -rf "$t"; }
+trap cleanup EXIT
+pass=0; fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; fail=$((fail + 1)); }
+shm_before="$(ls /dev/shm | grep -c '^trainer-' || true)"
+export TRAINER_COMM_TIMEOUT=20
+
+for w in 1 2 3 4; do
+    out="$(timeout 300 "$bin" launch -n "$w" "$tests/comm_check" "$plugins" shm 2>&1)"; rc=$?
+    n="$(grep -c ' 0 failed' <<<"$out")"
+    if [ "$rc" = 0 ] && [ "$n" = "$w" ]; then ok "world $w: $(grep -o '[0-9]* passed' <<<"$out" | head -1) per rank, every collective"
+    else bad "world $w (exit $rc)" "$(tail -5 <<<"$out")"; fi
+done
+
+# A rank killed in the middle of an all-reduce, without a launcher: the others fail promptly.
+pids=""
+for r in 0 1 2; do
+    RANK=$r WORLD_SIZE=3 TRAINER_JOB_ID="fault$$" TRAINER_COMM_TIMEOUT=30 \
+        "$tests/comm_fault" "$plugins" shm kill 1 >"$t/kill.$r" 2>&1 & pids="$pids $!"
+done
+start=$(date +%s); rcs=""
+for p in $pids; do wait "$p"; rcs="$rcs $?"; done
+secs=$(( $(date +%s) - start ))
+if [ "$rcs" = " 3 137 3" ] && grep -q "rank 1 (pid [0-9]*) died" "$t/kill.0" && grep -q "died" "$t/kill.2" && [ "$secs" -lt 20 ]; then
+    ok "rank 1 killed mid all-reduce: ranks 0 and 2 fail in ${secs}s: $(cat "$t/kill.0")"
+else bad "killed rank (exit codes$rcs, ${secs}s)" "$(cat "$t"/kill.*)"; fi
+
+# The same under the launcher: it names the rank and its signal and stops the rest.
+out="$(timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$plugins" shm kill 2 2>&1)"; rc=$?
+if [ "$rc" = 137 ] && grep -q "rank 2 was killed by signal 9" <<<"$out"; then ok "launcher: $(grep -o 'rank 2 was killed.*' <<<"$out" | cut -c1-60)"
+else bad "launcher with a killed rank (exit $rc)" "$out"; fi
+
+# A rank that never joins: the others time out naming it.
+out="$(TRAINER_COMM_TIMEOUT=2 timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$plugins" shm nojoin 2 2>&1)"; rc=$?
+if [ "$rc" = 3 ] && grep -q "these ranks never joined: 2" <<<"$out"; then ok "never joined: $(grep -o 'timed out joining.*' <<<"$out" | head -1 | sed 's/ \/trainer-[^:]*//')"
+else bad "rank that never joins (exit $rc)" "$out"; fi
+
+# Abort: every other rank's call fails naming the rank that aborted.
+out="$(timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$plugins" shm abort 0 2>&1)"; rc=$?
+if [ "$rc" != 0 ] && grep -q "rank 0 aborted the job" <<<"$out"; then ok "abort: $(grep -o 'all_reduce.*aborted the job' <<<"$out" | head -1)"
+else bad "abort (exit $rc)" "$out"; fi
+
+# Launcher contract.
+out="$("$bin" launch -n 3 -- sh -c 'echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR ${TRAINER_JOB_ID:+job}"; echo to-stderr >&2' 2>&1)"; rc=$?
+if [ "$rc" = 0 ] && grep -qx '\[rank 2\] 2 3 2 3 127.0.0.1 job' <<<"$out" && grep -qx '\[rank 0\] to-stderr' <<<"$out"; then ok "environment and [rank N] prefixes"
+else bad "launcher environment (exit $rc)" "$out"; fi
+start=$(date +%s)
+out="$("$bin" launch -n 3 -- sh -c "if [ \$RANK = 1 ]; then echo last words; exit 5; fi; exec sleep 60 # $t/marker" 2>&1)"; rc=$?
+secs=$(( $(date +%s) - start ))
+if [ "$rc" = 5 ] && grep -q "rank 1 exited with code 5; its last line: last words" <<<"$out" && [ "$secs" -lt 15 ]; then ok "exit code 5 propagated, others stopped in ${secs}s"
+else bad "exit code propagation (exit $rc, ${secs}s)" "$out"; fi
+"$bin" launch -n 2 -- sh -c "exec sleep 60 # $t/marker" >"$t/term.out" 2>&1 & lp=$!
+sleep 1; kill -TERM "$lp"; start=$(date +%s); wait "$lp"; rc=$?; secs=$(( $(date +%s) - start ))
+sleep 0.2
+if [ "$rc" = 143 ] && ! pgrep -f "$t/marker" >/dev/null && [ "$secs" -lt 10 ]; then ok "SIGTERM stops every rank (exit 143 in ${secs}s)"
+else bad "SIGTERM (exit $rc, ${secs}s)" "$(cat "$t/term.out")" "$(pgrep -af "$t/marker")"; fi
+out="$("$bin" launch -n 2 --max-restarts 2 -- sh -c "f=$t/count.\$RANK; n=\$(cat \$f 2>/dev/null || echo 0); echo \$((n+1)) >\$f; [ \$n -ge 1 ] || exit 7" 2>&1)"; rc=$?
+if [ "$rc" = 0 ] && grep -q "restarting all 2 ranks (restart 1 of 2)" <<<"$out" && [ "$(cat "$t/count.0")" = 2 ]; then ok "max_restarts: the failed job ran again and succeeded"
+else bad "max_restarts (exit $rc)" "$out"; fi
+out="$("$bin" launch -n 2 --max-restarts 1 -- sh -c 'exit 9' 2>&1)"; rc=$?
+if [ "$rc" = 9 ] && [ "$(grep -c restarting <<<"$out")" = 1 ]; then ok "max_restarts exhausted: exit 9 after one restart"
+else bad "restarts exhausted (exit $rc)" "$out"; fi
+out="$("$bin" launch -n 0 true 2>&1)"; rc=$?
+[ "$rc" = 2 ] && grep -q "expected an integer from 1" <<<"$out" && ok "bad -n refused" || bad "bad -n (exit $rc)" "$out"
+out="$("$bin" launch -n 2 "$t/no-such-program" 2>&1)"; rc=$?
+[ "$rc" = 127 ] && grep -q "cannot run" <<<"$out" && ok "missing program: exit 127 naming it" || bad "missing program (exit $rc)" "$out"
+
+shm_after="$(ls /dev/shm | grep -c '^trainer-' || true)"
+[ "$shm_after" = "$shm_before" ] && ok "nothing left in /dev/shm" || bad "leftovers in /dev/shm" "$(ls /dev/shm | grep '^trainer-')"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
