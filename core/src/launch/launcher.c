@@ -143,19 +143,23 @@ static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_resul
         } else {
             nanosleep(&(struct timespec){0, 50000000}, NULL);
         }
-        for (int r = 0; r < n; r++) { /* only our ranks: the caller may have other children */
+        /* Reap only our ranks (the caller may have other children). Of the failures seen in
+         * one pass, a rank killed by a signal is named before ranks that exited with an error:
+         * those are usually the peers reporting its death. */
+        int signaled = -1, errored = -1;
+        for (int r = 0; r < n; r++) {
             int st;
-            if (rp[r].running && waitpid(rp[r].pid, &st, WNOHANG) == rp[r].pid) {
-                rp[r].running = 0;
-                rp[r].status = st;
-                live--;
-                int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-                if (bad && failed < 0 && !g_signal) {
-                    failed = r;
-                    signal_all(rp, n, SIGTERM);
-                    kill_at = tr_now() + grace;
-                }
-            }
+            if (!rp[r].running || waitpid(rp[r].pid, &st, WNOHANG) != rp[r].pid) continue;
+            rp[r].running = 0;
+            rp[r].status = st;
+            live--;
+            if (WIFSIGNALED(st) && signaled < 0) signaled = r;
+            else if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) && errored < 0) errored = r;
+        }
+        if (failed < 0 && !g_signal && (signaled >= 0 || errored >= 0)) {
+            failed = signaled >= 0 ? signaled : errored;
+            signal_all(rp, n, SIGTERM);
+            kill_at = tr_now() + grace;
         }
         if (g_signal && kill_at == 0) {
             signal_all(rp, n, SIGTERM);
