@@ -11,9 +11,10 @@
  * my slot, barrier, read" and the two sets alternate, so one barrier per phase suffices: a
  * set is rewritten only after a barrier that every rank reaches after reading it.
  *
- * Algorithms: all-reduce = every rank copies its chunk in, each reduces its 1/W of it from
- * all slots into the result slot, every rank copies the result out (a reduce-scatter plus an
- * all-gather, all ranks working in parallel); reduce-scatter reduces each rank's part
+ * Algorithms: all-reduce = a reduce-scatter plus an all-gather with all ranks working in
+ * parallel: each rank publishes the parts of its chunk the others reduce, reduces its own
+ * 1/W from its buffer and their slots into its output and the result slot, then copies the
+ * other parts of the result out; reduce-scatter reduces each rank's part
  * straight into its output; broadcast, gather, scatter and all-gather are one copy in and one
  * copy out per chunk. The barrier is a counter per rank (own cache line): waiting reads the
  * others', so a timeout names exactly the ranks that did not arrive. Waits spin briefly, then
@@ -191,19 +192,46 @@ static void reduce_slots(shm *s, int set, size_t lo, size_t hi, size_t es, tr_dt
 
 static int next_set(shm *s) { return (int)(s->set++ & 1); }
 
+/* Per chunk: publish the parts the others reduce (not my own: I read it from my buffer),
+ * barrier, reduce my part from my buffer and their slots straight into my output and into
+ * the result slot, barrier, copy the others' parts out of the result slot. About 4 bytes of
+ * memory traffic per byte reduced, against 2 for a memcpy. */
 static tr_status all_reduce(shm *s, const tr_comm_call *k, double dl, int to_all) {
     size_t es = tr_dtype_size(k->dtype), C = s->chunk / es;
     const uint8_t *src = k->send;
     uint8_t *dst = k->recv;
+    int me = s->rank, out = to_all || me == k->root;
     for (size_t off = 0; off < k->count; off += C) {
         size_t m = k->count - off < C ? k->count - off : C, lo, hi;
         int set = next_set(s);
-        memcpy(slot(s, set, s->rank), src + off * es, m * es);
+        const uint8_t *in = src + off * es;
+        for (int q = 0; q < s->world; q++) {
+            if (q == me) continue;
+            part(m, es, q, s->world, &lo, &hi);
+            if (hi > lo) memcpy(slot(s, set, me) + lo * es, in + lo * es, (hi - lo) * es);
+        }
         TR_CHECK(barrier(s, dl));
-        part(m, es, s->rank, s->world, &lo, &hi);
-        reduce_slots(s, set, lo, hi, es, k->dtype, k->op, slot(s, set, s->world) + lo * es, 0);
+        part(m, es, me, s->world, &lo, &hi);
+        uint8_t *res = slot(s, set, s->world);
+        if (hi > lo) {
+            size_t len = hi - lo;
+            uint8_t *acc = out ? dst + (off + lo) * es : res + lo * es;
+            int first = 1;
+            for (int q = 0; q < s->world; q++) {
+                if (q == me) continue;
+                if (first) tr_reduce2(acc, in + lo * es, slot(s, set, q) + lo * es, len, k->dtype, k->op);
+                else tr_reduce_into(acc, slot(s, set, q) + lo * es, len, k->dtype, k->op);
+                first = 0;
+            }
+            if (out) memcpy(res + lo * es, acc, len * es);
+        }
         TR_CHECK(barrier(s, dl));
-        if (to_all || s->rank == k->root) memcpy(dst + off * es, slot(s, set, s->world), m * es);
+        if (!out) continue;
+        for (int q = 0; q < s->world; q++) {
+            if (q == me) continue;
+            part(m, es, q, s->world, &lo, &hi);
+            if (hi > lo) memcpy(dst + (off + lo) * es, res + lo * es, (hi - lo) * es);
+        }
     }
     return TR_OK;
 }
@@ -481,7 +509,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_comm_env *env,
 }
 
 static const tr_option_spec opts[] = {
-    {.key = "chunk_kb", .type = TR_OPTION_INT, .default_value = "1024", .min = 4, .max = 1 << 20,
+    {.key = "chunk_kb", .type = TR_OPTION_INT, .default_value = "256", .min = 4, .max = 1 << 20,
      .doc = "per-rank staging slot in KiB: payloads move in chunks of this size"},
     {.key = "p2p_kb", .type = TR_OPTION_INT, .default_value = "256", .min = 4, .max = 1 << 20,
      .doc = "ring per ordered pair of ranks for send/recv, KiB"},
