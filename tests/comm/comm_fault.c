@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
                 tr_comm_abort(c);
                 printf("rank %d: aborted the communicator\n", env.rank);
                 fflush(stdout);
+                sleep(3); /* let the others report before the launcher stops them */
                 return 4;
             }
         }

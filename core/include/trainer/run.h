@@ -31,6 +31,20 @@ typedef struct tr_run_result {
     double samples_per_sec;
 } tr_run_result;
 
+/* How a config wants to be run: processes per host its strategy needs (ddp: trainer.devices)
+ * and trainer.max_restarts. `trainer run` launches that many ranks of itself when no launcher
+ * started it (tr_launched_externally). */
+typedef struct tr_run_plan_result {
+    int processes;
+    int max_restarts;
+    char strategy[64];
+} tr_run_plan_result;
+
+tr_status tr_run_plan(const char *config_path, const char *const *overrides, int n_overrides,
+                      const char *const *plugin_dirs, tr_run_plan_result *out);
+/* 1 when this process is a rank started by trainer's launcher, torchrun, mpirun or srun. */
+int tr_launched_externally(void);
+
 /* plugin_dirs: NULL-terminated folders searched after the config's `plugins:` list and
  * TRAINER_PLUGIN_PATH (the CLI passes the build tree and the install prefix). */
 tr_status tr_run_train(const char *config_path, const char *const *overrides, int n_overrides,

@@ -52,6 +52,8 @@ typedef struct tr_strategy_env {
     int64_t grad_accum;              /* micro-batches per optimizer step */
     int threads;                     /* trainer.threads (0: all cores) */
     uint64_t seed;
+    int devices;                     /* trainer.devices: replicas or ranks asked for */
+    const tr_registry *registry;     /* the plugins found: communication backends etc. */
 } tr_strategy_env;
 
 /* What a strategy tells the trainer at create. */
@@ -94,6 +96,10 @@ typedef struct tr_strategy_ops {
     tr_status (*sync)(void *ctx);
     /* Sums n doubles over the job's ranks in place (metrics). NULL: a single process. */
     tr_status (*all_sum)(void *ctx, double *values, int n);
+    /* Processes this host runs for these options and trainer.devices (called before
+     * create). `trainer run` launches that many ranks itself when no launcher (its own,
+     * torchrun, mpirun, srun) started it. NULL: 1. */
+    int (*processes)(const tr_options *opts, int devices);
 } tr_strategy_ops;
 
 #ifdef __cplusplus

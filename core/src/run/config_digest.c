@@ -12,7 +12,7 @@
 static const char *const ignored[] = {
     "run.name", "run.output_dir", "data.prefetch", "data.workers", "trainer.max_epochs", "trainer.max_steps",
     "trainer.log_every", "trainer.val_every_n_steps", "trainer.threads", "trainer.progress",
-    "trainer.strategy", "trainer.accelerator", "trainer.devices", "strategy", "checkpoint", "plugins"};
+    "trainer.strategy", "trainer.accelerator", "trainer.devices", "trainer.max_restarts", "strategy", "checkpoint", "plugins"};
 
 static int is_ignored(const char *path) {
     for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) {

@@ -5,6 +5,7 @@
 #include <libgen.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/io.h"
 #include "trainer/log.h"
+#include "trainer/run.h"
 #include "trainer/runtime.h"
 
 void job_say(job *j, const char *fmt, ...) {
@@ -135,7 +137,7 @@ static const char *const data_keys[] = {"name", "params", "val_params", "batch_s
 static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps"};
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
 static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps",
-                                           "threads", "strategy", "accelerator", "devices", "precision", "progress"};
+                                           "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts"};
 #define N_(a) (sizeof(a) / sizeof(a[0]))
 
 static tr_status check_sections(const tr_cfg_node *r) {
@@ -248,9 +250,9 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_int(j, "trainer.threads", 0, 0, 4096, &s->threads));
     TR_CHECK(get_choice(j, "trainer.progress", "auto|bar|lines", "auto", &s->progress));
     int accel, precision;
-    int64_t devices;
     TR_CHECK(get_choice(j, "trainer.accelerator", "auto|cpu", "auto", &accel));
-    TR_CHECK(get_int(j, "trainer.devices", 1, 1, 1, &devices));
+    TR_CHECK(get_int(j, "trainer.devices", 1, 1, 4096, &s->devices));
+    TR_CHECK(get_int(j, "trainer.max_restarts", 0, 0, 1000, &s->max_restarts));
     TR_CHECK(get_choice(j, "trainer.precision", "fp32", "fp32", &precision));
     int sched_kind;
     TR_CHECK(get_choice(j, "scheduler.name", "constant|step|cosine", "constant", &sched_kind));
@@ -266,13 +268,13 @@ static tr_status read_settings(job *j, job_settings *s) {
     return read_optim(j, &s->optim);
 }
 
-/* trainer.strategy: a strategy plugin's name; `auto` picks from the devices found (CPU only
- * for now: cpu). The choice is written into the resolved config. */
+/* trainer.strategy: a strategy plugin's name; `auto` picks from the devices (CPU only for
+ * now: cpu for one device, ddp for several). The choice is written into the resolved config. */
 static tr_status pick_strategy(job *j) {
     const char *name;
     TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
     if (strcmp(name, "auto") == 0) {
-        name = "cpu";
+        name = j->s.devices > 1 ? "ddp" : "cpu";
         TR_CHECK(tr_config_set(j->cfg, "trainer.strategy", name));
         j->root = tr_config_root(j->cfg);
     }
@@ -290,7 +292,7 @@ static tr_status pick_strategy(job *j) {
     return TR_OK;
 }
 
-tr_status job_open(job *j, const char *config_path, const char *const *overrides, int n_overrides,
+tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                    const char *const *plugin_dirs) {
     TR_CHECK(tr_config_load(&j->cfg, config_path));
     for (int i = 0; i < n_overrides; i++) TR_CHECK(tr_config_override(j->cfg, overrides[i]));
@@ -306,6 +308,19 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(plugin_for(j, "model", TR_PLUGIN_MODEL, &j->model_p));
     TR_CHECK(plugin_for(j, "data", TR_PLUGIN_DATASET, &j->data_p));
     TR_CHECK(pick_strategy(j));
+    return options_from(tr_cfg_child(j->root, "strategy"), "strategy", j->strat_p, &j->strat_opts);
+}
+
+int job_processes(const job *j) {
+    int n = j->sops->processes && j->strat_p->desc->ops_size >= offsetof(tr_strategy_ops, processes) + sizeof(void *)
+                ? j->sops->processes(j->strat_opts, (int)j->s.devices)
+                : 1;
+    return n > 0 ? n : 1;
+}
+
+tr_status job_open(job *j, const char *config_path, const char *const *overrides, int n_overrides,
+                   const char *const *plugin_dirs) {
+    TR_CHECK(job_plan(j, config_path, overrides, n_overrides, plugin_dirs));
     const tr_dataset_ops *dops = j->data_p->desc->ops;
     TR_CHECK(make_dataset(j, TR_SPLIT_TRAIN, &j->train_ds));
     dops->spec(j->train_ds, &j->spec);
@@ -317,11 +332,9 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
     if (tr_cfg_find(j->root, "data.val_params")) TR_CHECK(plugin_defaults(j, "data.val_params", j->data_p));
     TR_CHECK(tr_model_factory_create(&j->models, j->model_p, j->model_opts, &j->spec, (uint64_t)j->s.seed));
     tr_strategy_env env = {.models = j->models, .spec = &j->spec, .optim = j->s.optim, .global_batch = j->s.batch,
-                           .grad_accum = j->s.accum, .threads = (int)j->s.threads, .seed = (uint64_t)j->s.seed};
-    tr_options *so;
-    TR_CHECK(options_from(tr_cfg_child(j->root, "strategy"), "strategy", j->strat_p, &so));
-    tr_status st = j->sops->create(&j->strat, so, &env, &j->info);
-    tr_options_destroy(so);
+                           .grad_accum = j->s.accum, .threads = (int)j->s.threads, .seed = (uint64_t)j->s.seed,
+                           .devices = (int)j->s.devices, .registry = j->reg};
+    tr_status st = j->sops->create(&j->strat, j->strat_opts, &env, &j->info);
     if (st == TR_OK) st = plugin_defaults(j, "strategy", j->strat_p);
     if (st != TR_OK) {
         j->strat = NULL;
@@ -350,6 +363,7 @@ void job_close(job *j) {
     tr_loader_destroy(j->val_L);
     if (j->strat) j->sops->destroy(j->strat);
     tr_model_factory_destroy(j->models);
+    tr_options_destroy(j->strat_opts);
     tr_options_destroy(j->model_opts);
     if (j->train_ds) ((const tr_dataset_ops *)j->data_p->desc->ops)->destroy(j->train_ds);
     if (j->val_ds) ((const tr_dataset_ops *)j->data_p->desc->ops)->destroy(j->val_ds);
@@ -385,4 +399,23 @@ tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train
     TR_CHECK(tr_checkpoint_load(path, P, with_optim ? opt : NULL, state));
     if (j->sops->sync) TR_CHECK(j->sops->sync(j->strat));
     return TR_OK;
+}
+
+tr_status tr_run_plan(const char *config_path, const char *const *overrides, int n_overrides,
+                      const char *const *plugin_dirs, tr_run_plan_result *out) {
+    memset(out, 0, sizeof *out);
+    job j;
+    memset(&j, 0, sizeof j);
+    tr_status st = job_plan(&j, config_path, overrides, n_overrides, plugin_dirs);
+    if (st == TR_OK) {
+        out->processes = job_processes(&j);
+        out->max_restarts = (int)j.s.max_restarts;
+        snprintf(out->strategy, sizeof out->strategy, "%s", j.strat_p->desc->name);
+    }
+    job_close(&j);
+    return st;
+}
+
+int tr_launched_externally(void) {
+    return getenv("RANK") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_PROCID");
 }

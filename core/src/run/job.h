@@ -22,6 +22,7 @@ typedef struct job_settings {
     int64_t val_every_n_steps;
     tr_sched_config sched;
     tr_optim_config optim;
+    int64_t devices, max_restarts;
     int64_t ck_epochs, ck_steps, keep_last;
     int resume;  /* 0 auto, 1 never */
 } job_settings;
@@ -33,7 +34,7 @@ typedef struct job {
     job_settings s;
     tr_registry *reg;
     const tr_plugin *model_p, *data_p, *strat_p;
-    tr_options *model_opts;
+    tr_options *model_opts, *strat_opts;
     tr_model_factory *models;
     void *train_ds, *val_ds;
     tr_data_spec spec;
@@ -47,8 +48,15 @@ typedef struct job {
     progress prog;
 } job;
 
-/* Loads the config with overrides, finds the plugins, makes the datasets, the strategy and
- * the loaders. On failure the job is left for job_close. */
+/* Loads the config with overrides, reads every setting, finds the plugins and picks the
+ * strategy (with its resolved options): enough to know how many processes the job needs. */
+tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
+                   const char *const *plugin_dirs);
+/* Processes per host the planned strategy runs (1 unless it says otherwise). */
+int job_processes(const job *j);
+
+/* job_plan, then the datasets, the strategy and the loaders. On failure the job is left for
+ * job_close. */
 tr_status job_open(job *j, const char *config_path, const char *const *overrides,
                    int n_overrides, const char *const *plugin_dirs);
 void job_close(job *j);

@@ -42,8 +42,9 @@ static tr_status save_checkpoint(loop *lp) {
 }
 
 /* The version folder of runs/<name>/: with resume auto, the one holding the newest
- * checkpoint of this run name (its path in ckpt); otherwise the first unused one. */
-static int pick_run_dir(job *j, char *ckpt, size_t size) {
+ * checkpoint of this run name (its path in ckpt); otherwise the first unused one. Sets
+ * j->run_dir and *version; returns 1 when resuming. */
+static int pick_run_dir(job *j, char *ckpt, size_t size, int *version) {
     int64_t best_step = -1;
     int found = -1;
     for (int v = 0; j->s.resume == 0 && v < 100000; v++) {
@@ -63,14 +64,47 @@ static int pick_run_dir(job *j, char *ckpt, size_t size) {
     }
     if (found >= 0) {
         snprintf(j->run_dir, sizeof j->run_dir, "%s/%s/%d", j->s.outdir, j->s.name, found);
+        *version = found;
         return 1;
     }
     for (int v = 0; v < 100000; v++) {
         snprintf(j->run_dir, sizeof j->run_dir, "%s/%s/%d", j->s.outdir, j->s.name, v);
+        *version = v;
         struct stat sb;
         if (stat(j->run_dir, &sb) != 0) break;
     }
     return 0;
+}
+
+/* Rank 0 picks the run directory (a finished run starts the next version) and tells the
+ * other ranks, so that all agree before anyone creates a folder. */
+static tr_status choose_run_dir(job *j, int64_t total, char *ckpt, size_t size, int *resuming) {
+    int version = 0;
+    *resuming = 0;
+    if (j->info.rank == 0) {
+        *resuming = pick_run_dir(j, ckpt, size, &version);
+        tr_train_state found;
+        if (*resuming) TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
+        if (*resuming && found.step >= total) {
+            job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)found.step,
+                    (long long)total);
+            int keep = j->s.resume;
+            j->s.resume = 1;
+            *resuming = pick_run_dir(j, ckpt, size, &version);
+            j->s.resume = keep;
+        }
+    }
+    if (j->info.world > 1 && j->sops->all_sum) {
+        double v[2] = {j->info.rank == 0 ? version : 0, j->info.rank == 0 ? *resuming : 0};
+        TR_CHECK(j->sops->all_sum(j->strat, v, 2));
+        version = (int)v[0];
+        *resuming = v[1] > 0;
+        snprintf(j->run_dir, sizeof j->run_dir, "%s/%s/%d", j->s.outdir, j->s.name, version);
+        char cdir[1200];
+        snprintf(cdir, sizeof cdir, "%s/checkpoints", j->run_dir);
+        if (*resuming) TR_CHECK(tr_checkpoint_latest(cdir, ckpt, size));
+    }
+    return TR_OK;
 }
 
 /* Resuming under a config that changes the math would not continue the same run: refused,
@@ -273,18 +307,12 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
 
     char ckpt[1200] = "", digest[17];
     job_config_digest(j->root, digest);
-    int resuming = pick_run_dir(j, ckpt, sizeof ckpt);
+    int resuming;
+    TR_CHECK(choose_run_dir(j, lp.total, ckpt, sizeof ckpt, &resuming));
     lp.state = (tr_train_state){.seed = (uint64_t)s->seed};
-    tr_train_state found;
-    if (resuming) TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
-    if (resuming && found.step >= lp.total) {
-        /* That run is complete: running the command again starts the next version. */
-        job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)found.step,
-                (long long)lp.total);
-        j->s.resume = 1;
-        resuming = pick_run_dir(j, ckpt, sizeof ckpt);
-    }
     if (resuming) {
+        tr_train_state found;
+        TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
         TR_CHECK(check_resume_config(j, ckpt, &found, digest));
         TR_CHECK(job_load_checkpoint(j, ckpt, 1, &lp.state));
     }

@@ -18,11 +18,14 @@
  * straight into its output; broadcast, gather, scatter and all-gather are one copy in and one
  * copy out per chunk. The barrier is a counter per rank (own cache line): waiting reads the
  * others', so a timeout names exactly the ranks that did not arrive. Waits spin briefly, then
- * yield (ranks may outnumber cores); every few milliseconds they check the deadline, the abort
- * flag and whether each peer process still exists. */
+ * sleep on a futex in the segment that every arrival bumps (ranks may outnumber cores, and a
+ * waiting rank must not steal a computing rank's core); between naps (2 ms at most) they
+ * check the deadline, the abort flag and whether each peer process still exists. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -31,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +53,9 @@ typedef struct shm_header {
     _Atomic uint32_t ready;          /* set by rank 0 once the header is complete */
     _Atomic int32_t attached;        /* ranks that have mapped the segment */
     _Atomic int32_t abort_by;        /* 0, or 1 + the rank that aborted */
+    char pad[LINE];
+    _Atomic uint32_t progress;       /* bumped on every arrival: the futex waiters sleep on */
+    _Atomic int32_t sleepers;        /* ranks asleep on it: wake only when someone is */
 } shm_header;
 
 typedef struct shm_rank {
@@ -81,6 +88,7 @@ typedef struct shm {
     uint64_t set;                    /* chunks done: selects the data set */
     const tr_comm_op *op;            /* the operation running (for messages) */
     double last_check;
+    double spin_s;                   /* busy-wait this long before sleeping */
 } shm;
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -144,15 +152,40 @@ static tr_status check_health(shm *s, double deadline, uint64_t target) {
     return TR_OK;
 }
 
-/* Waits until pred(s, arg) holds: spins, then yields; checks health meanwhile. */
+/* Tells sleeping peers that something arrived (a barrier counter, ring progress). */
+static void notify(shm *s) {
+    atomic_fetch_add_explicit(&s->h->progress, 1, memory_order_release);
+    if (atomic_load_explicit(&s->h->sleepers, memory_order_acquire) > 0)
+        syscall(SYS_futex, &s->h->progress, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Sleeps until the progress word moves past `seen` or 2 ms pass (then health is checked). */
+static void doze(shm *s, uint32_t seen) {
+    atomic_fetch_add_explicit(&s->h->sleepers, 1, memory_order_acq_rel);
+    struct timespec ts = {0, 2000000};
+    syscall(SYS_futex, &s->h->progress, FUTEX_WAIT, seen, &ts, NULL, 0);
+    atomic_fetch_sub_explicit(&s->h->sleepers, 1, memory_order_acq_rel);
+}
+
+/* Waits until cond holds. A peer is usually just behind: spin with pause, then yield for up
+ * to spin_us (a yielding thread keeps its CPU awake, which matters in VMs where waking an idle
+ * CPU costs 100 us), then sleep on the segment's futex so a waiting rank does not steal the
+ * core of a rank still computing (ranks and their communicator threads may outnumber cores).
+ * Between naps (2 ms at most) the deadline, the abort flag and the peers are checked. */
 #define WAIT_UNTIL(s, cond, deadline, target)                                                 \
     do {                                                                                      \
-        for (unsigned spins_ = 0; !(cond); spins_++) {                                        \
-            if (spins_ < 256) {                                                               \
+        double t0_ = 0;                                                                       \
+        for (unsigned spins_ = 0;; spins_++) {                                                \
+            uint32_t seen_ = atomic_load_explicit(&(s)->h->progress, memory_order_acquire);   \
+            if (cond) break;                                                                  \
+            if (spins_ < 128) {                                                               \
                 cpu_relax();                                                                  \
                 continue;                                                                     \
             }                                                                                 \
-            sched_yield();                                                                    \
+            double now_ = tr_now();                                                           \
+            if (t0_ == 0) t0_ = now_;                                                         \
+            if (now_ - t0_ < (s)->spin_s) sched_yield();                                      \
+            else doze((s), seen_);                                                            \
             TR_CHECK(check_health((s), (deadline), (target)));                                \
         }                                                                                     \
     } while (0)
@@ -166,6 +199,7 @@ static int all_arrived(shm *s, uint64_t target) {
 static tr_status barrier(shm *s, double deadline) {
     uint64_t target = ++s->phase;
     atomic_store_explicit(&s->ranks[s->rank].arrive, target, memory_order_release);
+    notify(s);
     WAIT_UNTIL(s, all_arrived(s, target), deadline, target);
     return TR_OK;
 }
@@ -310,6 +344,7 @@ static tr_status send_bytes(shm *s, int peer, const uint8_t *p, size_t n, double
         p += len;
         n -= len;
         atomic_store_explicit(&ch->written, w, memory_order_release);
+        notify(s);
     }
     return TR_OK;
 }
@@ -328,6 +363,7 @@ static tr_status recv_bytes(shm *s, int peer, uint8_t *p, size_t n, double dl) {
         p += len;
         n -= len;
         atomic_store_explicit(&ch->read, rd, memory_order_release);
+        notify(s);
     }
     return TR_OK;
 }
@@ -375,6 +411,7 @@ static void abort_all(void *ctx) {
     shm *s = ctx;
     int32_t none = 0;
     atomic_compare_exchange_strong(&s->h->abort_by, &none, s->rank + 1);
+    notify(s);
 }
 
 static void layout(shm *s, size_t total_hint) {
@@ -494,6 +531,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_comm_env *env,
     size_t W = (size_t)s->world, pairs = W * W;
     s->chunk = round_up((size_t)tr_options_int(o, "chunk_kb") * 1024, 4096);
     s->p2p_bytes = round_up((size_t)tr_options_int(o, "p2p_kb") * 1024, 4096);
+    s->spin_s = (double)tr_options_int(o, "spin_us") * 1e-6;
     /* Keep the segment modest with many ranks (container /dev/shm is often 64 MiB). */
     while (s->p2p_bytes > 4096 && pairs * s->p2p_bytes > ((size_t)32 << 20)) s->p2p_bytes /= 2;
     while (s->chunk > 65536 && 2 * (W + 1) * s->chunk > ((size_t)128 << 20)) s->chunk /= 2;
@@ -513,6 +551,8 @@ static const tr_option_spec opts[] = {
      .doc = "per-rank staging slot in KiB: payloads move in chunks of this size"},
     {.key = "p2p_kb", .type = TR_OPTION_INT, .default_value = "256", .min = 4, .max = 1 << 20,
      .doc = "ring per ordered pair of ranks for send/recv, KiB"},
+    {.key = "spin_us", .type = TR_OPTION_INT, .default_value = "200", .min = 0, .max = 10000000,
+     .doc = "busy-wait (yielding) this long for peers before sleeping, microseconds"},
 };
 static const tr_comm_backend_ops ops = {.create = create, .destroy = destroy, .run = run, .abort = abort_all};
 static const tr_plugin_desc desc = {

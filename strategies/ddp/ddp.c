@@ -1,0 +1,285 @@
+/* Strategy `ddp`: distributed data parallel, one process per rank (torch DDP's design).
+ *
+ * Setup: every rank builds its replica, then rank 0's parameters and buffers are broadcast,
+ * so all start identical whatever their seeds. Each rank loads its share of every global
+ * batch (data_rank = rank). The flat gradient buffer is cut into buckets in the order
+ * backward produces gradients (the reverse of registration; the first bucket small, the rest
+ * `bucket_mb`); the graph's gradient-ready hook counts a bucket's parameters down and, on the
+ * last micro-batch of a step, starts its all-reduce (SUM, in place) at once, so communication
+ * overlaps the rest of backward. Buckets are issued in index order on every rank (a bucket
+ * ready early waits for the ones before it), which keeps the collective order identical.
+ * Earlier micro-batches only accumulate (no_sync). The optimizer step waits for every
+ * bucket, clips by the global norm (the gradients are identical on every rank after the
+ * sum, so each rank computes the same norm) and updates; ranks stay equal without further
+ * communication. The loss is normalised by the whole step's global sample count, so the sum
+ * is the exact mean gradient, uneven tails included. Buffers (batch-norm running statistics)
+ * follow rank 0: broadcast before each step's first micro-batch (`broadcast_buffers`, as
+ * PyTorch). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/comm.h"
+#include "trainer/memory.h"
+#include "trainer/runtime.h"
+#include "trainer/strategy.h"
+
+enum { MAX_BUCKETS = 4096 };
+
+typedef struct bucket {
+    size_t lo, hi;        /* float range of the flat gradient buffer */
+    int params;           /* parameters in it */
+    int pending;          /* not yet final in this backward */
+    tr_comm_work *work;
+} bucket;
+
+typedef struct ddp {
+    tr_replica *r;
+    tr_optim *opt;
+    tr_comm *comm;
+    int rank, world;
+    bucket *buckets;
+    int n_buckets;
+    int *bucket_of;        /* parameter -> bucket */
+    int next_issue;        /* buckets issued so far in this step (in index order) */
+    int syncing;           /* this backward is the step's last micro-batch */
+    int broadcast_buffers;
+    tr_status hook_status; /* an issue failure inside the hook, reported after backward */
+    char hook_msg[512];
+    int issued_in_backward;  /* buckets whose all-reduce started before backward returned */
+    int issued_total;
+    int trace;               /* TRAINER_DDP_TRACE: print the overlap of the first steps */
+    int64_t steps;
+} ddp;
+
+static void destroy(void *ctx) {
+    ddp *d = ctx;
+    if (!d) return;
+    tr_comm_destroy(d->comm);
+    tr_optim_destroy(d->opt);
+    tr_replica_destroy(d->r);
+    tr_free(d->buckets);
+    tr_free(d->bucket_of);
+    tr_free(d);
+}
+
+static int processes(const tr_options *opts, int devices) {
+    (void)opts;
+    return devices > 1 ? devices : 1;
+}
+
+/* Issues every ready bucket from next_issue on, in index order. */
+static void issue_ready(ddp *d) {
+    float *g = tr_params_grad(d->r->P);
+    while (d->next_issue < d->n_buckets && d->buckets[d->next_issue].pending == 0) {
+        bucket *b = &d->buckets[d->next_issue];
+        if (d->hook_status == TR_OK) {
+            tr_status st = tr_comm_iall_reduce(d->comm, g + b->lo, g + b->lo, b->hi - b->lo, TR_F32, TR_RED_SUM, &b->work);
+            if (st != TR_OK) {
+                d->hook_status = st;
+                snprintf(d->hook_msg, sizeof d->hook_msg, "%s", tr_error_msg());
+                b->work = NULL;
+            }
+        }
+        d->next_issue++;
+        d->issued_total++;
+    }
+}
+
+static void grad_ready(void *user, int param) {
+    ddp *d = user;
+    if (!d->syncing || param < 0) return;
+    bucket *b = &d->buckets[d->bucket_of[param]];
+    if (b->pending > 0 && --b->pending == 0) {
+        int before = d->issued_total;
+        issue_ready(d);
+        d->issued_in_backward += d->issued_total - before;
+    }
+}
+
+/* Buckets over parameters in reverse registration order: the first holds up to first_mb,
+ * the others up to bucket_mb; each is one contiguous range of the flat buffer. */
+static tr_status make_buckets(ddp *d, double first_mb, double bucket_mb) {
+    tr_params *P = d->r->P;
+    int np = tr_params_count(P);
+    d->bucket_of = tr_calloc((size_t)(np ? np : 1), sizeof *d->bucket_of);
+    d->buckets = tr_calloc(MAX_BUCKETS, sizeof *d->buckets);
+    if (!d->bucket_of || !d->buckets) return tr_error_set(TR_ERR_NOMEM, "ddp: out of memory for buckets");
+    size_t cap = (size_t)(first_mb * 1048576.0 / 4), used = 0;
+    int nb = 0;
+    for (int p = np - 1; p >= 0; p--) {
+        size_t lo = tr_params_offset(P, p), hi = lo + (size_t)tr_tensor_numel(tr_params_get(P, p));
+        bucket *b = &d->buckets[nb];
+        if (b->params > 0 && used + (hi - lo) > cap && nb + 1 < MAX_BUCKETS) {
+            nb++;
+            b = &d->buckets[nb];
+            used = 0;
+            cap = (size_t)(bucket_mb * 1048576.0 / 4);
+        }
+        if (b->params == 0) b->hi = hi;
+        b->lo = lo; /* going down the buffer: the bucket grows toward lower offsets */
+        b->params++;
+        used += hi - lo;
+        d->bucket_of[p] = nb;
+    }
+    d->n_buckets = np ? nb + 1 : 0; /* alignment padding between buckets stays zero: not sent */
+    return TR_OK;
+}
+
+static tr_status sync(void *ctx) {
+    ddp *d = ctx;
+    tr_params *P = d->r->P;
+    TR_CHECK(tr_comm_broadcast(d->comm, tr_params_data(P), tr_params_numel(P), TR_F32, 0));
+    if (tr_params_buffers_numel(P))
+        TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(P), tr_params_buffers_numel(P), TR_F32, 0));
+    return TR_OK;
+}
+
+static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *env, tr_strategy_info *info) {
+    *ctx = NULL;
+    ddp *d = tr_calloc(1, sizeof *d);
+    if (!d) return tr_error_set(TR_ERR_NOMEM, "ddp: out of memory");
+    tr_status st;
+    tr_comm_env ce;
+    const tr_plugin *backend;
+    const char *bname = tr_options_string(o, "backend");
+    TR_CHECK_GOTO(tr_comm_env_detect(&ce), fail);
+    st = tr_registry_find(env->registry, TR_PLUGIN_COMM, bname, &backend);
+    if (st != TR_OK) {
+        tr_error_prefix("strategy.backend: ");
+        goto fail;
+    }
+    /* Each rank's share of the cores, unless trainer.threads says otherwise. */
+    if (env->threads == 0) {
+        int t = tr_cpu_count() / (ce.local_size > 0 ? ce.local_size : 1);
+        tr_set_num_threads(t > 0 ? t : 1);
+    }
+    TR_CHECK_GOTO(tr_comm_create(&d->comm, backend, NULL, &ce), fail);
+    d->rank = tr_comm_rank(d->comm);
+    d->world = tr_comm_size(d->comm);
+    d->broadcast_buffers = tr_options_bool(o, "broadcast_buffers");
+    d->trace = getenv("TRAINER_DDP_TRACE") != NULL;
+    TR_CHECK_GOTO(tr_replica_create(env->models, &d->r), fail);
+    TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(d->r->P)), fail);
+    TR_CHECK_GOTO(make_buckets(d, tr_options_float(o, "first_bucket_mb"), tr_options_float(o, "bucket_mb")), fail);
+    tr_graph_set_grad_hook(d->r->g, grad_ready, d);
+    TR_CHECK_GOTO(sync(d), fail); /* rank 0's initial weights everywhere */
+    *info = (tr_strategy_info){.rank = d->rank, .world = d->world, .data_rank = d->rank, .data_world = d->world};
+    snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %d threads each, %d buckets)",
+             d->world, bname, tr_get_num_threads(), d->n_buckets);
+    *ctx = d;
+    return TR_OK;
+fail:
+    destroy(d);
+    return st;
+}
+
+static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
+    ddp *d = ctx;
+    if (mb->first) {
+        if (d->broadcast_buffers && tr_params_buffers_numel(d->r->P))
+            TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(d->r->P), tr_params_buffers_numel(d->r->P), TR_F32, 0));
+        tr_params_zero_grad(d->r->P);
+    }
+    tr_model_out out;
+    TR_CHECK(tr_replica_forward(d->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
+    d->syncing = mb->last;
+    if (mb->last) {
+        for (int i = 0; i < d->n_buckets; i++) d->buckets[i].pending = d->buckets[i].params;
+        d->next_issue = 0;
+        d->hook_status = TR_OK;
+        d->issued_in_backward = d->issued_total = 0;
+    }
+    tr_status st = tr_backward(d->r->g, out.loss, NULL);
+    d->syncing = 0;
+    TR_CHECK(st);
+    *loss = ((const float *)out.loss->data)[0];
+    return TR_OK;
+}
+
+static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_norm) {
+    ddp *d = ctx;
+    if (d->trace && d->steps < 5) {
+        int done = 0;
+        for (int i = 0; i < d->n_buckets; i++) {
+            int f = 0;
+            if (d->buckets[i].work) tr_comm_test(d->buckets[i].work, &f);
+            done += f;
+        }
+        fprintf(stderr, "ddp trace rank %d step %lld: %d of %d bucket all-reduces started during backward, %d already "
+                        "finished when it returned\n", d->rank, (long long)d->steps, d->issued_in_backward, d->n_buckets, done);
+    }
+    d->steps++;
+    /* Buckets whose parameters never reported (none should) go now, in order. */
+    for (int i = d->next_issue; i < d->n_buckets; i++) d->buckets[i].pending = 0;
+    issue_ready(d);
+    tr_status st = d->hook_status == TR_OK ? TR_OK : tr_error_set(d->hook_status, "%s", d->hook_msg);
+    for (int i = 0; i < d->n_buckets; i++) {
+        if (!d->buckets[i].work) continue;
+        tr_status w = tr_comm_wait(d->buckets[i].work);
+        d->buckets[i].work = NULL;
+        if (st == TR_OK) st = w;
+    }
+    TR_CHECK(st);
+    float *p = tr_params_data(d->r->P), *g = tr_params_grad(d->r->P);
+    size_t n = tr_params_numel(d->r->P);
+    double sumsq = tr_grad_sumsq(g, n);
+    *grad_norm = sqrt(sumsq);
+    if (max_norm > 0) tr_clip_grad_norm(g, n, max_norm, sumsq);
+    return tr_optim_step(d->opt, p, g, n, lr);
+}
+
+static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out) {
+    ddp *d = ctx;
+    return tr_replica_forward(d->r, hb, 0, hb->size, 1.0, 0, 0, with_y, out);
+}
+
+static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
+    ddp *d = ctx;
+    *P = d->r->P;
+    *opt = d->opt;
+    return TR_OK;
+}
+
+static tr_status all_sum(void *ctx, double *v, int n) {
+    ddp *d = ctx;
+    return tr_comm_all_reduce(d->comm, v, v, (size_t)n, TR_F64, TR_RED_SUM);
+}
+
+static const tr_option_spec opts[] = {
+    {.key = "backend", .type = TR_OPTION_STRING, .default_value = "shm",
+     .doc = "communication backend plugin: shm (one host) or mpi (hosts; run under mpirun/srun)"},
+    {.key = "bucket_mb", .type = TR_OPTION_FLOAT, .default_value = "25", .min = 0.001, .max = 65536,
+     .doc = "gradient bucket size in MiB (all-reduced as soon as backward has filled it)"},
+    {.key = "first_bucket_mb", .type = TR_OPTION_FLOAT, .default_value = "1", .min = 0.001, .max = 65536,
+     .doc = "size of the first bucket (the last layers' gradients), small so communication starts early"},
+    {.key = "broadcast_buffers", .type = TR_OPTION_BOOL, .default_value = "true",
+     .doc = "make buffers (batch-norm running statistics) rank 0's before every step, as PyTorch DDP"},
+};
+
+static const tr_strategy_ops ops = {
+    .create = create,
+    .destroy = destroy,
+    .train_micro = train_micro,
+    .optim_step = optim_step,
+    .forward = forward,
+    .state = state,
+    .sync = sync,
+    .all_sum = all_sum,
+    .processes = processes,
+};
+
+static const tr_plugin_desc desc = {
+    TR_PLUGIN_DESC_HEADER,
+    .kind = TR_PLUGIN_STRATEGY,
+    .name = "ddp",
+    .version = "0.1.0",
+    .description = "distributed data parallel: one process per rank, bucketed all-reduce overlapping backward",
+    .options = opts,
+    .n_options = sizeof opts / sizeof opts[0],
+    .ops = &ops,
+    .ops_size = sizeof ops,
+};
+
+TR_PLUGIN_DEFINE(desc)
