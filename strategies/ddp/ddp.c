@@ -14,7 +14,8 @@
  * communication. The loss is normalised by the whole step's global sample count, so the sum
  * is the exact mean gradient, uneven tails included. Buffers (batch-norm running statistics)
  * follow rank 0: broadcast before each step's first micro-batch (`broadcast_buffers`, as
- * PyTorch). */
+ * PyTorch). With `sync_batchnorm` the graph's stat reducer sums batch-norm statistics over all
+ * ranks (torch's SyncBatchNorm), which makes the step equal to the single-process one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,11 @@ static tr_status make_buckets(ddp *d, double first_mb, double bucket_mb) {
     return TR_OK;
 }
 
+static tr_status all_sum(void *ctx, double *v, int n) {
+    ddp *d = ctx;
+    return tr_comm_all_reduce(d->comm, v, v, (size_t)n, TR_F64, TR_RED_SUM);
+}
+
 static tr_status sync(void *ctx) {
     ddp *d = ctx;
     tr_params *P = d->r->P;
@@ -164,6 +170,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(d->r->P)), fail);
     TR_CHECK_GOTO(make_buckets(d, tr_options_float(o, "first_bucket_mb"), tr_options_float(o, "bucket_mb")), fail);
     tr_graph_set_grad_hook(d->r->g, grad_ready, d);
+    if (tr_options_bool(o, "sync_batchnorm")) tr_graph_set_stat_reducer(d->r->g, all_sum, d);
     TR_CHECK_GOTO(sync(d), fail); /* rank 0's initial weights everywhere */
     *info = (tr_strategy_info){.rank = d->rank, .world = d->world, .data_rank = d->rank, .data_world = d->world};
     snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %d threads each, %d buckets)",
@@ -242,10 +249,6 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
     return TR_OK;
 }
 
-static tr_status all_sum(void *ctx, double *v, int n) {
-    ddp *d = ctx;
-    return tr_comm_all_reduce(d->comm, v, v, (size_t)n, TR_F64, TR_RED_SUM);
-}
 
 static const tr_option_spec opts[] = {
     {.key = "backend", .type = TR_OPTION_STRING, .default_value = "shm",
@@ -254,6 +257,8 @@ static const tr_option_spec opts[] = {
      .doc = "gradient bucket size in MiB (all-reduced as soon as backward has filled it)"},
     {.key = "first_bucket_mb", .type = TR_OPTION_FLOAT, .default_value = "1", .min = 0.001, .max = 65536,
      .doc = "size of the first bucket (the last layers' gradients), small so communication starts early"},
+    {.key = "sync_batchnorm", .type = TR_OPTION_BOOL, .default_value = "false",
+     .doc = "batch-norm statistics over the global batch (torch SyncBatchNorm) instead of each rank's share"},
     {.key = "broadcast_buffers", .type = TR_OPTION_BOOL, .default_value = "true",
      .doc = "make buffers (batch-norm running statistics) rank 0's before every step, as PyTorch DDP"},
 };

@@ -36,6 +36,8 @@ struct tr_params;
 
 /* Called from tr_backward when the gradient of parameter `param` is final for this step. */
 typedef void (*tr_grad_ready_fn)(void *user, int param);
+/* Sums n doubles over every replica/rank in place (sync batch-norm); an error fails the op. */
+typedef tr_status (*tr_stat_reducer_fn)(void *user, double *values, int n);
 
 tr_status tr_graph_create(tr_graph **out, size_t arena_bytes);
 void tr_graph_destroy(tr_graph *g);
@@ -61,6 +63,10 @@ void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample
  * destroying parameters it has used. */
 void tr_graph_set_params(tr_graph *g, struct tr_params *params);
 void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user);
+/* With a reducer, training-mode batch-norm uses statistics over all replicas (SyncBatchNorm):
+ * per-channel sums are reduced in forward and backward. Every replica must then run the same
+ * batch-norm layers in the same order. NULL (the default): per-replica statistics. */
+void tr_graph_set_stat_reducer(tr_graph *g, tr_stat_reducer_fn fn, void *user);
 
 /* A tensor in the arena with uninitialised data and no gradient (a batch, targets). */
 tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);

@@ -16,6 +16,8 @@ struct tr_graph {
     tr_params *params;
     tr_grad_ready_fn hook;
     void *hook_user;
+    tr_stat_reducer_fn reducer;
+    void *reducer_user;
     tr_tensor **used;         /* parameters used this step (arena array) */
     int n_used, cap_used;
     int in_backward;
@@ -76,6 +78,20 @@ void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample
 }
 
 void tr_graph_set_params(tr_graph *g, tr_params *params) { g->params = params; }
+
+void tr_graph_set_stat_reducer(tr_graph *g, tr_stat_reducer_fn fn, void *user) {
+    g->reducer = fn;
+    g->reducer_user = user;
+}
+
+int tr_graph_syncs_stats_(const tr_graph *g) { return g->reducer != NULL; }
+
+int tr_graph_reduce_stats_(tr_graph *g, double *values, int n) {
+    if (!g->reducer) return 0;
+    tr_status st = g->reducer(g->reducer_user, values, n);
+    if (st != TR_OK) op_fail(g, st, "synchronised statistics: %s", tr_error_msg());
+    return st == TR_OK ? 1 : -1;
+}
 
 void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user) {
     g->hook = fn;

@@ -59,6 +59,10 @@ void *op_grad(tr_graph *g, tr_tensor *t);
  * each random op of a step its own sub-stream. */
 void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample_base,
                    uint64_t *call);
+/* Sums values over replicas with the graph's stat reducer: 1 done, 0 no reducer, -1 failed
+ * (the graph's sticky error is set). */
+int tr_graph_reduce_stats_(tr_graph *g, double *values, int n);
+int tr_graph_syncs_stats_(const tr_graph *g);
 /* Shape as text for messages, in a rotating thread-local buffer. */
 const char *op_shape(const tr_tensor *t);
 

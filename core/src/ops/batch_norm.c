@@ -5,7 +5,12 @@
  * Eval mode normalises with the running statistics. gamma and beta may be NULL (no affine);
  * running_mean and running_var may both be NULL (no tracking: batch statistics in both
  * modes). The running statistics never get a gradient. PyTorch's momentum=None (a cumulative
- * average) and its num_batches_tracked counter are not offered. */
+ * average) and its num_batches_tracked counter are not offered.
+ *
+ * With a stat reducer on the graph (tr_graph_set_stat_reducer: ddp's sync_batchnorm),
+ * training mode uses the statistics of the whole global batch, as torch's SyncBatchNorm: the
+ * per-channel sums and count are reduced over replicas in forward (then the squared
+ * deviations from the global mean), and the sums of dy and dy * xhat in backward. */
 #include <math.h>
 #include <string.h>
 
@@ -21,6 +26,22 @@
 static void batch_norm_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
     void *dx = op_grad(g, x), *dgamma = op_grad(g, gamma), *dbeta = op_grad(g, beta);
+    if (n->i[4]) { /* synchronised: every replica reduces its sums here, gradients or not */
+        int64_t C = n->i[2];
+        double *acc = tr_arena_alloc(tr_graph_arena(g), (size_t)(4 * C + 1) * sizeof(double));
+        if (!acc) {
+            op_fail(g, TR_ERR_NOMEM, "batch_norm backward: out of memory");
+            return;
+        }
+        TR_DISPATCH(x->dtype, batch_norm_dsums_all, acc, acc + C, n->out->grad, x->data, n->saved[0], n->saved[1],
+                    n->i[1], C, n->i[3]);
+        memcpy(acc + 2 * C, acc, (size_t)(2 * C) * sizeof(double));
+        if (tr_graph_reduce_stats_(g, acc + 2 * C, (int)(2 * C)) < 0) return;
+        TR_DISPATCH(x->dtype, batch_norm_sync_grads, dx, dgamma, dbeta, n->out->grad, x->data, n->saved[0],
+                    n->saved[1], gamma ? gamma->data : NULL, acc, acc + C, acc + 2 * C, acc + 3 * C,
+                    (double)n->i[5], n->i[1], C, n->i[3]);
+        return;
+    }
     if (!dx && !dgamma && !dbeta) return;
     TR_DISPATCH(x->dtype, batch_norm_backward, dx, dgamma, dbeta, n->out->grad, x->data,
                 n->saved[0], n->saved[1], gamma ? gamma->data : NULL, (int)n->i[0], n->i[1],
@@ -98,7 +119,24 @@ tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
     tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
     void *mean = op_alloc(g, (size_t)C * es + 1), *invstd = op_alloc(g, (size_t)C * es + 1);
     if (!y || !mean || !invstd) return NULL;
-    if (batch) {
+    int sync = batch && tr_graph_training(g) && tr_graph_syncs_stats_(g);
+    int64_t M = N * S;
+    if (sync) {
+        /* Global statistics: sums and the count over every replica, then squared deviations
+         * from the global mean (the same two passes as one replica would make). */
+        double *acc = op_alloc(g, (size_t)(2 * C + 1) * sizeof(double));
+        if (!acc) return NULL;
+        TR_DISPATCH(x->dtype, batch_norm_sums, acc, x->data, N, C, S);
+        acc[C] = (double)M;
+        if (tr_graph_reduce_stats_(g, acc, (int)C + 1) < 0) return NULL;
+        M = (int64_t)acc[C];
+        TR_DISPATCH(x->dtype, batch_norm_divide, mean, acc, (double)M, C);
+        TR_DISPATCH(x->dtype, batch_norm_sqdevs, acc + C + 1, x->data, mean, N, C, S);
+        if (tr_graph_reduce_stats_(g, acc + C + 1, (int)C) < 0) return NULL;
+        TR_DISPATCH(x->dtype, batch_norm_divide, invstd, acc + C + 1, (double)M, C);
+        if (running_mean)
+            batch_norm_update(running_mean->data, running_var->data, mean, invstd, x->dtype, C, momentum, M);
+    } else if (batch) {
         TR_DISPATCH(x->dtype, batch_norm_stats, mean, invstd, x->data, N, C, S);
         if (running_mean && tr_graph_training(g))
             batch_norm_update(running_mean->data, running_var->data, mean, invstd, x->dtype, C,
@@ -110,7 +148,9 @@ tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
     batch_norm_invstd(invstd, x->dtype, C, eps);
     TR_DISPATCH(x->dtype, batch_norm_forward, y->data, x->data, mean, invstd,
                 gamma ? gamma->data : NULL, beta ? beta->data : NULL, N, C, S);
-    if (op_needs_grad(g, 3, x, gamma, beta)) {
+    /* A synchronised layer is recorded even without gradients to compute here: its backward
+     * takes part in the replicas' reductions, which must stay in step. */
+    if (op_needs_grad(g, 3, x, gamma, beta) || (sync && tr_graph_grad_enabled(g))) {
         tr_node *n = op_record(g, "batch_norm", batch_norm_backward, y, 3, x, gamma, beta);
         if (!n) return NULL;
         n->i[0] = batch;
@@ -119,6 +159,8 @@ tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
         n->i[3] = S;
         n->saved[0] = mean;
         n->saved[1] = invstd;
+        n->i[4] = sync;
+        n->i[5] = M;
     }
     return y;
 }
