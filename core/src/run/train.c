@@ -22,8 +22,7 @@ typedef struct loop {
     double per_sample_tokens;
 } loop;
 
-/* Saves step-<step>, prunes to keep_last. TRAINER_FAULT_KILL_AT_STEP=N kills the process with
- * SIGKILL right after the checkpoint of step N is complete (fault-injection tests). */
+/* Saves step-<step>, prunes to keep_last. */
 static tr_status save_checkpoint(loop *lp) {
     job *j = lp->j;
     if (j->info.rank == 0) {
@@ -36,9 +35,19 @@ static tr_status save_checkpoint(loop *lp) {
         TR_CHECK(tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last));
     }
     lp->last_saved = lp->state.step;
-    const char *kill_at = getenv("TRAINER_FAULT_KILL_AT_STEP");
-    if (kill_at && atoll(kill_at) == lp->state.step) raise(SIGKILL);
     return TR_OK;
+}
+
+/* Fault injection for the tests: TRAINER_FAULT_KILL_AT_STEP=N kills the process with SIGKILL
+ * once optimizer step N (and its checkpoint, if one is due) is done; with
+ * TRAINER_FAULT_KILL_RANK=r only rank r; never in a relaunched attempt
+ * (TRAINER_RESTART_COUNT > 0), so that max_restarts can finish the job. */
+static void fault_point(const job *j, int64_t step) {
+    const char *at = getenv("TRAINER_FAULT_KILL_AT_STEP"), *rank = getenv("TRAINER_FAULT_KILL_RANK");
+    const char *restart = getenv("TRAINER_RESTART_COUNT");
+    if (!at || atoll(at) != step || (rank && atoi(rank) != j->info.rank) || (restart && atoi(restart) > 0)) return;
+    fflush(NULL);
+    raise(SIGKILL);
 }
 
 /* The version folder of runs/<name>/: with resume auto, the one holding the newest
@@ -252,6 +261,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                 lp->state.batch_in_epoch = hb->index + 1;
                 TR_CHECK(save_checkpoint(lp));
             }
+            fault_point(j, step);
         }
         TR_CHECK(st);
         epoch_loss = nsteps ? lsum / (double)nsteps : NAN;
