@@ -21,9 +21,11 @@ int main(int argc, char **argv) {
     const char *mode = argv[3];
     int target = atoi(argv[4]);
     tr_comm_env env;
-    tr_registry *reg;
+    tr_registry *reg = NULL;
     const tr_plugin *p;
-    tr_comm *c;
+    tr_comm *c = NULL;
+    float *buf = NULL;
+    int rc = 0;
     if (tr_comm_env_detect(&env) != TR_OK) return 1;
     if (strcmp(mode, "nojoin") == 0 && env.rank == target) {
         sleep(120); /* the launcher stops it */
@@ -32,13 +34,13 @@ int main(int argc, char **argv) {
     if (tr_registry_create(&reg) != TR_OK || tr_registry_scan(reg, argv[1], "test", 0) != TR_OK ||
         tr_registry_find(reg, TR_PLUGIN_COMM, argv[2], &p) != TR_OK || tr_comm_create(&c, p, NULL, &env) != TR_OK) {
         printf("rank %d: %s\n", env.rank, tr_error_msg());
-        fflush(stdout);
-        return 3;
+        rc = 3;
+        goto out;
     }
     size_t n = 1 << 20;
-    float *buf = tr_malloc(n * sizeof(float));
+    buf = tr_malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) buf[i] = 1;
-    for (int it = 0; it < 1000000; it++) {
+    for (int it = 0; it < 1000000 && rc == 0; it++) {
         if (env.rank == target && it == 20) {
             if (strcmp(mode, "kill") == 0) raise(SIGKILL);
             if (strcmp(mode, "abort") == 0) {
@@ -46,15 +48,19 @@ int main(int argc, char **argv) {
                 printf("rank %d: aborted the communicator\n", env.rank);
                 fflush(stdout);
                 sleep(3); /* let the others report before the launcher stops them */
-                return 4;
+                rc = 4;
+                break;
             }
         }
         if (tr_comm_all_reduce(c, buf, buf, n, TR_F32, TR_RED_MAX) != TR_OK) {
             printf("rank %d: %s\n", env.rank, tr_error_msg());
-            fflush(stdout);
-            return 3;
+            rc = 3;
         }
     }
+out:
+    fflush(stdout);
     tr_comm_destroy(c);
-    return 0;
+    tr_registry_destroy(reg);
+    tr_free(buf);
+    return rc;
 }
