@@ -151,6 +151,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     const tr_plugin *backend;
     const char *bname = tr_options_string(o, "backend");
     TR_CHECK_GOTO(tr_comm_env_detect(&ce), fail);
+    if (ce.timeout_s <= 0) ce.timeout_s = tr_options_float(o, "timeout_s"); /* TRAINER_COMM_TIMEOUT wins */
     st = tr_registry_find(env->registry, TR_PLUGIN_COMM, bname, &backend);
     if (st != TR_OK) {
         tr_error_prefix("strategy.backend: ");
@@ -253,6 +254,8 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
 static const tr_option_spec opts[] = {
     {.key = "backend", .type = TR_OPTION_STRING, .default_value = "shm",
      .doc = "communication backend plugin: shm (one host) or mpi (hosts; run under mpirun/srun)"},
+    {.key = "timeout_s", .type = TR_OPTION_FLOAT, .default_value = "300", .min = 1, .max = 1e7,
+     .doc = "a collective waiting longer fails naming the ranks that did not arrive (TRAINER_COMM_TIMEOUT overrides)"},
     {.key = "bucket_mb", .type = TR_OPTION_FLOAT, .default_value = "25", .min = 0.001, .max = 65536,
      .doc = "gradient bucket size in MiB (all-reduced as soon as backward has filled it)"},
     {.key = "first_bucket_mb", .type = TR_OPTION_FLOAT, .default_value = "1", .min = 0.001, .max = 65536,
