@@ -11,7 +11,8 @@
  * Earlier micro-batches only accumulate (no_sync). The optimizer step waits for every
  * bucket, clips by the global norm (the gradients are identical on every rank after the
  * sum, so each rank computes the same norm) and updates; ranks stay equal without further
- * communication. The loss is normalised by the whole step's global sample count, so the sum
+ * communication; without clipping each bucket's update runs as soon as its sum arrives, while
+ * later buckets are still being reduced. The loss is normalised by the whole step's global sample count, so the sum
  * is the exact mean gradient, uneven tails included. Buffers (batch-norm running statistics)
  * follow rank 0: broadcast before each step's first micro-batch (`broadcast_buffers`, as
  * PyTorch). With `sync_batchnorm` the graph's stat reducer sums batch-norm statistics over all
@@ -223,18 +224,33 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     for (int i = d->next_issue; i < d->n_buckets; i++) d->buckets[i].pending = 0;
     issue_ready(d);
     tr_status st = d->hook_status == TR_OK ? TR_OK : tr_error_set(d->hook_status, "%s", d->hook_msg);
-    for (int i = 0; i < d->n_buckets; i++) {
-        if (!d->buckets[i].work) continue;
-        tr_status w = tr_comm_wait(d->buckets[i].work);
-        d->buckets[i].work = NULL;
-        if (st == TR_OK) st = w;
-    }
-    TR_CHECK(st);
     float *p = tr_params_data(d->r->P), *g = tr_params_grad(d->r->P);
     size_t n = tr_params_numel(d->r->P);
-    double sumsq = tr_grad_sumsq(g, n);
+    /* Without clipping each bucket is updated as soon as its sum arrives, overlapping the
+     * optimizer with the all-reduces still running; with clipping the norm needs them all. */
+    int overlap = max_norm <= 0;
+    double sumsq = 0;
+    for (int i = 0; i < d->n_buckets; i++) {
+        bucket *b = &d->buckets[i];
+        if (b->work) {
+            tr_status w = tr_comm_wait(b->work);
+            b->work = NULL;
+            if (st == TR_OK) st = w;
+        }
+        if (overlap && st == TR_OK) {
+            sumsq += tr_grad_sumsq(g + b->lo, b->hi - b->lo);
+            st = tr_optim_step_part(d->opt, p, g, b->lo, b->hi, lr);
+        }
+    }
+    TR_CHECK(st);
+    if (overlap) {
+        tr_optim_step_done(d->opt);
+        *grad_norm = sqrt(sumsq);
+        return TR_OK;
+    }
+    sumsq = tr_grad_sumsq(g, n);
     *grad_norm = sqrt(sumsq);
-    if (max_norm > 0) tr_clip_grad_norm(g, n, max_norm, sumsq);
+    tr_clip_grad_norm(g, n, max_norm, sumsq);
     return tr_optim_step(d->opt, p, g, n, lr);
 }
 

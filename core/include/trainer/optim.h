@@ -49,6 +49,14 @@ tr_status tr_optim_create(tr_optim **out, const tr_optim_config *cfg, size_t n);
 void tr_optim_destroy(tr_optim *opt);
 /* One update of param[0..n) from grad[0..n) with learning rate lr; n must equal create's. */
 tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n, double lr);
+/* The same update restricted to elements [lo, hi) of the slice (param and grad still point at
+ * the slice's start), as part of the step being taken: a strategy can update each gradient
+ * bucket as soon as it is synchronised. Once every element has been covered exactly once,
+ * tr_optim_step_done counts the step. Elements never covered (alignment padding, zero) stay
+ * as a full step would leave them only when their gradient, parameter and state are zero. */
+tr_status tr_optim_step_part(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi,
+                             double lr);
+void tr_optim_step_done(tr_optim *opt);
 /* Length of the slice the optimizer updates (and of each state buffer). */
 size_t tr_optim_size(const tr_optim *opt);
 /* Number of steps taken (Adam's bias correction uses it). */

@@ -39,7 +39,7 @@ adam_kernel(float *restrict p, const float *restrict g, float *restrict m, float
     }
 }
 
-void optim_adam_update(tr_optim *opt, float *param, const float *grad, double lr) {
+void optim_adam_update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi) {
     const tr_optim_config *c = &opt->cfg;
     double t = (double)(opt->steps + 1);
     double bc1 = 1.0 - pow(c->beta1, t);
@@ -51,8 +51,10 @@ void optim_adam_update(tr_optim *opt, float *param, const float *grad, double lr
     float b1 = (float)c->beta1, b1c = (float)(1.0 - c->beta1);
     float b2 = (float)c->beta2, b2c = (float)(1.0 - c->beta2);
     float eps = (float)c->eps;
-    float *m = opt->state[0], *v = opt->state[1];
-    size_t n = opt->n;
+    float *m = opt->state[0] + lo, *v = opt->state[1] + lo;
+    size_t n = hi - lo;
+    param += lo;
+    grad += lo;
     /* AdamW multiplies by (1 - lr*wd) even when wd is 0 (exactly 1), as torch does. */
     if (c->kind == TR_OPTIM_ADAMW)
         adam_kernel(param, grad, m, v, n, decay, wd, b1, b1c, b2, b2c, bc2_sqrt, eps, neg_step,

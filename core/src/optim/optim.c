@@ -120,11 +120,29 @@ tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n
         return tr_error_set(TR_ERR_INVALID, "optimizer step: lr must be >= 0 and finite, got %g",
                             lr);
     if (opt->cfg.kind == TR_OPTIM_SGD)
-        optim_sgd_update(opt, param, grad, lr);
+        optim_sgd_update(opt, param, grad, lr, 0, n);
     else
-        optim_adam_update(opt, param, grad, lr);
+        optim_adam_update(opt, param, grad, lr, 0, n);
     opt->steps++;
     return TR_OK;
+}
+
+tr_status tr_optim_step_part(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr) {
+    if (!opt || !param || !grad) return tr_error_set(TR_ERR_INVALID, "optimizer step part: NULL argument");
+    if (lo > hi || hi > opt->n)
+        return tr_error_set(TR_ERR_INVALID, "optimizer step part: [%zu, %zu) is not within the optimizer's %zu elements",
+                            lo, hi, opt->n);
+    if (!(lr >= 0.0) || !isfinite(lr))
+        return tr_error_set(TR_ERR_INVALID, "optimizer step: lr must be >= 0 and finite, got %g", lr);
+    if (opt->cfg.kind == TR_OPTIM_SGD)
+        optim_sgd_update(opt, param, grad, lr, lo, hi);
+    else
+        optim_adam_update(opt, param, grad, lr, lo, hi);
+    return TR_OK;
+}
+
+void tr_optim_step_done(tr_optim *opt) {
+    if (opt) opt->steps++;
 }
 
 int64_t tr_optim_steps(const tr_optim *opt) { return opt ? opt->steps : 0; }

@@ -50,15 +50,17 @@ static void sgd_wd(float *p, const float *g, float *buf, size_t n, float neg_lr,
     else SGD_CALL(1, MOM_UPDATE, 0);
 }
 
-void optim_sgd_update(tr_optim *opt, float *param, const float *grad, double lr) {
+void optim_sgd_update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi) {
     const tr_optim_config *c = &opt->cfg;
     int mode = c->momentum == 0.0 ? MOM_NONE : opt->steps == 0 ? MOM_INIT : MOM_UPDATE;
-    float *buf = mode == MOM_NONE ? NULL : opt->state[0];
+    float *buf = mode == MOM_NONE ? NULL : opt->state[0] + lo;
+    param += lo;
+    grad += lo;
     /* torch passes the scalars as Python floats, cast to the tensor's float type. */
     float neg_lr = (float)-lr, wd = (float)c->weight_decay, mom = (float)c->momentum;
     float damp1 = (float)(1.0 - c->dampening);
     if (c->weight_decay != 0.0)
-        sgd_wd(param, grad, buf, opt->n, neg_lr, wd, mom, damp1, mode, c->nesterov);
+        sgd_wd(param, grad, buf, hi - lo, neg_lr, wd, mom, damp1, mode, c->nesterov);
     else
-        sgd_nowd(param, grad, buf, opt->n, neg_lr, wd, mom, damp1, mode, c->nesterov);
+        sgd_nowd(param, grad, buf, hi - lo, neg_lr, wd, mom, damp1, mode, c->nesterov);
 }

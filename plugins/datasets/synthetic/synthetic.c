@@ -30,7 +30,11 @@ typedef struct synthetic {
     float noise;
     float *centres;     /* (classes, x_numel) */
     int32_t *succ;      /* (vocab, SUCCESSORS) */
+    uint8_t *xs, *ys;   /* materialized samples (n, x bytes) and (n, y bytes), or NULL */
+    size_t xb, yb;
 } synthetic;
+
+static tr_status generate(synthetic *s, int64_t index, void *x, void *y);
 
 static uint64_t stream_of(int what) {
     return tr_rng_stream(TR_RNG_STREAM_DATA, 0x5e17, (uint64_t)what);
@@ -41,6 +45,8 @@ static void destroy(void *ctx) {
     if (!s) return;
     free(s->centres);
     free(s->succ);
+    free(s->xs);
+    free(s->ys);
     free(s);
 }
 
@@ -100,6 +106,24 @@ static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *e
         }
         tr_rng_fill_normal(s->centres, n, s->seed, stream_of(STREAM_CENTRES), 0, 0.0f, 1.0f);
     }
+    if (tr_options_bool(o, "materialize")) {
+        /* Every sample made once here; get() is then a copy (throughput benchmarks). */
+        s->xb = (size_t)s->spec.x_numel * tr_dtype_size(s->spec.x_dtype);
+        s->yb = (size_t)s->spec.y_numel * tr_dtype_size(s->spec.y_dtype);
+        if ((double)s->n * (double)(s->xb + s->yb) > 4e9) {
+            long long n = (long long)s->n;
+            destroy(s);
+            return tr_error_set(TR_ERR_INVALID, "synthetic: materialize: %lld samples need more than 4 GB", n);
+        }
+        s->xs = malloc((size_t)s->n * s->xb + 1);
+        s->ys = malloc((size_t)s->n * s->yb + 1);
+        if (!s->xs || !s->ys) {
+            long long n = (long long)s->n;
+            destroy(s);
+            return tr_error_set(TR_ERR_NOMEM, "synthetic: out of memory to materialize %lld samples", n);
+        }
+        for (int64_t i = 0; i < s->n; i++) generate(s, i, s->xs + (size_t)i * s->xb, s->ys + (size_t)i * s->yb);
+    }
     *ctx = s;
     return TR_OK;
 }
@@ -112,6 +136,14 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
     if (index < 0 || index >= s->n)
         return tr_error_set(TR_ERR_INVALID, "synthetic: sample %lld out of range [0, %lld)",
                             (long long)index, (long long)s->n);
+    if (!s->xs) return generate(s, index, x, y);
+    memcpy(x, s->xs + (size_t)index * s->xb, s->xb);
+    if (y) memcpy(y, s->ys + (size_t)index * s->yb, s->yb);
+    return TR_OK;
+}
+
+/* Sample `index` from the seed (the same values whether materialized or not). */
+static tr_status generate(synthetic *s, int64_t index, void *x, void *y) {
     uint64_t g = s->offset + (uint64_t)index;
     const tr_data_spec *d = &s->spec;
     if (s->lm) {
@@ -154,6 +186,8 @@ static const tr_option_spec opts[] = {
      .doc = "classify: number of classes (exactly balanced)"},
     {.key = "noise", .type = TR_OPTION_FLOAT, .default_value = "1.0", .min = 0, .max = 1e6,
      .doc = "classify: std of the noise around each class centre (centres have std 1)"},
+    {.key = "materialize", .type = TR_OPTION_BOOL, .default_value = "false",
+     .doc = "make every sample once at start (memory: samples x sample size) so loading is a copy"},
     {.key = "seq_len", .type = TR_OPTION_INT, .default_value = "64", .min = 1, .max = 1 << 24,
      .doc = "lm: tokens per sample"},
     {.key = "vocab", .type = TR_OPTION_INT, .default_value = "32", .min = 2, .max = 1 << 24,
