@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Strategy invariance (DESIGN.md decision 5): the same config trained with `cpu` and with
-# `ddp` at 2, 3 and 4 ranks (oversubscribed on small machines) ends with the same weights
+# Strategy invariance (DESIGN.md decision 5): the same config trained with `cpu`, with `ddp`
+# at 2, 3 and 4 ranks (oversubscribed on small machines) and with `dataparallel` at 2, 3 and
+# 4 replicas (threads of one process) ends with the same weights
 # (relative L2 difference of all parameters <= 1e-5) and the same loss at every step (1e-5),
 # for an MLP with dropout and a transformer LM, on data whose size does not divide by
 # world x batch (uneven shares and an uneven last batch). Validation metrics agree too.
-# The CNN runs ddp with sync_batchnorm (global batch statistics, as one process has) and SGD:
+# The CNN runs ddp and dataparallel with sync_batchnorm (global batch statistics, as one process has) and SGD:
 # its conv biases feed batch-norm, so their true gradient is zero too (the next note).
 # The LM uses Adam's eps 1e-6: the attention key bias has a zero gradient in exact arithmetic
 # (softmax ignores a constant added to every key), so what it gets is rounding noise that
@@ -65,14 +66,16 @@ sys.exit(0 if rel <= 1e-5 and dl <= 1e-5 and dv <= 1e-5 else 1)
 PY
 }
 for m in mlp lm cnn; do
-    ddp_opts=""; [ "$m" = cnn ] && ddp_opts="strategy.sync_batchnorm=true"
+    opts=""; [ "$m" = cnn ] && opts="strategy.sync_batchnorm=true"
     "$bin" run "$t/$m.yaml" "run.output_dir=$t/cpu" trainer.strategy=cpu >"$t/$m.cpu.log" 2>&1 || { echo "FAIL $m cpu run"; tail -3 "$t/$m.cpu.log"; fail=$((fail + 1)); continue; }
-    for w in 2 3 4; do
-        if ! timeout 600 "$bin" run "$t/$m.yaml" "run.output_dir=$t/ddp$w" trainer.strategy=ddp trainer.devices=$w $ddp_opts >"$t/$m.$w.log" 2>&1; then
-            echo "FAIL $m ddp x$w: run failed"; tail -5 "$t/$m.$w.log"; fail=$((fail + 1)); continue
-        fi
-        if out="$(compare "$m x$w" "$t/cpu/$m/0" "$t/ddp$w/$m/0")"; then echo "ok   $m, ddp x$w vs cpu: $out"; pass=$((pass + 1))
-        else echo "FAIL $m, ddp x$w vs cpu: $out"; fail=$((fail + 1)); fi
+    for s in ddp dataparallel; do
+        for w in 2 3 4; do
+            if ! timeout 600 "$bin" run "$t/$m.yaml" "run.output_dir=$t/$s$w" trainer.strategy=$s trainer.devices=$w $opts >"$t/$m.$s$w.log" 2>&1; then
+                echo "FAIL $m $s x$w: run failed"; tail -5 "$t/$m.$s$w.log"; fail=$((fail + 1)); continue
+            fi
+            if out="$(compare "$m x$w" "$t/cpu/$m/0" "$t/$s$w/$m/0")"; then echo "ok   $m, $s x$w vs cpu: $out"; pass=$((pass + 1))
+            else echo "FAIL $m, $s x$w vs cpu: $out"; fail=$((fail + 1)); fi
+        done
     done
 done
 echo "$pass passed, $fail failed"

@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
-BATCH = {"mlp": 64, "cnn": 64, "transformer": 32}
+BATCH = {"mlp": 64, "cnn": 128, "transformer": 32}
 
 
 class FashionCNN(nn.Module):

@@ -43,6 +43,12 @@ void tr_set_num_threads(int n) {
     openblas_set_num_threads(n);
 }
 
+void tr_set_thread_local_threads(int n) {
+    if (n <= 0) n = 1;
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
 int tr_get_num_threads(void) {
     if (num_threads == 0) tr_set_num_threads(0);
     return num_threads;

@@ -162,7 +162,7 @@ static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vlo
     if (j->spec.task == TR_TASK_LM) snprintf(extra, sizeof extra, "  val perplexity %.3f", exp(*vloss));
     job_say(j, "%s: val loss %.4f  val accuracy %.2f%%%s", when, *vloss, 100 * *vacc, extra);
     if (j->metrics) {
-        fprintf(j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"val_loss\": %.6g", (long long)lp->state.step,
+        fprintf(j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"val_loss\": %.9g", (long long)lp->state.step,
                 (long long)epoch, *vloss);
         if (isfinite(*vacc)) fprintf(j->metrics, ", \"val_accuracy\": %.6g", *vacc);
         if (j->spec.task == TR_TASK_LM) fprintf(j->metrics, ", \"val_perplexity\": %.6g", exp(*vloss));
@@ -239,7 +239,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                         job_say(j, "%s", line);
                     }
                     if (j->metrics) {
-                        fprintf(j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"grad_norm\": %.6g, "
+                        fprintf(j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.6g, "
                                             "\"samples_per_sec\": %.1f, \"tokens_per_sec\": %.1f}\n",
                                 (long long)step, (long long)ep, wl, lr, gnorm, sps, sps * lp->per_sample_tokens);
                         fflush(j->metrics);
@@ -272,7 +272,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         if (j->val_L) TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
         if (j->metrics) {
-            fprintf(j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.6g}\n", (long long)ep, (long long)step,
+            fprintf(j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.9g}\n", (long long)ep, (long long)step,
                     epoch_loss);
             fflush(j->metrics);
         }

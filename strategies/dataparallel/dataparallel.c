@@ -1,0 +1,493 @@
+/* Strategy `dataparallel`: one process, one replica per device, no interpreter lock
+ * (nn.DataParallel's idea, without its costs). On CPU-only machines a "device" is a worker
+ * thread that owns one replica and a share of the cores.
+ *
+ * Replicas are made once at setup (replica 0, the primary, on the calling thread; the others
+ * on their own threads) and start equal because they are made from the same seed. Each
+ * micro-batch is scattered along dim 0 (replica i takes samples [B*i/n, B*(i+1)/n), an uneven
+ * split when n does not divide B) and every replica runs forward and backward on its share in
+ * parallel, reading the loader's batch in place and accumulating into its own flat gradient
+ * buffer (so accumulation needs no communication). The optimizer step is one parallel job of
+ * three phases over n contiguous slices of the flat buffers, worker k owning slice k:
+ *   1. reduce: the primary's gradient slice += every other replica's (in replica order), and
+ *      the slice's sum of squares for the norm;
+ *   2. update: clip by the global norm (the sum of the slices' sums, in order) and run the
+ *      optimizer on the slice of the primary's parameters (one optimizer state, the primary's);
+ *   3. replicate: copy the updated slice into every other replica.
+ * That is a reduce to the primary done by all threads at once (each byte of gradient read
+ * once, each byte of parameter written once per replica): cheaper than an all-reduce among
+ * replicas, which would also need an optimizer state per replica and n times the update work.
+ * Buffers (batch-norm running statistics) follow the primary: copied to every replica after
+ * each step, as ddp's broadcast_buffers. With `sync_batchnorm` the replicas' batch-norm sums
+ * are added across threads (global batch statistics, as one device would compute them).
+ *
+ * Inference (validation, `trainer eval`, `trainer predict`): the batch is split the same way
+ * and the replicas' outputs (logits, pooled embeddings) are gathered in batch order into
+ * buffers owned here, which grow to the largest batch once and are reused after.
+ *
+ * Limits: OpenBLAS runs each replica's GEMMs on that replica's threads; with more than one
+ * thread per replica its OpenMP build serialises concurrent threaded calls, so the default
+ * gives each replica cores / n threads and is best with one thread per replica. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/memory.h"
+#include "trainer/runtime.h"
+#include "trainer/strategy.h"
+
+enum { MAX_REPLICAS = 256, MSG = 512 };
+enum { JOB_TRAIN, JOB_STEP, JOB_FORWARD, JOB_QUIT };
+
+typedef struct dp dp;
+
+typedef struct worker {
+    dp *d;
+    int i;                   /* replica index; 0 is the primary, run on the caller's thread */
+    pthread_t thread;
+    int started;
+    tr_status st;
+    char msg[MSG];
+    double loss;
+    tr_model_out out;
+    double sumsq;            /* of its gradient slice (JOB_STEP) */
+    double *stats;           /* sync batch-norm: this replica's sums, read by all */
+    int n_stats;
+} worker;
+
+struct dp {
+    int n;
+    int per_threads;
+    int64_t ids[MAX_REPLICAS];
+    tr_replica **r;
+    worker *w;
+    tr_optim *opt;
+    /* job dispatch */
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;
+    int finished;
+    int kind;
+    /* barrier among the active replicas; broken when one fails, so none waits forever */
+    pthread_mutex_t bmu;
+    pthread_cond_t bcv;
+    int b_count, b_expected, broken;
+    uint64_t b_gen;
+    /* the job's arguments */
+    const tr_micro_batch *mb;
+    const tr_host_batch *hb;
+    int with_y, active;
+    double lr, max_norm, sumsq;
+    /* gathered outputs */
+    float *logits, *embedding;
+    size_t logits_cap, embedding_cap;
+    float loss_value;
+    tr_tensor t_loss, t_logits, t_embedding;
+};
+
+/* ---- barrier ---- */
+
+static void barrier_break(dp *d) {
+    pthread_mutex_lock(&d->bmu);
+    d->broken = 1;
+    pthread_cond_broadcast(&d->bcv);
+    pthread_mutex_unlock(&d->bmu);
+}
+
+static tr_status barrier(dp *d) {
+    pthread_mutex_lock(&d->bmu);
+    uint64_t g = d->b_gen;
+    if (++d->b_count == d->b_expected) {
+        d->b_count = 0;
+        d->b_gen++;
+        pthread_cond_broadcast(&d->bcv);
+    } else {
+        while (g == d->b_gen && !d->broken) pthread_cond_wait(&d->bcv, &d->bmu);
+    }
+    int broken = d->broken && g == d->b_gen;
+    pthread_mutex_unlock(&d->bmu);
+    return broken ? tr_error_set(TR_ERR_ABORTED, "dataparallel: another replica failed") : TR_OK;
+}
+
+/* ---- the jobs each replica's thread runs ---- */
+
+/* Samples [lo, hi) of a batch of `size` for replica i. */
+static void share(const dp *d, int64_t size, int i, int64_t *lo, int64_t *hi) {
+    int n = d->active;
+    *lo = size * i / n;
+    *hi = size * (i + 1) / n;
+}
+
+/* Element range of slice k of the flat parameter buffer, 16-float aligned. */
+static void slice(size_t total, int n, int k, size_t *lo, size_t *hi) {
+    size_t per = (total / (size_t)n + 15) / 16 * 16;
+    *lo = per * (size_t)k < total ? per * (size_t)k : total;
+    *hi = per * (size_t)(k + 1) < total && k + 1 < n ? per * (size_t)(k + 1) : total;
+}
+
+/* sync batch-norm: every active replica publishes its sums, then each adds all of them in
+ * replica order (the same result everywhere). */
+static tr_status stat_reduce(void *user, double *values, int nv) {
+    worker *w = user;
+    dp *d = w->d;
+    if (nv > w->n_stats) return tr_error_set(TR_ERR_INVALID, "dataparallel: %d batch-norm sums, room for %d", nv, w->n_stats);
+    memcpy(w->stats, values, (size_t)nv * sizeof *values);
+    TR_CHECK(barrier(d));
+    for (int k = 0; k < nv; k++) {
+        double s = 0;
+        for (int i = 0; i < d->active; i++) s += d->w[i].stats[k];
+        values[k] = s;
+    }
+    return barrier(d); /* nobody rewrites its sums before all have read them */
+}
+
+static tr_status job_train(dp *d, worker *w) {
+    const tr_micro_batch *mb = d->mb;
+    tr_replica *r = d->r[w->i];
+    if (mb->first) tr_params_zero_grad(r->P);
+    w->loss = 0;
+    if (w->i >= d->active) return TR_OK;
+    int64_t lo, hi;
+    share(d, mb->hb->size, w->i, &lo, &hi);
+    tr_model_out out;
+    TR_CHECK(tr_replica_forward(r, mb->hb, lo, hi - lo, mb->normaliser, mb->step, 1, 1, &out));
+    TR_CHECK(tr_backward(r->g, out.loss, NULL));
+    w->loss = ((const float *)out.loss->data)[0];
+    return TR_OK;
+}
+
+static tr_status job_step(dp *d, worker *w) {
+    tr_params *P0 = d->r[0]->P;
+    size_t n = tr_params_numel(P0), lo, hi;
+    slice(n, d->n, w->i, &lo, &hi);
+    float *g0 = tr_params_grad(P0) + lo, *p0 = tr_params_data(P0);
+    size_t m = hi - lo;
+    for (int i = 1; i < d->n; i++) {
+        const float *gi = tr_params_grad(d->r[i]->P) + lo;
+        for (size_t k = 0; k < m; k++) g0[k] += gi[k];
+    }
+    w->sumsq = tr_grad_sumsq(g0, m);
+    TR_CHECK(barrier(d));
+    double sumsq = 0;
+    for (int i = 0; i < d->n; i++) sumsq += d->w[i].sumsq;
+    if (w->i == 0) d->sumsq = sumsq;
+    if (d->max_norm > 0) tr_clip_grad_norm(g0, m, d->max_norm, sumsq);
+    TR_CHECK(tr_optim_step_part(d->opt, p0, tr_params_grad(P0), lo, hi, d->lr));
+    for (int i = 1; i < d->n; i++) memcpy(tr_params_data(d->r[i]->P) + lo, p0 + lo, m * sizeof *p0);
+    /* Buffers follow the primary; they are small, the primary's thread copies them. */
+    size_t nb = tr_params_buffers_numel(P0);
+    if (w->i == 0 && nb)
+        for (int i = 1; i < d->n; i++) memcpy(tr_params_buffers_data(d->r[i]->P), tr_params_buffers_data(P0), nb * sizeof(float));
+    return TR_OK;
+}
+
+static tr_status job_forward(dp *d, worker *w) {
+    memset(&w->out, 0, sizeof w->out);
+    w->loss = 0;
+    if (w->i >= d->active) return TR_OK;
+    int64_t lo, hi;
+    share(d, d->hb->size, w->i, &lo, &hi);
+    TR_CHECK(tr_replica_forward(d->r[w->i], d->hb, lo, hi - lo, 1.0, 0, 0, d->with_y, &w->out));
+    if (w->out.loss) w->loss = ((const float *)w->out.loss->data)[0];
+    return TR_OK;
+}
+
+static void run_job(dp *d, worker *w) {
+    tr_status st = TR_OK;
+    switch (d->kind) {
+    case JOB_TRAIN: st = job_train(d, w); break;
+    case JOB_STEP: st = job_step(d, w); break;
+    case JOB_FORWARD: st = job_forward(d, w); break;
+    default: break;
+    }
+    w->st = st;
+    if (st != TR_OK) {
+        snprintf(w->msg, sizeof w->msg, "%s", tr_error_msg());
+        barrier_break(d);
+    }
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    dp *d = w->d;
+    tr_set_thread_local_threads(d->per_threads);
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&d->mu);
+        while (d->gen == seen) pthread_cond_wait(&d->go, &d->mu);
+        seen = d->gen;
+        int kind = d->kind;
+        pthread_mutex_unlock(&d->mu);
+        if (kind == JOB_QUIT) break;
+        run_job(d, w);
+        pthread_mutex_lock(&d->mu);
+        if (++d->finished == d->n - 1) pthread_cond_signal(&d->done);
+        pthread_mutex_unlock(&d->mu);
+    }
+    return NULL;
+}
+
+/* Runs a job on every replica (the primary's part on this thread) and waits for all. */
+static tr_status dispatch(dp *d, int kind, int active) {
+    d->active = active;
+    d->b_expected = kind == JOB_STEP ? d->n : active;
+    d->b_count = 0;
+    d->broken = 0;
+    pthread_mutex_lock(&d->mu);
+    d->kind = kind;
+    d->finished = 0;
+    d->gen++;
+    pthread_cond_broadcast(&d->go);
+    pthread_mutex_unlock(&d->mu);
+    run_job(d, &d->w[0]);
+    pthread_mutex_lock(&d->mu);
+    while (d->finished < d->n - 1) pthread_cond_wait(&d->done, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+    /* Report the replica that failed first, not one that only saw the barrier broken. */
+    int bad = -1;
+    for (int i = 0; i < d->n; i++)
+        if (d->w[i].st != TR_OK && (bad < 0 || (d->w[bad].st == TR_ERR_ABORTED && d->w[i].st != TR_ERR_ABORTED))) bad = i;
+    if (bad < 0) return TR_OK;
+    return tr_error_set(d->w[bad].st, "replica %d (device %lld): %s", bad, (long long)d->ids[bad], d->w[bad].msg);
+}
+
+/* ---- the strategy ops ---- */
+
+static void destroy(void *ctx) {
+    dp *d = ctx;
+    if (!d) return;
+    int running = 0;
+    for (int i = 1; i < d->n; i++) running += d->w && d->w[i].started;
+    if (running) {
+        pthread_mutex_lock(&d->mu);
+        d->kind = JOB_QUIT;
+        d->gen++;
+        pthread_cond_broadcast(&d->go);
+        pthread_mutex_unlock(&d->mu);
+        for (int i = 1; i < d->n; i++)
+            if (d->w[i].started) pthread_join(d->w[i].thread, NULL);
+    }
+    for (int i = 0; d->r && i < d->n; i++) tr_replica_destroy(d->r[i]);
+    for (int i = 0; d->w && i < d->n; i++) tr_free(d->w[i].stats);
+    tr_optim_destroy(d->opt);
+    tr_free(d->r);
+    tr_free(d->w);
+    tr_free(d->logits);
+    tr_free(d->embedding);
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->go);
+    pthread_cond_destroy(&d->done);
+    pthread_mutex_destroy(&d->bmu);
+    pthread_cond_destroy(&d->bcv);
+    tr_free(d);
+}
+
+/* Room for the batch-norm sums of one reduction: 2 per channel of the widest layer. */
+static int max_stats(tr_params *P) {
+    int64_t m = 0;
+    for (int i = 0; i < tr_params_buffer_count(P); i++) {
+        int64_t k = tr_tensor_numel(tr_params_buffer(P, i));
+        if (k > m) m = k;
+    }
+    return (int)(2 * m + 2);
+}
+
+static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *env, tr_strategy_info *info) {
+    *ctx = NULL;
+    dp *d = tr_calloc(1, sizeof *d);
+    if (!d) return tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory");
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->go, NULL);
+    pthread_cond_init(&d->done, NULL);
+    pthread_mutex_init(&d->bmu, NULL);
+    pthread_cond_init(&d->bcv, NULL);
+    tr_status st;
+    int n = tr_options_int_list(o, "device_ids", d->ids, MAX_REPLICAS);
+    if (n > MAX_REPLICAS) {
+        st = tr_error_set(TR_ERR_INVALID, "strategy.device_ids: %d devices, at most %d", n, MAX_REPLICAS);
+        goto fail;
+    }
+    if (n > 0) {
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < i; k++)
+                if (d->ids[k] == d->ids[i]) {
+                    st = tr_error_set(TR_ERR_INVALID, "strategy.device_ids: device %lld is listed twice", (long long)d->ids[i]);
+                    goto fail;
+                }
+    } else {
+        n = env->devices > 0 ? env->devices : 1;
+        if (n > MAX_REPLICAS) {
+            st = tr_error_set(TR_ERR_INVALID, "dataparallel: %d replicas asked for, at most %d", n, MAX_REPLICAS);
+            goto fail;
+        }
+        for (int i = 0; i < n; i++) d->ids[i] = i;
+    }
+    d->n = n;
+    int total = env->threads > 0 ? env->threads : tr_cpu_count();
+    d->per_threads = total / n > 0 ? total / n : 1;
+    /* This thread runs the primary: its OpenMP and OpenBLAS share, like every worker's. */
+    tr_set_thread_local_threads(d->per_threads);
+    d->r = tr_calloc((size_t)n, sizeof *d->r);
+    d->w = tr_calloc((size_t)n, sizeof *d->w);
+    if (!d->r || !d->w) {
+        st = tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory");
+        goto fail;
+    }
+    int sync_bn = tr_options_bool(o, "sync_batchnorm");
+    for (int i = 0; i < n; i++) {
+        worker *w = &d->w[i];
+        w->d = d;
+        w->i = i;
+        TR_CHECK_GOTO(tr_replica_create(env->models, &d->r[i]), fail);
+        if (sync_bn) {
+            w->n_stats = max_stats(d->r[i]->P);
+            w->stats = tr_calloc((size_t)w->n_stats, sizeof *w->stats);
+            if (!w->stats) {
+                st = tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory");
+                goto fail;
+            }
+            tr_graph_set_stat_reducer(d->r[i]->g, stat_reduce, w);
+        }
+    }
+    TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(d->r[0]->P)), fail);
+    for (int i = 1; i < n; i++) {
+        if (pthread_create(&d->w[i].thread, NULL, worker_main, &d->w[i]) != 0) {
+            st = tr_error_set(TR_ERR_NOMEM, "dataparallel: cannot start the thread of replica %d", i);
+            goto fail;
+        }
+        d->w[i].started = 1;
+    }
+    *info = (tr_strategy_info){.rank = 0, .world = 1, .data_rank = 0, .data_world = 1};
+    snprintf(info->description, sizeof info->description, "dataparallel (%d CPU replicas, %d threads each%s)", n,
+             d->per_threads, sync_bn ? ", sync batch-norm" : "");
+    *ctx = d;
+    return TR_OK;
+fail:
+    destroy(d);
+    return st;
+}
+
+static int active_for(const dp *d, int64_t size) { return size < d->n ? (int)(size > 0 ? size : 1) : d->n; }
+
+static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
+    dp *d = ctx;
+    d->mb = mb;
+    TR_CHECK(dispatch(d, JOB_TRAIN, active_for(d, mb->hb->size)));
+    double s = 0;
+    for (int i = 0; i < d->n; i++) s += d->w[i].loss;
+    *loss = s;
+    return TR_OK;
+}
+
+static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_norm) {
+    dp *d = ctx;
+    d->lr = lr;
+    d->max_norm = max_norm;
+    TR_CHECK(dispatch(d, JOB_STEP, d->n));
+    tr_optim_step_done(d->opt);
+    *grad_norm = sqrt(d->sumsq);
+    return TR_OK;
+}
+
+/* Concatenates the replicas' `which` outputs (sample-major) into buf; fills t. */
+static tr_status gather(dp *d, int64_t size, size_t off, float **buf, size_t *cap, tr_tensor *t) {
+    const tr_tensor *first = *(tr_tensor **)((char *)&d->w[0].out + off);
+    if (!first) {
+        memset(t, 0, sizeof *t);
+        return TR_OK;
+    }
+    int64_t lo, hi;
+    share(d, size, 0, &lo, &hi);
+    size_t row = (size_t)tr_tensor_numel(first) / (size_t)(hi - lo), need = row * (size_t)size;
+    if (need > *cap) {
+        tr_free(*buf);
+        *buf = tr_malloc(need * sizeof **buf);
+        *cap = *buf ? need : 0;
+        if (!*buf) return tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory for %zu gathered outputs", need);
+    }
+    size_t at = 0;
+    for (int i = 0; i < d->active; i++) {
+        const tr_tensor *x = *(tr_tensor **)((char *)&d->w[i].out + off);
+        size_t k = (size_t)tr_tensor_numel(x);
+        memcpy(*buf + at, x->data, k * sizeof **buf);
+        at += k;
+    }
+    *t = *first;
+    t->data = *buf;
+    t->grad = NULL;
+    t->view_of = NULL;
+    t->shape[0] = first->shape[0] / (hi - lo) * size; /* (B, ...) or flattened (B*T, ...) */
+    return TR_OK;
+}
+
+static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out) {
+    dp *d = ctx;
+    memset(out, 0, sizeof *out);
+    d->hb = hb;
+    d->with_y = with_y;
+    TR_CHECK(dispatch(d, JOB_FORWARD, active_for(d, hb->size)));
+    if (d->w[0].out.logits) {
+        TR_CHECK(gather(d, hb->size, offsetof(tr_model_out, logits), &d->logits, &d->logits_cap, &d->t_logits));
+        out->logits = &d->t_logits;
+    }
+    if (d->w[0].out.embedding) {
+        TR_CHECK(gather(d, hb->size, offsetof(tr_model_out, embedding), &d->embedding, &d->embedding_cap, &d->t_embedding));
+        out->embedding = &d->t_embedding;
+    }
+    if (with_y) {
+        double s = 0;
+        for (int i = 0; i < d->active; i++) s += d->w[i].loss;
+        d->loss_value = (float)s;
+        d->t_loss = (tr_tensor){.data = &d->loss_value, .dtype = TR_F32, .ndim = 1, .shape = {1}, .param = -1};
+        out->loss = &d->t_loss;
+    }
+    return TR_OK;
+}
+
+static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
+    dp *d = ctx;
+    *P = d->r[0]->P;
+    *opt = d->opt;
+    return TR_OK;
+}
+
+/* After a checkpoint was loaded into the primary: every replica takes its weights. */
+static tr_status sync(void *ctx) {
+    dp *d = ctx;
+    for (int i = 1; i < d->n; i++) tr_replica_copy_params(d->r[i], d->r[0]);
+    return TR_OK;
+}
+
+static const tr_option_spec opts[] = {
+    {.key = "device_ids", .type = TR_OPTION_INT_LIST, .default_value = "[]", .min = 0, .max = 1 << 20,
+     .doc = "the devices that hold replicas, the first is the primary (empty: trainer.devices of them)"},
+    {.key = "sync_batchnorm", .type = TR_OPTION_BOOL, .default_value = "false",
+     .doc = "batch-norm statistics over the whole batch instead of each replica's share"},
+};
+
+static const tr_strategy_ops ops = {
+    .create = create,
+    .destroy = destroy,
+    .train_micro = train_micro,
+    .optim_step = optim_step,
+    .forward = forward,
+    .state = state,
+    .sync = sync,
+};
+
+static const tr_plugin_desc desc = {
+    TR_PLUGIN_DESC_HEADER,
+    .kind = TR_PLUGIN_STRATEGY,
+    .name = "dataparallel",
+    .version = "0.1.0",
+    .description = "one process, a replica per device (CPU: per worker thread): scatter, parallel backward, reduce to the primary",
+    .options = opts,
+    .n_options = sizeof opts / sizeof opts[0],
+    .ops = &ops,
+    .ops_size = sizeof ops,
+};
+
+TR_PLUGIN_DEFINE(desc)
