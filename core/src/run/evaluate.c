@@ -8,6 +8,7 @@
 #include "job.h"
 #include "trainer/io.h"
 #include "trainer/run.h"
+#include "trainer/runtime.h"
 
 /* Argmax hits of logits (N, C) against integer targets (N). */
 static int64_t count_correct(const tr_tensor *logits, const tr_tensor *y) {
@@ -160,7 +161,9 @@ static tr_status eval_job(job *j, const char *config_path, const char *const *ov
         }
     }
     eval_totals t;
+    double t0 = tr_now();
     tr_status st = job_evaluate(j, L, 0, &t, output ? write_rows : NULL, &p);
+    double dt = tr_now() - t0;
     if (p.f && fclose(p.f) != 0 && st == TR_OK) st = tr_error_set(TR_ERR_IO, "%s: cannot write: %s", output, strerror(errno));
     TR_CHECK(st);
     res->samples = t.count / (j->spec.task == TR_TASK_LM ? j->spec.y_numel : 1);
@@ -173,6 +176,8 @@ static tr_status eval_job(job *j, const char *config_path, const char *const *ov
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "  accuracy %.2f%%", 100 * res->accuracy);
     job_say(j, "%s (step %lld) on the %s split, %lld samples: loss %.4f%s", res->checkpoint, (long long)state.step,
             used, (long long)res->samples, res->loss, extra);
+    job_say(j, "inference: %lld samples in %.3f s (%.0f samples/s, %s)", (long long)res->samples, dt,
+            dt > 0 ? (double)res->samples / dt : 0.0, j->info.description);
     if (output) job_say(j, "predictions written to %s", output);
     return TR_OK;
 }
