@@ -75,6 +75,14 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
     return TR_OK;
 }
 
+static tr_status memory(void *ctx, tr_strategy_memory *m) {
+    cpu_strategy *s = ctx;
+    *m = (tr_strategy_memory){.optimizer = tr_optim_state_bytes(s->opt)};
+    m->all_devices = m->optimizer;
+    tr_replica_memory(s->r, m);
+    return TR_OK;
+}
+
 static const tr_strategy_ops ops = {
     .create = create,
     .destroy = destroy,
@@ -82,6 +90,7 @@ static const tr_strategy_ops ops = {
     .optim_step = optim_step,
     .forward = forward,
     .state = state,
+    .memory = memory,
 };
 
 static const tr_plugin_desc desc = {

@@ -483,6 +483,19 @@ static tr_status sync(void *ctx) {
     return TR_OK;
 }
 
+/* The primary holds its replica, the one optimizer state and the gathered outputs; every
+ * other replica's activations stay in that replica's arena. */
+static tr_status memory(void *ctx, tr_strategy_memory *m) {
+    dp *d = ctx;
+    *m = (tr_strategy_memory){.optimizer = tr_optim_state_bytes(d->opt),
+                              .other = (d->logits_cap + d->embedding_cap) * sizeof(float)};
+    tr_replica_memory(d->r[0], m);
+    tr_strategy_memory rest = {0};
+    for (int i = 1; i < d->n; i++) tr_replica_memory(d->r[i], &rest);
+    m->all_devices += m->optimizer + m->other + rest.all_devices;
+    return TR_OK;
+}
+
 static const tr_option_spec opts[] = {
     {.key = "device_ids", .type = TR_OPTION_INT_LIST, .default_value = "[]", .min = 0, .max = 1 << 20,
      .doc = "the devices that hold replicas, the first is the primary (empty: trainer.devices of them)"},
@@ -498,6 +511,7 @@ static const tr_strategy_ops ops = {
     .forward = forward,
     .state = state,
     .sync = sync,
+    .memory = memory,
 };
 
 static const tr_plugin_desc desc = {

@@ -266,6 +266,13 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
     return TR_OK;
 }
 
+static tr_status memory(void *ctx, tr_strategy_memory *m) {
+    ddp *d = ctx;
+    *m = (tr_strategy_memory){.optimizer = tr_optim_state_bytes(d->opt)};
+    m->all_devices = m->optimizer;
+    tr_replica_memory(d->r, m);
+    return TR_OK;
+}
 
 static const tr_option_spec opts[] = {
     {.key = "backend", .type = TR_OPTION_STRING, .default_value = "shm",
@@ -292,6 +299,7 @@ static const tr_strategy_ops ops = {
     .sync = sync,
     .all_sum = all_sum,
     .processes = processes,
+    .memory = memory,
 };
 
 static const tr_plugin_desc desc = {

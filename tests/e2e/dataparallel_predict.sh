@@ -46,6 +46,17 @@ for m in mlp lm; do
     "$bin" run "$t/$m.yaml" "run.output_dir=$t/runs" trainer.strategy=dataparallel trainer.devices=2 >"$t/$m.train.log" 2>&1 ||
         { bad "$m: dataparallel training" "$(tail -3 "$t/$m.train.log")"; continue; }
     ck="$t/runs/$m/0"
+    # Memory is reported; the primary holds its own replica, the optimizer state and the
+    # gathered outputs, the other replica's parameters, gradients and activations are its own.
+    if r="$("$py" - "$ck/metrics.jsonl" <<'PY'
+import json, sys
+m = [r["memory"] for r in map(json.loads, open(sys.argv[1])) if "memory" in r][-1]
+primary = m["params"] + m["grads"] + m["optimizer"] + m["activations"] + m["other"]
+rest = m["all_devices"] - primary
+print(f"primary {primary} bytes, the other replica {rest} bytes")
+sys.exit(0 if m["activations"] > 0 and rest >= m["params"] + m["grads"] + 1 else 1)
+PY
+)"; then ok "$m memory reported: $r"; else bad "$m memory record" "$r"; fi
     "$bin" predict "$t/$m.yaml" --checkpoint "$ck" --output "$t/$m.cpu.csv" trainer.strategy=cpu >"$t/$m.p1.log" 2>&1 ||
         { bad "$m: predict with cpu" "$(tail -3 "$t/$m.p1.log")"; continue; }
     e1="$("$bin" eval "$t/$m.yaml" --checkpoint "$ck" trainer.strategy=cpu 2>&1 | grep -o 'loss [0-9.]*.*')"

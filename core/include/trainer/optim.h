@@ -59,6 +59,8 @@ tr_status tr_optim_step_part(tr_optim *opt, float *param, const float *grad, siz
 void tr_optim_step_done(tr_optim *opt);
 /* Length of the slice the optimizer updates (and of each state buffer). */
 size_t tr_optim_size(const tr_optim *opt);
+/* Bytes of optimizer state (every state buffer). */
+size_t tr_optim_state_bytes(const tr_optim *opt);
 /* Number of steps taken (Adam's bias correction uses it). */
 int64_t tr_optim_steps(const tr_optim *opt);
 void tr_optim_set_steps(tr_optim *opt, int64_t steps);

@@ -30,6 +30,7 @@ extern "C" {
 #endif
 
 typedef struct tr_model_factory tr_model_factory;
+typedef struct tr_strategy_memory tr_strategy_memory;
 
 typedef struct tr_replica {
     void *model;               /* the model plugin's ctx */
@@ -58,6 +59,9 @@ void tr_replica_destroy(tr_replica *r);
 tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t offset,
                              int64_t count, double normaliser, int64_t step, int train,
                              int with_y, tr_model_out *out);
+
+/* Adds r's parameters, gradients and activation peak (bytes) into m (all_devices too). */
+void tr_replica_memory(const tr_replica *r, tr_strategy_memory *m);
 
 /* Copies parameters and buffers from src (same model) into dst. */
 void tr_replica_copy_params(tr_replica *dst, tr_replica *src);

@@ -72,6 +72,17 @@ typedef struct tr_micro_batch {
     int last;                        /* last one: gradients may be synchronised now */
 } tr_micro_batch;
 
+/* Bytes a strategy holds (tr_strategy_ops.memory): on its primary device (dataparallel:
+ * replica 0; ddp: this rank) by kind, and over every device of this process together. */
+typedef struct tr_strategy_memory {
+    uint64_t params;        /* parameters and buffers */
+    uint64_t grads;
+    uint64_t optimizer;     /* optimizer state */
+    uint64_t activations;   /* the activation arena's peak */
+    uint64_t other;         /* gathered outputs, staging */
+    uint64_t all_devices;   /* the same, summed over every replica of this process */
+} tr_strategy_memory;
+
 typedef struct tr_strategy_ops {
     /* Makes the strategy and fills info. opts are the `strategy:` section, resolved. */
     tr_status (*create)(void **ctx, const tr_options *opts, const tr_strategy_env *env,
@@ -100,6 +111,8 @@ typedef struct tr_strategy_ops {
      * create). `trainer run` launches that many ranks itself when no launcher (its own,
      * torchrun, mpirun, srun) started it. NULL: 1. */
     int (*processes)(const tr_options *opts, int devices);
+    /* What the strategy holds now (the trainer reports it after training). NULL: unknown. */
+    tr_status (*memory)(void *ctx, tr_strategy_memory *out);
 } tr_strategy_ops;
 
 #ifdef __cplusplus

@@ -147,6 +147,7 @@ void tr_optim_step_done(tr_optim *opt) {
 
 int64_t tr_optim_steps(const tr_optim *opt) { return opt ? opt->steps : 0; }
 size_t tr_optim_size(const tr_optim *opt) { return opt ? opt->n : 0; }
+size_t tr_optim_state_bytes(const tr_optim *opt) { return opt ? opt->n * (size_t)opt->nstate * sizeof(float) : 0; }
 
 /* For resuming: with the state buffers restored, the next step continues as the original
  * run would (Adam's bias correction, SGD's momentum buffer is not re-initialised when > 0).

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "trainer/memory.h"
+#include "trainer/strategy.h"
 
 struct tr_model_factory {
     const tr_plugin *plugin;
@@ -96,4 +97,14 @@ void tr_replica_copy_params(tr_replica *dst, tr_replica *src) {
     if (tr_params_buffers_numel(src->P))
         memcpy(tr_params_buffers_data(dst->P), tr_params_buffers_data(src->P),
                tr_params_buffers_numel(src->P) * sizeof(float));
+}
+
+void tr_replica_memory(const tr_replica *r, tr_strategy_memory *m) {
+    uint64_t p = (tr_params_numel(r->P) + tr_params_buffers_numel(r->P)) * sizeof(float);
+    uint64_t g = tr_params_numel(r->P) * sizeof(float);
+    uint64_t a = tr_arena_peak(tr_graph_arena(r->g));
+    m->params += p;
+    m->grads += g;
+    m->activations += a;
+    m->all_devices += p + g + a;
 }

@@ -2,6 +2,7 @@
  * checkpoint cadence; the strategy plugin owns each step (DESIGN.md decision 4). */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,6 +298,25 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
     return TR_OK;
 }
 
+/* The strategy's memory after training: a line and a metrics record (rank 0). */
+static void report_memory(job *j) {
+    tr_strategy_memory m;
+    if (j->strat_p->desc->ops_size < offsetof(tr_strategy_ops, memory) + sizeof(void *) || !j->sops->memory ||
+        j->sops->memory(j->strat, &m) != TR_OK)
+        return;
+    const double M = 1048576.0;
+    job_say(j, "memory on the primary device: parameters %.2f MiB, gradients %.2f MiB, optimizer state %.2f MiB, "
+               "activations (peak) %.2f MiB, other %.2f MiB; this process in all %.2f MiB",
+            m.params / M, m.grads / M, m.optimizer / M, m.activations / M, m.other / M, m.all_devices / M);
+    if (j->metrics) {
+        fprintf(j->metrics, "{\"memory\": {\"params\": %llu, \"grads\": %llu, \"optimizer\": %llu, \"activations\": %llu, "
+                            "\"other\": %llu, \"all_devices\": %llu}}\n",
+                (unsigned long long)m.params, (unsigned long long)m.grads, (unsigned long long)m.optimizer,
+                (unsigned long long)m.activations, (unsigned long long)m.other, (unsigned long long)m.all_devices);
+        fflush(j->metrics);
+    }
+}
+
 static tr_status train(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                        const char *const *plugin_dirs, tr_run_result *res) {
     TR_CHECK(job_open(j, config_path, overrides, n_overrides, plugin_dirs));
@@ -342,7 +362,9 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
             (long long)j->train_sampler.n,
             (long long)(j->val_ds ? ((const tr_dataset_ops *)j->data_p->desc->ops)->size(j->val_ds) : 0),
             (long long)s->batch, (long long)lp.per_epoch, (long long)s->max_epochs);
-    return train_loop(&lp, res);
+    TR_CHECK(train_loop(&lp, res));
+    report_memory(j);
+    return TR_OK;
 }
 
 tr_status tr_run_train(const char *config_path, const char *const *overrides, int n_overrides,
