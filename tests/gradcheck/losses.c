@@ -1,5 +1,5 @@
 /* Finite-difference gradient checks (f64): softmax, log_softmax, cross_entropy (plain,
- * ignore_index, label smoothing, both, leading dims) and mse. */
+ * ignore_index, label smoothing, both, leading dims), mse and cosine_similarity. */
 #include "check.h"
 #include "gradcheck.h"
 #include "trainer/ops.h"
@@ -20,6 +20,9 @@ static tr_tensor *ce(tr_graph *g, tr_tensor **in, void *ctx) {
 }
 static tr_tensor *mse(tr_graph *g, tr_tensor **in, void *ctx) {
     return tr_mse(g, in[0], in[1], 7.0);
+}
+static tr_tensor *cosine(tr_graph *g, tr_tensor **in, void *ctx) {
+    return tr_cosine_similarity(g, in[0], in[1], 1e-8);
 }
 /* The loss of a softmax: gradients flow through two row ops. */
 static tr_tensor *mse_softmax(tr_graph *g, tr_tensor **in, void *ctx) {
@@ -56,5 +59,11 @@ int main(void) {
     gc_input ms[2] = {x[0], GC_F64(3, 2, 3, 5)};
     ms[1].no_grad = 1;
     gradcheck("mse_softmax", mse_softmax, NULL, 2, ms, 1e-6);
+    gc_input cs[2] = {GC_F64(2, 4, 6), GC_F64(2, 4, 6)};
+    gradcheck("cosine_similarity", cosine, NULL, 2, cs, 1e-6);
+    gc_input cs3[2] = {GC_F64(3, 2, 3, 5), GC_F64(3, 2, 3, 5)};
+    gradcheck("cosine_similarity_3d", cosine, NULL, 2, cs3, 1e-6);
+    cs[1].no_grad = 1;
+    gradcheck("cosine_similarity_one_side", cosine, NULL, 2, cs, 1e-6);
     return test_finish();
 }

@@ -1,4 +1,4 @@
-/* softmax, log_softmax, cross_entropy and mse against PyTorch
+/* softmax, log_softmax, cross_entropy, cosine_similarity and mse against PyTorch
  * (tools/reference/cases/losses.py), forward and backward in f32. Loss cases store their
  * arguments in a `cfg` tensor (normaliser, ignore_index, label_smoothing). */
 #include <stdint.h>
@@ -36,6 +36,11 @@ static tr_tensor *mse(tr_graph *g, tr_tensor **in, void *ctx) {
     return tr_mse(g, in[0], in[1], c->normaliser);
 }
 
+static tr_tensor *cosine(tr_graph *g, tr_tensor **in, void *ctx) {
+    (void)ctx;
+    return tr_cosine_similarity(g, in[0], in[1], 1e-8);
+}
+
 int main(void) {
     const char *x[] = {"x", NULL}, *xt[] = {"x", "t", NULL}, *pt[] = {"p", "t", NULL};
     const char *sfx[] = {"", "_3d", "_big", "_large", "_one"};
@@ -59,5 +64,7 @@ int main(void) {
         loss_cfg c = read_cfg(mses[i]);
         reftest_op(mses[i], mse, &c, pt, 1e-5);
     }
+    const char *ab[] = {"a", "b", NULL}, *coss[] = {"cosine", "cosine_3d", "cosine_big"};
+    for (int i = 0; i < 3; i++) reftest_op(coss[i], cosine, NULL, ab, 1e-5);
     return test_finish();
 }

@@ -56,6 +56,9 @@ tr_tensor *tr_cross_entropy(tr_graph *g, tr_tensor *logits, tr_tensor *targets,
                             double normaliser, int ignore_index, double label_smoothing);
 /* sum((pred - target)^2) / normaliser; target has pred's shape, no gradient to target. */
 tr_tensor *tr_mse(tr_graph *g, tr_tensor *pred, tr_tensor *target, double normaliser);
+/* Cosine similarity over the last dim: a, b (..., E) -> (...); each norm clamped below at
+ * eps (torch.nn.functional.cosine_similarity, eps 1e-8 there). */
+tr_tensor *tr_cosine_similarity(tr_graph *g, tr_tensor *a, tr_tensor *b, double eps);
 
 /* ---- convolution and pooling (NCHW) ---- */
 

@@ -1,5 +1,5 @@
 """Reference cases: softmax, log_softmax, cross_entropy (ignore_index, label smoothing,
-leading dims) and mse, forward and backward, f32. Loss cases carry a `cfg` tensor (f64:
+leading dims), cosine_similarity and mse, forward and backward, f32. Loss cases carry a `cfg` tensor (f64:
 normaliser, ignore_index, label_smoothing) that the C test reads to call the op the same
 way. The `_big` cases take the kernels' OpenMP paths."""
 import torch
@@ -66,6 +66,10 @@ def cases():
         res["cfg"] = torch.tensor([norm, 0, 0], dtype=torch.float64)
         return name, res
 
+    cos = lambda a, b: F.cosine_similarity(a, b, dim=-1)
+    yield "cosine", _fwd_bwd(cos, dict(a=rn(7, 16), b=rn(7, 16)), 240)
+    yield "cosine_3d", _fwd_bwd(cos, dict(a=rn(2, 3, 9), b=rn(2, 3, 9, scale=5)), 241)
+    yield "cosine_big", _fwd_bwd(cos, dict(a=rn(512, 128), b=rn(512, 128)), 242)
     yield mse("mse", rn(5, 8), rn(5, 8), 40, 230)
     yield mse("mse_norm", rn(3, 4, 5), rn(3, 4, 5), 3, 231)
     yield mse("mse_big", rn(200, 200), rn(200, 200), 200, 232)
