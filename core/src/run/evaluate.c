@@ -59,9 +59,15 @@ typedef struct predict_out {
     const tr_data_spec *spec;
 } predict_out;
 
+/* Scored text pairs (the text dataset's mode pairs): x (2, T) token ids, one score. */
+static int pair_spec(const tr_data_spec *s) {
+    return s->task == TR_TASK_REGRESS && s->x_dtype == TR_I32 && s->x_ndim == 2 && s->x_shape[0] == 2 && s->y_numel == 1;
+}
+
 static tr_status write_header(predict_out *p) {
     const tr_data_spec *s = p->spec;
-    if (s->task == TR_TASK_CLASSIFY) fprintf(p->f, "index,label,prediction,confidence\n");
+    if (pair_spec(s)) fprintf(p->f, "index,score,similarity\n");
+    else if (s->task == TR_TASK_CLASSIFY) fprintf(p->f, "index,label,prediction,confidence\n");
     else if (s->task == TR_TASK_LM) fprintf(p->f, "index,loss,accuracy,next_token\n");
     else {
         fprintf(p->f, "index");

@@ -159,9 +159,10 @@ static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vlo
     if (!t.count) return TR_OK;
     *vloss = t.loss_sum / (double)t.count;
     if (j->spec.task != TR_TASK_REGRESS) *vacc = (double)t.hits / (double)t.count;
-    char extra[64] = "";
-    if (j->spec.task == TR_TASK_LM) snprintf(extra, sizeof extra, "  val perplexity %.3f", exp(*vloss));
-    job_say(j, "%s: val loss %.4f  val accuracy %.2f%%%s", when, *vloss, 100 * *vacc, extra);
+    char extra[96] = "";
+    if (isfinite(*vacc)) snprintf(extra, sizeof extra, "  val accuracy %.2f%%", 100 * *vacc); /* not for regression */
+    if (j->spec.task == TR_TASK_LM) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "  val perplexity %.3f", exp(*vloss));
+    job_say(j, "%s: val loss %.4f%s", when, *vloss, extra);
     if (j->metrics) {
         fprintf(j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"val_loss\": %.9g", (long long)lp->state.step,
                 (long long)epoch, *vloss);

@@ -9,7 +9,11 @@
  *             are truncated or zero-padded to seq_len. The last val_fraction of the lines is
  *             the validation split. Blank lines are skipped; a line without a TAB is refused
  *             with file:line. A trailing '\r' (CRLF files) is dropped.
- * x and y are TR_I32. */
+ *   pairs:    one sample per line "score<TAB>query<TAB>passage" (query/passage scoring with
+ *             an embedding model): x (2, seq_len) the two texts' bytes, truncated or
+ *             zero-padded; y the score (TR_F32, e.g. 1 related, 0 not). The last val_fraction
+ *             of the lines is the validation split.
+ * x is TR_I32; y TR_I32 (lm, classify) or TR_F32 (pairs). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,11 +27,12 @@
 
 typedef struct text {
     tr_data_spec spec;
-    int classify;
+    int classify, pairs;
     int64_t n, stride;
     uint8_t *bytes;     /* lm: the split's bytes; classify: (n, seq_len) padded */
     int64_t len;
     int32_t *labels;    /* classify: (n) */
+    float *scores;      /* pairs: (n); bytes is then (n, 2, seq_len) */
 } text;
 
 static int cmp_str(const void *a, const void *b) {
@@ -150,10 +155,57 @@ out:
     return st;
 }
 
+/* pairs: count the lines, then fill the split's rows. */
+static tr_status load_pairs(text *s, const char *path, char *buf, int64_t T, const tr_dataset_env *env) {
+    int64_t n = 0;
+    for (const char *c = buf; *c; c++) n += *c == '\n';
+    n++;
+    s->bytes = calloc((size_t)(n * 2 * T), 1);
+    s->scores = malloc((size_t)n * sizeof *s->scores);
+    if (!s->bytes || !s->scores) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
+    int64_t lineno = 0, k = 0;
+    for (char *line = buf, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        lineno++;
+        size_t l = strlen(line);
+        if (l && line[l - 1] == '\r') line[--l] = '\0';
+        if (l == 0) continue;
+        char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        if (!t2)
+            return tr_error_set(TR_ERR_PARSE, "%s:%lld: expected 'score<TAB>query<TAB>passage', found %s TAB", path,
+                                (long long)lineno, t1 ? "one" : "no");
+        *t1 = *t2 = '\0';
+        char *end;
+        errno = 0;
+        double v = strtod(line, &end);
+        if (end == line || *end || errno || !isfinite(v))
+            return tr_error_set(TR_ERR_PARSE, "%s:%lld: score '%s' is not a finite number", path, (long long)lineno, line);
+        const char *q = t1 + 1, *d = t2 + 1;
+        size_t lq = strlen(q), ld = strlen(d);
+        memcpy(s->bytes + k * 2 * T, q, lq < (size_t)T ? lq : (size_t)T);
+        memcpy(s->bytes + k * 2 * T + T, d, ld < (size_t)T ? ld : (size_t)T);
+        s->scores[k++] = (float)v;
+    }
+    if (k == 0) return tr_error_set(TR_ERR_PARSE, "%s: no 'score<TAB>query<TAB>passage' lines", path);
+    int64_t nval = (int64_t)floor((double)k * env->val_fraction), a = 0, b = k - nval;
+    if (env->split == TR_SPLIT_VAL) a = b, b = k;
+    if (b == a)
+        return tr_error_set(TR_ERR_INVALID, "%s: the %s split is empty (%lld lines, val_fraction %g)", path,
+                            env->split == TR_SPLIT_VAL ? "validation" : "train", (long long)k, env->val_fraction);
+    memmove(s->bytes, s->bytes + a * 2 * T, (size_t)((b - a) * 2 * T));
+    memmove(s->scores, s->scores + a, (size_t)(b - a) * sizeof *s->scores);
+    s->n = b - a;
+    s->spec = (tr_data_spec){.task = TR_TASK_REGRESS, .x_dtype = TR_I32, .x_ndim = 2, .x_shape = {2, T},
+                             .x_numel = 2 * T, .y_dtype = TR_F32, .y_ndim = 0, .y_numel = 1, .vocab = 256};
+    return TR_OK;
+}
+
 static void destroy(void *ctx) {
     text *s = ctx;
     if (!s) return;
     free(s->bytes);
+    free(s->scores);
     free(s->labels);
     free(s);
 }
@@ -167,6 +219,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *e
     s->stride = tr_options_int(o, "stride");
     if (s->stride == 0) s->stride = T;
     s->classify = strcmp(tr_options_string(o, "mode"), "classify") == 0;
+    s->pairs = strcmp(tr_options_string(o, "mode"), "pairs") == 0;
     char *buf;
     size_t len;
     tr_status st = tr_file_read(path, &buf, &len);
@@ -175,6 +228,8 @@ static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *e
             st = tr_error_set(TR_ERR_PARSE, "%s: empty file", path);
         else if (s->classify)
             st = load_classify(s, path, buf, T, env);
+        else if (s->pairs)
+            st = load_pairs(s, path, buf, T, env);
         else
             st = load_lm(s, path, buf, len, T, env);
         tr_free(buf);
@@ -197,6 +252,12 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
                             (long long)index, (long long)s->n);
     int64_t T = s->spec.x_numel;
     int32_t *xs = x, *ys = y;
+    if (s->pairs) {
+        const uint8_t *p = s->bytes + index * T;
+        for (int64_t t = 0; t < T; t++) xs[t] = p[t];
+        if (y) *(float *)y = s->scores[index];
+        return TR_OK;
+    }
     if (s->classify) {
         const uint8_t *p = s->bytes + index * T;
         for (int64_t t = 0; t < T; t++) xs[t] = p[t];
@@ -213,10 +274,10 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
 static const tr_option_spec opts[] = {
     {.key = "path", .type = TR_OPTION_STRING, .default_value = NULL,
      .doc = "text file (plain or .gz), relative to the config"},
-    {.key = "mode", .type = TR_OPTION_CHOICE, .default_value = "lm", .choices = "lm|classify",
-     .doc = "lm: byte-level next-byte prediction; classify: lines 'label<TAB>text'"},
+    {.key = "mode", .type = TR_OPTION_CHOICE, .default_value = "lm", .choices = "lm|classify|pairs",
+     .doc = "lm: byte-level next-byte prediction; classify: lines 'label<TAB>text'; pairs: lines 'score<TAB>query<TAB>passage'"},
     {.key = "seq_len", .type = TR_OPTION_INT, .default_value = "128", .min = 1, .max = 1 << 24,
-     .doc = "bytes per sample (classify: truncated or zero-padded)"},
+     .doc = "bytes per sample (classify: truncated or zero-padded; pairs: per text)"},
     {.key = "stride", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = 1 << 24,
      .doc = "lm: bytes between sample starts; 0 = seq_len"},
 };
@@ -224,7 +285,7 @@ static const tr_dataset_ops ops = {
     .create = create, .destroy = destroy, .spec = spec, .size = size, .get = get};
 static const tr_plugin_desc desc = {
     TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "text", .version = "1.0.0",
-    .description = "text files: byte-level LM or label<TAB>text classification",
+    .description = "text files: byte-level LM, label<TAB>text classification or scored text pairs",
     .options = opts, .n_options = sizeof opts / sizeof opts[0], .ops = &ops,
     .ops_size = sizeof ops};
 TR_PLUGIN_DEFINE(desc)

@@ -7,6 +7,10 @@
  *   lm:       logits (B, T, V) = x @ wte^T (tied) or head(x); loss over the B*T tokens
  *   classify: e = mean over T of x (pool mean) or x[:, 0] (pool cls) -> out->embedding;
  *             logits (B, K) = head(e)
+ *   pairs:    x (B, 2, T) holds two texts per sample (a query and a passage); each is encoded
+ *             and pooled as in classify, the pair's score is the cosine similarity of the two
+ *             embeddings (logits (B, 1), embeddings (B, 2*C)), and the loss is the squared
+ *             error against the dataset's score (sentence-transformers' CosineSimilarityLoss).
  * The loss is cross-entropy (ignore -100) divided by the batch's normaliser (the core passes
  * global batch * T for LMs). Parameter names follow a GPT-2 layout: wte.weight, wpe.weight,
  * h.<i>.ln1.weight, h.<i>.attn.qkv.weight, ..., lnf.weight, head.weight. Limits: no dropout
@@ -26,7 +30,8 @@ typedef struct tf_block {
 } tf_block;
 
 typedef struct transformer {
-    int lm;              /* 1: causal LM, 0: classifier */
+    int lm;              /* 1: causal LM, 0: classifier or pairs */
+    int pairs;           /* 1: two texts per sample, scored by cosine similarity */
     int pool_mean;       /* classify: 1 mean over T, 0 position 0 */
     int tied;            /* lm: head shares wte.weight */
     int n_head, n_layer;
@@ -39,8 +44,8 @@ typedef struct transformer {
 } transformer;
 
 static const tr_option_spec tf_options[] = {
-    {.key = "mode", .type = TR_OPTION_CHOICE, .default_value = "lm", .choices = "lm|classify",
-     .doc = "lm: causal next-token model; classify: one class per token sequence"},
+    {.key = "mode", .type = TR_OPTION_CHOICE, .default_value = "lm", .choices = "lm|classify|pairs",
+     .doc = "lm: causal next-token model; classify: one class per token sequence; pairs: cosine similarity of two texts' embeddings"},
     {.key = "d_model", .type = TR_OPTION_INT, .default_value = "128", .min = 1, .max = 1 << 16,
      .doc = "embedding width (a multiple of n_head)"},
     {.key = "n_head", .type = TR_OPTION_INT, .default_value = "4", .min = 1, .max = 1 << 12,
@@ -81,7 +86,8 @@ static tr_status tf_create(void **ctx, const tr_options *o, const tr_data_spec *
                            tr_params *P) {
     *ctx = NULL;
     const char *mode = tr_options_string(o, "mode");
-    int lm = !mode || strcmp(mode, "classify") != 0;
+    int pairs = mode && strcmp(mode, "pairs") == 0;
+    int lm = !pairs && (!mode || strcmp(mode, "classify") != 0);
     int64_t C = tr_options_int(o, "d_model"), H = tr_options_int(o, "n_head");
     int64_t L = tr_options_int(o, "n_layer"), F = tr_options_int(o, "d_ff");
     int64_t S = tr_options_int(o, "max_seq"), vocab = tr_options_int(o, "vocab");
@@ -92,18 +98,23 @@ static tr_status tf_create(void **ctx, const tr_options *o, const tr_data_spec *
     if (lm && d->task != TR_TASK_LM)
         return tr_error_set(TR_ERR_INVALID, "transformer: mode lm needs a language-model dataset "
                                             "(set mode: classify for class labels)");
-    if (!lm && d->task != TR_TASK_CLASSIFY)
+    if (!lm && !pairs && d->task != TR_TASK_CLASSIFY)
         return tr_error_set(TR_ERR_INVALID, "transformer: mode classify needs a classification "
                                             "dataset (set mode: lm for next-token data)");
-    if (d->x_dtype != TR_I32 || d->x_ndim != 1 || d->x_shape[0] < 1)
+    if (pairs && (d->task != TR_TASK_REGRESS || d->x_dtype != TR_I32 || d->x_ndim != 2 || d->x_shape[0] != 2 ||
+                  d->x_shape[1] < 1 || d->y_dtype != TR_F32 || d->y_numel != 1))
+        return tr_error_set(TR_ERR_INVALID, "transformer: mode pairs needs scored text pairs: x %s token ids "
+                                            "(2, T) and one %s score per sample (the text dataset's mode pairs)",
+                            tr_dtype_name(TR_I32), tr_dtype_name(TR_F32));
+    if (!pairs && (d->x_dtype != TR_I32 || d->x_ndim != 1 || d->x_shape[0] < 1))
         return tr_error_set(TR_ERR_INVALID, "transformer: input x must be %s token ids of shape "
                                             "(T), the dataset gives %s with %d dims",
                             tr_dtype_name(TR_I32), tr_dtype_name(d->x_dtype), d->x_ndim);
-    int64_t T = d->x_shape[0];
+    int64_t T = d->x_shape[pairs ? 1 : 0];
     if (lm && (d->y_dtype != TR_I32 || d->y_numel != T))
         return tr_error_set(TR_ERR_INVALID, "transformer: mode lm needs %s next-token targets of "
                                             "shape (%lld)", tr_dtype_name(TR_I32), (long long)T);
-    if (d->n_classes < 1)
+    if (!pairs && d->n_classes < 1)
         return tr_error_set(TR_ERR_INVALID, "transformer: dataset spec has n_classes %lld",
                             (long long)d->n_classes);
     if (lm && vocab != 0 && vocab != d->n_classes)
@@ -130,6 +141,7 @@ static tr_status tf_create(void **ctx, const tr_options *o, const tr_data_spec *
     }
     const char *pool = tr_options_string(o, "pool");
     m->lm = lm;
+    m->pairs = pairs;
     m->pool_mean = !pool || strcmp(pool, "cls") != 0;
     m->tied = lm && tr_options_bool(o, "tied");
     m->n_head = (int)H, m->n_layer = (int)L;
@@ -160,9 +172,9 @@ static tr_status tf_create(void **ctx, const tr_options *o, const tr_data_spec *
     }
     tf_add(P, &st, &m->lnf_w, 1, &C, TR_INIT_ONES, 0, "lnf.weight", 0);
     tf_add(P, &st, &m->lnf_b, 1, &C, TR_INIT_ZEROS, 0, "lnf.bias", 0);
-    if (!m->tied)
+    if (!m->tied && !pairs)
         tf_add(P, &st, &m->head_w, 2, (int64_t[]){m->n_out, C}, KU, 0, "head.weight", 0);
-    if (!lm) tf_add(P, &st, &m->head_b, 1, &m->n_out, FI, (double)C, "head.bias", 0);
+    if (!lm && !pairs) tf_add(P, &st, &m->head_b, 1, &m->n_out, FI, (double)C, "head.bias", 0);
     if (st != TR_OK) {
         tf_destroy(m);
         tr_error_prefix("transformer: ");
@@ -175,16 +187,18 @@ static tr_status tf_create(void **ctx, const tr_options *o, const tr_data_spec *
 static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch *b,
                             tr_model_out *out) {
     transformer *m = ctx;
-    if (!b->x || b->x->dtype != TR_I32 || b->x->ndim != 2)
-        return tr_error_set(TR_ERR_INVALID, "transformer: batch x must be %s token ids (B, T)",
-                            tr_dtype_name(TR_I32));
-    int64_t B = b->x->shape[0], T = b->x->shape[1], C = m->C;
+    if (!b->x || b->x->dtype != TR_I32 || b->x->ndim != (m->pairs ? 3 : 2))
+        return tr_error_set(TR_ERR_INVALID, "transformer: batch x must be %s token ids %s",
+                            tr_dtype_name(TR_I32), m->pairs ? "(B, 2, T)" : "(B, T)");
+    int64_t B = b->x->shape[0], T = b->x->shape[b->x->ndim - 1], C = m->C;
+    /* pairs: both texts of every sample go through the encoder as one batch of 2B. */
+    tr_tensor *ids = m->pairs ? tr_reshape(g, b->x, 2, (int64_t[]){2 * B, T}) : b->x;
     if (T < 1 || T > m->S)
         return tr_error_set(TR_ERR_INVALID, "transformer: sequence length %lld exceeds max_seq %lld",
                             (long long)T, (long long)m->S);
     tr_tensor *wte = tr_params_get(P, m->wte), *wpe = tr_params_get(P, m->wpe);
     tr_tensor *pos = T == m->S ? wpe : tr_slice(g, wpe, 0, 0, T);
-    tr_tensor *x = tr_dropout(g, tr_add(g, tr_embedding(g, b->x, wte), pos), m->dropout);
+    tr_tensor *x = tr_dropout(g, tr_add(g, tr_embedding(g, ids, wte), pos), m->dropout);
     for (int i = 0; i < m->n_layer; i++) {
         const tf_block *k = &m->block[i];
 #define PG(f) tr_params_get(P, k->f)
@@ -210,6 +224,15 @@ static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
             tr_tensor *y = tr_reshape(g, b->y, 1, (int64_t[]){B * T});
             out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, -100, 0.0);
         }
+    } else if (m->pairs) {
+        tr_tensor *e = m->pool_mean ? tr_mean_dim(g, x, 1) : tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (int64_t[]){2 * B, C});
+        e = tr_reshape(g, e, 3, (int64_t[]){B, 2, C});
+        tr_tensor *q = tr_reshape(g, tr_slice(g, e, 1, 0, 1), 2, (int64_t[]){B, C});
+        tr_tensor *p = tr_reshape(g, tr_slice(g, e, 1, 1, 1), 2, (int64_t[]){B, C});
+        tr_tensor *score = tr_cosine_similarity(g, q, p, 1e-8);
+        out->embedding = tr_reshape(g, e, 2, (int64_t[]){B, 2 * C});
+        out->logits = tr_reshape(g, score, 2, (int64_t[]){B, 1});
+        if (b->y) out->loss = tr_mse(g, score, tr_reshape(g, b->y, 1, (int64_t[]){B}), b->normaliser);
     } else {
         tr_tensor *e = m->pool_mean
                            ? tr_mean_dim(g, x, 1)
