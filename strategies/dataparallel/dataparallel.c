@@ -383,8 +383,8 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         d->w[i].started = 1;
     }
     *info = (tr_strategy_info){.rank = 0, .world = 1, .data_rank = 0, .data_world = 1};
-    snprintf(info->description, sizeof info->description, "dataparallel (%d CPU replicas, %d threads each%s)", n,
-             d->per_threads, sync_bn ? ", sync batch-norm" : "");
+    snprintf(info->description, sizeof info->description, "dataparallel (%d CPU replica%s, %d thread%s each%s)", n,
+             n == 1 ? "" : "s", d->per_threads, d->per_threads == 1 ? "" : "s", sync_bn ? ", sync batch-norm" : "");
     *ctx = d;
     return TR_OK;
 fail:

@@ -21,7 +21,8 @@ void tr_set_num_threads(int n);
 int tr_get_num_threads(void);
 /* For a thread that owns a replica (strategy dataparallel): the core's kernels called from
  * this thread use n threads (OpenMP's setting is per thread), and BLAS uses n too (process
- * wide: every replica thread should pass the same n). Other threads keep their setting. */
+ * wide: set it from one thread before starting the others with the same n). Other threads
+ * keep their OpenMP setting. */
 void tr_set_thread_local_threads(int n);
 /* Seconds on a monotonic clock (for rates and durations). */
 double tr_now(void);

@@ -46,7 +46,9 @@ void tr_set_num_threads(int n) {
 void tr_set_thread_local_threads(int n) {
     if (n <= 0) n = 1;
     omp_set_num_threads(n);
-    openblas_set_num_threads(n);
+    /* BLAS's count is process-wide and its setter not safe to race: the first replica thread
+     * sets it, the others (same n) leave it. */
+    if (openblas_get_num_threads() != n) openblas_set_num_threads(n);
 }
 
 int tr_get_num_threads(void) {

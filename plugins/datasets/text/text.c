@@ -39,6 +39,21 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The next non-blank line of the text at *cur, split off in place (a trailing '\r' dropped),
+ * counting lines in *lineno; NULL at the end. */
+static char *next_line(char **cur, int64_t *lineno) {
+    while (*cur && **cur) {
+        char *line = *cur, *next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        *cur = next;
+        ++*lineno;
+        size_t l = strlen(line);
+        if (l && line[l - 1] == '\r') line[--l] = '\0';
+        if (l) return line;
+    }
+    return NULL;
+}
+
 static tr_status load_lm(text *s, const char *path, char *buf, size_t len, int64_t T,
                          const tr_dataset_env *env) {
     int64_t nval = (int64_t)floor((double)len * env->val_fraction), a = 0, b = (int64_t)len - nval;
@@ -73,13 +88,7 @@ static tr_status load_classify(text *s, const char *path, char *buf, int64_t T,
          **sorted = NULL;
     tr_status st = TR_OK;
     int64_t lineno = 0;
-    for (char *line = buf, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next) *next++ = '\0';
-        lineno++;
-        size_t l = strlen(line);
-        if (l && line[l - 1] == '\r') line[--l] = '\0';
-        if (l == 0) continue;
+    for (char *cur = buf, *line; (line = next_line(&cur, &lineno));) {
         char *tab = strchr(line, '\t');
         if (!tab) {
             st = tr_error_set(TR_ERR_PARSE, "%s:%lld: expected 'label<TAB>text', found no TAB",
@@ -164,13 +173,7 @@ static tr_status load_pairs(text *s, const char *path, char *buf, int64_t T, con
     s->scores = malloc((size_t)n * sizeof *s->scores);
     if (!s->bytes || !s->scores) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
     int64_t lineno = 0, k = 0;
-    for (char *line = buf, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next) *next++ = '\0';
-        lineno++;
-        size_t l = strlen(line);
-        if (l && line[l - 1] == '\r') line[--l] = '\0';
-        if (l == 0) continue;
+    for (char *cur = buf, *line; (line = next_line(&cur, &lineno));) {
         char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
         if (!t2)
             return tr_error_set(TR_ERR_PARSE, "%s:%lld: expected 'score<TAB>query<TAB>passage', found %s TAB", path,
