@@ -242,6 +242,15 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* The job's error: the replica that failed first, not one that only saw the barrier broken. */
+static tr_status first_error(const dp *d) {
+    int bad = -1;
+    for (int i = 0; i < d->n; i++)
+        if (d->w[i].st != TR_OK && (bad < 0 || (d->w[bad].st == TR_ERR_ABORTED && d->w[i].st != TR_ERR_ABORTED))) bad = i;
+    if (bad < 0) return TR_OK;
+    return tr_error_set(d->w[bad].st, "replica %d (device %lld): %s", bad, (long long)d->ids[bad], d->w[bad].msg);
+}
+
 /* Runs a job on every replica (the primary's part on this thread) and waits for all. An
  * inference batch that only the primary takes runs here alone. */
 static tr_status dispatch(dp *d, int kind, int active) {
@@ -251,9 +260,9 @@ static tr_status dispatch(dp *d, int kind, int active) {
     d->broken = 0;
     if (kind == JOB_FORWARD && active == 1) {
         d->kind = kind; /* the workers read it only under mu, after gen moves */
-        run_job(d, &d->w[0]);
         for (int i = 1; i < d->n; i++) d->w[i].st = TR_OK, d->w[i].loss = 0;
-        return d->w[0].st == TR_OK ? TR_OK : tr_error_set(d->w[0].st, "replica 0 (device %lld): %s", (long long)d->ids[0], d->w[0].msg);
+        run_job(d, &d->w[0]);
+        return first_error(d);
     }
     pthread_mutex_lock(&d->mu);
     d->kind = kind;
@@ -268,12 +277,7 @@ static tr_status dispatch(dp *d, int kind, int active) {
     pthread_mutex_lock(&d->mu);
     while (d->finished < d->n - 1) pthread_cond_wait(&d->done, &d->mu);
     pthread_mutex_unlock(&d->mu);
-    /* Report the replica that failed first, not one that only saw the barrier broken. */
-    int bad = -1;
-    for (int i = 0; i < d->n; i++)
-        if (d->w[i].st != TR_OK && (bad < 0 || (d->w[bad].st == TR_ERR_ABORTED && d->w[i].st != TR_ERR_ABORTED))) bad = i;
-    if (bad < 0) return TR_OK;
-    return tr_error_set(d->w[bad].st, "replica %d (device %lld): %s", bad, (long long)d->ids[bad], d->w[bad].msg);
+    return first_error(d);
 }
 
 /* ---- the strategy ops ---- */
@@ -414,13 +418,11 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     return TR_OK;
 }
 
-/* Concatenates the replicas' `which` outputs (sample-major) into buf; fills t. */
-static tr_status gather(dp *d, int64_t size, size_t off, float **buf, size_t *cap, tr_tensor *t) {
-    const tr_tensor *first = *(tr_tensor **)((char *)&d->w[0].out + off);
-    if (!first) {
-        memset(t, 0, sizeof *t);
-        return TR_OK;
-    }
+static const tr_tensor *output(const worker *w, int embedding) { return embedding ? w->out.embedding : w->out.logits; }
+
+/* Concatenates the replicas' logits or embeddings (sample-major) into buf; fills t. */
+static tr_status gather(dp *d, int64_t size, int embedding, float **buf, size_t *cap, tr_tensor *t) {
+    const tr_tensor *first = output(&d->w[0], embedding);
     int64_t lo, hi;
     share(d, size, 0, &lo, &hi);
     size_t row = (size_t)tr_tensor_numel(first) / (size_t)(hi - lo), need = row * (size_t)size;
@@ -432,7 +434,7 @@ static tr_status gather(dp *d, int64_t size, size_t off, float **buf, size_t *ca
     }
     size_t at = 0;
     for (int i = 0; i < d->active; i++) {
-        const tr_tensor *x = *(tr_tensor **)((char *)&d->w[i].out + off);
+        const tr_tensor *x = output(&d->w[i], embedding);
         size_t k = (size_t)tr_tensor_numel(x);
         memcpy(*buf + at, x->data, k * sizeof **buf);
         at += k;
@@ -452,11 +454,11 @@ static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_mode
     d->with_y = with_y;
     TR_CHECK(dispatch(d, JOB_FORWARD, active_for(d, hb->size)));
     if (d->w[0].out.logits) {
-        TR_CHECK(gather(d, hb->size, offsetof(tr_model_out, logits), &d->logits, &d->logits_cap, &d->t_logits));
+        TR_CHECK(gather(d, hb->size, 0, &d->logits, &d->logits_cap, &d->t_logits));
         out->logits = &d->t_logits;
     }
     if (d->w[0].out.embedding) {
-        TR_CHECK(gather(d, hb->size, offsetof(tr_model_out, embedding), &d->embedding, &d->embedding_cap, &d->t_embedding));
+        TR_CHECK(gather(d, hb->size, 1, &d->embedding, &d->embedding_cap, &d->t_embedding));
         out->embedding = &d->t_embedding;
     }
     if (with_y) {
@@ -487,12 +489,12 @@ static tr_status sync(void *ctx) {
  * other replica's activations stay in that replica's arena. */
 static tr_status memory(void *ctx, tr_strategy_memory *m) {
     dp *d = ctx;
-    *m = (tr_strategy_memory){.optimizer = tr_optim_state_bytes(d->opt),
-                              .other = (d->logits_cap + d->embedding_cap) * sizeof(float)};
-    tr_replica_memory(d->r[0], m);
+    *m = (tr_strategy_memory){.other = (d->logits_cap + d->embedding_cap) * sizeof(float)};
+    m->all_devices = m->other;
+    tr_replica_memory(d->r[0], d->opt, m);
     tr_strategy_memory rest = {0};
-    for (int i = 1; i < d->n; i++) tr_replica_memory(d->r[i], &rest);
-    m->all_devices += m->optimizer + m->other + rest.all_devices;
+    for (int i = 1; i < d->n; i++) tr_replica_memory(d->r[i], NULL, &rest);
+    m->all_devices += rest.all_devices;
     return TR_OK;
 }
 

@@ -268,9 +268,8 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
 
 static tr_status memory(void *ctx, tr_strategy_memory *m) {
     ddp *d = ctx;
-    *m = (tr_strategy_memory){.optimizer = tr_optim_state_bytes(d->opt)};
-    m->all_devices = m->optimizer;
-    tr_replica_memory(d->r, m);
+    *m = (tr_strategy_memory){0};
+    tr_replica_memory(d->r, d->opt, m);
     return TR_OK;
 }
 

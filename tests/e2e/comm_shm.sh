@@ -8,9 +8,7 @@ bin="$1"; tests="$2"; plugins="$3"
 t="$(mktemp -d /tmp/trainer-comm-XXXXXX)"
 cleanup() { pkill -KILL -f "$t/marker" 2>/dev/null; rm -rf "$t"; }
 trap cleanup EXIT
-pass=0; fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 shm_before="$(ls /dev/shm | grep -c '^trainer-' || true)"
 export TRAINER_COMM_TIMEOUT=20
 
@@ -76,5 +74,4 @@ out="$("$bin" launch -n 2 "$t/no-such-program" 2>&1)"; rc=$?
 
 shm_after="$(ls /dev/shm | grep -c '^trainer-' || true)"
 [ "$shm_after" = "$shm_before" ] && ok "nothing left in /dev/shm" || bad "leftovers in /dev/shm" "$(ls /dev/shm | grep '^trainer-')"
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -8,9 +8,7 @@ set -u
 bin="$1"; py="$2"
 t="$(mktemp -d /tmp/trainer-dpp-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
-pass=0; fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 cat >"$t/mlp.yaml" <<YAML
 run: {name: mlp, seed: 3}
 model: {name: mlp, params: {layers: [64, 32], dropout: 0.1}}
@@ -73,5 +71,4 @@ done
 out="$("$bin" run "$t/mlp.yaml" "run.output_dir=$t/runs" trainer.strategy=cpu trainer.max_steps=40 2>&1)"
 if grep -q "resuming from .*step-00000030" <<<"$out" && grep -q "done: 40 steps" <<<"$out"; then ok "dataparallel checkpoint resumed under cpu"
 else bad "dataparallel -> cpu resume" "$(tail -3 <<<"$out")"; fi
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

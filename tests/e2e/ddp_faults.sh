@@ -8,9 +8,7 @@ set -u
 bin="$1"; py="$2"
 t="$(mktemp -d /tmp/trainer-ddpf-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
-pass=0; fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 export TRAINER_COMM_TIMEOUT=120
 cat >"$t/c.yaml" <<YAML
 run: {name: f, seed: 11}
@@ -73,5 +71,4 @@ out="$("$bin" run "$t/c.yaml" "run.output_dir=$t/y" trainer.devices=3 2>&1)"
 if grep -q "resuming from .*step-00000020" <<<"$out" && r="$(same_weights "$t/cpu/f/0" "$t/y/f/0" 1e-5)"; then ok "cpu checkpoint resumed under ddp x3: $r"
 else bad "cpu -> ddp resume" "$(tail -3 <<<"$out")" "${r:-}"; fi
 [ -z "$(ls /dev/shm | grep '^trainer-')" ] && ok "nothing left in /dev/shm" || bad "leftovers in /dev/shm" "$(ls /dev/shm | grep '^trainer-')"
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

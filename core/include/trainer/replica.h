@@ -22,6 +22,7 @@
 #include "trainer/data.h"
 #include "trainer/graph.h"
 #include "trainer/model.h"
+#include "trainer/optim.h"
 #include "trainer/params.h"
 #include "trainer/plugin.h"
 
@@ -60,8 +61,9 @@ tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t off
                              int64_t count, double normaliser, int64_t step, int train,
                              int with_y, tr_model_out *out);
 
-/* Adds r's parameters, gradients and activation peak (bytes) into m (all_devices too). */
-void tr_replica_memory(const tr_replica *r, tr_strategy_memory *m);
+/* Adds r's parameters, gradients and activation peak, and opt's state when opt is not NULL
+ * (bytes), into m (all_devices too). */
+void tr_replica_memory(const tr_replica *r, const tr_optim *opt, tr_strategy_memory *m);
 
 /* Copies parameters and buffers from src (same model) into dst. */
 void tr_replica_copy_params(tr_replica *dst, tr_replica *src);

@@ -279,13 +279,17 @@ static tr_status pick_strategy(job *j) {
         j->root = tr_config_root(j->cfg);
     }
     TR_CHECK(plugin_named(j, "trainer.strategy", name, TR_PLUGIN_STRATEGY, &j->strat_p));
-    j->sops = j->strat_p->desc->ops;
-    /* The first published table ends with `state`; entries after it may be absent. */
+    /* The first published table ends with `state`; entries after it may be absent: an older
+     * plugin's shorter table is copied into a full one whose missing entries are NULL, so the
+     * optional operations are plain NULL checks everywhere. */
     size_t size = j->strat_p->desc->ops_size;
     if (size < offsetof(tr_strategy_ops, state) + sizeof j->sops->state)
         return tr_error_set(TR_ERR_PLUGIN, "%s: strategy %s: its ops table has %zu bytes, a strategy needs at least %zu "
                                            "(create ... state)", j->strat_p->path, name, size,
                             offsetof(tr_strategy_ops, state) + sizeof j->sops->state);
+    memset(&j->sops_table, 0, sizeof j->sops_table);
+    memcpy(&j->sops_table, j->strat_p->desc->ops, size < sizeof j->sops_table ? size : sizeof j->sops_table);
+    j->sops = &j->sops_table;
     const char *missing = !j->sops->create ? "create" : !j->sops->destroy ? "destroy" : !j->sops->train_micro ? "train_micro"
                           : !j->sops->optim_step ? "optim_step" : !j->sops->forward ? "forward" : !j->sops->state ? "state" : NULL;
     if (missing) return tr_error_set(TR_ERR_PLUGIN, "%s: strategy %s lacks the required operation '%s'", j->strat_p->path, name, missing);
@@ -312,9 +316,7 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
 }
 
 int job_processes(const job *j) {
-    int n = j->sops->processes && j->strat_p->desc->ops_size >= offsetof(tr_strategy_ops, processes) + sizeof(void *)
-                ? j->sops->processes(j->strat_opts, (int)j->s.devices)
-                : 1;
+    int n = j->sops->processes ? j->sops->processes(j->strat_opts, (int)j->s.devices) : 1;
     return n > 0 ? n : 1;
 }
 

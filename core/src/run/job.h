@@ -38,7 +38,8 @@ typedef struct job {
     tr_model_factory *models;
     void *train_ds, *val_ds;
     tr_data_spec spec;
-    const tr_strategy_ops *sops;
+    const tr_strategy_ops *sops;  /* = &sops_table */
+    tr_strategy_ops sops_table;   /* the plugin's table, entries past its ops_size NULL */
     void *strat;
     tr_strategy_info info;
     tr_loader *train_L, *val_L;

@@ -99,12 +99,14 @@ void tr_replica_copy_params(tr_replica *dst, tr_replica *src) {
                tr_params_buffers_numel(src->P) * sizeof(float));
 }
 
-void tr_replica_memory(const tr_replica *r, tr_strategy_memory *m) {
+void tr_replica_memory(const tr_replica *r, const tr_optim *opt, tr_strategy_memory *m) {
     uint64_t p = (tr_params_numel(r->P) + tr_params_buffers_numel(r->P)) * sizeof(float);
     uint64_t g = tr_params_numel(r->P) * sizeof(float);
     uint64_t a = tr_arena_peak(tr_graph_arena(r->g));
+    uint64_t o = tr_optim_state_bytes(opt);
     m->params += p;
     m->grads += g;
     m->activations += a;
-    m->all_devices += p + g + a;
+    m->optimizer += o;
+    m->all_devices += p + g + a + o;
 }

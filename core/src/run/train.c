@@ -2,7 +2,6 @@
  * checkpoint cadence; the strategy plugin owns each step (DESIGN.md decision 4). */
 #include <errno.h>
 #include <math.h>
-#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,9 +301,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
 /* The strategy's memory after training: a line and a metrics record (rank 0). */
 static void report_memory(job *j) {
     tr_strategy_memory m;
-    if (j->strat_p->desc->ops_size < offsetof(tr_strategy_ops, memory) + sizeof(void *) || !j->sops->memory ||
-        j->sops->memory(j->strat, &m) != TR_OK)
-        return;
+    if (!j->sops->memory || j->sops->memory(j->strat, &m) != TR_OK) return;
     const double M = 1048576.0;
     job_say(j, "memory on the primary device: parameters %.2f MiB, gradients %.2f MiB, optimizer state %.2f MiB, "
                "activations (peak) %.2f MiB, other %.2f MiB; this process in all %.2f MiB",
