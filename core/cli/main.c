@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "checkpoint_cmd.h"
 #include "demo.h"
 #include "eval_cmd.h"
 #include "launch_cmd.h"
@@ -19,6 +20,8 @@ static void usage(FILE *out) {
             "                loss and accuracy of a checkpoint's weights\n"
             "  predict CONFIG --checkpoint PATH --output FILE.csv [--split val|train] [key=value ...]\n"
             "                one CSV row of predictions per sample\n"
+            "  checkpoint consolidate DIR OUT.safetensors\n"
+            "                one weights file from a sharded (or full) checkpoint\n"
             "  demo          train an MLP on a synthetic task with the core alone\n"
             "                (--epochs=N, --seed=N)\n"
             "  launch [-n N] [--max-restarts K] [--] COMMAND [ARGS...]\n"
@@ -41,6 +44,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "predict") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 1);
     if (strcmp(argv[1], "launch") == 0) return trainer_launch_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plugins") == 0) return trainer_plugins_cmd(argc - 2, argv + 2);
+    if (strcmp(argv[1], "checkpoint") == 0) return trainer_checkpoint_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "demo") == 0) return trainer_demo(argc - 2, argv + 2);
     if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(stdout);

@@ -149,21 +149,13 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     if (!d) return tr_error_set(TR_ERR_NOMEM, "ddp: out of memory");
     tr_status st;
     tr_comm_env ce;
-    const tr_plugin *backend;
     const char *bname = tr_options_string(o, "backend");
-    TR_CHECK_GOTO(tr_comm_env_detect(&ce), fail);
-    if (ce.timeout_s <= 0) ce.timeout_s = tr_options_float(o, "timeout_s"); /* TRAINER_COMM_TIMEOUT wins */
-    st = tr_registry_find(env->registry, TR_PLUGIN_COMM, bname, &backend);
-    if (st != TR_OK) {
-        tr_error_prefix("strategy.backend: ");
-        goto fail;
-    }
+    TR_CHECK_GOTO(tr_comm_open(&d->comm, env->registry, bname, tr_options_float(o, "timeout_s"), &ce), fail);
     /* Each rank's share of the cores, unless trainer.threads says otherwise. */
     if (env->threads == 0) {
         int t = tr_cpu_count() / (ce.local_size > 0 ? ce.local_size : 1);
         tr_set_num_threads(t > 0 ? t : 1);
     }
-    TR_CHECK_GOTO(tr_comm_create(&d->comm, backend, NULL, &ce), fail);
     d->rank = tr_comm_rank(d->comm);
     d->world = tr_comm_size(d->comm);
     d->broadcast_buffers = tr_options_bool(o, "broadcast_buffers");

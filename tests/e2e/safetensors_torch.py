@@ -92,9 +92,10 @@ trainer: {{max_epochs: 3, log_every: 1000, progress: lines}}
     assert names == ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight", "fc3.bias", "fc3.weight"], names
     assert params["fc1.weight"].shape == (16, 6) and params["fc3.weight"].shape == ((1 if regress else 3), 8)
     opt, ometa = read_safetensors(f"{cdir}/optimizer.safetensors")
-    n_params = sum(t.numel() for t in params.values())
-    assert set(opt) == {"exp_avg", "exp_avg_sq"}, sorted(opt)
-    assert opt["exp_avg"].numel() >= n_params and bool((opt["exp_avg_sq"] >= 0).all())
+    # One state tensor per parameter and moment, in the parameter's shape (torch's state_dict).
+    assert set(opt) == {f"{p}.{k}" for p in params for k in ("exp_avg", "exp_avg_sq")}, sorted(opt)
+    assert all(opt[f"{p}.exp_avg"].shape == params[p].shape for p in params)
+    assert all(bool((opt[f"{p}.exp_avg_sq"] >= 0).all()) for p in params)
     assert ometa.get("steps") == "30", ometa  # 3 epochs of 10 batches
     state = json.load(open(f"{cdir}/state.json"))
     assert state["step"] == 30 and state["model"] == "mlp", state

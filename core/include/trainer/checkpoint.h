@@ -36,13 +36,54 @@ typedef struct tr_train_state {
     char model[64];           /* model plugin name */
 } tr_train_state;
 
-/* opt may be NULL (weights only). */
+/* opt may be NULL (weights only); otherwise it covers the whole flat buffer of P. */
 tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr_optim *opt,
                              const tr_train_state *s);
-/* Loads into P (names and shapes must match exactly: a mismatch names the tensor and both
- * shapes), opt (may be NULL; its length must match) and s (may be NULL). Nothing is changed
- * when the checkpoint is refused. */
+/* Loads a full or a sharded checkpoint (any world size) into P (names and shapes must match
+ * exactly: a mismatch names the tensor and both shapes), opt (may be NULL; it must cover P's
+ * whole flat buffer) and s (may be NULL). Nothing is changed when the checkpoint is refused. */
 tr_status tr_checkpoint_load(const char *path, tr_params *P, tr_optim *opt, tr_train_state *s);
+
+/* ---- sharded checkpoints (ZeRO): every rank writes the pieces of the parameters it holds ----
+ *
+ * A sharded checkpoint directory holds index.json (world size, files, every parameter's and
+ * buffer's name and shape, optimizer state names and step count), state.json and one
+ * shard-RRRRR-of-WWWWW.safetensors per rank: 1-D tensors "<param>" and "<param>.<state>"
+ * holding elements [start, start + count) of the flattened parameter (the starts in the
+ * file's metadata "starts", a JSON object), and, in rank 0's file, every buffer whole. Any
+ * world size and any strategy loads it; `trainer checkpoint consolidate` turns it into one
+ * model.safetensors. The save, with a barrier (e.g. an all-reduce) where marked:
+ *
+ *   rank 0:  tr_checkpoint_begin(dir, name, tag, tmp)             tag: same on every rank
+ *   barrier; every rank: tr_checkpoint_write_shard(tmp, rank, world, P, opt, pieces, n)
+ *   barrier (agree that all succeeded); rank 0: tr_checkpoint_commit(dir, name, tmp, world, P, opt, s)
+ *   (on a failure rank 0 calls tr_checkpoint_abandon(tmp)) */
+#define TR_CKPT_MAX_STATE 4
+
+typedef struct tr_ckpt_piece {
+    int param;                        /* index in P */
+    int64_t start, count;             /* the flattened parameter's elements [start, start + count) */
+    float *data;                      /* count values */
+    float *state[TR_CKPT_MAX_STATE];  /* the optimizer's state k for the same elements */
+} tr_ckpt_piece;
+
+/* tmp receives the temporary directory's path (cap bytes). */
+tr_status tr_checkpoint_begin(const char *dir, const char *name, long tag, char *tmp, size_t cap);
+/* The same path, for the other ranks (creates nothing). */
+tr_status tr_checkpoint_tmp_path(const char *dir, const char *name, long tag, char *tmp, size_t cap);
+tr_status tr_checkpoint_write_shard(const char *tmp, int rank, int world, tr_params *P, tr_optim *opt,
+                                    const tr_ckpt_piece *pieces, int n);
+tr_status tr_checkpoint_commit(const char *dir, const char *name, const char *tmp, int world, tr_params *P,
+                               tr_optim *opt, const tr_train_state *s);
+void tr_checkpoint_abandon(const char *tmp);
+/* Loads the pieces (data and, with opt, optimizer state and its step count), every buffer of
+ * P and s (may be NULL) from a full or sharded checkpoint of any world size. Everything is
+ * checked (names, shapes, optimizer kind, every piece covered) before anything is changed. */
+tr_status tr_checkpoint_load_pieces(const char *path, tr_params *P, tr_optim *opt, const tr_ckpt_piece *pieces,
+                                    int n, tr_train_state *s);
+/* Writes the weights (parameters, then buffers) of the checkpoint at path, full or sharded,
+ * as one safetensors file out_file (atomically). */
+tr_status tr_checkpoint_consolidate(const char *path, const char *out_file);
 /* Only the train state of the checkpoint at path (its state.json). */
 tr_status tr_checkpoint_read_state(const char *path, tr_train_state *s);
 /* Path of the complete checkpoint with the highest step in dir; TR_ERR_NOT_FOUND if none. */

@@ -86,6 +86,12 @@ typedef struct tr_comm_work tr_comm_work;
  * (NULL: its defaults). Blocks until every rank has joined or the deadline passes. */
 tr_status tr_comm_create(tr_comm **out, const tr_plugin *backend, const tr_options *opts,
                          const tr_comm_env *env);
+/* For strategies: detects the job (tr_comm_env_detect), finds the backend plugin called
+ * `backend` among the registry's comm plugins (a miss is an error prefixed
+ * "strategy.backend: ") and creates the communicator with its default options. timeout_s
+ * applies unless TRAINER_COMM_TIMEOUT is set. env_out (may be NULL) receives the job. */
+tr_status tr_comm_open(tr_comm **out, const tr_registry *registry, const char *backend, double timeout_s,
+                       tr_comm_env *env_out);
 /* Waits for pending operations, then leaves. */
 void tr_comm_destroy(tr_comm *c);
 

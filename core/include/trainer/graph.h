@@ -36,6 +36,12 @@ struct tr_params;
 
 /* Called from tr_backward when the gradient of parameter `param` is final for this step. */
 typedef void (*tr_grad_ready_fn)(void *user, int param);
+/* Called before an op reads parameter `param`'s data: in forward when the op checks its
+ * inputs, in backward (in_backward 1) before a node that has the parameter as an input is
+ * differentiated. `op` numbers the ops: calls with the same number are one op's inputs, all
+ * needed at once. A sharded strategy gathers the parameter's shard there (ZeRO-3). An error
+ * fails the op (the graph's sticky error). */
+typedef tr_status (*tr_param_use_fn)(void *user, int param, int in_backward, uint64_t op);
 /* Sums n doubles over every replica/rank in place (sync batch-norm); an error fails the op. */
 typedef tr_status (*tr_stat_reducer_fn)(void *user, double *values, int n);
 
@@ -63,6 +69,8 @@ void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample
  * destroying parameters it has used. */
 void tr_graph_set_params(tr_graph *g, struct tr_params *params);
 void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user);
+/* NULL (the default): no hook. */
+void tr_graph_set_use_hook(tr_graph *g, tr_param_use_fn fn, void *user);
 /* With a reducer, training-mode batch-norm uses statistics over all replicas (SyncBatchNorm):
  * per-channel sums are reduced in forward and backward. Every replica must then run the same
  * batch-norm layers in the same order. NULL (the default): per-replica statistics. */

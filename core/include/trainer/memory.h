@@ -35,6 +35,18 @@ void tr_free(void *ptr);
 /* Number of tr_malloc/tr_calloc calls made so far, process-wide. */
 uint64_t tr_alloc_count(void);
 
+/* Page-backed memory for buffers whose parts come and go (ZeRO shards: a layer's parameters
+ * exist only while it runs). tr_pages_alloc maps zero-filled pages; tr_pages_discard gives
+ * the whole pages inside [p, p + bytes) back to the system (they read as zero afterwards and
+ * cost nothing until written); tr_pages_resident counts the bytes of [p, p + bytes) whose
+ * pages are in memory now (whole pages, so a measurement rounds up to page size). */
+void *tr_pages_alloc(size_t bytes);
+void tr_pages_free(void *p, size_t bytes);
+/* Returns the bytes released (whole pages inside the range; partial pages are kept). */
+size_t tr_pages_discard(void *p, size_t bytes);
+size_t tr_pages_resident(const void *p, size_t bytes);
+size_t tr_page_size(void);
+
 typedef struct tr_arena tr_arena;
 
 tr_status tr_arena_create(tr_arena **out, size_t initial_bytes);

@@ -57,6 +57,10 @@ tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n
 tr_status tr_optim_step_part(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi,
                              double lr);
 void tr_optim_step_done(tr_optim *opt);
+/* As tr_optim_step_part, but param and grad point at element lo itself (param[0] is element
+ * lo): the values may live anywhere, e.g. a rank's slice of one layer inside the full flat
+ * buffer while the state covers only the slices the rank owns (ZeRO). */
+tr_status tr_optim_step_at(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr);
 /* Length of the slice the optimizer updates (and of each state buffer). */
 size_t tr_optim_size(const tr_optim *opt);
 /* Bytes of optimizer state (every state buffer). */

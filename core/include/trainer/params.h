@@ -10,8 +10,8 @@
  *   TR_CHECK(tr_params_finalize(P, seed));                 // allocates and initialises
  *   tr_tensor *W = tr_params_get(P, w);                    // view: data and grad in the flat buffers
  *
- * Parameters are laid out in registration order, each starting on a 16-float boundary (the
- * gaps are zero and stay zero), so a parameter's slice is contiguous and slices of the flat
+ * Parameters are laid out in registration order, each starting on a 16-float boundary (or
+ * tr_params_set_align's; the gaps are zero and stay zero), so a parameter's slice is contiguous and slices of the flat
  * buffer (DDP buckets, ZeRO shards) are plain ranges. Buffers (batch-norm running stats) are
  * registered separately: they get no gradient and are not optimised. Initialisation draws
  * from the counter-based RNG keyed by (seed, parameter index), so it is the same on every
@@ -49,7 +49,13 @@ tr_status tr_params_add(tr_params *P, const char *name, int ndim, const int64_t 
 /* Registers a non-trainable buffer; its tensor has param = -1 and no grad. */
 tr_status tr_params_add_buffer(tr_params *P, const char *name, int ndim, const int64_t *shape,
                                tr_init init, double init_arg, int *index);
-/* Allocates the flat buffers and initialises every parameter and buffer from `seed`. */
+/* Before finalize: start every parameter on a multiple of `floats` (a positive multiple of
+ * 16) instead of 16, e.g. 16 x world size so that any run of whole parameters splits into
+ * world-size equal, 64-byte aligned shards. */
+tr_status tr_params_set_align(tr_params *P, size_t floats);
+size_t tr_params_align(const tr_params *P);
+/* Allocates the flat buffers and initialises every parameter and buffer from `seed`. The
+ * parameter and gradient buffers are page-backed (tr_pages_alloc). */
 tr_status tr_params_finalize(tr_params *P, uint64_t seed);
 
 int tr_params_count(const tr_params *P);

@@ -51,6 +51,9 @@ const tr_data_spec *tr_model_factory_spec(const tr_model_factory *f);
 
 /* A new replica with parameters initialised from the seed (identical for every replica). */
 tr_status tr_replica_create(const tr_model_factory *f, tr_replica **out);
+/* The same with every parameter starting on a multiple of `align` floats (0: the default;
+ * see tr_params_set_align), as a sharded strategy needs. */
+tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_replica **out);
 void tr_replica_destroy(tr_replica *r);
 
 /* Resets r->g and records the forward of samples [offset, offset + count) of hb. train: the
@@ -61,8 +64,9 @@ tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t off
                              int64_t count, double normaliser, int64_t step, int train,
                              int with_y, tr_model_out *out);
 
-/* Adds r's parameters, gradients and activation peak, and opt's state when opt is not NULL
- * (bytes), into m (all_devices too). */
+/* Adds r's parameters, gradients (the pages of their buffers in memory: measured, not the
+ * buffers' sizes) and activation peak, and opt's state when opt is not NULL (bytes), into m
+ * (all_devices too). */
 void tr_replica_memory(const tr_replica *r, const tr_optim *opt, tr_strategy_memory *m);
 
 /* Copies parameters and buffers from src (same model) into dst. */

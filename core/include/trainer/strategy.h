@@ -11,6 +11,7 @@
  *       optim_step(ctx, lr, clip, &gn)  sync gradients, clip, update, make replicas equal
  *   forward(ctx, hb, with_y, &out)      validation, `trainer eval`, `trainer predict`
  *   state(ctx, &P, &opt)                what a checkpoint saves and loads, then sync(ctx)
+ *   shards(ctx, &s)                     instead, for sharded state: this rank's pieces
  *
  * A minimal strategy (strategies/cpu/cpu.c is one, about 150 lines):
  *
@@ -31,6 +32,7 @@
 
 #include <stdint.h>
 
+#include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
@@ -83,6 +85,15 @@ typedef struct tr_strategy_memory {
     uint64_t all_devices;   /* the same, summed over every replica of this process */
 } tr_strategy_memory;
 
+/* What this rank of a sharded strategy holds (tr_strategy_ops.shards): pieces of parameters,
+ * each with its optimizer state; a checkpoint saves and loads exactly these. */
+typedef struct tr_state_shards {
+    tr_params *P;                  /* names, shapes and the buffers (held whole on every rank) */
+    tr_optim *opt;                 /* state names and the step count */
+    const tr_ckpt_piece *pieces;   /* owned by the strategy, valid until the next call */
+    int n_pieces;
+} tr_state_shards;
+
 typedef struct tr_strategy_ops {
     /* Makes the strategy and fills info. opts are the `strategy:` section, resolved. */
     tr_status (*create)(void **ctx, const tr_options *opts, const tr_strategy_env *env,
@@ -113,6 +124,10 @@ typedef struct tr_strategy_ops {
     int (*processes)(const tr_options *opts, int devices);
     /* What the strategy holds now (the trainer reports it after training). NULL: unknown. */
     tr_status (*memory)(void *ctx, tr_strategy_memory *out);
+    /* A sharded strategy: this rank's pieces of the state. Checkpoints are then saved by every
+     * rank (one shard file each, see checkpoint.h) and loaded piece by piece from a full or a
+     * sharded checkpoint of any world size, followed by sync(). NULL: state() holds it all. */
+    tr_status (*shards)(void *ctx, tr_state_shards *out);
 } tr_strategy_ops;
 
 #ifdef __cplusplus

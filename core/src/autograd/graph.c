@@ -18,6 +18,9 @@ struct tr_graph {
     void *hook_user;
     tr_stat_reducer_fn reducer;
     void *reducer_user;
+    tr_param_use_fn use_hook;
+    void *use_user;
+    uint64_t op_seq;          /* ops that have checked their inputs (use hook's `op`) */
     tr_tensor **used;         /* parameters used this step (arena array) */
     int n_used, cap_used;
     int in_backward;
@@ -98,6 +101,11 @@ void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user) {
     g->hook_user = user;
 }
 
+void tr_graph_set_use_hook(tr_graph *g, tr_param_use_fn fn, void *user) {
+    g->use_hook = fn;
+    g->use_user = user;
+}
+
 tr_status tr_graph_status(const tr_graph *g) { return g->status; }
 size_t tr_graph_nodes(const tr_graph *g) { return g->n_nodes; }
 
@@ -120,8 +128,22 @@ const char *op_shape(const tr_tensor *t) {
     return t ? tr_shape_str(t, b, sizeof bufs[0]) : "(null)";
 }
 
+/* A parameter used through a reshape view is a use of the parameter itself. */
+static tr_tensor *use_target(tr_tensor *t) { return t && t->view_of ? t->view_of : t; }
+
+int op_use(tr_graph *g, tr_tensor *t) {
+    t = use_target(t);
+    if (!g->use_hook || !t || t->param < 0) return 1;
+    tr_status st = g->use_hook(g->use_user, t->param, g->in_backward, g->op_seq);
+    if (st != TR_OK) op_fail(g, st, "parameter %d: %s", t->param, tr_error_msg());
+    return st == TR_OK;
+}
+
+void op_begin(tr_graph *g) { g->op_seq++; }
+
 int op_check(tr_graph *g, const char *op, int n, ...) {
     if (g->status != TR_OK) return 0;
+    op_begin(g);
     va_list ap;
     va_start(ap, n);
     tr_dtype dt = TR_F32;
@@ -130,6 +152,8 @@ int op_check(tr_graph *g, const char *op, int n, ...) {
         tr_tensor *t = va_arg(ap, tr_tensor *);
         if (!t) {
             op_fail(g, TR_ERR_INVALID, "%s: input %d is NULL (an earlier op failed?)", op, i);
+            ok = 0;
+        } else if (!op_use(g, t)) {
             ok = 0;
         } else if (t->dtype != TR_F32 && t->dtype != TR_F64) {
             op_fail(g, TR_ERR_UNSUPPORTED, "%s: input %d has dtype %s; expected f32 or f64", op,
@@ -207,9 +231,6 @@ int op_needs_grad(tr_graph *g, int n, ...) {
     va_end(ap);
     return need;
 }
-
-/* A parameter used through a reshape view is a use of the parameter itself. */
-static tr_tensor *use_target(tr_tensor *t) { return t && t->view_of ? t->view_of : t; }
 
 static void note_use(tr_graph *g, tr_tensor *t) {
     t = use_target(t);
@@ -296,7 +317,11 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
         /* A node whose output got no gradient contributes nothing. */
         if (node->out->grad || (node->out->view_of && node->out->view_of->grad)) {
             if (!node->out->grad) node->out->grad = node->out->view_of->grad;
-            node->backward(g, node);
+            int ok = 1;
+            op_begin(g);
+            for (int i = 0; i < TR_NODE_MAX_IN && ok; i++) ok = op_use(g, node->in[i]);
+            for (int i = 0; i < node->n_ins && ok; i++) ok = op_use(g, node->ins[i]);
+            if (ok) node->backward(g, node);
         }
         for (int i = 0; i < TR_NODE_MAX_IN; i++) release(g, node->in[i]);
         for (int i = 0; i < node->n_ins; i++) release(g, node->ins[i]);

@@ -41,6 +41,12 @@ tr_tensor *op_fail(tr_graph *g, tr_status s, const char *fmt, ...)
 /* Checks an op's n float inputs (pass only present ones): returns 0, having recorded the
  * error, when one is NULL, an error is pending, or they are not all f32 or all f64. */
 int op_check(tr_graph *g, const char *op, int n, ...);
+/* Tells the graph's parameter-use hook that the op is about to read t (when t is a parameter
+ * or a view of one); returns 0, having recorded the hook's error, when it fails. op_check
+ * does this for every input it checks. */
+int op_use(tr_graph *g, tr_tensor *t);
+/* Starts an op for the use hook (op_check does): uses until the next op_begin are one op's. */
+void op_begin(tr_graph *g);
 /* A new arena tensor of the shape (data uninitialised, no grad). */
 tr_tensor *op_out(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
 /* Arena scratch that lives until the next reset; NULL records out-of-memory. */

@@ -23,28 +23,52 @@ typedef struct table {
     int n, cap;
     float *data, *grad;
     size_t numel;
+    int paged;    /* data and grad are tr_pages_alloc'ed (trainable parameters) */
 } table;
 
 struct tr_params {
     table p;  /* trainable */
     table b;  /* buffers */
+    size_t align;  /* floats; PARAM_ALIGN unless tr_params_set_align */
     int finalized;
 };
 
 tr_status tr_params_create(tr_params **out) {
     *out = tr_calloc(1, sizeof **out);
-    return *out ? TR_OK : TR_ERR_NOMEM;
+    if (!*out) return TR_ERR_NOMEM;
+    (*out)->align = PARAM_ALIGN;
+    return TR_OK;
+}
+
+static void free_table(table *t) {
+    size_t bytes = (t->numel ? t->numel : 1) * sizeof(float);
+    if (t->paged) {
+        tr_pages_free(t->data, bytes);
+        tr_pages_free(t->grad, bytes);
+    } else {
+        tr_free(t->data);
+        tr_free(t->grad);
+    }
+    tr_free(t->e);
 }
 
 void tr_params_destroy(tr_params *P) {
     if (!P) return;
-    tr_free(P->p.e);
-    tr_free(P->p.data);
-    tr_free(P->p.grad);
-    tr_free(P->b.e);
-    tr_free(P->b.data);
-    tr_free(P) ;
+    free_table(&P->p);
+    free_table(&P->b);
+    tr_free(P);
 }
+
+tr_status tr_params_set_align(tr_params *P, size_t floats) {
+    if (P->finalized) return tr_error_set(TR_ERR_INVALID, "params: alignment set after finalize");
+    if (floats == 0 || floats % PARAM_ALIGN)
+        return tr_error_set(TR_ERR_INVALID, "params: alignment %zu is not a positive multiple of %d floats", floats,
+                            PARAM_ALIGN);
+    P->align = floats;
+    return TR_OK;
+}
+
+size_t tr_params_align(const tr_params *P) { return P->align; }
 
 static int find(const table *t, const char *name) {
     for (int i = 0; i < t->n; i++)
@@ -125,17 +149,20 @@ static void init_entry(entry *e, float *data, uint64_t seed, uint64_t stream) {
     }
 }
 
-static tr_status layout(table *t, int with_grad, uint64_t seed, uint64_t stream_base) {
+static tr_status layout(table *t, int with_grad, size_t align, uint64_t seed, uint64_t stream_base) {
     size_t off = 0;
     for (int i = 0; i < t->n; i++) {
         t->e[i].offset = off;
-        off += ((size_t)tr_tensor_numel(&t->e[i].t) + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN;
+        off += ((size_t)tr_tensor_numel(&t->e[i].t) + align - 1) / align * align;
     }
     t->numel = off;
-    t->data = tr_calloc(off ? off : 1, sizeof(float));
+    /* Trainable parameters and gradients are page-backed, so a sharded strategy can give the
+     * pages of the parts it does not hold back to the system. */
+    t->paged = with_grad;
+    t->data = with_grad ? tr_pages_alloc((off ? off : 1) * sizeof(float)) : tr_calloc(off ? off : 1, sizeof(float));
     if (!t->data) return TR_ERR_NOMEM;
     if (with_grad) {
-        t->grad = tr_calloc(off ? off : 1, sizeof(float));
+        t->grad = tr_pages_alloc((off ? off : 1) * sizeof(float));
         if (!t->grad) return TR_ERR_NOMEM;
     }
     for (int i = 0; i < t->n; i++) {
@@ -151,8 +178,8 @@ static tr_status layout(table *t, int with_grad, uint64_t seed, uint64_t stream_
 
 tr_status tr_params_finalize(tr_params *P, uint64_t seed) {
     if (P->finalized) return tr_error_set(TR_ERR_INVALID, "params: finalized twice");
-    TR_CHECK(layout(&P->p, 1, seed, 0));
-    TR_CHECK(layout(&P->b, 0, seed, 1));
+    TR_CHECK(layout(&P->p, 1, P->align, seed, 0));
+    TR_CHECK(layout(&P->b, 0, PARAM_ALIGN, seed, 1));
     P->finalized = 1;
     return TR_OK;
 }

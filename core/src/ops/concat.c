@@ -39,10 +39,12 @@ tr_tensor *tr_concat(tr_graph *g, tr_tensor *const *xs, int n, int dim) {
     if (tr_graph_status(g) != TR_OK) return NULL;
     if (!xs || n < 1)
         return op_fail(g, TR_ERR_INVALID, "concat: %d inputs (at least 1 needed)", xs ? n : 0);
+    op_begin(g);
     for (int k = 0; k < n; k++) {
         if (!xs[k])
             return op_fail(g, TR_ERR_INVALID, "concat: input %d is NULL (an earlier op failed?)",
                            k);
+        if (!op_use(g, xs[k])) return NULL;
         if (xs[k]->dtype != TR_F32 && xs[k]->dtype != TR_F64)
             return op_fail(g, TR_ERR_UNSUPPORTED,
                            "concat: input %d has dtype %s; expected f32 or f64", k,

@@ -53,8 +53,6 @@ void optim_adam_update(tr_optim *opt, float *param, const float *grad, double lr
     float eps = (float)c->eps;
     float *m = opt->state[0] + lo, *v = opt->state[1] + lo;
     size_t n = hi - lo;
-    param += lo;
-    grad += lo;
     /* AdamW multiplies by (1 - lr*wd) even when wd is 0 (exactly 1), as torch does. */
     if (c->kind == TR_OPTIM_ADAMW)
         adam_kernel(param, grad, m, v, n, decay, wd, b1, b1c, b2, b2c, bc2_sqrt, eps, neg_step,

@@ -127,10 +127,10 @@ tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n
     return TR_OK;
 }
 
-tr_status tr_optim_step_part(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr) {
-    if (!opt || !param || !grad) return tr_error_set(TR_ERR_INVALID, "optimizer step part: NULL argument");
+tr_status tr_optim_step_at(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr) {
+    if (!opt || (hi > lo && (!param || !grad))) return tr_error_set(TR_ERR_INVALID, "optimizer step: NULL argument");
     if (lo > hi || hi > opt->n)
-        return tr_error_set(TR_ERR_INVALID, "optimizer step part: [%zu, %zu) is not within the optimizer's %zu elements",
+        return tr_error_set(TR_ERR_INVALID, "optimizer step: [%zu, %zu) is not within the optimizer's %zu elements",
                             lo, hi, opt->n);
     if (!(lr >= 0.0) || !isfinite(lr))
         return tr_error_set(TR_ERR_INVALID, "optimizer step: lr must be >= 0 and finite, got %g", lr);
@@ -139,6 +139,11 @@ tr_status tr_optim_step_part(tr_optim *opt, float *param, const float *grad, siz
     else
         optim_adam_update(opt, param, grad, lr, lo, hi);
     return TR_OK;
+}
+
+tr_status tr_optim_step_part(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr) {
+    if (!opt || !param || !grad) return tr_error_set(TR_ERR_INVALID, "optimizer step part: NULL argument");
+    return tr_optim_step_at(opt, param + lo, grad + lo, lo, hi, lr);
 }
 
 void tr_optim_step_done(tr_optim *opt) {

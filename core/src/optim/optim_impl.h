@@ -27,8 +27,9 @@ struct tr_optim {
     const char *names[OPTIM_MAX_STATE];  /* torch's state keys */
 };
 
-/* One update of param[lo..hi) (indices into the optimizer's slice, so the state buffers are
- * offset the same way); opt->steps is the count before this step. */
+/* One update of elements [lo, hi) of the optimizer's slice: param and grad point at element
+ * lo (param[0] is element lo), the state buffers are indexed from lo; opt->steps is the
+ * count before this step. */
 void optim_sgd_update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi);
 void optim_adam_update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi);
 

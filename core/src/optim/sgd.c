@@ -54,8 +54,6 @@ void optim_sgd_update(tr_optim *opt, float *param, const float *grad, double lr,
     const tr_optim_config *c = &opt->cfg;
     int mode = c->momentum == 0.0 ? MOM_NONE : opt->steps == 0 ? MOM_INIT : MOM_UPDATE;
     float *buf = mode == MOM_NONE ? NULL : opt->state[0] + lo;
-    param += lo;
-    grad += lo;
     /* torch passes the scalars as Python floats, cast to the tensor's float type. */
     float neg_lr = (float)-lr, wd = (float)c->weight_decay, mom = (float)c->momentum;
     float damp1 = (float)(1.0 - c->dampening);

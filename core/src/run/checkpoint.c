@@ -27,19 +27,16 @@
 #include "trainer/memory.h"
 #include "trainer/safetensors.h"
 
-#define PATH_CAP 1100
-#define MODEL_FILE "model.safetensors"
-#define OPTIM_FILE "optimizer.safetensors"
-#define STATE_FILE "state.json"
+#include "run/checkpoint_impl.h"
 
-static tr_status join(char *out, size_t cap, const char *a, const char *b) {
+tr_status ckpt_join(char *out, size_t cap, const char *a, const char *b) {
     int k = snprintf(out, cap, "%s/%s", a, b);
     if (k < 0 || (size_t)k >= cap)
         return tr_error_set(TR_ERR_INVALID, "%s/%s: path longer than %zu bytes", a, b, cap - 1);
     return TR_OK;
 }
 
-static void fsync_path(const char *path) {
+void ckpt_fsync_path(const char *path) {
     int fd = open(path, O_RDONLY);
     if (fd >= 0) {
         fsync(fd);
@@ -48,7 +45,7 @@ static void fsync_path(const char *path) {
 }
 
 /* Removes a file or a directory tree (symlinks are removed, never followed). */
-static tr_status remove_tree(const char *path, int depth) {
+tr_status ckpt_remove_tree(const char *path, int depth) {
     struct stat sb;
     if (lstat(path, &sb) != 0) {
         if (errno == ENOENT) return TR_OK;
@@ -66,8 +63,8 @@ static tr_status remove_tree(const char *path, int depth) {
     while (st == TR_OK && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
         char sub[PATH_CAP];
-        st = join(sub, sizeof sub, path, de->d_name);
-        if (st == TR_OK) st = remove_tree(sub, depth + 1);
+        st = ckpt_join(sub, sizeof sub, path, de->d_name);
+        if (st == TR_OK) st = ckpt_remove_tree(sub, depth + 1);
     }
     closedir(d);
     if (st == TR_OK && rmdir(path) != 0)
@@ -75,7 +72,7 @@ static tr_status remove_tree(const char *path, int depth) {
     return st;
 }
 
-static void shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
+void ckpt_shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
     size_t k = (size_t)snprintf(out, cap, "(");
     for (int d = 0; d < ndim && k < cap; d++)
         k += (size_t)snprintf(out + k, cap - k, "%s%" PRId64, d ? ", " : "", shape[d]);
@@ -84,10 +81,10 @@ static void shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
 
 /* ---- state.json ---- */
 
-static tr_status write_state(const char *dir, const tr_train_state *s) {
+tr_status ckpt_write_state(const char *dir, const tr_train_state *s) {
     char path[PATH_CAP], tmp[PATH_CAP];
-    TR_CHECK(join(path, sizeof path, dir, STATE_FILE));
-    TR_CHECK(join(tmp, sizeof tmp, dir, STATE_FILE ".tmp"));
+    TR_CHECK(ckpt_join(path, sizeof path, dir, STATE_FILE));
+    TR_CHECK(ckpt_join(tmp, sizeof tmp, dir, STATE_FILE ".tmp"));
     char seed[32];
     snprintf(seed, sizeof seed, "%" PRIu64, s->seed);
     char hash[sizeof s->config_hash], model[sizeof s->model];
@@ -139,7 +136,7 @@ static tr_status get_str(const char *path, json_t *o, const char *key, char *out
     return TR_OK;
 }
 
-static tr_status read_state(const char *path, tr_train_state *s) {
+tr_status ckpt_read_state(const char *path, tr_train_state *s) {
     memset(s, 0, sizeof *s);
     json_error_t jerr;
     json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
@@ -176,17 +173,21 @@ static tr_status read_state(const char *path, tr_train_state *s) {
 
 tr_status tr_checkpoint_read_state(const char *path, tr_train_state *s) {
     char spath[PATH_CAP];
-    TR_CHECK(join(spath, sizeof spath, path, STATE_FILE));
-    tr_status st = read_state(spath, s);
+    TR_CHECK(ckpt_join(spath, sizeof spath, path, STATE_FILE));
+    tr_status st = ckpt_read_state(spath, s);
     if (st != TR_OK) tr_error_prefix("checkpoint refused: ");
     return st;
 }
 
 /* ---- save ---- */
 
-static tr_status write_model(const char *dir, tr_params *P) {
+tr_status ckpt_write_model(const char *dir, tr_params *P) {
     char path[PATH_CAP];
-    TR_CHECK(join(path, sizeof path, dir, MODEL_FILE));
+    TR_CHECK(ckpt_join(path, sizeof path, dir, MODEL_FILE));
+    return ckpt_write_model_file(path, P);
+}
+
+tr_status ckpt_write_model_file(const char *path, tr_params *P) {
     int np = tr_params_count(P), nb = tr_params_buffer_count(P), n = np + nb;
     tr_st_entry *e = tr_calloc((size_t)(n > 0 ? n : 1), sizeof *e);
     if (!e) return TR_ERR_NOMEM;
@@ -207,47 +208,52 @@ static tr_status write_model(const char *dir, tr_params *P) {
     return st;
 }
 
-/* More than any optimizer keeps (Adam: 2). */
-#define CKPT_MAX_OPTIM_STATE 8
-
-static tr_status write_optim(const char *dir, tr_optim *opt) {
+/* Per parameter "<name>.<state>" (e.g. "fc.weight.exp_avg"), in the parameter's shape, so
+ * the file does not depend on the flat layout (a sharded strategy aligns differently). */
+static tr_status write_optim(const char *dir, tr_params *P, tr_optim *opt) {
     char path[PATH_CAP];
-    TR_CHECK(join(path, sizeof path, dir, OPTIM_FILE));
-    tr_st_entry e[CKPT_MAX_OPTIM_STATE];
-    int n = tr_optim_state_count(opt);
-    if (n < 0 || n > CKPT_MAX_OPTIM_STATE)
-        return tr_error_set(TR_ERR_INTERNAL, "%s: %d optimizer states", path, n);
-    for (int i = 0; i < n; i++)
-        e[i] = (tr_st_entry){.name = tr_optim_state_name(opt, i),
-                             .dtype = TR_F32,
-                             .ndim = 1,
-                             .shape = {(int64_t)tr_optim_size(opt)},
-                             .data = tr_optim_state(opt, i)};
+    TR_CHECK(ckpt_join(path, sizeof path, dir, OPTIM_FILE));
+    int ns = tr_optim_state_count(opt), np = tr_params_count(P);
+    if (ns < 0 || ns > TR_CKPT_MAX_STATE) return tr_error_set(TR_ERR_INTERNAL, "%s: %d optimizer states", path, ns);
+    if (tr_optim_size(opt) != tr_params_numel(P))
+        return tr_error_set(TR_ERR_INVALID, "%s: the optimizer covers %zu elements, the parameters %zu", path,
+                            tr_optim_size(opt), tr_params_numel(P));
+    size_t n = (size_t)np * (size_t)ns;
+    tr_st_entry *e = tr_calloc(n ? n : 1, sizeof *e);
+    char *names = tr_calloc(n ? n : 1, CKPT_NAME_CAP);
+    tr_status st = e && names ? TR_OK : TR_ERR_NOMEM;
+    for (int i = 0; i < np && st == TR_OK; i++) {
+        tr_tensor *t = tr_params_get(P, i);
+        for (int k = 0; k < ns; k++) {
+            char *nm = names + ((size_t)i * (size_t)ns + (size_t)k) * CKPT_NAME_CAP;
+            snprintf(nm, CKPT_NAME_CAP, "%s.%s", tr_params_name(P, i), tr_optim_state_name(opt, k));
+            tr_st_entry *x = &e[(size_t)i * (size_t)ns + (size_t)k];
+            *x = (tr_st_entry){.name = nm, .dtype = TR_F32, .ndim = t->ndim,
+                               .data = tr_optim_state(opt, k) + tr_params_offset(P, i)};
+            memcpy(x->shape, t->shape, sizeof x->shape);
+        }
+    }
     char steps[32];
     snprintf(steps, sizeof steps, "%" PRId64, tr_optim_steps(opt));
     const char *meta[] = {"steps", steps, "trainer_kind", "optimizer"};
-    return tr_safetensors_write(path, e, n, meta, 2);
+    if (st == TR_OK) st = tr_safetensors_write(path, e, (int)n, meta, 2);
+    tr_free(e);
+    tr_free(names);
+    return st;
 }
 
 static int valid_name(const char *name) {
     return name && *name && name[0] != '.' && !strchr(name, '/') && !strstr(name, ".tmp");
 }
 
-tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr_optim *opt,
-                             const tr_train_state *s) {
-    if (!dir || !*dir || !P || !s)
-        return tr_error_set(TR_ERR_INVALID, "checkpoint save: dir, params and state are required");
+tr_status ckpt_begin(const char *dir, const char *name, long tag, char *final_path, char *tmp_path) {
     if (!valid_name(name))
         return tr_error_set(
             TR_ERR_INVALID,
             "checkpoint save: name '%s' must be non-empty, contain no '/' or \".tmp\" and not start with '.'",
             name ? name : "(null)");
-    if (!tr_params_data(P) && tr_params_count(P) > 0)
-        return tr_error_set(TR_ERR_INVALID, "checkpoint save: the params are not finalized");
-    char final_path[PATH_CAP], tmp_name[256], tmp_path[PATH_CAP];
-    TR_CHECK(join(final_path, sizeof final_path, dir, name));
-    snprintf(tmp_name, sizeof tmp_name, "%.200s.tmp-%ld", name, (long)getpid());
-    TR_CHECK(join(tmp_path, sizeof tmp_path, dir, tmp_name));
+    TR_CHECK(ckpt_join(final_path, PATH_CAP, dir, name));
+    TR_CHECK(tr_checkpoint_tmp_path(dir, name, tag, tmp_path, PATH_CAP));
     TR_CHECK(tr_mkdirs(dir));
     struct stat sb;
     if (lstat(final_path, &sb) == 0)
@@ -255,163 +261,55 @@ tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr
                             "%s: a checkpoint of that name exists already; refusing to overwrite it (choose "
                             "another name or remove it)",
                             final_path);
-    TR_CHECK(remove_tree(tmp_path, 0)); /* a stale one of an earlier process with our pid */
+    TR_CHECK(ckpt_remove_tree(tmp_path, 0)); /* a stale one of an earlier process with our tag */
     if (mkdir(tmp_path, 0755) != 0)
         return tr_error_set(TR_ERR_IO, "%s: cannot create the checkpoint directory %s: %s", final_path,
                             tmp_path, strerror(errno));
-    tr_status st;
-    TR_CHECK_GOTO(write_model(tmp_path, P), fail);
-    if (opt) TR_CHECK_GOTO(write_optim(tmp_path, opt), fail);
-    TR_CHECK_GOTO(write_state(tmp_path, s), fail);
-    fsync_path(tmp_path);
-    if (rename(tmp_path, final_path) != 0) {
-        st = errno == EEXIST || errno == ENOTEMPTY
-                 ? tr_error_set(
-                       TR_ERR_INVALID,
-                       "%s: a checkpoint of that name appeared during the save; refusing to overwrite it",
-                       final_path)
-                 : tr_error_set(TR_ERR_IO, "%s: cannot rename %s into place: %s", final_path, tmp_path,
-                                strerror(errno));
-        goto fail;
+    return TR_OK;
+}
+
+tr_status ckpt_commit(const char *dir, const char *final_path, const char *tmp_path) {
+    ckpt_fsync_path(tmp_path);
+    if (rename(tmp_path, final_path) != 0)
+        return errno == EEXIST || errno == ENOTEMPTY
+                   ? tr_error_set(
+                         TR_ERR_INVALID,
+                         "%s: a checkpoint of that name appeared during the save; refusing to overwrite it",
+                         final_path)
+                   : tr_error_set(TR_ERR_IO, "%s: cannot rename %s into place: %s", final_path, tmp_path,
+                                  strerror(errno));
+    ckpt_fsync_path(dir);
+    return TR_OK;
+}
+
+tr_status ckpt_abandon(const char *final_path, const char *tmp_path, tr_status st) {
+    tr_error_prefix("checkpoint %s: ", final_path);
+    /* Keep the first error's message: removal errors would overwrite it. */
+    char *msg = strdup(tr_error_msg());
+    ckpt_remove_tree(tmp_path, 0);
+    if (msg) {
+        tr_error_set(st, "%s", msg);
+        free(msg);
     }
-    fsync_path(dir);
+    return st;
+}
+
+tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr_optim *opt,
+                             const tr_train_state *s) {
+    if (!dir || !*dir || !P || !s)
+        return tr_error_set(TR_ERR_INVALID, "checkpoint save: dir, params and state are required");
+    if (!tr_params_data(P) && tr_params_count(P) > 0)
+        return tr_error_set(TR_ERR_INVALID, "checkpoint save: the params are not finalized");
+    char final_path[PATH_CAP], tmp_path[PATH_CAP];
+    TR_CHECK(ckpt_begin(dir, name, (long)getpid(), final_path, tmp_path));
+    tr_status st;
+    TR_CHECK_GOTO(ckpt_write_model(tmp_path, P), fail);
+    if (opt) TR_CHECK_GOTO(write_optim(tmp_path, P, opt), fail);
+    TR_CHECK_GOTO(ckpt_write_state(tmp_path, s), fail);
+    TR_CHECK_GOTO(ckpt_commit(dir, final_path, tmp_path), fail);
     return TR_OK;
 fail:
-    tr_error_prefix("checkpoint %s: ", final_path);
-    {
-        /* Keep the first error's message: removal errors would overwrite it. */
-        char *msg = strdup(tr_error_msg());
-        remove_tree(tmp_path, 0);
-        if (msg) {
-            tr_error_set(st, "%s", msg);
-            free(msg);
-        }
-    }
-    return st;
-}
-
-/* ---- load ---- */
-
-static tr_status check_tensor_entry(const char *file, const tr_safetensors *f, const char *kind,
-                                    const char *name, const tr_tensor *t) {
-    const tr_st_entry *e = tr_safetensors_find(f, name);
-    if (!e)
-        return tr_error_set(
-            TR_ERR_INVALID,
-            "%s: the model has '%s' but the checkpoint does not (a checkpoint of another model?)", file,
-            name);
-    char a[128], b[128];
-    shape_str(a, sizeof a, e->ndim, e->shape);
-    shape_str(b, sizeof b, t->ndim, t->shape);
-    if (e->ndim != t->ndim || memcmp(e->shape, t->shape, (size_t)t->ndim * sizeof t->shape[0]) != 0)
-        return tr_error_set(TR_ERR_INVALID, "%s: %s '%s' has shape %s in the checkpoint, the model has %s",
-                            file, kind, name, a, b);
-    if (e->dtype != TR_F32)
-        return tr_error_set(TR_ERR_INVALID, "%s: %s '%s' is %s in the checkpoint, the model expects F32",
-                            file, kind, name, tr_dtype_name(e->dtype));
-    return TR_OK;
-}
-
-static tr_status check_model(const char *file, const tr_safetensors *f, tr_params *P) {
-    int np = tr_params_count(P), nb = tr_params_buffer_count(P);
-    for (int i = 0; i < np; i++)
-        TR_CHECK(check_tensor_entry(file, f, "parameter", tr_params_name(P, i), tr_params_get(P, i)));
-    for (int i = 0; i < nb; i++)
-        TR_CHECK(check_tensor_entry(file, f, "buffer", tr_params_buffer_name(P, i), tr_params_buffer(P, i)));
-    for (int i = 0; i < tr_safetensors_count(f); i++) {
-        const char *name = tr_safetensors_at(f, i)->name;
-        if (tr_params_find(P, name) < 0 && tr_params_find_buffer(P, name) < 0)
-            return tr_error_set(
-                TR_ERR_INVALID,
-                "%s: the checkpoint has '%s' but the model does not (a checkpoint of another model?)", file,
-                name);
-    }
-    return TR_OK;
-}
-
-static tr_status check_optim(const char *file, const tr_safetensors *f, tr_optim *opt, int64_t *steps) {
-    const char *kind = tr_safetensors_meta(f, "trainer_kind");
-    if (!kind || strcmp(kind, "optimizer") != 0)
-        return tr_error_set(TR_ERR_PARSE, "%s: not an optimizer state file (metadata trainer_kind is '%s')",
-                            file, kind ? kind : "missing");
-    const char *sv = tr_safetensors_meta(f, "steps");
-    char *end = NULL;
-    errno = 0;
-    long long x = sv && *sv >= '0' && *sv <= '9' ? strtoll(sv, &end, 10) : -1;
-    if (x < 0 || !end || *end || errno == ERANGE)
-        return tr_error_set(TR_ERR_PARSE,
-                            "%s: metadata 'steps' must be a non-negative decimal integer, got '%s'", file,
-                            sv ? sv : "missing");
-    int n = tr_optim_state_count(opt);
-    if (tr_safetensors_count(f) != n)
-        return tr_error_set(
-            TR_ERR_INVALID,
-            "%s: %d state buffers in the checkpoint, the optimizer has %d (another optimizer kind?)", file,
-            tr_safetensors_count(f), n);
-    for (int i = 0; i < n; i++) {
-        const char *name = tr_optim_state_name(opt, i);
-        const tr_st_entry *e = tr_safetensors_find(f, name);
-        if (!e)
-            return tr_error_set(
-                TR_ERR_INVALID,
-                "%s: the optimizer has state '%s' but the checkpoint does not (another optimizer kind?)",
-                file, name);
-        if (e->dtype != TR_F32 || e->ndim != 1 || e->shape[0] != (int64_t)tr_optim_size(opt)) {
-            char a[128];
-            shape_str(a, sizeof a, e->ndim, e->shape);
-            return tr_error_set(TR_ERR_INVALID,
-                                "%s: state '%s' is %s %s in the checkpoint, the optimizer has f32 (%zu)",
-                                file, name, tr_dtype_name(e->dtype), a, tr_optim_size(opt));
-        }
-    }
-    *steps = x;
-    return TR_OK;
-}
-
-tr_status tr_checkpoint_load(const char *path, tr_params *P, tr_optim *opt, tr_train_state *s) {
-    if (!path || !P) return tr_error_set(TR_ERR_INVALID, "checkpoint load: path and params are required");
-    char mpath[PATH_CAP], opath[PATH_CAP], spath[PATH_CAP];
-    TR_CHECK(join(mpath, sizeof mpath, path, MODEL_FILE));
-    TR_CHECK(join(opath, sizeof opath, path, OPTIM_FILE));
-    TR_CHECK(join(spath, sizeof spath, path, STATE_FILE));
-    tr_train_state ns;
-    tr_safetensors *mf = NULL, *of = NULL;
-    int64_t steps = 0;
-    tr_status st = TR_OK;
-    TR_CHECK_GOTO(read_state(spath, &ns), done);
-    TR_CHECK_GOTO(tr_safetensors_open(&mf, mpath), done);
-    TR_CHECK_GOTO(check_model(mpath, mf, P), done);
-    if (opt) {
-        if (access(opath, F_OK) != 0) {
-            st = tr_error_set(TR_ERR_NOT_FOUND,
-                              "%s: missing: the checkpoint holds no optimizer state (saved without one?)",
-                              opath);
-            goto done;
-        }
-        TR_CHECK_GOTO(tr_safetensors_open(&of, opath), done);
-        TR_CHECK_GOTO(check_optim(opath, of, opt, &steps), done);
-    }
-    /* Everything checked: now copy (memcpy: file data need not be aligned). */
-    for (int i = 0; i < tr_params_count(P); i++) {
-        tr_tensor *t = tr_params_get(P, i);
-        memcpy(t->data, tr_safetensors_find(mf, tr_params_name(P, i))->data, tr_tensor_bytes(t));
-    }
-    for (int i = 0; i < tr_params_buffer_count(P); i++) {
-        tr_tensor *t = tr_params_buffer(P, i);
-        memcpy(t->data, tr_safetensors_find(mf, tr_params_buffer_name(P, i))->data, tr_tensor_bytes(t));
-    }
-    if (opt) {
-        for (int i = 0; i < tr_optim_state_count(opt); i++)
-            memcpy(tr_optim_state(opt, i), tr_safetensors_find(of, tr_optim_state_name(opt, i))->data,
-                   tr_optim_size(opt) * sizeof(float));
-        tr_optim_set_steps(opt, steps);
-    }
-    if (s) *s = ns;
-done:
-    if (st != TR_OK) tr_error_prefix("checkpoint refused: "); /* the message names the file */
-    tr_safetensors_close(mf);
-    tr_safetensors_close(of);
-    return st;
+    return ckpt_abandon(final_path, tmp_path, st);
 }
 
 /* ---- latest and prune ---- */
@@ -455,14 +353,15 @@ static tr_status list_complete(const char *dir, ckpt_entry **out, int *count) {
         const char *nm = de->d_name;
         if (nm[0] == '.' || strstr(nm, ".tmp") || strlen(nm) >= sizeof v->name) continue;
         char sub[PATH_CAP], mp[PATH_CAP], sp[PATH_CAP];
-        if (join(sub, sizeof sub, dir, nm) != TR_OK || !is_dir(sub) ||
-            join(mp, sizeof mp, sub, MODEL_FILE) != TR_OK || join(sp, sizeof sp, sub, STATE_FILE) != TR_OK ||
-            !is_file(mp) || !is_file(sp)) {
+        char ip[PATH_CAP];
+        if (ckpt_join(sub, sizeof sub, dir, nm) != TR_OK || !is_dir(sub) ||
+            ckpt_join(mp, sizeof mp, sub, MODEL_FILE) != TR_OK || ckpt_join(sp, sizeof sp, sub, STATE_FILE) != TR_OK ||
+            ckpt_join(ip, sizeof ip, sub, INDEX_FILE) != TR_OK || !(is_file(mp) || is_file(ip)) || !is_file(sp)) {
             tr_error_clear();
             continue;
         }
         tr_train_state s;
-        if (read_state(sp, &s) != TR_OK) {
+        if (ckpt_read_state(sp, &s) != TR_OK) {
             TR_WARN("checkpoint: skipping %s: %s", sub, tr_error_msg());
             tr_error_clear();
             continue;
@@ -504,7 +403,7 @@ tr_status tr_checkpoint_latest(const char *dir, char *out, size_t size) {
     tr_status st = TR_OK;
     if (n == 0)
         st = tr_error_set(TR_ERR_NOT_FOUND, "%s: no complete checkpoint", dir);
-    else if (join(out, size, dir, v[0].name) != TR_OK) {
+    else if (ckpt_join(out, size, dir, v[0].name) != TR_OK) {
         out[0] = '\0';
         st = tr_error_set(TR_ERR_INVALID, "%s/%s: path does not fit the %zu-byte buffer", dir, v[0].name,
                           size);
@@ -535,8 +434,8 @@ tr_status tr_checkpoint_prune(const char *dir, int keep_last) {
     tr_status st = TR_OK;
     for (int i = keep_last; i < n && st == TR_OK; i++) {
         char sub[PATH_CAP];
-        st = join(sub, sizeof sub, dir, v[i].name);
-        if (st == TR_OK) st = remove_tree(sub, 0);
+        st = ckpt_join(sub, sizeof sub, dir, v[i].name);
+        if (st == TR_OK) st = ckpt_remove_tree(sub, 0);
     }
     tr_free(v);
     if (st != TR_OK) return st;
@@ -566,10 +465,10 @@ tr_status tr_checkpoint_prune(const char *dir, int keep_last) {
     closedir(d);
     for (int i = 0; i < ns && st == TR_OK; i++) {
         char sub[PATH_CAP];
-        st = join(sub, sizeof sub, dir, stale[i]);
-        if (st == TR_OK) st = remove_tree(sub, 0);
+        st = ckpt_join(sub, sizeof sub, dir, stale[i]);
+        if (st == TR_OK) st = ckpt_remove_tree(sub, 0);
     }
     tr_free(stale);
-    if (st == TR_OK) fsync_path(dir);
+    if (st == TR_OK) ckpt_fsync_path(dir);
     return st;
 }

@@ -395,10 +395,16 @@ tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train
     if (strcmp(state->model, j->model_p->desc->name) != 0)
         return tr_error_set(TR_ERR_INVALID, "checkpoint refused: %s holds a '%s' model, the config's model is '%s'",
                             path, state->model, j->model_p->desc->name);
-    tr_params *P;
-    tr_optim *opt;
-    TR_CHECK(j->sops->state(j->strat, &P, &opt));
-    TR_CHECK(tr_checkpoint_load(path, P, with_optim ? opt : NULL, state));
+    if (j->sops->shards) {
+        tr_state_shards sh;
+        TR_CHECK(j->sops->shards(j->strat, &sh));
+        TR_CHECK(tr_checkpoint_load_pieces(path, sh.P, with_optim ? sh.opt : NULL, sh.pieces, sh.n_pieces, state));
+    } else {
+        tr_params *P;
+        tr_optim *opt;
+        TR_CHECK(j->sops->state(j->strat, &P, &opt));
+        TR_CHECK(tr_checkpoint_load(path, P, with_optim ? opt : NULL, state));
+    }
     if (j->sops->sync) TR_CHECK(j->sops->sync(j->strat));
     return TR_OK;
 }

@@ -40,6 +40,10 @@ void tr_replica_destroy(tr_replica *r) {
 }
 
 tr_status tr_replica_create(const tr_model_factory *f, tr_replica **out) {
+    return tr_replica_create_aligned(f, 0, out);
+}
+
+tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_replica **out) {
     *out = NULL;
     tr_replica *r = tr_malloc(sizeof *r);
     if (!r) return tr_error_set(TR_ERR_NOMEM, "replica: out of memory");
@@ -55,6 +59,7 @@ tr_status tr_replica_create(const tr_model_factory *f, tr_replica **out) {
         tr_error_prefix("model %s: ", f->plugin->desc->name);
         goto fail;
     }
+    if (align) TR_CHECK_GOTO(tr_params_set_align(r->P, align), fail);
     TR_CHECK_GOTO(tr_params_finalize(r->P, f->seed), fail);
     TR_CHECK_GOTO(tr_graph_create(&r->g, 0), fail);
     tr_graph_set_params(r->g, r->P);
@@ -100,8 +105,10 @@ void tr_replica_copy_params(tr_replica *dst, tr_replica *src) {
 }
 
 void tr_replica_memory(const tr_replica *r, const tr_optim *opt, tr_strategy_memory *m) {
-    uint64_t p = (tr_params_numel(r->P) + tr_params_buffers_numel(r->P)) * sizeof(float);
-    uint64_t g = tr_params_numel(r->P) * sizeof(float);
+    /* Measured: the pages of the parameter and gradient buffers in memory now. */
+    uint64_t p = tr_pages_resident(tr_params_data(r->P), tr_params_numel(r->P) * sizeof(float)) +
+                 tr_params_buffers_numel(r->P) * sizeof(float);
+    uint64_t g = tr_pages_resident(tr_params_grad(r->P), tr_params_numel(r->P) * sizeof(float));
     uint64_t a = tr_arena_peak(tr_graph_arena(r->g));
     uint64_t o = tr_optim_state_bytes(opt);
     m->params += p;

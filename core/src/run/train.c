@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "job.h"
 #include "trainer/io.h"
@@ -22,10 +23,50 @@ typedef struct loop {
     double per_sample_tokens;
 } loop;
 
+/* Every rank's count of failures so far, summed: non-zero when any rank failed. */
+static double failures(job *j, tr_status st) {
+    double v = st != TR_OK;
+    if (j->sops->all_sum && j->sops->all_sum(j->strat, &v, 1) != TR_OK) return 1;
+    return v;
+}
+
+/* A sharded strategy's checkpoint: every rank writes its shard (checkpoint.h). */
+static tr_status save_sharded(loop *lp, const char *name) {
+    job *j = lp->j;
+    double tag = j->info.rank == 0 ? (double)getpid() : 0;
+    if (j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, &tag, 1));
+    char tmp[1200];
+    tr_status st = j->info.rank == 0 ? tr_checkpoint_begin(lp->ck_dir, name, (long)tag, tmp, sizeof tmp)
+                                     : tr_checkpoint_tmp_path(lp->ck_dir, name, (long)tag, tmp, sizeof tmp);
+    char msg[1024] = "";
+    if (st != TR_OK) snprintf(msg, sizeof msg, "%s", tr_error_msg());
+    if (failures(j, st) > 0)
+        return st != TR_OK ? tr_error_set(st, "%s", msg) : tr_error_set(TR_ERR_IO, "checkpoint %s: rank 0 failed", name);
+    tr_state_shards sh;
+    st = j->sops->shards(j->strat, &sh);
+    if (st == TR_OK)
+        st = tr_checkpoint_write_shard(tmp, j->info.rank, j->info.world, sh.P, sh.opt, sh.pieces, sh.n_pieces);
+    if (st != TR_OK) snprintf(msg, sizeof msg, "%s", tr_error_msg());
+    if (failures(j, st) > 0) {
+        if (j->info.rank == 0) tr_checkpoint_abandon(tmp);
+        return st != TR_OK ? tr_error_set(st, "%s", msg)
+                           : tr_error_set(TR_ERR_IO, "checkpoint %s: another rank failed to write its shard", name);
+    }
+    if (j->info.rank == 0) {
+        TR_CHECK(tr_checkpoint_commit(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state));
+        TR_CHECK(tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last));
+    }
+    return TR_OK;
+}
+
 /* Saves step-<step>, prunes to keep_last. */
 static tr_status save_checkpoint(loop *lp) {
     job *j = lp->j;
-    if (j->info.rank == 0) {
+    if (j->sops->shards) {
+        char name[64];
+        snprintf(name, sizeof name, "step-%08lld", (long long)lp->state.step);
+        TR_CHECK(save_sharded(lp, name));
+    } else if (j->info.rank == 0) {
         char name[64];
         snprintf(name, sizeof name, "step-%08lld", (long long)lp->state.step);
         tr_params *P;

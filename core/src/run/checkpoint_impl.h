@@ -1,0 +1,37 @@
+/* Private: what the checkpoint files (checkpoint.c: directory protocol, full save, latest,
+ * prune; checkpoint_load.c: loading and consolidation; checkpoint_shard.c: sharded save)
+ * share. */
+#ifndef TRAINER_RUN_CHECKPOINT_IMPL_H
+#define TRAINER_RUN_CHECKPOINT_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/checkpoint.h"
+
+#define PATH_CAP 1100
+#define CKPT_NAME_CAP 160 /* a parameter name (127) + "." + a state name */
+#define MODEL_FILE "model.safetensors"
+#define OPTIM_FILE "optimizer.safetensors"
+#define STATE_FILE "state.json"
+#define INDEX_FILE "index.json"
+
+tr_status ckpt_join(char *out, size_t cap, const char *a, const char *b);
+void ckpt_fsync_path(const char *path);
+/* Removes a file or a directory tree (symlinks are removed, never followed). */
+tr_status ckpt_remove_tree(const char *path, int depth);
+void ckpt_shape_str(char *out, size_t cap, int ndim, const int64_t *shape);
+tr_status ckpt_write_state(const char *dir, const tr_train_state *s);
+tr_status ckpt_read_state(const char *path, tr_train_state *s);
+/* model.safetensors: parameters by name, then buffers by name. */
+tr_status ckpt_write_model(const char *dir, tr_params *P);
+tr_status ckpt_write_model_file(const char *path, tr_params *P);
+/* Checks the name, refuses an existing <dir>/<name>, creates <dir>/<name>.tmp-<tag>. Both
+ * paths are PATH_CAP bytes. */
+tr_status ckpt_begin(const char *dir, const char *name, long tag, char *final_path, char *tmp_path);
+/* fsyncs tmp, renames it to final, fsyncs dir. */
+tr_status ckpt_commit(const char *dir, const char *final_path, const char *tmp_path);
+/* Removes tmp, keeps st's message (prefixed with the checkpoint's path); returns st. */
+tr_status ckpt_abandon(const char *final_path, const char *tmp_path, tr_status st);
+
+#endif

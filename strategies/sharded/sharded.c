@@ -1,0 +1,561 @@
+/* Strategy `sharded`: ZeRO stages 1, 2 and 3 (FSDP's SHARD_GRAD_OP and FULL_SHARD), one
+ * process per rank.
+ *
+ * Units. The flat parameter buffer is cut into units of whole, consecutive parameters (a
+ * layer or a few; `unit_mb`). Every parameter starts on a multiple of 16 x world floats, so a
+ * unit [lo, hi) splits into `world` equal slices of len = (hi - lo) / world floats, each a
+ * whole number of cache lines; rank r owns slice r of every unit, and its shard is the
+ * concatenation of its slices (soff: a slice's place in the shard). All-gather and
+ * reduce-scatter of a unit are then plain equal-count collectives, in place in the flat
+ * buffers (NCCL's layout: rank r's part at lo + r * len), with no staging copies.
+ *
+ * Stage 1: the optimizer state covers the shard only. Backward of the step's last
+ * micro-batch reduce-scatters each unit's gradients as soon as they are final (in place:
+ * the sum of this rank's slice lands in its own slice of the gradient buffer), overlapping
+ * the rest of backward. The step updates the rank's slices, then all-gathers every unit in
+ * place; a unit's gather is waited only when the next forward first reads the unit.
+ * Stage 2: also gradients: every micro-batch's reduce-scatter adds the rank's slice into a
+ * gradient shard, and the unit's pages of the full gradient buffer are given back to the
+ * system (they read as zero: the next backward starts from zero gradients for free).
+ * Stage 3: also parameters: the parameter shard is a buffer of its own; the full parameter
+ * buffer holds a unit only from just before an op reads it (the graph's parameter-use hook:
+ * forward and backward) until it is no longer needed (forward: when a later unit starts;
+ * backward: when its gradients are final), and the next unit's gather is issued as soon as
+ * one starts (prefetch). Its pages are given back when released.
+ *
+ * Every rank issues the same collectives in the same order: gathers follow the ops the
+ * model runs, reduce-scatters go in unit order from the last unit down (a unit final early
+ * waits for the ones after it), and no decision depends on timing. Clipping: the global norm
+ * is the square root of an all-reduce of each rank's shard sum of squares. Buffers (batch-norm
+ * statistics) are replicated and follow rank 0 as in ddp. Checkpoints: each rank writes the
+ * pieces of its shard (the `shards` op), any world size or strategy can load them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/comm.h"
+#include "trainer/memory.h"
+#include "trainer/runtime.h"
+#include "trainer/strategy.h"
+
+enum { MAX_UNITS = 128, RELEASED = 0, GATHERING = 1, GATHERED = 2 };
+
+typedef struct unit {
+    size_t lo, hi;         /* float range of the flat buffers: whole parameters */
+    size_t len;            /* each rank's slice: (hi - lo) / world */
+    size_t soff;           /* this rank's slice in the shard buffers */
+    int p0, np;            /* parameters [p0, p0 + np) */
+    int pending;           /* parameters whose gradient is not final in this backward */
+    int state;             /* stage 3: RELEASED, GATHERING, GATHERED (stages 1-2: GATHERED) */
+    uint64_t last_op;      /* stage 3: the last op that read it */
+    tr_comm_work *gather;  /* all-gather into F[lo, hi) not yet waited */
+    tr_comm_work *rs;      /* reduce-scatter of G[lo, hi) not yet waited */
+} unit;
+
+typedef struct sharded {
+    tr_replica *r;
+    tr_optim *opt;             /* over the shard */
+    tr_comm *comm;
+    int rank, world, stage, prefetch, broadcast_buffers;
+    unit units[MAX_UNITS];
+    int n_units;
+    int *unit_of;              /* parameter -> unit */
+    size_t S;                  /* shard length (floats) */
+    float *ps;                 /* stage 3: the parameter shard */
+    float *gs;                 /* stages 2-3: the gradient shard */
+    int syncing;               /* this backward reduce-scatters (stage 1: last micro-batch) */
+    int first_micro;           /* stages 2-3: the shard is set by this backward, not added to */
+    int next_rs;               /* next unit (counting down) whose reduce-scatter is issued */
+    int next_done;             /* next unit (counting down) whose reduce-scatter is finished */
+    int current;               /* stage 3: the unit the last op read (-1: none) */
+    tr_status hook_status;     /* a failure inside the gradient hook, reported after backward */
+    char hook_msg[512];
+    size_t live, live_peak;    /* stage 3: bytes of gathered units, now and at most */
+    tr_ckpt_piece *pieces;    /* the shards op's answer */
+    int n_pieces;
+} sharded;
+
+static float *F(sharded *z) { return tr_params_data(z->r->P); }
+static float *G(sharded *z) { return tr_params_grad(z->r->P); }
+static float *slice(sharded *z, float *base, const unit *u) { return base + u->lo + (size_t)z->rank * u->len; }
+
+static void hook_fail(sharded *z, tr_status st) {
+    if (z->hook_status != TR_OK) return;
+    z->hook_status = st;
+    snprintf(z->hook_msg, sizeof z->hook_msg, "%s", tr_error_msg());
+}
+
+/* ---- parameters (stage 3: gather and release; stages 1-2: wait for the step's gather) ---- */
+
+static tr_status wait_gather(sharded *z, unit *u) {
+    if (!u->gather) return TR_OK;
+    tr_status st = tr_comm_wait(u->gather);
+    u->gather = NULL;
+    if (st == TR_OK) u->state = GATHERED;
+    (void)z;
+    return st;
+}
+
+static tr_status issue_gather(sharded *z, unit *u) {
+    u->state = GATHERING;
+    z->live += (u->hi - u->lo) * sizeof(float);
+    if (z->live > z->live_peak) z->live_peak = z->live;
+    return tr_comm_iall_gather(z->comm, z->ps + u->soff, F(z) + u->lo, u->len, TR_F32, &u->gather);
+}
+
+static tr_status release(sharded *z, unit *u) {
+    if (u->state == RELEASED) return TR_OK;
+    TR_CHECK(wait_gather(z, u));
+    tr_pages_discard(F(z) + u->lo, (u->hi - u->lo) * sizeof(float));
+    u->state = RELEASED;
+    z->live -= (u->hi - u->lo) * sizeof(float);
+    return TR_OK;
+}
+
+static tr_status release_all(sharded *z) {
+    for (int i = 0; i < z->n_units; i++) TR_CHECK(release(z, &z->units[i]));
+    z->current = -1;
+    return TR_OK;
+}
+
+/* The graph's parameter-use hook: the parameter's unit must be complete in F. */
+static tr_status use(void *user, int param, int in_backward, uint64_t op) {
+    sharded *z = user;
+    int ui = z->unit_of[param];
+    unit *u = &z->units[ui];
+    if (z->stage < 3) return wait_gather(z, u);
+    if (u->state == RELEASED) TR_CHECK(issue_gather(z, u));
+    TR_CHECK(wait_gather(z, u));
+    u->last_op = op;
+    if (ui == z->current) return TR_OK;
+    z->current = ui;
+    int next = in_backward ? ui - 1 : ui + 1;
+    /* Forward: units run in order; keep this one, the prefetched one and those this op reads
+     * too (a weight and its bias may sit in two units). */
+    if (!in_backward)
+        for (int i = 0; i < z->n_units; i++)
+            if (i != ui && i != next && z->units[i].last_op != op) TR_CHECK(release(z, &z->units[i]));
+    if (z->prefetch && next >= 0 && next < z->n_units && z->units[next].state == RELEASED)
+        TR_CHECK(issue_gather(z, &z->units[next]));
+    return TR_OK;
+}
+
+/* ---- gradients ---- */
+
+/* Zeroes G[lo, hi): whole pages are given back (they read as zero), the partial pages at the
+ * ends are cleared by hand (their other part belongs to a neighbouring unit). */
+static void clear_grads(sharded *z, const unit *u) {
+    float *g = G(z);
+    size_t per_page = tr_page_size() / sizeof(float);
+    size_t a = (u->lo + per_page - 1) / per_page * per_page, b = u->hi / per_page * per_page;
+    if (b <= a) {
+        memset(g + u->lo, 0, (u->hi - u->lo) * sizeof(float));
+        return;
+    }
+    memset(g + u->lo, 0, (a - u->lo) * sizeof(float));
+    memset(g + b, 0, (u->hi - b) * sizeof(float));
+    tr_pages_discard(g + a, (b - a) * sizeof(float));
+}
+
+/* Finishes the issued reduce-scatters from next_done down to unit `down_to`, in order: all
+ * of them (block) or while they are done. */
+static tr_status finish_rs(sharded *z, int down_to, int block) {
+    tr_status st = TR_OK;
+    for (; z->next_done >= down_to && z->next_done > z->next_rs && st == TR_OK; z->next_done--) {
+        unit *u = &z->units[z->next_done];
+        if (u->rs) {
+            int done = 1;
+            if (!block && tr_comm_test(u->rs, &done) != TR_OK) done = 1; /* the wait reports it */
+            if (!done) break;
+            st = tr_comm_wait(u->rs);
+            u->rs = NULL;
+        }
+        if (st != TR_OK || z->stage < 2) continue;
+        /* Stages 2-3: the rank's slice of the sum joins the gradient shard; the unit's full
+         * gradients are dropped. */
+        float *src = slice(z, G(z), u), *dst = z->gs + u->soff;
+        if (z->first_micro) {
+            memcpy(dst, src, u->len * sizeof(float));
+        } else {
+            for (size_t i = 0; i < u->len; i++) dst[i] += src[i];
+        }
+        clear_grads(z, u);
+    }
+    return st;
+}
+
+/* Issues the reduce-scatter of every final unit from next_rs down, in order. */
+static void issue_ready(sharded *z) {
+    while (z->next_rs >= 0 && z->units[z->next_rs].pending == 0) {
+        unit *u = &z->units[z->next_rs];
+        if (z->hook_status == TR_OK) {
+            tr_status st = tr_comm_ireduce_scatter(z->comm, G(z) + u->lo, slice(z, G(z), u), u->len, TR_F32,
+                                                   TR_RED_SUM, &u->rs);
+            if (st != TR_OK) {
+                u->rs = NULL;
+                hook_fail(z, st);
+            }
+            /* Stage 3: backward is done with the unit's parameters. */
+            if (z->stage == 3 && (st = release(z, u)) != TR_OK) hook_fail(z, st);
+        }
+        z->next_rs--;
+    }
+}
+
+static void grad_ready(void *user, int param) {
+    sharded *z = user;
+    if (!z->syncing || param < 0) return;
+    unit *u = &z->units[z->unit_of[param]];
+    if (u->pending > 0 && --u->pending == 0) {
+        issue_ready(z);
+        tr_status st = finish_rs(z, 0, 0); /* frees the gradient pages of units already reduced */
+        if (st != TR_OK) hook_fail(z, st);
+    }
+}
+
+/* ---- setup ---- */
+
+static tr_status make_units(sharded *z, double unit_mb) {
+    tr_params *P = z->r->P;
+    int np = tr_params_count(P);
+    size_t numel = tr_params_numel(P), cap = (size_t)(unit_mb * 1048576.0 / 4);
+    /* Never more than MAX_UNITS units: grow the size until they fit. */
+    if (cap < numel / (MAX_UNITS - 1) + 1) cap = numel / (MAX_UNITS - 1) + 1;
+    z->unit_of = tr_calloc((size_t)(np ? np : 1), sizeof *z->unit_of);
+    if (!z->unit_of) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for units");
+    int n = 0;
+    for (int p = 0; p < np; p++) {
+        size_t lo = tr_params_offset(P, p), hi = p + 1 < np ? tr_params_offset(P, p + 1) : numel;
+        unit *u = &z->units[n > 0 ? n - 1 : 0];
+        if (n == 0 || (u->hi - u->lo) + (hi - lo) > cap) {
+            u = &z->units[n++];
+            *u = (unit){.lo = lo, .p0 = p, .state = GATHERED};
+        }
+        u->hi = hi;
+        u->np++;
+        z->unit_of[p] = n - 1;
+    }
+    z->n_units = n;
+    size_t soff = 0;
+    for (int i = 0; i < n; i++) {
+        unit *u = &z->units[i];
+        if ((u->hi - u->lo) % (size_t)z->world)
+            return tr_error_set(TR_ERR_INTERNAL, "sharded: unit %d of %zu floats does not split %d ways", i,
+                                u->hi - u->lo, z->world);
+        u->len = (u->hi - u->lo) / (size_t)z->world;
+        u->soff = soff;
+        soff += u->len;
+    }
+    z->S = soff;
+    return TR_OK;
+}
+
+static tr_status all_sum(void *ctx, double *v, int n) {
+    sharded *z = ctx;
+    return tr_comm_all_reduce(z->comm, v, v, (size_t)n, TR_F64, TR_RED_SUM);
+}
+
+static tr_status broadcast_buffers(sharded *z) {
+    tr_params *P = z->r->P;
+    if (!tr_params_buffers_numel(P)) return TR_OK;
+    return tr_comm_broadcast(z->comm, tr_params_buffers_data(P), tr_params_buffers_numel(P), TR_F32, 0);
+}
+
+/* Makes every rank's view whole again from the shards: stages 1-2 all-gather every unit in
+ * place (waited lazily by the next forward); stage 3 has nothing to do. Buffers follow
+ * rank 0. */
+static tr_status sync(void *ctx) {
+    sharded *z = ctx;
+    TR_CHECK(broadcast_buffers(z));
+    if (z->stage == 3) return TR_OK;
+    for (int i = 0; i < z->n_units; i++) {
+        unit *u = &z->units[i];
+        TR_CHECK(wait_gather(z, u));
+        TR_CHECK(tr_comm_iall_gather(z->comm, slice(z, F(z), u), F(z) + u->lo, u->len, TR_F32, &u->gather));
+    }
+    return TR_OK;
+}
+
+/* Waits for everything in flight (before destroy, state access, or after a failure). */
+static tr_status drain(sharded *z) {
+    tr_status st = TR_OK;
+    for (int i = 0; i < z->n_units; i++) {
+        unit *u = &z->units[i];
+        tr_status a = wait_gather(z, u), b = TR_OK;
+        if (u->rs) b = tr_comm_wait(u->rs);
+        u->rs = NULL;
+        if (st == TR_OK) st = a != TR_OK ? a : b;
+    }
+    return st;
+}
+
+static void destroy(void *ctx) {
+    sharded *z = ctx;
+    if (!z) return;
+    if (z->comm) drain(z);
+    tr_comm_destroy(z->comm);
+    tr_optim_destroy(z->opt);
+    tr_replica_destroy(z->r);
+    tr_free(z->ps);
+    tr_free(z->gs);
+    tr_free(z->unit_of);
+    tr_free(z->pieces);
+    tr_free(z);
+}
+
+static int processes(const tr_options *opts, int devices) {
+    (void)opts;
+    return devices > 1 ? devices : 1;
+}
+
+static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *env, tr_strategy_info *info) {
+    *ctx = NULL;
+    sharded *z = tr_calloc(1, sizeof *z);
+    if (!z) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory");
+    z->current = -1;
+    tr_status st;
+    tr_comm_env ce;
+    const char *bname = tr_options_string(o, "backend");
+    TR_CHECK_GOTO(tr_comm_open(&z->comm, env->registry, bname, tr_options_float(o, "timeout_s"), &ce), fail);
+    if (env->threads == 0) {
+        int t = tr_cpu_count() / (ce.local_size > 0 ? ce.local_size : 1);
+        tr_set_num_threads(t > 0 ? t : 1);
+    }
+    z->rank = tr_comm_rank(z->comm);
+    z->world = tr_comm_size(z->comm);
+    z->stage = (int)tr_options_int(o, "stage");
+    z->prefetch = tr_options_bool(o, "prefetch");
+    z->broadcast_buffers = tr_options_bool(o, "broadcast_buffers");
+    /* Every parameter on a multiple of 16 x world floats: units split into equal slices. */
+    TR_CHECK_GOTO(tr_replica_create_aligned(env->models, 16 * (size_t)z->world, &z->r), fail);
+    TR_CHECK_GOTO(make_units(z, tr_options_float(o, "unit_mb")), fail);
+    TR_CHECK_GOTO(tr_optim_create(&z->opt, &env->optim, z->S), fail);
+    if (z->stage >= 2) {
+        z->gs = tr_calloc(z->S ? z->S : 1, sizeof(float));
+        if (!z->gs) {
+            st = tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for the gradient shard");
+            goto fail;
+        }
+        /* The full gradient buffer only holds units while backward fills them. */
+        tr_pages_discard(G(z), tr_params_numel(z->r->P) * sizeof(float));
+    }
+    tr_graph_set_grad_hook(z->r->g, grad_ready, z);
+    tr_graph_set_use_hook(z->r->g, use, z);
+    if (tr_options_bool(o, "sync_batchnorm")) tr_graph_set_stat_reducer(z->r->g, all_sum, z);
+    /* Rank 0's initial weights everywhere, then (stage 3) each rank keeps its slices only. */
+    TR_CHECK_GOTO(tr_comm_broadcast(z->comm, F(z), tr_params_numel(z->r->P), TR_F32, 0), fail);
+    TR_CHECK_GOTO(broadcast_buffers(z), fail);
+    if (z->stage == 3) {
+        z->ps = tr_calloc(z->S ? z->S : 1, sizeof(float));
+        if (!z->ps) {
+            st = tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for the parameter shard");
+            goto fail;
+        }
+        for (int i = 0; i < z->n_units; i++) {
+            unit *u = &z->units[i];
+            memcpy(z->ps + u->soff, slice(z, F(z), u), u->len * sizeof(float));
+            z->live += (u->hi - u->lo) * sizeof(float);
+            TR_CHECK_GOTO(release(z, u), fail);
+        }
+        z->live_peak = 0;
+    }
+    *info = (tr_strategy_info){.rank = z->rank, .world = z->world, .data_rank = z->rank, .data_world = z->world};
+    snprintf(info->description, sizeof info->description,
+             "sharded (ZeRO stage %d, %d ranks over %s, %d threads each, %d units)", z->stage, z->world, bname,
+             tr_get_num_threads(), z->n_units);
+    *ctx = z;
+    return TR_OK;
+fail:
+    destroy(z);
+    return st;
+}
+
+/* ---- the step ---- */
+
+static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
+    sharded *z = ctx;
+    TR_CHECK(finish_rs(z, 0, 1)); /* the last micro-batch's reduce-scatters (stages 2-3) */
+    if (mb->first) {
+        if (z->broadcast_buffers) TR_CHECK(broadcast_buffers(z));
+        if (z->stage == 1) tr_params_zero_grad(z->r->P);
+    }
+    tr_model_out out;
+    tr_status st = tr_replica_forward(z->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out);
+    if (st != TR_OK) {
+        drain(z);
+        return st;
+    }
+    z->syncing = z->stage >= 2 || mb->last;
+    z->first_micro = mb->first;
+    if (z->syncing) {
+        for (int i = 0; i < z->n_units; i++) z->units[i].pending = z->units[i].np;
+        z->next_rs = z->next_done = z->n_units - 1;
+        z->hook_status = TR_OK;
+    }
+    st = tr_backward(z->r->g, out.loss, NULL);
+    int synced = z->syncing;
+    z->syncing = 0;
+    if (st == TR_OK && synced) {
+        for (int i = z->next_rs; i >= 0; i--) z->units[i].pending = 0; /* none should be left */
+        issue_ready(z);
+        if (z->hook_status != TR_OK) st = tr_error_set(z->hook_status, "%s", z->hook_msg);
+    }
+    if (st == TR_OK && z->stage == 3) st = release_all(z); /* prefetched units nobody used */
+    if (st != TR_OK) {
+        drain(z);
+        return st;
+    }
+    *loss = ((const float *)out.loss->data)[0];
+    return TR_OK;
+}
+
+/* This rank's gradient slice of unit u after the reduce-scatter. */
+static float *grad_slice(sharded *z, const unit *u) { return z->stage >= 2 ? z->gs + u->soff : slice(z, G(z), u); }
+
+static tr_status update_unit(sharded *z, unit *u, double lr) {
+    float *p = z->stage == 3 ? z->ps + u->soff : slice(z, F(z), u);
+    TR_CHECK(tr_optim_step_at(z->opt, p, grad_slice(z, u), u->soff, u->soff + u->len, lr));
+    if (z->stage < 3) /* the updated slices back to every rank, waited by the next forward */
+        TR_CHECK(tr_comm_iall_gather(z->comm, slice(z, F(z), u), F(z) + u->lo, u->len, TR_F32,
+                                     &u->gather));
+    return TR_OK;
+}
+
+static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_norm) {
+    sharded *z = ctx;
+    double sumsq = 0;
+    int overlap = max_norm <= 0; /* no clipping: update each unit as soon as its sum is here */
+    tr_status st = TR_OK;
+    for (int i = z->n_units - 1; i >= 0 && st == TR_OK; i--) {
+        unit *u = &z->units[i];
+        st = finish_rs(z, i, 1); /* this unit's reduce-scatter (later units' are done) */
+        if (st != TR_OK) break;
+        sumsq += tr_grad_sumsq(grad_slice(z, u), u->len);
+        if (overlap) st = update_unit(z, u, lr);
+    }
+    if (st == TR_OK) st = tr_comm_all_reduce(z->comm, &sumsq, &sumsq, 1, TR_F64, TR_RED_SUM);
+    if (st != TR_OK) {
+        drain(z);
+        return st;
+    }
+    *grad_norm = sqrt(sumsq);
+    if (!overlap) {
+        for (int i = z->n_units - 1; i >= 0; i--) {
+            unit *u = &z->units[i];
+            tr_clip_grad_norm(grad_slice(z, u), u->len, max_norm, sumsq);
+            st = update_unit(z, u, lr);
+            if (st != TR_OK) {
+                drain(z);
+                return st;
+            }
+        }
+    }
+    tr_optim_step_done(z->opt);
+    return TR_OK;
+}
+
+static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out) {
+    sharded *z = ctx;
+    tr_status st = tr_replica_forward(z->r, hb, 0, hb->size, 1.0, 0, 0, with_y, out);
+    if (z->stage == 3 && st == TR_OK) st = release_all(z);
+    if (st != TR_OK) drain(z);
+    return st;
+}
+
+/* The full state lives on no rank (sharded checkpoints go through `shards`). */
+static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
+    sharded *z = ctx;
+    TR_CHECK(drain(z));
+    *P = z->r->P;
+    *opt = NULL;
+    return TR_OK;
+}
+
+/* The pieces of every parameter this rank's shard holds, with their optimizer state. */
+static tr_status shards(void *ctx, tr_state_shards *out) {
+    sharded *z = ctx;
+    TR_CHECK(drain(z));
+    tr_params *P = z->r->P;
+    int ns = tr_optim_state_count(z->opt);
+    if (ns > TR_CKPT_MAX_STATE) return tr_error_set(TR_ERR_INTERNAL, "sharded: %d optimizer states", ns);
+    if (!z->pieces) {
+        z->pieces = tr_calloc((size_t)tr_params_count(P) + 1, sizeof *z->pieces);
+        if (!z->pieces) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory");
+    }
+    int n = 0;
+    for (int i = 0; i < z->n_units; i++) {
+        const unit *u = &z->units[i];
+        size_t a0 = u->lo + (size_t)z->rank * u->len, b0 = a0 + u->len;
+        for (int p = u->p0; p < u->p0 + u->np; p++) {
+            size_t off = tr_params_offset(P, p), end = off + (size_t)tr_tensor_numel(tr_params_get(P, p));
+            size_t a = a0 > off ? a0 : off, b = b0 < end ? b0 : end;
+            if (a >= b) continue;
+            size_t at = u->soff + (a - a0); /* position in the shard */
+            tr_ckpt_piece *pc = &z->pieces[n++];
+            *pc = (tr_ckpt_piece){.param = p, .start = (int64_t)(a - off), .count = (int64_t)(b - a),
+                                   .data = z->stage == 3 ? z->ps + at : F(z) + a};
+            for (int s = 0; s < ns; s++) pc->state[s] = tr_optim_state(z->opt, s) + at;
+        }
+    }
+    z->n_pieces = n;
+    *out = (tr_state_shards){.P = P, .opt = z->opt, .pieces = z->pieces, .n_pieces = n};
+    return TR_OK;
+}
+
+static tr_status memory(void *ctx, tr_strategy_memory *m) {
+    sharded *z = ctx;
+    *m = (tr_strategy_memory){0};
+    tr_replica_memory(z->r, z->opt, m); /* the resident pages of the full buffers */
+    uint64_t shard = (uint64_t)z->S * sizeof(float);
+    if (z->ps) m->params += shard;
+    if (z->gs) m->grads += shard;
+    m->other = z->live_peak; /* stage 3: the most bytes of gathered units at once */
+    m->all_devices = m->params + m->grads + m->optimizer + m->activations + m->other;
+    return TR_OK;
+}
+
+static const tr_option_spec opts[] = {
+    {.key = "stage", .type = TR_OPTION_INT, .default_value = "3", .min = 1, .max = 3,
+     .doc = "ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters (FSDP FULL_SHARD)"},
+    {.key = "backend", .type = TR_OPTION_STRING, .default_value = "shm",
+     .doc = "communication backend plugin: shm (one host) or mpi (hosts; run under mpirun/srun)"},
+    {.key = "timeout_s", .type = TR_OPTION_FLOAT, .default_value = "300", .min = 1, .max = 1e7,
+     .doc = "a collective waiting longer fails naming the ranks that did not arrive (TRAINER_COMM_TIMEOUT overrides)"},
+    {.key = "unit_mb", .type = TR_OPTION_FLOAT, .default_value = "4", .min = 0.001, .max = 65536,
+     .doc = "size of a unit (consecutive whole parameters gathered and reduce-scattered together), MiB"},
+    {.key = "prefetch", .type = TR_OPTION_BOOL, .default_value = "true",
+     .doc = "stage 3: start gathering the next unit while the current one computes"},
+    {.key = "sync_batchnorm", .type = TR_OPTION_BOOL, .default_value = "false",
+     .doc = "batch-norm statistics over the global batch (torch SyncBatchNorm) instead of each rank's share"},
+    {.key = "broadcast_buffers", .type = TR_OPTION_BOOL, .default_value = "true",
+     .doc = "make buffers (batch-norm running statistics) rank 0's before every step, as PyTorch DDP"},
+};
+
+static const tr_strategy_ops ops = {
+    .create = create,
+    .destroy = destroy,
+    .train_micro = train_micro,
+    .optim_step = optim_step,
+    .forward = forward,
+    .state = state,
+    .sync = sync,
+    .all_sum = all_sum,
+    .processes = processes,
+    .memory = memory,
+    .shards = shards,
+};
+
+static const tr_plugin_desc desc = {
+    TR_PLUGIN_DESC_HEADER,
+    .kind = TR_PLUGIN_STRATEGY,
+    .name = "sharded",
+    .version = "0.1.0",
+    .description = "ZeRO stages 1-3: optimizer state, gradients and parameters sharded over ranks",
+    .options = opts,
+    .n_options = sizeof opts / sizeof opts[0],
+    .ops = &ops,
+    .ops_size = sizeof ops,
+};
+
+TR_PLUGIN_DEFINE(desc)
