@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Strategy invariance (DESIGN.md decision 5): the same config trained with `cpu`, with `ddp`
-# at 2, 3 and 4 ranks (oversubscribed on small machines) and with `dataparallel` at 2, 3 and
-# 4 replicas (threads of one process) ends with the same weights
+# and `sharded` stages 1, 2 and 3 at 2, 3 and 4 ranks (oversubscribed on small machines) and
+# with `dataparallel` at 2, 3 and 4 replicas (threads of one process) ends with the same
+# weights (sharded: read from the shard files of its checkpoint)
 # (relative L2 difference of all parameters <= 1e-5) and the same loss at every step (1e-5),
 # for an MLP with dropout and a transformer LM, on data whose size does not divide by
 # world x batch (uneven shares and an uneven last batch). Validation metrics agree too.
@@ -42,35 +43,17 @@ optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
 trainer: {max_steps: 30, log_every: 1, progress: lines, threads: 1}
 YAML
 compare() { # compare NAME DIR_A DIR_B
-    "$py" - "$2" "$3" <<'PY'
-import json, struct, sys, glob
-import numpy as np
-def weights(run):
-    ck = sorted(glob.glob(run + "/checkpoints/step-*"))[-1] + "/model.safetensors"
-    b = open(ck, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
-    return np.concatenate([np.frombuffer(b[8 + n + e["data_offsets"][0]: 8 + n + e["data_offsets"][1]], dtype=np.float32)
-                           for _, e in sorted(h.items())])
-def losses(run):
-    return np.array([r["loss"] for r in map(json.loads, open(run + "/metrics.jsonl")) if "loss" in r])
-def val(run):
-    return [(r["val_loss"], r.get("val_accuracy", -1)) for r in map(json.loads, open(run + "/metrics.jsonl")) if "val_loss" in r]
-a, b = sys.argv[1], sys.argv[2]
-wa, wb = weights(a), weights(b)
-rel = float(np.linalg.norm(wa - wb) / np.linalg.norm(wa))
-la, lb = losses(a), losses(b)
-dl = float(np.max(np.abs(la - lb))) if len(la) == len(lb) else float("inf")
-va, vb = val(a), val(b)
-dv = max(abs(x[0] - y[0]) + abs(x[1] - y[1]) for x, y in zip(va, vb)) if len(va) == len(vb) and va else float("inf")
-print(f"weights rel L2 {rel:.2e}, max loss diff {dl:.2e} over {len(la)} steps, validation diff {dv:.2e}")
-sys.exit(0 if rel <= 1e-5 and dl <= 1e-5 and dv <= 1e-5 else 1)
-PY
+    "$py" "$(dirname "$0")/compare_runs.py" "$2" "$3"
 }
 for m in mlp lm cnn; do
     opts=""; [ "$m" = cnn ] && opts="strategy.sync_batchnorm=true"
     "$bin" run "$t/$m.yaml" "run.output_dir=$t/cpu" trainer.strategy=cpu >"$t/$m.cpu.log" 2>&1 || { echo "FAIL $m cpu run"; tail -3 "$t/$m.cpu.log"; fail=$((fail + 1)); continue; }
-    for s in ddp dataparallel; do
+    for s in ddp dataparallel sharded1 sharded2 sharded3; do
+        sopts="trainer.strategy=$s"
+        # Small units, so that stage 3 gathers and releases many times per step.
+        case $s in sharded*) sopts="trainer.strategy=sharded strategy.stage=${s#sharded} strategy.unit_mb=0.01";; esac
         for w in 2 3 4; do
-            if ! timeout 600 "$bin" run "$t/$m.yaml" "run.output_dir=$t/$s$w" trainer.strategy=$s trainer.devices=$w $opts >"$t/$m.$s$w.log" 2>&1; then
+            if ! timeout 600 "$bin" run "$t/$m.yaml" "run.output_dir=$t/$s$w" $sopts trainer.devices=$w $opts >"$t/$m.$s$w.log" 2>&1; then
                 echo "FAIL $m $s x$w: run failed"; tail -5 "$t/$m.$s$w.log"; fail=$((fail + 1)); continue
             fi
             if out="$(compare "$m x$w" "$t/cpu/$m/0" "$t/$s$w/$m/0")"; then echo "ok   $m, $s x$w vs cpu: $out"; pass=$((pass + 1))
