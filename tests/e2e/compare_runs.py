@@ -1,7 +1,9 @@
 """Compares two training runs (run directories): the final weights (relative L2 over every
 parameter and buffer), the loss at every logged step and the validation metrics.
 
-    compare_runs.py RUN_A RUN_B [--tol 1e-5]      exit 0 when all three are within tol
+    compare_runs.py RUN_A RUN_B [--tol 1e-5] [--weights-only]
+                                                  exit 0 when all three (or the weights) are within tol
+    (a RUN may also be a .safetensors file: its weights, with --weights-only)
     compare_runs.py --weights CHECKPOINT_OR_FILE  prints name, shape, sum of each tensor
 
 A checkpoint may be full (model.safetensors) or sharded (index.json + one shard file per
@@ -77,11 +79,15 @@ def main():
             print(k, v.shape, float(v.sum()))
         return 0
     a, b = sys.argv[1], sys.argv[2]
+    ck = lambda run: run if run.endswith(".safetensors") else last_checkpoint(run)
     tol = float(sys.argv[sys.argv.index("--tol") + 1]) if "--tol" in sys.argv else 1e-5
-    wa, wb = checkpoint_weights(last_checkpoint(a)), checkpoint_weights(last_checkpoint(b))
+    wa, wb = checkpoint_weights(ck(a)), checkpoint_weights(ck(b))
     assert sorted(wa) == sorted(wb), (sorted(wa), sorted(wb))
     fa, fb = flat_weights(wa), flat_weights(wb)
     rel = float(np.linalg.norm(fa - fb) / np.linalg.norm(fa))
+    if "--weights-only" in sys.argv:
+        print(f"weights rel L2 {rel:.2e}")
+        return 0 if rel <= tol else 1
     la, lb = losses(a), losses(b)
     dl = float(np.max(np.abs(la - lb))) if len(la) == len(lb) else float("inf")
     va, vb = val(a), val(b)

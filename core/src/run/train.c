@@ -53,9 +53,14 @@ static tr_status save_sharded(loop *lp, const char *name) {
                            : tr_error_set(TR_ERR_IO, "checkpoint %s: another rank failed to write its shard", name);
     }
     if (j->info.rank == 0) {
-        TR_CHECK(tr_checkpoint_commit(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state));
-        TR_CHECK(tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last));
+        st = tr_checkpoint_commit(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state);
+        if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
+        if (st != TR_OK) snprintf(msg, sizeof msg, "%s", tr_error_msg());
     }
+    /* No rank goes on before the checkpoint is in place: a failure right after the save
+     * (any rank's) then always finds it. */
+    if (failures(j, st) > 0)
+        return st != TR_OK ? tr_error_set(st, "%s", msg) : tr_error_set(TR_ERR_IO, "checkpoint %s: rank 0 failed", name);
     return TR_OK;
 }
 
@@ -384,6 +389,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
         TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
         TR_CHECK(check_resume_config(j, ckpt, &found, digest));
         TR_CHECK(job_load_checkpoint(j, ckpt, 1, &lp.state));
+        lp.last_saved = lp.state.step; /* resumed at an epoch's end: that step is saved already */
     }
     snprintf(lp.state.config_hash, sizeof lp.state.config_hash, "%s", digest);
     snprintf(lp.state.model, sizeof lp.state.model, "%s", j->model_p->desc->name);
