@@ -48,10 +48,21 @@ typedef struct unit {
     int p0, np;            /* parameters [p0, p0 + np) */
     int pending;           /* parameters whose gradient is not final in this backward */
     int state;             /* stage 3: RELEASED, GATHERING, GATHERED (stages 1-2: GATHERED) */
+    int pslot, gslot;      /* stages 2-3: the pool buffers holding its parameters / gradients (-1: none) */
     uint64_t last_op;      /* stage 3: the last op that read it */
-    tr_comm_work *gather;  /* all-gather into F[lo, hi) not yet waited */
-    tr_comm_work *rs;      /* reduce-scatter of G[lo, hi) not yet waited */
+    tr_comm_work *gather;  /* all-gather of its parameters not yet waited */
+    tr_comm_work *rs;      /* reduce-scatter of its gradients not yet waited */
 } unit;
+
+/* Unit-sized buffers reused step after step: a unit's full parameters (stage 3) or full
+ * gradients (stages 2-3) live in one only while needed. They stay in memory, so nothing is
+ * page-faulted back each step; the pool grows to the most units needed at once. */
+typedef struct pool {
+    float **buf;
+    int *busy;
+    int n;
+    size_t size;           /* floats per buffer: the largest unit */
+} pool;
 
 typedef struct sharded {
     tr_replica *r;
@@ -64,6 +75,7 @@ typedef struct sharded {
     size_t S;                  /* shard length (floats) */
     float *ps;                 /* stage 3: the parameter shard */
     float *gs;                 /* stages 2-3: the gradient shard */
+    pool params, grads;        /* stage 3 / stages 2-3 */
     int syncing;               /* this backward reduce-scatters (stage 1: last micro-batch) */
     int first_micro;           /* stages 2-3: the shard is set by this backward, not added to */
     int next_rs;               /* next unit (counting down) whose reduce-scatter is issued */
@@ -71,8 +83,7 @@ typedef struct sharded {
     int current;               /* stage 3: the unit the last op read (-1: none) */
     tr_status hook_status;     /* a failure inside the gradient hook, reported after backward */
     char hook_msg[512];
-    size_t live, live_peak;    /* stage 3: bytes of gathered units, now and at most */
-    tr_ckpt_piece *pieces;    /* the shards op's answer */
+    tr_ckpt_piece *pieces;     /* the shards op's answer */
     int n_pieces;
 } sharded;
 
@@ -84,6 +95,40 @@ static void hook_fail(sharded *z, tr_status st) {
     if (z->hook_status != TR_OK) return;
     z->hook_status = st;
     snprintf(z->hook_msg, sizeof z->hook_msg, "%s", tr_error_msg());
+}
+
+static int pool_get(pool *pl) {
+    for (int i = 0; i < pl->n; i++)
+        if (!pl->busy[i]) {
+            pl->busy[i] = 1;
+            return i;
+        }
+    if (pl->n == MAX_UNITS) return -1;
+    if (!pl->buf) {
+        pl->buf = tr_calloc(MAX_UNITS, sizeof *pl->buf);
+        pl->busy = tr_calloc(MAX_UNITS, sizeof *pl->busy);
+        if (!pl->buf || !pl->busy) return -1;
+    }
+    if (!(pl->buf[pl->n] = tr_calloc(pl->size ? pl->size : 1, sizeof(float)))) return -1;
+    pl->busy[pl->n] = 1;
+    return pl->n++;
+}
+
+static void pool_free(pool *pl) {
+    for (int i = 0; i < pl->n; i++) tr_free(pl->buf[i]);
+    tr_free(pl->buf);
+    tr_free(pl->busy);
+}
+
+/* Points the unit's parameter tensors' data (or grad) at base + their offset in the unit. */
+static void point(sharded *z, const unit *u, float *base, int grads) {
+    tr_params *P = z->r->P;
+    for (int p = u->p0; p < u->p0 + u->np; p++) {
+        tr_tensor *t = tr_params_get(P, p);
+        float *at = base + (tr_params_offset(P, p) - u->lo);
+        if (grads) t->grad = at;
+        else t->data = at;
+    }
 }
 
 /* ---- parameters (stage 3: gather and release; stages 1-2: wait for the step's gather) ---- */
@@ -98,18 +143,21 @@ static tr_status wait_gather(sharded *z, unit *u) {
 }
 
 static tr_status issue_gather(sharded *z, unit *u) {
+    int k = pool_get(&z->params);
+    if (k < 0) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for a unit's parameters");
+    u->pslot = k;
     u->state = GATHERING;
-    z->live += (u->hi - u->lo) * sizeof(float);
-    if (z->live > z->live_peak) z->live_peak = z->live;
-    return tr_comm_iall_gather(z->comm, z->ps + u->soff, F(z) + u->lo, u->len, TR_F32, &u->gather);
+    point(z, u, z->params.buf[k], 0);
+    return tr_comm_iall_gather(z->comm, z->ps + u->soff, z->params.buf[k], u->len, TR_F32, &u->gather);
 }
 
 static tr_status release(sharded *z, unit *u) {
     if (u->state == RELEASED) return TR_OK;
     TR_CHECK(wait_gather(z, u));
-    tr_pages_discard(F(z) + u->lo, (u->hi - u->lo) * sizeof(float));
+    z->params.busy[u->pslot] = 0;
+    u->pslot = -1;
+    point(z, u, F(z) + u->lo, 0); /* the flat buffer: never touched at stage 3 */
     u->state = RELEASED;
-    z->live -= (u->hi - u->lo) * sizeof(float);
     return TR_OK;
 }
 
@@ -119,43 +167,29 @@ static tr_status release_all(sharded *z) {
     return TR_OK;
 }
 
-/* The graph's parameter-use hook: the parameter's unit must be complete in F. */
-static tr_status use(void *user, int param, int in_backward, uint64_t op) {
-    sharded *z = user;
-    int ui = z->unit_of[param];
-    unit *u = &z->units[ui];
-    if (z->stage < 3) return wait_gather(z, u);
-    if (u->state == RELEASED) TR_CHECK(issue_gather(z, u));
-    TR_CHECK(wait_gather(z, u));
-    u->last_op = op;
-    if (ui == z->current) return TR_OK;
-    z->current = ui;
-    int next = in_backward ? ui - 1 : ui + 1;
-    /* Forward: units run in order; keep this one, the prefetched one and those this op reads
-     * too (a weight and its bias may sit in two units). */
-    if (!in_backward)
-        for (int i = 0; i < z->n_units; i++)
-            if (i != ui && i != next && z->units[i].last_op != op) TR_CHECK(release(z, &z->units[i]));
-    if (z->prefetch && next >= 0 && next < z->n_units && z->units[next].state == RELEASED)
-        TR_CHECK(issue_gather(z, &z->units[next]));
+/* ---- gradients ---- */
+
+static tr_status finish_rs(sharded *z, int down_to, int block);
+
+/* Stages 2-3: a zeroed pool buffer for the unit's gradients, before backward writes any. */
+static tr_status grad_buffer(sharded *z, unit *u) {
+    if (u->gslot >= 0) return TR_OK;
+    TR_CHECK(finish_rs(z, 0, 0)); /* buffers of reduce-scatters already done come back */
+    int k = -1;
+    for (int i = 0; i < z->grads.n && k < 0; i++)
+        if (!z->grads.busy[i]) k = i;
+    /* None free: wait for the oldest reduce-scatter in flight rather than grow the pool. */
+    if (k < 0 && z->next_done > z->next_rs) TR_CHECK(finish_rs(z, z->next_done, 1));
+    k = pool_get(&z->grads);
+    if (k < 0) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for a unit's gradients");
+    u->gslot = k;
+    point(z, u, z->grads.buf[k], 1);
     return TR_OK;
 }
 
-/* ---- gradients ---- */
-
-/* Zeroes G[lo, hi): whole pages are given back (they read as zero), the partial pages at the
- * ends are cleared by hand (their other part belongs to a neighbouring unit). */
-static void clear_grads(sharded *z, const unit *u) {
-    float *g = G(z);
-    size_t per_page = tr_page_size() / sizeof(float);
-    size_t a = (u->lo + per_page - 1) / per_page * per_page, b = u->hi / per_page * per_page;
-    if (b <= a) {
-        memset(g + u->lo, 0, (u->hi - u->lo) * sizeof(float));
-        return;
-    }
-    memset(g + u->lo, 0, (a - u->lo) * sizeof(float));
-    memset(g + b, 0, (u->hi - b) * sizeof(float));
-    tr_pages_discard(g + a, (b - a) * sizeof(float));
+/* The unit's full gradients: the pool buffer (stages 2-3) or the flat buffer (stage 1). */
+static float *unit_grads(sharded *z, const unit *u) {
+    return z->stage >= 2 ? z->grads.buf[u->gslot] : G(z) + u->lo;
 }
 
 /* Finishes the issued reduce-scatters from next_done down to unit `down_to`, in order: all
@@ -172,32 +206,39 @@ static tr_status finish_rs(sharded *z, int down_to, int block) {
             u->rs = NULL;
         }
         if (st != TR_OK || z->stage < 2) continue;
-        /* Stages 2-3: the rank's slice of the sum joins the gradient shard; the unit's full
-         * gradients are dropped. */
-        float *src = slice(z, G(z), u), *dst = z->gs + u->soff;
+        /* Stages 2-3: the rank's slice of the sum joins the gradient shard; the unit's buffer
+         * is cleared for its next user. */
+        float *buf = unit_grads(z, u), *src = buf + (size_t)z->rank * u->len, *dst = z->gs + u->soff;
         if (z->first_micro) {
             memcpy(dst, src, u->len * sizeof(float));
         } else {
             for (size_t i = 0; i < u->len; i++) dst[i] += src[i];
         }
-        clear_grads(z, u);
+        memset(buf, 0, (u->hi - u->lo) * sizeof(float));
+        z->grads.busy[u->gslot] = 0;
+        u->gslot = -1;
+        point(z, u, G(z) + u->lo, 1); /* the flat buffer: never touched at stages 2-3 */
     }
     return st;
 }
 
-/* Issues the reduce-scatter of every final unit from next_rs down, in order. */
+/* Issues the reduce-scatter of every final unit from next_rs down, in order (in place: the
+ * sum of this rank's slice lands at slice `rank` of the unit's gradients). */
 static void issue_ready(sharded *z) {
     while (z->next_rs >= 0 && z->units[z->next_rs].pending == 0) {
         unit *u = &z->units[z->next_rs];
         if (z->hook_status == TR_OK) {
-            tr_status st = tr_comm_ireduce_scatter(z->comm, G(z) + u->lo, slice(z, G(z), u), u->len, TR_F32,
-                                                   TR_RED_SUM, &u->rs);
-            if (st != TR_OK) {
-                u->rs = NULL;
-                hook_fail(z, st);
+            /* A unit whose parameters backward never reached still sends its (zero) share. */
+            tr_status st = z->stage >= 2 ? grad_buffer(z, u) : TR_OK;
+            if (st == TR_OK) {
+                float *g = unit_grads(z, u);
+                st = tr_comm_ireduce_scatter(z->comm, g, g + (size_t)z->rank * u->len, u->len, TR_F32, TR_RED_SUM,
+                                             &u->rs);
+                if (st != TR_OK) u->rs = NULL;
             }
             /* Stage 3: backward is done with the unit's parameters. */
-            if (z->stage == 3 && (st = release(z, u)) != TR_OK) hook_fail(z, st);
+            if (st == TR_OK && z->stage == 3) st = release(z, u);
+            if (st != TR_OK) hook_fail(z, st);
         }
         z->next_rs--;
     }
@@ -209,9 +250,34 @@ static void grad_ready(void *user, int param) {
     unit *u = &z->units[z->unit_of[param]];
     if (u->pending > 0 && --u->pending == 0) {
         issue_ready(z);
-        tr_status st = finish_rs(z, 0, 0); /* frees the gradient pages of units already reduced */
+        tr_status st = finish_rs(z, 0, 0); /* gives back the buffers of units already reduced */
         if (st != TR_OK) hook_fail(z, st);
     }
+}
+
+/* The graph's parameter-use hook: the parameter's unit must be whole (stage 3: gathered;
+ * stages 1-2: the step's all-gather waited) and, in backward at stages 2-3, have a gradient
+ * buffer. */
+static tr_status use(void *user, int param, int in_backward, uint64_t op) {
+    sharded *z = user;
+    int ui = z->unit_of[param];
+    unit *u = &z->units[ui];
+    if (in_backward && z->stage >= 2) TR_CHECK(grad_buffer(z, u));
+    if (z->stage < 3) return wait_gather(z, u);
+    if (u->state == RELEASED) TR_CHECK(issue_gather(z, u));
+    TR_CHECK(wait_gather(z, u));
+    u->last_op = op;
+    if (ui == z->current) return TR_OK;
+    z->current = ui;
+    int next = in_backward ? ui - 1 : ui + 1;
+    /* Forward: units run in order; keep this one, the prefetched one and those this op reads
+     * too (a weight and its bias may sit in two units). */
+    if (!in_backward)
+        for (int i = 0; i < z->n_units; i++)
+            if (i != ui && i != next && z->units[i].last_op != op) TR_CHECK(release(z, &z->units[i]));
+    if (z->prefetch && next >= 0 && next < z->n_units && z->units[next].state == RELEASED)
+        TR_CHECK(issue_gather(z, &z->units[next]));
+    return TR_OK;
 }
 
 /* ---- setup ---- */
@@ -230,7 +296,7 @@ static tr_status make_units(sharded *z, double unit_mb) {
         unit *u = &z->units[n > 0 ? n - 1 : 0];
         if (n == 0 || (u->hi - u->lo) + (hi - lo) > cap) {
             u = &z->units[n++];
-            *u = (unit){.lo = lo, .p0 = p, .state = GATHERED};
+            *u = (unit){.lo = lo, .p0 = p, .state = GATHERED, .pslot = -1, .gslot = -1};
         }
         u->hi = hi;
         u->np++;
@@ -246,6 +312,7 @@ static tr_status make_units(sharded *z, double unit_mb) {
         u->len = (u->hi - u->lo) / (size_t)z->world;
         u->soff = soff;
         soff += u->len;
+        if (u->hi - u->lo > z->params.size) z->params.size = z->grads.size = u->hi - u->lo;
     }
     z->S = soff;
     return TR_OK;
@@ -301,6 +368,8 @@ static void destroy(void *ctx) {
     tr_free(z->gs);
     tr_free(z->unit_of);
     tr_free(z->pieces);
+    pool_free(&z->params);
+    pool_free(&z->grads);
     tr_free(z);
 }
 
@@ -337,7 +406,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
             st = tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for the gradient shard");
             goto fail;
         }
-        /* The full gradient buffer only holds units while backward fills them. */
+        /* Gradients go to pool buffers: the flat gradient buffer is never touched. */
         tr_pages_discard(G(z), tr_params_numel(z->r->P) * sizeof(float));
     }
     tr_graph_set_grad_hook(z->r->g, grad_ready, z);
@@ -355,10 +424,10 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         for (int i = 0; i < z->n_units; i++) {
             unit *u = &z->units[i];
             memcpy(z->ps + u->soff, slice(z, F(z), u), u->len * sizeof(float));
-            z->live += (u->hi - u->lo) * sizeof(float);
-            TR_CHECK_GOTO(release(z, u), fail);
+            u->state = RELEASED;
         }
-        z->live_peak = 0;
+        /* Parameters go to pool buffers while gathered: the flat buffer is never touched. */
+        tr_pages_discard(F(z), tr_params_numel(z->r->P) * sizeof(float));
     }
     *info = (tr_strategy_info){.rank = z->rank, .world = z->world, .data_rank = z->rank, .data_world = z->world};
     snprintf(info->description, sizeof info->description,
@@ -510,7 +579,9 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     uint64_t shard = (uint64_t)z->S * sizeof(float);
     if (z->ps) m->params += shard;
     if (z->gs) m->grads += shard;
-    m->other = z->live_peak; /* stage 3: the most bytes of gathered units at once */
+    /* The unit buffers (stage 3: gathered parameters; stages 2-3: a unit's full gradients
+     * during backward): working memory, as many as were needed at once. */
+    m->other = (uint64_t)(z->params.n + z->grads.n) * z->params.size * sizeof(float);
     m->all_devices = m->params + m->grads + m->optimizer + m->activations + m->other;
     return TR_OK;
 }

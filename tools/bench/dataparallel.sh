@@ -12,9 +12,7 @@ bin="${1:-$root/build}/bin/trainer"
 reps="${2:-3}"
 out="$(mktemp -d /tmp/trainer-bench-XXXXXX)"
 trap 'rm -rf "$out"' EXIT
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-sps() { sed -n 's/.*step [0-9]*\/[0-9]*  .*  \([0-9]*\) samples\/s.*/\1/p' | tail -n +2 | median; }
-isps() { sed -n 's/.*inference: .*(\([0-9]*\) samples\/s.*/\1/p' | tail -1; }
+. "$root/tools/bench/lib.sh"
 run() { "$bin" run "$cfg" "run.output_dir=$out" data.workers=0 "$@" 2>&1 | sps; }
 echo "| workload | cpu 1 thread | ddp 2x1 | dataparallel 2x1 | dataparallel / ddp | dataparallel efficiency |"
 echo "|---|---|---|---|---|---|"

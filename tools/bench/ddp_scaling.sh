@@ -14,9 +14,8 @@ py=/usr/bin/python3
 out="$(mktemp -d /tmp/trainer-bench-XXXXXX)"
 trap 'rm -rf "$out"' EXIT
 # Steady state: the median of the logged windows' samples/s, the first window (warm-up) left out.
-sps() { sed -n 's/.*step [0-9]*\/[0-9]*  .*  \([0-9]*\) samples\/s.*/\1/p' | tail -n +2 | median; }
+. "$root/tools/bench/lib.sh"
 tsps() { sed -n 's/.*: \([0-9.]*\) samples.*/\1/p'; }
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo "| workload | trainer cpu 1 thread | trainer ddp 2x1 | efficiency | torch 1 thread | torch DDP-gloo 2x1 | efficiency |"
 echo "|---|---|---|---|---|---|---|"
 for m in mlp cnn transformer; do

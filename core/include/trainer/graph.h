@@ -39,8 +39,9 @@ typedef void (*tr_grad_ready_fn)(void *user, int param);
 /* Called before an op reads parameter `param`'s data: in forward when the op checks its
  * inputs, in backward (in_backward 1) before a node that has the parameter as an input is
  * differentiated. `op` numbers the ops: calls with the same number are one op's inputs, all
- * needed at once. A sharded strategy gathers the parameter's shard there (ZeRO-3). An error
- * fails the op (the graph's sticky error). */
+ * needed at once. A sharded strategy gathers the parameter's shard there (ZeRO-3), and may
+ * point the parameter tensor's data (and, in backward, grad) at another buffer: reshape
+ * views of it follow. An error fails the op (the graph's sticky error). */
 typedef tr_status (*tr_param_use_fn)(void *user, int param, int in_backward, uint64_t op);
 /* Sums n doubles over every replica/rank in place (sync batch-norm); an error fails the op. */
 typedef tr_status (*tr_stat_reducer_fn)(void *user, double *values, int n);

@@ -132,10 +132,13 @@ const char *op_shape(const tr_tensor *t) {
 static tr_tensor *use_target(tr_tensor *t) { return t && t->view_of ? t->view_of : t; }
 
 int op_use(tr_graph *g, tr_tensor *t) {
-    t = use_target(t);
-    if (!g->use_hook || !t || t->param < 0) return 1;
-    tr_status st = g->use_hook(g->use_user, t->param, g->in_backward, g->op_seq);
-    if (st != TR_OK) op_fail(g, st, "parameter %d: %s", t->param, tr_error_msg());
+    tr_tensor *b = use_target(t);
+    if (!g->use_hook || !b || b->param < 0) return 1;
+    tr_status st = g->use_hook(g->use_user, b->param, g->in_backward, g->op_seq);
+    if (st != TR_OK) op_fail(g, st, "parameter %d: %s", b->param, tr_error_msg());
+    /* The hook may have moved the parameter's data (a sharded strategy's unit buffers): a
+     * reshape view follows its base. */
+    if (t != b) t->data = b->data;
     return st == TR_OK;
 }
 
