@@ -54,14 +54,16 @@ typedef struct unit {
     tr_comm_work *rs;      /* reduce-scatter of its gradients not yet waited */
 } unit;
 
-/* Unit-sized buffers reused step after step: a unit's full parameters (stage 3) or full
- * gradients (stages 2-3) live in one only while needed. They stay in memory, so nothing is
- * page-faulted back each step; the pool grows to the most units needed at once. */
+/* Unit buffers reused step after step: a unit's full parameters (stage 3) or full gradients
+ * (stages 2-3) live in one only while needed. They stay in memory, so nothing is page-faulted
+ * back each step; a unit takes the smallest free buffer it fits in, and a new one of its own
+ * size when none does, so the pool settles at the units needed at once. */
 typedef struct pool {
     float **buf;
+    size_t *cap;           /* floats */
     int *busy;
     int n;
-    size_t size;           /* floats per buffer: the largest unit */
+    size_t bytes;          /* all buffers together */
 } pool;
 
 typedef struct sharded {
@@ -97,26 +99,32 @@ static void hook_fail(sharded *z, tr_status st) {
     snprintf(z->hook_msg, sizeof z->hook_msg, "%s", tr_error_msg());
 }
 
-static int pool_get(pool *pl) {
+static int pool_get(pool *pl, size_t size) {
+    int best = -1;
     for (int i = 0; i < pl->n; i++)
-        if (!pl->busy[i]) {
-            pl->busy[i] = 1;
-            return i;
-        }
-    if (pl->n == MAX_UNITS) return -1;
-    if (!pl->buf) {
-        pl->buf = tr_calloc(MAX_UNITS, sizeof *pl->buf);
-        pl->busy = tr_calloc(MAX_UNITS, sizeof *pl->busy);
-        if (!pl->buf || !pl->busy) return -1;
+        if (!pl->busy[i] && pl->cap[i] >= size && (best < 0 || pl->cap[i] < pl->cap[best])) best = i;
+    if (best >= 0) {
+        pl->busy[best] = 1;
+        return best;
     }
-    if (!(pl->buf[pl->n] = tr_calloc(pl->size ? pl->size : 1, sizeof(float)))) return -1;
+    if (pl->n == 2 * MAX_UNITS) return -1;
+    if (!pl->buf) {
+        pl->buf = tr_calloc(2 * MAX_UNITS, sizeof *pl->buf);
+        pl->cap = tr_calloc(2 * MAX_UNITS, sizeof *pl->cap);
+        pl->busy = tr_calloc(2 * MAX_UNITS, sizeof *pl->busy);
+        if (!pl->buf || !pl->cap || !pl->busy) return -1;
+    }
+    if (!(pl->buf[pl->n] = tr_calloc(size ? size : 1, sizeof(float)))) return -1;
+    pl->cap[pl->n] = size;
     pl->busy[pl->n] = 1;
+    pl->bytes += size * sizeof(float);
     return pl->n++;
 }
 
 static void pool_free(pool *pl) {
     for (int i = 0; i < pl->n; i++) tr_free(pl->buf[i]);
     tr_free(pl->buf);
+    tr_free(pl->cap);
     tr_free(pl->busy);
 }
 
@@ -143,7 +151,7 @@ static tr_status wait_gather(sharded *z, unit *u) {
 }
 
 static tr_status issue_gather(sharded *z, unit *u) {
-    int k = pool_get(&z->params);
+    int k = pool_get(&z->params, u->hi - u->lo);
     if (k < 0) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for a unit's parameters");
     u->pslot = k;
     u->state = GATHERING;
@@ -177,10 +185,10 @@ static tr_status grad_buffer(sharded *z, unit *u) {
     TR_CHECK(finish_rs(z, 0, 0)); /* buffers of reduce-scatters already done come back */
     int k = -1;
     for (int i = 0; i < z->grads.n && k < 0; i++)
-        if (!z->grads.busy[i]) k = i;
-    /* None free: wait for the oldest reduce-scatter in flight rather than grow the pool. */
+        if (!z->grads.busy[i] && z->grads.cap[i] >= u->hi - u->lo) k = i;
+    /* None fits: wait for the oldest reduce-scatter in flight rather than grow the pool. */
     if (k < 0 && z->next_done > z->next_rs) TR_CHECK(finish_rs(z, z->next_done, 1));
-    k = pool_get(&z->grads);
+    k = pool_get(&z->grads, u->hi - u->lo);
     if (k < 0) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for a unit's gradients");
     u->gslot = k;
     point(z, u, z->grads.buf[k], 1);
@@ -312,7 +320,6 @@ static tr_status make_units(sharded *z, double unit_mb) {
         u->len = (u->hi - u->lo) / (size_t)z->world;
         u->soff = soff;
         soff += u->len;
-        if (u->hi - u->lo > z->params.size) z->params.size = z->grads.size = u->hi - u->lo;
     }
     z->S = soff;
     return TR_OK;
@@ -581,7 +588,7 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     if (z->gs) m->grads += shard;
     /* The unit buffers (stage 3: gathered parameters; stages 2-3: a unit's full gradients
      * during backward): working memory, as many as were needed at once. */
-    m->other = (uint64_t)(z->params.n + z->grads.n) * z->params.size * sizeof(float);
+    m->other = z->params.bytes + z->grads.bytes;
     m->all_devices = m->params + m->grads + m->optimizer + m->activations + m->other;
     return TR_OK;
 }
