@@ -13,9 +13,10 @@
 #   buffers plus its shards): model-state bytes per parameter within 10% of the ZeRO
 #   formulas (ddp 16, stage 1 8 + 8/N, stage 2 4 + 12/N, stage 3 16/N), and per rank stage 2
 #   at most 0.45x ddp's (the formula gives 7/16 = 0.4375), stage 3 at most 0.3x.
-# usage: sharded.sh TRAINER_BIN PYTHON
+# - Under mpirun with the mpi backend (when built): stage 3 at 3 ranks equals the ddp run.
+# usage: sharded.sh TRAINER_BIN PYTHON [MPIRUN]
 set -u
-bin="$1"; py="$2"; here="$(cd "$(dirname "$0")" && pwd)"
+bin="$1"; py="$2"; mpirun="${3:-}"; here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
 t="$(mktemp -d /tmp/trainer-sharded-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
@@ -64,6 +65,15 @@ resume "stage 2 x4 -> stage 3 x2" "$(sharded 2 4)" "$(sharded 3 2)"
 resume "stage 3 x3 -> cpu" "$(sharded 3 3)" "trainer.strategy=cpu"
 resume "stage 3 x4 -> ddp x3" "$(sharded 3 4)" "trainer.strategy=ddp trainer.devices=3"
 resume "full cpu checkpoint -> stage 1 x4" "trainer.strategy=cpu" "$(sharded 1 4)"
+
+# Over MPI: mpirun starts the ranks, the strategy runs on the mpi backend.
+if [ -n "$mpirun" ] && [ -e "$(dirname "$bin")/../plugins/comm/tr_comm_mpi.so" ]; then
+    if ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 "$mpirun" --allow-run-as-root --oversubscribe \
+           --mca btl_vader_single_copy_mechanism none -np 3 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/mpi" \
+           $(sharded 3 3) strategy.backend=mpi >"$t/mpi.log" 2>&1 &&
+       o="$(cmp_runs "$t/ref/z/0" "$t/mpi/z/0" --weights-only)"; then ok "stage 3 x3 under mpirun (mpi backend): $o"
+    else bad "stage 3 x3 under mpirun" "$(tail -3 "$t/mpi.log")" "${o:-}"; fi
+fi
 
 # eval of a sharded checkpoint under cpu: the run's last validation loss.
 want="$("$py" -c "import json,sys; print([r for r in map(json.loads, open(sys.argv[1])) if 'val_loss' in r][-1]['val_loss'])" "$t/z3/z/0/metrics.jsonl")"
