@@ -596,18 +596,11 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
 static const tr_option_spec opts[] = {
     {.key = "stage", .type = TR_OPTION_INT, .default_value = "3", .min = 1, .max = 3,
      .doc = "ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters (FSDP FULL_SHARD)"},
-    {.key = "backend", .type = TR_OPTION_STRING, .default_value = "shm",
-     .doc = "communication backend plugin: shm (one host) or mpi (hosts; run under mpirun/srun)"},
-    {.key = "timeout_s", .type = TR_OPTION_FLOAT, .default_value = "300", .min = 1, .max = 1e7,
-     .doc = "a collective waiting longer fails naming the ranks that did not arrive (TRAINER_COMM_TIMEOUT overrides)"},
+    TR_RANK_STRATEGY_OPTIONS,
     {.key = "unit_mb", .type = TR_OPTION_FLOAT, .default_value = "4", .min = 0.001, .max = 65536,
      .doc = "size of a unit (consecutive whole parameters gathered and reduce-scattered together), MiB"},
     {.key = "prefetch", .type = TR_OPTION_BOOL, .default_value = "true",
      .doc = "stage 3: start gathering the next unit while the current one computes"},
-    {.key = "sync_batchnorm", .type = TR_OPTION_BOOL, .default_value = "false",
-     .doc = "batch-norm statistics over the global batch (torch SyncBatchNorm) instead of each rank's share"},
-    {.key = "broadcast_buffers", .type = TR_OPTION_BOOL, .default_value = "true",
-     .doc = "make buffers (batch-norm running statistics) rank 0's before every step, as PyTorch DDP"},
 };
 
 static const tr_strategy_ops ops = {

@@ -130,6 +130,20 @@ typedef struct tr_strategy_ops {
     tr_status (*shards)(void *ctx, tr_state_shards *out);
 } tr_strategy_ops;
 
+/* The options of a strategy that runs one process per rank over a communicator (ddp,
+ * sharded): backend, timeout_s, sync_batchnorm, broadcast_buffers. In its option table:
+ *   static const tr_option_spec opts[] = {TR_RANK_STRATEGY_OPTIONS, {.key = "mine", ...}}; */
+#define TR_RANK_STRATEGY_OPTIONS                                                                                 \
+    {.key = "backend", .type = TR_OPTION_STRING, .default_value = "shm",                                       \
+     .doc = "communication backend plugin: shm (one host) or mpi (hosts; run under mpirun/srun)"},              \
+    {.key = "timeout_s", .type = TR_OPTION_FLOAT, .default_value = "300", .min = 1, .max = 1e7,                \
+     .doc = "a collective waiting longer fails naming the ranks that did not arrive (TRAINER_COMM_TIMEOUT "     \
+            "overrides)"},                                                                                      \
+    {.key = "sync_batchnorm", .type = TR_OPTION_BOOL, .default_value = "false",                                 \
+     .doc = "batch-norm statistics over the global batch (torch SyncBatchNorm) instead of each rank's share"},  \
+    {.key = "broadcast_buffers", .type = TR_OPTION_BOOL, .default_value = "true",                               \
+     .doc = "make buffers (batch-norm running statistics) rank 0's before every step, as PyTorch DDP"}
+
 #ifdef __cplusplus
 }
 #endif
