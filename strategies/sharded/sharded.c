@@ -141,12 +141,11 @@ static void point(sharded *z, const unit *u, float *base, int grads) {
 
 /* ---- parameters (stage 3: gather and release; stages 1-2: wait for the step's gather) ---- */
 
-static tr_status wait_gather(sharded *z, unit *u) {
+static tr_status wait_gather(unit *u) {
     if (!u->gather) return TR_OK;
     tr_status st = tr_comm_wait(u->gather);
     u->gather = NULL;
     if (st == TR_OK) u->state = GATHERED;
-    (void)z;
     return st;
 }
 
@@ -161,7 +160,7 @@ static tr_status issue_gather(sharded *z, unit *u) {
 
 static tr_status release(sharded *z, unit *u) {
     if (u->state == RELEASED) return TR_OK;
-    TR_CHECK(wait_gather(z, u));
+    TR_CHECK(wait_gather(u));
     z->params.busy[u->pslot] = 0;
     u->pslot = -1;
     point(z, u, F(z) + u->lo, 0); /* the flat buffer: never touched at stage 3 */
@@ -271,9 +270,9 @@ static tr_status use(void *user, int param, int in_backward, uint64_t op) {
     int ui = z->unit_of[param];
     unit *u = &z->units[ui];
     if (in_backward && z->stage >= 2) TR_CHECK(grad_buffer(z, u));
-    if (z->stage < 3) return wait_gather(z, u);
+    if (z->stage < 3) return wait_gather(u);
     if (u->state == RELEASED) TR_CHECK(issue_gather(z, u));
-    TR_CHECK(wait_gather(z, u));
+    TR_CHECK(wait_gather(u));
     u->last_op = op;
     if (ui == z->current) return TR_OK;
     z->current = ui;
@@ -345,7 +344,7 @@ static tr_status sync(void *ctx) {
     if (z->stage == 3) return TR_OK;
     for (int i = 0; i < z->n_units; i++) {
         unit *u = &z->units[i];
-        TR_CHECK(wait_gather(z, u));
+        TR_CHECK(wait_gather(u));
         TR_CHECK(tr_comm_iall_gather(z->comm, slice(z, F(z), u), F(z) + u->lo, u->len, TR_F32, &u->gather));
     }
     return TR_OK;
@@ -356,7 +355,7 @@ static tr_status drain(sharded *z) {
     tr_status st = TR_OK;
     for (int i = 0; i < z->n_units; i++) {
         unit *u = &z->units[i];
-        tr_status a = wait_gather(z, u), b = TR_OK;
+        tr_status a = wait_gather(u), b = TR_OK;
         if (u->rs) b = tr_comm_wait(u->rs);
         u->rs = NULL;
         if (st == TR_OK) st = a != TR_OK ? a : b;

@@ -23,11 +23,18 @@ typedef struct loop {
     double per_sample_tokens;
 } loop;
 
-/* Every rank's count of failures so far, summed: non-zero when any rank failed. */
-static double failures(job *j, tr_status st) {
-    double v = st != TR_OK;
-    if (j->sops->all_sum && j->sops->all_sum(j->strat, &v, 1) != TR_OK) return 1;
-    return v;
+/* Every rank learns whether any failed: TR_OK when none did; else this rank's own error, or
+ * "checkpoint NAME: OTHERS" when only others failed. */
+static tr_status agree(job *j, tr_status st, const char *name, const char *others) {
+    char msg[1024] = "";
+    if (st != TR_OK) snprintf(msg, sizeof msg, "%s", tr_error_msg());
+    double failed = st != TR_OK;
+    if (j->sops->all_sum) {
+        tr_status a = j->sops->all_sum(j->strat, &failed, 1);
+        if (a != TR_OK) return st != TR_OK ? tr_error_set(st, "%s", msg) : a;
+    }
+    if (failed == 0) return TR_OK;
+    return st != TR_OK ? tr_error_set(st, "%s", msg) : tr_error_set(TR_ERR_IO, "checkpoint %s: %s", name, others);
 }
 
 /* A sharded strategy's checkpoint: every rank writes its shard (checkpoint.h). */
@@ -38,30 +45,23 @@ static tr_status save_sharded(loop *lp, const char *name) {
     char tmp[1200];
     tr_status st = j->info.rank == 0 ? tr_checkpoint_begin(lp->ck_dir, name, (long)tag, tmp, sizeof tmp)
                                      : tr_checkpoint_tmp_path(lp->ck_dir, name, (long)tag, tmp, sizeof tmp);
-    char msg[1024] = "";
-    if (st != TR_OK) snprintf(msg, sizeof msg, "%s", tr_error_msg());
-    if (failures(j, st) > 0)
-        return st != TR_OK ? tr_error_set(st, "%s", msg) : tr_error_set(TR_ERR_IO, "checkpoint %s: rank 0 failed", name);
+    TR_CHECK(agree(j, st, name, "rank 0 failed"));
     tr_state_shards sh;
     st = j->sops->shards(j->strat, &sh);
     if (st == TR_OK)
         st = tr_checkpoint_write_shard(tmp, j->info.rank, j->info.world, sh.P, sh.opt, sh.pieces, sh.n_pieces);
-    if (st != TR_OK) snprintf(msg, sizeof msg, "%s", tr_error_msg());
-    if (failures(j, st) > 0) {
+    st = agree(j, st, name, "another rank failed to write its shard");
+    if (st != TR_OK) {
         if (j->info.rank == 0) tr_checkpoint_abandon(tmp);
-        return st != TR_OK ? tr_error_set(st, "%s", msg)
-                           : tr_error_set(TR_ERR_IO, "checkpoint %s: another rank failed to write its shard", name);
+        return st;
     }
     if (j->info.rank == 0) {
         st = tr_checkpoint_commit(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state);
         if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
-        if (st != TR_OK) snprintf(msg, sizeof msg, "%s", tr_error_msg());
     }
     /* No rank goes on before the checkpoint is in place: a failure right after the save
      * (any rank's) then always finds it. */
-    if (failures(j, st) > 0)
-        return st != TR_OK ? tr_error_set(st, "%s", msg) : tr_error_set(TR_ERR_IO, "checkpoint %s: rank 0 failed", name);
-    return TR_OK;
+    return agree(j, st, name, "rank 0 failed");
 }
 
 /* Saves step-<step>, prunes to keep_last. */
