@@ -1,22 +1,49 @@
 /* `trainer plugins [--describe NAME] [--check FILE.so]`: what plugins are found and their
- * options. Search order: TRAINER_PLUGIN_PATH (colon-separated), the build tree, the install
- * prefix (the config's `plugins:` list comes first when a config is given to `run`). */
+ * options. Search order: the config's `plugins:` folders (for `run`), TRAINER_PLUGIN_PATH
+ * (colon-separated), then the shipped plugins (the build tree's or the install prefix's). */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plugins_cmd.h"
 #include "trainer/plugin.h"
 
+#ifndef TRAINER_BUILD_BIN_DIR
+#define TRAINER_BUILD_BIN_DIR ""
+#endif
 #ifndef TRAINER_BUILD_PLUGIN_DIR
 #define TRAINER_BUILD_PLUGIN_DIR ""
 #endif
-#ifndef TRAINER_INSTALL_PLUGIN_DIR
-#define TRAINER_INSTALL_PLUGIN_DIR ""
+#ifndef TRAINER_REL_PLUGIN_DIR
+#define TRAINER_REL_PLUGIN_DIR "../lib/trainer/plugins"
 #endif
 
+/* The shipped plugins: a `trainer` run from the build tree uses the build tree's, an installed
+ * one those under its own prefix (<libdir>/trainer/plugins, found relative to the
+ * executable's folder, so an installed tree can be moved). */
 const char *const *trainer_default_plugin_dirs(void) {
-    static const char *const dirs[] = {TRAINER_BUILD_PLUGIN_DIR, TRAINER_INSTALL_PLUGIN_DIR, NULL};
+    static char dir[PATH_MAX + 64]; /* realpath writes at most PATH_MAX */
+    static const char *dirs[2] = {dir, NULL};
+    if (dir[0]) return dirs;
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        snprintf(dir, sizeof dir, "%s", TRAINER_BUILD_PLUGIN_DIR);
+        return dirs;
+    }
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = 0;
+    if (strcmp(self, TRAINER_BUILD_BIN_DIR) == 0)
+        snprintf(dir, sizeof dir, "%s", TRAINER_BUILD_PLUGIN_DIR);
+    else {
+        char rel[sizeof dir];
+        snprintf(rel, sizeof rel, "%s/%s", self, TRAINER_REL_PLUGIN_DIR);
+        if (!realpath(rel, dir)) snprintf(dir, sizeof dir, "%s", rel);
+    }
     return dirs;
 }
 
