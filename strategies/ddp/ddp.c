@@ -265,6 +265,11 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     return TR_OK;
 }
 
+/* Runs wherever its communication backend was found. */
+static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
+    return tr_comm_probe(env->registry, tr_options_string(o, "backend"));
+}
+
 static const tr_option_spec opts[] = {
     TR_RANK_STRATEGY_OPTIONS,
     {.key = "bucket_mb", .type = TR_OPTION_FLOAT, .default_value = "25", .min = 0.001, .max = 65536,
@@ -284,6 +289,7 @@ static const tr_strategy_ops ops = {
     .all_sum = all_sum,
     .processes = processes,
     .memory = memory,
+    .probe = probe,
 };
 
 static const tr_plugin_desc desc = {

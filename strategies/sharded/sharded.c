@@ -592,6 +592,11 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     return TR_OK;
 }
 
+/* Runs wherever its communication backend was found. */
+static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
+    return tr_comm_probe(env->registry, tr_options_string(o, "backend"));
+}
+
 static const tr_option_spec opts[] = {
     {.key = "stage", .type = TR_OPTION_INT, .default_value = "3", .min = 1, .max = 3,
      .doc = "ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters (FSDP FULL_SHARD)"},
@@ -614,6 +619,7 @@ static const tr_strategy_ops ops = {
     .processes = processes,
     .memory = memory,
     .shards = shards,
+    .probe = probe,
 };
 
 static const tr_plugin_desc desc = {

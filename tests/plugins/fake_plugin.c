@@ -2,11 +2,15 @@
  *   FAKE_NAME      the plugin's name
  *   FAKE_KIND      its kind
  *   FAKE_ABI       the ABI major it claims (default: this SDK's)
+ *   FAKE_ABI_MINOR the ABI minor it claims (default: this SDK's)
  *   FAKE_NO_ENTRY  export no entry symbol at all */
 #include "trainer/plugin.h"
 
 #ifndef FAKE_ABI
 #define FAKE_ABI TR_ABI_MAJOR
+#endif
+#ifndef FAKE_ABI_MINOR
+#define FAKE_ABI_MINOR TR_ABI_MINOR
 #endif
 
 typedef struct fake_ops { int (*answer)(void); } fake_ops;
@@ -24,7 +28,7 @@ static const tr_option_spec options[] = {
 
 static const tr_plugin_desc desc = {
     .abi_major = FAKE_ABI,
-    .abi_minor = TR_ABI_MINOR,
+    .abi_minor = FAKE_ABI_MINOR,
     .struct_size = sizeof(tr_plugin_desc),
     .kind = FAKE_KIND,
     .name = FAKE_NAME,

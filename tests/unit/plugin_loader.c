@@ -45,6 +45,7 @@ int main(void) {
     }
 
     expect_refused(DIR "/bad/fake_bad_abi.so", "built for plugin ABI 99.");
+    expect_refused(DIR "/bad/fake_new_minor.so", ".99, newer than this trainer's ABI");
     expect_refused(DIR "/bad/fake_no_entry.so", "no 'trainer_plugin_entry' symbol");
     expect_refused(DIR "/nope/missing.so", "cannot read plugin");
 

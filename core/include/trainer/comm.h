@@ -92,6 +92,9 @@ tr_status tr_comm_create(tr_comm **out, const tr_plugin *backend, const tr_optio
  * applies unless TRAINER_COMM_TIMEOUT is set. env_out (may be NULL) receives the job. */
 tr_status tr_comm_open(tr_comm **out, const tr_registry *registry, const char *backend, double timeout_s,
                        tr_comm_env *env_out);
+/* For a strategy's probe: TR_OK when the registry holds the comm plugin `backend`; else
+ * TR_ERR_NOT_FOUND "strategy.backend: ..." naming the backends that were found. */
+tr_status tr_comm_probe(const tr_registry *registry, const char *backend);
 /* Waits for pending operations, then leaves. */
 void tr_comm_destroy(tr_comm *c);
 

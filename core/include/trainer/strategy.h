@@ -10,8 +10,14 @@
  *       train_micro(ctx, mb, &loss)     for each of the trainer.grad_accum micro-batches
  *       optim_step(ctx, lr, clip, &gn)  sync gradients, clip, update, make replicas equal
  *   forward(ctx, hb, with_y, &out)      validation, `trainer eval`, `trainer predict`
+ *   settle(ctx)                         before validation and checkpoints: replicas equal
  *   state(ctx, &P, &opt)                what a checkpoint saves and loads, then sync(ctx)
  *   shards(ctx, &s)                     instead, for sharded state: this rank's pieces
+ *   destroy(ctx)
+ *
+ * Before any of it, probe(opts, env) says whether the strategy can run here and
+ * processes(opts, devices) how many ranks `trainer run` launches. The whole contract, entry
+ * by entry: docs/plugin-interfaces.md.
  *
  * A minimal strategy (strategies/cpu/cpu.c is one, about 150 lines):
  *
@@ -57,6 +63,13 @@ typedef struct tr_strategy_env {
     int devices;                     /* trainer.devices: replicas or ranks asked for */
     const tr_registry *registry;     /* the plugins found: communication backends etc. */
 } tr_strategy_env;
+
+/* What a strategy's probe sees: the request and what this machine has. */
+typedef struct tr_strategy_probe {
+    int devices;                     /* trainer.devices: replicas or ranks asked for */
+    int gpus;                        /* GPUs the device plugins found (0 without any) */
+    const tr_registry *registry;     /* the plugins found */
+} tr_strategy_probe;
 
 /* What a strategy tells the trainer at create. */
 typedef struct tr_strategy_info {
@@ -104,7 +117,8 @@ typedef struct tr_strategy_ops {
     tr_status (*train_micro)(void *ctx, const tr_micro_batch *mb, double *loss);
     /* After the last micro-batch: synchronise gradients, clip to max_norm (0: no clipping)
      * by the global norm, update with learning rate lr, and leave every replica with equal
-     * parameters. *grad_norm: the global gradient norm before clipping. */
+     * parameters (unless settle() makes them equal later). *grad_norm: the global gradient
+     * norm before clipping. */
     tr_status (*optim_step)(void *ctx, double lr, double max_norm, double *grad_norm);
     /* Eval-mode forward of this process's share of a batch (no gradients). With with_y the
      * loss is the summed (normaliser 1) loss. Outputs cover hb's samples in order and live
@@ -128,6 +142,16 @@ typedef struct tr_strategy_ops {
      * rank (one shard file each, see checkpoint.h) and loaded piece by piece from a full or a
      * sharded checkpoint of any world size, followed by sync(). NULL: state() holds it all. */
     tr_status (*shards)(void *ctx, tr_state_shards *out);
+    /* ---- appended in ABI 0.2 ---- */
+    /* Called on every rank, collectively, where the trainer needs one model: before each
+     * validation and before each checkpoint is saved (the trainer saves one after the last
+     * step). A strategy whose replicas drift apart between synchronisations (local SGD)
+     * makes them equal here. NULL: optim_step leaves replicas equal already. */
+    tr_status (*settle)(void *ctx);
+    /* Whether the strategy can run here with these options, asked before any process is
+     * launched or create() is called: TR_OK, or an error whose message says what is missing
+     * and what would work (e.g. "backend 'mpi' is not built; found: shm"). NULL: it can. */
+    tr_status (*probe)(const tr_options *opts, const tr_strategy_probe *env);
 } tr_strategy_ops;
 
 /* The options of a strategy that runs one process per rank over a communicator (ddp,

@@ -1,5 +1,13 @@
-/* tr_comm_open: the communicator a distributed strategy runs on, from its options. */
+/* tr_comm_open: the communicator a distributed strategy runs on, from its options;
+ * tr_comm_probe: whether it could be opened here. */
 #include "trainer/comm.h"
+
+tr_status tr_comm_probe(const tr_registry *registry, const char *backend) {
+    const tr_plugin *plugin;
+    tr_status st = tr_registry_find(registry, TR_PLUGIN_COMM, backend, &plugin);
+    if (st != TR_OK) tr_error_prefix("strategy.backend: ");
+    return st;
+}
 
 tr_status tr_comm_open(tr_comm **out, const tr_registry *registry, const char *backend, double timeout_s,
                        tr_comm_env *env_out) {
@@ -8,11 +16,8 @@ tr_status tr_comm_open(tr_comm **out, const tr_registry *registry, const char *b
     TR_CHECK(tr_comm_env_detect(&env));
     if (env.timeout_s <= 0) env.timeout_s = timeout_s; /* TRAINER_COMM_TIMEOUT wins */
     const tr_plugin *plugin;
-    tr_status st = tr_registry_find(registry, TR_PLUGIN_COMM, backend, &plugin);
-    if (st != TR_OK) {
-        tr_error_prefix("strategy.backend: ");
-        return st;
-    }
+    TR_CHECK(tr_comm_probe(registry, backend));
+    TR_CHECK(tr_registry_find(registry, TR_PLUGIN_COMM, backend, &plugin));
     TR_CHECK(tr_comm_create(out, plugin, NULL, &env));
     if (env_out) *env_out = env;
     return TR_OK;

@@ -77,6 +77,12 @@ static tr_status check_desc(const char *path, const tr_plugin_desc *d) {
                             "%s: built for plugin ABI %u.%u, this trainer has ABI %d.%d (rebuild "
                             "the plugin against this SDK)",
                             path, d->abi_major, d->abi_minor, TR_ABI_MAJOR, TR_ABI_MINOR);
+    if (d->abi_minor > TR_ABI_MINOR)
+        return tr_error_set(TR_ERR_PLUGIN,
+                            "%s: built for plugin ABI %u.%u, newer than this trainer's ABI %d.%d (it may "
+                            "rely on operations this trainer does not call: update trainer, or rebuild "
+                            "the plugin against this SDK)",
+                            path, d->abi_major, d->abi_minor, TR_ABI_MAJOR, TR_ABI_MINOR);
     if (d->struct_size < DESC_MIN_SIZE)
         return tr_error_set(TR_ERR_PLUGIN, "%s: descriptor of %u bytes is smaller than %zu",
                             path, d->struct_size, (size_t)DESC_MIN_SIZE);

@@ -312,7 +312,16 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(plugin_for(j, "model", TR_PLUGIN_MODEL, &j->model_p));
     TR_CHECK(plugin_for(j, "data", TR_PLUGIN_DATASET, &j->data_p));
     TR_CHECK(pick_strategy(j));
-    return options_from(tr_cfg_child(j->root, "strategy"), "strategy", j->strat_p, &j->strat_opts);
+    TR_CHECK(options_from(tr_cfg_child(j->root, "strategy"), "strategy", j->strat_p, &j->strat_opts));
+    if (j->sops->probe) {
+        tr_strategy_probe pe = {.devices = (int)j->s.devices, .gpus = 0, .registry = j->reg};
+        tr_status st = j->sops->probe(j->strat_opts, &pe);
+        if (st != TR_OK) {
+            tr_error_prefix("strategy %s (%s) cannot run here: ", j->strat_p->desc->name, j->strat_p->path);
+            return st;
+        }
+    }
+    return TR_OK;
 }
 
 int job_processes(const job *j) {

@@ -67,6 +67,7 @@ static tr_status save_sharded(loop *lp, const char *name) {
 /* Saves step-<step>, prunes to keep_last. */
 static tr_status save_checkpoint(loop *lp) {
     job *j = lp->j;
+    if (j->sops->settle) TR_CHECK(j->sops->settle(j->strat));
     if (j->sops->shards) {
         char name[64];
         snprintf(name, sizeof name, "step-%08lld", (long long)lp->state.step);
@@ -199,6 +200,7 @@ static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vlo
     job *j = lp->j;
     *vloss = *vacc = NAN;
     if (!j->val_L) return TR_OK;
+    if (j->sops->settle) TR_CHECK(j->sops->settle(j->strat));
     eval_totals t;
     TR_CHECK(job_evaluate(j, j->val_L, epoch, &t, NULL, NULL));
     if (!t.count) return TR_OK;
