@@ -4,7 +4,7 @@
  *   tr_replica *r;
  *   TR_CHECK(tr_replica_create(env->models, &r));          // same initial weights every time
  *   tr_model_out out;
- *   TR_CHECK(tr_replica_forward(r, hb, 0, hb->size, mb->normaliser, mb->step, 1, &out));
+ *   TR_CHECK(tr_replica_forward(r, hb, 0, hb->size, mb->normaliser, mb->step, 1, 1, &out));
  *   TR_CHECK(tr_backward(r->g, out.loss, NULL));            // grads += into r->P's buffer
  *   ...
  *   tr_replica_destroy(r);

@@ -19,7 +19,7 @@
  * processes(opts, devices) how many ranks `trainer run` launches. The whole contract, entry
  * by entry: docs/plugin-interfaces.md.
  *
- * A minimal strategy (strategies/cpu/cpu.c is one, about 150 lines):
+ * A minimal strategy (strategies/cpu/cpu.c is one, about 100 lines):
  *
  *   static const tr_strategy_ops ops = {.create = create, .destroy = destroy,
  *       .train_micro = train_micro, .optim_step = optim_step, .forward = forward,
