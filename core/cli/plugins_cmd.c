@@ -20,26 +20,31 @@
 #ifndef TRAINER_REL_PLUGIN_DIR
 #define TRAINER_REL_PLUGIN_DIR "../lib/trainer/plugins"
 #endif
+#ifndef TRAINER_INSTALL_PLUGIN_DIR
+#define TRAINER_INSTALL_PLUGIN_DIR ""
+#endif
 
 /* The shipped plugins: a `trainer` run from the build tree uses the build tree's, an installed
  * one those under its own prefix (<libdir>/trainer/plugins, found relative to the
- * executable's folder, so an installed tree can be moved). */
+ * executable's folder, so an installed tree can be moved). Without /proc: the configured
+ * install prefix's. */
 const char *const *trainer_default_plugin_dirs(void) {
     static char dir[PATH_MAX + 64]; /* realpath writes at most PATH_MAX */
     static const char *dirs[2] = {dir, NULL};
     if (dir[0]) return dirs;
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) {
-        snprintf(dir, sizeof dir, "%s", TRAINER_BUILD_PLUGIN_DIR);
+    char self[PATH_MAX], build_bin[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self);
+    if (n <= 0 || (size_t)n >= sizeof self) {
+        snprintf(dir, sizeof dir, "%s", TRAINER_INSTALL_PLUGIN_DIR);
         return dirs;
     }
     self[n] = 0;
     char *slash = strrchr(self, '/');
     if (slash) *slash = 0;
-    if (strcmp(self, TRAINER_BUILD_BIN_DIR) == 0)
+    /* /proc/self/exe is resolved: resolve the build folder too (it may be reached by a link). */
+    if (realpath(TRAINER_BUILD_BIN_DIR, build_bin) && strcmp(self, build_bin) == 0) {
         snprintf(dir, sizeof dir, "%s", TRAINER_BUILD_PLUGIN_DIR);
-    else {
+    } else {
         char rel[sizeof dir];
         snprintf(rel, sizeof rel, "%s/%s", self, TRAINER_REL_PLUGIN_DIR);
         if (!realpath(rel, dir)) snprintf(dir, sizeof dir, "%s", rel);

@@ -12,13 +12,14 @@
 #   ends with the uninterrupted run's weights (its models are averaged before every
 #   checkpoint: the settle entry).
 # - npy trains to the same weights as csv on the same numbers (float32 or float64 features,
-#   int64 or int32 labels); a file that is not .npy, a truncated one, mismatched rows and a
-#   label out of range are refused naming the file.
+#   int64 or int32 labels); a file that is not .npy, a truncated one, one whose shape
+#   overflows, mismatched rows, a label out of range and a validation split of another
+#   sample shape (the core checks this for every dataset) are refused naming the file.
 # - A plugin built against the installed SDK but claiming the next ABI major is refused by
 #   `trainer plugins --check` with both versions in the message.
-# usage: sdk.sh BUILD_DIR SOURCE_DIR PYTHON
+# usage: sdk.sh BUILD_DIR SOURCE_DIR PYTHON [CMAKE]
 set -u
-build="$1"; src="$2"; py="$3"; here="$(cd "$(dirname "$0")" && pwd)"
+build="$1"; src="$2"; py="$3"; cmake="${4:-cmake}"; here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
 t="$(mktemp -d /tmp/trainer-sdk-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
@@ -26,7 +27,7 @@ export TRAINER_COMM_TIMEOUT=120
 p="$t/prefix"
 
 # ---- install ----
-if cmake --install "$build" --prefix "$p" >"$t/install.log" 2>&1; then ok "cmake --install into $p"
+if "$cmake" --install "$build" --prefix "$p" >"$t/install.log" 2>&1; then ok "cmake --install into $p"
 else bad "cmake --install" "$(tail -5 "$t/install.log")"; finish; exit 1; fi
 T="$p/bin/trainer"
 lib="$(find "$p" -name 'libtrainer.so.*.*' | head -1)"
@@ -53,20 +54,23 @@ else bad "installed trainer plugins" "$out"; fi
 mkdir -p "$t/src"
 cp -r "$src/docs/examples/local_sgd" "$src/docs/examples/npy_dataset" "$t/src/"
 rm -rf "$t/src/local_sgd/build"
-if cmake -S "$t/src/local_sgd" -B "$t/src/local_sgd/build" -DCMAKE_PREFIX_PATH="$p" \
+# Only the prefix is searched: no user package registry, no system pkg-config folders.
+if "$cmake" -S "$t/src/local_sgd" -B "$t/src/local_sgd/build" -G "Unix Makefiles" -DCMAKE_PREFIX_PATH="$p" \
+       -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF \
        -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >"$t/cmake.log" 2>&1 &&
-   cmake --build "$t/src/local_sgd/build" >>"$t/cmake.log" 2>&1 && [ -f "$t/src/local_sgd/build/local_sgd.so" ]; then
-    ok "local_sgd builds with find_package(trainer) against the prefix"
-else bad "local_sgd build" "$(tail -8 "$t/cmake.log")"; fi
+   "$cmake" --build "$t/src/local_sgd/build" >>"$t/cmake.log" 2>&1 && [ -f "$t/src/local_sgd/build/local_sgd.so" ] &&
+   grep -q "^trainer_DIR:PATH=$p/" "$t/src/local_sgd/build/CMakeCache.txt"; then
+    ok "local_sgd builds with find_package(trainer), found in the prefix"
+else bad "local_sgd build" "$(tail -8 "$t/cmake.log")" "$(grep trainer_DIR "$t/src/local_sgd/build/CMakeCache.txt")"; fi
 pcpath="$(dirname "$(find "$p" -name trainer.pc | head -1)")"
-if make -s -C "$t/src/npy_dataset" PKG_CONFIG_PATH="$pcpath" CFLAGS="-O2 -Wall -Wextra -Werror" >"$t/make.log" 2>&1 &&
-   [ -f "$t/src/npy_dataset/npy.so" ]; then
+if make -s -C "$t/src/npy_dataset" PKG_CONFIG_LIBDIR="$pcpath" PKG_CONFIG_PATH= CFLAGS="-O2 -Wall -Wextra -Werror" \
+       >"$t/make.log" 2>&1 && [ -f "$t/src/npy_dataset/npy.so" ]; then
     ok "npy builds with pkg-config against the prefix"
 else bad "npy build" "$(tail -8 "$t/make.log")"; fi
-leaks="$(grep -rl -- "$src" "$t/src/local_sgd/build/CMakeFiles" 2>/dev/null | grep -E 'flags.make|build.make' ;
-         PKG_CONFIG_PATH="$pcpath" pkg-config --cflags --libs trainer | grep -- "$src")"
-if [ -z "$leaks" ]; then ok "no compile or link flag points into the source tree"
-else bad "flags into the source tree" "$leaks"; fi
+leaks="$(grep -rlE -- "$src|$build" "$t/src/local_sgd/build/CMakeFiles" 2>/dev/null | grep -E 'flags.make|build.make|link.txt' ;
+         PKG_CONFIG_LIBDIR="$pcpath" PKG_CONFIG_PATH= pkg-config --cflags --libs trainer | grep -E -- "$src|$build")"
+if [ -z "$leaks" ]; then ok "no compile or link flag points into the source or build tree"
+else bad "flags into the source or build tree" "$leaks"; fi
 if out="$("$T" plugins --check "$t/src/local_sgd/build/local_sgd.so" 2>&1)" &&
    grep -q "strategy local_sgd 1.0.0" <<<"$out" && grep -q "ABI $abi_major.$abi_minor" <<<"$out"; then
     ok "trainer plugins --check local_sgd.so: descriptor read"
@@ -89,17 +93,18 @@ for w in 2 3; do
         ok "local_sgd k=1 x$w equals ddp x$w: $out"
     else bad "local_sgd k=1 x$w vs ddp" "$out"; fi
 done
-run k5 strategy.k=5 trainer.max_epochs=2 trainer.max_steps=-1 checkpoint.every_n_steps=9
+run k5 strategy.k=5 checkpoint.every_n_steps=9
 acc="$(sed -n 's/.*final validation accuracy: \([0-9.]*\)%.*/\1/p' "$t/k5.log")"
 if out="$(cmp_runs "$t/runs/k5/local_sgd/0" "$t/runs/ddp2/local_sgd/0" --weights-only)"; then
     bad "local_sgd k=5 equals ddp: it did not train locally" "$out"
 elif "$py" -c "import sys; sys.exit(0 if float('${acc:-0}') >= 70 else 1)"; then
     ok "local_sgd k=5 learns (validation accuracy $acc%) and is another model than ddp"
 else bad "local_sgd k=5 accuracy ${acc:-none}" "$(tail -3 "$t/k5.log")"; fi
-# Resumed from step 18's checkpoint, between two averagings (18 = 3 x 5 + 3): without settle
-# rank 1 would continue from rank 0's model (relative L2 ~5e-2 measured).
-TRAINER_FAULT_KILL_AT_STEP=25 TRAINER_FAULT_KILL_RANK=1 run k5r strategy.k=5 trainer.max_epochs=2 trainer.max_steps=-1 \
-    checkpoint.every_n_steps=9 trainer.max_restarts=1
+# Resumed from step 18's checkpoint: without settle it would hold rank 0's model three steps
+# after the last averaging (at 15) and rank 1 would continue from it (relative L2 5e-2
+# measured); with settle the models are averaged at every checkpoint (and the next averaging
+# comes k steps later, in both runs alike).
+TRAINER_FAULT_KILL_AT_STEP=25 TRAINER_FAULT_KILL_RANK=1 run k5r strategy.k=5 checkpoint.every_n_steps=9 trainer.max_restarts=1
 if out="$(cmp_runs "$t/runs/k5r/local_sgd/0" "$t/runs/k5/local_sgd/0" --weights-only --tol 1e-6)" &&
    grep -q "resuming from .*step-00000018" "$t/k5r.log"; then
     ok "local_sgd k=5 killed at step 25, restarted from step 18, ends as the uninterrupted run: $out"
@@ -127,6 +132,10 @@ np.save(f"{d}/y_big.npy", np.where(np.arange(1200) == 7, 9, y))
 open(f"{d}/text.npy", "w").write("not numpy\n")
 b = open(f"{d}/x.npy", "rb").read()
 open(f"{d}/trunc.npy", "wb").write(b[: len(b) // 2])
+hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }".ljust(117) + "\n"
+open(f"{d}/huge.npy", "wb").write(b"\x93NUMPY\x01\x00" + bytes([len(hdr), 0]) + hdr.encode() + b"\0" * 64)
+np.save(f"{d}/xv_wide.npy", np.zeros((50, 13), np.float32))
+np.save(f"{d}/yv.npy", np.zeros(50, np.int64))
 PY
 cat >"$d/base.yaml" <<YAML
 plugins: [.]
@@ -154,6 +163,9 @@ refused() { # refused NAME REGEX OVERRIDES...
 refused "a text file" "text.npy: not a .npy file" data.params.x=text.npy
 refused "a truncated file" "trunc.npy: truncated: 14400 elements of 4 bytes" data.params.x=trunc.npy
 refused "mismatched rows" "y_short.npy: 1199 rows, but .*x.npy has 1200" data.params.y=y_short.npy
+refused "a shape whose size overflows" "huge.npy: 'shape' too large" data.params.x=huge.npy
+refused "a validation split of another shape" "validation split's samples \(13 x values, 1 y values\) do not match the train split's \(12, 1\)" \
+    data.params.val_x=xv_wide.npy data.params.val_y=yv.npy
 refused "a label out of range" "y_big.npy: row 7: label 9 outside \[0, 4\)" data.params.y=y_big.npy data.params.classes=4
 
 # ---- a plugin for another ABI major ----
@@ -164,7 +176,7 @@ static const tr_plugin_desc desc = {.abi_major = TR_ABI_MAJOR + 1, .abi_minor = 
                                     .kind = TR_PLUGIN_MODEL, .name = "next_major", .ops = &ops, .ops_size = sizeof ops};
 TR_PLUGIN_DEFINE(desc)
 C
-if cc -std=c11 -fPIC -shared -fvisibility=hidden $(PKG_CONFIG_PATH="$pcpath" pkg-config --cflags trainer) \
+if cc -std=c11 -fPIC -shared -fvisibility=hidden $(PKG_CONFIG_LIBDIR="$pcpath" PKG_CONFIG_PATH= pkg-config --cflags trainer) \
       -o "$t/src/next_major.so" "$t/src/next_major.c" >"$t/cc.log" 2>&1; then
     out="$("$T" plugins --check "$t/src/next_major.so" 2>&1)"; rc=$?
     if [ $rc -ne 0 ] && grep -q "built for plugin ABI $((abi_major + 1)).0, this trainer has ABI $abi_major.$abi_minor" <<<"$out"; then

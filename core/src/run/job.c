@@ -324,6 +324,26 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     return TR_OK;
 }
 
+/* The validation split must hold samples the model built from the train split accepts (the
+ * loader sizes its slots from the train spec). */
+static tr_status check_val_spec(const job *j, const tr_data_spec *v) {
+    const tr_data_spec *t = &j->spec;
+    int same = v->task == t->task && v->x_dtype == t->x_dtype && v->x_ndim == t->x_ndim && v->x_numel == t->x_numel &&
+               v->y_dtype == t->y_dtype && v->y_ndim == t->y_ndim && v->y_numel == t->y_numel &&
+               memcmp(v->x_shape, t->x_shape, sizeof t->x_shape[0] * (size_t)t->x_ndim) == 0 &&
+               memcmp(v->y_shape, t->y_shape, sizeof t->y_shape[0] * (size_t)t->y_ndim) == 0;
+    if (!same)
+        return tr_error_set(TR_ERR_INVALID, "data (%s): the validation split's samples (%lld x values, %lld y values) do not "
+                                            "match the train split's (%lld, %lld)",
+                            j->data_p->desc->name, (long long)v->x_numel, (long long)v->y_numel, (long long)t->x_numel,
+                            (long long)t->y_numel);
+    if (v->n_classes > t->n_classes)
+        return tr_error_set(TR_ERR_INVALID, "data (%s): the validation split has %lld classes, the train split %lld (the "
+                                            "model has %lld outputs)",
+                            j->data_p->desc->name, (long long)v->n_classes, (long long)t->n_classes, (long long)t->n_classes);
+    return TR_OK;
+}
+
 int job_processes(const job *j) {
     int n = j->sops->processes ? j->sops->processes(j->strat_opts, (int)j->s.devices) : 1;
     return n > 0 ? n : 1;
@@ -335,7 +355,13 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
     const tr_dataset_ops *dops = j->data_p->desc->ops;
     TR_CHECK(make_dataset(j, TR_SPLIT_TRAIN, &j->train_ds));
     dops->spec(j->train_ds, &j->spec);
-    if (make_dataset(j, TR_SPLIT_VAL, &j->val_ds) != TR_OK) TR_INFO("no validation data: %s", tr_error_msg());
+    if (make_dataset(j, TR_SPLIT_VAL, &j->val_ds) != TR_OK) {
+        TR_INFO("no validation data: %s", tr_error_msg());
+    } else {
+        tr_data_spec vspec;
+        dops->spec(j->val_ds, &vspec);
+        TR_CHECK(check_val_spec(j, &vspec));
+    }
 
     TR_CHECK(options_from(tr_cfg_find(j->root, "model.params"), "model.params", j->model_p, &j->model_opts));
     TR_CHECK(plugin_defaults(j, "model.params", j->model_p));
@@ -346,9 +372,9 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
                            .grad_accum = j->s.accum, .threads = (int)j->s.threads, .seed = (uint64_t)j->s.seed,
                            .devices = (int)j->s.devices, .registry = j->reg};
     tr_status st = j->sops->create(&j->strat, j->strat_opts, &env, &j->info);
-    if (st == TR_OK) st = plugin_defaults(j, "strategy", j->strat_p);
+    if (st != TR_OK) j->strat = NULL;
+    if (st == TR_OK) st = plugin_defaults(j, "strategy", j->strat_p); /* j->strat stays: job_close destroys it */
     if (st != TR_OK) {
-        j->strat = NULL;
         tr_error_prefix("strategy %s: ", j->strat_p->desc->name);
         return st;
     }
@@ -364,6 +390,15 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
         vs.shuffle = 0;
         vs.drop_last = 0;
         TR_CHECK(tr_loader_create(&j->val_L, dops, j->val_ds, &j->spec, &vs, (int)j->s.prefetch, (int)j->s.workers));
+    }
+    /* Validation is collective (the strategy's settle, the metric sums): every rank has it or
+     * none does. */
+    if (j->info.world > 1 && j->sops->all_sum) {
+        double have = j->val_L != NULL;
+        TR_CHECK(j->sops->all_sum(j->strat, &have, 1));
+        if (have > 0 && have < j->info.world)
+            return tr_error_set(TR_ERR_INVALID, "data: the validation split loaded on %.0f of %d ranks only (rank %d: %s)",
+                                have, j->info.world, j->info.rank, j->val_L ? "loaded" : "none");
     }
     return TR_OK;
 }

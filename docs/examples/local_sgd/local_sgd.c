@@ -4,15 +4,18 @@
  * against the installed trainer SDK only (docs/writing-a-strategy.md builds it step by step).
  *
  * One process per rank, as ddp: each loads its share of every global batch and takes its
- * own optimizer step on it, with no communication. Every k-th step, and wherever the
- * trainer needs one model (validation, checkpoints: the settle entry), parameters, buffers
- * and optimizer state are averaged over the ranks with one all-reduce each.
+ * own optimizer step on it, with no communication. k steps after the last averaging, and
+ * wherever the trainer needs one model (validation, checkpoints: the settle entry; it
+ * restarts the count), parameters, buffers and optimizer state are averaged over the ranks
+ * with one all-reduce each.
  *
  * Each rank's loss is normalised by the whole step's sample count, as in ddp, and the rank
  * steps with world x its gradient: its share's mean gradient when shares are equal. The
  * average of the ranks' SGD steps is then exactly ddp's step, so with k = 1 and SGD (momentum,
  * Nesterov and weight decay included, all linear in the gradient) local SGD trains to ddp's
- * weights; with Adam or clipping (not linear) it is close, not equal. */
+ * weights; with Adam or clipping (not linear) it is close, not equal. Batch-norm running
+ * statistics are averaged too, where ddp keeps rank 0's (broadcast_buffers): models with
+ * batch-norm match ddp in their parameters, not in those buffers. */
 #include <math.h>
 #include <stdio.h>
 

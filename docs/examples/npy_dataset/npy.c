@@ -23,7 +23,7 @@
 #include <trainer/model.h>
 #include <trainer/plugin.h>
 
-enum { MAX_DIMS = 8 };
+enum { MAX_DIMS = 8, MAX_CLASSES = 1 << 24 };
 
 /* One parsed .npy file: its raw bytes and where the data starts. */
 typedef struct array {
@@ -63,7 +63,7 @@ static tr_status parse_header(const char *path, const char *header, array *a) {
                *s = dict_value(header, "shape");
     if (!d || !f || !s) return bad(path, "header lacks 'descr', 'fortran_order' or 'shape'");
     /* descr: '<f4', '|u1', ... (little-endian or byte-sized only) */
-    if (d[0] != '\'' || (d[1] != '<' && d[1] != '|' && d[1] != '=') || !strchr("fiu", d[2]) || d[3] < '1' ||
+    if (d[0] != '\'' || (d[1] != '<' && d[1] != '|' && d[1] != '=') || !d[2] || !strchr("fiu", d[2]) || d[3] < '1' ||
         d[3] > '8' || d[4] != '\'')
         return bad(path, "dtype is not a little-endian number (float32/64, int8-64, uint8-64)");
     a->kind = d[2];
@@ -80,6 +80,8 @@ static tr_status parse_header(const char *path, const char *header, array *a) {
         char *end;
         long long v = strtoll(p, &end, 10);
         if (end == p || v < 0 || a->ndim == MAX_DIMS) return bad(path, "malformed 'shape' (or more than 8 dims)");
+        if (v == 0 && a->ndim > 0) return bad(path, "a per-sample dimension is 0");
+        if (v > 0 && a->numel > INT64_MAX / 8 / v) return bad(path, "'shape' too large");
         a->shape[a->ndim++] = v;
         a->numel *= v;
         p = end;
@@ -127,7 +129,7 @@ static tr_status array_read(const char *path, array *a) {
     header[hlen] = 0;
     TR_CHECK_GOTO(parse_header(path, header, a), fail);
     a->data = a->bytes + hstart + hlen;
-    if ((size_t)(len - hstart - hlen) < (size_t)a->numel * (size_t)a->width) {
+    if ((uint64_t)a->numel > (uint64_t)(len - hstart - hlen) / (uint64_t)a->width) { /* no overflow: numel < 2^60 */
         char what[128];
         snprintf(what, sizeof what, "truncated: %lld elements of %d bytes announced, %zu bytes present",
                  (long long)a->numel, a->width, len - hstart - hlen);
@@ -206,10 +208,14 @@ static tr_status load(npy *s, const tr_options *o, const tr_dataset_env *env, ar
     if (!regress && (y->ndim != 1 || y->kind == 'f'))
         return bad(ypath, "task classify needs a 1-D array of integer class ids");
     if (x->ndim > TR_MAX_DIMS) return bad(xpath, "too many dims per sample");
+    if (regress && y->ndim > 2) return bad(ypath, "task regress needs y of shape (N) or (N, k)");
     int64_t n = x->shape[0], classes = tr_options_int(o, "classes");
-    if (!regress && classes == 0)
-        for (int64_t i = 0; i < n; i++)
-            if (element(y, i) + 1 > (double)classes) classes = (int64_t)element(y, i) + 1;
+    if (!regress && classes == 0) /* the largest label + 1; out-of-range labels are refused by take() */
+        for (int64_t i = 0; i < n; i++) {
+            double v = element(y, i);
+            if (v >= 0 && v < MAX_CLASSES && v + 1 > (double)classes) classes = (int64_t)v + 1;
+        }
+    if (!regress && classes == 0) classes = MAX_CLASSES; /* every label negative or too large: take() says which */
 
     s->spec = (tr_data_spec){.task = regress ? TR_TASK_REGRESS : TR_TASK_CLASSIFY, .x_dtype = TR_F32,
                              .x_ndim = x->ndim - 1, .x_numel = 1, .y_dtype = regress ? TR_F32 : TR_I32,
@@ -271,8 +277,8 @@ static const tr_option_spec opts[] = {
     {.key = "val_y", .type = TR_OPTION_STRING, .default_value = "", .doc = "validation targets (with val_x)"},
     {.key = "task", .type = TR_OPTION_CHOICE, .default_value = "classify", .choices = "classify|regress",
      .doc = "classify: y holds class ids; regress: y holds numbers"},
-    {.key = "classes", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = 1 << 24,
-     .doc = "number of classes; 0 = the largest label in y + 1"},
+    {.key = "classes", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = MAX_CLASSES,
+     .doc = "number of classes; 0 = the largest label in y + 1 (give it when val_y is a separate file)"},
     {.key = "scale", .type = TR_OPTION_FLOAT, .default_value = "1", .doc = "x is multiplied by this (1/255 for uint8 pixels)"},
 };
 
