@@ -6,6 +6,7 @@
 #include "demo.h"
 #include "eval_cmd.h"
 #include "launch_cmd.h"
+#include "plan_cmd.h"
 #include "plugins_cmd.h"
 #include "run_cmd.h"
 #include "trainer/trainer.h"
@@ -20,6 +21,9 @@ static void usage(FILE *out) {
             "                loss and accuracy of a checkpoint's weights\n"
             "  predict CONFIG --checkpoint PATH --output FILE.csv [--split val|train] [key=value ...]\n"
             "                one CSV row of predictions per sample\n"
+            "  plan CONFIG [key=value ...]\n"
+            "                the strategy a run would use and why, and memory per rank for it and the\n"
+            "                alternatives, without training\n"
             "  checkpoint consolidate DIR OUT.safetensors\n"
             "                one weights file from a sharded (or full) checkpoint\n"
             "  demo          train an MLP on a synthetic task with the core alone\n"
@@ -40,6 +44,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "run") == 0) return trainer_run_cmd(argc - 2, argv + 2);
+    if (strcmp(argv[1], "plan") == 0) return trainer_plan_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "eval") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 0);
     if (strcmp(argv[1], "predict") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 1);
     if (strcmp(argv[1], "launch") == 0) return trainer_launch_cmd(argc - 2, argv + 2);

@@ -82,6 +82,14 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     return TR_OK;
 }
 
+/* `trainer plan`: one replica on the whole global batch. */
+static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
+    (void)o;
+    out->world = 1;
+    out->rank_batch = env->global_batch;
+    return tr_estimate_replica(env, 0, env->global_batch, &out->memory);
+}
+
 static const tr_strategy_ops ops = {
     .create = create,
     .destroy = destroy,
@@ -90,6 +98,7 @@ static const tr_strategy_ops ops = {
     .forward = forward,
     .state = state,
     .memory = memory,
+    .estimate = estimate,
 };
 
 static const tr_plugin_desc desc = {

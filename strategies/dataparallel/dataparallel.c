@@ -498,6 +498,21 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     return TR_OK;
 }
 
+/* `trainer plan`: replica 0 holds the optimizer state, every replica its parameters,
+ * gradients and activations for its share. */
+static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
+    int64_t ids[MAX_REPLICAS];
+    int n = tr_options_int_list(o, "device_ids", ids, MAX_REPLICAS);
+    if (n <= 0) n = env->devices > 0 ? env->devices : 1;
+    if (n > MAX_REPLICAS) n = MAX_REPLICAS;
+    out->world = n;
+    out->rank_batch = (env->global_batch + n - 1) / n;
+    TR_CHECK(tr_estimate_replica(env, 0, out->rank_batch, &out->memory));
+    tr_strategy_memory *m = &out->memory;
+    m->all_devices += (uint64_t)(n - 1) * (m->params + m->grads + m->activations);
+    return TR_OK;
+}
+
 static const tr_option_spec opts[] = {
     {.key = "device_ids", .type = TR_OPTION_INT_LIST, .default_value = "[]", .min = 0, .max = 1 << 20,
      .doc = "the devices that hold replicas, the first is the primary (empty: trainer.devices of them)"},
@@ -514,6 +529,7 @@ static const tr_strategy_ops ops = {
     .state = state,
     .sync = sync,
     .memory = memory,
+    .estimate = estimate,
 };
 
 static const tr_plugin_desc desc = {

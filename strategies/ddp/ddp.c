@@ -270,6 +270,13 @@ static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
     return tr_comm_probe(env->registry, tr_options_string(o, "backend"));
 }
 
+/* `trainer plan`: every rank holds a whole replica and computes its share of each batch. */
+static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
+    out->world = processes(o, env->devices);
+    out->rank_batch = (env->global_batch + out->world - 1) / out->world;
+    return tr_estimate_replica(env, 0, out->rank_batch, &out->memory);
+}
+
 static const tr_option_spec opts[] = {
     TR_RANK_STRATEGY_OPTIONS,
     {.key = "bucket_mb", .type = TR_OPTION_FLOAT, .default_value = "25", .min = 0.001, .max = 65536,
@@ -290,6 +297,7 @@ static const tr_strategy_ops ops = {
     .processes = processes,
     .memory = memory,
     .probe = probe,
+    .estimate = estimate,
 };
 
 static const tr_plugin_desc desc = {

@@ -597,6 +597,39 @@ static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
     return tr_comm_probe(env->registry, tr_options_string(o, "backend"));
 }
 
+/* `trainer plan`: the ZeRO split of the flat buffer (aligned as create() aligns it) plus the
+ * unit buffers of stages 2-3, estimated from the largest unit: stage 2 keeps up to two units
+ * of gradients (one filling, one being reduce-scattered), stage 3 also up to three of
+ * parameters (an op's units and the prefetched next one). */
+static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
+    int W = processes(o, env->devices), stage = (int)tr_options_int(o, "stage");
+    size_t align = 16 * (size_t)W, F = tr_estimate_param_floats(env, align), S = F / (size_t)W;
+    size_t cap = (size_t)(tr_options_float(o, "unit_mb") * 1048576.0 / 4), cur = 0, biggest = 0, units = 0;
+    if (cap < F / (MAX_UNITS - 1) + 1) cap = F / (MAX_UNITS - 1) + 1;
+    for (int p = 0; p < env->n_params; p++) { /* make_units' greedy grouping, by sizes */
+        size_t len = ((size_t)env->param_numel[p] + align - 1) / align * align;
+        if (cur > 0 && cur + len > cap) cur = 0;
+        if (cur == 0) units++;
+        cur += len;
+        if (cur > biggest) biggest = cur;
+    }
+    out->world = W;
+    out->rank_batch = (env->global_batch + W - 1) / W;
+    tr_strategy_memory *m = &out->memory;
+    TR_CHECK(tr_estimate_replica(env, align, out->rank_batch, m));
+    m->optimizer = 4 * (uint64_t)S * (uint64_t)env->optim_states;
+    if (stage >= 2) {
+        m->grads = 4 * (uint64_t)S;
+        m->other += 4 * (uint64_t)biggest * (units < 2 ? units : 2);
+    }
+    if (stage >= 3) {
+        m->params = 4 * ((uint64_t)S + env->buffer_floats);
+        m->other += 4 * (uint64_t)biggest * (units < 3 ? units : 3);
+    }
+    m->all_devices = m->params + m->grads + m->optimizer + m->activations + m->other;
+    return TR_OK;
+}
+
 static const tr_option_spec opts[] = {
     {.key = "stage", .type = TR_OPTION_INT, .default_value = "3", .min = 1, .max = 3,
      .doc = "ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters (FSDP FULL_SHARD)"},
@@ -620,6 +653,7 @@ static const tr_strategy_ops ops = {
     .memory = memory,
     .shards = shards,
     .probe = probe,
+    .estimate = estimate,
 };
 
 static const tr_plugin_desc desc = {

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "trainer/status.h"
+#include "trainer/strategy.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,35 @@ typedef struct tr_run_plan_result {
 
 tr_status tr_run_plan(const char *config_path, const char *const *overrides, int n_overrides,
                       const char *const *plugin_dirs, tr_run_plan_result *out);
+/* `trainer plan`: what a config would run, and the memory per rank it and the alternatives
+ * would hold, estimated by each strategy plugin (tr_strategy_ops.estimate) from the model's
+ * parameters and activations measured on one forward and backward. Nothing is trained. */
+#define TR_PLAN_MAX_ROWS 8
+typedef struct tr_plan_row {
+    char strategy[64];            /* "ddp", "sharded stage 2" */
+    int chosen;                   /* the config's choice (the first row) */
+    int estimated;                /* memory, world and rank_batch are filled */
+    tr_strategy_memory memory;    /* per rank (dataparallel: replica 0; the process in all_devices) */
+    int world;
+    int64_t rank_batch;
+    char note[320];               /* why there is no estimate */
+} tr_plan_row;
+
+typedef struct tr_plan_report {
+    char strategy[64];
+    char reason[256];             /* "named in trainer.strategy", or auto's reasoning */
+    char model[64], data[64];
+    size_t params;                /* trainable scalars */
+    int64_t train_samples;
+    int64_t global_batch, grad_accum, rank_batch;
+    int devices, processes, world;
+    tr_plan_row rows[TR_PLAN_MAX_ROWS];
+    int n_rows;
+} tr_plan_report;
+
+tr_status tr_run_plan_report(const char *config_path, const char *const *overrides, int n_overrides,
+                             const char *const *plugin_dirs, tr_plan_report *out);
+
 /* 1 when this process is a rank started by trainer's launcher, torchrun, mpirun or srun. */
 int tr_launched_externally(void);
 

@@ -107,6 +107,38 @@ typedef struct tr_state_shards {
     int n_pieces;
 } tr_state_shards;
 
+/* What a strategy's estimate sees (`trainer plan`): the model and the batch, no replica. */
+typedef struct tr_strategy_estimate_env {
+    int devices;                     /* trainer.devices */
+    int64_t global_batch;            /* data.batch_size */
+    int64_t grad_accum;
+    int n_params;                    /* parameters, in registration (flat buffer) order */
+    const int64_t *param_numel;      /* each one's element count */
+    size_t buffer_floats;            /* buffers (batch-norm statistics), not optimised */
+    int optim_states;                /* optimizer state floats per parameter float (SGD 0 or 1, Adam 2) */
+    /* The activation-arena peak of one training forward and backward of `samples` samples on
+     * one replica (the core runs it once per size on the first samples; nothing is updated). */
+    tr_status (*activations)(void *user, int64_t samples, uint64_t *bytes);
+    void *user;
+} tr_strategy_estimate_env;
+
+/* What it estimates: per rank (or, for several replicas in one process, the primary one and
+ * the process in all_devices), and how it would split the work. */
+typedef struct tr_strategy_estimate {
+    tr_strategy_memory memory;
+    int world;                       /* ranks (or replicas) */
+    int64_t rank_batch;              /* the largest share of a global batch one rank/replica computes */
+} tr_strategy_estimate;
+
+/* Floats of the flat parameter buffer when every parameter starts on a multiple of `align`
+ * floats (tr_params_set_align; 16 by default). */
+size_t tr_estimate_param_floats(const tr_strategy_estimate_env *env, size_t align);
+/* One whole replica training on `samples` samples: parameters with buffers, gradients,
+ * optimizer state over the whole buffer and the activation peak (all_devices their sum):
+ * what cpu and each ddp rank hold. */
+tr_status tr_estimate_replica(const tr_strategy_estimate_env *env, size_t align, int64_t samples,
+                              tr_strategy_memory *out);
+
 typedef struct tr_strategy_ops {
     /* Makes the strategy and fills info. opts are the `strategy:` section, resolved. */
     tr_status (*create)(void **ctx, const tr_options *opts, const tr_strategy_env *env,
@@ -152,6 +184,10 @@ typedef struct tr_strategy_ops {
      * launched or create() is called: TR_OK, or an error whose message says what is missing
      * and what would work (e.g. "backend 'mpi' is not built; found: shm"). NULL: it can. */
     tr_status (*probe)(const tr_options *opts, const tr_strategy_probe *env);
+    /* `trainer plan`: the memory this strategy would hold per rank with these options, from
+     * the model's sizes, without creating anything (activations are measured through env).
+     * Called on its own, never with a ctx. NULL: the plan shows no estimate for it. */
+    tr_status (*estimate)(const tr_options *opts, const tr_strategy_estimate_env *env, tr_strategy_estimate *out);
 } tr_strategy_ops;
 
 /* The options of a strategy that runs one process per rank over a communicator (ddp,

@@ -275,8 +275,13 @@ static tr_status pick_strategy(job *j) {
     TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
     if (strcmp(name, "auto") == 0) {
         name = j->s.devices > 1 ? "ddp" : "cpu";
+        j->strategy_auto = 1;
+        snprintf(j->why, sizeof j->why, "trainer.strategy auto: no GPU backend in this build, trainer.devices %lld: %s",
+                 (long long)j->s.devices, j->s.devices > 1 ? "ddp over that many CPU ranks" : "cpu (one process)");
         TR_CHECK(tr_config_set(j->cfg, "trainer.strategy", name));
         j->root = tr_config_root(j->cfg);
+    } else {
+        snprintf(j->why, sizeof j->why, "named in trainer.strategy");
     }
     TR_CHECK(plugin_named(j, "trainer.strategy", name, TR_PLUGIN_STRATEGY, &j->strat_p));
     /* The first published table ends with `state`; entries after it may be absent: an older
@@ -349,9 +354,7 @@ int job_processes(const job *j) {
     return n > 0 ? n : 1;
 }
 
-tr_status job_open(job *j, const char *config_path, const char *const *overrides, int n_overrides,
-                   const char *const *plugin_dirs) {
-    TR_CHECK(job_plan(j, config_path, overrides, n_overrides, plugin_dirs));
+tr_status job_open_model(job *j) {
     const tr_dataset_ops *dops = j->data_p->desc->ops;
     TR_CHECK(make_dataset(j, TR_SPLIT_TRAIN, &j->train_ds));
     dops->spec(j->train_ds, &j->spec);
@@ -367,7 +370,14 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(plugin_defaults(j, "model.params", j->model_p));
     TR_CHECK(plugin_defaults(j, "data.params", j->data_p));
     if (tr_cfg_find(j->root, "data.val_params")) TR_CHECK(plugin_defaults(j, "data.val_params", j->data_p));
-    TR_CHECK(tr_model_factory_create(&j->models, j->model_p, j->model_opts, &j->spec, (uint64_t)j->s.seed));
+    return tr_model_factory_create(&j->models, j->model_p, j->model_opts, &j->spec, (uint64_t)j->s.seed);
+}
+
+tr_status job_open(job *j, const char *config_path, const char *const *overrides, int n_overrides,
+                   const char *const *plugin_dirs) {
+    TR_CHECK(job_plan(j, config_path, overrides, n_overrides, plugin_dirs));
+    TR_CHECK(job_open_model(j));
+    const tr_dataset_ops *dops = j->data_p->desc->ops;
     tr_strategy_env env = {.models = j->models, .spec = &j->spec, .optim = j->s.optim, .global_batch = j->s.batch,
                            .grad_accum = j->s.accum, .threads = (int)j->s.threads, .seed = (uint64_t)j->s.seed,
                            .devices = (int)j->s.devices, .registry = j->reg};

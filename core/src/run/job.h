@@ -38,6 +38,8 @@ typedef struct job {
     tr_model_factory *models;
     void *train_ds, *val_ds;
     tr_data_spec spec;
+    char why[256];                /* why this strategy: "named in trainer.strategy", auto's reason */
+    int strategy_auto;            /* trainer.strategy was auto */
     const tr_strategy_ops *sops;  /* = &sops_table */
     tr_strategy_ops sops_table;   /* the plugin's table, entries past its ops_size NULL */
     void *strat;
@@ -56,6 +58,8 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
 /* Processes per host the planned strategy runs (1 unless it says otherwise). */
 int job_processes(const job *j);
 
+/* After job_plan: the datasets (their specs checked) and the model factory, no strategy. */
+tr_status job_open_model(job *j);
 /* job_plan, then the datasets, the strategy and the loaders. On failure the job is left for
  * job_close. */
 tr_status job_open(job *j, const char *config_path, const char *const *overrides,
