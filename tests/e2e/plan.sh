@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `trainer plan`: a dry run whose memory estimate is what a real run measures.
+# - For the MLP and the transformer LM under cpu, ddp x2 and sharded (stage 2 and 3 x2),
+#   the chosen strategy's estimate per rank (parameters, gradients, optimizer state,
+#   activations, total) is within 15% of what the run reports in metrics.jsonl.
+# - It says which strategy auto picks and why (cpu for 1 device, ddp with 3 processes for 3),
+#   lists the alternatives (cpu, ddp, sharded stages 1-3), writes no run folder, and refuses
+#   a strategy that cannot run here (an unknown backend) before anything starts.
+# usage: plan.sh TRAINER_BIN PYTHON
+set -u
+bin="$1"; py="$2"; here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"
+t="$(mktemp -d /tmp/trainer-plan-XXXXXX)"
+trap 'rm -rf "$t"' EXIT
+export TRAINER_COMM_TIMEOUT=120
+cat >"$t/mlp.yaml" <<YAML
+run: {name: m, seed: 3, output_dir: $t/runs}
+model: {name: mlp, params: {layers: [256, 128]}}
+data: {name: synthetic, params: {samples: 2000, val_samples: 200, features: 64, classes: 10}, batch_size: 100}
+optimizer: {name: adamw, lr: 0.001}
+trainer: {max_steps: 6, log_every: 1, progress: lines, threads: 1}
+YAML
+cat >"$t/lm.yaml" <<YAML
+run: {name: l, seed: 3, output_dir: $t/runs}
+model: {name: transformer, params: {d_model: 64, n_head: 4, n_layer: 2, dropout: 0.1}}
+data: {name: synthetic, params: {task: lm, samples: 512, val_samples: 64, seq_len: 32, vocab: 50}, batch_size: 16}
+optimizer: {name: adamw, lr: 0.001}
+trainer: {max_steps: 6, log_every: 1, progress: lines, threads: 1}
+YAML
+
+# check NAME CONFIG OVERRIDES...: plan --json vs the run's memory record.
+check() {
+    local name="$1" cfg="$2"; shift 2
+    if ! "$bin" plan "$cfg" --json "run.name=$name" "$@" >"$t/$name.plan" 2>"$t/$name.plan.err"; then
+        bad "$name: plan failed" "$(cat "$t/$name.plan.err")"; return
+    fi
+    if ! timeout 300 "$bin" run "$cfg" "run.name=$name" "$@" >"$t/$name.log" 2>&1; then
+        bad "$name: run failed" "$(tail -3 "$t/$name.log")"; return
+    fi
+    local out
+    if out="$("$py" - "$t/$name.plan" "$t/runs/$name/0/metrics.jsonl" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+est = next(r for r in plan["rows"] if r["chosen"])["memory"]
+meas = [json.loads(l)["memory"] for l in open(sys.argv[2]) if '"memory"' in l][-1]
+est["total"] = sum(est[k] for k in ("params", "grads", "optimizer", "activations", "other"))
+meas["total"] = sum(meas[k] for k in ("params", "grads", "optimizer", "activations", "other"))
+worst, parts = 0.0, []
+for k in ("params", "grads", "optimizer", "activations", "total"):
+    e, m = est[k], meas[k]
+    err = abs(e - m) / m if m else (0.0 if e == 0 else 1.0)
+    worst = max(worst, err)
+    parts.append(f"{k} {e / 2**20:.2f}/{m / 2**20:.2f} MiB")
+print(f"worst {100 * worst:.1f}%: " + ", ".join(parts))
+sys.exit(0 if worst <= 0.15 else 1)
+PY
+)"; then ok "$name: plan within 15% of the run (estimated/measured): $out"
+    else bad "$name: plan vs run" "$out"; fi
+}
+check mlp_cpu "$t/mlp.yaml"
+check mlp_ddp "$t/mlp.yaml" trainer.devices=2
+check mlp_z3 "$t/mlp.yaml" trainer.strategy=sharded strategy.stage=3 trainer.devices=2
+check lm_cpu "$t/lm.yaml"
+check lm_ddp "$t/lm.yaml" trainer.devices=2
+check lm_z2 "$t/lm.yaml" trainer.strategy=sharded strategy.stage=2 strategy.unit_mb=0.05 trainer.devices=2
+
+out="$("$bin" plan "$t/mlp.yaml" "run.output_dir=$t/none" 2>&1)"
+if grep -q "strategy cpu (trainer.strategy auto: .*trainer.devices 1: cpu" <<<"$out" &&
+   [ "$(grep -cE '^[* ] (cpu|ddp|sharded stage [123]) +[0-9]' <<<"$out")" = 5 ] && [ ! -e "$t/none" ]; then
+    ok "plan: auto picks cpu for one device and says why; five strategies listed; no run folder written"
+else bad "plan output" "$out"; fi
+out="$("$bin" plan "$t/mlp.yaml" trainer.devices=3 2>&1)"
+if grep -q "strategy ddp (trainer.strategy auto: .*trainer.devices 3: ddp" <<<"$out" &&
+   grep -q "world 3 (3 processes on this host), global batch 100, per-rank batch 34" <<<"$out"; then
+    ok "plan: auto picks ddp with 3 processes for 3 devices (per-rank batch 34 of 100)"
+else bad "plan devices=3" "$out"; fi
+out="$("$bin" plan "$t/mlp.yaml" trainer.devices=2 strategy.backend=nccl 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "strategy ddp (.*) cannot run here: strategy.backend: no comm plugin named 'nccl'" <<<"$out"; then
+    ok "plan: a strategy that cannot run here is refused with the reason"
+else bad "plan refusal" "rc=$rc" "$out"; fi
+finish
