@@ -16,7 +16,8 @@
  *   destroy(ctx)
  *
  * Before any of it, probe(opts, env) says whether the strategy can run here and
- * processes(opts, devices) how many ranks `trainer run` launches. The whole contract, entry
+ * processes(opts, devices) how many ranks `trainer run` launches; `trainer plan` calls only
+ * estimate(opts, env, &out), the memory it would hold. The whole contract, entry
  * by entry: docs/plugin-interfaces.md.
  *
  * A minimal strategy (strategies/cpu/cpu.c is one, about 100 lines):
