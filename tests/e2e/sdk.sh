@@ -86,6 +86,9 @@ run() { # run NAME OVERRIDES...: a run of the example config that must succeed
         { bad "$name: run failed" "$(tail -3 "$t/$name.log")"; return 1; }
 }
 cmp_runs() { "$py" "$here/compare_runs.py" "$@"; }
+if out="$("$T" plan "$cfg" 2>&1)" && grep -Eq '^\* local_sgd +2 +64 ' <<<"$out" && grep -q "named in trainer.strategy" <<<"$out"; then
+    ok "trainer plan estimates the out-of-tree strategy (2 ranks, 64 samples each)"
+else bad "plan of local_sgd" "$out"; fi
 for w in 2 3; do
     run ddp$w trainer.strategy=ddp 'strategy={}' trainer.devices=$w
     run k1_$w strategy.k=1 trainer.devices=$w

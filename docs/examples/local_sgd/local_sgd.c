@@ -167,6 +167,13 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     return TR_OK;
 }
 
+/* `trainer plan`: like ddp, every rank holds a whole replica and computes its share. */
+static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
+    out->world = processes(o, env->devices);
+    out->rank_batch = (env->global_batch + out->world - 1) / out->world;
+    return tr_estimate_replica(env, 0, out->rank_batch, &out->memory);
+}
+
 static const tr_option_spec opts[] = {
     {.key = "k", .type = TR_OPTION_INT, .default_value = "8", .min = 1, .max = 1e9,
      .doc = "average the ranks' models every k optimizer steps (1: every step, ddp's result for SGD)"},
@@ -189,6 +196,7 @@ static const tr_strategy_ops ops = {
     .memory = memory,
     .settle = settle,
     .probe = probe,
+    .estimate = estimate,
 };
 
 static const tr_plugin_desc desc = {
