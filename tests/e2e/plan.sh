@@ -65,12 +65,12 @@ check lm_ddp "$t/lm.yaml" trainer.devices=2
 check lm_z2 "$t/lm.yaml" trainer.strategy=sharded strategy.stage=2 strategy.unit_mb=0.05 trainer.devices=2
 
 out="$("$bin" plan "$t/mlp.yaml" "run.output_dir=$t/none" 2>&1)"
-if grep -q "strategy cpu (trainer.strategy auto: .*trainer.devices 1: cpu" <<<"$out" &&
+if grep -q "strategy cpu (auto: found no GPU (.*); 1 CPU device -> cpu)" <<<"$out" &&
    [ "$(grep -cE '^[* ] (cpu|ddp|sharded stage [123]) +[0-9]' <<<"$out")" = 5 ] && [ ! -e "$t/none" ]; then
     ok "plan: auto picks cpu for one device and says why; five strategies listed; no run folder written"
 else bad "plan output" "$out"; fi
 out="$("$bin" plan "$t/mlp.yaml" trainer.devices=3 2>&1)"
-if grep -q "strategy ddp (trainer.strategy auto: .*trainer.devices 3: ddp" <<<"$out" &&
+if grep -q "strategy ddp (auto: found no GPU (.*); 3 CPU devices -> ddp (one process each))" <<<"$out" &&
    grep -q "world 3 (3 processes on this host), global batch 100, per-rank batch 34" <<<"$out"; then
     ok "plan: auto picks ddp with 3 processes for 3 devices (per-rank batch 34 of 100)"
 else bad "plan devices=3" "$out"; fi
@@ -78,4 +78,11 @@ out="$("$bin" plan "$t/mlp.yaml" trainer.devices=2 strategy.backend=nccl 2>&1)";
 if [ $rc = 1 ] && grep -q "strategy ddp (.*) cannot run here: strategy.backend: no comm plugin named 'nccl'" <<<"$out"; then
     ok "plan: a strategy that cannot run here is refused with the reason"
 else bad "plan refusal" "rc=$rc" "$out"; fi
+out="$("$bin" plan "$t/mlp.yaml" trainer.accelerator=gpu 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "trainer.accelerator: gpu asked, but this machine found no GPU (.*); accelerator cpu or auto trains on the CPU" <<<"$out"; then
+    ok "plan: accelerator gpu without a GPU is refused, saying what was found and what would work"
+else bad "accelerator gpu" "rc=$rc" "$out"; fi
+out="$("$bin" plan "$t/mlp.yaml" trainer.devices=-1 2>&1)"
+if grep -q "world $(nproc) " <<<"$out"; then ok "plan: devices -1 on the CPU is one rank per core ($(nproc))"
+else bad "devices -1" "$out"; fi
 finish

@@ -177,6 +177,40 @@ static tr_status get_float(job *j, const char *key, double def, double min, doub
     return set_default(j, key, text);
 }
 
+/* trainer.devices: auto, a count, -1 (all), or a list of GPU ids. */
+static tr_status read_devices(job *j, job_settings *s) {
+    const tr_cfg_node *n = tr_cfg_find(j->root, "trainer.devices");
+    s->n_device_ids = 0;
+    if (n && tr_cfg_node_kind(n) == TR_CFG_SEQ) {
+        size_t k = tr_cfg_size(n);
+        if (k == 0 || k > TR_MAX_DEVICE_IDS)
+            return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: trainer.devices: a list of 1 to %d GPU ids, got %zu", tr_cfg_source(n),
+                                tr_cfg_line(n), tr_cfg_column(n), TR_MAX_DEVICE_IDS, k);
+        for (size_t i = 0; i < k; i++) {
+            const char *v = tr_cfg_scalar(tr_cfg_item(n, i));
+            char *end = NULL;
+            long id = v ? strtol(v, &end, 10) : -1;
+            if (!v || end == v || *end || id < 0 || id > 1 << 20)
+                return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: trainer.devices: item %zu is not a GPU id: '%s'", tr_cfg_source(n),
+                                    tr_cfg_line(n), tr_cfg_column(n), i, v ? v : "(not a scalar)");
+            s->device_ids[s->n_device_ids++] = (int)id;
+        }
+        s->devices_asked = s->n_device_ids;
+        return TR_OK;
+    }
+    if (!n || (tr_cfg_scalar(n) && strcmp(tr_cfg_scalar(n), "auto") == 0)) {
+        s->devices_asked = TR_DEVICES_AUTO;
+        return set_default(j, "trainer.devices", "auto");
+    }
+    int64_t v;
+    TR_CHECK(tr_cfg_get_int(j->root, "trainer.devices", 1, -1, 4096, &v, 0));
+    if (v == 0)
+        return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: trainer.devices: 0 devices (a count >= 1, -1 for all, auto, or a list "
+                                            "of GPU ids)", tr_cfg_source(n), tr_cfg_line(n), tr_cfg_column(n));
+    s->devices_asked = (int)v;
+    return TR_OK;
+}
+
 static tr_status get_bool(job *j, const char *key, int def, int *out) {
     TR_CHECK(tr_cfg_get_bool(j->root, key, def, out, 0));
     return set_default(j, key, def ? "true" : "false");
@@ -249,9 +283,9 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_int(j, "trainer.val_every_n_steps", 0, 0, INT64_MAX, &s->val_every_n_steps));
     TR_CHECK(get_int(j, "trainer.threads", 0, 0, 4096, &s->threads));
     TR_CHECK(get_choice(j, "trainer.progress", "auto|bar|lines", "auto", &s->progress));
-    int accel, precision;
-    TR_CHECK(get_choice(j, "trainer.accelerator", "auto|cpu", "auto", &accel));
-    TR_CHECK(get_int(j, "trainer.devices", 1, 1, 4096, &s->devices));
+    int precision;
+    TR_CHECK(get_choice(j, "trainer.accelerator", "auto|cpu|gpu", "auto", &s->accelerator));
+    TR_CHECK(read_devices(j, s));
     TR_CHECK(get_int(j, "trainer.max_restarts", 0, 0, 1000, &s->max_restarts));
     TR_CHECK(get_choice(j, "trainer.precision", "fp32", "fp32", &precision));
     int sched_kind;
@@ -268,20 +302,24 @@ static tr_status read_settings(job *j, job_settings *s) {
     return read_optim(j, &s->optim);
 }
 
-/* trainer.strategy: a strategy plugin's name; `auto` picks from the devices (CPU only for
- * now: cpu for one device, ddp for several). The choice is written into the resolved config. */
+/* trainer.accelerator, trainer.devices and trainer.strategy through the selection rule
+ * (tr_choose_devices): auto picks from the devices found (this build has no GPU device plugin
+ * yet, so it finds none: cpu for one device, ddp over CPU ranks for several). The choice is
+ * written into the resolved config. */
 static tr_status pick_strategy(job *j) {
     const char *name;
     TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
+    tr_device_request rq = {.accelerator = (tr_accelerator)j->s.accelerator, .devices = j->s.devices_asked,
+                            .ids = j->s.device_ids, .n_ids = j->s.n_device_ids, .strategy = name};
+    tr_device_choice c;
+    TR_CHECK(tr_choose_devices(&rq, 0, "this build has no GPU device plugin", tr_cpu_count(), &c));
+    j->s.devices = c.devices;
+    snprintf(j->why, sizeof j->why, "%s", c.why);
     if (strcmp(name, "auto") == 0) {
-        name = j->s.devices > 1 ? "ddp" : "cpu";
         j->strategy_auto = 1;
-        snprintf(j->why, sizeof j->why, "trainer.strategy auto: no GPU backend in this build, trainer.devices %lld: %s",
-                 (long long)j->s.devices, j->s.devices > 1 ? "ddp over that many CPU ranks" : "cpu (one process)");
-        TR_CHECK(tr_config_set(j->cfg, "trainer.strategy", name));
+        TR_CHECK(tr_config_set(j->cfg, "trainer.strategy", c.strategy));
         j->root = tr_config_root(j->cfg);
-    } else {
-        snprintf(j->why, sizeof j->why, "named in trainer.strategy");
+        TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
     }
     TR_CHECK(plugin_named(j, "trainer.strategy", name, TR_PLUGIN_STRATEGY, &j->strat_p));
     /* The first published table ends with `state`; entries after it may be absent: an older

@@ -10,6 +10,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
+#include "trainer/devices.h"
 #include "trainer/optim.h"
 #include "trainer/strategy.h"
 
@@ -22,7 +23,10 @@ typedef struct job_settings {
     int64_t val_every_n_steps;
     tr_sched_config sched;
     tr_optim_config optim;
-    int64_t devices, max_restarts;
+    int64_t devices, max_restarts;     /* devices: as chosen (tr_choose_devices) */
+    int accelerator;                   /* tr_accelerator asked */
+    int devices_asked;                 /* N, TR_DEVICES_AUTO or TR_DEVICES_ALL */
+    int device_ids[TR_MAX_DEVICE_IDS], n_device_ids;
     int64_t ck_epochs, ck_steps, keep_last;
     int resume;  /* 0 auto, 1 never */
 } job_settings;

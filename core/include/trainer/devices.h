@@ -1,0 +1,58 @@
+/* Which devices and which strategy a run uses: the rule behind trainer.accelerator,
+ * trainer.devices and trainer.strategy: auto, as a pure function of the request and of what
+ * was found.
+ *
+ *   tr_device_request rq = {.accelerator = TR_ACCEL_AUTO, .devices = TR_DEVICES_AUTO,
+ *                           .strategy = "auto"};
+ *   tr_device_choice c;
+ *   TR_CHECK(tr_choose_devices(&rq, gpus_found, "no CUDA driver", cores, &c));
+ *   // 0 GPUs: cpu, 1 device;  1 GPU: single-gpu;  8 GPUs: ddp with 8 processes
+ *
+ * The rule: accelerator auto is gpu when a GPU was found, else cpu. devices auto is every GPU
+ * (gpu) or 1 (cpu); -1 is every GPU or every core; N is N (at most the GPUs found); a list
+ * names GPU ids (gpu only; repeated ids only for dataparallel, its one-GPU testing mode).
+ * strategy auto is cpu for one CPU device, single-gpu for one GPU and ddp (one process per
+ * device) for more. A named strategy is taken as named (its probe decides whether it can run
+ * here), except where the request contradicts itself: cpu on a GPU, single-gpu on several
+ * devices or without a GPU. An impossible request is an error saying what was found and what
+ * would work; only auto chooses, and the choice says why. */
+#ifndef TRAINER_DEVICES_H
+#define TRAINER_DEVICES_H
+
+#include "trainer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tr_accelerator { TR_ACCEL_AUTO = 0, TR_ACCEL_CPU = 1, TR_ACCEL_GPU = 2 } tr_accelerator;
+
+enum { TR_DEVICES_AUTO = 0, TR_DEVICES_ALL = -1, TR_MAX_DEVICE_IDS = 64 };
+
+typedef struct tr_device_request {
+    tr_accelerator accelerator;
+    int devices;                 /* N >= 1, TR_DEVICES_AUTO or TR_DEVICES_ALL; ignored with ids */
+    const int *ids;              /* trainer.devices as a list of GPU ids, or NULL */
+    int n_ids;
+    const char *strategy;        /* "auto" or a strategy plugin's name */
+} tr_device_request;
+
+typedef struct tr_device_choice {
+    tr_accelerator accelerator;  /* TR_ACCEL_CPU or TR_ACCEL_GPU */
+    int devices;                 /* ranks or replicas */
+    int ids[TR_MAX_DEVICE_IDS];  /* GPU ids used (gpu), in order */
+    int n_ids;
+    char strategy[64];
+    char why[256];               /* one line: the choice and its reason */
+} tr_device_choice;
+
+/* gpus: GPUs found; gpu_why: why none (or fewer) were found, for messages ("" if none
+ * known); cores: CPU cores this process may use (devices -1 with cpu). */
+tr_status tr_choose_devices(const tr_device_request *rq, int gpus, const char *gpu_why, int cores,
+                            tr_device_choice *out);
+const char *tr_accelerator_name(tr_accelerator a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
