@@ -4,6 +4,7 @@
 
 #include "checkpoint_cmd.h"
 #include "demo.h"
+#include "devices_cmd.h"
 #include "eval_cmd.h"
 #include "launch_cmd.h"
 #include "plan_cmd.h"
@@ -30,6 +31,7 @@ static void usage(FILE *out) {
             "                (--epochs=N, --seed=N)\n"
             "  launch [-n N] [--max-restarts K] [--] COMMAND [ARGS...]\n"
             "                run N supervised ranks of a command on this host (torchrun's env)\n"
+            "  devices       the CPU, GPUs and communication backends found, and why one is missing\n"
             "  plugins       list the plugins found (--describe NAME, --check FILE.so)\n"
             "  version       print the version\n");
 }
@@ -44,6 +46,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "run") == 0) return trainer_run_cmd(argc - 2, argv + 2);
+    if (strcmp(argv[1], "devices") == 0) return trainer_devices_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plan") == 0) return trainer_plan_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "eval") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 0);
     if (strcmp(argv[1], "predict") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 1);

@@ -3,6 +3,7 @@
 # - For the MLP and the transformer LM under cpu, ddp x2 and sharded (stage 2 and 3 x2),
 #   the chosen strategy's estimate per rank (parameters, gradients, optimizer state,
 #   activations, total) is within 15% of what the run reports in metrics.jsonl.
+# - `trainer devices` lists the CPU (cores), GPUs (none, with the reason) and backends.
 # - It says which strategy auto picks and why (cpu for 1 device, ddp with 3 processes for 3),
 #   lists the alternatives (cpu, ddp, sharded stages 1-3), writes no run folder, and refuses
 #   a strategy that cannot run here (an unknown backend) before anything starts.
@@ -85,4 +86,8 @@ else bad "accelerator gpu" "rc=$rc" "$out"; fi
 out="$("$bin" plan "$t/mlp.yaml" trainer.devices=-1 2>&1)"
 if grep -q "world $(nproc) " <<<"$out"; then ok "plan: devices -1 on the CPU is one rank per core ($(nproc))"
 else bad "devices -1" "$out"; fi
+out="$("$bin" devices 2>&1)"
+if grep -Eq "^cpu +$(nproc) " <<<"$out" && grep -Eq "^gpu +0 .*no GPU: " <<<"$out" && grep -q "communication backends: .*shm" <<<"$out"; then
+    ok "trainer devices: $(nproc) CPU cores, no GPU with the reason, the backends found"
+else bad "trainer devices" "$out"; fi
 finish

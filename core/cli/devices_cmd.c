@@ -1,0 +1,71 @@
+/* `trainer devices`: what this machine offers a run — the CPU (model, cores this process may
+ * use, memory), the GPU device plugins found and the GPUs they see, the communication
+ * backends — and, for what is missing, why. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "devices_cmd.h"
+#include "plugins_cmd.h"
+#include "trainer/plugin.h"
+#include "trainer/runtime.h"
+
+/* The first "model name" line of /proc/cpuinfo, or "unknown CPU". */
+static void cpu_model(char *out, size_t size) {
+    snprintf(out, size, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        char *c = strchr(line, ':');
+        if (!c) continue;
+        c++;
+        while (*c == ' ' || *c == '\t') c++;
+        c[strcspn(c, "\n")] = 0;
+        snprintf(out, size, "%s", c);
+        break;
+    }
+    fclose(f);
+}
+
+int trainer_devices_cmd(int argc, char **argv) {
+    (void)argv;
+    if (argc != 0) {
+        fprintf(stderr, "usage: trainer devices\n");
+        return 2;
+    }
+    char model[256];
+    cpu_model(model, sizeof model);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double gib = pages > 0 && page > 0 ? (double)pages * (double)page / (1024.0 * 1024.0 * 1024.0) : 0;
+    printf("%-5s %-6s %-50s %s\n", "KIND", "COUNT", "NAME", "MEMORY");
+    printf("%-5s %-6d %-50.50s %.1f GiB\n", "cpu", tr_cpu_count(), model, gib);
+
+    tr_registry *reg;
+    if (tr_registry_create(&reg) != TR_OK || trainer_scan_plugins(reg) != TR_OK) {
+        fprintf(stderr, "trainer devices: %s\n", tr_error_msg());
+        return 1;
+    }
+    int device_plugins = 0;
+    char comms[256] = "";
+    for (int i = 0; i < tr_registry_count(reg); i++) {
+        const tr_plugin *p = tr_registry_at(reg, i);
+        if (p->desc->kind == TR_PLUGIN_DEVICE) {
+            device_plugins++;
+            printf("%-5s %-6s %-50s (device plugin %s: %s)\n", "gpu", "?", p->desc->name, p->path,
+                   "this trainer cannot query device plugins yet");
+        } else if (p->desc->kind == TR_PLUGIN_COMM) {
+            size_t n = strlen(comms);
+            snprintf(comms + n, sizeof comms - n, "%s%s", n ? ", " : "", p->desc->name);
+        }
+    }
+    if (device_plugins == 0)
+        printf("%-5s %-6d %-50s %s\n", "gpu", 0, "-", "no GPU: this build has no GPU device plugin (CUDA comes with "
+                                                         "plugins/devices/cuda)");
+    printf("\ncommunication backends: %s\n", comms[0] ? comms : "none found");
+    printf("strategy auto here: cpu for trainer.devices 1, ddp over N CPU ranks for trainer.devices N "
+           "(`trainer plan CONFIG` shows a config's choice)\n");
+    tr_registry_destroy(reg);
+    return 0;
+}
