@@ -122,10 +122,13 @@ static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *j
     return TR_OK;
 }
 
+/* How long an error exit waits for a signal death it may be reporting (seconds). */
+#define ERROR_SETTLE_S 0.5
+
 /* Runs one attempt to the end; returns the first failing rank (-1: all succeeded). */
 static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_result *res) {
-    int n = cfg->nproc, failed = -1, live = n;
-    double grace = cfg->grace_s > 0 ? cfg->grace_s : 5, kill_at = 0;
+    int n = cfg->nproc, failed = -1, live = n, suspect = -1;
+    double grace = cfg->grace_s > 0 ? cfg->grace_s : 5, kill_at = 0, decide_at = 0;
     struct pollfd *pfd = tr_calloc((size_t)n, sizeof *pfd);
     int *who = tr_calloc((size_t)n, sizeof *who);
     for (;;) {
@@ -143,9 +146,11 @@ static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_resul
         } else {
             nanosleep(&(struct timespec){0, 50000000}, NULL);
         }
-        /* Reap only our ranks (the caller may have other children). Of the failures seen in
-         * one pass, a rank killed by a signal is named before ranks that exited with an error:
-         * those are usually the peers reporting its death. */
+        /* Reap only our ranks (the caller may have other children). A rank killed by a signal
+         * is named before ranks that exited with an error: those are usually the peers
+         * reporting its death, and may be reaped first (a killed process wakes its peers'
+         * futexes while it exits, before it can be reaped), so an error exit is only blamed
+         * once no signal death followed it within ERROR_SETTLE_S. */
         int signaled = -1, errored = -1;
         for (int r = 0; r < n; r++) {
             int st;
@@ -156,8 +161,13 @@ static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_resul
             if (WIFSIGNALED(st) && signaled < 0) signaled = r;
             else if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) && errored < 0) errored = r;
         }
-        if (failed < 0 && !g_signal && (signaled >= 0 || errored >= 0)) {
-            failed = signaled >= 0 ? signaled : errored;
+        if (failed < 0 && !g_signal && signaled >= 0) failed = signaled;
+        if (failed < 0 && !g_signal && errored >= 0 && suspect < 0) {
+            suspect = errored;
+            decide_at = tr_now() + ERROR_SETTLE_S;
+        }
+        if (failed < 0 && !g_signal && suspect >= 0 && (tr_now() >= decide_at || live == 0)) failed = suspect;
+        if (failed >= 0 && kill_at == 0) {
             signal_all(rp, n, SIGTERM);
             kill_at = tr_now() + grace;
         }
