@@ -42,9 +42,10 @@ int trainer_devices_cmd(int argc, char **argv) {
     printf("%-5s %-6s %-50s %s\n", "KIND", "COUNT", "NAME", "MEMORY");
     printf("%-5s %-6d %-50.50s %.1f GiB\n", "cpu", tr_cpu_count(), model, gib);
 
-    tr_registry *reg;
+    tr_registry *reg = NULL;
     if (tr_registry_create(&reg) != TR_OK || trainer_scan_plugins(reg) != TR_OK) {
         fprintf(stderr, "trainer devices: %s\n", tr_error_msg());
+        tr_registry_destroy(reg);
         return 1;
     }
     int device_plugins = 0;

@@ -598,9 +598,11 @@ static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
 }
 
 /* `trainer plan`: the ZeRO split of the flat buffer (aligned as create() aligns it) plus the
- * unit buffers of stages 2-3, estimated from the largest unit: stage 2 keeps up to two units
- * of gradients (one filling, one being reduce-scattered), stage 3 also up to three of
- * parameters (an op's units and the prefetched next one). */
+ * unit buffers of stages 2-3, estimated from the largest unit: stage 2 keeps about two units
+ * of gradients (one filling, one being reduce-scattered), stage 3 also about three of
+ * parameters (an op's units and the prefetched next one). A lower bound: a model whose
+ * backward touches many units at once (tied weights keep one busy throughout) holds more
+ * (a 2-layer transformer LM in 0.05 MiB units: 0.12 MiB estimated, 0.37 MiB measured). */
 static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
     int W = processes(o, env->devices), stage = (int)tr_options_int(o, "stage");
     size_t align = 16 * (size_t)W, F = tr_estimate_param_floats(env, align), S = F / (size_t)W;

@@ -2,7 +2,9 @@
 # `trainer plan`: a dry run whose memory estimate is what a real run measures.
 # - For the MLP and the transformer LM under cpu, ddp x2 and sharded (stage 2 and 3 x2),
 #   the chosen strategy's estimate per rank (parameters, gradients, optimizer state,
-#   activations, total) is within 15% of what the run reports in metrics.jsonl.
+#   activations, total) is within 15% of what the run reports in metrics.jsonl (the unit
+#   buffers, a small part of the total, are printed but not bounded on their own).
+# - Under an outside launcher (WORLD_SIZE set), devices auto means the job's ranks.
 # - `trainer devices` lists the CPU (cores), GPUs (none, with the reason) and backends.
 # - It says which strategy auto picks and why (cpu for 1 device, ddp with 3 processes for 3),
 #   lists the alternatives (cpu, ddp, sharded stages 1-3), writes no run folder, and refuses
@@ -47,10 +49,13 @@ meas = [json.loads(l)["memory"] for l in open(sys.argv[2]) if '"memory"' in l][-
 est["total"] = sum(est[k] for k in ("params", "grads", "optimizer", "activations", "other"))
 meas["total"] = sum(meas[k] for k in ("params", "grads", "optimizer", "activations", "other"))
 worst, parts = 0.0, []
-for k in ("params", "grads", "optimizer", "activations", "total"):
+# The unit buffers (other) are working memory whose count depends on the order backward
+# touches units (tied weights keep one busy throughout): printed, inside the total's bound.
+for k in ("params", "grads", "optimizer", "activations", "other", "total"):
     e, m = est[k], meas[k]
     err = abs(e - m) / m if m else (0.0 if e == 0 else 1.0)
-    worst = max(worst, err)
+    if k != "other":
+        worst = max(worst, err)
     parts.append(f"{k} {e / 2**20:.2f}/{m / 2**20:.2f} MiB")
 print(f"worst {100 * worst:.1f}%: " + ", ".join(parts))
 sys.exit(0 if worst <= 0.15 else 1)
@@ -86,6 +91,10 @@ else bad "accelerator gpu" "rc=$rc" "$out"; fi
 out="$("$bin" plan "$t/mlp.yaml" trainer.devices=-1 2>&1)"
 if grep -q "world $(nproc) " <<<"$out"; then ok "plan: devices -1 on the CPU is one rank per core ($(nproc))"
 else bad "devices -1" "$out"; fi
+out="$(RANK=0 WORLD_SIZE=3 LOCAL_RANK=0 LOCAL_WORLD_SIZE=3 TRAINER_JOB_ID=plan$$ "$bin" plan "$t/mlp.yaml" 2>&1)"
+if grep -q "strategy ddp (auto: .*3 CPU devices -> ddp" <<<"$out"; then
+    ok "plan under an outside launcher (WORLD_SIZE 3): devices auto means the job's 3 ranks"
+else bad "plan under a launcher" "$out"; fi
 out="$("$bin" devices 2>&1)"
 if grep -Eq "^cpu +$(nproc) " <<<"$out" && grep -Eq "^gpu +0 .*no GPU: " <<<"$out" && grep -q "communication backends: .*shm" <<<"$out"; then
     ok "trainer devices: $(nproc) CPU cores, no GPU with the reason, the backends found"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "trainer/checkpoint.h"
+#include "trainer/comm.h"
 #include "trainer/io.h"
 #include "trainer/log.h"
 #include "trainer/run.h"
@@ -198,7 +199,9 @@ static tr_status read_devices(job *j, job_settings *s) {
         s->devices_asked = s->n_device_ids;
         return TR_OK;
     }
-    if (!n || (tr_cfg_scalar(n) && strcmp(tr_cfg_scalar(n), "auto") == 0)) {
+    const char *text = n ? tr_cfg_scalar(n) : NULL;
+    if (!n || (text && (strcmp(text, "auto") == 0 || strcmp(text, "") == 0 || strcmp(text, "~") == 0 ||
+                        strcmp(text, "null") == 0))) {
         s->devices_asked = TR_DEVICES_AUTO;
         return set_default(j, "trainer.devices", "auto");
     }
@@ -311,6 +314,12 @@ static tr_status pick_strategy(job *j) {
     TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
     tr_device_request rq = {.accelerator = (tr_accelerator)j->s.accelerator, .devices = j->s.devices_asked,
                             .ids = j->s.device_ids, .n_ids = j->s.n_device_ids, .strategy = name};
+    /* Ranks started by mpirun/srun/torchrun: auto and -1 on the CPU mean the job's ranks, not
+     * this rank's cores (a launcher may pin each rank to one). */
+    tr_comm_env ce;
+    if (tr_launched_externally() && rq.n_ids == 0 && rq.accelerator != TR_ACCEL_GPU &&
+        (rq.devices == TR_DEVICES_AUTO || rq.devices == TR_DEVICES_ALL) && tr_comm_env_detect(&ce) == TR_OK && ce.size > 1)
+        rq.devices = ce.size;
     tr_device_choice c;
     TR_CHECK(tr_choose_devices(&rq, 0, "this build has no GPU device plugin", tr_cpu_count(), &c));
     j->s.devices = c.devices;
@@ -396,6 +405,7 @@ tr_status job_open_model(job *j) {
     const tr_dataset_ops *dops = j->data_p->desc->ops;
     TR_CHECK(make_dataset(j, TR_SPLIT_TRAIN, &j->train_ds));
     dops->spec(j->train_ds, &j->spec);
+    if (dops->size(j->train_ds) <= 0) return tr_error_set(TR_ERR_INVALID, "data: the training split is empty");
     if (make_dataset(j, TR_SPLIT_VAL, &j->val_ds) != TR_OK) {
         TR_INFO("no validation data: %s", tr_error_msg());
     } else {

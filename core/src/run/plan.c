@@ -2,6 +2,7 @@
  * (one replica, to know the parameters and to measure activations), and asks the chosen
  * strategy and the alternatives (cpu, ddp, sharded stages 1-3) what they would hold per
  * rank. Nothing is trained, no process is launched, no run folder is written. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,12 @@ static tr_status activations(void *user, int64_t samples, uint64_t *bytes) {
     const tr_dataset_ops *dops = j->data_p->desc->ops;
     int64_t n = dops->size(j->train_ds);
     size_t xb = (size_t)j->spec.x_numel * tr_dtype_size(j->spec.x_dtype), yb = (size_t)j->spec.y_numel * tr_dtype_size(j->spec.y_dtype);
-    char *x = tr_malloc(xb * (size_t)samples), *y = tr_malloc(yb * (size_t)samples);
+    size_t xbytes, ybytes;
+    if (n <= 0 || __builtin_mul_overflow(xb, (size_t)samples, &xbytes) || __builtin_mul_overflow(yb, (size_t)samples, &ybytes) ||
+        xbytes > SIZE_MAX / 2 || ybytes > SIZE_MAX / 2)
+        return tr_error_set(TR_ERR_INVALID, "plan: cannot measure a batch of %lld samples of %lld-sample data", (long long)samples,
+                            (long long)n);
+    char *x = tr_malloc(xbytes), *y = tr_malloc(ybytes);
     tr_replica *r = NULL;
     tr_status st = x && y ? TR_OK : tr_error_set(TR_ERR_NOMEM, "plan: out of memory for a batch of %lld", (long long)samples);
     for (int64_t i = 0; st == TR_OK && i < samples; i++) st = dops->get(j->train_ds, i % n, x + xb * (size_t)i, y + yb * (size_t)i);
@@ -99,6 +105,7 @@ static void add_row(planner *pl, const tr_strategy_estimate_env *env, tr_plan_re
     tr_options *o = NULL;
     tr_status st = chosen ? TR_OK
                           : tr_options_create(&o, p->desc->options, p->desc->n_options, kv, n_kv, "plan");
+    if (st != TR_OK) snprintf(row->note, sizeof row->note, "options refused: %s", tr_error_msg());
     const tr_options *use = chosen ? j->strat_opts : o;
     tr_strategy_estimate_env e = *env;
     e.devices = devices;
