@@ -331,20 +331,25 @@ static tr_status pick_strategy(job *j) {
         TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
     }
     TR_CHECK(plugin_named(j, "trainer.strategy", name, TR_PLUGIN_STRATEGY, &j->strat_p));
+    TR_CHECK(job_strategy_ops(j->strat_p, &j->sops_table));
+    j->sops = &j->sops_table;
+    return TR_OK;
+}
+
+tr_status job_strategy_ops(const tr_plugin *p, tr_strategy_ops *out) {
     /* The first published table ends with `state`; entries after it may be absent: an older
      * plugin's shorter table is copied into a full one whose missing entries are NULL, so the
      * optional operations are plain NULL checks everywhere. */
-    size_t size = j->strat_p->desc->ops_size;
-    if (size < offsetof(tr_strategy_ops, state) + sizeof j->sops->state)
+    size_t size = p->desc->ops_size, first = offsetof(tr_strategy_ops, state) + sizeof out->state;
+    if (size < first)
         return tr_error_set(TR_ERR_PLUGIN, "%s: strategy %s: its ops table has %zu bytes, a strategy needs at least %zu "
-                                           "(create ... state)", j->strat_p->path, name, size,
-                            offsetof(tr_strategy_ops, state) + sizeof j->sops->state);
-    memset(&j->sops_table, 0, sizeof j->sops_table);
-    memcpy(&j->sops_table, j->strat_p->desc->ops, size < sizeof j->sops_table ? size : sizeof j->sops_table);
-    j->sops = &j->sops_table;
-    const char *missing = !j->sops->create ? "create" : !j->sops->destroy ? "destroy" : !j->sops->train_micro ? "train_micro"
-                          : !j->sops->optim_step ? "optim_step" : !j->sops->forward ? "forward" : !j->sops->state ? "state" : NULL;
-    if (missing) return tr_error_set(TR_ERR_PLUGIN, "%s: strategy %s lacks the required operation '%s'", j->strat_p->path, name, missing);
+                                           "(create ... state)", p->path, p->desc->name, size, first);
+    memset(out, 0, sizeof *out);
+    memcpy(out, p->desc->ops, size < sizeof *out ? size : sizeof *out);
+    const char *missing = !out->create ? "create" : !out->destroy ? "destroy" : !out->train_micro ? "train_micro"
+                          : !out->optim_step ? "optim_step" : !out->forward ? "forward" : !out->state ? "state" : NULL;
+    if (missing)
+        return tr_error_set(TR_ERR_PLUGIN, "%s: strategy %s lacks the required operation '%s'", p->path, p->desc->name, missing);
     return TR_OK;
 }
 

@@ -59,6 +59,9 @@ typedef struct job {
  * strategy (with its resolved options): enough to know how many processes the job needs. */
 tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                    const char *const *plugin_dirs);
+/* A strategy plugin's ops table, padded with NULL past the entries it was built with; a
+ * table short of the first version's entries or lacking a required one is refused. */
+tr_status job_strategy_ops(const tr_plugin *p, tr_strategy_ops *out);
 /* Processes per host the planned strategy runs (1 unless it says otherwise). */
 int job_processes(const job *j);
 

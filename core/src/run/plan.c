@@ -100,8 +100,10 @@ static void add_row(planner *pl, const tr_strategy_estimate_env *env, tr_plan_re
         return;
     }
     tr_strategy_ops ops;
-    memset(&ops, 0, sizeof ops);
-    memcpy(&ops, p->desc->ops, p->desc->ops_size < sizeof ops ? p->desc->ops_size : sizeof ops);
+    if (job_strategy_ops(p, &ops) != TR_OK) {
+        snprintf(row->note, sizeof row->note, "refused: %s", tr_error_msg());
+        return;
+    }
     tr_options *o = NULL;
     tr_status st = chosen ? TR_OK
                           : tr_options_create(&o, p->desc->options, p->desc->n_options, kv, n_kv, "plan");
