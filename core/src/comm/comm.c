@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/fault.h"
 #include "trainer/comm_backend.h"
 #include "trainer/log.h"
 #include "trainer/memory.h"
@@ -73,6 +74,18 @@ static size_t reduced_count(const tr_comm *c, const tr_comm_call *k) {
     }
 }
 
+/* Fault point "collective" (base/fault.h): this rank runs the first half of the elements as
+ * the same operation, so its peers see it arrive and exchange part of the data, then dies
+ * while they wait for the rest. */
+static void fault_collective(tr_comm *c, const tr_comm_op *op) {
+    tr_comm_op half = *op;
+    half.call.count = op->call.count / 2;
+    tr_status st = c->ops->run(c->ctx, &half);
+    tr_fault_kill("rank %d inside %s #%llu (%zu x %s) after %zu elements went through%s", c->env.rank,
+                  tr_comm_kind_name(op->call.kind), (unsigned long long)op->seq, op->call.count,
+                  tr_dtype_name(op->call.dtype), half.call.count, st == TR_OK ? "" : " (the partial call failed)");
+}
+
 static void run_work(tr_comm *c, tr_comm_work *w) {
     pthread_mutex_lock(&c->mu);
     int broken = c->broken;
@@ -84,6 +97,9 @@ static void run_work(tr_comm *c, tr_comm_work *w) {
     }
     double timeout = c->env.timeout_s > 0 ? c->env.timeout_s : 300;
     w->op.deadline = tr_now() + timeout;
+    if (tr_fault_armed(TR_FAULT_COLLECTIVE) && w->op.call.count >= 2 && w->op.call.kind != TR_COMM_SEND &&
+        w->op.call.kind != TR_COMM_RECV)
+        fault_collective(c, &w->op);
     tr_status st = c->ops->run(c->ctx, &w->op);
     w->status = st;
     if (st != TR_OK) {

@@ -71,9 +71,14 @@ static void describe_exit(char *out, size_t size, int rank, int status, const ch
     if (n > 0 && (size_t)n < size) snprintf(out + n, size - (size_t)n, "; its last line: %s", last[0] ? last : "(none)");
 }
 
+/* A stopped rank (SIGSTOP, a debugger let go) would keep SIGTERM pending until the SIGKILL
+ * after the grace period: SIGCONT lets it act on it at once. */
 static void signal_all(rank_proc *rp, int n, int sig) {
     for (int r = 0; r < n; r++)
-        if (rp[r].running) kill(rp[r].pid, sig);
+        if (rp[r].running) {
+            kill(rp[r].pid, sig);
+            if (sig == SIGTERM) kill(rp[r].pid, SIGCONT);
+        }
 }
 
 static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *job, int attempt) {

@@ -21,6 +21,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "base/io_error.h"
 #include "trainer/checkpoint.h"
 #include "trainer/log.h"
 #include "trainer/io.h"
@@ -79,6 +80,30 @@ void ckpt_shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
     if (k < cap) snprintf(out + k, cap - k, ")");
 }
 
+tr_status ckpt_write_json(json_t *o, const char *path, size_t flags) {
+    char why[256];
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return tr_error_set(TR_ERR_IO, "%s: cannot create: %s", path, tr_io_reason(errno, why, sizeof why));
+    char *text = json_dumps(o, flags);
+    tr_status st = text ? TR_OK : tr_error_set(TR_ERR_NOMEM, "%s: cannot encode the JSON", path);
+    size_t n = text ? strlen(text) : 0, done = 0;
+    while (st == TR_OK && done < n) {
+        ssize_t w = write(fd, text + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            st = tr_error_set(TR_ERR_IO, "%s: write failed after %zu of %zu bytes: %s", path, done, n,
+                              tr_io_reason(w < 0 ? errno : ENOSPC, why, sizeof why));
+        else
+            done += (size_t)w;
+    }
+    free(text);
+    if (st == TR_OK && fsync(fd) != 0)
+        st = tr_error_set(TR_ERR_IO, "%s: fsync failed: %s", path, tr_io_reason(errno, why, sizeof why));
+    if (close(fd) != 0 && st == TR_OK)
+        st = tr_error_set(TR_ERR_IO, "%s: close failed: %s", path, tr_io_reason(errno, why, sizeof why));
+    return st;
+}
+
 /* ---- state.json ---- */
 
 tr_status ckpt_write_state(const char *dir, const tr_train_state *s) {
@@ -96,27 +121,13 @@ tr_status ckpt_write_state(const char *dir, const tr_train_state *s) {
     if (!o)
         return tr_error_set(TR_ERR_INVALID,
                             "%s: cannot encode the train state (config_hash or model not UTF-8?)", path);
-    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    tr_status st = ckpt_write_json(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
-    if (rc != 0) {
-        tr_status st = tr_error_set(TR_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
-        unlink(tmp);
-        return st;
-    }
-    int fd = open(tmp, O_RDONLY);
-    if (fd < 0 || fsync(fd) != 0) {
-        tr_status st = tr_error_set(TR_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
-        if (fd >= 0) close(fd);
-        unlink(tmp);
-        return st;
-    }
-    close(fd);
-    if (rename(tmp, path) != 0) {
-        tr_status st = tr_error_set(TR_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
-        unlink(tmp);
-        return st;
-    }
-    return TR_OK;
+    char why[256];
+    if (st == TR_OK && rename(tmp, path) != 0)
+        st = tr_error_set(TR_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, tr_io_reason(errno, why, sizeof why));
+    if (st != TR_OK) unlink(tmp);
+    return st;
 }
 
 static tr_status get_int(const char *path, json_t *o, const char *key, int64_t *out) {
@@ -246,12 +257,7 @@ static int valid_name(const char *name) {
     return name && *name && name[0] != '.' && !strchr(name, '/') && !strstr(name, ".tmp");
 }
 
-tr_status ckpt_begin(const char *dir, const char *name, long tag, char *final_path, char *tmp_path) {
-    if (!valid_name(name))
-        return tr_error_set(
-            TR_ERR_INVALID,
-            "checkpoint save: name '%s' must be non-empty, contain no '/' or \".tmp\" and not start with '.'",
-            name ? name : "(null)");
+static tr_status begin(const char *dir, const char *name, long tag, char *final_path, char *tmp_path) {
     TR_CHECK(ckpt_join(final_path, PATH_CAP, dir, name));
     TR_CHECK(tr_checkpoint_tmp_path(dir, name, tag, tmp_path, PATH_CAP));
     TR_CHECK(tr_mkdirs(dir));
@@ -262,10 +268,23 @@ tr_status ckpt_begin(const char *dir, const char *name, long tag, char *final_pa
                             "another name or remove it)",
                             final_path);
     TR_CHECK(ckpt_remove_tree(tmp_path, 0)); /* a stale one of an earlier process with our tag */
-    if (mkdir(tmp_path, 0755) != 0)
-        return tr_error_set(TR_ERR_IO, "%s: cannot create the checkpoint directory %s: %s", final_path,
-                            tmp_path, strerror(errno));
+    if (mkdir(tmp_path, 0755) != 0) {
+        char why[256];
+        return tr_error_set(TR_ERR_IO, "cannot create the directory %s: %s", tmp_path,
+                            tr_io_reason(errno, why, sizeof why));
+    }
     return TR_OK;
+}
+
+tr_status ckpt_begin(const char *dir, const char *name, long tag, char *final_path, char *tmp_path) {
+    if (!valid_name(name))
+        return tr_error_set(
+            TR_ERR_INVALID,
+            "checkpoint save: name '%s' must be non-empty, contain no '/' or \".tmp\" and not start with '.'",
+            name ? name : "(null)");
+    tr_status st = begin(dir, name, tag, final_path, tmp_path);
+    if (st != TR_OK) tr_error_prefix("checkpoint %s/%s not saved: ", dir, name);
+    return st;
 }
 
 tr_status ckpt_commit(const char *dir, const char *final_path, const char *tmp_path) {
@@ -283,7 +302,7 @@ tr_status ckpt_commit(const char *dir, const char *final_path, const char *tmp_p
 }
 
 tr_status ckpt_abandon(const char *final_path, const char *tmp_path, tr_status st) {
-    tr_error_prefix("checkpoint %s: ", final_path);
+    tr_error_prefix("checkpoint %s not saved: ", final_path);
     /* Keep the first error's message: removal errors would overwrite it. */
     char *msg = strdup(tr_error_msg());
     ckpt_remove_tree(tmp_path, 0);
@@ -439,10 +458,20 @@ tr_status tr_checkpoint_prune(const char *dir, int keep_last) {
     }
     tr_free(v);
     if (st != TR_OK) return st;
+    TR_CHECK(ckpt_remove_stale(dir, NULL));
+    ckpt_fsync_path(dir);
+    return TR_OK;
+}
+
+tr_status ckpt_remove_stale(const char *dir, int *removed) {
+    if (removed) *removed = 0;
     DIR *d = opendir(dir);
-    if (!d)
+    if (!d) {
+        if (errno == ENOENT) return TR_OK;
         return tr_error_set(TR_ERR_IO, "%s: cannot open the checkpoint directory: %s", dir, strerror(errno));
+    }
     /* Collect first: removing entries while readdir walks them is unspecified. */
+    tr_status st = TR_OK;
     char(*stale)[256] = NULL;
     int ns = 0, cap = 0;
     struct dirent *de;
@@ -467,8 +496,8 @@ tr_status tr_checkpoint_prune(const char *dir, int keep_last) {
         char sub[PATH_CAP];
         st = ckpt_join(sub, sizeof sub, dir, stale[i]);
         if (st == TR_OK) st = ckpt_remove_tree(sub, 0);
+        if (st == TR_OK && removed) (*removed)++;
     }
     tr_free(stale);
-    if (st == TR_OK) ckpt_fsync_path(dir);
     return st;
 }

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "trainer/checkpoint.h"
 
 #define PATH_CAP 1100
@@ -21,6 +23,8 @@ void ckpt_fsync_path(const char *path);
 /* Removes a file or a directory tree (symlinks are removed, never followed). */
 tr_status ckpt_remove_tree(const char *path, int depth);
 void ckpt_shape_str(char *out, size_t cap, int ndim, const int64_t *shape);
+/* o as JSON text into path (created or truncated), fsync'ed; every failure names path. */
+tr_status ckpt_write_json(json_t *o, const char *path, size_t flags);
 tr_status ckpt_write_state(const char *dir, const tr_train_state *s);
 tr_status ckpt_read_state(const char *path, tr_train_state *s);
 /* model.safetensors: parameters by name, then buffers by name. */
@@ -29,6 +33,9 @@ tr_status ckpt_write_model_file(const char *path, tr_params *P);
 /* Checks the name, refuses an existing <dir>/<name>, creates <dir>/<name>.tmp-<tag>. Both
  * paths are PATH_CAP bytes. */
 tr_status ckpt_begin(const char *dir, const char *name, long tag, char *final_path, char *tmp_path);
+/* Removes dir's "<name>.tmp-<pid>" folders whose writer is gone (a killed save); *removed
+ * (may be NULL) counts them. A missing dir is not an error. */
+tr_status ckpt_remove_stale(const char *dir, int *removed);
 /* fsyncs tmp, renames it to final, fsyncs dir. */
 tr_status ckpt_commit(const char *dir, const char *final_path, const char *tmp_path);
 /* Removes tmp, keeps st's message (prefixed with the checkpoint's path); returns st. */

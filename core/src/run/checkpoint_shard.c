@@ -128,11 +128,9 @@ static tr_status write_index(const char *tmp, int world, tr_params *P, tr_optim 
                             json_pack("{s:o, s:I}", "states", states, "steps", (json_int_t)tr_optim_steps(opt)));
     }
     if (!o) return tr_error_set(TR_ERR_NOMEM, "%s: cannot build the index", path);
-    int rc = json_dump_file(o, path, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    tr_status st = ckpt_write_json(o, path, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     json_decref(o);
-    if (rc != 0) return tr_error_set(TR_ERR_IO, "%s: cannot write", path);
-    ckpt_fsync_path(path);
-    return TR_OK;
+    return st;
 }
 
 tr_status tr_checkpoint_commit(const char *dir, const char *name, const char *tmp, int world, tr_params *P,

@@ -2,6 +2,7 @@
  * datasets, the strategy and the loaders (shared by `trainer run`, `eval` and `predict`). */
 #include "job.h"
 
+#include <errno.h>
 #include <libgen.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "base/io_error.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/io.h"
@@ -27,10 +29,27 @@ void job_say(job *j, const char *fmt, ...) {
     progress_clear(&j->prog);
     printf("%s\n", line);
     fflush(stdout);
-    if (j->log) {
-        fprintf(j->log, "%s\n", line);
-        fflush(j->log);
-    }
+    job_write(j, j->log, "%s\n", line);
+}
+
+void job_write(job *j, FILE *f, const char *fmt, ...) {
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    errno = 0;
+    int bad = vfprintf(f, fmt, ap) < 0;
+    va_end(ap);
+    bad = fflush(f) != 0 || bad;
+    if (!bad || j->io_error[0]) return;
+    char why[256];
+    tr_io_reason(errno ? errno : EIO, why, sizeof why);
+    snprintf(j->io_error, sizeof j->io_error, "%s/%s: write failed: %s", j->run_dir,
+             f == j->log ? "log.txt" : "metrics.jsonl", why);
+    clearerr(f);
+}
+
+tr_status job_io_status(const job *j) {
+    return j->io_error[0] ? tr_error_set(TR_ERR_IO, "%s", j->io_error) : TR_OK;
 }
 
 /* A plugin's options section (a mapping, or absent) as "key=value" strings. */

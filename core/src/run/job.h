@@ -51,6 +51,7 @@ typedef struct job {
     tr_loader *train_L, *val_L;
     tr_sampler train_sampler;
     FILE *log, *metrics;         /* rank 0, `run` only */
+    char io_error[1400];         /* the first failed write to log or metrics ("" none) */
     char run_dir[1024];
     progress prog;
 } job;
@@ -82,6 +83,11 @@ tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train
 
 /* A line to stdout (above the progress bar) and to log.txt. */
 void job_say(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Text to the job's log or metrics file f (NULL: nothing), flushed; a failure is kept for
+ * job_io_status (the first one, naming the file and the reason). */
+void job_write(job *j, FILE *f, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* TR_OK, or the first failed write of job_write as an error. */
+tr_status job_io_status(const job *j);
 
 /* Metrics of one pass over a loader in eval mode. */
 typedef struct eval_totals {

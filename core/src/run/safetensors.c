@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fault.h"
+#include "base/io_error.h"
 #include "trainer/memory.h"
 #include "trainer/safetensors.h"
 
@@ -45,15 +47,20 @@ static size_t entry_bytes(const tr_st_entry *e) {
     return n;
 }
 
-static tr_status write_all(int fd, const void *p, size_t n, const char *path) {
+/* Writes n bytes; *done counts the file's bytes written so far (for the message). */
+static tr_status write_all(int fd, const void *p, size_t n, const char *path, size_t *done, size_t total) {
     const char *c = p;
     while (n > 0) {
         ssize_t w = write(fd, c, n);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            return tr_error_set(TR_ERR_IO, "%s: write failed: %s", path, w < 0 ? strerror(errno) : "no progress");
+        if (w <= 0) {
+            char why[256];
+            return tr_error_set(TR_ERR_IO, "%s: write failed after %zu of %zu bytes: %s", path, *done, total,
+                                tr_io_reason(w < 0 ? errno : ENOSPC, why, sizeof why));
+        }
         c += w;
         n -= (size_t)w;
+        *done += (size_t)w;
     }
     return TR_OK;
 }
@@ -114,20 +121,36 @@ tr_status tr_safetensors_write(const char *path, const tr_st_entry *entries, int
     if (fd < 0) {
         free(hdr);
         tr_free(order);
-        return tr_error_set(TR_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        char why[256];
+        return tr_error_set(TR_ERR_IO, "%s: cannot create %s: %s", path, tmp, tr_io_reason(errno, why, sizeof why));
     }
     uint64_t le = padded; /* x86-64 and aarch64 are little-endian */
-    st = write_all(fd, &le, 8, tmp);
-    if (st == TR_OK) st = write_all(fd, hdr, hlen, tmp);
-    for (size_t i = hlen; i < padded && st == TR_OK; i++) st = write_all(fd, " ", 1, tmp);
-    for (int k = 0; k < n && st == TR_OK; k++)
-        st = write_all(fd, entries[order[k]].data, entry_bytes(&entries[order[k]]), tmp);
+    size_t done = 0, total = 8 + padded, data = 0;
+    for (int k = 0; k < n; k++) data += entry_bytes(&entries[k]);
+    total += data;
+    st = write_all(fd, &le, 8, path, &done, total);
+    if (st == TR_OK) st = write_all(fd, hdr, hlen, path, &done, total);
+    for (size_t i = hlen; i < padded && st == TR_OK; i++) st = write_all(fd, " ", 1, path, &done, total);
+    int fault = tr_fault_armed(TR_FAULT_CHECKPOINT); /* tests: die half-way through the data */
+    for (int k = 0; k < n && st == TR_OK; k++) {
+        const tr_st_entry *e = &entries[order[k]];
+        size_t b = entry_bytes(e);
+        if (fault && done + b >= total - data / 2) {
+            size_t part = total - data / 2 - done;
+            st = write_all(fd, e->data, part, path, &done, total);
+            tr_fault_kill("writing %s: %zu of %zu bytes written", tmp, done, total);
+        }
+        st = write_all(fd, e->data, b, path, &done, total);
+    }
     free(hdr);
     tr_free(order);
-    if (st == TR_OK && fsync(fd) != 0) st = tr_error_set(TR_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && st == TR_OK) st = tr_error_set(TR_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+    char why[256];
+    if (st == TR_OK && fsync(fd) != 0)
+        st = tr_error_set(TR_ERR_IO, "%s: fsync failed: %s", path, tr_io_reason(errno, why, sizeof why));
+    if (close(fd) != 0 && st == TR_OK)
+        st = tr_error_set(TR_ERR_IO, "%s: close failed: %s", path, tr_io_reason(errno, why, sizeof why));
     if (st == TR_OK && rename(tmp, path) != 0)
-        st = tr_error_set(TR_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
+        st = tr_error_set(TR_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, tr_io_reason(errno, why, sizeof why));
     if (st != TR_OK) {
         unlink(tmp);
         return st;

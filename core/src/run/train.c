@@ -9,7 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fault.h"
+#include "base/io_error.h"
 #include "job.h"
+#include "run/checkpoint_impl.h"
 #include "trainer/io.h"
 #include "trainer/log.h"
 #include "trainer/run.h"
@@ -21,11 +24,13 @@ typedef struct loop {
     tr_train_state state;
     int64_t per_epoch, n_batches, total, last_saved;
     double per_sample_tokens;
+    tr_fault_point fault;    /* TRAINER_FAULT_KILL_* for this rank (base/fault.h) */
+    int64_t fault_step;
 } loop;
 
 /* Every rank learns whether any failed: TR_OK when none did; else this rank's own error, or
- * "checkpoint NAME: OTHERS" when only others failed. */
-static tr_status agree(job *j, tr_status st, const char *name, const char *others) {
+ * "WHAT: OTHERS" when only others failed. */
+static tr_status agree(job *j, tr_status st, const char *what, const char *others) {
     char msg[1024] = "";
     if (st != TR_OK) snprintf(msg, sizeof msg, "%s", tr_error_msg());
     double failed = st != TR_OK;
@@ -34,7 +39,7 @@ static tr_status agree(job *j, tr_status st, const char *name, const char *other
         if (a != TR_OK) return st != TR_OK ? tr_error_set(st, "%s", msg) : a;
     }
     if (failed == 0) return TR_OK;
-    return st != TR_OK ? tr_error_set(st, "%s", msg) : tr_error_set(TR_ERR_IO, "checkpoint %s: %s", name, others);
+    return st != TR_OK ? tr_error_set(st, "%s", msg) : tr_error_set(TR_ERR_IO, "%s: %s", what, others);
 }
 
 /* A sharded strategy's checkpoint: every rank writes its shard (checkpoint.h). */
@@ -42,15 +47,17 @@ static tr_status save_sharded(loop *lp, const char *name) {
     job *j = lp->j;
     double tag = j->info.rank == 0 ? (double)getpid() : 0;
     if (j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, &tag, 1));
-    char tmp[1200];
+    char tmp[1200], what[1300];
+    snprintf(what, sizeof what, "checkpoint %s/%s not saved", lp->ck_dir, name);
     tr_status st = j->info.rank == 0 ? tr_checkpoint_begin(lp->ck_dir, name, (long)tag, tmp, sizeof tmp)
                                      : tr_checkpoint_tmp_path(lp->ck_dir, name, (long)tag, tmp, sizeof tmp);
-    TR_CHECK(agree(j, st, name, "rank 0 failed"));
+    TR_CHECK(agree(j, st, what, "rank 0 failed"));
     tr_state_shards sh;
     st = j->sops->shards(j->strat, &sh);
     if (st == TR_OK)
         st = tr_checkpoint_write_shard(tmp, j->info.rank, j->info.world, sh.P, sh.opt, sh.pieces, sh.n_pieces);
-    st = agree(j, st, name, "another rank failed to write its shard");
+    if (st != TR_OK) tr_error_prefix("%s: ", what);
+    st = agree(j, st, what, "another rank failed to write its shard");
     if (st != TR_OK) {
         if (j->info.rank == 0) tr_checkpoint_abandon(tmp);
         return st;
@@ -61,40 +68,30 @@ static tr_status save_sharded(loop *lp, const char *name) {
     }
     /* No rank goes on before the checkpoint is in place: a failure right after the save
      * (any rank's) then always finds it. */
-    return agree(j, st, name, "rank 0 failed");
+    return agree(j, st, what, "rank 0 failed");
 }
 
 /* Saves step-<step>, prunes to keep_last. */
 static tr_status save_checkpoint(loop *lp) {
     job *j = lp->j;
     if (j->sops->settle) TR_CHECK(j->sops->settle(j->strat));
+    if (lp->fault == TR_FAULT_CHECKPOINT && lp->state.step == lp->fault_step) tr_fault_arm(TR_FAULT_CHECKPOINT);
+    tr_status st = TR_OK;
+    char name[64];
+    snprintf(name, sizeof name, "step-%08lld", (long long)lp->state.step);
     if (j->sops->shards) {
-        char name[64];
-        snprintf(name, sizeof name, "step-%08lld", (long long)lp->state.step);
-        TR_CHECK(save_sharded(lp, name));
+        st = save_sharded(lp, name);
     } else if (j->info.rank == 0) {
-        char name[64];
-        snprintf(name, sizeof name, "step-%08lld", (long long)lp->state.step);
         tr_params *P;
         tr_optim *opt;
-        TR_CHECK(j->sops->state(j->strat, &P, &opt));
-        TR_CHECK(tr_checkpoint_save(lp->ck_dir, name, P, opt, &lp->state));
-        TR_CHECK(tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last));
+        st = j->sops->state(j->strat, &P, &opt);
+        if (st == TR_OK) st = tr_checkpoint_save(lp->ck_dir, name, P, opt, &lp->state);
+        if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
     }
+    tr_fault_disarm(); /* a rank that writes nothing (ddp's others) does not die later instead */
+    TR_CHECK(st);
     lp->last_saved = lp->state.step;
     return TR_OK;
-}
-
-/* Fault injection for the tests: TRAINER_FAULT_KILL_AT_STEP=N kills the process with SIGKILL
- * once optimizer step N (and its checkpoint, if one is due) is done; with
- * TRAINER_FAULT_KILL_RANK=r only rank r; never in a relaunched attempt
- * (TRAINER_RESTART_COUNT > 0), so that max_restarts can finish the job. */
-static void fault_point(const job *j, int64_t step) {
-    const char *at = getenv("TRAINER_FAULT_KILL_AT_STEP"), *rank = getenv("TRAINER_FAULT_KILL_RANK");
-    const char *restart = getenv("TRAINER_RESTART_COUNT");
-    if (!at || atoll(at) != step || (rank && atoi(rank) != j->info.rank) || (restart && atoi(restart) > 0)) return;
-    fflush(NULL);
-    raise(SIGKILL);
 }
 
 /* The version folder of runs/<name>/: with resume auto, the one holding the newest
@@ -180,18 +177,31 @@ static tr_status check_resume_config(job *j, const char *ckpt, const tr_train_st
                         ckpt, diff[0] ? ": " : "", diff);
 }
 
-static tr_status open_run_dir(job *j, int resuming) {
+/* Rank 0: the run folder, its config, log and metrics files and the checkpoints folder, made
+ * and probed before training so that an unwritable place fails at once; the folders a
+ * killed save left are removed. */
+static tr_status open_run_dir(job *j, int resuming, const char *ck_dir) {
+    char path[1300], why[256];
     TR_CHECK(tr_mkdirs(j->run_dir));
-    char path[1200];
     snprintf(path, sizeof path, "%s/config.yaml", j->run_dir);
     TR_CHECK(tr_config_save(j->cfg, path));
     const char *mode = resuming ? "a" : "w";
     snprintf(path, sizeof path, "%s/log.txt", j->run_dir);
     j->log = fopen(path, mode);
-    if (!j->log) return tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    if (!j->log) return tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, tr_io_reason(errno, why, sizeof why));
     snprintf(path, sizeof path, "%s/metrics.jsonl", j->run_dir);
     j->metrics = fopen(path, mode);
-    if (!j->metrics) return tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    if (!j->metrics) return tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, tr_io_reason(errno, why, sizeof why));
+    TR_CHECK(tr_mkdirs(ck_dir));
+    snprintf(path, sizeof path, "%s/.write-test-%ld", ck_dir, (long)getpid());
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return tr_error_set(TR_ERR_IO, "%s: checkpoints cannot be written there: %s", ck_dir,
+                            tr_io_reason(errno, why, sizeof why));
+    rmdir(path);
+    int removed;
+    TR_CHECK(ckpt_remove_stale(ck_dir, &removed));
+    if (removed) job_say(j, "removed %d incomplete checkpoint folder%s (*.tmp-*) an interrupted save left in %s", removed,
+                         removed == 1 ? "" : "s", ck_dir);
     return TR_OK;
 }
 
@@ -210,15 +220,13 @@ static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vlo
     if (isfinite(*vacc)) snprintf(extra, sizeof extra, "  val accuracy %.2f%%", 100 * *vacc); /* not for regression */
     if (j->spec.task == TR_TASK_LM) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "  val perplexity %.3f", exp(*vloss));
     job_say(j, "%s: val loss %.4f%s", when, *vloss, extra);
-    if (j->metrics) {
-        fprintf(j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"val_loss\": %.9g", (long long)lp->state.step,
-                (long long)epoch, *vloss);
-        if (isfinite(*vacc)) fprintf(j->metrics, ", \"val_accuracy\": %.6g", *vacc);
-        if (j->spec.task == TR_TASK_LM) fprintf(j->metrics, ", \"val_perplexity\": %.6g", exp(*vloss));
-        fprintf(j->metrics, "}\n");
-        fflush(j->metrics);
-    }
-    return TR_OK;
+    char rec[256];
+    int k = snprintf(rec, sizeof rec, "{\"step\": %lld, \"epoch\": %lld, \"val_loss\": %.9g", (long long)lp->state.step,
+                     (long long)epoch, *vloss);
+    if (isfinite(*vacc)) k += snprintf(rec + k, sizeof rec - (size_t)k, ", \"val_accuracy\": %.6g", *vacc);
+    if (j->spec.task == TR_TASK_LM) snprintf(rec + k, sizeof rec - (size_t)k, ", \"val_perplexity\": %.6g", exp(*vloss));
+    job_write(j, j->metrics, "%s}\n", rec);
+    return job_io_status(j);
 }
 
 /* Samples of the optimizer-step group that global batch `index` belongs to (accumulation:
@@ -254,6 +262,8 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             tr_micro_batch mb = {.hb = hb, .step = step};
             int64_t gs = group_samples(lp, hb->index, &mb.first, &mb.last);
             mb.normaliser = (double)gs * lp->per_sample_tokens;
+            if (mb.first && lp->fault == TR_FAULT_COLLECTIVE && step + 1 == lp->fault_step)
+                tr_fault_arm(TR_FAULT_COLLECTIVE); /* the communicator fires it (comm.c) */
             double loss;
             TR_CHECK(j->sops->train_micro(j->strat, &mb, &loss));
             if (!isfinite(loss))
@@ -283,16 +293,14 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                     if (lp->per_sample_tokens > 1)
                         snprintf(line + strlen(line), sizeof line - strlen(line), "  %.0f tokens/s", sps * lp->per_sample_tokens);
                     if (j->prog.bar) {
-                        if (j->log) fprintf(j->log, "%s\n", line);
+                        job_write(j, j->log, "%s\n", line);
                     } else {
                         job_say(j, "%s", line);
                     }
-                    if (j->metrics) {
-                        fprintf(j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.6g, "
-                                            "\"samples_per_sec\": %.1f, \"tokens_per_sec\": %.1f}\n",
-                                (long long)step, (long long)ep, wl, lr, gnorm, sps, sps * lp->per_sample_tokens);
-                        fflush(j->metrics);
-                    }
+                    job_write(j, j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.6g, "
+                                             "\"samples_per_sec\": %.1f, \"tokens_per_sec\": %.1f}\n",
+                              (long long)step, (long long)ep, wl, lr, gnorm, sps, sps * lp->per_sample_tokens);
+                    TR_CHECK(job_io_status(j));
                     win = 0;
                     win_loss = 0;
                     win_samples = 0;
@@ -310,7 +318,11 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                 lp->state.batch_in_epoch = hb->index + 1;
                 TR_CHECK(save_checkpoint(lp));
             }
-            fault_point(j, step);
+            if (step == lp->fault_step && lp->fault != TR_FAULT_NONE) {
+                tr_fault_disarm(); /* a collective point whose step had no collective */
+                if (lp->fault == TR_FAULT_STEP)
+                    tr_fault_kill("rank %d after step %lld", j->info.rank, (long long)step);
+            }
         }
         TR_CHECK(st);
         epoch_loss = nsteps ? lsum / (double)nsteps : NAN;
@@ -320,11 +332,9 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                  epoch_loss);
         if (j->val_L) TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
-        if (j->metrics) {
-            fprintf(j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.9g}\n", (long long)ep, (long long)step,
-                    epoch_loss);
-            fflush(j->metrics);
-        }
+        job_write(j, j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.9g}\n", (long long)ep, (long long)step,
+                  epoch_loss);
+        TR_CHECK(job_io_status(j));
         int last = ep + 1 >= s->max_epochs || step >= lp->total;
         if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last)) {
             lp->state.epoch = ep + 1;
@@ -354,19 +364,20 @@ static void report_memory(job *j) {
     job_say(j, "memory on the primary device: parameters %.2f MiB, gradients %.2f MiB, optimizer state %.2f MiB, "
                "activations (peak) %.2f MiB, other %.2f MiB; this process in all %.2f MiB",
             m.params / M, m.grads / M, m.optimizer / M, m.activations / M, m.other / M, m.all_devices / M);
-    if (j->metrics) {
-        fprintf(j->metrics, "{\"memory\": {\"params\": %llu, \"grads\": %llu, \"optimizer\": %llu, \"activations\": %llu, "
-                            "\"other\": %llu, \"all_devices\": %llu}}\n",
-                (unsigned long long)m.params, (unsigned long long)m.grads, (unsigned long long)m.optimizer,
-                (unsigned long long)m.activations, (unsigned long long)m.other, (unsigned long long)m.all_devices);
-        fflush(j->metrics);
-    }
+    job_write(j, j->metrics, "{\"memory\": {\"params\": %llu, \"grads\": %llu, \"optimizer\": %llu, \"activations\": %llu, "
+                             "\"other\": %llu, \"all_devices\": %llu}}\n",
+              (unsigned long long)m.params, (unsigned long long)m.grads, (unsigned long long)m.optimizer,
+              (unsigned long long)m.activations, (unsigned long long)m.other, (unsigned long long)m.all_devices);
 }
 
 static tr_status train(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                        const char *const *plugin_dirs, tr_run_result *res) {
     TR_CHECK(job_open(j, config_path, overrides, n_overrides, plugin_dirs));
     loop lp = {.j = j, .last_saved = -1};
+    TR_CHECK(tr_fault_setup(j->info.rank, &lp.fault, &lp.fault_step));
+    if (lp.fault == TR_FAULT_CHECKPOINT && !j->sops->shards && j->info.rank != 0)
+        TR_WARN("TRAINER_FAULT_KILL_POINT=checkpoint: rank %d writes no checkpoint under %s (rank 0 does); nothing "
+                "will be injected", j->info.rank, j->strat_p->desc->name);
     job_settings *s = &j->s;
     lp.per_sample_tokens = j->spec.task == TR_TASK_LM ? (double)j->spec.y_numel : 1;
     lp.n_batches = tr_sampler_batches(&j->train_sampler);
@@ -396,7 +407,8 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     snprintf(lp.state.config_hash, sizeof lp.state.config_hash, "%s", digest);
     snprintf(lp.state.model, sizeof lp.state.model, "%s", j->model_p->desc->name);
     snprintf(lp.ck_dir, sizeof lp.ck_dir, "%s/checkpoints", j->run_dir);
-    if (j->info.rank == 0) TR_CHECK(open_run_dir(j, resuming));
+    tr_status st = j->info.rank == 0 ? open_run_dir(j, resuming, lp.ck_dir) : TR_OK;
+    TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot write the run folder"));
     if (resuming)
         job_say(j, "resuming from %s (epoch %lld, step %lld)", ckpt, (long long)lp.state.epoch + 1, (long long)lp.state.step);
     tr_params *P;
@@ -412,7 +424,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
             (long long)s->batch, (long long)lp.per_epoch, (long long)s->max_epochs);
     TR_CHECK(train_loop(&lp, res));
     report_memory(j);
-    return TR_OK;
+    return job_io_status(j);
 }
 
 tr_status tr_run_train(const char *config_path, const char *const *overrides, int n_overrides,

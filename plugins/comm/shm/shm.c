@@ -134,8 +134,11 @@ static tr_status check_health(shm *s, double deadline, uint64_t target) {
     for (int r = 0; r < s->world; r++) {
         if (r == s->rank || atomic_load_explicit(&s->ranks[r].arrive, memory_order_acquire) >= target) continue;
         pid_t pid = atomic_load_explicit(&s->ranks[r].pid, memory_order_relaxed);
-        if (pid_gone(pid))
-            return tr_error_set(TR_ERR_COMM, "rank %d (pid %d) died before reaching this operation", r, (int)pid);
+        if (pid_gone(pid)) {
+            uint64_t at = atomic_load_explicit(&s->ranks[r].seq, memory_order_relaxed);
+            return tr_error_set(TR_ERR_COMM, "rank %d (pid %d) died %s this operation", r, (int)pid,
+                                s->op && at == s->op->seq ? "in the middle of" : "before reaching");
+        }
     }
     if (now > deadline) {
         char missing[512] = "", lbl[96];
