@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/io_error.h"
@@ -535,12 +536,53 @@ tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train
     return TR_OK;
 }
 
+/* Whether run.output_dir can be made and written, without making it: its nearest existing
+ * ancestor must be a writable directory. So a run that could not save anything fails before
+ * any rank starts (access() answers EROFS even for root). */
+static tr_status check_output_dir(const char *dir) {
+    char p[1024], why[256];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return tr_error_set(TR_ERR_INVALID, "run.output_dir: '%s': longer than %zu bytes", dir, sizeof p - 1);
+    struct stat sb;
+    for (;;) {
+        if (stat(p, &sb) == 0) break;
+        if (errno == ENOTDIR) { /* a file on the way: name it */
+            for (char *c = p + 1; *c; c++) {
+                if (*c != '/') continue;
+                *c = '\0';
+                if (stat(p, &sb) == 0 && !S_ISDIR(sb.st_mode)) break;
+                *c = '/';
+            }
+            return tr_error_set(TR_ERR_IO, "run.output_dir: %s cannot be created: %s is not a directory", dir, p);
+        }
+        if (errno != ENOENT)
+            return tr_error_set(TR_ERR_IO, "run.output_dir: %s: %s", p, tr_io_reason(errno, why, sizeof why));
+        char *slash = strrchr(p, '/');
+        if (!slash) {
+            snprintf(p, sizeof p, ".");
+        } else if (slash == p) {
+            p[1] = '\0';
+        } else {
+            *slash = '\0';
+        }
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return tr_error_set(TR_ERR_IO, "run.output_dir: %s cannot be created: %s is not a directory", dir, p);
+    if (access(p, W_OK | X_OK) != 0) {
+        tr_io_reason(errno, why, sizeof why);
+        if (strcmp(p, dir) == 0) return tr_error_set(TR_ERR_IO, "run.output_dir: %s cannot be written: %s", dir, why);
+        return tr_error_set(TR_ERR_IO, "run.output_dir: %s cannot be created in %s: %s", dir, p, why);
+    }
+    return TR_OK;
+}
+
 tr_status tr_run_plan(const char *config_path, const char *const *overrides, int n_overrides,
                       const char *const *plugin_dirs, tr_run_plan_result *out) {
     memset(out, 0, sizeof *out);
     job j;
     memset(&j, 0, sizeof j);
     tr_status st = job_plan(&j, config_path, overrides, n_overrides, plugin_dirs);
+    if (st == TR_OK) st = check_output_dir(j.s.outdir);
     if (st == TR_OK) {
         out->processes = job_processes(&j);
         out->max_restarts = (int)j.s.max_restarts;
