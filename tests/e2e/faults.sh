@@ -29,9 +29,10 @@ mkdir -p "$TMPDIR"
 
 # This test's trainer processes still alive.
 procs() {
-    local p
+    local p c
     for p in /proc/[0-9]*; do
-        [ "$(cat "$p/comm" 2>/dev/null)" = trainer ] || continue
+        { read -r c <"$p/comm"; } 2>/dev/null || continue
+        [ "$c" = trainer ] || continue
         tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "TRAINER_FAULTS_TEST_TAG=$tag" && echo "${p#/proc/}"
     done
 }
