@@ -9,7 +9,7 @@ t="$(mktemp -d /tmp/trainer-comm-XXXXXX)"
 cleanup() { pkill -KILL -f "$t/marker" 2>/dev/null; rm -rf "$t"; }
 trap cleanup EXIT
 . "$(dirname "$0")/lib.sh"
-shm_before="$(ls /dev/shm | grep -c '^trainer-' || true)"
+shm_before="$(ls /dev/shm | grep '^trainer-')"
 export TRAINER_COMM_TIMEOUT=20
 
 for w in 1 2 3 4; do
@@ -72,6 +72,6 @@ out="$("$bin" launch -n 0 true 2>&1)"; rc=$?
 out="$("$bin" launch -n 2 "$t/no-such-program" 2>&1)"; rc=$?
 [ "$rc" = 127 ] && grep -q "cannot run" <<<"$out" && ok "missing program: exit 127 naming it" || bad "missing program (exit $rc)" "$out"
 
-shm_after="$(ls /dev/shm | grep -c '^trainer-' || true)"
-[ "$shm_after" = "$shm_before" ] && ok "nothing left in /dev/shm" || bad "leftovers in /dev/shm" "$(ls /dev/shm | grep '^trainer-')"
+left="$(shm_new "$shm_before")"
+[ -z "$left" ] && ok "nothing left in /dev/shm" || bad "leftovers in /dev/shm" "$left"
 finish

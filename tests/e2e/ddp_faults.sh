@@ -10,6 +10,7 @@ t="$(mktemp -d /tmp/trainer-ddpf-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
 . "$(dirname "$0")/lib.sh"
 export TRAINER_COMM_TIMEOUT=120
+shm0="$(ls /dev/shm | grep '^trainer-')"
 cat >"$t/c.yaml" <<YAML
 run: {name: f, seed: 11}
 model: {name: mlp, params: {layers: [128, 64], dropout: 0.1}}
@@ -70,5 +71,6 @@ else bad "ddp -> cpu resume" "$(tail -3 <<<"$out")" "${r:-}"; fi
 out="$("$bin" run "$t/c.yaml" "run.output_dir=$t/y" trainer.devices=3 2>&1)"
 if grep -q "resuming from .*step-00000020" <<<"$out" && r="$(same_weights "$t/cpu/f/0" "$t/y/f/0" 1e-5)"; then ok "cpu checkpoint resumed under ddp x3: $r"
 else bad "cpu -> ddp resume" "$(tail -3 <<<"$out")" "${r:-}"; fi
-[ -z "$(ls /dev/shm | grep '^trainer-')" ] && ok "nothing left in /dev/shm" || bad "leftovers in /dev/shm" "$(ls /dev/shm | grep '^trainer-')"
+left="$(shm_new "$shm0")"
+[ -z "$left" ] && ok "nothing left in /dev/shm" || bad "leftovers in /dev/shm" "$left"
 finish

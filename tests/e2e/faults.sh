@@ -151,12 +151,14 @@ kill_case() {
         ok "$label: the job exits 137 in ${secs}s naming rank $r"
     else bad "$label: exit $rc in ${secs}s" "$(tail -4 <<<"$out")"; fi
     case "$point" in
-    collective) # the peer was waiting inside the very collective the rank died in
-        local op
+    collective) # the peer was waiting inside the very collective the rank died in (it says so
+        # unless the launcher's SIGTERM reached it before it noticed: a race it may lose)
+        local op peer
         op="$(sed -n "s/.*fault injection.*: rank $r inside \([a-z_]* #[0-9]*\) .*/\1/p" <<<"$out" | head -1)"
-        if [ -n "$op" ] && grep -q "${op} (.*): rank $r (pid [0-9]*) died in the middle of this operation" <<<"$out"; then
-            ok "$label: it died inside $op after part of it went through; the peer, waiting in it, said so"
-            outcome="$outcome; died inside $op, the peer waiting in it"
+        peer="$(grep "died .* operation" <<<"$out" | head -1)"
+        if [ -n "$op" ] && { [ -z "$peer" ] || grep -q "${op} (.*): rank $r (pid [0-9]*) died in the middle of this operation" <<<"$peer"; }; then
+            ok "$label: it died inside $op after part of it went through; $([ -n "$peer" ] && echo "the peer, waiting in it, said so" || echo "the peer was stopped before it noticed")"
+            outcome="$outcome; died inside $op$([ -n "$peer" ] && echo ", the peer waiting in it")"
         else bad "$label: not in the middle of a collective" "$(grep -E 'fault injection|died' <<<"$out")"; fi ;;
     checkpoint)
         if grep -q "fault injection.*: writing .*step-$(printf %08d "$n")\.tmp-.*bytes written" <<<"$out" &&
@@ -231,6 +233,21 @@ disk_case() { # disk_case STRATEGY FILE_PATTERN
 }
 disk_case ddp "model.safetensors"
 disk_case sharded "shard-0000[01]-of-00002.safetensors"
+
+# The run's log and metrics files on a full disk (each a link to /dev/full, where every write
+# fails with ENOSPC): the run stops at its next record naming the file.
+for f in log.txt metrics.jsonl; do
+    d="$t/devfull-$f"
+    job "devfull-$f-0" -- "$bin" run "$t/c.yaml" "run.output_dir=$d" trainer.max_steps=10
+    rm -f "$d/f/0/$f" && ln -s /dev/full "$d/f/0/$f"
+    job "devfull-$f" -- "$bin" run "$t/c.yaml" "run.output_dir=$d" trainer.max_steps=20
+    label="ddp x2: $f on a full disk (a link to /dev/full), resuming from step 10"
+    if [ "$rc" = 1 ] && grep -q "^trainer run: rank 0 exited with code 1; its last line: trainer run: $d/f/0/$f: write failed: No space left on device" <<<"$out"; then
+        ok "$label: exit 1 in ${secs}s: $(msg | sed 's/.*its last line: //')"
+    else bad "$label: exit $rc" "$(tail -3 <<<"$out")"; fi
+    relog disk-full "$label" "exit $rc"
+    clean "$label"
+done
 
 # A real full disk (ENOSPC) and a read-only file system, in a private mount namespace so the
 # mounts vanish with it whatever happens.

@@ -5,3 +5,15 @@ pass=0; fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; fail=$((fail + 1)); }
 finish() { echo "$pass passed, $fail failed"; [ "$fail" = 0 ]; }
+# shm_new BEFORE: the trainer-* names in /dev/shm that are not in the list BEFORE and are still
+# there after up to 3 s (tests running beside this one hold a segment's name for the moments
+# their ranks take to join: those go away, a leak stays).
+shm_new() {
+    local i now
+    for i in $(seq 30); do
+        now="$(ls /dev/shm | grep '^trainer-' | grep -vxF -f <(printf '%s\n' "$1") || true)"
+        [ -z "$now" ] && return 0
+        sleep 0.1
+    done
+    echo "$now"
+}

@@ -129,11 +129,15 @@ static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *j
 
 /* How long an error exit waits for a signal death it may be reporting (seconds). */
 #define ERROR_SETTLE_S 0.5
+/* How long the other ranks get to end by themselves once one failed, before SIGTERM: those
+ * waiting in a collective notice a dead peer within milliseconds and say where they were
+ * ("all_reduce #35: rank 1 died in the middle of this operation"). */
+#define PEER_SETTLE_S 0.2
 
 /* Runs one attempt to the end; returns the first failing rank (-1: all succeeded). */
 static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_result *res) {
     int n = cfg->nproc, failed = -1, live = n, suspect = -1;
-    double grace = cfg->grace_s > 0 ? cfg->grace_s : 5, kill_at = 0, decide_at = 0;
+    double grace = cfg->grace_s > 0 ? cfg->grace_s : 5, kill_at = 0, decide_at = 0, term_at = 0;
     struct pollfd *pfd = tr_calloc((size_t)n, sizeof *pfd);
     int *who = tr_calloc((size_t)n, sizeof *who);
     for (;;) {
@@ -172,7 +176,8 @@ static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_resul
             decide_at = tr_now() + ERROR_SETTLE_S;
         }
         if (failed < 0 && !g_signal && suspect >= 0 && (tr_now() >= decide_at || live == 0)) failed = suspect;
-        if (failed >= 0 && kill_at == 0) {
+        if (failed >= 0 && term_at == 0) term_at = tr_now() + PEER_SETTLE_S;
+        if (failed >= 0 && kill_at == 0 && (tr_now() >= term_at || live == 0)) {
             signal_all(rp, n, SIGTERM);
             kill_at = tr_now() + grace;
         }

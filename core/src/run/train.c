@@ -427,13 +427,29 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     return job_io_status(j);
 }
 
+/* Closes log.txt and metrics.jsonl; a failure (some file systems report write errors only at
+ * close) is the run's error. */
+static tr_status close_run_files(job *j) {
+    FILE *f[2] = {j->log, j->metrics};
+    const char *name[2] = {"log.txt", "metrics.jsonl"};
+    j->log = j->metrics = NULL;
+    tr_status st = TR_OK;
+    for (int i = 0; i < 2; i++)
+        if (f[i] && fclose(f[i]) != 0 && st == TR_OK) {
+            char why[256];
+            st = tr_error_set(TR_ERR_IO, "%s/%s: close failed: %s", j->run_dir, name[i], tr_io_reason(errno, why, sizeof why));
+        }
+    return st;
+}
+
 tr_status tr_run_train(const char *config_path, const char *const *overrides, int n_overrides,
                        const char *const *plugin_dirs, tr_run_result *out) {
     job j;
     memset(&j, 0, sizeof j);
     memset(out, 0, sizeof *out);
     tr_status st = train(&j, config_path, overrides, n_overrides, plugin_dirs, out);
-    if (st != TR_OK && j.log) fprintf(j.log, "error: %s\n", tr_error_msg());
+    if (st != TR_OK && j.log) fprintf(j.log, "error: %s\n", tr_error_msg()); /* best effort */
+    if (st == TR_OK) st = close_run_files(&j);
     job_close(&j);
     return st;
 }
