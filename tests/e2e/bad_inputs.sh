@@ -7,7 +7,7 @@ set -u
 bin="$1"; plugdir="$2"
 t="$(mktemp -d /tmp/trainer-bad-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
-pass=0; fail=0
+. "$(dirname "$0")/lib.sh"
 base() { # a small valid config into $1; $2 replaces the data section's name and params
     local synth="  name: synthetic
   params: {samples: 256, val_samples: 64, features: 8, classes: 4}"
@@ -29,6 +29,7 @@ expect() { # expect NAME REGEX CMD... : non-zero exit (not a signal) and the mes
         echo "FAIL $name (exit $rc): wanted /$re/, got:"; echo "$out" | tail -5; fail=$((fail + 1))
     else
         echo "ok   $name: $(grep -E -- "$re" <<<"$out" | head -1)"; pass=$((pass + 1))
+        record bad_input "$name" "exit $rc" - "$(grep -E -- "$re" <<<"$out" | head -1)"
     fi
 }
 c="$t/c.yaml"

@@ -23,14 +23,18 @@ YAML
 cmp_runs() { "$py" "$(dirname "$0")/compare_runs.py" "$@"; }
 run() { # run NAME [overrides...]: output in $t/NAME.log, exit code in rc
     local name="$1"; shift
+    local s0=$SECONDS
     timeout 300 "$bin" run "$t/c.yaml" "run.output_dir=$t/$name" "$@" >"$t/$name.log" 2>&1; rc=$?
+    dur=$((SECONDS - s0))
 }
+last_msg() { grep -m1 "${2:-not finite}" "$t/$1.log" | sed 's/^\[rank [0-9]*\] //; s/^trainer run: //'; }
 
 # stop (default), one process: exit 1 naming step 6 and the input, step 4's checkpoint loads.
 TRAINER_FAULT_NAN_AT_STEP=6 run stop
 msg="$(grep -m1 'not finite' "$t/stop.log")"
 if [ "$rc" = 1 ] && grep -q "step 6: not finite: the gradient norm (nan); first non-finite tensor: the batch's input (sample 0)" <<<"$msg" &&
    grep -q "the newest checkpoint is step-00000004" <<<"$msg"; then ok "stop: exit 1: ${msg#trainer run: }"
+    record nan "NaN in the batch at step 6, on_nan stop (cpu)" "exit $rc, step-00000004 intact" "$dur" "$(last_msg stop)"
 else bad "stop (exit $rc)" "$(tail -2 "$t/stop.log")"; fi
 cks="$(ls "$t/stop/n/0/checkpoints")"
 if [ "$cks" = "step-00000004" ] && "$bin" eval "$t/c.yaml" --checkpoint "$t/stop/n/0/checkpoints/step-00000004" >"$t/eval.log" 2>&1 &&
@@ -43,6 +47,7 @@ TRAINER_FAULT_NAN_AT_STEP=6 TRAINER_FAULT_NAN_RANK=1 run stop2 trainer.devices=2
 secs=$(( $(date +%s) - start ))
 if [ "$rc" = 1 ] && [ "$(grep -c "step 6: not finite: the gradient norm (nan); first non-finite tensor: the batch's input (sample 0 of rank 1's share)" "$t/stop2.log")" -ge 2 ] &&
    [ "$secs" -lt 60 ]; then ok "stop, ddp x2, NaN on rank 1: both ranks name it, exit 1 in ${secs}s"
+    record nan "NaN in rank 1's batch at step 6, on_nan stop (ddp x2)" "exit $rc, both ranks stop" "$secs" "$(last_msg stop2)"
 else bad "stop under ddp (exit $rc, ${secs}s)" "$(tail -3 "$t/stop2.log")"; fi
 
 # skip: the same step left out by every strategy.
@@ -50,6 +55,7 @@ run ref
 TRAINER_FAULT_NAN_AT_STEP=6 run skip_cpu trainer.on_nan=skip
 if [ "$rc" = 0 ] && grep -q "warning: step 6: not finite.*step left out (trainer.on_nan: skip; 1 so far)" "$t/skip_cpu.log" &&
    grep -q "1 steps left out (non-finite)" "$t/skip_cpu.log"; then ok "skip, cpu: step 6 left out, the run finishes"
+    record nan "NaN in the batch at step 6, on_nan skip (cpu)" "exit 0, step 6 left out" "$dur" "$(last_msg skip_cpu warning)"
 else bad "skip cpu (exit $rc)" "$(tail -3 "$t/skip_cpu.log")"; fi
 if "$py" - "$t/skip_cpu/n/0/metrics.jsonl" <<'PY'
 import json, sys
@@ -69,6 +75,7 @@ for s in "ddp trainer.devices=2" "ddp trainer.devices=2 trainer.grad_clip=0.5" "
     rank=1; [ "$strat" = dataparallel ] && rank=0 # one process: replica 0 gets sample 0
     TRAINER_FAULT_NAN_AT_STEP=6 TRAINER_FAULT_NAN_RANK=$rank run "$name" trainer.on_nan=skip trainer.strategy="$strat" "$@"
     if [ "$rc" = 0 ] && out="$(cmp_runs "$ref" "$t/$name/n/0" 2>&1)"; then ok "skip, $s (NaN on rank $rank) == cpu: ${out##*$'\n'}"
+        record nan "NaN in rank $rank's batch at step 6, on_nan skip ($s)" "exit 0, equal to cpu's skip: ${out%%,*}" "$dur" "$(last_msg "$name" warning)"
     else bad "skip $s (exit $rc)" "$(tail -3 "$t/$name.log")" "$out"; fi
 done
 
@@ -76,11 +83,12 @@ done
 run div optimizer.name=sgd optimizer.lr=100
 msg="$(grep -m1 'not finite' "$t/div.log")"
 if [ "$rc" = 1 ] && grep -q "the loss (nan), the gradient norm (nan); first non-finite tensor: the output of op 3 of 4 (linear), shape (32, 4), reading fc2.weight" <<<"$msg"
-then ok "diverged, stop: ${msg#trainer run: }"; else bad "diverged stop (exit $rc)" "$msg" "$(tail -2 "$t/div.log")"; fi
+then ok "diverged, stop: ${msg#trainer run: }"; record nan "SGD lr 100 diverges, on_nan stop" "exit $rc" "$dur" "$(last_msg div)"; else bad "diverged stop (exit $rc)" "$msg" "$(tail -2 "$t/div.log")"; fi
 # ... and under skip, max_consecutive_skips ends it.
 run div_skip optimizer.name=sgd optimizer.lr=100 trainer.on_nan=skip trainer.max_consecutive_skips=3
 if [ "$rc" = 1 ] && grep -q "4 steps in a row left out (trainer.max_consecutive_skips 3): the model diverged" "$t/div_skip.log"
-then ok "diverged, skip: stops after 3 steps in a row left out"; else bad "diverged skip (exit $rc)" "$(tail -2 "$t/div_skip.log")"; fi
+then ok "diverged, skip: stops after 3 steps in a row left out"
+     record nan "SGD lr 100 diverges, on_nan skip, max_consecutive_skips 3" "exit $rc" "$dur" "$(last_msg div_skip "in a row")"; else bad "diverged skip (exit $rc)" "$(tail -2 "$t/div_skip.log")"; fi
 
 # Batch norm: a NaN input poisons the running statistics in the forward; skipping cannot help.
 cat >"$t/cnn.yaml" <<YAML
@@ -91,7 +99,8 @@ trainer: {max_steps: 8, log_every: 1, progress: lines, threads: 1, on_nan: skip}
 YAML
 TRAINER_FAULT_NAN_AT_STEP=3 timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn" >"$t/cnn.log" 2>&1; rc=$?
 if [ "$rc" = 1 ] && grep -q "step 3: not finite.*first non-finite tensor: the batch's input (sample 0).*the model itself is not finite" "$t/cnn.log"
-then ok "batch norm poisoned: skip refuses to go on"; else bad "cnn skip (exit $rc)" "$(tail -2 "$t/cnn.log")"; fi
+then ok "batch norm poisoned: skip refuses to go on"
+     record nan "NaN input into a CNN with batch norm, on_nan skip" "exit $rc (running statistics poisoned)" - "$(grep -m1 'not finite' "$t/cnn.log" | sed 's/^trainer run: //')"; else bad "cnn skip (exit $rc)" "$(tail -2 "$t/cnn.log")"; fi
 
 [ -z "$(ls /dev/shm | grep '^trainer-')" ] && ok "nothing left in /dev/shm" || bad "leftovers in /dev/shm" "$(ls /dev/shm | grep '^trainer-')"
 finish

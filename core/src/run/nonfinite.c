@@ -173,8 +173,11 @@ tr_status nonfinite_describe(job *j, const nonfinite_seen *seen, int64_t step, d
     } else if (first_flagged(grads, n, name, sizeof name, P, tr_params_name)) {
         snprintf(what, sizeof what, "the gradient of %s", name);
     }
-    if (first_flagged(bufs, nb, name, sizeof name, P, tr_params_buffer_name)) *model_bad = 1;
     if (what[0]) append(out, size, "; first non-finite tensor: %s", what);
+    if (first_flagged(bufs, nb, name, sizeof name, P, tr_params_buffer_name)) {
+        if (!*model_bad) append(out, size, "; also not finite: buffer %s", name);
+        *model_bad = 1;
+    }
     tr_free(v);
     return TR_OK;
 }
