@@ -37,6 +37,8 @@ def read_tsv(path, width):
     rows = []
     for line in open(path, encoding="utf-8", errors="replace"):
         parts = line.rstrip("\n").split("\t")
+        if parts[0] == "target":  # a header
+            continue
         if len(parts) >= width:
             rows.append(parts[:width - 1] + ["\t".join(parts[width - 1:])])
     return rows
