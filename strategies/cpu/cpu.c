@@ -59,8 +59,17 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     size_t n = tr_params_numel(s->r->P);
     double sumsq = tr_grad_sumsq(g, n);
     *grad_norm = sqrt(sumsq);
+    if (!isfinite(sumsq)) return TR_OK; /* never applied: the trainer stops or skips the step */
     if (max_norm > 0) tr_clip_grad_norm(g, n, max_norm, sumsq);
     return tr_optim_step(s->opt, p, g, n, lr);
+}
+
+static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, size_t size) {
+    cpu_strategy *s = ctx;
+    (void)n;
+    tr_params_find_nonfinite(s->r->P, flags);
+    tr_graph_first_nonfinite(s->r->g, activation, size);
+    return TR_OK;
 }
 
 static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out) {
@@ -99,6 +108,7 @@ static const tr_strategy_ops ops = {
     .state = state,
     .memory = memory,
     .estimate = estimate,
+    .nonfinite = nonfinite,
 };
 
 static const tr_plugin_desc desc = {

@@ -175,9 +175,11 @@ static tr_status job_step(dp *d, worker *w) {
     double sumsq = 0;
     for (int i = 0; i < d->n; i++) sumsq += d->w[i].sumsq;
     if (w->i == 0) d->sumsq = sumsq;
-    if (d->max_norm > 0) tr_clip_grad_norm(g0, m, d->max_norm, sumsq);
-    TR_CHECK(tr_optim_step_part(d->opt, p0, tr_params_grad(P0), lo, hi, d->lr));
-    for (int i = 1; i < d->n; i++) memcpy(tr_params_data(d->r[i]->P) + lo, p0 + lo, m * sizeof *p0);
+    if (isfinite(sumsq)) { /* a non-finite step is never applied: the trainer stops or skips it */
+        if (d->max_norm > 0) tr_clip_grad_norm(g0, m, d->max_norm, sumsq);
+        TR_CHECK(tr_optim_step_part(d->opt, p0, tr_params_grad(P0), lo, hi, d->lr));
+        for (int i = 1; i < d->n; i++) memcpy(tr_params_data(d->r[i]->P) + lo, p0 + lo, m * sizeof *p0);
+    }
     /* Buffers follow the primary; they are small, the primary's thread copies them. */
     size_t nb = tr_params_buffers_numel(P0);
     if (w->i == 0 && nb)
@@ -413,8 +415,23 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     d->lr = lr;
     d->max_norm = max_norm;
     TR_CHECK(dispatch(d, JOB_STEP, d->n));
-    tr_optim_step_done(d->opt);
+    if (isfinite(d->sumsq)) tr_optim_step_done(d->opt);
     *grad_norm = sqrt(d->sumsq);
+    return TR_OK;
+}
+
+/* Replica 0 holds the summed gradients and the parameters every replica copies; each
+ * replica's tape its own share's activations. */
+static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, size_t size) {
+    dp *d = ctx;
+    (void)n;
+    tr_params_find_nonfinite(d->r[0]->P, flags);
+    for (int i = 0; i < d->n; i++) {
+        char what[256];
+        if (!tr_graph_first_nonfinite(d->r[i]->g, what, sizeof what)) continue;
+        snprintf(activation, size, "%s in replica %d", what, i);
+        break;
+    }
     return TR_OK;
 }
 
@@ -530,6 +547,7 @@ static const tr_strategy_ops ops = {
     .sync = sync,
     .memory = memory,
     .estimate = estimate,
+    .nonfinite = nonfinite,
 };
 
 static const tr_plugin_desc desc = {

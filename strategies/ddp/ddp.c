@@ -52,6 +52,7 @@ typedef struct ddp {
     int issued_in_backward;  /* buckets whose all-reduce started before backward returned */
     int issued_total;
     int trace;               /* TRAINER_DDP_TRACE: print the overlap of the first steps */
+    int skip_nonfinite;      /* trainer.on_nan skip: no bucket is updated before the norm is known */
     int64_t steps;
 } ddp;
 
@@ -160,6 +161,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     d->world = tr_comm_size(d->comm);
     d->broadcast_buffers = tr_options_bool(o, "broadcast_buffers");
     d->trace = getenv("TRAINER_DDP_TRACE") != NULL;
+    d->skip_nonfinite = env->skip_nonfinite;
     TR_CHECK_GOTO(tr_replica_create(env->models, &d->r), fail);
     TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(d->r->P)), fail);
     TR_CHECK_GOTO(make_buckets(d, tr_options_float(o, "first_bucket_mb"), tr_options_float(o, "bucket_mb")), fail);
@@ -219,8 +221,10 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     float *p = tr_params_data(d->r->P), *g = tr_params_grad(d->r->P);
     size_t n = tr_params_numel(d->r->P);
     /* Without clipping each bucket is updated as soon as its sum arrives, overlapping the
-     * optimizer with the all-reduces still running; with clipping the norm needs them all. */
-    int overlap = max_norm <= 0;
+     * optimizer with the all-reduces still running; with clipping the norm needs them all,
+     * and so does on_nan skip (a step is left out whole). A non-finite bucket is never
+     * applied. */
+    int overlap = max_norm <= 0 && !d->skip_nonfinite;
     double sumsq = 0;
     for (int i = 0; i < d->n_buckets; i++) {
         bucket *b = &d->buckets[i];
@@ -230,20 +234,30 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
             if (st == TR_OK) st = w;
         }
         if (overlap && st == TR_OK) {
-            sumsq += tr_grad_sumsq(g + b->lo, b->hi - b->lo);
-            st = tr_optim_step_part(d->opt, p, g, b->lo, b->hi, lr);
+            double s = tr_grad_sumsq(g + b->lo, b->hi - b->lo);
+            sumsq += s;
+            if (isfinite(s)) st = tr_optim_step_part(d->opt, p, g, b->lo, b->hi, lr);
         }
     }
     TR_CHECK(st);
     if (overlap) {
-        tr_optim_step_done(d->opt);
+        if (isfinite(sumsq)) tr_optim_step_done(d->opt);
         *grad_norm = sqrt(sumsq);
         return TR_OK;
     }
     sumsq = tr_grad_sumsq(g, n);
     *grad_norm = sqrt(sumsq);
-    tr_clip_grad_norm(g, n, max_norm, sumsq);
+    if (!isfinite(sumsq)) return TR_OK; /* left out: the trainer stops or skips the step */
+    if (max_norm > 0) tr_clip_grad_norm(g, n, max_norm, sumsq);
     return tr_optim_step(d->opt, p, g, n, lr);
+}
+
+static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, size_t size) {
+    ddp *d = ctx;
+    (void)n;
+    tr_params_find_nonfinite(d->r->P, flags);
+    tr_graph_first_nonfinite(d->r->g, activation, size);
+    return TR_OK;
 }
 
 static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out) {
@@ -298,6 +312,7 @@ static const tr_strategy_ops ops = {
     .memory = memory,
     .probe = probe,
     .estimate = estimate,
+    .nonfinite = nonfinite,
 };
 
 static const tr_plugin_desc desc = {

@@ -83,6 +83,7 @@ typedef struct sharded {
     int next_rs;               /* next unit (counting down) whose reduce-scatter is issued */
     int next_done;             /* next unit (counting down) whose reduce-scatter is finished */
     int current;               /* stage 3: the unit the last op read (-1: none) */
+    int skip_nonfinite;        /* trainer.on_nan skip: no unit is updated before the norm is known */
     tr_status hook_status;     /* a failure inside the gradient hook, reported after backward */
     char hook_msg[512];
     tr_ckpt_piece *pieces;     /* the shards op's answer */
@@ -403,6 +404,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     z->prefetch = tr_options_bool(o, "prefetch");
     z->broadcast_buffers = tr_options_bool(o, "broadcast_buffers");
     /* Every parameter on a multiple of 16 x world floats: units split into equal slices. */
+    z->skip_nonfinite = env->skip_nonfinite;
     TR_CHECK_GOTO(tr_replica_create_aligned(env->models, 16 * (size_t)z->world, &z->r), fail);
     TR_CHECK_GOTO(make_units(z, tr_options_float(o, "unit_mb")), fail);
     TR_CHECK_GOTO(tr_optim_create(&z->opt, &env->optim, z->S), fail);
@@ -488,9 +490,11 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
 /* This rank's gradient slice of unit u after the reduce-scatter. */
 static float *grad_slice(sharded *z, const unit *u) { return z->stage >= 2 ? z->gs + u->soff : slice(z, G(z), u); }
 
-static tr_status update_unit(sharded *z, unit *u, double lr) {
+/* Updates this rank's slice of a unit (unless apply is 0: its gradient is not finite) and,
+ * below stage 3, starts the all-gather of the slices, which every rank issues either way. */
+static tr_status update_unit(sharded *z, unit *u, double lr, int apply) {
     float *p = z->stage == 3 ? z->ps + u->soff : slice(z, F(z), u);
-    TR_CHECK(tr_optim_step_at(z->opt, p, grad_slice(z, u), u->soff, u->soff + u->len, lr));
+    if (apply) TR_CHECK(tr_optim_step_at(z->opt, p, grad_slice(z, u), u->soff, u->soff + u->len, lr));
     if (z->stage < 3) /* the updated slices back to every rank, waited by the next forward */
         TR_CHECK(tr_comm_iall_gather(z->comm, slice(z, F(z), u), F(z) + u->lo, u->len, TR_F32,
                                      &u->gather));
@@ -500,14 +504,18 @@ static tr_status update_unit(sharded *z, unit *u, double lr) {
 static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_norm) {
     sharded *z = ctx;
     double sumsq = 0;
-    int overlap = max_norm <= 0; /* no clipping: update each unit as soon as its sum is here */
+    /* No clipping: update each unit as soon as its sum is here (a slice whose gradient is not
+     * finite is left alone). Clipping needs the global norm first, and so does on_nan skip,
+     * which leaves a step with a non-finite norm out whole. */
+    int overlap = max_norm <= 0 && !z->skip_nonfinite;
     tr_status st = TR_OK;
     for (int i = z->n_units - 1; i >= 0 && st == TR_OK; i--) {
         unit *u = &z->units[i];
         st = finish_rs(z, i, 1); /* this unit's reduce-scatter (later units' are done) */
         if (st != TR_OK) break;
-        sumsq += tr_grad_sumsq(grad_slice(z, u), u->len);
-        if (overlap) st = update_unit(z, u, lr);
+        double s = tr_grad_sumsq(grad_slice(z, u), u->len);
+        sumsq += s;
+        if (overlap) st = update_unit(z, u, lr, isfinite(s));
     }
     if (st == TR_OK) st = tr_comm_all_reduce(z->comm, &sumsq, &sumsq, 1, TR_F64, TR_RED_SUM);
     if (st != TR_OK) {
@@ -515,11 +523,12 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
         return st;
     }
     *grad_norm = sqrt(sumsq);
+    if (!isfinite(sumsq)) return TR_OK; /* every rank agrees: the trainer stops or skips the step */
     if (!overlap) {
         for (int i = z->n_units - 1; i >= 0; i--) {
             unit *u = &z->units[i];
-            tr_clip_grad_norm(grad_slice(z, u), u->len, max_norm, sumsq);
-            st = update_unit(z, u, lr);
+            if (max_norm > 0) tr_clip_grad_norm(grad_slice(z, u), u->len, max_norm, sumsq);
+            st = update_unit(z, u, lr, 1);
             if (st != TR_OK) {
                 drain(z);
                 return st;
@@ -527,6 +536,20 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
         }
     }
     tr_optim_step_done(z->opt);
+    return TR_OK;
+}
+
+/* This rank's slices of the parameters and of their gradients. */
+static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, size_t size) {
+    sharded *z = ctx;
+    TR_CHECK(drain(z));
+    tr_graph_first_nonfinite(z->r->g, activation, size);
+    for (int i = 0; i < z->n_units; i++) {
+        unit *u = &z->units[i];
+        size_t a = u->lo + (size_t)z->rank * u->len;
+        tr_params_mark_nonfinite(z->r->P, z->stage == 3 ? z->ps + u->soff : F(z) + a, a, a + u->len, flags);
+        tr_params_mark_nonfinite(z->r->P, grad_slice(z, u), a, a + u->len, flags + n);
+    }
     return TR_OK;
 }
 
@@ -656,6 +679,7 @@ static const tr_strategy_ops ops = {
     .shards = shards,
     .probe = probe,
     .estimate = estimate,
+    .nonfinite = nonfinite,
 };
 
 static const tr_plugin_desc desc = {

@@ -7,7 +7,7 @@ set -u
 bin="$1"; plugdir="$2"
 t="$(mktemp -d /tmp/trainer-bad-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
-pass=0; fail=0
+. "$(dirname "$0")/lib.sh"
 base() { # a small valid config into $1; $2 replaces the data section's name and params
     local synth="  name: synthetic
   params: {samples: 256, val_samples: 64, features: 8, classes: 4}"
@@ -29,6 +29,7 @@ expect() { # expect NAME REGEX CMD... : non-zero exit (not a signal) and the mes
         echo "FAIL $name (exit $rc): wanted /$re/, got:"; echo "$out" | tail -5; fail=$((fail + 1))
     else
         echo "ok   $name: $(grep -E -- "$re" <<<"$out" | head -1)"; pass=$((pass + 1))
+        record bad_input "$name" "exit $rc" - "$(grep -E -- "$re" <<<"$out" | head -1)"
     fi
 }
 c="$t/c.yaml"
@@ -93,6 +94,10 @@ printf 'plugins: [%s]\n' "$plugdir/good" >>"$c"
 expect strategy_short_ops "fake_strategy.so: strategy fake_strategy: its ops table has 8 bytes, a strategy needs at least" \
     "$bin" run "$c" trainer.strategy=fake_strategy
 expect strategy_options "strategy.bucket_mb: unknown option" "$bin" run "$c" strategy.bucket_mb=25
+base "$t/old.yaml"; printf 'plugins: [%s]\n' "$plugdir/old" >>"$t/old.yaml"
+expect on_nan_skip_old_abi "trainer.on_nan: skip: strategy old_strategy \(.*old_strategy.so\) was built for plugin ABI 0.2, which cannot leave a step out" \
+    "$bin" run "$t/old.yaml" trainer.strategy=old_strategy trainer.on_nan=skip
+expect on_nan_bad_value "trainer.on_nan: " "$bin" run "$t/old.yaml" trainer.on_nan=ignore
 ck="$(ls -d "$t"/runs/bad/0/checkpoints/step-* | tail -1)"
 sed -i 's/"model": *"mlp"/"model": "cnn"/' "$ck/state.json"
 expect checkpoint_other_model_kind "$ck holds a 'cnn' model, the config's model is 'mlp'" \

@@ -15,7 +15,7 @@
 #  - cleanup on every exit path (normal, config error, a rank's error, kill -9 of a rank,
 #    SIGTERM and SIGINT to the launcher, a comm timeout): no /dev/shm segment of the job, no
 #    process, an empty TMPDIR.
-# With RELIABILITY_LOG=FILE, one line per scenario is appended to FILE:
+# With RELIABILITY_LOG=FILE, one line per scenario is appended to FILE (lib.sh's record):
 #   fault<TAB>scenario<TAB>outcome<TAB>seconds<TAB>message (the one-line error the user sees)
 # usage: faults.sh TRAINER_BIN PYTHON
 set -u
@@ -81,13 +81,9 @@ msg() {
     if [ "$rc" = 0 ]; then grep -E '^\[launcher\] ' <<<"$out" | tail -1; return; fi
     grep -E '^trainer [a-z]+: ' <<<"$out" | tail -1
 }
-# relog FAULT SCENARIO OUTCOME: one RELIABILITY_LOG line for the job just run.
-relog() {
-    [ -n "${RELIABILITY_LOG:-}" ] || return 0
-    local m
-    m="$(msg | tr '\t' ' ')"
-    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$secs" "$m" >>"$RELIABILITY_LOG"
-}
+# relog WHAT SCENARIO OUTCOME: the reliability row (lib.sh's record, KIND fault) of the job just
+# run: "WHAT: SCENARIO", the outcome, its seconds and the user's one-line message.
+relog() { record fault "$1: $2" "$3" "$secs" "$(msg)"; }
 # clean LABEL: nothing of the job just run is left: no shm segment, no process, empty TMPDIR.
 clean() {
     local segs="" p left tmpf
@@ -143,7 +139,7 @@ done
 # kill_case POINT STRATEGY STEP RANK PREVIOUS
 kill_case() {
     local point="$1" s="$2" n="$3" r="$4" prev="$5" d="$t/$1-$2" label res
-    label="$s x2: rank $r killed ($point point, step $n)"
+    label="$s x2: rank $r killed with SIGKILL ($point point, step $n)"
     local fenv=("TRAINER_FAULT_KILL_AT_STEP=$n" "TRAINER_FAULT_KILL_RANK=$r" "TRAINER_FAULT_KILL_POINT=$point")
     job "$point-$s" "${fenv[@]}" -- "$bin" run "$t/c.yaml" "run.output_dir=$d" "trainer.strategy=$s"
     local outcome="exit $rc"
@@ -166,7 +162,7 @@ kill_case() {
             ok "$label: it died half-way through a file of step-$(printf %08d "$n"); no such complete checkpoint"
         else bad "$label: no kill during the checkpoint write, or the checkpoint exists" "$(grep 'fault injection' <<<"$out")"; fi ;;
     esac
-    relog "kill-$point" "$label" "$outcome"
+    record fault "$label" "$outcome" "$secs" "$(msg)"
     clean "$label"
     # The previous checkpoint: the newest complete one, byte-identical to the reference's.
     local tmps
@@ -190,7 +186,7 @@ kill_case() {
     if [ "$rc" = 0 ] && grep -q "restarting all 2 ranks (restart 1 of 1)" <<<"$out" &&
        grep -q "resuming from .*step-$(printf %08d "$prev")" <<<"$out" && res="$(same_weights "$t/ref-$s" "$d-r" "$s")"; then
         ok "$label: with max_restarts=1: relaunched, resumed at step $prev, finished in ${secs}s; final weights: $res"
-        relog "kill-$point" "$label, trainer.max_restarts=1" "exit 0; resumed at step $prev; $res"
+        record fault "$label, trainer.max_restarts=1" "exit 0; resumed at step $prev; $res" "$secs" "$(msg)"
     else bad "$label: max_restarts=1 (exit $rc)" "$(grep -E 'restart|resuming' <<<"$out" | head -3)" "${res:-}"; fi
     clean "$label, restarted"
 }
@@ -224,7 +220,7 @@ disk_case() { # disk_case STRATEGY FILE_PATTERN
     if [ "$rc" = 1 ] && grep -qE "^trainer run: rank [01] exited with code 1; its last line: .*checkpoint .*step-00000019 not saved: .*$2: write failed after [0-9]+ of [0-9]+ bytes: File too large \(over the file size limit" <<<"$out"; then
         ok "$label: exit 1 in ${secs}s: $(msg | sed 's/.*its last line: trainer run: //' | cut -c1-150)..."
     else bad "$label: exit $rc" "$(tail -3 <<<"$out")"; fi
-    relog disk-full "$label" "exit $rc; no partial checkpoint; step-00000010 intact"
+    relog "disk full" "$label" "exit $rc; no partial checkpoint; step-00000010 intact"
     after_full "$label" "$d"
     job "full-$s-eval" -- "$bin" eval "$t/c.yaml" --checkpoint "$d/f/0" "$big"
     [ "$rc" = 0 ] && grep -q "(step 10) on the validation split" <<<"$out" && ok "$label: trainer eval loads step 10" ||
@@ -245,7 +241,7 @@ for f in log.txt metrics.jsonl; do
     if [ "$rc" = 1 ] && grep -q "^trainer run: rank 0 exited with code 1; its last line: trainer run: $d/f/0/$f: write failed: No space left on device" <<<"$out"; then
         ok "$label: exit 1 in ${secs}s: $(msg | sed 's/.*its last line: //')"
     else bad "$label: exit $rc" "$(tail -3 <<<"$out")"; fi
-    relog disk-full "$label" "exit $rc"
+    relog "disk full" "$label" "exit $rc"
     clean "$label"
 done
 
@@ -278,7 +274,7 @@ if unshare -m --propagation private true 2>/dev/null &&
        grep -q "(step 10) on the validation split" "$t/enospc.eval"; then
         ok "$label: no partial checkpoint, step-00000010 unchanged and trainer eval loads it"
     else bad "$label: checkpoints afterwards" "$(cat "$t/enospc.ls")" "$(tail -1 "$t/enospc.eval")"; fi
-    relog disk-full "$label" "exit $rc; no partial checkpoint; step-00000010 intact"
+    relog "disk full" "$label" "exit $rc; no partial checkpoint; step-00000010 intact"
     clean "$label"
 
     d="$t/rofs"; mkdir -p "$d"
@@ -291,7 +287,7 @@ if unshare -m --propagation private true 2>/dev/null &&
        ! grep -q "launching" <<<"$out"; then
         ok "$label: refused before launching, in ${secs}s: $(msg)"
     else bad "$label: exit $rc" "$(tail -3 <<<"$out")"; fi
-    relog unwritable-dir "$label" "exit $rc; refused before any rank started"
+    relog "unwritable run folder" "$label" "exit $rc; refused before any rank started"
     clean "$label"
 else
     echo "skip ENOSPC and read-only cases: no mount namespace here (unshare -m and mount need CAP_SYS_ADMIN)"
@@ -305,7 +301,7 @@ if [ "$rc" = 1 ] && grep -q "^trainer run: run.output_dir: $t/afile/runs cannot 
    ! grep -q "launching" <<<"$out"; then
     ok "$label: refused before launching, in ${secs}s: $(msg)"
 else bad "$label: exit $rc" "$(tail -3 <<<"$out")"; fi
-relog unwritable-dir "$label" "exit $rc; refused before any rank started"
+relog "unwritable run folder" "$label" "exit $rc; refused before any rank started"
 clean "$label"
 
 # ---- cleanup on every exit path ----
@@ -343,19 +339,19 @@ bg_end() {
 
 job clean-ok -- "$bin" run "$t/c.yaml" "run.output_dir=$t/cl" trainer.max_steps=10
 [ "$rc" = 0 ] && ok "normal exit: exit 0" || bad "normal exit (exit $rc)" "$(tail -2 <<<"$out")"
-relog cleanup "ddp x2: normal exit" "exit $rc"
+relog "exit path" "ddp x2: normal exit" "exit $rc"
 clean "normal exit"
 
 job clean-config -- "$bin" run "$t/c.yaml" "run.output_dir=$t/cl" trainer.max_steps=abc
 [ "$rc" = 1 ] && grep -q "trainer.max_steps" <<<"$out" && ok "config error: exit 1: $(msg)" || bad "config error (exit $rc)" "$out"
-relog cleanup "ddp x2: config error" "exit $rc"
+relog "exit path" "ddp x2: config error" "exit $rc"
 clean "config error"
 
 job clean-rank-error -- "$bin" run "$t/c.yaml" "run.output_dir=$t/cl-err" optimizer.lr=1e3
-if [ "$rc" = 1 ] && grep -q "^trainer run: rank [01] exited with code 1; its last line: .*the loss is not finite" <<<"$out"; then
+if [ "$rc" = 1 ] && grep -qE "^trainer run: rank [01] exited with code 1; its last line: trainer run: step [0-9]+: .*not finite" <<<"$out"; then
     ok "a rank's error exit: exit 1 in ${secs}s: $(msg | cut -c1-120)"
 else bad "rank error exit (exit $rc)" "$(tail -3 <<<"$out")"; fi
-relog cleanup "ddp x2: a rank fails (loss not finite)" "exit $rc"
+relog "exit path" "ddp x2: a rank fails (optimizer.lr=1e3: the loss is not finite)" "exit $rc"
 clean "a rank's error exit"
 
 bg clean-kill -- "$t/c.yaml" "run.output_dir=$t/cl2" "${long[@]}"
@@ -365,7 +361,7 @@ bg_end clean-kill
 if [ -n "$r1" ] && [ "$rc" = 137 ] && grep -q "^trainer run: rank 1 was killed by signal 9" <<<"$out" && lt "$secs" 10; then
     ok "kill -9 of rank 1 from outside: exit 137 in ${secs}s naming it"
 else bad "kill -9 of rank 1 (pid '${r1}', exit $rc, ${secs}s)" "$(tail -3 <<<"$out")"; fi
-relog kill-external "ddp x2: kill -9 of rank 1 mid-training" "exit $rc"
+relog "kill -9 (from outside)" "ddp x2: kill -9 of rank 1 mid-training" "exit $rc"
 clean "kill -9 of a rank"
 
 for sig in TERM INT; do
@@ -377,7 +373,7 @@ for sig in TERM INT; do
        lt "$secs" 10; then
         ok "SIG$sig to the launcher: exit $rc in ${secs}s: $(msg)"
     else bad "SIG$sig to the launcher (exit $rc, ${secs}s)" "$(tail -3 <<<"$out")"; fi
-    relog signal "ddp x2: SIG$sig to trainer run" "exit $rc"
+    relog "signal to the launcher" "ddp x2: SIG$sig to trainer run" "exit $rc"
     clean "SIG$sig to the launcher"
 done
 
@@ -391,7 +387,7 @@ if [ -n "$r1" ] && [ "$rc" = 1 ] && grep -q "^trainer run: rank 0 exited with co
    lt "$secs" 10; then
     ok "comm timeout (rank 1 stopped): exit 1 in ${secs}s: $(msg | sed 's/.*its last line: //' | cut -c1-140)"
 else bad "comm timeout (pid '$r1', exit $rc, ${secs}s)" "$(tail -3 <<<"$out")"; fi
-relog comm-timeout "ddp x2: rank 1 hangs (SIGSTOP), TRAINER_COMM_TIMEOUT=2" "exit $rc"
+relog "hung rank" "ddp x2: rank 1 hangs (SIGSTOP), TRAINER_COMM_TIMEOUT=2" "exit $rc"
 clean "comm timeout"
 
 finish

@@ -5,6 +5,12 @@ pass=0; fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; fail=$((fail + 1)); }
 finish() { echo "$pass passed, $fail failed"; [ "$fail" = 0 ]; }
+# `record KIND NAME OUTCOME SECONDS MESSAGE`: with RELIABILITY_LOG set, appends a row for the
+# reliability report (tools/reliability): what was injected or fed, what happened, the message.
+record() {
+    [ -n "${RELIABILITY_LOG:-}" ] || return 0
+    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$(printf '%s' "$5" | tr '\t\n' '  ')" >>"$RELIABILITY_LOG"
+}
 # shm_new BEFORE: the trainer-* names in /dev/shm that are not in the list BEFORE and are still
 # there after up to 3 s (tests running beside this one hold a segment's name for the moments
 # their ranks take to join: those go away, a leak stays).

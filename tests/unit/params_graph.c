@@ -111,6 +111,39 @@ static void test_params(void) {
     y = tr_linear(g, x, W1, NULL);
     CHECK(y && tr_graph_nodes(g) == 0, "no tape in inference");
     CHECK(tr_backward(g, y, NULL) == TR_ERR_INVALID, "backward without tape refused");
+
+    /* Non-finite diagnostics (trainer.on_nan): an infinite bias in fc1 makes the first op's
+     * output the first non-finite activation; the flags name fc1.bias's values and, after
+     * backward, fc2.weight's gradient (it multiplies the infinite activation). */
+    tr_graph_reset(g);
+    tr_graph_set_grad_enabled(g, 1);
+    tr_graph_set_grad_hook(g, NULL, NULL);
+    tr_params_zero_grad(P);
+    ((float *)tr_params_get(P, b1)->data)[0] = INFINITY;
+    x = tr_graph_input(g, TR_F32, 2, (int64_t[]){4, 3});
+    for (int i = 0; i < 12; i++) ((float *)x->data)[i] = (float)i / 6 - 1;
+    y = tr_linear(g, tr_relu(g, tr_linear(g, x, W1, tr_params_get(P, b1))), tr_params_get(P, w2), NULL);
+    char what[256] = "";
+    CHECK(y && tr_graph_first_nonfinite(g, what, sizeof what) &&
+              strcmp(what, "the output of op 1 of 3 (linear), shape (4, 5), reading fc1.weight") == 0,
+          "first non-finite: '%s'", what);
+    tr_tensor *sum = tr_sum(g, y);
+    CHECK(sum && tr_backward(g, sum, NULL) == TR_OK, "backward: %s", tr_error_msg());
+    double flags[8] = {0};
+    tr_params_find_nonfinite(P, flags);
+    CHECK(flags[w1] == 0 && flags[b1] == 1 && flags[w2] == 0 && flags[b2] == 0, "value flags %g %g %g %g", flags[0], flags[1],
+          flags[2], flags[3]);
+    CHECK(flags[4 + w1] == 0 && flags[4 + b1] == 0 && flags[4 + w2] == 1, "gradient flags %g %g %g %g", flags[4], flags[5],
+          flags[6], flags[7]);
+    double part[4] = {0}; /* a shard: fc1.bias .. the first half of fc2.weight's range of the gradient buffer */
+    size_t lo = tr_params_offset(P, b1), hi = tr_params_offset(P, w2) + 5;
+    tr_params_mark_nonfinite(P, tr_params_grad(P) + lo, lo, hi, part);
+    CHECK(part[w1] == 0 && part[b1] == 0 && part[w2] == 1 && part[b2] == 0, "shard flags %g %g %g", part[w1], part[b1],
+          part[w2]);
+    tr_graph_reset(g);
+    x = tr_graph_input(g, TR_F32, 2, (int64_t[]){4, 3});
+    memset(x->data, 0, 12 * sizeof(float));
+    CHECK(tr_relu(g, x) && !tr_graph_first_nonfinite(g, what, sizeof what), "a finite forward has none");
     tr_graph_destroy(g);
     tr_params_destroy(P);
 }

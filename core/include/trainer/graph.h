@@ -94,6 +94,11 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout);
 
 /* Number of tape nodes recorded since the last reset. */
 size_t tr_graph_nodes(const tr_graph *g);
+/* The oldest recorded op whose output holds a NaN or an infinity, read from the tape of the
+ * last forward (valid until the next reset, backward leaves it): writes "the output of op 7
+ * of 12 (linear), shape (32, 10)" and returns 1, or returns 0. For diagnostics: it scans
+ * every recorded activation. */
+int tr_graph_first_nonfinite(const tr_graph *g, char *out, size_t size);
 
 #ifdef __cplusplus
 }

@@ -81,6 +81,14 @@ float *tr_params_buffers_data(tr_params *P);
 size_t tr_params_buffers_numel(const tr_params *P);
 
 void tr_params_zero_grad(tr_params *P);
+/* Sets flags[k] = 1 for every parameter k with a NaN or an infinity among the elements of
+ * [lo, hi) of a buffer laid out like the flat parameter buffer, of which `values` holds just
+ * that range (values[0] is element lo): the data or gradient buffer whole (lo 0, hi numel)
+ * or a shard of either. flags has tr_params_count(P) entries; others are left alone. */
+void tr_params_mark_nonfinite(const tr_params *P, const float *values, size_t lo, size_t hi, double *flags);
+/* Both flat buffers whole, for a strategy holding whole replicas (its nonfinite()): flags[k]
+ * for parameter k's values, flags[n + k] for its gradient, n = tr_params_count(P). */
+void tr_params_find_nonfinite(const tr_params *P, double *flags);
 
 #ifdef __cplusplus
 }

@@ -63,6 +63,11 @@ typedef struct tr_strategy_env {
     uint64_t seed;
     int devices;                     /* trainer.devices: replicas or ranks asked for */
     const tr_registry *registry;     /* the plugins found: communication backends etc. */
+    /* ---- appended in ABI 0.3 ---- */
+    /* trainer.on_nan is skip: when optim_step finds the global gradient norm not finite it
+     * must leave the whole step out (see optim_step), so it may not update parts of the
+     * model before it knows the norm. 0 (stop): the job stops after such a step. */
+    int skip_nonfinite;
 } tr_strategy_env;
 
 /* What a strategy's probe sees: the request and what this machine has. */
@@ -151,7 +156,13 @@ typedef struct tr_strategy_ops {
     /* After the last micro-batch: synchronise gradients, clip to max_norm (0: no clipping)
      * by the global norm, update with learning rate lr, and leave every replica with equal
      * parameters (unless settle() makes them equal later). *grad_norm: the global gradient
-     * norm before clipping. */
+     * norm before clipping.
+     * Non-finite gradients (from ABI 0.3): a NaN or infinite gradient is never applied. When
+     * the global norm is not finite the step is left out: parameters, optimizer state and its
+     * step count unchanged, the synchronised gradients kept for nonfinite(), *grad_norm the
+     * non-finite norm, TR_OK. Without env->skip_nonfinite (the job stops after this step) a
+     * strategy that updates parts of the model as their gradients arrive may have updated the
+     * parts whose gradients were finite. */
     tr_status (*optim_step)(void *ctx, double lr, double max_norm, double *grad_norm);
     /* Eval-mode forward of this process's share of a batch (no gradients). With with_y the
      * loss is the summed (normaliser 1) loss. Outputs cover hb's samples in order and live
@@ -189,6 +200,16 @@ typedef struct tr_strategy_ops {
      * the model's sizes, without creating anything (activations are measured through env).
      * Called on its own, never with a ctx. NULL: the plan shows no estimate for it. */
     tr_status (*estimate)(const tr_options *opts, const tr_strategy_estimate_env *env, tr_strategy_estimate *out);
+    /* ---- appended in ABI 0.3 ---- */
+    /* After a step whose loss or gradient norm was not finite, on every rank: which tensors
+     * of state()'s parameters (shards()'s for a sharded strategy; n of them, in their order)
+     * hold a NaN or an infinity in this rank's part: flags[k] = 1 for parameter k's values,
+     * flags[n + k] = 1 for its gradient as optim_step left it (flags arrive zeroed; the
+     * trainer sums them over ranks; tr_params_mark_nonfinite does the scan). activation: the
+     * first non-finite op output of this rank's last training forward
+     * (tr_graph_first_nonfinite of its replica), or left "". NULL: the trainer names no
+     * parameter, gradient or activation. */
+    tr_status (*nonfinite)(void *ctx, double *flags, int n, char *activation, size_t size);
 } tr_strategy_ops;
 
 /* The options of a strategy that runs one process per rank over a communicator (ddp,

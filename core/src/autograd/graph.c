@@ -1,5 +1,6 @@
 /* The graph: step arena, tape recording, reverse-mode differentiation with ready hooks. */
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "autograd/node.h"
@@ -108,6 +109,37 @@ void tr_graph_set_use_hook(tr_graph *g, tr_param_use_fn fn, void *user) {
 
 tr_status tr_graph_status(const tr_graph *g) { return g->status; }
 size_t tr_graph_nodes(const tr_graph *g) { return g->n_nodes; }
+
+static int has_nonfinite(const tr_tensor *t) {
+    int64_t n = tr_tensor_numel(t);
+    if (!t->data || (t->dtype != TR_F32 && t->dtype != TR_F64)) return 0;
+    for (int64_t i = 0; i < n; i++)
+        if (t->dtype == TR_F32 ? !isfinite(((const float *)t->data)[i]) : !isfinite(((const double *)t->data)[i])) return 1;
+    return 0;
+}
+
+int tr_graph_first_nonfinite(const tr_graph *g, char *out, size_t size) {
+    const tr_node *found = NULL;
+    size_t at = g->n_nodes, found_at = 0; /* the tape runs newest first: keep the last hit */
+    for (const tr_node *node = g->tape; node; node = node->prev, at--)
+        if (node->out && !node->out->view_of && has_nonfinite(node->out)) {
+            found = node;
+            found_at = at;
+        }
+    if (!found) return 0;
+    int k = snprintf(out, size, "the output of op %zu of %zu (%s), shape (", found_at, g->n_nodes, found->name);
+    for (int d = 0; d < found->out->ndim && k > 0 && (size_t)k < size; d++)
+        k += snprintf(out + k, size - (size_t)k, d ? ", %lld" : "%lld", (long long)found->out->shape[d]);
+    if (k > 0 && (size_t)k < size) k += snprintf(out + k, size - (size_t)k, ")");
+    for (int i = 0; i < TR_NODE_MAX_IN && g->params && k > 0 && (size_t)k < size; i++) { /* the layer, by its weight */
+        const tr_tensor *t = found->in[i] && found->in[i]->view_of ? found->in[i]->view_of : found->in[i];
+        if (t && t->param >= 0 && t->param < tr_params_count(g->params)) {
+            snprintf(out + k, size - (size_t)k, ", reading %s", tr_params_name(g->params, t->param));
+            break;
+        }
+    }
+    return 1;
+}
 
 tr_tensor *op_fail(tr_graph *g, tr_status s, const char *fmt, ...) {
     if (g->status == TR_OK) {

@@ -208,3 +208,22 @@ size_t tr_params_trainable(const tr_params *P) {
 void tr_params_zero_grad(tr_params *P) {
     if (P->p.grad) memset(P->p.grad, 0, P->p.numel * sizeof(float));
 }
+
+void tr_params_mark_nonfinite(const tr_params *P, const float *values, size_t lo, size_t hi, double *flags) {
+    for (int k = 0; k < P->p.n; k++) {
+        const entry *e = &P->p.e[k];
+        size_t a = e->offset, b = e->offset + (size_t)tr_tensor_numel(&e->t);
+        if (a < lo) a = lo;
+        if (b > hi) b = hi;
+        for (size_t i = a; i < b; i++)
+            if (!isfinite(values[i - lo])) {
+                flags[k] = 1;
+                break;
+            }
+    }
+}
+
+void tr_params_find_nonfinite(const tr_params *P, double *flags) {
+    if (P->p.data) tr_params_mark_nonfinite(P, P->p.data, 0, P->p.numel, flags);
+    if (P->p.grad) tr_params_mark_nonfinite(P, P->p.grad, 0, P->p.numel, flags + P->p.n);
+}

@@ -158,7 +158,8 @@ static const char *const data_keys[] = {"name", "params", "val_params", "batch_s
 static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps"};
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
 static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps",
-                                           "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts"};
+                                           "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts",
+                                           "on_nan", "max_consecutive_skips"};
 #define N_(a) (sizeof(a) / sizeof(a[0]))
 
 static tr_status check_sections(const tr_cfg_node *r) {
@@ -310,6 +311,8 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_choice(j, "trainer.accelerator", "auto|cpu|gpu", "auto", &s->accelerator));
     TR_CHECK(read_devices(j, s));
     TR_CHECK(get_int(j, "trainer.max_restarts", 0, 0, 1000, &s->max_restarts));
+    TR_CHECK(get_choice(j, "trainer.on_nan", "stop|skip", "stop", &s->on_nan));
+    TR_CHECK(get_int(j, "trainer.max_consecutive_skips", 10, 0, INT64_MAX, &s->max_consecutive_skips));
     TR_CHECK(get_choice(j, "trainer.precision", "fp32", "fp32", &precision));
     int sched_kind;
     TR_CHECK(get_choice(j, "scheduler.name", "constant|step|cosine", "constant", &sched_kind));
@@ -353,6 +356,12 @@ static tr_status pick_strategy(job *j) {
     TR_CHECK(plugin_named(j, "trainer.strategy", name, TR_PLUGIN_STRATEGY, &j->strat_p));
     TR_CHECK(job_strategy_ops(j->strat_p, &j->sops_table));
     j->sops = &j->sops_table;
+    /* Leaving a step out whole is a promise of optim_step since ABI 0.3 (skip_nonfinite). */
+    const tr_plugin_desc *d = j->strat_p->desc;
+    if (j->s.on_nan == ON_NAN_SKIP && d->abi_major == 0 && d->abi_minor < 3)
+        return tr_error_set(TR_ERR_PLUGIN, "trainer.on_nan: skip: strategy %s (%s) was built for plugin ABI %u.%u, which cannot "
+                                           "leave a step out (ABI 0.3 can): rebuild it against this SDK or use on_nan: stop",
+                            d->name, j->strat_p->path, d->abi_major, d->abi_minor);
     return TR_OK;
 }
 
@@ -453,7 +462,7 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
     const tr_dataset_ops *dops = j->data_p->desc->ops;
     tr_strategy_env env = {.models = j->models, .spec = &j->spec, .optim = j->s.optim, .global_batch = j->s.batch,
                            .grad_accum = j->s.accum, .threads = (int)j->s.threads, .seed = (uint64_t)j->s.seed,
-                           .devices = (int)j->s.devices, .registry = j->reg};
+                           .devices = (int)j->s.devices, .registry = j->reg, .skip_nonfinite = j->s.on_nan == ON_NAN_SKIP};
     tr_status st = j->sops->create(&j->strat, j->strat_opts, &env, &j->info);
     if (st != TR_OK) j->strat = NULL;
     if (st == TR_OK) st = plugin_defaults(j, "strategy", j->strat_p); /* j->strat stays: job_close destroys it */

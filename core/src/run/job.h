@@ -29,7 +29,11 @@ typedef struct job_settings {
     int device_ids[TR_MAX_DEVICE_IDS], n_device_ids;
     int64_t ck_epochs, ck_steps, keep_last;
     int resume;  /* 0 auto, 1 never */
+    int on_nan;  /* ON_NAN_STOP or ON_NAN_SKIP */
+    int64_t max_consecutive_skips;  /* on_nan skip: more steps in a row left out stop the job (0: never) */
 } job_settings;
+
+enum { ON_NAN_STOP, ON_NAN_SKIP };
 
 typedef struct job {
     tr_config *cfg;

@@ -12,6 +12,7 @@
 #include "base/fault.h"
 #include "base/io_error.h"
 #include "job.h"
+#include "nonfinite.h"
 #include "run/checkpoint_impl.h"
 #include "trainer/io.h"
 #include "trainer/log.h"
@@ -23,10 +24,19 @@ typedef struct loop {
     char ck_dir[1200];
     tr_train_state state;
     int64_t per_epoch, n_batches, total, last_saved;
+    int64_t skipped;   /* steps left out for non-finite values (on_nan skip) */
+    int64_t skipped_in_a_row;
     double per_sample_tokens;
     tr_fault_point fault;    /* TRAINER_FAULT_KILL_* for this rank (base/fault.h) */
     int64_t fault_step;
 } loop;
+
+/* A metrics value: JSON has no NaN or infinity (a step left out, a window of them). */
+static const char *json_number(char buf[32], double v, int digits) {
+    if (isfinite(v)) snprintf(buf, 32, "%.*g", digits, v);
+    else snprintf(buf, 32, "null");
+    return buf;
+}
 
 /* Every rank learns whether any failed: TR_OK when none did; else this rank's own error, or
  * "WHAT: OTHERS" when only others failed. */
@@ -92,6 +102,48 @@ static tr_status save_checkpoint(loop *lp) {
     TR_CHECK(st);
     lp->last_saved = lp->state.step;
     return TR_OK;
+}
+
+/* Fault injection for the tests: TRAINER_FAULT_NAN_AT_STEP=N makes the first input value of
+ * optimizer step N's first micro-batch (1-based, as logged) NaN; with TRAINER_FAULT_NAN_RANK=r
+ * on rank r only. Floating-point inputs only. */
+static void fault_nan(const job *j, int64_t step, const tr_micro_batch *mb) {
+    const char *at = getenv("TRAINER_FAULT_NAN_AT_STEP"), *rank = getenv("TRAINER_FAULT_NAN_RANK");
+    if (!at || atoll(at) != step || !mb->first || (rank && atoi(rank) != j->info.rank) || j->spec.x_dtype != TR_F32 ||
+        mb->hb->size == 0)
+        return;
+    ((float *)mb->hb->x)[0] = NAN;
+}
+
+/* A step whose loss or gradient norm was not finite (optim_step applied no non-finite
+ * gradient): stop with the description, or with on_nan skip log it and go on, unless the
+ * parameters or buffers themselves are no longer finite. */
+static tr_status nonfinite_step(loop *lp, const nonfinite_seen *seen, int64_t step, double loss, double gnorm,
+                                int gnorm_bad) {
+    job *j = lp->j;
+    char what[1024];
+    int model_bad;
+    TR_CHECK(nonfinite_describe(j, seen, step, gnorm, gnorm_bad, what, sizeof what, &model_bad));
+    char newest[96] = "no checkpoint was saved";
+    if (lp->last_saved >= 0) snprintf(newest, sizeof newest, "the newest checkpoint is step-%08lld", (long long)lp->last_saved);
+    if (j->s.on_nan == ON_NAN_STOP)
+        return tr_error_set(TR_ERR_NUMERIC, "%s (trainer.on_nan: stop; %s; on_nan: skip leaves such steps out)", what, newest);
+    if (model_bad)
+        return tr_error_set(TR_ERR_NUMERIC, "%s: the model itself is not finite, skipping steps cannot help (%s)", what, newest);
+    if (!gnorm_bad) { /* a non-finite loss with finite gradients: the update is in */
+        job_say(j, "warning: %s; its gradients were finite and the step was applied (trainer.on_nan: skip leaves out "
+                   "steps with non-finite gradients)", what);
+        return TR_OK;
+    }
+    lp->skipped++;
+    if (++lp->skipped_in_a_row > j->s.max_consecutive_skips && j->s.max_consecutive_skips > 0)
+        return tr_error_set(TR_ERR_NUMERIC, "%s: %lld steps in a row left out (trainer.max_consecutive_skips %lld): the model "
+                                            "diverged, not a batch (%s)",
+                            what, (long long)lp->skipped_in_a_row, (long long)j->s.max_consecutive_skips, newest);
+    job_say(j, "warning: %s; step left out (trainer.on_nan: skip; %lld so far)", what, (long long)lp->skipped);
+    job_write(j, j->metrics, "{\"step\": %lld, \"skipped\": true, \"loss_finite\": %s}\n", (long long)step,
+              isfinite(loss) ? "true" : "false");
+    return job_io_status(j);
 }
 
 /* The version folder of runs/<name>/: with resume auto, the one holding the newest
@@ -220,11 +272,12 @@ static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vlo
     if (isfinite(*vacc)) snprintf(extra, sizeof extra, "  val accuracy %.2f%%", 100 * *vacc); /* not for regression */
     if (j->spec.task == TR_TASK_LM) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "  val perplexity %.3f", exp(*vloss));
     job_say(j, "%s: val loss %.4f%s", when, *vloss, extra);
-    char rec[256];
-    int k = snprintf(rec, sizeof rec, "{\"step\": %lld, \"epoch\": %lld, \"val_loss\": %.9g", (long long)lp->state.step,
-                     (long long)epoch, *vloss);
+    char rec[256], a[32];
+    int k = snprintf(rec, sizeof rec, "{\"step\": %lld, \"epoch\": %lld, \"val_loss\": %s", (long long)lp->state.step,
+                     (long long)epoch, json_number(a, *vloss, 9));
     if (isfinite(*vacc)) k += snprintf(rec + k, sizeof rec - (size_t)k, ", \"val_accuracy\": %.6g", *vacc);
-    if (j->spec.task == TR_TASK_LM) snprintf(rec + k, sizeof rec - (size_t)k, ", \"val_perplexity\": %.6g", exp(*vloss));
+    if (j->spec.task == TR_TASK_LM)
+        snprintf(rec + k, sizeof rec - (size_t)k, ", \"val_perplexity\": %s", json_number(a, exp(*vloss), 6));
     job_write(j, j->metrics, "%s}\n", rec);
     return job_io_status(j);
 }
@@ -257,6 +310,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         double lsum = 0, step_loss = 0, win_loss = 0, win_t = tr_now(), win_samples = 0;
         int64_t nsteps = 0, win = 0;
         const tr_host_batch *hb;
+        nonfinite_seen seen = {0};
         tr_status st;
         while (step < lp->total && (st = tr_loader_next(j->train_L, &hb)) == TR_OK && hb) {
             tr_micro_batch mb = {.hb = hb, .step = step};
@@ -265,25 +319,36 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             if (mb.first && lp->fault == TR_FAULT_COLLECTIVE && step + 1 == lp->fault_step)
                 tr_fault_arm(TR_FAULT_COLLECTIVE); /* the communicator fires it (comm.c) */
             double loss;
+            fault_nan(j, step + 1, &mb);
             TR_CHECK(j->sops->train_micro(j->strat, &mb, &loss));
-            if (!isfinite(loss))
-                return tr_error_set(TR_ERR_NUMERIC, "step %lld: the loss is not finite (%g)", (long long)step, loss);
+            if (!isfinite(loss)) nonfinite_note(&seen, &j->spec, hb, loss);
+            seen.last = hb;
             step_loss += loss;
             samples += (double)hb->size;
             win_samples += (double)hb->global_size;
             if (!mb.last) continue;
             double lr = tr_sched_lr(&sc, s->optim.lr, step), gnorm;
             TR_CHECK(j->sops->optim_step(j->strat, lr, s->grad_clip, &gnorm));
+            /* The step's loss over all ranks, and whether any rank's gradient norm was not
+             * finite (a strategy's norm may be its rank's own): every rank agrees on it. */
+            double agreed[2] = {step_loss, !isfinite(gnorm)};
+            if (j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, agreed, 2));
+            step_loss = agreed[0];
             step++;
-            win_loss += step_loss;
-            lsum += step_loss;
+            if (!isfinite(step_loss) || agreed[1] > 0) {
+                TR_CHECK(nonfinite_step(lp, &seen, step, step_loss, gnorm, agreed[1] > 0));
+            } else {
+                lp->skipped_in_a_row = 0;
+                win_loss += step_loss;
+                lsum += step_loss;
+                win++;
+                nsteps++;
+            }
             step_loss = 0;
-            win++;
-            nsteps++;
+            seen = (nonfinite_seen){0};
             int log_now = step % s->log_every == 0 || step == lp->total;
             if (log_now || j->prog.bar) {
-                double wl = win_loss / (double)win;
-                if (log_now && j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, &wl, 1));
+                double wl = win ? win_loss / (double)win : NAN;
                 double dt = tr_now() - win_t, sps = dt > 0 ? win_samples / dt : 0;
                 progress_update(&j->prog, ep, s->max_epochs, step, lp->total, wl, sps);
                 if (log_now) {
@@ -297,9 +362,11 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                     } else {
                         job_say(j, "%s", line);
                     }
-                    job_write(j, j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.6g, "
+                    char a[32], b[32];
+                    job_write(j, j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, "
                                              "\"samples_per_sec\": %.1f, \"tokens_per_sec\": %.1f}\n",
-                              (long long)step, (long long)ep, wl, lr, gnorm, sps, sps * lp->per_sample_tokens);
+                              (long long)step, (long long)ep, json_number(a, wl, 9), lr, json_number(b, gnorm, 6), sps,
+                              sps * lp->per_sample_tokens);
                     TR_CHECK(job_io_status(j));
                     win = 0;
                     win_loss = 0;
@@ -326,14 +393,14 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         }
         TR_CHECK(st);
         epoch_loss = nsteps ? lsum / (double)nsteps : NAN;
-        if (j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, &epoch_loss, 1));
         char when[96];
         snprintf(when, sizeof when, "epoch %lld/%lld done: train loss %.4f", (long long)ep + 1, (long long)s->max_epochs,
                  epoch_loss);
         if (j->val_L) TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
-        job_write(j, j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.9g}\n", (long long)ep, (long long)step,
-                  epoch_loss);
+        char a[32];
+        job_write(j, j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %s}\n", (long long)ep, (long long)step,
+                  json_number(a, epoch_loss, 9));
         TR_CHECK(job_io_status(j));
         int last = ep + 1 >= s->max_epochs || step >= lp->total;
         if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last)) {
@@ -350,8 +417,10 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
     res->val_loss = vloss;
     res->val_accuracy = vacc;
     res->samples_per_sec = dt > 0 ? samples * j->info.data_world / dt : 0;
-    char acc[64] = "";
+    char acc[128] = "";
     if (isfinite(vacc)) snprintf(acc, sizeof acc, "; final validation accuracy: %.2f%%", 100 * vacc);
+    if (lp->skipped)
+        snprintf(acc + strlen(acc), sizeof acc - strlen(acc), "; %lld steps left out (non-finite)", (long long)lp->skipped);
     job_say(j, "done: %lld steps in %.1f s (%.0f samples/s)%s", (long long)step, dt, res->samples_per_sec, acc);
     return TR_OK;
 }

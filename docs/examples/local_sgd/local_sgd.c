@@ -137,9 +137,11 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     for (size_t i = 0; i < n; i++) g[i] *= (float)s->world; /* this rank's share's mean gradient */
     double sumsq = tr_grad_sumsq(g, n);
     *grad_norm = sqrt(sumsq); /* this rank's: there is no global gradient */
-    if (max_norm > 0) tr_clip_grad_norm(g, n, max_norm, sumsq);
-    TR_CHECK(tr_optim_step(s->opt, tr_params_data(P), g, n, lr));
-    if (++s->since_average >= s->k) TR_CHECK(average_all(s));
+    if (isfinite(sumsq)) { /* a non-finite gradient is never applied (the trainer stops or skips) */
+        if (max_norm > 0) tr_clip_grad_norm(g, n, max_norm, sumsq);
+        TR_CHECK(tr_optim_step(s->opt, tr_params_data(P), g, n, lr));
+    }
+    if (++s->since_average >= s->k) TR_CHECK(average_all(s)); /* every rank counts, or the averages mismatch */
     return TR_OK;
 }
 
