@@ -21,6 +21,8 @@ timeout 600 "$vg" --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=
     >"$t/out.log" 2>&1
 rc=$?
 secs=$(( $(date +%s) - start ))
+# valgrind's summary, for the log (tools/reliability reads it from ctest -V).
+grep -E "Command:|HEAP SUMMARY|in use at exit|total heap usage|LEAK SUMMARY|definitely lost|indirectly lost|possibly lost|still reachable|suppressed:|All heap blocks|ERROR SUMMARY" "$t/vg.log"
 errors="$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) errors.*/\1/p' "$t/vg.log" | tail -1)"
 lost="$(sed -n 's/.*definitely lost: \([0-9,]*\) bytes.*/\1/p' "$t/vg.log" | tail -1)"
 if [ "$rc" = 0 ] && grep -q "done: 24 steps" "$t/out.log" && [ "$errors" = 0 ] && { [ -z "$lost" ] || [ "$lost" = 0 ]; }; then
