@@ -136,6 +136,11 @@ for s in ddp sharded; do
 done
 
 # ---- a rank killed at a fault point ----
+job fault-bad TRAINER_FAULT_KILL_AT_STEP=3 TRAINER_FAULT_KILL_POINT=middle -- "$bin" run "$t/c.yaml" \
+    "run.output_dir=$t/fault-bad" trainer.strategy=cpu
+[ "$rc" = 1 ] && grep -q "TRAINER_FAULT_KILL_POINT='middle': expected step, collective or checkpoint" <<<"$out" &&
+    ! [ -e "$t/fault-bad" ] && ok "a bad fault point is refused before anything is made: $(msg)" ||
+    bad "bad TRAINER_FAULT_KILL_POINT (exit $rc)" "$(tail -2 <<<"$out")"
 # kill_case POINT STRATEGY STEP RANK PREVIOUS
 kill_case() {
     local point="$1" s="$2" n="$3" r="$4" prev="$5" d="$t/$1-$2" label res

@@ -11,6 +11,7 @@ bin="$1"; py="$2"
 t="$(mktemp -d /tmp/trainer-nan-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
 . "$(dirname "$0")/lib.sh"
+shm0="$(ls /dev/shm | grep '^trainer-')"
 export TRAINER_COMM_TIMEOUT=120
 cat >"$t/c.yaml" <<YAML
 run: {name: n, seed: 3}
@@ -102,5 +103,6 @@ if [ "$rc" = 1 ] && grep -q "step 3: not finite.*first non-finite tensor: the ba
 then ok "batch norm poisoned: skip refuses to go on"
      record nan "NaN input into a CNN with batch norm, on_nan skip" "exit $rc (running statistics poisoned)" - "$(grep -m1 'not finite' "$t/cnn.log" | sed 's/^trainer run: //')"; else bad "cnn skip (exit $rc)" "$(tail -2 "$t/cnn.log")"; fi
 
-[ -z "$(ls /dev/shm | grep '^trainer-')" ] && ok "nothing left in /dev/shm" || bad "leftovers in /dev/shm" "$(ls /dev/shm | grep '^trainer-')"
+left="$(shm_new "$shm0")"
+[ -z "$left" ] && ok "nothing left in /dev/shm" || bad "leftovers in /dev/shm" "$left"
 finish

@@ -2,7 +2,6 @@
  * checkpoint cadence; the strategy plugin owns each step (DESIGN.md decision 4). */
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
