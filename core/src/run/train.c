@@ -25,6 +25,7 @@ typedef struct loop {
     int64_t per_epoch, n_batches, total, last_saved;
     int64_t skipped;   /* steps left out for non-finite values (on_nan skip) */
     int64_t skipped_in_a_row;
+    int64_t nan_at;    /* fault injection: the step whose batch gets a NaN (0: none) */
     double per_sample_tokens;
     tr_fault_point fault;    /* TRAINER_FAULT_KILL_* for this rank (base/fault.h) */
     int64_t fault_step;
@@ -105,13 +106,15 @@ static tr_status save_checkpoint(loop *lp) {
 
 /* Fault injection for the tests: TRAINER_FAULT_NAN_AT_STEP=N makes the first input value of
  * optimizer step N's first micro-batch (1-based, as logged) NaN; with TRAINER_FAULT_NAN_RANK=r
- * on rank r only. Floating-point inputs only. */
-static void fault_nan(const job *j, int64_t step, const tr_micro_batch *mb) {
+ * on rank r only. Floating-point inputs only. Read once: the step to poison on this rank, or 0. */
+static int64_t fault_nan_step(const job *j) {
     const char *at = getenv("TRAINER_FAULT_NAN_AT_STEP"), *rank = getenv("TRAINER_FAULT_NAN_RANK");
-    if (!at || atoll(at) != step || !mb->first || (rank && atoi(rank) != j->info.rank) || j->spec.x_dtype != TR_F32 ||
-        mb->hb->size == 0)
-        return;
-    ((float *)mb->hb->x)[0] = NAN;
+    if (!at || (rank && atoi(rank) != j->info.rank) || j->spec.x_dtype != TR_F32) return 0;
+    return atoll(at);
+}
+
+static void fault_nan(const loop *lp, int64_t step, const tr_micro_batch *mb) {
+    if (lp->nan_at == step && mb->first && mb->hb->size > 0) ((float *)mb->hb->x)[0] = NAN;
 }
 
 /* A step whose loss or gradient norm was not finite (optim_step applied no non-finite
@@ -318,7 +321,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             if (mb.first && lp->fault == TR_FAULT_COLLECTIVE && step + 1 == lp->fault_step)
                 tr_fault_arm(TR_FAULT_COLLECTIVE); /* the communicator fires it (comm.c) */
             double loss;
-            fault_nan(j, step + 1, &mb);
+            fault_nan(lp, step + 1, &mb);
             TR_CHECK(j->sops->train_micro(j->strat, &mb, &loss));
             if (!isfinite(loss)) nonfinite_note(&seen, &j->spec, hb, loss);
             seen.last = hb;
@@ -441,7 +444,7 @@ static void report_memory(job *j) {
 static tr_status train(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                        const char *const *plugin_dirs, tr_run_result *res) {
     TR_CHECK(job_open(j, config_path, overrides, n_overrides, plugin_dirs));
-    loop lp = {.j = j, .last_saved = -1};
+    loop lp = {.j = j, .last_saved = -1, .nan_at = fault_nan_step(j)};
     TR_CHECK(tr_fault_setup(j->info.rank, &lp.fault, &lp.fault_step));
     if (lp.fault == TR_FAULT_CHECKPOINT && !j->sops->shards && j->info.rank != 0)
         TR_WARN("TRAINER_FAULT_KILL_POINT=checkpoint: rank %d writes no checkpoint under %s (rank 0 does); nothing "
