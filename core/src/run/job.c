@@ -353,16 +353,20 @@ tr_status job_strategy_ops(const tr_plugin *p, tr_strategy_ops *out) {
     return TR_OK;
 }
 
+tr_status job_read_settings(job *j) {
+    j->root = tr_config_root(j->cfg);
+    TR_CHECK(check_sections(j->root));
+    return read_settings(j, &j->s);
+}
+
 tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                    const char *const *plugin_dirs) {
     TR_CHECK(tr_config_load(&j->cfg, config_path));
     for (int i = 0; i < n_overrides; i++) TR_CHECK(tr_config_override(j->cfg, overrides[i]));
-    j->root = tr_config_root(j->cfg);
     char dirbuf[1024];
     snprintf(dirbuf, sizeof dirbuf, "%s", config_path);
     snprintf(j->cfg_dir, sizeof j->cfg_dir, "%s", dirname(dirbuf));
-    TR_CHECK(check_sections(j->root));
-    TR_CHECK(read_settings(j, &j->s));
+    TR_CHECK(job_read_settings(j));
     tr_set_num_threads((int)j->s.threads);
 
     TR_CHECK(find_plugins(j, plugin_dirs));
