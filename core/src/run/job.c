@@ -2,12 +2,13 @@
  * datasets, the strategy and the loaders (shared by `trainer run`, `eval` and `predict`). */
 #include "job.h"
 
+#include "config/node.h"
+
 #include <libgen.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "trainer/checkpoint.h"
@@ -156,9 +157,10 @@ static tr_status check_sections(const tr_cfg_node *r) {
 /* Typed reads that also write an absent key's default into the config, so the run
  * directory's config.yaml is the fully resolved one. */
 static tr_status set_default(job *j, const char *key, const char *text) {
-    if (tr_cfg_find(j->root, key) && tr_cfg_scalar(tr_cfg_find(j->root, key)) == NULL) return TR_OK;
-    const char *v = tr_cfg_scalar(tr_cfg_find(j->root, key));
-    if (v && v[0] && strcmp(v, "~") != 0 && strcasecmp(v, "null") != 0) return TR_OK;
+    /* Exactly what the typed reads took as absent: a value they read (a quoted "" too) may be
+     * borrowed by the settings and must stay. */
+    const tr_cfg_node *n = tr_cfg_find(j->root, key);
+    if (n && !tr_cfg_null_(n)) return TR_OK;
     TR_CHECK(tr_config_set(j->cfg, key, text));
     j->root = tr_config_root(j->cfg);
     return TR_OK;
@@ -268,10 +270,25 @@ static tr_status read_optim(job *j, tr_optim_config *oc) {
     return st;
 }
 
+/* run.name and run.output_dir make the run directory <output_dir>/<name>/<version>. */
+static tr_status check_run_paths(const job *j, const job_settings *s) {
+    const char *n = s->name;
+    const tr_cfg_node *at = tr_cfg_find(j->root, "run.name");
+    if (!n[0] || strchr(n, '/') || strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+        return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: run.name: must name a folder (not empty, no '/', not . or ..), got '%s'",
+                            tr_cfg_source(at), tr_cfg_line(at), tr_cfg_column(at), n);
+    at = tr_cfg_find(j->root, "run.output_dir");
+    if (!s->outdir[0])
+        return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: run.output_dir: is empty (write . for the current folder)",
+                            tr_cfg_source(at), tr_cfg_line(at), tr_cfg_column(at));
+    return TR_OK;
+}
+
 static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_string(j, "run.name", "run", &s->name));
     TR_CHECK(get_int(j, "run.seed", 1, 0, INT64_MAX, &s->seed));
     TR_CHECK(get_string(j, "run.output_dir", "runs", &s->outdir));
+    TR_CHECK(check_run_paths(j, s));
     TR_CHECK(get_int(j, "data.batch_size", 64, 1, 1 << 24, &s->batch));
     TR_CHECK(get_bool(j, "data.shuffle", 1, &s->shuffle));
     TR_CHECK(get_bool(j, "data.drop_last", 0, &s->drop_last));

@@ -215,6 +215,7 @@ tr_status tr_safetensors_open(tr_safetensors **out, const char *path) {
         json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape"),
                *jo = json_object_get(v, "data_offsets");
         tr_st_entry *e = &f->e[f->n];
+        if (!key[0]) FAIL("%s: a tensor has an empty name", path); /* nothing can look it up or write it */
         if (!json_is_string(jd) || !dtype_from_tag(json_string_value(jd), &e->dtype))
             FAIL("%s: tensor '%s': missing or unknown dtype", path, key);
         if (!json_is_array(js) || json_array_size(js) > TR_MAX_DIMS)
