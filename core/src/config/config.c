@@ -213,6 +213,10 @@ static tr_status parse_node(builder *b, yaml_event_t *ev, const char *path, int 
     }
     int line = mark_line(b, &ev->start_mark), col = mark_col(b, &ev->start_mark);
     if (ev->type == YAML_SCALAR_EVENT) {
+        if (memchr(ev->data.scalar.value, 0, ev->data.scalar.length)) {
+            st = fail_at(b, &ev->start_mark, TR_ERR_PARSE, path, "a NUL character (\\0) in a value is not supported");
+            goto done;
+        }
         n = node_new(TR_CFG_SCALAR, b->source, line, col);
         if (n) n->text = dup_n((const char *)ev->data.scalar.value, ev->data.scalar.length);
         if (!n || !n->text) goto nomem;
@@ -258,6 +262,8 @@ static tr_status parse_node(builder *b, yaml_event_t *ev, const char *path, int 
                 goto done;
             }
             st = refuse_decorations(b, &kev, path);
+            if (!st && memchr(kev.data.scalar.value, 0, kev.data.scalar.length))
+                st = fail_at(b, &kev.start_mark, TR_ERR_PARSE, path, "a NUL character (\\0) in a key is not supported");
             char *key = st ? NULL
                            : dup_n((const char *)kev.data.scalar.value, kev.data.scalar.length);
             yaml_mark_t kmark = kev.start_mark;
@@ -514,6 +520,19 @@ const char *tr_cfg_path(const tr_cfg_node *n) { return n && n->path ? n->path : 
 
 /* ---- overrides ---- */
 
+/* Length of the well-formed UTF-8 character at s (no overlong forms or surrogates, at most
+ * U+10FFFF; RFC 3629), 0 when ill-formed. s is NUL-terminated. */
+static size_t utf8_char(const unsigned char *s) {
+    if (s[0] < 0x80) return 1;
+    size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) || (s[0] == 0xf0 && s[1] < 0x90) ||
+        (s[0] == 0xf4 && s[1] >= 0x90))
+        return 0;
+    return n;
+}
+
 /* arg is "path=value" with '=' at arg[eq]. */
 static tr_status override_at(tr_config *cfg, const char *arg, size_t eq) {
     const char *value = arg + eq + 1;
@@ -540,6 +559,11 @@ static tr_status override_at(tr_config *cfg, const char *arg, size_t eq) {
         }
         s += len + 1;
     }
+    /* The value goes through libyaml, which checks its encoding; the key path does not. */
+    for (size_t i = 0, n; i < eq; i += n)
+        if (!(n = utf8_char((const unsigned char *)arg + i)))
+            return tr_error_set(TR_ERR_INVALID, "override '%s': the key path is not valid UTF-8 (byte %zu)", arg,
+                                i + 1);
     tr_cfg_node *val;
     tr_status st = build(value, strlen(value), src, (int)eq + 1, 1, &val);
     if (st) {

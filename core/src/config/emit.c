@@ -7,6 +7,24 @@
 
 #include "config/node.h"
 
+/* Characters a scalar may hold that do not read back as written: C1 controls (libyaml's
+ * reader refuses them, except NEL), NEL, LS and PS (line breaks, folded inside a scalar),
+ * BOM (skipped at a line start) and the non-characters U+FFFE, U+FFFF (refused). Returns the
+ * UTF-8 length of the one `s` starts with, else 0; *cp receives its code point. */
+static size_t awkward_char(const unsigned char *s, unsigned *cp) {
+    if (s[0] == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f) {
+        *cp = s[1];
+        return 2;
+    }
+    if ((s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9)) ||
+        (s[0] == 0xef && s[1] == 0xbb && s[2] == 0xbf) ||
+        (s[0] == 0xef && s[1] == 0xbf && (s[2] == 0xbe || s[2] == 0xbf))) {
+        *cp = (unsigned)(s[0] & 0x0f) << 12 | (unsigned)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+        return 3;
+    }
+    return 0;
+}
+
 /* Whether `s` reads back as the same plain scalar in a block context. */
 static int plain_ok(const char *s, int is_key) {
     size_t n = strlen(s);
@@ -16,14 +34,22 @@ static int plain_ok(const char *s, int is_key) {
     if (strncmp(s, "---", 3) == 0 || strncmp(s, "...", 3) == 0) return 0;
     if (s[n - 1] == ' ' || s[n - 1] == ':') return 0;
     if (strstr(s, ": ") || strstr(s, " #")) return 0;
+    unsigned cp;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p < 0x20 || *p == 0x7f) return 0;
+        if (*p < 0x20 || *p == 0x7f || awkward_char(p, &cp)) return 0;
     return 1;
 }
 
 static void put_quoted(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned cp;
+        size_t n = awkward_char(p, &cp);
+        if (n) {
+            fprintf(f, cp < 0x100 ? "\\x%02x" : "\\u%04x", cp);
+            p += n - 1;
+            continue;
+        }
         switch (*p) {
         case '"': fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;

@@ -20,6 +20,10 @@ struct tr_cfg_node {
     size_t n, cap;
 };
 
+/* Whether the typed reads take the node as absent: a plain (unquoted) empty scalar, ~ or
+ * null/Null/NULL. The job's defaults (job.c) replace exactly these. */
+int tr_cfg_null_(const tr_cfg_node *n);
+
 /* "src:line:col" or "src" when the node has no position; writes at most cap bytes. */
 void tr_cfg_pos_(char *buf, size_t cap, const char *source, int line, int col);
 

@@ -58,12 +58,14 @@ static tr_status find_key(const tr_cfg_node *map, const char *key, lookup *lk) {
     }
     if (!strchr(key, '[')) lk->node = tr_cfg_child(lk->parent, key);
     /* A plain empty value, ~ or null means "not given". */
-    const tr_cfg_node *v = lk->node;
-    if (v && v->kind == TR_CFG_SCALAR && !v->quoted &&
-        (!v->text[0] || strcmp(v->text, "~") == 0 || strcmp(v->text, "null") == 0 ||
-         strcmp(v->text, "Null") == 0 || strcmp(v->text, "NULL") == 0))
-        lk->node = NULL;
+    if (tr_cfg_null_(lk->node)) lk->node = NULL;
     return TR_OK;
+}
+
+int tr_cfg_null_(const tr_cfg_node *v) {
+    return v && v->kind == TR_CFG_SCALAR && !v->quoted &&
+           (!v->text[0] || strcmp(v->text, "~") == 0 || strcmp(v->text, "null") == 0 ||
+            strcmp(v->text, "Null") == 0 || strcmp(v->text, "NULL") == 0);
 }
 
 static tr_status missing(const tr_cfg_node *map, const lookup *lk) {

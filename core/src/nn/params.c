@@ -9,6 +9,7 @@
 
 #define PARAM_ALIGN 16 /* floats: each parameter starts on a 64-byte boundary */
 #define NAME_MAX_LEN 127
+#define MAX_NUMEL ((int64_t)1 << 40) /* per tensor, as the safetensors reader allows */
 
 typedef struct entry {
     char name[NAME_MAX_LEN + 1];
@@ -89,10 +90,16 @@ static tr_status add(tr_params *P, table *t, const char *what, const char *name,
     if (ndim < 1 || ndim > TR_MAX_DIMS)
         return tr_error_set(TR_ERR_INVALID, "params: '%s' has %d dims (1..%d)", name, ndim,
                             TR_MAX_DIMS);
-    for (int i = 0; i < ndim; i++)
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
         if (shape[i] <= 0)
             return tr_error_set(TR_ERR_INVALID, "params: '%s' dim %d is %lld (must be > 0)",
                                 name, i, (long long)shape[i]);
+        /* Shapes may come from files (a sharded checkpoint's index): no product overflows. */
+        if (shape[i] > MAX_NUMEL / numel)
+            return tr_error_set(TR_ERR_INVALID, "params: '%s' has more than 2^40 elements", name);
+        numel *= shape[i];
+    }
     if (t->n == t->cap) {
         int cap = t->cap ? t->cap * 2 : 32;
         entry *e = tr_calloc((size_t)cap, sizeof *e);
@@ -154,6 +161,8 @@ static tr_status layout(table *t, int with_grad, size_t align, uint64_t seed, ui
     for (int i = 0; i < t->n; i++) {
         t->e[i].offset = off;
         off += ((size_t)tr_tensor_numel(&t->e[i].t) + align - 1) / align * align;
+        if (off > ((size_t)1 << 50))
+            return tr_error_set(TR_ERR_NOMEM, "params: %d tensors of more than 2^50 elements in all", t->n);
     }
     t->numel = off;
     /* Trainable parameters and gradients are page-backed, so a sharded strategy can give the

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "plugin/plugin_impl.h"
 #include "trainer/memory.h"
 #include "trainer/plugin.h"
 
@@ -70,7 +71,7 @@ static tr_status check_elf(const char *path) {
     return TR_OK;
 }
 
-static tr_status check_desc(const char *path, const tr_plugin_desc *d) {
+tr_status plugin_desc_check(const char *path, const tr_plugin_desc *d) {
     if (!d) return tr_error_set(TR_ERR_PLUGIN, "%s: the entry function returned no descriptor", path);
     if (d->abi_major != TR_ABI_MAJOR)
         return tr_error_set(TR_ERR_PLUGIN,
@@ -97,14 +98,7 @@ static tr_status check_desc(const char *path, const tr_plugin_desc *d) {
     if (d->n_options && !d->options)
         return tr_error_set(TR_ERR_PLUGIN, "%s: plugin '%s' declares %u options but no table",
                             path, d->name, d->n_options);
-    for (uint32_t i = 0; i < d->n_options; i++) {
-        const tr_option_spec *o = &d->options[i];
-        if (!o->key || !*o->key || (unsigned)o->type > TR_OPTION_INT_LIST ||
-            (o->type == TR_OPTION_CHOICE && !o->choices))
-            return tr_error_set(TR_ERR_PLUGIN, "%s: plugin '%s': option %u is malformed", path,
-                                d->name, i);
-    }
-    return TR_OK;
+    return plugin_options_check(path, d->name, d->options, d->n_options);
 }
 
 tr_status tr_plugin_open(const char *path, const char *origin, tr_plugin **out) {
@@ -126,7 +120,7 @@ tr_status tr_plugin_open(const char *path, const char *origin, tr_plugin **out) 
                             path, TR_PLUGIN_ENTRY_SYMBOL);
     }
     const tr_plugin_desc *d = entry();
-    tr_status st = check_desc(path, d);
+    tr_status st = plugin_desc_check(path, d);
     if (st != TR_OK) {
         dlclose(h);
         return st;

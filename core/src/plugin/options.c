@@ -7,10 +7,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "plugin/plugin_impl.h"
 #include "trainer/memory.h"
 #include "trainer/plugin.h"
 
 #define MAX_LIST 32
+#define MAX_KEY 127 /* tr_options_create reads keys of up to this many bytes */
 
 typedef struct value {
     const tr_option_spec *spec;
@@ -143,6 +145,48 @@ static tr_status set_value(value *v, const char *where, const char *raw) {
     return tr_error_set(TR_ERR_INTERNAL, "%s.%s: unknown option type", where, sp->key);
 }
 
+/* A key a config can set: "key=value" splits at the first '=', dots nest mappings. */
+static int settable_key(const char *k) {
+    size_t n = k ? strlen(k) : 0;
+    if (n == 0 || n > MAX_KEY) return 0;
+    for (; *k; k++)
+        if ((unsigned char)*k <= ' ' || *k == 0x7f || *k == '=' || *k == '.') return 0;
+    return 1;
+}
+
+tr_status plugin_options_check(const char *path, const char *plugin, const tr_option_spec *specs, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        const tr_option_spec *o = &specs[i];
+        if (!settable_key(o->key))
+            return tr_error_set(TR_ERR_PLUGIN,
+                                "%s: plugin '%s': option %u: key '%.40s' is not one a config can set (1-%d "
+                                "bytes, no '=', '.', blank or control character)",
+                                path, plugin, i, o->key ? o->key : "(null)", MAX_KEY);
+        for (uint32_t k = 0; k < i; k++)
+            if (strcmp(specs[k].key, o->key) == 0)
+                return tr_error_set(TR_ERR_PLUGIN, "%s: plugin '%s': option '%s' is declared twice (%u and %u)",
+                                    path, plugin, o->key, k, i);
+        if ((unsigned)o->type > TR_OPTION_INT_LIST)
+            return tr_error_set(TR_ERR_PLUGIN, "%s: plugin '%s': option '%s' has unknown type %d", path, plugin,
+                                o->key, (int)o->type);
+        if (o->type == TR_OPTION_CHOICE && (!o->choices || !o->choices[0]))
+            return tr_error_set(TR_ERR_PLUGIN, "%s: plugin '%s': choice option '%s' lists no choices", path, plugin,
+                                o->key);
+        if (!isfinite(o->min) || !isfinite(o->max) || o->min > o->max)
+            return tr_error_set(TR_ERR_PLUGIN, "%s: plugin '%s': option '%s' has range [%g, %g]", path, plugin,
+                                o->key, o->min, o->max);
+        if (!o->default_value) continue;
+        value v = {.spec = o};
+        tr_status st = set_value(&v, "default", o->default_value);
+        tr_free(v.s);
+        if (st != TR_OK) {
+            tr_error_prefix("%s: plugin '%s': option '%s' has a bad default: ", path, plugin, o->key);
+            return TR_ERR_PLUGIN;
+        }
+    }
+    return TR_OK;
+}
+
 void tr_options_destroy(tr_options *o) {
     if (!o) return;
     for (uint32_t i = 0; i < o->n; i++) tr_free(o->v[i].s);
@@ -167,7 +211,7 @@ tr_status tr_options_create(tr_options **out, const tr_option_spec *specs, uint3
     for (uint32_t i = 0; i < n_specs; i++) o->v[i].spec = &specs[i];
     for (int k = 0; k < n_kv && st == TR_OK; k++) {
         const char *eq = strchr(kv[k], '=');
-        char key[128];
+        char key[MAX_KEY + 1];
         size_t kl = eq ? (size_t)(eq - kv[k]) : strlen(kv[k]);
         if (!eq || kl == 0 || kl >= sizeof key) {
             st = tr_error_set(TR_ERR_INVALID, "%s: '%s' is not key=value", where, kv[k]);

@@ -294,7 +294,7 @@ static tr_status visit_shard(source *src, int r, int copy) {
         }
         int64_t numel = tr_tensor_numel(tr_params_get(P, p));
         if (!e || e->dtype != TR_F32 || e->ndim != 1 || !json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) + e->shape[0] > numel) {
+            json_integer_value(v) > numel - e->shape[0]) { /* start + count, without overflow */
             st = tr_error_set(TR_ERR_INVALID, "%s: piece '%s' is not an F32 run of elements inside the parameter's %lld",
                               fpath, name, (long long)numel);
             break;
@@ -444,6 +444,7 @@ static tr_status params_from_index(const char *ipath, tr_params **out) {
     if (st == TR_OK) st = tr_params_finalize(P, 0);
     json_decref(ix);
     if (st != TR_OK) {
+        if (!strstr(tr_error_msg(), ipath)) tr_error_prefix("%s: ", ipath); /* tr_params' own messages */
         tr_params_destroy(P);
         return st;
     }

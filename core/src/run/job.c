@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/io_error.h"
+#include "config/node.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/io.h"
@@ -177,9 +178,10 @@ static tr_status check_sections(const tr_cfg_node *r) {
 /* Typed reads that also write an absent key's default into the config, so the run
  * directory's config.yaml is the fully resolved one. */
 static tr_status set_default(job *j, const char *key, const char *text) {
-    if (tr_cfg_find(j->root, key) && tr_cfg_scalar(tr_cfg_find(j->root, key)) == NULL) return TR_OK;
-    const char *v = tr_cfg_scalar(tr_cfg_find(j->root, key));
-    if (v && v[0] && strcmp(v, "~") != 0 && strcasecmp(v, "null") != 0) return TR_OK;
+    /* Exactly what the typed reads took as absent: a value they read (a quoted "" too) may be
+     * borrowed by the settings and must stay. */
+    const tr_cfg_node *n = tr_cfg_find(j->root, key);
+    if (n && !tr_cfg_null_(n)) return TR_OK;
     TR_CHECK(tr_config_set(j->cfg, key, text));
     j->root = tr_config_root(j->cfg);
     return TR_OK;
@@ -289,10 +291,25 @@ static tr_status read_optim(job *j, tr_optim_config *oc) {
     return st;
 }
 
+/* run.name and run.output_dir make the run directory <output_dir>/<name>/<version>. */
+static tr_status check_run_paths(const job *j, const job_settings *s) {
+    const char *n = s->name;
+    const tr_cfg_node *at = tr_cfg_find(j->root, "run.name");
+    if (!n[0] || strchr(n, '/') || strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+        return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: run.name: must name a folder (not empty, no '/', not . or ..), got '%s'",
+                            tr_cfg_source(at), tr_cfg_line(at), tr_cfg_column(at), n);
+    at = tr_cfg_find(j->root, "run.output_dir");
+    if (!s->outdir[0])
+        return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: run.output_dir: is empty (write . for the current folder)",
+                            tr_cfg_source(at), tr_cfg_line(at), tr_cfg_column(at));
+    return TR_OK;
+}
+
 static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_string(j, "run.name", "run", &s->name));
     TR_CHECK(get_int(j, "run.seed", 1, 0, INT64_MAX, &s->seed));
     TR_CHECK(get_string(j, "run.output_dir", "runs", &s->outdir));
+    TR_CHECK(check_run_paths(j, s));
     TR_CHECK(get_int(j, "data.batch_size", 64, 1, 1 << 24, &s->batch));
     TR_CHECK(get_bool(j, "data.shuffle", 1, &s->shuffle));
     TR_CHECK(get_bool(j, "data.drop_last", 0, &s->drop_last));
@@ -382,16 +399,20 @@ tr_status job_strategy_ops(const tr_plugin *p, tr_strategy_ops *out) {
     return TR_OK;
 }
 
+tr_status job_read_settings(job *j) {
+    j->root = tr_config_root(j->cfg);
+    TR_CHECK(check_sections(j->root));
+    return read_settings(j, &j->s);
+}
+
 tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                    const char *const *plugin_dirs) {
     TR_CHECK(tr_config_load(&j->cfg, config_path));
     for (int i = 0; i < n_overrides; i++) TR_CHECK(tr_config_override(j->cfg, overrides[i]));
-    j->root = tr_config_root(j->cfg);
     char dirbuf[1024];
     snprintf(dirbuf, sizeof dirbuf, "%s", config_path);
     snprintf(j->cfg_dir, sizeof j->cfg_dir, "%s", dirname(dirbuf));
-    TR_CHECK(check_sections(j->root));
-    TR_CHECK(read_settings(j, &j->s));
+    TR_CHECK(job_read_settings(j));
     tr_set_num_threads((int)j->s.threads);
 
     TR_CHECK(find_plugins(j, plugin_dirs));

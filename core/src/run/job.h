@@ -60,6 +60,10 @@ typedef struct job {
     progress prog;
 } job;
 
+/* Checks j->cfg's sections and reads every setting into j->s, writing absent keys' defaults
+ * into the config (so that the run's config.yaml is the resolved one): all of job_plan that
+ * needs neither files nor plugins (tests/fuzz/config.c runs it on fuzzed configs). */
+tr_status job_read_settings(job *j);
 /* Loads the config with overrides, reads every setting, finds the plugins and picks the
  * strategy (with its resolved options): enough to know how many processes the job needs. */
 tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,

@@ -238,6 +238,7 @@ tr_status tr_safetensors_open(tr_safetensors **out, const char *path) {
         json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape"),
                *jo = json_object_get(v, "data_offsets");
         tr_st_entry *e = &f->e[f->n];
+        if (!key[0]) FAIL("%s: a tensor has an empty name", path); /* nothing can look it up or write it */
         if (!json_is_string(jd) || !dtype_from_tag(json_string_value(jd), &e->dtype))
             FAIL("%s: tensor '%s': missing or unknown dtype", path, key);
         if (!json_is_array(js) || json_array_size(js) > TR_MAX_DIMS)
@@ -249,8 +250,10 @@ tr_status tr_safetensors_open(tr_safetensors **out, const char *path) {
             if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > (1ll << 40))
                 FAIL("%s: tensor '%s': bad shape", path, key);
             e->shape[d] = json_integer_value(x);
+            /* Checked before multiplying: a product that wraps around could read as 0 bytes. */
+            if (e->shape[d] && numel > ((size_t)1 << 40) / (size_t)e->shape[d])
+                FAIL("%s: tensor '%s': more than 2^40 elements", path, key);
             numel *= (size_t)e->shape[d];
-            if (numel > ((size_t)1 << 40)) FAIL("%s: tensor '%s': too many elements", path, key);
         }
         if (!json_is_array(jo) || json_array_size(jo) != 2 || !json_is_integer(json_array_get(jo, 0)) ||
             !json_is_integer(json_array_get(jo, 1)))

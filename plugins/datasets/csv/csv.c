@@ -3,8 +3,8 @@
  * Every column but `label` is a feature (x: (n_features) f32); the label column is a class id
  * (classify: a non-negative integer; n_classes = largest label + 1) or a float target
  * (regress). Cells are split on ',' and trimmed; no quoting, so no commas inside cells. Blank
- * lines are skipped; a non-numeric cell or a row with another number of cells is refused with
- * file:line and the column name. Files may be gzip (read by tr_file_read).
+ * lines are skipped; a non-numeric cell, one beyond the float range or a row with another
+ * number of cells is refused with file:line and the column name. Files may be gzip (read by tr_file_read).
  *
  * Splits: with `val_path`, the validation split is that file (same columns); otherwise the last
  * val_fraction of `path`'s rows (in file order: shuffle the file beforehand if it is sorted)
@@ -12,6 +12,7 @@
  * come from the train rows only and are applied to both splits; a constant feature becomes 0. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,11 @@ static tr_status parse(const char *path, int header, table *t) {
             if (!*c || *end || !isfinite(v)) {
                 st = tr_error_set(TR_ERR_PARSE, "%s:%lld: column '%s': expected a number, got '%s'",
                                   path, (long long)lineno, t->names[i], c);
+                goto out;
+            }
+            if (fabs(v) > FLT_MAX) { /* samples are f32: it would become inf */
+                st = tr_error_set(TR_ERR_PARSE, "%s:%lld: column '%s': %s is beyond the float range (+-%g)",
+                                  path, (long long)lineno, t->names[i], c, FLT_MAX);
                 goto out;
             }
             t->v[t->nrow * n + i] = v;

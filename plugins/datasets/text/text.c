@@ -14,7 +14,7 @@
  *             zero-padded; y the score (TR_F32, e.g. 1 related, 0 not). The last val_fraction
  *             of the lines is the validation split.
  * x is TR_I32; y TR_I32 (lm, classify) or TR_F32 (pairs). */
-#include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,10 +180,10 @@ static tr_status load_pairs(text *s, const char *path, char *buf, int64_t T, con
                                 (long long)lineno, t1 ? "one" : "no");
         *t1 = *t2 = '\0';
         char *end;
-        errno = 0;
-        double v = strtod(line, &end);
-        if (end == line || *end || errno || !isfinite(v))
-            return tr_error_set(TR_ERR_PARSE, "%s:%lld: score '%s' is not a finite number", path, (long long)lineno, line);
+        double v = strtod(line, &end); /* an underflow to 0 or a denormal is fine */
+        if (end == line || *end || !isfinite(v) || fabs(v) > FLT_MAX)
+            return tr_error_set(TR_ERR_PARSE, "%s:%lld: score '%s' is not a finite number within the float range",
+                                path, (long long)lineno, line);
         const char *q = t1 + 1, *d = t2 + 1;
         size_t lq = strlen(q), ld = strlen(d);
         memcpy(s->bytes + k * 2 * T, q, lq < (size_t)T ? lq : (size_t)T);

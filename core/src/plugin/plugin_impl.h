@@ -1,0 +1,21 @@
+/* Private: the descriptor checks the loader (loader.c) runs on every plugin it opens, shared
+ * with options.c and reachable without dlopen (tests/fuzz/plugin_desc.c). Never installed. */
+#ifndef TRAINER_PLUGIN_IMPL_H
+#define TRAINER_PLUGIN_IMPL_H
+
+#include <stdint.h>
+
+#include "trainer/plugin.h"
+
+/* Everything tr_plugin_open checks in a descriptor before the plugin is used: ABI version,
+ * size, kind, name, ops table and option table. TR_ERR_PLUGIN with a one-line message that
+ * starts with `path`. */
+tr_status plugin_desc_check(const char *path, const tr_plugin_desc *d);
+
+/* A plugin's option table: keys a config can set (1-127 bytes, no '=', '.', blank or control
+ * character) and unique, known types, choices given, finite min <= max, and defaults that
+ * read as their type within range (a bad default would be blamed on the user's config).
+ * Messages name path, the plugin and the option. */
+tr_status plugin_options_check(const char *path, const char *plugin, const tr_option_spec *specs, uint32_t n);
+
+#endif
