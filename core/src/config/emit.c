@@ -82,10 +82,22 @@ static void put_seq(FILE *f, const tr_cfg_node *seq, int ind, int inline_first);
 /* After "key:" or "- ": a scalar or empty collection on the same line, else a new block. */
 static void put_value(FILE *f, const tr_cfg_node *v, int ind);
 
+/* YAML reads a key written as `key:` only within 1024 characters; a longer one (escapes grow
+ * a byte to 4 characters at most) is written as an explicit key: `? "key"` then `: value`. */
+#define SIMPLE_KEY_MAX 128
+
 static void put_map(FILE *f, const tr_cfg_node *map, int ind, int inline_first) {
     for (size_t i = 0; i < map->n; i++) {
+        const char *key = map->kids[i]->key;
         if (i > 0 || !inline_first) indent(f, ind);
-        put_text(f, map->kids[i]->key, 0, 1);
+        if (strlen(key) > SIMPLE_KEY_MAX) {
+            fputs("? ", f);
+            put_quoted(f, key);
+            fputc('\n', f);
+            indent(f, ind);
+        } else {
+            put_text(f, key, 0, 1);
+        }
         fputc(':', f);
         put_value(f, map->kids[i], ind + 2);
     }
