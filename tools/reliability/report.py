@@ -23,6 +23,7 @@ KINDS = {
 
 
 def cell(text, limit=400):
+    text = re.sub(r"/tmp/trainer-[a-z]+-[A-Za-z0-9]{6}", "$TMP", text)  # the tests' temp folders
     text = text.replace("|", "\\|").strip()
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
@@ -101,7 +102,7 @@ def main():
     p(f"- The whole suite ({a.tests} tests: unit, gradient checks, PyTorch references, end to end and")
     p("  distributed, the fault and on_nan tests above included) runs a second time built with")
     p("  AddressSanitizer, UndefinedBehaviorSanitizer (no recovery) and LeakSanitizer (`tools/dev asan`,")
-    p("  the second half of `.ci/run`).")
+    p("  the second step of `.ci/run`).")
     p(f"- valgrind (memcheck, full leak check) of the quickstart: {verr if verr is not None else '?'} errors,")
     p(f"  {vlost if vlost is not None else '?'} bytes definitely lost (ctest `valgrind_quickstart`).")
     p("- Shared memory and temporary files: the fault tests check /dev/shm and TMPDIR after every exit")
