@@ -15,7 +15,7 @@
  * A target calls abort() (fuzz_fail) only for a bug of the code under test: a crash, a
  * broken invariant or a refusal without a message. Refusing bad input is the expected
  * outcome and returns normally. Scratch files live under $TMPDIR (tools/fuzz points it at a
- * folder it removes) and are removed at exit. */
+ * folder in /dev/shm that it removes, also after a crash) and are removed at exit. */
 #ifndef TRAINER_FUZZ_H
 #define TRAINER_FUZZ_H
 
@@ -65,8 +65,8 @@ double fuzz_double(fuzz_reader *r);
 /* An anonymous memory file holding the bytes; path receives "/proc/self/fd/N". Returns the
  * descriptor (close it when done) or -1. */
 int fuzz_memfile(const void *data, size_t size, char *path, size_t cap);
-/* This process's scratch folder (made on first use under $TMPDIR, /dev/shm or /tmp, removed
- * at exit). */
+/* This process's scratch folder (made on first use under $TMPDIR or /tmp, removed at exit
+ * and by fuzz_fail). */
 const char *fuzz_scratch_dir(void);
 /* Writes a whole file (0 on success). */
 int fuzz_write_file(const char *path, const void *data, size_t size);
