@@ -1,8 +1,10 @@
 /* Micro-benchmark of the core: OpenBLAS sgemm rate, each major op forward+backward, and full
  * training steps, with achieved GFLOP/s printed next to the sgemm rate of the same run.
  *
- *   build/bin/bench_core [--threads N] [--quick]
+ *   build/bin/bench_core [--threads N] [--quick] [--sgemm]
  *
+ * --sgemm prints only the reference sgemm rate (one number, GFLOP/s), for scripts that set it
+ * beside their own figures (tools/bench/cpu_vs_torch.py).
  * Each figure is the median of several timed windows after warm-up. FLOP counts are the
  * multiply-adds of the GEMM-shaped work (x2), the usual convention; elementwise work is not
  * counted, so a step's GFLOP/s is its useful GEMM rate. */
@@ -171,20 +173,24 @@ static void bench_mlp(const char *name, int64_t B, int n_layers, const int64_t *
 }
 
 int main(int argc, char **argv) {
-    int threads = 0;
+    int threads = 0, sgemm_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        else if (strcmp(argv[i], "--sgemm") == 0) sgemm_only = 1;
         else {
-            fprintf(stderr, "usage: bench_core [--threads N] [--quick]\n");
+            fprintf(stderr, "usage: bench_core [--threads N] [--quick] [--sgemm]\n");
             return 2;
         }
     }
     tr_set_num_threads(threads);
-    printf("trainer %s bench_core, %d threads\n\n", tr_version(), tr_get_num_threads());
-
     double s1 = bench_sgemm(1024, 1024, 1024), s2 = bench_sgemm(512, 2048, 2048);
     double peak = s1 > s2 ? s1 : s2; /* the reference: the better of the two */
+    if (sgemm_only) {
+        printf("%.2f\n", peak);
+        return 0;
+    }
+    printf("trainer %s bench_core, %d threads\n\n", tr_version(), tr_get_num_threads());
     printf("%-46s %9s     %7.1f GFLOP/s\n", "sgemm 1024x1024x1024", "", s1);
     printf("%-46s %9s     %7.1f GFLOP/s\n", "sgemm 512x2048x2048 (MLP layer shape)", "", s2);
     printf("%-46s %9s     %7.1f GFLOP/s\n", "sgemm reference rate (the better one)", "", peak);

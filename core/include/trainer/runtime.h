@@ -24,6 +24,14 @@ int tr_get_num_threads(void);
  * wide: set it from one thread before starting the others with the same n). Other threads
  * keep their OpenMP setting. */
 void tr_set_thread_local_threads(int n);
+/* Denormal (subnormal) floats, flushed to zero when on: results below FLT_MIN become 0 and
+ * such inputs read as 0 (x86 MXCSR FTZ+DAZ, Arm FPCR FZ). Arithmetic on denormals takes a
+ * microcode path 50-150x slower on x86; training produces them in decaying state (Adam's
+ * first moment of a parameter whose gradient is 0 shrinks by beta1 per step) and never needs
+ * them. Applies to the calling thread and the OpenMP pool (which BLAS uses); threads created
+ * later inherit the calling thread's setting. Returns 1 where the CPU has the control, else 0.
+ * The trainer turns it on for every run (trainer.flush_denormals, default true). */
+int tr_set_flush_denormals(int on);
 /* Seconds on a monotonic clock (for rates and durations). */
 double tr_now(void);
 /* Cores this process may run on (its affinity mask). */

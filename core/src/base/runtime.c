@@ -6,6 +6,9 @@
 #include <time.h>
 
 #include <cblas.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include "trainer/runtime.h"
 
@@ -49,6 +52,34 @@ void tr_set_thread_local_threads(int n) {
     /* BLAS's count is process-wide and its setter not safe to race: the first replica thread
      * sets it, the others (same n) leave it. */
     if (openblas_get_num_threads() != n) openblas_set_num_threads(n);
+}
+
+/* This thread's control word. */
+static int flush_denormals_here(int on) {
+#if defined(__x86_64__) || defined(__i386__)
+    const unsigned ftz_daz = 0x8040; /* FTZ bit 15, DAZ bit 6 */
+    _mm_setcsr(on ? (_mm_getcsr() | ftz_daz) : (_mm_getcsr() & ~ftz_daz));
+    return 1;
+#elif defined(__aarch64__)
+    unsigned long fpcr;
+    __asm__ __volatile__("mrs %0, fpcr" : "=r"(fpcr));
+    fpcr = on ? (fpcr | (1ul << 24)) : (fpcr & ~(1ul << 24));
+    __asm__ __volatile__("msr fpcr, %0" : : "r"(fpcr));
+    return 1;
+#else
+    (void)on;
+    return 0;
+#endif
+}
+
+int tr_set_flush_denormals(int on) {
+    int ok = flush_denormals_here(on);
+    /* The pool's threads each have their own control word: set it in every one of them (one
+     * parallel region at the pool's current size; a larger pool made later copies this
+     * thread's word). */
+#pragma omp parallel
+    flush_denormals_here(on);
+    return ok;
 }
 
 int tr_get_num_threads(void) {

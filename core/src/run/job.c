@@ -160,7 +160,7 @@ static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum",
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
 static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps",
                                            "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts",
-                                           "on_nan", "max_consecutive_skips"};
+                                           "on_nan", "max_consecutive_skips", "flush_denormals"};
 #define N_(a) (sizeof(a) / sizeof(a[0]))
 
 static tr_status check_sections(const tr_cfg_node *r) {
@@ -324,6 +324,7 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_int(j, "trainer.val_every_n_steps", 0, 0, INT64_MAX, &s->val_every_n_steps));
     TR_CHECK(get_int(j, "trainer.threads", 0, 0, 4096, &s->threads));
     TR_CHECK(get_choice(j, "trainer.progress", "auto|bar|lines", "auto", &s->progress));
+    TR_CHECK(get_bool(j, "trainer.flush_denormals", 1, &s->flush_denormals));
     int precision;
     TR_CHECK(get_choice(j, "trainer.accelerator", "auto|cpu|gpu", "auto", &s->accelerator));
     TR_CHECK(read_devices(j, s));
@@ -414,6 +415,7 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     snprintf(j->cfg_dir, sizeof j->cfg_dir, "%s", dirname(dirbuf));
     TR_CHECK(job_read_settings(j));
     tr_set_num_threads((int)j->s.threads);
+    tr_set_flush_denormals(j->s.flush_denormals);
 
     TR_CHECK(find_plugins(j, plugin_dirs));
     TR_CHECK(plugin_for(j, "model", TR_PLUGIN_MODEL, &j->model_p));

@@ -20,6 +20,7 @@ typedef struct job_settings {
     int64_t seed, batch, prefetch, workers, max_epochs, max_steps, accum, log_every, threads;
     double val_fraction, grad_clip;
     int shuffle, drop_last, progress;
+    int flush_denormals;  /* tr_set_flush_denormals for the run's threads */
     int64_t val_every_n_steps;
     tr_sched_config sched;
     tr_optim_config optim;

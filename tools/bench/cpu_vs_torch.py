@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""CPU training throughput, trainer beside PyTorch in one run (issue 12).
+
+    tools/bench/cpu_vs_torch.py [--build DIR] [--reps N] [--threads 1,2] [--only W,...] [--quick]
+
+For each workload (MLP 784-512-512-10 at batch 128 and 8, FashionCNN at 128, a transformer
+encoder classifier and a GPT-style LM of 4 layers, d_model 256, 4 heads, FFN 1024, 128 tokens,
+at batch 32 and 16; AdamW everywhere, dropout as the models define it) and each thread count:
+
+  1. the same data files for both sides (`torch_peer.py data`), loaded whole into memory;
+  2. the same initial weights: trainer's weights after one step at lr 1e-12 (no weight moves
+     by more than 1e-12), read by torch from the checkpoint's model.safetensors;
+  3. a loss check: 5 steps with dropout off and batches in file order on both sides; the
+     loss curves must agree (relative 1e-4) or the run stops, so neither side skips work;
+  4. throughput: `trainer run` (cpu strategy, trainer.threads=T, loading on the training
+     thread) and torch_peer.py (torch.set_num_threads(T)) pinned to the same T cores with
+     taskset, interleaved, REPS times each; a run's figure is the median of its timed windows
+     (trainer: the windows it logs, the first left out as warm-up; torch: after two warm-up
+     windows), the table shows the median over the runs;
+  5. GFLOP/s of the GEMM-shaped work (torch_peer.py flops) against OpenBLAS's sgemm rate
+     measured on the same cores in the same run (bench_core --sgemm).
+
+Prints a markdown table (docs/benchmarks.md keeps the latest). Exit 1 when a loss check fails
+or a run fails; a missed speed target is reported, never an error.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PEER = os.path.join(ROOT, "tools", "bench", "torch_peer.py")
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+# workload: (label, steps per timed window, timed windows, target ratio)
+WORKLOADS = {
+    "mlp128": ("MLP 784-512-512-10, batch 128", 100, 6, 1.5),
+    "mlp8": ("MLP 784-512-512-10, batch 8", 500, 6, 4.0),
+    "cnn": ("FashionCNN, batch 128", 10, 6, 2.0),
+    "encoder": ("transformer encoder classifier, batch 32", 2, 5, 1.2),
+    "gpt": ("GPT-style LM, batch 16", 4, 5, 1.2),
+}
+CHECK_STEPS = 5
+CHECK_RTOL = 1e-4
+
+
+def run(cmd, what):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"cpu_vs_torch: {what} failed (exit {r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    return r.stdout
+
+
+def data_overrides(w, data):
+    if w in ("mlp128", "mlp8", "cnn"):
+        return [f"data.params.images={data}/images", f"data.params.labels={data}/labels",
+                f"data.val_params.images={data}/images", f"data.val_params.labels={data}/labels"]
+    return [f"data.params.path={data}/{'classify.tsv' if w == 'encoder' else 'lm.txt'}"]
+
+
+class Bench:
+    def __init__(self, args, tmp):
+        self.bin = os.path.join(args.build, "bin", "trainer")
+        self.core = os.path.join(args.build, "bin", "bench_core")
+        self.tmp = tmp
+        self.data = os.path.join(tmp, "data")
+        self.quick = args.quick
+        self.n = 0
+
+    def trainer(self, w, extra, cores=None):
+        self.n += 1
+        out = os.path.join(self.tmp, f"run{self.n}")
+        cmd = (["taskset", "-c", cores] if cores else []) + [
+            self.bin, "run", os.path.join(ROOT, "tools", "bench", "configs", f"vs_torch_{w}.yaml"),
+            f"run.output_dir={out}", "data.workers=0", "trainer.max_epochs=100000"] + data_overrides(w, self.data) + extra
+        run(cmd, f"trainer {w}")
+        (name,) = os.listdir(out)
+        rows = [json.loads(l) for l in open(os.path.join(out, name, "0", "metrics.jsonl"))]
+        ck = os.path.join(out, name, "0", "checkpoints")
+        return [r for r in rows if "samples_per_sec" in r], os.path.join(ck, sorted(os.listdir(ck))[-1])
+
+    def init_weights(self, w):
+        _, ck = self.trainer(w, ["optimizer.lr=1e-12", "trainer.max_steps=1"])
+        return os.path.join(ck, "model.safetensors")
+
+    def check(self, w, weights):
+        rows, _ = self.trainer(w, [f"trainer.max_steps={CHECK_STEPS}", "trainer.log_every=1", "data.shuffle=false",
+                                   "model.params.dropout=0"])
+        ours = [r["loss"] for r in rows]
+        theirs = [float(v) for v in run([PY, PEER, "check", w, self.data, weights, str(CHECK_STEPS)], f"torch check {w}").split()]
+        worst = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(ours, theirs))
+        if len(ours) != CHECK_STEPS or len(theirs) != CHECK_STEPS or not worst <= CHECK_RTOL:
+            sys.exit(f"cpu_vs_torch: {w}: the loss curves differ (worst relative {worst:.2e}):\n"
+                     f"  trainer {ours}\n  torch   {theirs}")
+        return worst
+
+    def time_ours(self, w, threads, cores):
+        _, per, windows, _ = WORKLOADS[w]
+        if self.quick:
+            windows = 3
+        rows, _ = self.trainer(w, [f"trainer.threads={threads}", f"trainer.max_steps={per * (windows + 1)}",
+                                   f"trainer.log_every={per}"], cores)
+        return statistics.median(r["samples_per_sec"] for r in rows[1:])
+
+    def time_torch(self, w, weights, threads, cores):
+        _, per, windows, _ = WORKLOADS[w]
+        if self.quick:
+            windows = 3
+        out = run(["taskset", "-c", cores, PY, PEER, "time", w, self.data, weights, str(threads), str(windows), str(per)],
+                  f"torch {w}")
+        return statistics.median(float(v) for v in out.split())
+
+    def sgemm(self, threads, cores):
+        return float(run(["taskset", "-c", cores, self.core, "--threads", str(threads), "--sgemm"], "bench_core --sgemm"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--only", default=",".join(WORKLOADS))
+    ap.add_argument("--quick", action="store_true", help="3 windows per run")
+    args = ap.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    threads = [int(t) for t in args.threads.split(",")]
+    if max(threads) > len(cpus):
+        sys.exit(f"cpu_vs_torch: {max(threads)} threads asked, {len(cpus)} cores available")
+    works = args.only.split(",")
+    for w in works:
+        if w not in WORKLOADS:
+            sys.exit(f"cpu_vs_torch: unknown workload {w!r} (known: {', '.join(WORKLOADS)})")
+    tmp = tempfile.mkdtemp(prefix="vs-torch-")
+    try:
+        b = Bench(args, tmp)
+        run([PY, PEER, "data", b.data], "torch_peer.py data")
+        torch_version = run([PY, "-c", "import torch; print(torch.__version__)"], "torch version").strip()
+        print(f"trainer vs PyTorch {torch_version}, cores {cpus}, {args.reps} runs each, median\n")
+        rows = []
+        weights, worst = {}, {}
+        for w in works:
+            weights[w] = b.init_weights(w)
+            worst[w] = b.check(w, weights[w])
+            print(f"loss check {w}: {CHECK_STEPS} steps, worst relative difference {worst[w]:.1e}", flush=True)
+        for t in threads:
+            cores = ",".join(str(c) for c in cpus[:t])
+            peak = b.sgemm(t, cores)
+            print(f"\n{t} thread(s) on cores {cores}: sgemm {peak:.1f} GFLOP/s", flush=True)
+            for w in works:
+                ours, theirs = [], []
+                for _ in range(args.reps):
+                    ours.append(b.time_ours(w, t, cores))
+                    theirs.append(b.time_torch(w, weights[w], t, cores))
+                o, p = statistics.median(ours), statistics.median(theirs)
+                fl = float(run([PY, PEER, "flops", w], "flops"))
+                rows.append((w, t, o, p, fl, peak))
+                print(f"  {w:8s} trainer {o:10.1f}  torch {p:10.1f}  ratio {o / p:5.2f}  "
+                      f"(runs: {' '.join(f'{v:.0f}' for v in ours)} | {' '.join(f'{v:.0f}' for v in theirs)})", flush=True)
+        print("\n| workload | threads | trainer samples/s | torch samples/s | ratio | target | trainer GFLOP/s (% of sgemm) | torch GFLOP/s (% of sgemm) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for w, t, o, p, fl, peak in rows:
+            label, _, _, target = WORKLOADS[w]
+            met = "met" if o / p >= target else "**missed**"
+            print(f"| {label} | {t} | {o:,.0f} | {p:,.0f} | **{o / p:.2f}x** | {target}x: {met} | "
+                  f"{o * fl / 1e9:.1f} ({100 * o * fl / 1e9 / peak:.0f}%) | {p * fl / 1e9:.1f} ({100 * p * fl / 1e9 / peak:.0f}%) |")
+        print("\nsgemm rates: " + ", ".join(sorted({f'{t} thread(s) {peak:.1f} GFLOP/s' for _, t, _, _, _, peak in rows})))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
