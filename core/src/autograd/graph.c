@@ -324,6 +324,21 @@ void *op_grad(tr_graph *g, tr_tensor *t) {
     return t->grad;
 }
 
+void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc) {
+    *acc = 1;
+    if (!t || !t->requires_grad) return NULL;
+    if (t->grad) return t->grad;
+    if (t->view_of) {
+        t->grad = op_grad_write(g, t->view_of, acc);
+        return t->grad;
+    }
+    size_t bytes = tr_tensor_bytes(t);
+    t->grad = tr_arena_alloc(g->arena, bytes ? bytes : 1);
+    if (!t->grad) op_fail(g, TR_ERR_NOMEM, "backward: out of memory for a gradient");
+    *acc = 0;
+    return t->grad;
+}
+
 static void release(tr_graph *g, tr_tensor *t) {
     t = use_target(t);
     if (!t || t->param < 0 || t->uses <= 0) return;

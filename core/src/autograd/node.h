@@ -3,7 +3,8 @@
  * An op file has: kernels written once in a `.inc` for real = float and double (generic.h),
  * a forward that checks its inputs, allocates its output with op_out, runs the kernel and,
  * when op_needs_grad, records a node with op_record; and a backward that reads the node,
- * fetches accumulation buffers with op_grad and adds (+=) the input gradients. */
+ * fetches accumulation buffers with op_grad and adds (+=) the input gradients (or, with
+ * op_grad_write, writes them when the buffer is new). */
 #ifndef TRAINER_AUTOGRAD_NODE_H
 #define TRAINER_AUTOGRAD_NODE_H
 
@@ -61,6 +62,10 @@ tr_node *op_record(tr_graph *g, const char *name, tr_backward_fn fn, tr_tensor *
 void op_record_ins(tr_graph *g, tr_node *n, tr_tensor **ins, int n_ins);
 /* The gradient buffer of t, zero-filled on first use; NULL when t needs no gradient. */
 void *op_grad(tr_graph *g, tr_tensor *t);
+/* As op_grad, for a kernel that sets every element of the buffer: on first use the buffer is
+ * not zero-filled and *acc is 0 (the kernel writes, =); when it already holds a gradient *acc
+ * is 1 (the kernel adds, +=). Saves a zero-fill pass per activation gradient. */
+void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc);
 /* The graph's dropout randomness (tr_graph_set_rng) and a per-step call counter that gives
  * each random op of a step its own sub-stream. */
 void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample_base,

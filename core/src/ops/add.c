@@ -7,8 +7,9 @@
 #include "ops/generic.h"
 
 static void add_backward(tr_graph *g, tr_node *n) {
-    void *da = op_grad(g, n->in[0]), *db = op_grad(g, n->in[1]);
-    TR_DISPATCH(n->out->dtype, add_backward, da, db, n->out->grad, n->i[0], n->i[1]);
+    int acc;
+    void *da = op_grad_write(g, n->in[0], &acc), *db = op_grad(g, n->in[1]);
+    TR_DISPATCH(n->out->dtype, add_backward, da, db, n->out->grad, n->i[0], n->i[1], acc);
 }
 
 tr_tensor *tr_add(tr_graph *g, tr_tensor *a, tr_tensor *b) {

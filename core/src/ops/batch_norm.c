@@ -25,8 +25,9 @@
 
 static void batch_norm_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
-    void *dx = op_grad(g, x), *dgamma = op_grad(g, gamma), *dbeta = op_grad(g, beta);
+    void *dgamma = op_grad(g, gamma), *dbeta = op_grad(g, beta);
     if (n->i[4]) { /* synchronised: every replica reduces its sums here, gradients or not */
+        void *dx = op_grad(g, x);
         int64_t C = n->i[2];
         double *acc = tr_arena_alloc(tr_graph_arena(g), (size_t)(4 * C + 1) * sizeof(double));
         if (!acc) {
@@ -42,10 +43,12 @@ static void batch_norm_backward(tr_graph *g, tr_node *n) {
                     (double)n->i[5], n->i[1], C, n->i[3]);
         return;
     }
+    int acc;
+    void *dx = op_grad_write(g, x, &acc);
     if (!dx && !dgamma && !dbeta) return;
     TR_DISPATCH(x->dtype, batch_norm_backward, dx, dgamma, dbeta, n->out->grad, x->data,
                 n->saved[0], n->saved[1], gamma ? gamma->data : NULL, (int)n->i[0], n->i[1],
-                n->i[2], n->i[3]);
+                n->i[2], n->i[3], acc);
 }
 
 /* invstd[c] = 1 / sqrt(var[c] + eps), in place. */

@@ -1,42 +1,17 @@
 /* 2-D convolution, NCHW, one stride and one zero padding for both dims; no dilation or
- * groups. Per image: im2col into a (C*KH*KW, OH*OW) buffer, then one GEMM with the weight;
- * backward recomputes the col buffer (cheaper than keeping it) and scatters the input
- * gradient back with col2im. A 1x1 stride-1 unpadded conv uses the input as its col buffer.
- *
- * Images are spread over the OpenMP threads, each with its own scratch (from the arena), and
- * the per-image GEMMs use a small register-blocked kernel of this file rather than OpenBLAS:
- * the per-image matrices (e.g. 64x288 @ 288x196) are small enough that it runs about as fast
- * as OpenBLAS's single-threaded kernel, and it stays single-threaded whichever OpenBLAS build
- * is linked (the pthreads one would start its own threads inside ours and oversubscribe the
- * cores). A batch smaller than the thread count leaves threads idle. */
+ * groups. Images go in chunks: im2col of a chunk into one (C*KH*KW, chunk*OH*OW) buffer, then
+ * one BLAS GEMM with the weight; backward recomputes the col buffer (cheaper than keeping it),
+ * makes the weight gradient with one GEMM per chunk and scatters the input gradient back with
+ * col2im. Chunks hold about CONV_CHUNK_COLS output positions, so that a GEMM is wide enough
+ * for BLAS's peak while the buffers stay a few MiB (from the arena) whatever the batch. */
 #include <omp.h>
 #include <string.h>
 
 #include "autograd/node.h"
 #include "ops/gemm.h"
 
-/* Fused multiply-add for the GEMM kernel: ISO C mode turns off gcc's contraction. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=fast")
-#endif
-
-/* Vector width of the GEMM kernel: the widest the target has (generic x86-64 and NEON: 16). */
-#if defined(__AVX512F__)
-#define CONV_VEC_BYTES 64
-#elif defined(__AVX__)
-#define CONV_VEC_BYTES 32
-#else
-#define CONV_VEC_BYTES 16
-#endif
-/* Rows per register block: 8 x 2 vector accumulators fill AVX-512's 32 registers well; 6 x 2
- * fits the 16 of AVX2 and SSE. */
-#if defined(__AVX512F__)
-#define CONV_MR 8
-#else
-#define CONV_MR 6
-#endif
-#define CONV_NV 2  /* vectors per row of a block */
-#define CONV_NR(elem) (CONV_NV * CONV_VEC_BYTES / (int64_t)(elem))
+/* Output positions (GEMM columns) per chunk of images: at least one image per chunk. */
+#define CONV_CHUNK_COLS 4096
 
 typedef struct conv_dims {
     int64_t N, C, H, W;   /* input */
@@ -58,34 +33,19 @@ static void conv_valid_range(int64_t *lo, int64_t *hi, int64_t kw, int64_t W, in
     *hi = h;
 }
 
-static int conv_pointwise(const conv_dims *d) {
-    return d->KH == 1 && d->KW == 1 && d->S == 1 && d->P == 0;
+/* Images per chunk. */
+static int64_t conv_chunk(const conv_dims *d) {
+    int64_t P = d->OH * d->OW, nc = P > 0 ? CONV_CHUNK_COLS / P : 1;
+    if (nc < 1) nc = 1;
+    return nc < d->N ? nc : (d->N > 0 ? d->N : 1);
 }
 
-static int64_t conv_max3(int64_t a, int64_t b, int64_t c) {
-    int64_t m = a > b ? a : b;
-    return m > c ? m : c;
+/* Reals of scratch, forward and backward: col (CKK, chunk) and y or dy (OC, chunk). */
+static int64_t conv_scratch(const conv_dims *d) {
+    return (d->C * d->KH * d->KW + d->OC) * conv_chunk(d) * d->OH * d->OW;
 }
 
-/* Reals of forward scratch per thread: col (CKK, P) and the GEMM's edge panel. */
-static int64_t conv_scratch_fwd(const conv_dims *d, size_t elem) {
-    int64_t CKK = d->C * d->KH * d->KW, P = d->OH * d->OW;
-    return (conv_pointwise(d) ? 0 : CKK * P) + CKK * CONV_NR(elem);
-}
-
-/* Reals of backward scratch per thread (layout in conv2d_backward, conv2d.inc). */
-static int64_t conv_scratch_bwd(const conv_dims *d, size_t elem) {
-    int64_t CKK = d->C * d->KH * d->KW, P = d->OH * d->OW, OC = d->OC;
-    return 2 * CKK * P + P * OC + CKK * OC + OC + conv_max3(CKK, P, OC) * CONV_NR(elem);
-}
-
-/* Threads for a conv: all of them when there is enough work, one image per thread at least. */
-static int conv_threads(const conv_dims *d) {
-    int64_t work = d->N * d->OC * d->C * d->KH * d->KW * d->OH * d->OW;
-    int64_t nthr = work > TR_PAR_MIN ? omp_get_max_threads() : 1;
-    if (nthr > d->N) nthr = d->N;
-    return nthr < 1 ? 1 : (int)nthr;
-}
+#define CONV_LANES 16  /* lanes of the bias gradient's sums */
 
 #define TR_GENERIC "ops/conv2d.inc"
 #include "ops/generic.h"
@@ -101,15 +61,13 @@ static conv_dims conv_dims_of(const tr_tensor *x, const tr_tensor *w, int64_t S,
 static void conv2d_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     conv_dims d = conv_dims_of(x, w, n->i[0], n->i[1]);
-    void *dx = op_grad(g, x), *dw = op_grad(g, w), *db = b ? op_grad(g, b) : NULL;
+    int acc;
+    void *dx = op_grad_write(g, x, &acc), *dw = op_grad(g, w), *db = b ? op_grad(g, b) : NULL;
     if ((!dx && !dw && !db) || d.N == 0) return;
-    int nthr = conv_threads(&d);
     size_t elem = tr_dtype_size(x->dtype);
-    int64_t reals = d.C * d.KH * d.KW * d.OC + nthr * conv_scratch_bwd(&d, elem);
-    void *scratch = op_alloc(g, (size_t)reals * elem);
+    void *scratch = op_alloc(g, (size_t)conv_scratch(&d) * elem);
     if (!scratch) return;
-    TR_DISPATCH(x->dtype, conv2d_backward, dx, dw, db, n->out->grad, x->data, w->data, scratch,
-                nthr, &d);
+    TR_DISPATCH(x->dtype, conv2d_backward, dx, dw, db, n->out->grad, x->data, w->data, scratch, &d, acc);
 }
 
 tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int stride,
@@ -141,12 +99,11 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
     tr_tensor *y = op_out(g, x->dtype, 4, (int64_t[]){d.N, d.OC, d.OH, d.OW});
     if (!y) return NULL;
     if (d.N > 0) {
-        int nthr = conv_threads(&d);
         size_t elem = tr_dtype_size(x->dtype);
-        void *scratch = op_alloc(g, (size_t)(nthr * conv_scratch_fwd(&d, elem)) * elem);
+        void *scratch = op_alloc(g, (size_t)conv_scratch(&d) * elem);
         if (!scratch) return NULL;
         TR_DISPATCH(x->dtype, conv2d_forward, y->data, x->data, w->data, b ? b->data : NULL,
-                    scratch, nthr, &d);
+                    scratch, &d);
     }
     if (op_needs_grad(g, 3, x, w, b)) {
         tr_node *n = op_record(g, "conv2d", conv2d_backward, y, 3, x, w, b);

@@ -52,7 +52,8 @@ static void dropout_apply(void *out, const void *inp, const uint8_t *mask, doubl
 }
 
 static void dropout_backward(tr_graph *g, tr_node *n) {
-    void *dx = op_grad(g, n->in[0]);
+    int acc;
+    void *dx = op_grad_write(g, n->in[0], &acc);
     if (!dx) return;
     int64_t N = tr_tensor_numel(n->out), nchunks = (N + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
     size_t es = tr_dtype_size(n->out->dtype);
@@ -61,7 +62,7 @@ static void dropout_backward(tr_graph *g, tr_node *n) {
     for (int64_t ch = 0; ch < nchunks; ch++) {
         int64_t i0 = ch * DROPOUT_CHUNK, len = N - i0 < DROPOUT_CHUNK ? N - i0 : DROPOUT_CHUNK;
         dropout_apply((char *)dx + (size_t)i0 * es, (const char *)n->out->grad + (size_t)i0 * es,
-                      mask + i0, n->f[0], n->out->dtype, len, 1);
+                      mask + i0, n->f[0], n->out->dtype, len, acc);
     }
 }
 

@@ -16,10 +16,11 @@
 /* i[0] approx */
 static void gelu_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0];
-    void *dx = op_grad(g, x);
+    int acc;
+    void *dx = op_grad_write(g, x, &acc);
     if (dx)
         TR_DISPATCH(x->dtype, gelu_backward, dx, n->out->grad, x->data, tr_tensor_numel(x),
-                    (int)n->i[0]);
+                    (int)n->i[0], acc);
 }
 
 tr_tensor *tr_gelu(tr_graph *g, tr_tensor *x, tr_gelu_approx approx) {

@@ -13,14 +13,15 @@
 
 static void layer_norm_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
-    void *dx = op_grad(g, x), *dgamma = op_grad(g, gamma), *dbeta = op_grad(g, beta);
+    int acc;
+    void *dx = op_grad_write(g, x, &acc), *dgamma = op_grad(g, gamma), *dbeta = op_grad(g, beta);
     if (!dx && !dgamma && !dbeta) return;
     int64_t R = n->i[0], C = n->i[1];
     int nthr = R * C > TR_PAR_MIN ? omp_get_max_threads() : 1;
     void *part = op_alloc(g, (size_t)(nthr * 2 * C) * tr_dtype_size(x->dtype));
     if (!part) return;
     TR_DISPATCH(x->dtype, layer_norm_backward, dx, dgamma, dbeta, n->out->grad, x->data,
-                n->saved[0], n->saved[1], gamma ? gamma->data : NULL, part, nthr, R, C);
+                n->saved[0], n->saved[1], gamma ? gamma->data : NULL, part, nthr, R, C, acc);
 }
 
 tr_tensor *tr_layer_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,

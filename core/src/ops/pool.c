@@ -2,6 +2,8 @@
  * no ceil mode or dilation. As in PyTorch, padding is at most kernel/2; max pooling treats
  * padding as -inf (it never wins) and remembers each output's winning pixel for backward;
  * average pooling counts padding as zeros in a k*k divisor (count_include_pad=True). */
+#include <string.h>
+
 #include "autograd/node.h"
 
 typedef struct pool_dims {
@@ -47,11 +49,12 @@ static int pool_check(tr_graph *g, const char *op, tr_tensor *x, int kernel, int
 
 static void max_pool2d_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0];
-    void *dx = op_grad(g, x);
+    int acc;
+    void *dx = op_grad_write(g, x, &acc);
     if (!dx) return;
     pool_dims d = pool_dims_of(x, n->i[0], n->i[1], n->i[2]);
     TR_DISPATCH(x->dtype, max_pool_backward, dx, n->out->grad, n->saved[0],
-                x->shape[0] * x->shape[1], &d);
+                x->shape[0] * x->shape[1], &d, acc);
 }
 
 tr_tensor *tr_max_pool2d(tr_graph *g, tr_tensor *x, int kernel, int stride, int padding) {

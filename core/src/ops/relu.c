@@ -5,10 +5,11 @@
 #include "ops/generic.h"
 
 static void relu_backward(tr_graph *g, tr_node *n) {
-    void *dx = op_grad(g, n->in[0]);
+    int acc;
+    void *dx = op_grad_write(g, n->in[0], &acc);
     if (dx)
         TR_DISPATCH(n->out->dtype, relu_backward, dx, n->out->grad, n->out->data,
-                    tr_tensor_numel(n->out));
+                    tr_tensor_numel(n->out), acc);
 }
 
 tr_tensor *tr_relu(tr_graph *g, tr_tensor *x) {
