@@ -98,6 +98,8 @@ base "$t/old.yaml"; printf 'plugins: [%s]\n' "$plugdir/old" >>"$t/old.yaml"
 expect on_nan_skip_old_abi "trainer.on_nan: skip: strategy old_strategy \(.*old_strategy.so\) was built for plugin ABI 0.2, which cannot leave a step out" \
     "$bin" run "$t/old.yaml" trainer.strategy=old_strategy trainer.on_nan=skip
 expect on_nan_bad_value "trainer.on_nan: " "$bin" run "$t/old.yaml" trainer.on_nan=ignore
+expect flush_denormals_bad_value "trainer.flush_denormals: expected true or false, got 'maybe'" \
+    "$bin" run "$t/old.yaml" trainer.flush_denormals=maybe
 ck="$(ls -d "$t"/runs/bad/0/checkpoints/step-* | tail -1)"
 sed -i 's/"model": *"mlp"/"model": "cnn"/' "$ck/state.json"
 expect checkpoint_other_model_kind "$ck holds a 'cnn' model, the config's model is 'mlp'" \

@@ -1,4 +1,5 @@
-/* Unit tests of the base layer: status messages, arena, counted allocation, Philox RNG. */
+/* Unit tests of the base layer: status messages, arena, counted allocation, Philox RNG,
+ * flushing denormals. */
 #include <math.h>
 #include <string.h>
 
@@ -97,8 +98,41 @@ static void test_rng(void) {
     CHECK(tr_rng_stream(1, 2, 3) != tr_rng_stream(1, 3, 2), "sub-streams differ");
 }
 
+/* Counts the nonzero results of x * s over n elements of x (a parallel kernel: the OpenMP
+ * pool's threads compute most of them). */
+static int64_t scaled_nonzero(float x, double s, int64_t n) {
+    tr_graph *g;
+    if (tr_graph_create(&g, 0) != TR_OK) return -1;
+    tr_tensor *t = tr_graph_input(g, TR_F32, 1, &n);
+    for (int64_t i = 0; i < n; i++) ((float *)t->data)[i] = x;
+    tr_tensor *y = tr_scale(g, t, s);
+    int64_t nz = 0;
+    for (int64_t i = 0; y && i < n; i++) nz += ((float *)y->data)[i] != 0.0f;
+    tr_graph_destroy(g);
+    return y ? nz : -1;
+}
+
+static void test_flush_denormals(void) {
+    const int64_t n = 1 << 20; /* far above the kernels' parallel threshold */
+    tr_set_num_threads(2);
+    volatile float tiny = 1e-30f, small = 1e-10f, denormal = 1e-40f;
+    /* IEEE gradual underflow: the product is a denormal, not 0, on every thread */
+    CHECK(tr_set_flush_denormals(0) == 1, "this CPU has a flush control");
+    CHECK(tiny * small != 0.0f && denormal * 1.0f != 0.0f, "gradual underflow when off");
+    CHECK(scaled_nonzero(1e-30f, 1e-10, n) == n, "every thread keeps denormals when off");
+    /* flushed: results below FLT_MIN are 0 (FTZ) and denormal inputs read as 0 (DAZ) */
+    CHECK(tr_set_flush_denormals(1) == 1, "flush on");
+    CHECK(tiny * small == 0.0f, "FTZ on the calling thread: %g", (double)(tiny * small));
+    CHECK(denormal * 1.0f == 0.0f, "DAZ on the calling thread: %g", (double)(denormal * 1.0f));
+    CHECK(scaled_nonzero(1e-30f, 1e-10, n) == 0, "every pool thread flushes");
+    CHECK(scaled_nonzero(1.0f, 0.5, n) == n, "normal values untouched");
+    tr_set_flush_denormals(0);
+    CHECK(scaled_nonzero(1e-30f, 1e-10, n) == n, "off again on every thread");
+}
+
 int main(void) {
     test_status();
+    test_flush_denormals();
     test_arena();
     test_rng();
     return test_finish();
