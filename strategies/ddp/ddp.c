@@ -255,8 +255,7 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
 static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, size_t size) {
     ddp *d = ctx;
     (void)n;
-    tr_params_find_nonfinite(d->r->P, flags);
-    tr_graph_first_nonfinite(d->r->g, activation, size);
+    tr_replica_find_nonfinite(d->r, flags, activation, size);
     return TR_OK;
 }
 

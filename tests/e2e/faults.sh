@@ -94,6 +94,15 @@ clean() {
     else bad "$1: leftovers" "shm: $segs" "processes: $left" "TMPDIR: $tmpf"; fi
     for p in $left; do kill -9 "$p" 2>/dev/null; done
 }
+# refused_before_launch LABEL REGEX: the job just run exited 1 with a line matching REGEX and
+# never launched a rank; recorded and checked for leftovers.
+refused_before_launch() {
+    if [ "$rc" = 1 ] && grep -q "$2" <<<"$out" && ! grep -q "launching" <<<"$out"; then
+        ok "$1: refused before launching, in ${secs}s: $(msg)"
+    else bad "$1: exit $rc" "$(tail -3 <<<"$out")"; fi
+    relog "unwritable run folder" "$1" "exit $rc; refused before any rank started"
+    clean "$1"
+}
 ck() { printf '%s/f/0/checkpoints/step-%08d' "$1" "$2"; }
 newest() { ls -d "$1"/f/0/checkpoints/step-* 2>/dev/null | grep -v '\.tmp' | tail -1; }
 # same_files DIR_A DIR_B: every file of checkpoint A is byte-identical in B.
@@ -287,27 +296,17 @@ if unshare -m --propagation private true 2>/dev/null &&
     job rofs -- unshare -m --propagation private bash -c \
         'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 90; exec "$2" run "$3" "run.output_dir=$1" trainer.max_steps=20' \
         _ "$d" "$bin" "$t/c.yaml"
-    label="ddp x2: the run folder on a read-only file system (resuming from step 10)"
-    if [ "$rc" = 1 ] && grep -q "^trainer run: run.output_dir: $d cannot be written: Read-only file system" <<<"$out" &&
-       ! grep -q "launching" <<<"$out"; then
-        ok "$label: refused before launching, in ${secs}s: $(msg)"
-    else bad "$label: exit $rc" "$(tail -3 <<<"$out")"; fi
-    relog "unwritable run folder" "$label" "exit $rc; refused before any rank started"
-    clean "$label"
+    refused_before_launch "ddp x2: the run folder on a read-only file system (resuming from step 10)" \
+        "^trainer run: run.output_dir: $d cannot be written: Read-only file system"
 else
     echo "skip ENOSPC and read-only cases: no mount namespace here (unshare -m and mount need CAP_SYS_ADMIN)"
 fi
 
 # An unwritable run folder: a regular file where a folder of run.output_dir should be.
 : >"$t/afile"
-label="ddp x2: run.output_dir under a regular file"
 job notdir -- "$bin" run "$t/c.yaml" "run.output_dir=$t/afile/runs"
-if [ "$rc" = 1 ] && grep -q "^trainer run: run.output_dir: $t/afile/runs cannot be created: $t/afile is not a directory" <<<"$out" &&
-   ! grep -q "launching" <<<"$out"; then
-    ok "$label: refused before launching, in ${secs}s: $(msg)"
-else bad "$label: exit $rc" "$(tail -3 <<<"$out")"; fi
-relog "unwritable run folder" "$label" "exit $rc; refused before any rank started"
-clean "$label"
+refused_before_launch "ddp x2: run.output_dir under a regular file" \
+    "^trainer run: run.output_dir: $t/afile/runs cannot be created: $t/afile is not a directory"
 
 # ---- cleanup on every exit path ----
 long=(trainer.max_steps=1000000 trainer.max_epochs=100000)

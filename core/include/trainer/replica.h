@@ -69,6 +69,12 @@ tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t off
  * (all_devices too). */
 void tr_replica_memory(const tr_replica *r, const tr_optim *opt, tr_strategy_memory *m);
 
+/* For a strategy's `nonfinite` op: marks which of r's parameters (flags[0, n)) and their
+ * gradients (flags[n, 2n)) hold a NaN or infinity (tr_params_find_nonfinite), and names the
+ * first non-finite activation of r's last forward in activation (tr_graph_first_nonfinite;
+ * left as it is when there is none). */
+void tr_replica_find_nonfinite(const tr_replica *r, double *flags, char *activation, size_t size);
+
 /* Copies parameters and buffers from src (same model) into dst. */
 void tr_replica_copy_params(tr_replica *dst, tr_replica *src);
 

@@ -310,25 +310,12 @@ void op_record_ins(tr_graph *g, tr_node *n, tr_tensor **ins, int n_ins) {
     for (int i = 0; i < n_ins; i++) note_use(g, ins[i]);
 }
 
-void *op_grad(tr_graph *g, tr_tensor *t) {
-    if (!t || !t->requires_grad) return NULL;
-    if (t->grad) return t->grad;
-    if (t->view_of) {
-        /* A reshape view shares its base's gradient buffer (same layout, same numel). */
-        t->grad = op_grad(g, t->view_of);
-        return t->grad;
-    }
-    size_t bytes = tr_tensor_bytes(t);
-    t->grad = tr_arena_calloc(g->arena, bytes ? bytes : 1);
-    if (!t->grad) op_fail(g, TR_ERR_NOMEM, "backward: out of memory for a gradient");
-    return t->grad;
-}
-
 void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc) {
     *acc = 1;
     if (!t || !t->requires_grad) return NULL;
     if (t->grad) return t->grad;
     if (t->view_of) {
+        /* A reshape view shares its base's gradient buffer (same layout, same numel). */
         t->grad = op_grad_write(g, t->view_of, acc);
         return t->grad;
     }
@@ -337,6 +324,13 @@ void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc) {
     if (!t->grad) op_fail(g, TR_ERR_NOMEM, "backward: out of memory for a gradient");
     *acc = 0;
     return t->grad;
+}
+
+void *op_grad(tr_graph *g, tr_tensor *t) {
+    int acc;
+    void *d = op_grad_write(g, t, &acc);
+    if (d && !acc) memset(d, 0, tr_tensor_bytes(t));
+    return d;
 }
 
 static void release(tr_graph *g, tr_tensor *t) {

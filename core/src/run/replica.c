@@ -117,3 +117,8 @@ void tr_replica_memory(const tr_replica *r, const tr_optim *opt, tr_strategy_mem
     m->optimizer += o;
     m->all_devices += p + g + a + o;
 }
+
+void tr_replica_find_nonfinite(const tr_replica *r, double *flags, char *activation, size_t size) {
+    tr_params_find_nonfinite(r->P, flags);
+    tr_graph_first_nonfinite(r->g, activation, size);
+}
