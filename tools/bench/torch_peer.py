@@ -224,7 +224,7 @@ def time_windows(name, d, path, threads, windows, per_window):
 
 
 def flops(name):
-    batch, model, _ = WORKLOADS[name]
+    _, model, _ = WORKLOADS[name]
     if model == "mlp":
         macs = [784 * 512, 512 * 512, 512 * 10]
         return 6 * sum(macs) - 2 * macs[0]
