@@ -47,7 +47,7 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
     cpu_strategy *s = ctx;
     tr_model_out out;
     TR_CHECK(tr_replica_forward(s->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
-    if (mb->first) tr_params_zero_grad(s->r->P);
+    if (mb->first) TR_CHECK(tr_graph_write_param_grads(s->r->g));
     TR_CHECK(tr_backward(s->r->g, out.loss, NULL));
     *loss = ((const float *)out.loss->data)[0];
     return TR_OK;

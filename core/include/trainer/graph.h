@@ -70,6 +70,13 @@ void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample
  * destroying parameters it has used. */
 void tr_graph_set_params(tr_graph *g, struct tr_params *params);
 void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user);
+/* The next tr_backward writes the parameters' gradients instead of adding to them: the same
+ * result as zero-filling the gradient buffer first (tr_params_zero_grad), without that pass
+ * over it. The first op to produce a parameter's gradient writes it (a GEMM with beta 0); a
+ * parameter that gets none is zero-filled before its ready hook runs. Call it after the
+ * forward (tr_graph_reset clears it) and before tr_backward of a step's first micro-batch;
+ * needs tr_graph_set_params. A strategy whose use hook moves gradients keeps zero_grad. */
+tr_status tr_graph_write_param_grads(tr_graph *g);
 /* NULL (the default): no hook. */
 void tr_graph_set_use_hook(tr_graph *g, tr_param_use_fn fn, void *user);
 /* With a reducer, training-mode batch-norm uses statistics over all replicas (SyncBatchNorm):

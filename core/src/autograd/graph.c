@@ -25,7 +25,12 @@ struct tr_graph {
     tr_tensor **used;         /* parameters used this step (arena array) */
     int n_used, cap_used;
     int in_backward;
+    unsigned char *fresh;     /* per parameter: its gradient is to be written, not added to */
+    int n_fresh, cap_fresh;   /* parameters still fresh; length of `fresh` */
 };
+
+/* A parameter used through a reshape view is a use of the parameter itself. */
+static tr_tensor *use_target(tr_tensor *t) { return t && t->view_of ? t->view_of : t; }
 
 tr_status tr_graph_create(tr_graph **out, size_t arena_bytes) {
     *out = NULL;
@@ -46,6 +51,7 @@ void tr_graph_destroy(tr_graph *g) {
     if (!g) return;
     tr_graph_reset(g);
     tr_arena_destroy(g->arena);
+    tr_free(g->fresh);
     tr_free(g);
 }
 
@@ -59,6 +65,8 @@ void tr_graph_reset(tr_graph *g) {
     g->n_nodes = 0;
     g->status = TR_OK;
     g->dropout_calls = 0;
+    if (g->n_fresh) memset(g->fresh, 0, (size_t)g->cap_fresh);
+    g->n_fresh = 0;
 }
 
 tr_arena *tr_graph_arena(tr_graph *g) { return g->arena; }
@@ -82,6 +90,36 @@ void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample
 }
 
 void tr_graph_set_params(tr_graph *g, tr_params *params) { g->params = params; }
+
+tr_status tr_graph_write_param_grads(tr_graph *g) {
+    int np = g->params ? tr_params_count(g->params) : 0;
+    if (!g->params) return tr_error_set(TR_ERR_INVALID, "graph: writing parameter gradients needs tr_graph_set_params");
+    if (np > g->cap_fresh) {
+        unsigned char *f = tr_calloc((size_t)np, 1);
+        if (!f) return tr_error_set(TR_ERR_NOMEM, "graph: out of memory for %d parameter flags", np);
+        tr_free(g->fresh);
+        g->fresh = f;
+        g->cap_fresh = np;
+    }
+    memset(g->fresh, 1, (size_t)np);
+    g->n_fresh = np;
+    return TR_OK;
+}
+
+/* Whether parameter tensor t (or a whole view of it) is still fresh; clears the flag: the
+ * caller's op now owns writing the whole gradient. */
+static int take_fresh(tr_graph *g, tr_tensor *t) {
+    tr_tensor *b = use_target(t);
+    if (!g->n_fresh || !b || b->param < 0 || b->param >= g->cap_fresh || !g->fresh[b->param]) return 0;
+    g->fresh[b->param] = 0;
+    g->n_fresh--;
+    return 1;
+}
+
+/* A fresh parameter whose gradient no op produced: zero it, as the skipped zero-fill would. */
+static void settle_fresh(tr_graph *g, tr_tensor *t) {
+    if (take_fresh(g, t) && t->grad) memset(t->grad, 0, tr_tensor_bytes(t));
+}
 
 void tr_graph_set_stat_reducer(tr_graph *g, tr_stat_reducer_fn fn, void *user) {
     g->reducer = fn;
@@ -159,9 +197,6 @@ const char *op_shape(const tr_tensor *t) {
     char *b = bufs[next++ & 3];
     return t ? tr_shape_str(t, b, sizeof bufs[0]) : "(null)";
 }
-
-/* A parameter used through a reshape view is a use of the parameter itself. */
-static tr_tensor *use_target(tr_tensor *t) { return t && t->view_of ? t->view_of : t; }
 
 int op_use(tr_graph *g, tr_tensor *t) {
     tr_tensor *b = use_target(t);
@@ -313,7 +348,10 @@ void op_record_ins(tr_graph *g, tr_node *n, tr_tensor **ins, int n_ins) {
 void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc) {
     *acc = 1;
     if (!t || !t->requires_grad) return NULL;
-    if (t->grad) return t->grad;
+    if (t->grad) {
+        if (take_fresh(g, t)) *acc = 0;
+        return t->grad;
+    }
     if (t->view_of) {
         /* A reshape view shares its base's gradient buffer (same layout, same numel). */
         t->grad = op_grad_write(g, t->view_of, acc);
@@ -336,7 +374,9 @@ void *op_grad(tr_graph *g, tr_tensor *t) {
 static void release(tr_graph *g, tr_tensor *t) {
     t = use_target(t);
     if (!t || t->param < 0 || t->uses <= 0) return;
-    if (--t->uses == 0 && g->hook) g->hook(g->hook_user, t->param);
+    if (--t->uses > 0) return;
+    settle_fresh(g, t);
+    if (g->hook) g->hook(g->hook_user, t->param);
 }
 
 tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
@@ -372,7 +412,12 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
     }
     g->in_backward = 0;
     if (g->status != TR_OK) return g->status;
-    /* Parameters the step never touched have final (unchanged) gradients too. */
+    /* Parameters the step never touched have final gradients too: unchanged, or zero when
+     * they were to be written. */
+    if (g->n_fresh) {
+        int np = tr_params_count(g->params);
+        for (int p = 0; p < np && g->n_fresh; p++) settle_fresh(g, tr_params_get(g->params, p));
+    }
     if (g->hook && g->params) {
         int np = tr_params_count(g->params);
         for (int p = 0; p < np; p++) {

@@ -7,9 +7,9 @@
 static void linear_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int64_t B = n->i[0], C = n->i[1], OC = n->i[2];
-    int acc;
-    void *dx = op_grad_write(g, x, &acc), *dw = op_grad(g, w), *db = b ? op_grad(g, b) : NULL;
-    TR_DISPATCH(x->dtype, linear_backward, dx, dw, db, n->out->grad, x->data, w->data, B, C, OC, acc);
+    int acc, wacc;
+    void *dx = op_grad_write(g, x, &acc), *dw = op_grad_write(g, w, &wacc), *db = b ? op_grad(g, b) : NULL;
+    TR_DISPATCH(x->dtype, linear_backward, dx, dw, db, n->out->grad, x->data, w->data, B, C, OC, acc, wacc);
 }
 
 tr_tensor *tr_linear(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b) {
