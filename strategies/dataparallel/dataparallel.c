@@ -148,13 +148,16 @@ static tr_status stat_reduce(void *user, double *values, int nv) {
 static tr_status job_train(dp *d, worker *w) {
     const tr_micro_batch *mb = d->mb;
     tr_replica *r = d->r[w->i];
-    if (mb->first) tr_params_zero_grad(r->P);
     w->loss = 0;
-    if (w->i >= d->active) return TR_OK;
+    if (w->i >= d->active) { /* no share of this batch: contributes zero */
+        if (mb->first) tr_params_zero_grad(r->P);
+        return TR_OK;
+    }
     int64_t lo, hi;
     share(d, mb->hb->size, w->i, &lo, &hi);
     tr_model_out out;
     TR_CHECK(tr_replica_forward(r, mb->hb, lo, hi - lo, mb->normaliser, mb->step, 1, 1, &out));
+    if (mb->first) TR_CHECK(tr_graph_write_param_grads(r->g)); /* no zero-fill pass */
     TR_CHECK(tr_backward(r->g, out.loss, NULL));
     w->loss = ((const float *)out.loss->data)[0];
     return TR_OK;

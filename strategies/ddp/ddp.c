@@ -180,13 +180,11 @@ fail:
 
 static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
     ddp *d = ctx;
-    if (mb->first) {
-        if (d->broadcast_buffers && tr_params_buffers_numel(d->r->P))
-            TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(d->r->P), tr_params_buffers_numel(d->r->P), TR_F32, 0));
-        tr_params_zero_grad(d->r->P);
-    }
+    if (mb->first && d->broadcast_buffers && tr_params_buffers_numel(d->r->P))
+        TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(d->r->P), tr_params_buffers_numel(d->r->P), TR_F32, 0));
     tr_model_out out;
     TR_CHECK(tr_replica_forward(d->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
+    if (mb->first) TR_CHECK(tr_graph_write_param_grads(d->r->g)); /* no zero-fill pass */
     d->syncing = mb->last;
     if (mb->last) {
         for (int i = 0; i < d->n_buckets; i++) d->buckets[i].pending = d->buckets[i].params;
