@@ -1,9 +1,10 @@
 /* Gradient norm and clipping on a flat gradient buffer (torch.nn.utils.clip_grad_norm_ with
  * norm_type 2 over all parameters at once).
  *
- * The sum of squares is accumulated in double over 64 fixed parts of the range, added in
- * order, so the result does not depend on the number of threads. A sharded strategy sums
- * the per-shard values across ranks and passes the total to tr_clip_grad_norm. Unlike torch
+ * The sum of squares is accumulated in double over 64 fixed parts of the range (each in 32
+ * interleaved lanes), added in order, so the result does not depend on the number of
+ * threads. A sharded strategy sums the per-shard values across ranks and passes the total
+ * to tr_clip_grad_norm. Unlike torch
  * (which then multiplies every gradient by NaN or 0), a non-finite norm leaves g unchanged:
  * the caller gets the norm back and decides (skip the step, stop). */
 #include <math.h>
@@ -11,6 +12,7 @@
 #include "optim/optim_impl.h"
 
 #define SUMSQ_PARTS 64
+#define SUMSQ_LANES 32 /* independent double accumulators: one chain would bind the loop to the FMA latency */
 
 double tr_grad_sumsq(const float *g, size_t n) {
     double part[SUMSQ_PARTS];
@@ -18,9 +20,14 @@ double tr_grad_sumsq(const float *g, size_t n) {
     for (int k = 0; k < SUMSQ_PARTS; k++) {
         size_t lo = n / SUMSQ_PARTS * (size_t)k, hi = n / SUMSQ_PARTS * (size_t)(k + 1);
         if (k == SUMSQ_PARTS - 1) hi = n;
+        double lane[SUMSQ_LANES] = {0};
+        size_t i = lo;
+        for (; i + SUMSQ_LANES <= hi; i += SUMSQ_LANES)
+#pragma omp simd
+            for (int j = 0; j < SUMSQ_LANES; j++) lane[j] += (double)g[i + (size_t)j] * (double)g[i + (size_t)j];
+        for (; i < hi; i++) lane[0] += (double)g[i] * (double)g[i];
         double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (size_t i = lo; i < hi; i++) s += (double)g[i] * (double)g[i];
+        for (int j = 0; j < SUMSQ_LANES; j++) s += lane[j];
         part[k] = s;
     }
     double s = 0.0;
