@@ -12,6 +12,7 @@ void tr_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, floa
             for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
         return;
     }
+    if (tr_gemm_small_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda,
                 B, (int)ldb, beta, C, (int)ldc);

@@ -12,6 +12,12 @@ void tr_gemm_f64(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, doub
                  const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
                  double *C, int64_t ldc);
 
+/* The f32 GEMMs with one dimension of 16 or less that gemm_small.c computes without BLAS
+ * (nt and nn with M <= 16, tn with K <= 16): returns 1 when it did, 0 to leave it to BLAS. */
+int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                      int64_t ldc);
+
 /* Element count above which an elementwise kernel goes parallel (OpenMP). */
 #define TR_PAR_MIN 32768
 

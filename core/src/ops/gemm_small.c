@@ -1,0 +1,174 @@
+/* GEMMs with one tiny dimension (16 or less): a linear layer at a small batch.
+ *
+ * OpenBLAS packs both operands into its panel layout before every call and, for beta 0,
+ * zero-fills C first. With a batch of 8 the packing of the weight matrix and the zero fill
+ * cost more than the arithmetic (an MLP step at batch 8 spent 30% of its time there). These
+ * kernels read the operands in place, keep every partial sum in registers and write each
+ * output once:
+ *
+ *   nt: C (M, N) = A (M, K) B^T, B stored (N, K), M <= 16    forward,  y = x W^T
+ *   nn: C (M, N) = A (M, K) B,   B stored (K, N), M <= 16    backward, dx = dy W
+ *   tn: C (M, N) = A^T B, A stored (K, M), B (K, N), K <= 16  backward, dW = dy^T x
+ *
+ * Vectors are GCC vector extensions (16 floats: one AVX-512 register, two AVX ones), loaded
+ * with memcpy (any alignment). Each output element is computed by one thread in a fixed
+ * order, so results do not depend on the thread count. */
+#include <string.h>
+
+#include "ops/gemm.h"
+
+#define VL 16 /* floats per vector */
+#if defined(__AVX512F__)
+#define MR 8  /* rows of A per block: MR x 2 accumulators fit the 32 vector registers */
+#else
+#define MR 4
+#endif
+#define SMALL_PAR_MIN (1 << 18) /* multiply-adds above which the outer loop goes parallel */
+
+/* Every function here is static: the vector calling convention never crosses a boundary. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+typedef float vf __attribute__((vector_size(VL * sizeof(float))));
+
+static inline vf vload(const float *p) {
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+static inline float vsum(vf v) {
+    float s = 0;
+    for (int i = 0; i < VL; i++) s += v[i];
+    return s;
+}
+
+static inline float out(float acc, float alpha, float beta, const float *c) {
+    return beta == 0 ? alpha * acc : alpha * acc + beta * *c;
+}
+
+/* C[m0..m0+mr) x [n0, n0+2) of nt: dot products of A's rows with two rows of B. */
+static inline __attribute__((always_inline)) void nt_block(int64_t m0, int mr, int64_t n0, int nr, int64_t K, float alpha, const float *A,
+                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    vf acc[MR][2];
+    memset(acc, 0, sizeof acc);
+    const float *b0 = B + n0 * ldb, *b1 = B + (n0 + (nr > 1)) * ldb;
+    int64_t k = 0;
+    for (; k + VL <= K; k += VL) {
+        vf x0 = vload(b0 + k), x1 = vload(b1 + k);
+        for (int i = 0; i < MR; i++) {
+            if (i >= mr) break;
+            vf a = vload(A + (m0 + i) * lda + k);
+            acc[i][0] += a * x0;
+            acc[i][1] += a * x1;
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        const float *a = A + (m0 + i) * lda;
+        for (int j = 0; j < nr; j++) {
+            const float *b = j ? b1 : b0;
+            float s = vsum(acc[i][j]);
+            for (int64_t t = k; t < K; t++) s += a[t] * b[t];
+            float *c = C + (m0 + i) * ldc + n0 + j;
+            *c = out(s, alpha, beta, c);
+        }
+    }
+}
+
+static void gemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    int64_t pairs = (N + 1) / 2;
+#pragma omp parallel for if (M * N * K > SMALL_PAR_MIN) schedule(static)
+    for (int64_t p = 0; p < pairs; p++) {
+        int nr = 2 * p + 1 < N ? 2 : 1;
+        int64_t m0 = 0;
+        for (; m0 + MR <= M; m0 += MR) /* full blocks: mr a constant, the accumulators registers */
+            nt_block(m0, MR, 2 * p, nr, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (m0 < M) nt_block(m0, (int)(M - m0), 2 * p, nr, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+}
+
+/* C[m0..m0+mr) x [n0, n0+2 VL) of nn: rows of B scaled by A's entries, summed over k. */
+static inline __attribute__((always_inline)) void nn_block(int64_t m0, int mr, int64_t n0, int64_t K, float alpha, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    vf acc[MR][2];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < K; k++) {
+        vf x0 = vload(B + k * ldb + n0), x1 = vload(B + k * ldb + n0 + VL);
+        for (int i = 0; i < MR; i++) {
+            if (i >= mr) break;
+            float a = A[(m0 + i) * lda + k];
+            acc[i][0] += a * x0;
+            acc[i][1] += a * x1;
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int h = 0; h < 2; h++) {
+            float *c = C + (m0 + i) * ldc + n0 + h * VL;
+            vf r = alpha * acc[i][h];
+            if (beta != 0) r += beta * vload(c);
+            vstore(c, r);
+        }
+}
+
+static void gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    int64_t blocks = N / (2 * VL);
+#pragma omp parallel for if (M * N * K > SMALL_PAR_MIN) schedule(static)
+    for (int64_t p = 0; p < blocks; p++) {
+        int64_t m0 = 0;
+        for (; m0 + MR <= M; m0 += MR)
+            nn_block(m0, MR, p * 2 * VL, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (m0 < M) nn_block(m0, (int)(M - m0), p * 2 * VL, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+    /* The last N mod 2 VL columns, element by element. */
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = blocks * 2 * VL; n < N; n++) {
+            float s = 0;
+            for (int64_t k = 0; k < K; k++) s += A[m * lda + k] * B[k * ldb + n];
+            float *c = C + m * ldc + n;
+            *c = out(s, alpha, beta, c);
+        }
+}
+
+static void gemm_tn(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+#pragma omp parallel for if (M * N * K > SMALL_PAR_MIN) schedule(static)
+    for (int64_t m = 0; m < M; m++) {
+        float a[16];
+        for (int64_t k = 0; k < K; k++) a[k] = alpha * A[k * lda + m];
+        float *c = C + m * ldc;
+        int64_t n = 0;
+        for (; n + VL <= N; n += VL) {
+            vf s = a[0] * vload(B + n);
+            for (int64_t k = 1; k < K; k++) s += a[k] * vload(B + k * ldb + n);
+            if (beta != 0) s += beta * vload(c + n);
+            vstore(c + n, s);
+        }
+        for (; n < N; n++) {
+            float s = a[0] * B[n];
+            for (int64_t k = 1; k < K; k++) s += a[k] * B[k * ldb + n];
+            c[n] = beta == 0 ? s : s + beta * c[n];
+        }
+    }
+}
+
+int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                      int64_t ldc) {
+    if (K == 0) return 0;
+    if (!trans_a && trans_b && M <= 16) {
+        gemm_nt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return 1;
+    }
+    if (!trans_a && !trans_b && M <= 16) {
+        gemm_nn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return 1;
+    }
+    if (trans_a && !trans_b && K <= 16) {
+        gemm_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return 1;
+    }
+    return 0;
+}
