@@ -2,13 +2,15 @@
  * q (B, T, C), k and v (B, S, C), C = n_head * D -> (B, T, C); optional causal mask (query t
  * sees keys s <= t, PyTorch's is_causal semantics also when T != S). The probabilities
  * (B, n_head, T, S) stay in the arena for backward: memory is O(B n_head T S), no
- * flash-style tiling. f32 and f64. */
+ * flash-style tiling. f32 and f64; the f32 softmax uses the vectorisable exp of vmath.h
+ * (<= 2 ulp), as softmax.c does. */
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "autograd/node.h"
 #include "ops/gemm.h"
+#include "ops/vmath.h"
 
 static int thread_num(void) {
 #ifdef _OPENMP
