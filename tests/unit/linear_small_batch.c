@@ -31,7 +31,7 @@ static double nerr(const float *a, const double *ref, int64_t n, double k) {
     double d = 0, m = 0;
     for (int64_t i = 0; i < n; i++) {
         double e = fabs((double)a[i] - k * ref[i]);
-        d = isnan(e) || e > d ? (isnan(e) ? INFINITY : e) : d;
+        d = fmax(d, isnan(e) ? INFINITY : e);
         m = fmax(m, fabs(k * ref[i]));
     }
     return m > 0 ? d / m : d;

@@ -92,8 +92,8 @@ void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample
 void tr_graph_set_params(tr_graph *g, tr_params *params) { g->params = params; }
 
 tr_status tr_graph_write_param_grads(tr_graph *g) {
-    int np = g->params ? tr_params_count(g->params) : 0;
     if (!g->params) return tr_error_set(TR_ERR_INVALID, "graph: writing parameter gradients needs tr_graph_set_params");
+    int np = tr_params_count(g->params);
     if (np > g->cap_fresh) {
         unsigned char *f = tr_calloc((size_t)np, 1);
         if (!f) return tr_error_set(TR_ERR_NOMEM, "graph: out of memory for %d parameter flags", np);

@@ -7,11 +7,6 @@ void tr_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, floa
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                  int64_t ldc) {
     if (M == 0 || N == 0) return;
-    if (K == 0) { /* C = beta C: callers that write (beta 0) rely on it for an empty batch */
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
-        return;
-    }
     if (tr_gemm_small_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda,

@@ -1,5 +1,7 @@
 /* Private: row-major GEMM, C = alpha * op(A) op(B) + beta * C, over OpenBLAS.
- * op(A) is (M, K), op(B) is (K, N); trans flags say A or B is stored transposed. */
+ * op(A) is (M, K), op(B) is (K, N); trans flags say A or B is stored transposed. With K = 0,
+ * C = beta * C (BLAS semantics: beta 0 zero-fills C whatever it held), which a gradient that
+ * is written rather than added to relies on for an empty batch. */
 #ifndef TRAINER_OPS_GEMM_H
 #define TRAINER_OPS_GEMM_H
 

@@ -149,7 +149,7 @@ static void gemm_tn(int64_t M, int64_t N, int64_t K, float alpha, const float *A
         for (; n < N; n++) {
             float s = a[0] * B[n];
             for (int64_t k = 1; k < K; k++) s += a[k] * B[k * ldb + n];
-            c[n] = beta == 0 ? s : s + beta * c[n];
+            c[n] = out(s, 1, beta, c + n); /* alpha is in a[] */
         }
     }
 }
@@ -157,7 +157,7 @@ static void gemm_tn(int64_t M, int64_t N, int64_t K, float alpha, const float *A
 int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                       int64_t ldc) {
-    if (K == 0) return 0;
+    if (K == 0) return 0; /* BLAS: C = beta * C */
     if (!trans_a && trans_b && M <= 16) {
         gemm_nt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return 1;
