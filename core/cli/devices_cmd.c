@@ -7,6 +7,7 @@
 
 #include "devices_cmd.h"
 #include "plugins_cmd.h"
+#include "trainer/devices.h"
 #include "trainer/plugin.h"
 #include "trainer/runtime.h"
 
@@ -48,25 +49,52 @@ int trainer_devices_cmd(int argc, char **argv) {
         tr_registry_destroy(reg);
         return 1;
     }
-    int device_plugins = 0;
+    /* Each device plugin: its GPUs, or why it sees none. */
+    int device_plugins = 0, gpus = 0;
     char comms[256] = "";
     for (int i = 0; i < tr_registry_count(reg); i++) {
         const tr_plugin *p = tr_registry_at(reg, i);
-        if (p->desc->kind == TR_PLUGIN_DEVICE) {
-            device_plugins++;
-            printf("%-5s %-6s %-50s (device plugin %s: %s)\n", "gpu", "?", p->desc->name, p->path,
-                   "this trainer cannot query device plugins yet");
-        } else if (p->desc->kind == TR_PLUGIN_COMM) {
+        if (p->desc->kind == TR_PLUGIN_COMM) {
             size_t n = strlen(comms);
             snprintf(comms + n, sizeof comms - n, "%s%s", n ? ", " : "", p->desc->name);
         }
+        if (p->desc->kind != TR_PLUGIN_DEVICE) continue;
+        device_plugins++;
+        tr_device_ops ops;
+        if (tr_device_ops_of(p, &ops) != TR_OK) {
+            printf("%-5s %-6d %-50s (device plugin %s refused: %s)\n", "gpu", 0, "-", p->desc->name, tr_error_msg());
+            continue;
+        }
+        char why[256] = "";
+        int n = ops.count(why, sizeof why);
+        if (n <= 0) {
+            printf("%-5s %-6d %-50s (device plugin %s: %s)\n", "gpu", 0, "-", p->desc->name,
+                   why[0] ? why : "it sees no device");
+            continue;
+        }
+        gpus += n;
+        for (int d = 0; d < n; d++) {
+            tr_device_info info;
+            if (ops.info(d, &info) != TR_OK) {
+                printf("%-5s %-6d %-50s (device plugin %s: %s)\n", "gpu", d, "?", p->desc->name, tr_error_msg());
+                continue;
+            }
+            printf("%-5s %-6d %-50.50s %.1f GiB (device plugin %s, id %d; %s)\n", "gpu", 1, info.name,
+                   (double)info.memory / (1024.0 * 1024.0 * 1024.0), p->desc->name, d, info.detail);
+        }
     }
     if (device_plugins == 0)
-        printf("%-5s %-6d %-50s %s\n", "gpu", 0, "-", "no GPU: this build has no GPU device plugin (CUDA comes with "
+        printf("%-5s %-6d %-50s %s\n", "gpu", 0, "-", "no GPU: no GPU device plugin was found (the CUDA one is "
                                                          "plugins/devices/cuda)");
     printf("\ncommunication backends: %s\n", comms[0] ? comms : "none found");
-    printf("strategy auto here: cpu for trainer.devices 1, ddp over N CPU ranks for trainer.devices N "
-           "(`trainer plan CONFIG` shows a config's choice)\n");
+    if (gpus == 0)
+        printf("strategy auto here: cpu for trainer.devices 1, ddp over N CPU ranks for trainer.devices N ");
+    else if (gpus == 1)
+        printf("strategy auto here: single-gpu on the GPU; accelerator cpu: cpu, or ddp over N CPU ranks ");
+    else
+        printf("strategy auto here: ddp with one process per GPU (%d); devices 1: single-gpu; accelerator cpu: cpu or "
+               "ddp over CPU ranks ", gpus);
+    printf("(`trainer plan CONFIG` shows a config's choice)\n");
     tr_registry_destroy(reg);
     return 0;
 }

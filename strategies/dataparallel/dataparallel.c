@@ -520,6 +520,14 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
 
 /* `trainer plan`: replica 0 holds the optimizer state, every replica its parameters,
  * gradients and activations for its share. */
+static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
+    (void)o;
+    if (env->accelerator == TR_ACCEL_GPU)
+        return tr_error_set(TR_ERR_UNSUPPORTED, "dataparallel runs its replicas on the CPU only in this build (no GPU path "
+                                                "yet); accelerator cpu runs them on CPU threads");
+    return TR_OK;
+}
+
 static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
     int64_t ids[MAX_REPLICAS];
     int n = tr_options_int_list(o, "device_ids", ids, MAX_REPLICAS);
@@ -549,6 +557,7 @@ static const tr_strategy_ops ops = {
     .state = state,
     .sync = sync,
     .memory = memory,
+    .probe = probe,
     .estimate = estimate,
     .nonfinite = nonfinite,
 };

@@ -278,6 +278,9 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
 
 /* Runs wherever its communication backend was found. */
 static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
+    if (env->accelerator == TR_ACCEL_GPU)
+        return tr_error_set(TR_ERR_UNSUPPORTED, "%s runs its ranks on the CPU only in this build (no GPU path yet); "
+                                                "accelerator cpu runs it over CPU ranks", "ddp");
     return tr_comm_probe(env->registry, tr_options_string(o, "backend"));
 }
 

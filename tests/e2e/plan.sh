@@ -5,7 +5,7 @@
 #   activations, total) is within 15% of what the run reports in metrics.jsonl (the unit
 #   buffers, a small part of the total, are printed but not bounded on their own).
 # - Under an outside launcher (WORLD_SIZE set), devices auto means the job's ranks.
-# - `trainer devices` lists the CPU (cores), GPUs (none, with the reason) and backends.
+# - `trainer devices` lists the CPU (cores), the cuda plugin's GPUs (or why none) and backends.
 # - It says which strategy auto picks and why (cpu for 1 device, ddp with 3 processes for 3),
 #   lists the alternatives (cpu, ddp, sharded stages 1-3), writes no run folder, and refuses
 #   a strategy that cannot run here (an unknown backend) before anything starts.
@@ -96,7 +96,8 @@ if grep -q "strategy ddp (auto: .*3 CPU devices -> ddp" <<<"$out"; then
     ok "plan under an outside launcher (WORLD_SIZE 3): devices auto means the job's 3 ranks"
 else bad "plan under a launcher" "$out"; fi
 out="$("$bin" devices 2>&1)"
-if grep -Eq "^cpu +$(nproc) " <<<"$out" && grep -Eq "^gpu +0 .*no GPU: " <<<"$out" && grep -q "communication backends: .*shm" <<<"$out"; then
-    ok "trainer devices: $(nproc) CPU cores, no GPU with the reason, the backends found"
+if grep -Eq "^cpu +$(nproc) " <<<"$out" && grep -Eq "^gpu .*\(device plugin cuda[,:] " <<<"$out" &&
+   grep -q "communication backends: .*shm" <<<"$out"; then
+    ok "trainer devices: $(nproc) CPU cores, what the cuda device plugin sees (or why not), the backends found"
 else bad "trainer devices" "$out"; fi
 finish

@@ -51,6 +51,9 @@ int main(void) {
     expect(C, 4, "auto", 0, "ddp", C, 4);
     expect(C, 4, "auto", 8, "ddp", C, 4);
     expect(C, TR_DEVICES_AUTO, "auto", 8, "cpu", C, 1);
+    /* Strategy cpu named: accelerator auto means the CPU, GPUs or not. */
+    expect(A, TR_DEVICES_AUTO, "cpu", 1, "cpu", C, 1);
+    expect(A, 1, "cpu", 8, "cpu", C, 1);
     expect(C, TR_DEVICES_ALL, "auto", 0, "ddp", C, CORES);
     expect(A, 2, "auto", 0, "ddp", C, 2);
     /* A subset of the GPUs. */
@@ -75,7 +78,7 @@ int main(void) {
     refused(A, 0, far, 1, "auto", 2, "GPU id 5 does not exist: this machine found 2 GPUs");
     refused(A, 0, same, 2, "ddp", 1, "GPU 0 is listed twice");
     refused(C, 0, two, 2, "auto", 8, "a list of device ids names GPUs, but the accelerator is cpu");
-    refused(A, TR_DEVICES_AUTO, NULL, 0, "cpu", 1, "cpu trains on the CPU, but the accelerator is gpu");
+    refused(G, TR_DEVICES_AUTO, NULL, 0, "cpu", 1, "cpu trains on the CPU, but the accelerator is gpu");
     refused(C, 1, NULL, 0, "single-gpu", 4, "single-gpu needs a GPU");
     refused(A, TR_DEVICES_AUTO, NULL, 0, "single-gpu", 2, "single-gpu uses one GPU, 2 asked");
     refused(A, -7, NULL, 0, "auto", 0, "-7 is not a device count");
@@ -116,6 +119,8 @@ int main(void) {
                               "auto chose %s for %d %s devices", c.strategy, c.devices, tr_accelerator_name(c.accelerator));
                     else
                         CHECK(strcmp(c.strategy, strategies[s]) == 0, "named %s, chose %s", strategies[s], c.strategy);
+                    if (strcmp(strategies[s], "cpu") == 0)
+                        CHECK(c.accelerator == TR_ACCEL_CPU, "strategy cpu on %s", tr_accelerator_name(c.accelerator));
                 }
     CHECK(combos == 648, "%d combinations", combos);
     printf("%d combinations: %d chosen, %d refused\n", combos, chosen, combos - chosen);

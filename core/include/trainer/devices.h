@@ -8,7 +8,8 @@
  *   TR_CHECK(tr_choose_devices(&rq, gpus_found, "no CUDA driver", cores, &c));
  *   // 0 GPUs: cpu, 1 device;  1 GPU: single-gpu;  8 GPUs: ddp with 8 processes
  *
- * The rule: accelerator auto is gpu when a GPU was found, else cpu. devices auto is every GPU
+ * The rule: accelerator auto is gpu when a GPU was found (and the strategy named is not cpu),
+ * else cpu. devices auto is every GPU
  * (gpu) or 1 (cpu); -1 is every GPU or every core; N is N (at most the GPUs found); a list
  * names GPU ids (gpu only; repeated ids only for dataparallel, its one-GPU testing mode).
  * strategy auto is cpu for one CPU device, single-gpu for one GPU and ddp (one process per
@@ -19,6 +20,8 @@
 #ifndef TRAINER_DEVICES_H
 #define TRAINER_DEVICES_H
 
+#include "trainer/device_backend.h"
+#include "trainer/plugin.h"
 #include "trainer/status.h"
 
 #ifdef __cplusplus
@@ -43,7 +46,7 @@ typedef struct tr_device_choice {
     int ids[TR_MAX_DEVICE_IDS];  /* GPU ids used (gpu), in order */
     int n_ids;
     char strategy[64];
-    char why[256];               /* one line: the choice and its reason */
+    char why[512];               /* one line: the choice and its reason */
 } tr_device_choice;
 
 /* gpus: GPUs found; gpu_why: why none (or fewer) were found, for messages ("" if none
@@ -51,6 +54,28 @@ typedef struct tr_device_choice {
 tr_status tr_choose_devices(const tr_device_request *rq, int gpus, const char *gpu_why, int cores,
                             tr_device_choice *out);
 const char *tr_accelerator_name(tr_accelerator a);
+
+/* ---- the GPUs the device plugins see ----
+ *
+ *   tr_gpu_scan found;
+ *   TR_CHECK(tr_gpu_scan_registry(reg, "auto", &found));
+ *   TR_CHECK(tr_choose_devices(&rq, found.count, found.why, tr_cpu_count(), &c));
+ */
+typedef struct tr_gpu_scan {
+    const tr_plugin *backend;    /* the device plugin a GPU run uses; NULL when none sees a GPU */
+    tr_device_ops ops;           /* its table (validated copy); zeroed without a backend */
+    int count;                   /* GPUs it sees */
+    char why[512];               /* with count 0: why, backend by backend ("cuda: no CUDA driver
+                                  * (...)"), or that no device plugin was found */
+} tr_gpu_scan;
+
+/* Asks the device plugins of reg how many GPUs they see. backend: "auto" (the first plugin,
+ * in registry order, that sees one) or a device plugin's name (trainer.gpu_backend; an error
+ * when no device plugin has it). Finding no GPU is not an error: count 0 and why. */
+tr_status tr_gpu_scan_registry(const tr_registry *reg, const char *backend, tr_gpu_scan *out);
+/* p's device ops table, checked (a known size, count and info present) and copied into a
+ * full-size one. TR_ERR_PLUGIN names the file and what is wrong. */
+tr_status tr_device_ops_of(const tr_plugin *p, tr_device_ops *out);
 
 #ifdef __cplusplus
 }

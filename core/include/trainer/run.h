@@ -59,7 +59,7 @@ typedef struct tr_plan_row {
 
 typedef struct tr_plan_report {
     char strategy[64];
-    char reason[256];             /* "named in trainer.strategy", or auto's reasoning */
+    char reason[512];             /* "named in trainer.strategy", or auto's reasoning */
     char model[64], data[64];
     size_t params;                /* trainable scalars */
     int64_t train_samples;

@@ -41,6 +41,7 @@
 
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
+#include "trainer/devices.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
 #include "trainer/params.h"
@@ -75,6 +76,9 @@ typedef struct tr_strategy_probe {
     int devices;                     /* trainer.devices: replicas or ranks asked for */
     int gpus;                        /* GPUs the device plugins found (0 without any) */
     const tr_registry *registry;     /* the plugins found */
+    /* ---- appended in ABI 0.3 ---- */
+    int accelerator;                 /* tr_accelerator chosen: TR_ACCEL_CPU or TR_ACCEL_GPU (devices.h);
+                                      * a strategy that cannot run there refuses, saying so */
 } tr_strategy_probe;
 
 /* What a strategy tells the trainer at create. */

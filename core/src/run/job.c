@@ -160,7 +160,7 @@ static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum",
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
 static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps",
                                            "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts",
-                                           "on_nan", "max_consecutive_skips", "flush_denormals"};
+                                           "on_nan", "max_consecutive_skips", "flush_denormals", "gpu_backend"};
 #define N_(a) (sizeof(a) / sizeof(a[0]))
 
 static tr_status check_sections(const tr_cfg_node *r) {
@@ -347,12 +347,17 @@ static tr_status read_settings(job *j, job_settings *s) {
 }
 
 /* trainer.accelerator, trainer.devices and trainer.strategy through the selection rule
- * (tr_choose_devices): auto picks from the devices found (this build has no GPU device plugin
- * yet, so it finds none: cpu for one device, ddp over CPU ranks for several). The choice is
- * written into the resolved config. */
-static tr_status pick_strategy(job *j) {
-    const char *name;
-    TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
+ * (tr_choose_devices) over the GPUs the device plugins see (trainer.gpu_backend: auto, or one
+ * device plugin by name): auto picks cpu for no GPU and one device, single-gpu for one GPU,
+ * ddp for several devices. no_gpu: NULL, or why the GPUs found cannot be used (a retry under
+ * accelerator auto, see job_plan): the choice is then made as if none were found. The choice
+ * is written into the resolved config. */
+static tr_status pick_strategy(job *j, const char *no_gpu) {
+    const char *name = j->strategy_asked, *backend;
+    j->strat_p = NULL;
+    j->choice_made = 0;
+    j->probe_msg[0] = 0;
+    TR_CHECK(tr_cfg_get_string(j->root, "trainer.gpu_backend", "auto", &backend, 0));
     tr_device_request rq = {.accelerator = (tr_accelerator)j->s.accelerator, .devices = j->s.devices_asked,
                             .ids = j->s.device_ids, .n_ids = j->s.n_device_ids, .strategy = name};
     /* Ranks started by mpirun/srun/torchrun: auto and -1 on the CPU mean the job's ranks, not
@@ -361,17 +366,29 @@ static tr_status pick_strategy(job *j) {
     if (tr_launched_externally() && rq.n_ids == 0 && rq.accelerator != TR_ACCEL_GPU &&
         (rq.devices == TR_DEVICES_AUTO || rq.devices == TR_DEVICES_ALL) && tr_comm_env_detect(&ce) == TR_OK && ce.size > 1)
         rq.devices = ce.size;
+    /* A CPU request (accelerator cpu, or strategy cpu) never needs the GPUs counted; a backend
+     * named is checked all the same. */
+    int cpu_only = rq.accelerator == TR_ACCEL_CPU || (rq.accelerator == TR_ACCEL_AUTO && strcmp(name, "cpu") == 0);
+    if (!cpu_only || strcmp(backend, "auto") != 0)
+        TR_CHECK(tr_gpu_scan_registry(j->reg, backend, &j->gpus));
+    else
+        snprintf(j->gpus.why, sizeof j->gpus.why, "not counted for a CPU run");
     tr_device_choice c;
-    TR_CHECK(tr_choose_devices(&rq, 0, "this build has no GPU device plugin", tr_cpu_count(), &c));
+    TR_CHECK(tr_choose_devices(&rq, no_gpu ? 0 : j->gpus.count, no_gpu ? no_gpu : j->gpus.why, tr_cpu_count(), &c));
     j->s.devices = c.devices;
+    j->accelerator = c.accelerator;
+    j->choice_made = 1;
     snprintf(j->why, sizeof j->why, "%s", c.why);
-    if (strcmp(name, "auto") == 0) {
-        j->strategy_auto = 1;
+    j->strategy_auto = strcmp(name, "auto") == 0;
+    if (j->strategy_auto) {
         TR_CHECK(tr_config_set(j->cfg, "trainer.strategy", c.strategy));
         j->root = tr_config_root(j->cfg);
-        TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
     }
-    TR_CHECK(plugin_named(j, "trainer.strategy", name, TR_PLUGIN_STRATEGY, &j->strat_p));
+    return plugin_named(j, "trainer.strategy", c.strategy, TR_PLUGIN_STRATEGY, &j->strat_p);
+}
+
+/* The chosen strategy's table, options and probe (can it run here, on this accelerator?). */
+static tr_status ready_strategy(job *j) {
     TR_CHECK(job_strategy_ops(j->strat_p, &j->sops_table));
     j->sops = &j->sops_table;
     /* Leaving a step out whole is a promise of optim_step since ABI 0.3 (skip_nonfinite). */
@@ -380,7 +397,45 @@ static tr_status pick_strategy(job *j) {
         return tr_error_set(TR_ERR_PLUGIN, "trainer.on_nan: skip: strategy %s (%s) was built for plugin ABI %u.%u, which cannot "
                                            "leave a step out (ABI 0.3 can): rebuild it against this SDK or use on_nan: stop",
                             d->name, j->strat_p->path, d->abi_major, d->abi_minor);
+    tr_options_destroy(j->strat_opts);
+    j->strat_opts = NULL;
+    TR_CHECK(options_from(tr_cfg_child(j->root, "strategy"), "strategy", j->strat_p, &j->strat_opts));
+    if (j->sops->probe) {
+        tr_strategy_probe pe = {.devices = (int)j->s.devices, .gpus = j->gpus.count, .registry = j->reg,
+                                .accelerator = j->accelerator};
+        tr_status st = j->sops->probe(j->strat_opts, &pe);
+        if (st != TR_OK) {
+            snprintf(j->probe_msg, sizeof j->probe_msg, "%s", tr_error_msg());
+            tr_error_prefix("strategy %s (%s) cannot run here: ", j->strat_p->desc->name, j->strat_p->path);
+            return st;
+        }
+    }
     return TR_OK;
+}
+
+/* Picks and readies the strategy. Under accelerator auto a GPU choice that cannot run (its
+ * strategy is not installed, or its probe refuses the GPUs) is not an error: the choice is
+ * made again on the CPU, and the reason printed at start says why. */
+static tr_status choose_strategy(job *j) {
+    const char *name;
+    TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
+    snprintf(j->strategy_asked, sizeof j->strategy_asked, "%s", name);
+    tr_status st = pick_strategy(j, NULL);
+    if (st == TR_OK) st = ready_strategy(j);
+    if (st == TR_OK || !j->choice_made || j->s.accelerator != TR_ACCEL_AUTO || j->accelerator != TR_ACCEL_GPU) return st;
+    char no_gpu[sizeof j->why], strategy[64];
+    TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
+    snprintf(strategy, sizeof strategy, "%s", name);
+    int n = j->gpus.count;
+    if (!j->strat_p)
+        snprintf(no_gpu, sizeof no_gpu, "%d GPU%s of %s left unused: no strategy plugin %s is installed", n, n == 1 ? "" : "s",
+                 j->gpus.backend->desc->name, strategy);
+    else
+        snprintf(no_gpu, sizeof no_gpu, "%d GPU%s of %s left unused: %s", n, n == 1 ? "" : "s", j->gpus.backend->desc->name,
+                 j->probe_msg[0] ? j->probe_msg : tr_error_msg());
+    TR_CHECK(pick_strategy(j, no_gpu));
+    j->gpu_fallback = 1;
+    return ready_strategy(j);
 }
 
 tr_status job_strategy_ops(const tr_plugin *p, tr_strategy_ops *out) {
@@ -420,17 +475,7 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(find_plugins(j, plugin_dirs));
     TR_CHECK(plugin_for(j, "model", TR_PLUGIN_MODEL, &j->model_p));
     TR_CHECK(plugin_for(j, "data", TR_PLUGIN_DATASET, &j->data_p));
-    TR_CHECK(pick_strategy(j));
-    TR_CHECK(options_from(tr_cfg_child(j->root, "strategy"), "strategy", j->strat_p, &j->strat_opts));
-    if (j->sops->probe) {
-        tr_strategy_probe pe = {.devices = (int)j->s.devices, .gpus = 0, .registry = j->reg};
-        tr_status st = j->sops->probe(j->strat_opts, &pe);
-        if (st != TR_OK) {
-            tr_error_prefix("strategy %s (%s) cannot run here: ", j->strat_p->desc->name, j->strat_p->path);
-            return st;
-        }
-    }
-    return TR_OK;
+    return choose_strategy(j);
 }
 
 /* The validation split must hold samples the model built from the train split accepts (the

@@ -47,8 +47,14 @@ typedef struct job {
     tr_model_factory *models;
     void *train_ds, *val_ds;
     tr_data_spec spec;
-    char why[256];                /* why this strategy: "named in trainer.strategy", auto's reason */
+    char why[512];                /* why this strategy: "named in trainer.strategy", auto's reason */
+    tr_gpu_scan gpus;             /* what the device plugins see (not asked for a CPU-only request) */
     int strategy_auto;            /* trainer.strategy was auto */
+    char strategy_asked[64];      /* trainer.strategy as the config says it (auto or a name) */
+    int accelerator;              /* tr_accelerator chosen: cpu or gpu */
+    int choice_made;              /* the selection rule accepted the request */
+    char probe_msg[300];          /* the strategy probe's refusal, unprefixed ("" none) */
+    int gpu_fallback;             /* accelerator auto found GPUs it could not use: cpu chosen */
     const tr_strategy_ops *sops;  /* = &sops_table */
     tr_strategy_ops sops_table;   /* the plugin's table, entries past its ops_size NULL */
     void *strat;

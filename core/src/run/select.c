@@ -20,7 +20,7 @@ static const char *found(char *buf, size_t size, int gpus, const char *why) {
 tr_status tr_choose_devices(const tr_device_request *rq, int gpus, const char *gpu_why, int cores,
                             tr_device_choice *out) {
     memset(out, 0, sizeof *out);
-    char f[192];
+    char f[400];
     found(f, sizeof f, gpus, gpu_why);
     const char *strategy = rq->strategy && *rq->strategy ? rq->strategy : "auto";
     int is_auto = strcmp(strategy, "auto") == 0;
@@ -28,7 +28,8 @@ tr_status tr_choose_devices(const tr_device_request *rq, int gpus, const char *g
 
     /* The accelerator. */
     tr_accelerator acc = rq->accelerator;
-    if (acc == TR_ACCEL_AUTO) acc = gpus > 0 ? TR_ACCEL_GPU : TR_ACCEL_CPU;
+    /* Auto is the GPU when there is one, unless the strategy named is the CPU one. */
+    if (acc == TR_ACCEL_AUTO) acc = gpus > 0 && strcmp(strategy, "cpu") != 0 ? TR_ACCEL_GPU : TR_ACCEL_CPU;
     if (acc == TR_ACCEL_GPU && gpus <= 0)
         return tr_error_set(TR_ERR_INVALID, "trainer.accelerator: gpu asked, but this machine %s; accelerator cpu or "
                                             "auto trains on the CPU", f);

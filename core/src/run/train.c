@@ -486,7 +486,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     tr_optim *opt;
     TR_CHECK(j->sops->state(j->strat, &P, &opt));
     job_say(j, "trainer %s: run %s -> %s", tr_version(), s->name, j->run_dir);
-    if (j->strategy_auto) job_say(j, "strategy %s chosen: %s", j->strat_p->desc->name, j->why);
+    if (j->strategy_auto || j->gpu_fallback) job_say(j, "strategy %s chosen: %s", j->strat_p->desc->name, j->why);
     job_say(j, "strategy %s; model %s (%zu parameters); data %s (%lld train, %lld validation samples); "
                "global batch %lld, %lld steps/epoch, %lld epochs",
             j->info.description, j->model_p->desc->name, tr_params_trainable(P), j->data_p->desc->name,

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Device discovery and auto selection with the test device plugin fake_gpu, which reports
+# TRAINER_FAKE_GPUS GPUs and honours CUDA_VISIBLE_DEVICES as the CUDA driver does:
+# - `trainer devices` lists each fake GPU (name, memory, plugin, id), or why there is none
+#   (unset, hidden by CUDA_VISIBLE_DEVICES); the cuda plugin says what it sees or why not.
+# - `trainer plan` with accelerator/devices/strategy auto for 0, 1, 2 and 8 GPUs: the choice
+#   and its reason; where the GPU choice cannot run in this build (no single-gpu strategy yet,
+#   ddp without a GPU path), auto trains on the CPU and says why — never silently.
+# - Impossible requests are refused, saying what was found and what would work: accelerator
+#   gpu without a usable GPU, more GPUs than exist, a GPU id that does not exist, an unknown
+#   trainer.gpu_backend. strategy cpu stays on the CPU whatever GPUs exist.
+# - `trainer run` under auto with fake GPUs prints the choice and its reason and trains.
+# usage: devices.sh TRAINER_BIN FAKE_GPU_PLUGIN_DIR
+set -u
+bin="$1"; fake="$2"; here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"
+t="$(mktemp -d /tmp/trainer-devices-XXXXXX)"
+trap 'rm -rf "$t"' EXIT
+export TRAINER_PLUGIN_PATH="$fake"
+unset CUDA_VISIBLE_DEVICES TRAINER_FAKE_GPUS
+cat >"$t/mlp.yaml" <<YAML
+run: {name: m, seed: 3, output_dir: $t/runs}
+model: {name: mlp, params: {layers: [32]}}
+data: {name: synthetic, params: {samples: 256, val_samples: 64, features: 16, classes: 4}, batch_size: 32}
+optimizer: {name: adamw, lr: 0.01}
+trainer: {max_steps: 16, log_every: 8, progress: lines, threads: 1, gpu_backend: fake_gpu}
+YAML
+
+# ---- trainer devices ----
+out="$(TRAINER_FAKE_GPUS=2 TRAINER_FAKE_GPU_MIB=2048 "$bin" devices 2>&1)"
+if [ "$(grep -cE '^gpu +1 +Fake GPU [01] +2\.0 GiB \(device plugin fake_gpu, id [01];' <<<"$out")" = 2 ] &&
+   grep -Eq "^gpu .*\(device plugin cuda[,:] " <<<"$out" &&
+   grep -q "strategy auto here: ddp with one process per GPU (2)" <<<"$out"; then
+    ok "devices: two fake GPUs listed with name, memory, plugin and id; the cuda plugin's line; auto's rule for 2 GPUs"
+else bad "devices with 2 fake GPUs" "$out"; fi
+out="$("$bin" devices 2>&1)"
+if grep -Eq "^gpu +0 .*device plugin fake_gpu: TRAINER_FAKE_GPUS is not set" <<<"$out" &&
+   grep -q "strategy auto here: cpu for trainer.devices 1" <<<"$out"; then
+    ok "devices: no fake GPU, with the reason; auto's rule without a GPU"
+else bad "devices with none" "$out"; fi
+out="$(TRAINER_FAKE_GPUS=2 CUDA_VISIBLE_DEVICES= "$bin" devices 2>&1)"
+if grep -Eq "^gpu +0 .*device plugin fake_gpu: no GPU visible: CUDA_VISIBLE_DEVICES='' hides every device" <<<"$out"; then
+    ok "devices: CUDA_VISIBLE_DEVICES='' hides every GPU, and says so"
+else bad "devices with CUDA_VISIBLE_DEVICES empty" "$out"; fi
+out="$(TRAINER_FAKE_GPUS=2 CUDA_VISIBLE_DEVICES=1 "$bin" devices 2>&1)"
+if [ "$(grep -c 'Fake GPU' <<<"$out")" = 1 ]; then ok "devices: CUDA_VISIBLE_DEVICES=1 shows one of two GPUs"
+else bad "devices with CUDA_VISIBLE_DEVICES=1" "$out"; fi
+out="$(TRAINER_FAKE_GPUS=lots "$bin" devices 2>&1)"
+if grep -q "TRAINER_FAKE_GPUS='lots' is not a count" <<<"$out"; then ok "devices: a bad count is a reason, not a crash"
+else bad "devices with a bad count" "$out"; fi
+
+# ---- trainer plan: auto for 0, 1, 2 and 8 GPUs ----
+# plan_is GPUS WANT_STRATEGY WANT_WORLD REASON_REGEX [overrides...]
+plan_is() {
+    local gpus="$1" want="$2" world="$3" why="$4"; shift 4
+    local out
+    out="$(TRAINER_FAKE_GPUS=$gpus "$bin" plan "$t/mlp.yaml" --json "$@" 2>&1)"
+    if grep -q "\"strategy\": \"$want\", \"reason\": \"$why" <<<"$out" && grep -q "\"world\": $world," <<<"$out"; then
+        ok "plan with $gpus GPU(s) $*: $want x$world ($(sed -n 's/.*"reason": "\([^"]*\)".*/\1/p' <<<"$out" | cut -c1-110))"
+    else bad "plan with $gpus GPU(s) $*: want $want x$world, reason ~ $why" "$out"; fi
+}
+plan_is 0 cpu 1 "auto: found no GPU (fake_gpu: TRAINER_FAKE_GPUS=0); 1 CPU device -> cpu"
+plan_is 1 cpu 1 "auto: found no GPU (1 GPU of fake_gpu left unused: no strategy plugin single-gpu is installed); 1 CPU device -> cpu"
+plan_is 2 cpu 1 "auto: found no GPU (2 GPUs of fake_gpu left unused: ddp runs its ranks on the CPU only in this build"
+plan_is 8 cpu 1 "auto: found no GPU (8 GPUs of fake_gpu left unused: ddp runs its ranks on the CPU only in this build"
+plan_is 2 cpu 1 "auto: found no GPU (2 GPUs of fake_gpu left unused: no strategy plugin single-gpu is installed)" trainer.devices=1
+plan_is 2 ddp 2 "named in trainer.strategy; 2 CPU devices" trainer.accelerator=cpu trainer.devices=2 trainer.strategy=ddp
+plan_is 8 cpu 1 "named in trainer.strategy; 1 CPU device" trainer.strategy=cpu
+CUDA_VISIBLE_DEVICES= plan_is 2 cpu 1 "auto: found no GPU (fake_gpu: no GPU visible: CUDA_VISIBLE_DEVICES='' hides every device)"
+
+# ---- impossible requests ----
+# refused GPUS REGEX overrides...
+refused() {
+    local gpus="$1" want="$2"; shift 2
+    local out rc
+    out="$(TRAINER_FAKE_GPUS=$gpus "$bin" plan "$t/mlp.yaml" "$@" 2>&1)"; rc=$?
+    if [ $rc = 1 ] && grep -q "$want" <<<"$out"; then ok "refused with $gpus GPU(s) $*: $(tail -1 <<<"$out" | cut -c1-150)"
+    else bad "refusal with $gpus GPU(s) $*: want '$want'" "rc=$rc" "$out"; fi
+}
+refused 0 "trainer.accelerator: gpu asked, but this machine found no GPU (fake_gpu: TRAINER_FAKE_GPUS=0); accelerator cpu or auto trains on the CPU" trainer.accelerator=gpu
+refused 2 "4 GPUs asked, but this machine found 2 GPUs (ids 0-1); devices: 2" trainer.accelerator=gpu trainer.devices=4
+refused 2 "3 GPUs asked, but this machine found 2 GPUs (ids 0-1); devices: 2 (or -1) would use them all, accelerator cpu runs 3 CPU ranks" trainer.devices=3
+refused 2 "GPU id 5 does not exist: this machine found 2 GPUs" "trainer.devices=[0, 5]"
+refused 2 "strategy ddp (.*) cannot run here: ddp runs its ranks on the CPU only in this build" trainer.accelerator=gpu
+refused 1 "trainer.strategy: no strategy plugin named 'single-gpu'" trainer.accelerator=gpu
+refused 2 "trainer.gpu_backend: no device plugin named 'nope' (available: .*fake_gpu" trainer.gpu_backend=nope
+
+# ---- trainer run under auto with fake GPUs: the choice printed, training happens ----
+out="$(TRAINER_FAKE_GPUS=2 timeout 120 "$bin" run "$t/mlp.yaml" 2>&1)"; rc=$?
+if [ $rc = 0 ] && grep -q "strategy cpu chosen: auto: found no GPU (2 GPUs of fake_gpu left unused: ddp runs" <<<"$out" &&
+   grep -q "done: 16 steps" <<<"$out"; then
+    ok "run with 2 fake GPUs: trains on the CPU and prints why the GPUs were left unused"
+else bad "run with 2 fake GPUs" "rc=$rc" "$out"; fi
+finish
