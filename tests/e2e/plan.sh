@@ -96,7 +96,9 @@ if grep -q "strategy ddp (auto: .*3 CPU devices -> ddp" <<<"$out"; then
     ok "plan under an outside launcher (WORLD_SIZE 3): devices auto means the job's 3 ranks"
 else bad "plan under a launcher" "$out"; fi
 out="$("$bin" devices 2>&1)"
-if grep -Eq "^cpu +$(nproc) " <<<"$out" && grep -Eq "^gpu .*\(device plugin cuda[,:] " <<<"$out" &&
+# The cuda device plugin is built unless TRAINER_CUDA=OFF: its line when it is there.
+cuda_line=1; "$bin" plugins 2>/dev/null | grep -Eq "^device +cuda " || cuda_line=0
+if grep -Eq "^cpu +$(nproc) " <<<"$out" && { [ $cuda_line = 0 ] || grep -Eq "^gpu .*\(device plugin cuda[,:] " <<<"$out"; } &&
    grep -q "communication backends: .*shm" <<<"$out"; then
     ok "trainer devices: $(nproc) CPU cores, what the cuda device plugin sees (or why not), the backends found"
 else bad "trainer devices" "$out"; fi

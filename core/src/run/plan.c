@@ -112,7 +112,7 @@ static void add_row(planner *pl, const tr_strategy_estimate_env *env, tr_plan_re
     tr_strategy_estimate_env e = *env;
     e.devices = devices;
     if (st == TR_OK && ops.probe) {
-        tr_strategy_probe pe = {.devices = devices, .gpus = j->gpus.count, .registry = j->reg};
+        tr_strategy_probe pe = {.devices = devices, .gpus = j->gpus.count, .registry = j->reg, .accelerator = j->accelerator};
         st = ops.probe(use, &pe);
         if (st != TR_OK) snprintf(row->note, sizeof row->note, "cannot run here: %s", tr_error_msg());
     }
