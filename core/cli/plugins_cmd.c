@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "plugins_cmd.h"
+#include "trainer/devices.h"
 #include "trainer/plugin.h"
 
 #ifndef TRAINER_BUILD_BIN_DIR
@@ -56,7 +57,21 @@ tr_status trainer_scan_plugins(tr_registry *reg) {
     return tr_registry_scan_search_path(reg, NULL, trainer_default_plugin_dirs());
 }
 
-static void describe(const tr_plugin *p) {
+/* A device plugin's table checked, and what it sees: 0 on success, 1 when the table is refused. */
+static int describe_devices(const tr_plugin *p) {
+    tr_device_ops ops;
+    if (tr_device_ops_of(p, &ops) != TR_OK) {
+        printf("  devices: refused: %s\n", tr_error_msg());
+        return 1;
+    }
+    char why[256] = "";
+    int n = ops.count(why, sizeof why);
+    if (n <= 0) printf("  devices: none (%s)\n", why[0] ? why : "it did not say why");
+    else printf("  devices: %d GPU%s (`trainer devices` lists them)\n", n, n == 1 ? "" : "s");
+    return 0;
+}
+
+static int describe(const tr_plugin *p) {
     const tr_plugin_desc *d = p->desc;
     printf("%s %s %s\n  %s\n  file: %s (%s)\n  ABI %u.%u\n", tr_plugin_kind_name(d->kind), d->name,
            d->version ? d->version : "?", d->description ? d->description : "", p->path, p->origin,
@@ -74,6 +89,7 @@ static void describe(const tr_plugin *p) {
         }
         printf("\n");
     }
+    return d->kind == TR_PLUGIN_DEVICE ? describe_devices(p) : 0;
 }
 
 int trainer_plugins_cmd(int argc, char **argv) {
@@ -83,9 +99,9 @@ int trainer_plugins_cmd(int argc, char **argv) {
             fprintf(stderr, "trainer plugins: refused: %s\n", tr_error_msg());
             return 1;
         }
-        describe(p);
+        int rc = describe(p);
         tr_plugin_close(p);
-        return 0;
+        return rc;
     }
     if (argc != 0 && !(argc == 2 && strcmp(argv[0], "--describe") == 0)) {
         fprintf(stderr, "usage: trainer plugins [--describe NAME | --check FILE.so]\n");
@@ -98,13 +114,14 @@ int trainer_plugins_cmd(int argc, char **argv) {
     }
     int rc = 0;
     if (argc == 2) {
-        rc = 1;
+        int found = 0;
         for (int i = 0; i < tr_registry_count(reg); i++)
             if (strcmp(tr_registry_at(reg, i)->desc->name, argv[1]) == 0) {
-                describe(tr_registry_at(reg, i));
-                rc = 0;
+                rc |= describe(tr_registry_at(reg, i));
+                found = 1;
             }
-        if (rc) fprintf(stderr, "trainer plugins: no plugin named '%s' (run 'trainer plugins')\n", argv[1]);
+        if (!found) rc = 1;
+        if (!found) fprintf(stderr, "trainer plugins: no plugin named '%s' (run 'trainer plugins')\n", argv[1]);
     } else {
         printf("%-9s %-18s %-9s %s\n", "KIND", "NAME", "VERSION", "FILE");
         for (int i = 0; i < tr_registry_count(reg); i++) {

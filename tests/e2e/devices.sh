@@ -10,9 +10,11 @@
 #   gpu without a usable GPU, more GPUs than exist, a GPU id that does not exist, an unknown
 #   trainer.gpu_backend. strategy cpu stays on the CPU whatever GPUs exist.
 # - `trainer run` under auto with fake GPUs prints the choice and its reason and trains.
-# usage: devices.sh TRAINER_BIN FAKE_GPU_PLUGIN_DIR
+# - A device plugin whose ops table is too small is refused, naming the file and the reason,
+#   by `trainer plugins --check` and in `trainer devices`, without stopping the others.
+# usage: devices.sh TRAINER_BIN FAKE_GPU_PLUGIN_DIR BAD_DEVICE_PLUGIN_DIR
 set -u
-bin="$1"; fake="$2"; here="$(cd "$(dirname "$0")" && pwd)"
+bin="$1"; fake="$2"; baddev="$3"; here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
 t="$(mktemp -d /tmp/trainer-devices-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
@@ -50,6 +52,18 @@ else bad "devices with CUDA_VISIBLE_DEVICES=1" "$out"; fi
 out="$(TRAINER_FAKE_GPUS=lots "$bin" devices 2>&1)"
 if grep -q "TRAINER_FAKE_GPUS='lots' is not a count" <<<"$out"; then ok "devices: a bad count is a reason, not a crash"
 else bad "devices with a bad count" "$out"; fi
+
+out="$(TRAINER_FAKE_GPUS=3 "$bin" plugins --describe fake_gpu 2>&1)"
+if grep -q "devices: 3 GPUs" <<<"$out"; then ok "plugins --describe: a device plugin says how many GPUs it sees"
+else bad "plugins --describe fake_gpu" "$out"; fi
+out="$("$bin" plugins --check "$baddev/fake_bad_device.so" 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "devices: refused: .*fake_bad_device.so: device plugin fake_bad_device: its ops table has 8 bytes, a device plugin needs at least 16 (count, info)" <<<"$out"; then
+    ok "plugins --check: a device plugin with too small a table is refused, naming the file"
+else bad "plugins --check of a bad device plugin" "rc=$rc" "$out"; fi
+out="$(TRAINER_PLUGIN_PATH="$baddev:$fake" TRAINER_FAKE_GPUS=1 "$bin" devices 2>&1)"; rc=$?
+if [ $rc = 0 ] && grep -q "device plugin fake_bad_device refused: .*needs at least 16" <<<"$out" && grep -q "Fake GPU 0" <<<"$out"; then
+    ok "devices: a refused device plugin is listed with the reason, the others still counted"
+else bad "devices with a bad device plugin" "rc=$rc" "$out"; fi
 
 # ---- trainer plan: auto for 0, 1, 2 and 8 GPUs ----
 # plan_is GPUS WANT_STRATEGY WANT_WORLD REASON_REGEX [overrides...]
