@@ -98,7 +98,7 @@ refused 2 "4 GPUs asked, but this machine found 2 GPUs (ids 0-1); devices: 2" tr
 refused 2 "3 GPUs asked, but this machine found 2 GPUs (ids 0-1); devices: 2 (or -1) would use them all, accelerator cpu runs 3 CPU ranks" trainer.devices=3
 refused 2 "GPU id 5 does not exist: this machine found 2 GPUs" "trainer.devices=[0, 5]"
 refused 2 "strategy ddp (.*) cannot run here: ddp runs its ranks on the CPU only in this build" trainer.accelerator=gpu
-refused 1 "trainer.strategy: no strategy plugin named 'single-gpu'" trainer.accelerator=gpu
+refused 1 "trainer.strategy: auto picked single-gpu (auto: found 1 GPU (id 0); 1 GPU -> single-gpu), which is not installed: no strategy plugin named .single-gpu." trainer.accelerator=gpu
 refused 2 "trainer.gpu_backend: no device plugin named 'nope' (available: .*fake_gpu" trainer.gpu_backend=nope
 
 # ---- trainer run under auto with fake GPUs: the choice printed, training happens ----

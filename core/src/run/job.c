@@ -384,7 +384,10 @@ static tr_status pick_strategy(job *j, const char *no_gpu) {
         TR_CHECK(tr_config_set(j->cfg, "trainer.strategy", c.strategy));
         j->root = tr_config_root(j->cfg);
     }
-    return plugin_named(j, "trainer.strategy", c.strategy, TR_PLUGIN_STRATEGY, &j->strat_p);
+    if (!j->strategy_auto) return plugin_named(j, "trainer.strategy", c.strategy, TR_PLUGIN_STRATEGY, &j->strat_p);
+    tr_status st = tr_registry_find(j->reg, TR_PLUGIN_STRATEGY, c.strategy, &j->strat_p);
+    if (st != TR_OK) tr_error_prefix("trainer.strategy: auto picked %s (%s), which is not installed: ", c.strategy, c.why);
+    return st;
 }
 
 /* The chosen strategy's table, options and probe (can it run here, on this accelerator?). */
