@@ -518,8 +518,7 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     return TR_OK;
 }
 
-/* `trainer plan`: replica 0 holds the optimizer state, every replica its parameters,
- * gradients and activations for its share. */
+/* Replicas are CPU threads: GPUs are refused (accelerator auto then falls back, saying why). */
 static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
     (void)o;
     if (env->accelerator == TR_ACCEL_GPU)
@@ -528,6 +527,8 @@ static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
     return TR_OK;
 }
 
+/* `trainer plan`: replica 0 holds the optimizer state, every replica its parameters,
+ * gradients and activations for its share. */
 static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
     int64_t ids[MAX_REPLICAS];
     int n = tr_options_int_list(o, "device_ids", ids, MAX_REPLICAS);

@@ -14,7 +14,7 @@
 #   by `trainer plugins --check` and in `trainer devices`, without stopping the others.
 # usage: devices.sh TRAINER_BIN FAKE_GPU_PLUGIN_DIR BAD_DEVICE_PLUGIN_DIR
 set -u
-bin="$1"; fake="$2"; baddev="$3"; here="$(cd "$(dirname "$0")" && pwd)"
+bin="$1"; fake="$2"; baddev="$3"; old="$(dirname "$fake")/old"; here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
 t="$(mktemp -d /tmp/trainer-devices-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
@@ -31,15 +31,17 @@ YAML
 # ---- trainer devices ----
 # The cuda device plugin is built unless TRAINER_CUDA=OFF: its line when it is there.
 cuda_line=1; "$bin" plugins 2>/dev/null | grep -Eq "^device +cuda " || cuda_line=0
+# On a machine with a real GPU the cuda plugin counts it too: the no-GPU checks need none.
+cuda_gpus="$("$bin" devices 2>/dev/null | grep -c 'device plugin cuda, id')"
 out="$(TRAINER_FAKE_GPUS=2 TRAINER_FAKE_GPU_MIB=2048 "$bin" devices 2>&1)"
 if [ "$(grep -cE '^gpu +1 +Fake GPU [01] +2\.0 GiB \(device plugin fake_gpu, id [01];' <<<"$out")" = 2 ] &&
    { [ $cuda_line = 0 ] || grep -Eq "^gpu .*\(device plugin cuda[,:] " <<<"$out"; } &&
-   grep -q "strategy auto here: ddp with one process per GPU (2)" <<<"$out"; then
+   grep -q "strategy auto here: 2 GPUs of fake_gpu: single-gpu for devices 1, ddp with one process per GPU" <<<"$out"; then
     ok "devices: two fake GPUs listed with name, memory, plugin and id; the cuda plugin's line; auto's rule for 2 GPUs"
 else bad "devices with 2 fake GPUs" "$out"; fi
 out="$("$bin" devices 2>&1)"
 if grep -Eq "^gpu +0 .*device plugin fake_gpu: TRAINER_FAKE_GPUS is not set" <<<"$out" &&
-   grep -q "strategy auto here: cpu for trainer.devices 1" <<<"$out"; then
+   { [ "$cuda_gpus" != 0 ] || grep -q "strategy auto here: cpu for trainer.devices 1" <<<"$out"; }; then
     ok "devices: no fake GPU, with the reason; auto's rule without a GPU"
 else bad "devices with none" "$out"; fi
 out="$(TRAINER_FAKE_GPUS=2 CUDA_VISIBLE_DEVICES= "$bin" devices 2>&1)"
@@ -82,6 +84,10 @@ plan_is 8 cpu 1 "auto: found no GPU (8 GPUs of fake_gpu left unused: ddp runs it
 plan_is 2 cpu 1 "auto: found no GPU (2 GPUs of fake_gpu left unused: no strategy plugin single-gpu is installed)" trainer.devices=1
 plan_is 2 ddp 2 "named in trainer.strategy; 2 CPU devices" trainer.accelerator=cpu trainer.devices=2 trainer.strategy=ddp
 plan_is 8 cpu 1 "named in trainer.strategy; 1 CPU device" trainer.strategy=cpu
+# Under auto, a GPU request the rule refuses runs on the CPU, saying why.
+plan_is 2 ddp 3 "auto: found no GPU (2 GPUs of fake_gpu left unused: trainer.devices: 3 GPUs asked, but this machine found 2 GPUs" trainer.devices=3
+# A strategy without a probe (or built before ABI 0.4) never runs on GPUs: the CPU, saying why.
+plan_is 2 old_strategy 0 "named in trainer.strategy; 1 CPU device; 2 GPUs of fake_gpu left unused: strategy old_strategy cannot run on GPUs (it has no probe to say it can)" trainer.strategy=old_strategy "plugins=[$old]"
 CUDA_VISIBLE_DEVICES= plan_is 2 cpu 1 "auto: found no GPU (fake_gpu: no GPU visible: CUDA_VISIBLE_DEVICES='' hides every device)"
 
 # ---- impossible requests ----
@@ -95,7 +101,6 @@ refused() {
 }
 refused 0 "trainer.accelerator: gpu asked, but this machine found no GPU (fake_gpu: TRAINER_FAKE_GPUS=0); accelerator cpu or auto trains on the CPU" trainer.accelerator=gpu
 refused 2 "4 GPUs asked, but this machine found 2 GPUs (ids 0-1); devices: 2" trainer.accelerator=gpu trainer.devices=4
-refused 2 "3 GPUs asked, but this machine found 2 GPUs (ids 0-1); devices: 2 (or -1) would use them all, accelerator cpu runs 3 CPU ranks" trainer.devices=3
 refused 2 "GPU id 5 does not exist: this machine found 2 GPUs" "trainer.devices=[0, 5]"
 refused 2 "strategy ddp (.*) cannot run here: ddp runs its ranks on the CPU only in this build" trainer.accelerator=gpu
 refused 1 "trainer.strategy: auto picked single-gpu (auto: found 1 GPU (id 0); 1 GPU -> single-gpu), which is not installed: no strategy plugin named .single-gpu." trainer.accelerator=gpu

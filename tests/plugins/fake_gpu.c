@@ -53,7 +53,8 @@ static int visible(int n, char *why, size_t size) {
         seen++;
         p += len + (p[len] == ',');
     }
-    if (seen == 0) snprintf(why, size, "no GPU visible: CUDA_VISIBLE_DEVICES='%s' hides every device", vis);
+    if (seen == 0 && !*vis) snprintf(why, size, "no GPU visible: CUDA_VISIBLE_DEVICES='' hides every device");
+    else if (seen == 0) snprintf(why, size, "no GPU among CUDA_VISIBLE_DEVICES='%s' (%d installed)", vis, n);
     return seen;
 }
 

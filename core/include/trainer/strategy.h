@@ -76,7 +76,7 @@ typedef struct tr_strategy_probe {
     int devices;                     /* trainer.devices: replicas or ranks asked for */
     int gpus;                        /* GPUs the device plugins found (0 without any) */
     const tr_registry *registry;     /* the plugins found */
-    /* ---- appended in ABI 0.3 ---- */
+    /* ---- appended in ABI 0.4 ---- */
     int accelerator;                 /* tr_accelerator chosen: TR_ACCEL_CPU or TR_ACCEL_GPU (devices.h);
                                       * a strategy that cannot run there refuses, saying so */
 } tr_strategy_probe;

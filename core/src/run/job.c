@@ -356,7 +356,7 @@ static tr_status pick_strategy(job *j, const char *no_gpu) {
     const char *name = j->strategy_asked, *backend;
     j->strat_p = NULL;
     j->choice_made = 0;
-    j->probe_msg[0] = 0;
+    j->gpu_refused[0] = 0;
     TR_CHECK(tr_cfg_get_string(j->root, "trainer.gpu_backend", "auto", &backend, 0));
     tr_device_request rq = {.accelerator = (tr_accelerator)j->s.accelerator, .devices = j->s.devices_asked,
                             .ids = j->s.device_ids, .n_ids = j->s.n_device_ids, .strategy = name};
@@ -378,6 +378,7 @@ static tr_status pick_strategy(job *j, const char *no_gpu) {
     j->s.devices = c.devices;
     j->accelerator = c.accelerator;
     j->choice_made = 1;
+    snprintf(j->picked, sizeof j->picked, "%s", c.strategy);
     snprintf(j->why, sizeof j->why, "%s", c.why);
     j->strategy_auto = strcmp(name, "auto") == 0;
     if (j->strategy_auto) {
@@ -403,12 +404,24 @@ static tr_status ready_strategy(job *j) {
     tr_options_destroy(j->strat_opts);
     j->strat_opts = NULL;
     TR_CHECK(options_from(tr_cfg_child(j->root, "strategy"), "strategy", j->strat_p, &j->strat_opts));
+    /* Only a strategy whose probe saw the accelerator (ABI 0.4) and accepted it runs on GPUs:
+     * an older one, or one without a probe, would train on the CPU while GPUs were asked. */
+    if (j->accelerator == TR_ACCEL_GPU && (!j->sops->probe || (d->abi_major == 0 && d->abi_minor < 4))) {
+        if (!j->sops->probe)
+            snprintf(j->gpu_refused, sizeof j->gpu_refused, "strategy %s cannot run on GPUs (it has no probe to say it can)",
+                     d->name);
+        else
+            snprintf(j->gpu_refused, sizeof j->gpu_refused, "strategy %s cannot run on GPUs (built for plugin ABI %u.%u: "
+                     "its probe cannot see the accelerator before 0.4)", d->name, d->abi_major, d->abi_minor);
+        return tr_error_set(TR_ERR_UNSUPPORTED, "strategy %s (%s) cannot run here: %s", d->name, j->strat_p->path,
+                            j->gpu_refused);
+    }
     if (j->sops->probe) {
         tr_strategy_probe pe = {.devices = (int)j->s.devices, .gpus = j->gpus.count, .registry = j->reg,
                                 .accelerator = j->accelerator};
         tr_status st = j->sops->probe(j->strat_opts, &pe);
         if (st != TR_OK) {
-            snprintf(j->probe_msg, sizeof j->probe_msg, "%s", tr_error_msg());
+            if (j->accelerator == TR_ACCEL_GPU) snprintf(j->gpu_refused, sizeof j->gpu_refused, "%s", tr_error_msg());
             tr_error_prefix("strategy %s (%s) cannot run here: ", j->strat_p->desc->name, j->strat_p->path);
             return st;
         }
@@ -416,28 +429,31 @@ static tr_status ready_strategy(job *j) {
     return TR_OK;
 }
 
-/* Picks and readies the strategy. Under accelerator auto a GPU choice that cannot run (its
- * strategy is not installed, or its probe refuses the GPUs) is not an error: the choice is
- * made again on the CPU, and the reason printed at start says why. */
+/* Picks and readies the strategy. Under accelerator auto, GPUs found but unusable are not an
+ * error: the GPU request the rule refuses (more devices than GPUs), a strategy that is not
+ * installed, or one that cannot run on GPUs; the choice is then made again on the CPU, and the
+ * reason printed at start says why. */
 static tr_status choose_strategy(job *j) {
     const char *name;
     TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
     snprintf(j->strategy_asked, sizeof j->strategy_asked, "%s", name);
     tr_status st = pick_strategy(j, NULL);
+    int gpu_wanted = j->choice_made ? j->accelerator == TR_ACCEL_GPU : j->gpus.count > 0;
+    int missing = st == TR_ERR_NOT_FOUND && j->choice_made;
+    if (missing) snprintf(j->gpu_refused, sizeof j->gpu_refused, "no strategy plugin %s is installed", j->picked);
     if (st == TR_OK) st = ready_strategy(j);
-    if (st == TR_OK || !j->choice_made || j->s.accelerator != TR_ACCEL_AUTO || j->accelerator != TR_ACCEL_GPU) return st;
-    char no_gpu[sizeof j->why], strategy[64];
-    TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
-    snprintf(strategy, sizeof strategy, "%s", name);
+    int unusable = !j->choice_made || j->gpu_refused[0];
+    if (st == TR_OK || j->s.accelerator != TR_ACCEL_AUTO || !gpu_wanted || !unusable) return st;
+    char no_gpu[sizeof j->why];
     int n = j->gpus.count;
-    if (!j->strat_p)
-        snprintf(no_gpu, sizeof no_gpu, "%d GPU%s of %s left unused: no strategy plugin %s is installed", n, n == 1 ? "" : "s",
-                 j->gpus.backend->desc->name, strategy);
-    else
-        snprintf(no_gpu, sizeof no_gpu, "%d GPU%s of %s left unused: %s", n, n == 1 ? "" : "s", j->gpus.backend->desc->name,
-                 j->probe_msg[0] ? j->probe_msg : tr_error_msg());
+    snprintf(no_gpu, sizeof no_gpu, "%d GPU%s of %s left unused: %s", n, n == 1 ? "" : "s", j->gpus.backend->desc->name,
+             j->gpu_refused[0] ? j->gpu_refused : tr_error_msg());
     TR_CHECK(pick_strategy(j, no_gpu));
     j->gpu_fallback = 1;
+    if (!j->strategy_auto) { /* auto's reason says it already ("found no GPU (...)") */
+        size_t len = strlen(j->why);
+        snprintf(j->why + len, sizeof j->why - len, "; %s", no_gpu);
+    }
     return ready_strategy(j);
 }
 

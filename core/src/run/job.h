@@ -53,7 +53,8 @@ typedef struct job {
     char strategy_asked[64];      /* trainer.strategy as the config says it (auto or a name) */
     int accelerator;              /* tr_accelerator chosen: cpu or gpu */
     int choice_made;              /* the selection rule accepted the request */
-    char probe_msg[300];          /* the strategy probe's refusal, unprefixed ("" none) */
+    char picked[64];              /* the strategy the rule chose */
+    char gpu_refused[300];        /* why the chosen strategy cannot run on the GPUs chosen ("" none) */
     int gpu_fallback;             /* accelerator auto found GPUs it could not use: cpu chosen */
     const tr_strategy_ops *sops;  /* = &sops_table */
     tr_strategy_ops sops_table;   /* the plugin's table, entries past its ops_size NULL */

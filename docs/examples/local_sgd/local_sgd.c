@@ -48,7 +48,10 @@ static int processes(const tr_options *opts, int devices) {
     return devices > 1 ? devices : 1;
 }
 
+/* It can run where its backend exists, on CPU ranks (it has no GPU path). */
 static tr_status probe(const tr_options *opts, const tr_strategy_probe *env) {
+    if (env->accelerator == TR_ACCEL_GPU)
+        return tr_error_set(TR_ERR_UNSUPPORTED, "local_sgd runs on CPU ranks only; accelerator cpu runs it");
     return tr_comm_probe(env->registry, tr_options_string(opts, "backend"));
 }
 

@@ -3,6 +3,7 @@
  * refuses to start, no device, every device hidden by CUDA_VISIBLE_DEVICES). The driver
  * library stays mapped after the first use (RTLD_NODELETE): drivers do not support being
  * unloaded once initialised. */
+#define _GNU_SOURCE /* RTLD_NODELETE */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,8 +60,10 @@ static int driver_open(cuda_driver *d, char *why, size_t size) {
         const char *name = NULL;
         if (d->error_name(r, &name) != CU_SUCCESS || !name) name = "unknown error";
         const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-        if (r == CU_NO_DEVICE && vis)
-            snprintf(why, size, "no GPU visible: CUDA_VISIBLE_DEVICES='%s' hides every device", vis);
+        if (r == CU_NO_DEVICE && vis && !*vis)
+            snprintf(why, size, "no GPU visible: CUDA_VISIBLE_DEVICES='' hides every device");
+        else if (r == CU_NO_DEVICE && vis)
+            snprintf(why, size, "the CUDA driver found no GPU among CUDA_VISIBLE_DEVICES='%s' (cuInit: %s)", vis, name);
         else if (r == CU_NO_DEVICE)
             snprintf(why, size, "the CUDA driver found no GPU (cuInit: %s)", name);
         else
@@ -79,7 +82,8 @@ int cuda_probe_count(char *why, size_t size) {
     if (r != CU_SUCCESS || n <= 0) {
         const char *vis = getenv("CUDA_VISIBLE_DEVICES");
         if (r != CU_SUCCESS) snprintf(why, size, "cuDeviceGetCount failed (error %d)", r);
-        else if (vis) snprintf(why, size, "no GPU visible: CUDA_VISIBLE_DEVICES='%s' hides every device", vis);
+        else if (vis && !*vis) snprintf(why, size, "no GPU visible: CUDA_VISIBLE_DEVICES='' hides every device");
+        else if (vis) snprintf(why, size, "the CUDA driver found no GPU among CUDA_VISIBLE_DEVICES='%s'", vis);
         else snprintf(why, size, "the CUDA driver found no GPU");
         n = 0;
     }
