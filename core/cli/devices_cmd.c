@@ -50,7 +50,8 @@ int trainer_devices_cmd(int argc, char **argv) {
         return 1;
     }
     /* Each device plugin: its GPUs, or why it sees none. */
-    int device_plugins = 0;
+    int device_plugins = 0, auto_count = 0;
+    const char *auto_backend = NULL; /* what trainer.gpu_backend auto takes: the first that sees a GPU */
     char comms[256] = "";
     for (int i = 0; i < tr_registry_count(reg); i++) {
         const tr_plugin *p = tr_registry_at(reg, i);
@@ -72,6 +73,10 @@ int trainer_devices_cmd(int argc, char **argv) {
                    why[0] ? why : "it sees no device");
             continue;
         }
+        if (!auto_backend) {
+            auto_backend = p->desc->name;
+            auto_count = n;
+        }
         for (int d = 0; d < n; d++) {
             tr_device_info info;
             if (ops.info(d, &info) != TR_OK) {
@@ -86,12 +91,10 @@ int trainer_devices_cmd(int argc, char **argv) {
         printf("%-5s %-6d %-50s %s\n", "gpu", 0, "-", "no GPU: no GPU device plugin was found (the CUDA one is "
                                                          "plugins/devices/cuda)");
     printf("\ncommunication backends: %s\n", comms[0] ? comms : "none found");
-    /* What auto would count: the first device plugin that sees a GPU (trainer.gpu_backend auto). */
-    tr_gpu_scan scan;
-    if (tr_gpu_scan_registry(reg, "auto", &scan) == TR_OK && scan.count > 0)
+    if (auto_backend)
         printf("strategy auto here: %d GPU%s of %s: single-gpu for devices 1, ddp with one process per GPU for more, "
                "where the strategy can run on GPUs (else the CPU, saying why); accelerator cpu: cpu or ddp over CPU ranks ",
-               scan.count, scan.count == 1 ? "" : "s", scan.backend->desc->name);
+               auto_count, auto_count == 1 ? "" : "s", auto_backend);
     else
         printf("strategy auto here: cpu for trainer.devices 1, ddp over N CPU ranks for trainer.devices N ");
     printf("(`trainer plan CONFIG` shows a config's choice)\n");

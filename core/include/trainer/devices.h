@@ -63,7 +63,6 @@ const char *tr_accelerator_name(tr_accelerator a);
  */
 typedef struct tr_gpu_scan {
     const tr_plugin *backend;    /* the device plugin a GPU run uses; NULL when none sees a GPU */
-    tr_device_ops ops;           /* its table (validated copy); zeroed without a backend */
     int count;                   /* GPUs it sees */
     char why[512];               /* with count 0: why, backend by backend ("cuda: no CUDA driver
                                   * (...)"), or that no device plugin was found */

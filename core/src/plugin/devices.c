@@ -3,15 +3,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "plugin/plugin_impl.h"
 #include "trainer/devices.h"
 
 tr_status tr_device_ops_of(const tr_plugin *p, tr_device_ops *out) {
-    memset(out, 0, sizeof *out);
-    size_t size = p->desc->ops_size, first = offsetof(tr_device_ops, info) + sizeof out->info;
-    if (size < first)
-        return tr_error_set(TR_ERR_PLUGIN, "%s: device plugin %s: its ops table has %zu bytes, a device plugin needs at least "
-                                           "%zu (count, info)", p->path, p->desc->name, size, first);
-    memcpy(out, p->desc->ops, size < sizeof *out ? size : sizeof *out);
+    TR_CHECK(plugin_copy_ops(p, out, sizeof *out, offsetof(tr_device_ops, info) + sizeof out->info, "device plugin",
+                             "count, info"));
     if (!out->count || !out->info)
         return tr_error_set(TR_ERR_PLUGIN, "%s: device plugin %s lacks the required operation '%s'", p->path, p->desc->name,
                             !out->count ? "count" : "info");
@@ -49,7 +46,6 @@ tr_status tr_gpu_scan_registry(const tr_registry *reg, const char *backend, tr_g
         int n = ops.count(why, sizeof why);
         if (n > 0) {
             out->backend = p;
-            out->ops = ops;
             out->count = n;
             out->why[0] = 0;
             return TR_OK;

@@ -16,6 +16,17 @@
 /* Size of the first published descriptor: anything smaller cannot be read safely. */
 #define DESC_MIN_SIZE (offsetof(tr_plugin_desc, ops_size) + sizeof(uint32_t))
 
+tr_status plugin_copy_ops(const tr_plugin *p, void *out, size_t out_size, size_t min_size, const char *kind,
+                          const char *first_entries) {
+    size_t size = p->desc->ops_size;
+    memset(out, 0, out_size);
+    if (size < min_size)
+        return tr_error_set(TR_ERR_PLUGIN, "%s: %s %s: its ops table has %zu bytes, a %s needs at least %zu (%s)", p->path,
+                            kind, p->desc->name, size, kind, min_size, first_entries);
+    memcpy(out, p->desc->ops, size < out_size ? size : out_size);
+    return TR_OK;
+}
+
 const char *tr_plugin_kind_name(tr_plugin_kind kind) {
     switch (kind) {
     case TR_PLUGIN_MODEL: return "model";

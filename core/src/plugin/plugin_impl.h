@@ -18,4 +18,12 @@ tr_status plugin_desc_check(const char *path, const tr_plugin_desc *d);
  * Messages name path, the plugin and the option. */
 tr_status plugin_options_check(const char *path, const char *plugin, const tr_option_spec *specs, uint32_t n);
 
+/* Copies p's ops table into `out` (out_size bytes, the table as this core knows it): an older
+ * plugin's shorter table is zero-extended, so entries it does not know are NULL (ABI policy,
+ * docs/abi.md); a newer, longer one is cut to out_size. A table shorter than min_size (the
+ * entries of the kind's first version) is refused: "PATH: KIND NAME: its ops table has N
+ * bytes, a KIND needs at least M (FIRST_ENTRIES)". */
+tr_status plugin_copy_ops(const tr_plugin *p, void *out, size_t out_size, size_t min_size, const char *kind,
+                          const char *first_entries);
+
 #endif

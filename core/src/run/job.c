@@ -1,6 +1,7 @@
 /* A job from a config: reading and checking every section, finding the plugins, making the
  * datasets, the strategy and the loaders (shared by `trainer run`, `eval` and `predict`). */
 #include "job.h"
+#include "plugin/plugin_impl.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -369,10 +370,10 @@ static tr_status pick_strategy(job *j, const char *no_gpu) {
     /* A CPU request (accelerator cpu, or strategy cpu) never needs the GPUs counted; a backend
      * named is checked all the same. */
     int cpu_only = rq.accelerator == TR_ACCEL_CPU || (rq.accelerator == TR_ACCEL_AUTO && strcmp(name, "cpu") == 0);
-    if (!cpu_only || strcmp(backend, "auto") != 0)
-        TR_CHECK(tr_gpu_scan_registry(j->reg, backend, &j->gpus));
-    else
-        snprintf(j->gpus.why, sizeof j->gpus.why, "not counted for a CPU run");
+    if (!no_gpu) { /* a retry keeps the first pick's count */
+        if (!cpu_only || strcmp(backend, "auto") != 0) TR_CHECK(tr_gpu_scan_registry(j->reg, backend, &j->gpus));
+        else snprintf(j->gpus.why, sizeof j->gpus.why, "not counted for a CPU run");
+    }
     tr_device_choice c;
     TR_CHECK(tr_choose_devices(&rq, no_gpu ? 0 : j->gpus.count, no_gpu ? no_gpu : j->gpus.why, tr_cpu_count(), &c));
     j->s.devices = c.devices;
@@ -438,16 +439,16 @@ static tr_status choose_strategy(job *j) {
     TR_CHECK(tr_cfg_get_string(j->root, "trainer.strategy", "auto", &name, 0));
     snprintf(j->strategy_asked, sizeof j->strategy_asked, "%s", name);
     tr_status st = pick_strategy(j, NULL);
-    int gpu_wanted = j->choice_made ? j->accelerator == TR_ACCEL_GPU : j->gpus.count > 0;
-    int missing = st == TR_ERR_NOT_FOUND && j->choice_made;
-    if (missing) snprintf(j->gpu_refused, sizeof j->gpu_refused, "no strategy plugin %s is installed", j->picked);
-    if (st == TR_OK) st = ready_strategy(j);
-    int unusable = !j->choice_made || j->gpu_refused[0];
-    if (st == TR_OK || j->s.accelerator != TR_ACCEL_AUTO || !gpu_wanted || !unusable) return st;
+    if (st != TR_OK && !j->choice_made && j->gpus.count > 0) /* the rule refused a GPU request */
+        snprintf(j->gpu_refused, sizeof j->gpu_refused, "%s", tr_error_msg());
+    else if (st == TR_ERR_NOT_FOUND && j->choice_made && j->accelerator == TR_ACCEL_GPU)
+        snprintf(j->gpu_refused, sizeof j->gpu_refused, "no strategy plugin %s is installed", j->picked);
+    if (st == TR_OK) st = ready_strategy(j); /* sets gpu_refused when the strategy cannot run on GPUs */
+    if (st == TR_OK || j->s.accelerator != TR_ACCEL_AUTO || !j->gpu_refused[0]) return st;
     char no_gpu[sizeof j->why];
     int n = j->gpus.count;
     snprintf(no_gpu, sizeof no_gpu, "%d GPU%s of %s left unused: %s", n, n == 1 ? "" : "s", j->gpus.backend->desc->name,
-             j->gpu_refused[0] ? j->gpu_refused : tr_error_msg());
+             j->gpu_refused);
     TR_CHECK(pick_strategy(j, no_gpu));
     j->gpu_fallback = 1;
     if (!j->strategy_auto) { /* auto's reason says it already ("found no GPU (...)") */
@@ -461,12 +462,8 @@ tr_status job_strategy_ops(const tr_plugin *p, tr_strategy_ops *out) {
     /* The first published table ends with `state`; entries after it may be absent: an older
      * plugin's shorter table is copied into a full one whose missing entries are NULL, so the
      * optional operations are plain NULL checks everywhere. */
-    size_t size = p->desc->ops_size, first = offsetof(tr_strategy_ops, state) + sizeof out->state;
-    if (size < first)
-        return tr_error_set(TR_ERR_PLUGIN, "%s: strategy %s: its ops table has %zu bytes, a strategy needs at least %zu "
-                                           "(create ... state)", p->path, p->desc->name, size, first);
-    memset(out, 0, sizeof *out);
-    memcpy(out, p->desc->ops, size < sizeof *out ? size : sizeof *out);
+    TR_CHECK(plugin_copy_ops(p, out, sizeof *out, offsetof(tr_strategy_ops, state) + sizeof out->state, "strategy",
+                             "create ... state"));
     const char *missing = !out->create ? "create" : !out->destroy ? "destroy" : !out->train_micro ? "train_micro"
                           : !out->optim_step ? "optim_step" : !out->forward ? "forward" : !out->state ? "state" : NULL;
     if (missing)
