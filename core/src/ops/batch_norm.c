@@ -16,8 +16,6 @@
 
 #include "autograd/node.h"
 
-/* Lanes of a vectorised sum: one 64-byte vector of the type. */
-#define BN_LANES(type) ((int)(64 / sizeof(type)))
 #define BN_BLOCK 512
 
 #define TR_GENERIC "ops/batch_norm.inc"

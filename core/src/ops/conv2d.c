@@ -2,16 +2,20 @@
  * groups. Images go in chunks: im2col of a chunk into one (C*KH*KW, chunk*OH*OW) buffer, then
  * one BLAS GEMM with the weight; backward recomputes the col buffer (cheaper than keeping it),
  * makes the weight gradient with one GEMM per chunk and scatters the input gradient back with
- * col2im. Chunks hold about CONV_CHUNK_COLS output positions, so that a GEMM is wide enough
- * for BLAS's peak while the buffers stay a few MiB (from the arena) whatever the batch. */
+ * col2im. Chunks are sized to stay in L2 (below) yet give a GEMM a few hundred columns or
+ * more, and the buffers (from the arena) stay small whatever the batch. */
 #include <omp.h>
 #include <string.h>
 
 #include "autograd/node.h"
 #include "ops/gemm.h"
 
-/* Output positions (GEMM columns) per chunk of images: at least one image per chunk. */
-#define CONV_CHUNK_COLS 4096
+/* A chunk's buffers, col (C*KH*KW, cols) and y (OC, cols), are sized to stay in a core's L2
+ * cache (about CONV_CHUNK_BYTES) while im2col writes them and the GEMM reads them, with at
+ * least CONV_CHUNK_MIN_COLS GEMM columns. Larger chunks (4096 columns: 4.6 MB for a 32-channel
+ * 3x3 input) made every im2col store miss L2: FashionCNN trained 10% slower. */
+#define CONV_CHUNK_BYTES (1 << 20)
+#define CONV_CHUNK_MIN_COLS 256
 
 typedef struct conv_dims {
     int64_t N, C, H, W;   /* input */
@@ -33,19 +37,83 @@ static void conv_valid_range(int64_t *lo, int64_t *hi, int64_t kw, int64_t W, in
     *hi = h;
 }
 
-/* Images per chunk. */
-static int64_t conv_chunk(const conv_dims *d) {
-    int64_t P = d->OH * d->OW, nc = P > 0 ? CONV_CHUNK_COLS / P : 1;
+/* Images per chunk: at least one. */
+static int64_t conv_chunk(const conv_dims *d, size_t elem) {
+    int64_t P = d->OH * d->OW, rows = d->C * d->KH * d->KW + d->OC;
+    int64_t cols = CONV_CHUNK_BYTES / (rows * (int64_t)elem);
+    if (cols < CONV_CHUNK_MIN_COLS) cols = CONV_CHUNK_MIN_COLS;
+    int64_t nc = P > 0 ? cols / P : 1;
     if (nc < 1) nc = 1;
     return nc < d->N ? nc : (d->N > 0 ? d->N : 1);
 }
 
 /* Reals of scratch, forward and backward: col (CKK, chunk) and y or dy (OC, chunk). */
-static int64_t conv_scratch(const conv_dims *d) {
-    return (d->C * d->KH * d->KW + d->OC) * conv_chunk(d) * d->OH * d->OW;
+static int64_t conv_scratch(const conv_dims *d, size_t elem) {
+    return (d->C * d->KH * d->KW + d->OC) * conv_chunk(d, elem) * d->OH * d->OW;
 }
 
 #define CONV_LANES 16  /* lanes of the bias gradient's sums */
+
+/* Short rows: im2col and col2im move rows of OW values (12 to 28 in small CNNs), where a
+ * plain loop spends more on its vector prologue and scalar tail than on the copy. With
+ * AVX-512 a row is full vectors and one masked one (masked-off lanes are neither read nor
+ * written, so nothing past the row is touched). */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+static inline __mmask16 conv_mask16(int64_t n) { return (__mmask16)((1u << n) - 1u); }
+static inline __mmask8 conv_mask8(int64_t n) { return (__mmask8)((1u << n) - 1u); }
+
+static inline void conv_row_copy_f32(float *dst, const float *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i));
+    if (i < n) {
+        __mmask16 m = conv_mask16(n - i);
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_maskz_loadu_ps(m, src + i));
+    }
+}
+
+static inline void conv_row_add_f32(float *dst, const float *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_add_ps(_mm512_loadu_ps(dst + i), _mm512_loadu_ps(src + i)));
+    if (i < n) {
+        __mmask16 m = conv_mask16(n - i);
+        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, dst + i), _mm512_maskz_loadu_ps(m, src + i));
+        _mm512_mask_storeu_ps(dst + i, m, v);
+    }
+}
+
+static inline void conv_row_copy_f64(double *dst, const double *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm512_storeu_pd(dst + i, _mm512_loadu_pd(src + i));
+    if (i < n) {
+        __mmask8 m = conv_mask8(n - i);
+        _mm512_mask_storeu_pd(dst + i, m, _mm512_maskz_loadu_pd(m, src + i));
+    }
+}
+
+static inline void conv_row_add_f64(double *dst, const double *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm512_storeu_pd(dst + i, _mm512_add_pd(_mm512_loadu_pd(dst + i), _mm512_loadu_pd(src + i)));
+    if (i < n) {
+        __mmask8 m = conv_mask8(n - i);
+        __m512d v = _mm512_add_pd(_mm512_maskz_loadu_pd(m, dst + i), _mm512_maskz_loadu_pd(m, src + i));
+        _mm512_mask_storeu_pd(dst + i, m, v);
+    }
+}
+#else
+#define CONV_ROW_LOOPS(type, sfx)                                                             \
+    static inline void conv_row_copy_##sfx(type *dst, const type *src, int64_t n) {         \
+        for (int64_t i = 0; i < n; i++) dst[i] = src[i];                                      \
+    }                                                                                         \
+    static inline void conv_row_add_##sfx(type *dst, const type *src, int64_t n) {          \
+        for (int64_t i = 0; i < n; i++) dst[i] += src[i];                                     \
+    }
+CONV_ROW_LOOPS(float, f32)
+CONV_ROW_LOOPS(double, f64)
+#endif
 
 #define TR_GENERIC "ops/conv2d.inc"
 #include "ops/generic.h"
@@ -65,7 +133,7 @@ static void conv2d_backward(tr_graph *g, tr_node *n) {
     void *dx = op_grad_write(g, x, &acc), *dw = op_grad(g, w), *db = b ? op_grad(g, b) : NULL;
     if ((!dx && !dw && !db) || d.N == 0) return;
     size_t elem = tr_dtype_size(x->dtype);
-    void *scratch = op_alloc(g, (size_t)conv_scratch(&d) * elem);
+    void *scratch = op_alloc(g, (size_t)conv_scratch(&d, elem) * elem);
     if (!scratch) return;
     TR_DISPATCH(x->dtype, conv2d_backward, dx, dw, db, n->out->grad, x->data, w->data, scratch, &d, acc);
 }
@@ -100,7 +168,7 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
     if (!y) return NULL;
     if (d.N > 0) {
         size_t elem = tr_dtype_size(x->dtype);
-        void *scratch = op_alloc(g, (size_t)conv_scratch(&d) * elem);
+        void *scratch = op_alloc(g, (size_t)conv_scratch(&d, elem) * elem);
         if (!scratch) return NULL;
         TR_DISPATCH(x->dtype, conv2d_forward, y->data, x->data, w->data, b ? b->data : NULL,
                     scratch, &d);
