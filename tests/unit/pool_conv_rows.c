@@ -1,0 +1,116 @@
+/* The short-row vector paths of max_pool2d (2x2, stride 2) and conv2d (im2col and col2im rows),
+ * which run in f32 only, against the same ops in f64, which run the plain loops: forward and
+ * input gradient, written (the first gradient into the buffer) and accumulated (the input
+ * used twice).
+ * Widths cover one masked vector (6, 7, 14 outputs), full vectors plus a tail (17, 40) and
+ * odd rows and columns that no pool window covers; pool inputs have ties and NaNs, whose
+ * winner (the first in scan order; a NaN wins) the f32 path must pick as the loops do. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "trainer/trainer.h"
+
+static double value(uint64_t i, uint64_t salt) { /* deterministic values in [-1, 1) */
+    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ salt * 0xBF58476D1CE4E5B9ull;
+    z ^= z >> 31;
+    z *= 0x94D049BB133111EBull;
+    z ^= z >> 29;
+    return (double)(z >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+/* Pool inputs: values on a coarse grid (many ties within a window), some NaN. */
+static double pool_value(uint64_t i, uint64_t salt) {
+    double v = value(i, salt);
+    if (salt == 1 && (i % 23 == 5 || i % 37 == 0)) return NAN;
+    return salt == 1 ? floor(v * 3) : v;
+}
+
+static void fill(tr_tensor *t, uint64_t salt, int pool) {
+    int64_t n = tr_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double v = pool ? pool_value((uint64_t)i, salt) : value((uint64_t)i, salt);
+        if (t->dtype == TR_F64) ((double *)t->data)[i] = v;
+        else ((float *)t->data)[i] = (float)v;
+    }
+}
+
+/* f32 a equals f64 ref (NaN where ref is NaN) within tol relative to max |ref|. */
+static int same(const float *a, const double *ref, int64_t n, double tol, double *err) {
+    double d = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(ref[i]) || isnan(a[i])) {
+            if (isnan(ref[i]) != isnan(a[i])) d = INFINITY;
+            continue;
+        }
+        d = fmax(d, fabs((double)a[i] - ref[i]));
+        m = fmax(m, fabs(ref[i]));
+    }
+    *err = m > 0 ? d / m : d;
+    return *err <= tol;
+}
+
+typedef struct run {
+    double y[2 * 3 * 42 * 42 * 4], dx[2 * 3 * 42 * 42];
+} run;
+
+/* out = op(x), or with `twice` op(x) + op(x) (pool) or op(x) + op(2x) (conv); the loss is
+ * sum(out * r). kind 0: max-pool 2x2; 1: conv 3x3 stride 1 padding 1 to 4 channels; 2: the
+ * same without padding. Returns op(x)'s numel, its values in y_out and x's gradient in dx_out. */
+static int64_t forward_backward(int kind, tr_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                                int twice, double *y_out, double *dx_out) {
+    tr_graph *g;
+    tr_graph_create(&g, 0);
+    tr_tensor *x = tr_graph_leaf(g, dt, 4, (int64_t[]){N, C, H, W});
+    fill(x, 1 + (uint64_t)kind, kind == 0);
+    tr_tensor *w = NULL, *out, *out2 = NULL;
+    if (kind) {
+        w = tr_graph_input(g, dt, 4, (int64_t[]){4, C, 3, 3});
+        fill(w, 7, 0);
+        out = tr_conv2d(g, x, w, NULL, 1, kind == 1 ? 1 : 0);
+        if (twice) out2 = tr_conv2d(g, tr_scale(g, x, 2.0), w, NULL, 1, kind == 1 ? 1 : 0);
+    } else {
+        out = tr_max_pool2d(g, x, 2, 2, 0);
+        if (twice) out2 = tr_max_pool2d(g, x, 2, 2, 0);
+    }
+    CHECK(out != NULL, "forward: %s", tr_error_msg());
+    tr_tensor *r = tr_graph_input(g, dt, out->ndim, out->shape);
+    fill(r, 9, 0);
+    tr_tensor *s = out2 ? tr_add(g, out, out2) : out;
+    int64_t n = tr_tensor_numel(out), nx = tr_tensor_numel(x);
+    CHECK(tr_backward(g, tr_sum(g, tr_mul(g, s, r)), NULL) == TR_OK, "backward: %s", tr_error_msg());
+    for (int64_t i = 0; i < n; i++)
+        y_out[i] = dt == TR_F64 ? ((double *)out->data)[i] : ((float *)out->data)[i];
+    for (int64_t i = 0; i < nx; i++)
+        dx_out[i] = dt == TR_F64 ? ((double *)x->grad)[i] : ((float *)x->grad)[i];
+    tr_graph_destroy(g);
+    return n;
+}
+
+static void check_case(int kind, int64_t N, int64_t C, int64_t H, int64_t W, int twice) {
+    static run R64, R32;
+    static float y32[sizeof R32.y / sizeof(double)], dx32[sizeof R32.dx / sizeof(double)];
+    int64_t n = forward_backward(kind, TR_F64, N, C, H, W, twice, R64.y, R64.dx);
+    forward_backward(kind, TR_F32, N, C, H, W, twice, R32.y, R32.dx);
+    int64_t nx = N * C * H * W;
+    for (int64_t i = 0; i < n; i++) y32[i] = (float)R32.y[i];
+    for (int64_t i = 0; i < nx; i++) dx32[i] = (float)R32.dx[i];
+    double tol = kind == 0 ? 1e-6 : 1e-5, ey, ex;
+    int ok_y = same(y32, R64.y, n, tol, &ey), ok_x = same(dx32, R64.dx, nx, tol, &ex);
+    static const char *names[] = {"max_pool2d 2x2", "conv2d 3x3 p1", "conv2d 3x3 p0"};
+    CHECK(ok_y && ok_x, "%s, input (%lld, %lld, %lld, %lld)%s: f32 vs f64 y %.2g, dx %.2g (tol %.1g)",
+          names[kind], (long long)N, (long long)C, (long long)H, (long long)W,
+          twice ? ", used twice" : "", ey, ex, tol);
+}
+
+int main(void) {
+    static const int64_t sizes[][2] = {{12, 12}, {13, 15}, {28, 28}, {29, 34}, {34, 35}, {42, 40}, {5, 41}};
+    for (int t = 1; t <= 2; t++) {
+        tr_set_num_threads(t);
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+            for (int kind = 0; kind < 3; kind++)
+                for (int twice = 0; twice < 2; twice++)
+                    check_case(kind, 2, 3, sizes[i][0], sizes[i][1], twice);
+    }
+    return test_finish();
+}
