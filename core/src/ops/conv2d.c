@@ -103,6 +103,50 @@ static inline void conv_row_add_f64(double *dst, const double *src, int64_t n) {
         _mm512_mask_storeu_pd(dst + i, m, v);
     }
 }
+
+/* Lanes [a, b) of a 16-lane mask. */
+static inline __mmask16 conv_lanes16(int64_t a, int64_t b) {
+    if (a < 0) a = 0;
+    if (b > 16) b = 16;
+    if (a >= b) return 0;
+    return (__mmask16)(((1u << b) - 1u) & ~((1u << a) - 1u));
+}
+
+/* col2im at stride 1 in gather form: each row of dx is summed in registers from the dcol
+ * values that land on it and stored once (set, or added to when acc), where the scatter form
+ * adds row after row into overlapping stretches of dx and each load waits on the previous
+ * row's store (a failed store-to-load forward: 75% of col2im's time). Lane iw of a vector
+ * reads dcol row (c, kh, kw) at output (ih + P - kh, iw + P - kw), masked to the outputs that
+ * exist; masked-off lanes are never read. Returns 1, or 0 where it does not apply. */
+static int conv_col2im_gather_f32(float *dx, const float *dcol, int64_t ld, const conv_dims *d,
+                                  int acc) {
+    const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH,
+                  OW = d->OW, P = d->P;
+    if (d->S != 1) return 0;
+    for (int64_t c = 0; c < C; c++) {
+        for (int64_t ih = 0; ih < H; ih++) {
+            float *xr = dx + (c * H + ih) * W;
+            for (int64_t iw0 = 0; iw0 < W; iw0 += 16) {
+                __mmask16 mrow = conv_lanes16(0, W - iw0);
+                __m512 s = acc ? _mm512_maskz_loadu_ps(mrow, xr + iw0) : _mm512_setzero_ps();
+                for (int64_t kh = 0; kh < KH; kh++) {
+                    int64_t oh = ih + P - kh;
+                    if (oh < 0 || oh >= OH) continue;
+                    for (int64_t kw = 0; kw < KW; kw++) {
+                        /* lane l is output column ow = iw0 + l + P - kw */
+                        int64_t ow0 = iw0 + P - kw;
+                        __mmask16 m = mrow & conv_lanes16(-ow0, OW - ow0);
+                        if (!m) continue;
+                        const float *r = dcol + ((c * KH + kh) * KW + kw) * ld + oh * OW;
+                        s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, r + ow0));
+                    }
+                }
+                _mm512_mask_storeu_ps(xr + iw0, mrow, s);
+            }
+        }
+    }
+    return 1;
+}
 #else
 #define CONV_ROW_LOOPS(type, sfx)                                                             \
     static inline void conv_row_copy_##sfx(type *dst, const type *src, int64_t n) {         \
@@ -113,7 +157,18 @@ static inline void conv_row_add_f64(double *dst, const double *src, int64_t n) {
     }
 CONV_ROW_LOOPS(float, f32)
 CONV_ROW_LOOPS(double, f64)
+
+static int conv_col2im_gather_f32(float *dx, const float *dcol, int64_t ld, const conv_dims *d,
+                                  int acc) {
+    (void)dx, (void)dcol, (void)ld, (void)d, (void)acc;
+    return 0;
+}
 #endif
+static int conv_col2im_gather_f64(double *dx, const double *dcol, int64_t ld, const conv_dims *d,
+                                  int acc) {
+    (void)dx, (void)dcol, (void)ld, (void)d, (void)acc;
+    return 0;
+}
 
 #define TR_GENERIC "ops/conv2d.inc"
 #include "ops/generic.h"
