@@ -1,7 +1,8 @@
-/* The short-row vector paths of max_pool2d (2x2, stride 2) and conv2d (im2col and col2im rows),
- * which run in f32 only, against the same ops in f64, which run the plain loops: forward and
- * input gradient, written (the first gradient into the buffer) and accumulated (the input
- * used twice).
+/* The vector paths of max_pool2d (2x2, stride 2) and conv2d (im2col and col2im rows; the
+ * direct kernels for one input channel), which run in f32 only, against the same ops in f64,
+ * which run the plain loops and BLAS: forward, input gradient and conv's weight and bias
+ * gradients, written (the first gradient into the buffer) and accumulated (the input used
+ * twice).
  * Widths cover one masked vector (6, 7, 14 outputs), full vectors plus a tail (17, 40) and
  * odd rows and columns that no pool window covers; pool inputs have ties and NaNs, whose
  * winner (the first in scan order; a NaN wins) the f32 path must pick as the loops do. */
@@ -51,24 +52,26 @@ static int same(const float *a, const double *ref, int64_t n, double tol, double
 }
 
 typedef struct run {
-    double y[2 * 3 * 42 * 42 * 4], dx[2 * 3 * 42 * 42];
+    double y[2 * 3 * 42 * 42 * 4], dx[2 * 3 * 42 * 42], dw[4 * 3 * 9 + 4];
 } run;
 
 /* out = op(x), or with `twice` op(x) + op(x) (pool) or op(x) + op(2x) (conv); the loss is
- * sum(out * r). kind 0: max-pool 2x2; 1: conv 3x3 stride 1 padding 1 to 4 channels; 2: the
- * same without padding. Returns op(x)'s numel, its values in y_out and x's gradient in dx_out. */
+ * sum(out * r). kind 0: max-pool 2x2; 1: conv 3x3 stride 1 padding 1 to 4 channels, with
+ * bias; 2: the same without padding. Returns op(x)'s numel, its values in y_out, x's gradient
+ * in dx_out and conv's weight and bias gradients in dw_out. */
 static int64_t forward_backward(int kind, tr_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
-                                int twice, double *y_out, double *dx_out) {
+                                int twice, double *y_out, double *dx_out, double *dw_out) {
     tr_graph *g;
     tr_graph_create(&g, 0);
     tr_tensor *x = tr_graph_leaf(g, dt, 4, (int64_t[]){N, C, H, W});
     fill(x, 1 + (uint64_t)kind, kind == 0);
-    tr_tensor *w = NULL, *out, *out2 = NULL;
+    tr_tensor *w = NULL, *b = NULL, *out, *out2 = NULL;
     if (kind) {
-        w = tr_graph_input(g, dt, 4, (int64_t[]){4, C, 3, 3});
-        fill(w, 7, 0);
-        out = tr_conv2d(g, x, w, NULL, 1, kind == 1 ? 1 : 0);
-        if (twice) out2 = tr_conv2d(g, tr_scale(g, x, 2.0), w, NULL, 1, kind == 1 ? 1 : 0);
+        w = tr_graph_leaf(g, dt, 4, (int64_t[]){4, C, 3, 3});
+        b = tr_graph_leaf(g, dt, 1, (int64_t[]){4});
+        fill(w, 7, 0), fill(b, 8, 0);
+        out = tr_conv2d(g, x, w, b, 1, kind == 1 ? 1 : 0);
+        if (twice) out2 = tr_conv2d(g, tr_scale(g, x, 2.0), w, b, 1, kind == 1 ? 1 : 0);
     } else {
         out = tr_max_pool2d(g, x, 2, 2, 0);
         if (twice) out2 = tr_max_pool2d(g, x, 2, 2, 0);
@@ -83,6 +86,11 @@ static int64_t forward_backward(int kind, tr_dtype dt, int64_t N, int64_t C, int
         y_out[i] = dt == TR_F64 ? ((double *)out->data)[i] : ((float *)out->data)[i];
     for (int64_t i = 0; i < nx; i++)
         dx_out[i] = dt == TR_F64 ? ((double *)x->grad)[i] : ((float *)x->grad)[i];
+    for (int64_t i = 0; kind && i < 4 * C * 9 + 4; i++) {
+        const void *gr = i < 4 * C * 9 ? w->grad : b->grad;
+        int64_t k = i < 4 * C * 9 ? i : i - 4 * C * 9;
+        dw_out[i] = dt == TR_F64 ? ((const double *)gr)[k] : ((const float *)gr)[k];
+    }
     tr_graph_destroy(g);
     return n;
 }
@@ -90,17 +98,21 @@ static int64_t forward_backward(int kind, tr_dtype dt, int64_t N, int64_t C, int
 static void check_case(int kind, int64_t N, int64_t C, int64_t H, int64_t W, int twice) {
     static run R64, R32;
     static float y32[sizeof R32.y / sizeof(double)], dx32[sizeof R32.dx / sizeof(double)];
-    int64_t n = forward_backward(kind, TR_F64, N, C, H, W, twice, R64.y, R64.dx);
-    forward_backward(kind, TR_F32, N, C, H, W, twice, R32.y, R32.dx);
-    int64_t nx = N * C * H * W;
+    static float dw32[sizeof R32.dw / sizeof(double)];
+    int64_t n = forward_backward(kind, TR_F64, N, C, H, W, twice, R64.y, R64.dx, R64.dw);
+    forward_backward(kind, TR_F32, N, C, H, W, twice, R32.y, R32.dx, R32.dw);
+    int64_t nx = N * C * H * W, nw = kind ? 4 * C * 9 + 4 : 0;
     for (int64_t i = 0; i < n; i++) y32[i] = (float)R32.y[i];
     for (int64_t i = 0; i < nx; i++) dx32[i] = (float)R32.dx[i];
-    double tol = kind == 0 ? 1e-6 : 1e-5, ey, ex;
+    for (int64_t i = 0; i < nw; i++) dw32[i] = (float)R32.dw[i];
+    double tol = kind == 0 ? 1e-6 : 1e-5, ey, ex, ew = 0;
     int ok_y = same(y32, R64.y, n, tol, &ey), ok_x = same(dx32, R64.dx, nx, tol, &ex);
+    int ok_w = same(dw32, R64.dw, nw, tol, &ew);
     static const char *names[] = {"max_pool2d 2x2", "conv2d 3x3 p1", "conv2d 3x3 p0"};
-    CHECK(ok_y && ok_x, "%s, input (%lld, %lld, %lld, %lld)%s: f32 vs f64 y %.2g, dx %.2g (tol %.1g)",
+    CHECK(ok_y && ok_x && ok_w,
+          "%s, input (%lld, %lld, %lld, %lld)%s: f32 vs f64 y %.2g, dx %.2g, dw/db %.2g (tol %.1g)",
           names[kind], (long long)N, (long long)C, (long long)H, (long long)W,
-          twice ? ", used twice" : "", ey, ex, tol);
+          twice ? ", used twice" : "", ey, ex, ew, tol);
 }
 
 int main(void) {
@@ -109,8 +121,9 @@ int main(void) {
         tr_set_num_threads(t);
         for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
             for (int kind = 0; kind < 3; kind++)
-                for (int twice = 0; twice < 2; twice++)
-                    check_case(kind, 2, 3, sizes[i][0], sizes[i][1], twice);
+                for (int64_t C = kind ? 1 : 3; C <= 3; C += 2) /* conv: direct (1), im2col (3) */
+                    for (int twice = 0; twice < 2; twice++)
+                        check_case(kind, 2, C, sizes[i][0], sizes[i][1], twice);
     }
     return test_finish();
 }

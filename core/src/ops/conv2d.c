@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "ops/conv2d_direct.h"
 #include "ops/gemm.h"
 
 /* A chunk's buffers, col (C*KH*KW, cols) and y (OC, cols), are sized to stay in a core's L2
@@ -16,13 +17,6 @@
  * 3x3 input) made every im2col store miss L2: FashionCNN trained 10% slower. */
 #define CONV_CHUNK_BYTES (1 << 20)
 #define CONV_CHUNK_MIN_COLS 256
-
-typedef struct conv_dims {
-    int64_t N, C, H, W;   /* input */
-    int64_t OC, KH, KW;   /* weight */
-    int64_t S, P;         /* stride, padding */
-    int64_t OH, OW;       /* output */
-} conv_dims;
 
 /* Output columns [lo, hi) whose tap kw reads a real input column (not padding). */
 static void conv_valid_range(int64_t *lo, int64_t *hi, int64_t kw, int64_t W, int64_t OW,
@@ -187,7 +181,14 @@ static void conv2d_backward(tr_graph *g, tr_node *n) {
     int acc;
     void *dx = op_grad_write(g, x, &acc), *dw = op_grad(g, w), *db = b ? op_grad(g, b) : NULL;
     if ((!dx && !dw && !db) || d.N == 0) return;
-    size_t elem = tr_dtype_size(x->dtype);
+    size_t elem = tr_dtype_size(x->dtype), direct = conv_direct_scratch(&d, elem);
+    if (direct && (dw || db)) { /* few input channels: weight and bias gradients directly */
+        float *sc = op_alloc(g, direct * sizeof(float));
+        if (!sc) return;
+        conv_direct_backward_params_f32(dw, db, n->out->grad, x->data, sc, &d);
+        dw = db = NULL;
+        if (!dx) return;
+    }
     void *scratch = op_alloc(g, (size_t)conv_scratch(&d, elem) * elem);
     if (!scratch) return;
     TR_DISPATCH(x->dtype, conv2d_backward, dx, dw, db, n->out->grad, x->data, w->data, scratch, &d, acc);
@@ -222,11 +223,12 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
     tr_tensor *y = op_out(g, x->dtype, 4, (int64_t[]){d.N, d.OC, d.OH, d.OW});
     if (!y) return NULL;
     if (d.N > 0) {
-        size_t elem = tr_dtype_size(x->dtype);
-        void *scratch = op_alloc(g, (size_t)conv_scratch(&d, elem) * elem);
+        size_t elem = tr_dtype_size(x->dtype), direct = conv_direct_scratch(&d, elem);
+        void *scratch = op_alloc(g, direct ? direct * sizeof(float) : (size_t)conv_scratch(&d, elem) * elem);
         if (!scratch) return NULL;
-        TR_DISPATCH(x->dtype, conv2d_forward, y->data, x->data, w->data, b ? b->data : NULL,
-                    scratch, &d);
+        if (!direct || !conv_direct_forward_f32(y->data, x->data, w->data, b ? b->data : NULL, scratch, &d))
+            TR_DISPATCH(x->dtype, conv2d_forward, y->data, x->data, w->data, b ? b->data : NULL,
+                        scratch, &d);
     }
     if (op_needs_grad(g, 3, x, w, b)) {
         tr_node *n = op_record(g, "conv2d", conv2d_backward, y, 3, x, w, b);

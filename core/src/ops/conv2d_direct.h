@@ -1,0 +1,36 @@
+/* Private: 2-D convolution at stride 1 computed directly, without im2col and a GEMM, for
+ * inputs with few channels (C*KH*KW <= CONV_DIRECT_MAX_TAPS: the one-channel 3x3 first layer
+ * of an MNIST CNN has 9 taps). Such a GEMM has an inner dimension of 9, far too short for
+ * BLAS: its output is read and written once per 9 multiply-adds and then copied out of the
+ * chunk layout. (At 27 taps, RGB 3x3, the weight gradient's 27 dot products at once are
+ * bound by their loads and im2col's GEMM is as fast.) Here every output row is computed in registers from a
+ * zero-padded copy of the image and stored once, with the bias. f32 with AVX-512 only; the
+ * functions return 0 (nothing done) elsewhere and the caller uses im2col. */
+#ifndef TR_OPS_CONV2D_DIRECT_H
+#define TR_OPS_CONV2D_DIRECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct conv_dims {
+    int64_t N, C, H, W;   /* input */
+    int64_t OC, KH, KW;   /* weight */
+    int64_t S, P;         /* stride, padding */
+    int64_t OH, OW;       /* output */
+} conv_dims;
+
+#define CONV_DIRECT_MAX_TAPS 16
+
+/* Floats of scratch the direct kernels need (one padded image per thread), or 0 when the
+ * direct path does not apply to these dims and this dtype size. */
+size_t conv_direct_scratch(const conv_dims *d, size_t elem);
+
+/* out (N, OC, OH, OW) = conv(inp, weight) + bias (bias may be NULL). */
+int conv_direct_forward_f32(float *out, const float *inp, const float *weight, const float *bias,
+                            float *scratch, const conv_dims *d);
+
+/* dweight += the weight gradient, dbias += the bias gradient (either may be NULL). */
+int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *dout,
+                                    const float *inp, float *scratch, const conv_dims *d);
+
+#endif
