@@ -1,9 +1,11 @@
 /* 2-D convolution, NCHW, one stride and one zero padding for both dims; no dilation or
  * groups. Images go in chunks: im2col of a chunk into one (C*KH*KW, chunk*OH*OW) buffer, then
  * one BLAS GEMM with the weight; backward recomputes the col buffer (cheaper than keeping it),
- * makes the weight gradient with one GEMM per chunk and scatters the input gradient back with
- * col2im. Chunks are sized to stay in L2 (below) yet give a GEMM a few hundred columns or
- * more, and the buffers (from the arena) stay small whatever the batch. */
+ * makes the weight gradient with one GEMM per chunk and sums the input gradient back from the
+ * GEMM's dcol (col2im). Chunks are sized to stay in L2 (below) yet give a GEMM a few hundred
+ * columns or more, and the buffers (from the arena) stay small whatever the batch. Inputs
+ * with few channels at stride 1 skip im2col for the output and the parameter gradients
+ * (ops/conv2d_direct.c). */
 #include <omp.h>
 #include <string.h>
 
