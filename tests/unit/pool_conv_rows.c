@@ -51,13 +51,16 @@ static int same(const float *a, const double *ref, int64_t n, double tol, double
     return *err <= tol;
 }
 
+#define MAX_N 7
+#define MAX_HW (42 * 80)
+
 typedef struct run {
-    double y[2 * 3 * 42 * 42 * 4], dx[2 * 3 * 42 * 42], dw[4 * 3 * 9 + 4];
+    double y[MAX_N * 4 * MAX_HW * 2], dx[MAX_N * 3 * MAX_HW], dw[4 * 3 * 9 + 4];
 } run;
 
 /* out = op(x), or with `twice` op(x) + op(x) (pool) or op(x) + op(2x) (conv); the loss is
  * sum(out * r). kind 0: max-pool 2x2; 1: conv 3x3 stride 1 padding 1 to 4 channels, with
- * bias; 2: the same without padding. Returns op(x)'s numel, its values in y_out, x's gradient
+ * bias; 2: the same without padding; 3: padding 2. Returns op(x)'s numel, its values in y_out, x's gradient
  * in dx_out and conv's weight and bias gradients in dw_out. */
 static int64_t forward_backward(int kind, tr_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                 int twice, double *y_out, double *dx_out, double *dw_out) {
@@ -70,8 +73,9 @@ static int64_t forward_backward(int kind, tr_dtype dt, int64_t N, int64_t C, int
         w = tr_graph_leaf(g, dt, 4, (int64_t[]){4, C, 3, 3});
         b = tr_graph_leaf(g, dt, 1, (int64_t[]){4});
         fill(w, 7, 0), fill(b, 8, 0);
-        out = tr_conv2d(g, x, w, b, 1, kind == 1 ? 1 : 0);
-        if (twice) out2 = tr_conv2d(g, tr_scale(g, x, 2.0), w, b, 1, kind == 1 ? 1 : 0);
+        int pad = kind == 1 ? 1 : kind == 2 ? 0 : 2;
+        out = tr_conv2d(g, x, w, b, 1, pad);
+        if (twice) out2 = tr_conv2d(g, tr_scale(g, x, 2.0), w, b, 1, pad);
     } else {
         out = tr_max_pool2d(g, x, 2, 2, 0);
         if (twice) out2 = tr_max_pool2d(g, x, 2, 2, 0);
@@ -108,7 +112,7 @@ static void check_case(int kind, int64_t N, int64_t C, int64_t H, int64_t W, int
     double tol = kind == 0 ? 1e-6 : 1e-5, ey, ex, ew = 0;
     int ok_y = same(y32, R64.y, n, tol, &ey), ok_x = same(dx32, R64.dx, nx, tol, &ex);
     int ok_w = same(dw32, R64.dw, nw, tol, &ew);
-    static const char *names[] = {"max_pool2d 2x2", "conv2d 3x3 p1", "conv2d 3x3 p0"};
+    static const char *names[] = {"max_pool2d 2x2", "conv2d 3x3 p1", "conv2d 3x3 p0", "conv2d 3x3 p2"};
     CHECK(ok_y && ok_x && ok_w,
           "%s, input (%lld, %lld, %lld, %lld)%s: f32 vs f64 y %.2g, dx %.2g, dw/db %.2g (tol %.1g)",
           names[kind], (long long)N, (long long)C, (long long)H, (long long)W,
@@ -116,14 +120,23 @@ static void check_case(int kind, int64_t N, int64_t C, int64_t H, int64_t W, int
 }
 
 int main(void) {
-    static const int64_t sizes[][2] = {{12, 12}, {13, 15}, {28, 28}, {29, 34}, {34, 35}, {42, 40}, {5, 41}};
+    /* widths: one masked vector (pool outputs 6, 7, 8, 14; conv rows 12-16), full vectors and a
+     * tail (17, 20, 35 pool outputs; 28-70 conv), exactly 16 pool outputs (32) */
+    static const int64_t sizes[][2] = {{12, 12}, {13, 15}, {16, 16}, {28, 28}, {29, 34},
+                                       {34, 35}, {42, 40}, {5, 41}, {9, 32}, {6, 70}};
     for (int t = 1; t <= 2; t++) {
         tr_set_num_threads(t);
         for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
-            for (int kind = 0; kind < 3; kind++)
+            for (int kind = 0; kind < 4; kind++)
                 for (int64_t C = kind ? 1 : 3; C <= 3; C += 2) /* conv: direct (1), im2col (3) */
                     for (int twice = 0; twice < 2; twice++)
                         check_case(kind, 2, C, sizes[i][0], sizes[i][1], twice);
+        /* one image (a thread with none), three (an uneven split), seven (several im2col
+         * chunks of the three-channel input) */
+        for (int64_t N = 1; N <= MAX_N; N += N == 1 ? 2 : 4)
+            for (int kind = 0; kind < 4; kind++)
+                for (int64_t C = kind ? 1 : 3; C <= 3; C += 2)
+                    check_case(kind, N, C, 42, 40, 1);
     }
     return test_finish();
 }

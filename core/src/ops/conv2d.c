@@ -226,11 +226,14 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
     if (!y) return NULL;
     if (d.N > 0) {
         size_t elem = tr_dtype_size(x->dtype), direct = conv_direct_scratch(&d, elem);
-        void *scratch = op_alloc(g, direct ? direct * sizeof(float) : (size_t)conv_scratch(&d, elem) * elem);
-        if (!scratch) return NULL;
-        if (!direct || !conv_direct_forward_f32(y->data, x->data, w->data, b ? b->data : NULL, scratch, &d))
+        float *dsc = direct ? op_alloc(g, direct * sizeof(float)) : NULL;
+        if (direct && !dsc) return NULL;
+        if (!direct || !conv_direct_forward_f32(y->data, x->data, w->data, b ? b->data : NULL, dsc, &d)) {
+            void *scratch = op_alloc(g, (size_t)conv_scratch(&d, elem) * elem);
+            if (!scratch) return NULL;
             TR_DISPATCH(x->dtype, conv2d_forward, y->data, x->data, w->data, b ? b->data : NULL,
                         scratch, &d);
+        }
     }
     if (op_needs_grad(g, 3, x, w, b)) {
         tr_node *n = op_record(g, "conv2d", conv2d_backward, y, 3, x, w, b);

@@ -79,11 +79,13 @@ direct_dots(int64_t T, double *gw, double *gb, const float *dy, const float *xp,
     for (int64_t t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t oh = 0; oh < OH; oh++) {
         for (int64_t v = 0; v < nv; v++) {
-            __m512 g = _mm512_maskz_loadu_ps(direct_mask(OW - v * 16), dy + oh * OW + v * 16);
+            __mmask16 m = direct_mask(OW - v * 16);
+            __m512 g = _mm512_maskz_loadu_ps(m, dy + oh * OW + v * 16);
             const float *base = xp + oh * Wp + v * 16;
             sb = _mm512_add_ps(sb, g);
+            /* lanes past the row keep acc: their taps are real pixels (0 * inf is NaN) */
             for (int64_t t = 0; t < T; t++)
-                acc[t] = _mm512_fmadd_ps(g, _mm512_loadu_ps(base + off[t]), acc[t]);
+                acc[t] = _mm512_mask3_fmadd_ps(g, _mm512_loadu_ps(base + off[t]), acc[t], m);
         }
     }
     for (int64_t t = 0; t < T; t++) gw[t] += (double)_mm512_reduce_add_ps(acc[t]);
@@ -128,7 +130,8 @@ int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *d
     int64_t OC = d->OC, OH = d->OH, OW = d->OW, CHW = d->C * d->H * d->W;
     /* Threads split the images; each sums, per (image, output channel), the dot products of
      * dy's plane with each tap's shifted plane in float vectors, then into its own double sums
-     * over the images, which are added in thread order at the end. */
+     * over the images. The threads' sums are added in thread order into thread 0's, and
+     * rounded to float once. */
     int64_t per = direct_per_thread(d);
 #pragma omp parallel if (d->N * OC * OH * OW * T > (1 << 15))
     {
@@ -147,13 +150,17 @@ int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *d
                 }
             }
         }
+        double *gw0 = (double *)(void *)(scratch + (plane + 1) / 2 * 2);
 #pragma omp for ordered schedule(static, 1)
         for (int i = 0; i < omp_get_num_threads(); i++) {
 #pragma omp ordered
-            {
-                for (int64_t k = 0; dweight && k < OC * T; k++) dweight[k] += (float)gw[k];
-                for (int64_t o = 0; dbias && o < OC; o++) dbias[o] += (float)gb[o];
-            }
+            if (gw != gw0)
+                for (int64_t k = 0; k < OC * (T + 1); k++) gw0[k] += gw[k];
+        }
+#pragma omp single
+        {
+            for (int64_t k = 0; dweight && k < OC * T; k++) dweight[k] += (float)gw0[k];
+            for (int64_t o = 0; dbias && o < OC; o++) dbias[o] += (float)gw0[OC * T + o];
         }
     }
     return 1;
