@@ -82,3 +82,11 @@ void check_op_error(struct tr_graph *g, const char *file, int line, struct tr_te
     else if (n2 && !strstr(msg, n2)) test_fail_at(file, line, "message '%s' lacks '%s'", msg, n2);
     tr_graph_reset(g);
 }
+
+double test_value(uint64_t i, uint64_t salt) {
+    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ salt * 0xBF58476D1CE4E5B9ull;
+    z ^= z >> 31;
+    z *= 0x94D049BB133111EBull;
+    z ^= z >> 29;
+    return (double)(z >> 11) / (double)(1ull << 52) - 1.0;
+}

@@ -53,4 +53,8 @@ void check_op_error(struct tr_graph *g, const char *file, int line, struct tr_te
 /* Prints "N passed, M failed" and returns the exit status. */
 int test_finish(void);
 
+/* A deterministic value in [-1, 1) for element i of input `salt` (a mixing hash: no state,
+ * the same on every run and machine). */
+double test_value(uint64_t i, uint64_t salt);
+
 #endif

@@ -9,18 +9,11 @@
 #include "check.h"
 #include "trainer/trainer.h"
 
-static double value(uint64_t i, uint64_t salt) { /* deterministic values in [-1, 1) */
-    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ salt * 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 31;
-    z *= 0x94D049BB133111EBull;
-    z ^= z >> 29;
-    return (double)(z >> 11) / (double)(1ull << 52) - 1.0;
-}
 
 static void fill(tr_tensor *t, uint64_t salt) {
     int64_t n = tr_tensor_numel(t);
     for (int64_t i = 0; i < n; i++) {
-        double v = value((uint64_t)i, salt);
+        double v = test_value((uint64_t)i, salt);
         if (t->dtype == TR_F64) ((double *)t->data)[i] = v;
         else ((float *)t->data)[i] = (float)v;
     }

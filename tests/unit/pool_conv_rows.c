@@ -12,17 +12,10 @@
 #include "check.h"
 #include "trainer/trainer.h"
 
-static double value(uint64_t i, uint64_t salt) { /* deterministic values in [-1, 1) */
-    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ salt * 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 31;
-    z *= 0x94D049BB133111EBull;
-    z ^= z >> 29;
-    return (double)(z >> 11) / (double)(1ull << 52) - 1.0;
-}
 
 /* Pool inputs: values on a coarse grid (many ties within a window), some NaN. */
 static double pool_value(uint64_t i, uint64_t salt) {
-    double v = value(i, salt);
+    double v = test_value(i, salt);
     if (salt == 1 && (i % 23 == 5 || i % 37 == 0)) return NAN;
     return salt == 1 ? floor(v * 3) : v;
 }
@@ -30,7 +23,7 @@ static double pool_value(uint64_t i, uint64_t salt) {
 static void fill(tr_tensor *t, uint64_t salt, int pool) {
     int64_t n = tr_tensor_numel(t);
     for (int64_t i = 0; i < n; i++) {
-        double v = pool ? pool_value((uint64_t)i, salt) : value((uint64_t)i, salt);
+        double v = pool ? pool_value((uint64_t)i, salt) : test_value((uint64_t)i, salt);
         if (t->dtype == TR_F64) ((double *)t->data)[i] = v;
         else ((float *)t->data)[i] = (float)v;
     }

@@ -15,6 +15,19 @@ typedef struct pool_dims {
  * masked vectors (masked-off lanes are neither read nor written). Each returns 0 where it
  * does not apply (double, or no AVX-512), and the template's loops run instead. The same
  * winner as the scalar loop: a larger value or a NaN replaces the current one, in scan order. */
+#define POOL2_NO_ROWS(type, sfx)                                                              \
+    static int pool2_forward_row_##sfx(type *y, int32_t *am, const type *r0, const type *r1,  \
+                                       int32_t base, int32_t W, int64_t OW) {                 \
+        (void)y, (void)am, (void)r0, (void)r1, (void)base, (void)W, (void)OW;                 \
+        return 0;                                                                             \
+    }                                                                                         \
+    static int pool2_backward_row_##sfx(type *d0, type *d1, const type *dy, const int32_t *am, \
+                                        int32_t base, int32_t W, int64_t OW, int acc) {       \
+        (void)d0, (void)d1, (void)dy, (void)am, (void)base, (void)W, (void)OW, (void)acc;     \
+        return 0;                                                                             \
+    }
+POOL2_NO_ROWS(double, f64)
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
@@ -91,27 +104,8 @@ static int pool2_backward_row_f32(float *d0, float *d1, const float *dy, const i
     return 1;
 }
 #else
-static int pool2_forward_row_f32(float *y, int32_t *am, const float *r0, const float *r1,
-                                 int32_t base, int32_t W, int64_t OW) {
-    (void)y, (void)am, (void)r0, (void)r1, (void)base, (void)W, (void)OW;
-    return 0;
-}
-static int pool2_backward_row_f32(float *d0, float *d1, const float *dy, const int32_t *am,
-                                  int32_t base, int32_t W, int64_t OW, int acc) {
-    (void)d0, (void)d1, (void)dy, (void)am, (void)base, (void)W, (void)OW, (void)acc;
-    return 0;
-}
+POOL2_NO_ROWS(float, f32)
 #endif
-static int pool2_forward_row_f64(double *y, int32_t *am, const double *r0, const double *r1,
-                                 int32_t base, int32_t W, int64_t OW) {
-    (void)y, (void)am, (void)r0, (void)r1, (void)base, (void)W, (void)OW;
-    return 0;
-}
-static int pool2_backward_row_f64(double *d0, double *d1, const double *dy, const int32_t *am,
-                                  int32_t base, int32_t W, int64_t OW, int acc) {
-    (void)d0, (void)d1, (void)dy, (void)am, (void)base, (void)W, (void)OW, (void)acc;
-    return 0;
-}
 
 #define TR_GENERIC "ops/pool.inc"
 #include "ops/generic.h"
