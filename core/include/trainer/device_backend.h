@@ -21,9 +21,20 @@
  * variable (CUDA_VISIBLE_DEVICES, honoured: indexes 0..count-1 are the visible ones). count()
  * never fails and never aborts; it may be called more than once.
  *
- * This is the table's first version (discovery). Running ops on the devices (memory, streams,
- * kernels) is appended to it; a plugin built against this version can be counted and listed,
- * not trained on, and the core says so. */
+ * Execution (appended after discovery; a plugin whose table ends at `info` can be counted and
+ * listed, not trained on, and the core says so): open a device, its memory, copies between
+ * host and device, and the f32 kernel table (trainer/kernels.h) the ops run on it. The core
+ * wraps these in trainer/accel.h; strategies use that, not this table.
+ *
+ *   static tr_status open(int index, void **dev) { ... context, compute stream ... }
+ *   static tr_status alloc(void *dev, size_t bytes, void **p) { ... from a caching pool ... }
+ *   ...
+ *   static const tr_device_ops ops = {.count = count, .info = info, .open = open,
+ *       .close = close, .alloc = alloc, .free = release, .upload = upload,
+ *       .download = download, .sync = sync, .bind = bind, .kernels = &table};
+ *
+ * Ordering: kernels, uploads and zero-fills run in call order on the device's compute stream;
+ * download waits for everything before it and returns with dst written. */
 #ifndef TRAINER_DEVICE_BACKEND_H
 #define TRAINER_DEVICE_BACKEND_H
 
@@ -48,6 +59,28 @@ typedef struct tr_device_ops {
     int (*count)(char *why, size_t size);
     /* Device `index` (0 <= index < count()); an error when it cannot be queried. */
     tr_status (*info)(int index, tr_device_info *out);
+    /* ---- appended: execution ---- */
+    /* Opens device `index` (as count() numbers them) for this process: *dev is the plugin's
+     * handle for the calls below. A device may be opened more than once (several replicas
+     * on one GPU, a testing mode); each open is its own handle. */
+    tr_status (*open)(int index, void **dev);
+    void (*close)(void *dev);
+    /* Device memory, at least 256-byte aligned; an error (naming the device and the bytes)
+     * when there is not enough. free(dev, NULL) does nothing. */
+    tr_status (*alloc)(void *dev, size_t bytes, void **p);
+    void (*free)(void *dev, void *p);
+    /* Host src to device dst; src may be reused as soon as the call returns. */
+    tr_status (*upload)(void *dev, void *dst, const void *src, size_t bytes);
+    /* Device src to host dst, after all work queued before it; dst is written on return. */
+    tr_status (*download)(void *dev, void *dst, const void *src, size_t bytes);
+    /* Waits for the device's queued work; the first error a kernel raised since the last
+     * sync (its message naming the kernel), or TR_OK. */
+    tr_status (*sync)(void *dev);
+    /* Makes dev the device this thread's kernel calls run on (several devices in one process:
+     * dataparallel). */
+    tr_status (*bind)(void *dev);
+    /* The device's kernels. */
+    const struct tr_kernels *kernels;
 } tr_device_ops;
 
 #ifdef __cplusplus

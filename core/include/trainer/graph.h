@@ -69,6 +69,14 @@ void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample
  * counts in parameter tensors until the next reset: reset (or destroy) the graph before
  * destroying parameters it has used. */
 void tr_graph_set_params(tr_graph *g, struct tr_params *params);
+/* Runs the graph on a device (trainer/accel.h; borrowed, must outlive the graph), set once
+ * before any op: activations, gradients and scratch live in its memory, every op runs its
+ * kernels (f32 only; an op the device has no kernel for fails naming both), inputs come from
+ * tr_graph_input filled with tr_accel_upload (tr_graph_view of host memory is refused), and
+ * the tensors ops take must be in the device's memory (device.kind TR_DEVICE_GPU). */
+struct tr_accel;
+tr_status tr_graph_set_accel(tr_graph *g, struct tr_accel *a);
+struct tr_accel *tr_graph_accel(const tr_graph *g);
 void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user);
 /* The next tr_backward writes the parameters' gradients instead of adding to them: the same
  * result as zero-filling the gradient buffer first (tr_params_zero_grad), without that pass

@@ -50,6 +50,16 @@ size_t tr_page_size(void);
 typedef struct tr_arena tr_arena;
 
 tr_status tr_arena_create(tr_arena **out, size_t initial_bytes);
+/* Where an arena's chunks come from when they are not host heap memory: a device's memory
+ * (trainer/accel.h). The arena then only does pointer arithmetic on the chunks and never
+ * touches their bytes: tr_arena_calloc is for host arenas only. */
+typedef struct tr_arena_memory {
+    tr_status (*alloc)(void *user, size_t bytes, void **out);
+    void (*free)(void *user, void *p, size_t bytes);
+    void *user;
+} tr_arena_memory;
+/* An arena whose chunks come from mem (copied; NULL: the host heap, as tr_arena_create). */
+tr_status tr_arena_create_on(tr_arena **out, size_t initial_bytes, const tr_arena_memory *mem);
 void tr_arena_destroy(tr_arena *arena);
 /* 64-byte aligned, uninitialised; NULL (with message) when memory runs out. */
 void *tr_arena_alloc(tr_arena *arena, size_t bytes);

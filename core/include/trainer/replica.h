@@ -40,6 +40,10 @@ typedef struct tr_replica {
     tr_graph *g;               /* owned: the eager tape, reset every forward */
     tr_data_spec spec;
     uint64_t seed;
+    /* On a device (tr_replica_create_on), else NULL: */
+    struct tr_accel *accel;    /* borrowed */
+    tr_params *dP;             /* owned: P's layout over the device buffers below; what ops use */
+    float *d_data, *d_grad, *d_buffers; /* owned, device memory */
 } tr_replica;
 
 /* model and opts are borrowed and must outlive the factory. */
@@ -54,12 +58,23 @@ tr_status tr_replica_create(const tr_model_factory *f, tr_replica **out);
 /* The same with every parameter starting on a multiple of `align` floats (0: the default;
  * see tr_params_set_align), as a sharded strategy needs. */
 tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_replica **out);
+/* A replica on a device: P is initialised on the host (identical to tr_replica_create's) and
+ * uploaded; the graph, the parameters ops use (dP), gradients and buffers live on the device;
+ * P stays as the host copy that checkpoints read (tr_replica_download refreshes it,
+ * tr_replica_upload pushes it back). accel is borrowed and must outlive the replica. */
+struct tr_accel;
+tr_status tr_replica_create_on(const tr_model_factory *f, struct tr_accel *accel, tr_replica **out);
+/* Device -> host P (parameters and buffers), and back. No-ops for a CPU replica. */
+tr_status tr_replica_download(tr_replica *r);
+tr_status tr_replica_upload(tr_replica *r);
+/* The parameters the replica's ops use: dP on a device, else P. */
+tr_params *tr_replica_params(tr_replica *r);
 void tr_replica_destroy(tr_replica *r);
 
 /* Resets r->g and records the forward of samples [offset, offset + count) of hb. train: the
  * training mode (dropout on, gradients recorded); otherwise eval mode without a tape. With
  * with_y the loss is computed, normalised by `normaliser`. out's tensors live until the next
- * forward on this replica. */
+ * forward on this replica; on a device they are in its memory. */
 tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t offset,
                              int64_t count, double normaliser, int64_t step, int train,
                              int with_y, tr_model_out *out);

@@ -69,6 +69,13 @@ typedef struct tr_strategy_env {
      * must leave the whole step out (see optim_step), so it may not update parts of the
      * model before it knows the norm. 0 (stop): the job stops after such a step. */
     int skip_nonfinite;
+    /* ---- appended in ABI 0.5 ---- */
+    int accelerator;                 /* tr_accelerator chosen: TR_ACCEL_CPU or TR_ACCEL_GPU */
+    const tr_plugin *gpu_backend;    /* with TR_ACCEL_GPU: the device plugin of the GPUs
+                                      * (tr_accel_open(gpu_backend, id, &a)); else NULL */
+    const int *gpu_ids;              /* the GPU ids chosen, n_gpu_ids of them (one per replica
+                                      * or rank; a rank takes the one at its local rank) */
+    int n_gpu_ids;
 } tr_strategy_env;
 
 /* What a strategy's probe sees: the request and what this machine has. */
@@ -79,6 +86,9 @@ typedef struct tr_strategy_probe {
     /* ---- appended in ABI 0.4 ---- */
     int accelerator;                 /* tr_accelerator chosen: TR_ACCEL_CPU or TR_ACCEL_GPU (devices.h);
                                       * a strategy that cannot run there refuses, saying so */
+    /* ---- appended in ABI 0.5 ---- */
+    const tr_plugin *gpu_backend;    /* with TR_ACCEL_GPU: the device plugin of the GPUs
+                                      * (tr_accel_probe says whether it can run kernels) */
 } tr_strategy_probe;
 
 /* What a strategy tells the trainer at create. */

@@ -4,10 +4,14 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "trainer/accel.h"
 #include "trainer/params.h"
 
 struct tr_graph {
-    tr_arena *arena;
+    tr_arena *arena;          /* host: tensor headers, tape nodes; and data without a device */
+    tr_arena *data;           /* with a device: activations, gradients, kernel scratch on it */
+    tr_accel *accel;          /* NULL: the CPU */
+    const tr_kernels *kern;   /* the device's kernels */
     tr_node *tape;            /* newest node */
     size_t n_nodes;
     tr_status status;
@@ -51,6 +55,7 @@ void tr_graph_destroy(tr_graph *g) {
     if (!g) return;
     tr_graph_reset(g);
     tr_arena_destroy(g->arena);
+    tr_arena_destroy(g->data);
     tr_free(g->fresh);
     tr_free(g);
 }
@@ -61,6 +66,7 @@ void tr_graph_reset(tr_graph *g) {
     g->used = NULL;
     g->n_used = g->cap_used = 0;
     tr_arena_reset(g->arena);
+    if (g->data) tr_arena_reset(g->data);
     g->tape = NULL;
     g->n_nodes = 0;
     g->status = TR_OK;
@@ -69,7 +75,43 @@ void tr_graph_reset(tr_graph *g) {
     g->n_fresh = 0;
 }
 
-tr_arena *tr_graph_arena(tr_graph *g) { return g->arena; }
+tr_arena *tr_graph_arena(tr_graph *g) { return g->data ? g->data : g->arena; }
+
+static tr_status accel_chunk(void *user, size_t bytes, void **out) { return tr_accel_alloc(user, bytes, out); }
+static void accel_chunk_free(void *user, void *p, size_t bytes) { tr_accel_free(user, p, bytes); }
+
+tr_status tr_graph_set_accel(tr_graph *g, tr_accel *a) {
+    if (g->tape || g->data) return tr_error_set(TR_ERR_INVALID, "graph: the device is set once, before any op");
+    tr_arena_memory mem = {.alloc = accel_chunk, .free = accel_chunk_free, .user = a};
+    TR_CHECK(tr_arena_create_on(&g->data, 0, &mem));
+    g->accel = a;
+    g->kern = tr_accel_kernels(a);
+    return TR_OK;
+}
+
+tr_accel *tr_graph_accel(const tr_graph *g) { return g->accel; }
+const tr_kernels *op_kernels(const tr_graph *g) { return g->kern; }
+
+void op_zero(tr_graph *g, void *p, size_t bytes) {
+    if (g->kern) g->kern->zero(p, bytes);
+    else memset(p, 0, bytes);
+}
+
+int op_read(tr_graph *g, void *dst, const void *src, size_t bytes) {
+    if (!g->accel) {
+        memcpy(dst, src, bytes);
+        return 1;
+    }
+    tr_status st = tr_accel_download(g->accel, dst, src, bytes);
+    if (st != TR_OK) op_fail(g, st, "%s", tr_error_msg());
+    return st == TR_OK;
+}
+
+int op_device_has(tr_graph *g, const char *op, int have) {
+    if (!have) op_fail(g, TR_ERR_UNSUPPORTED, "%s: device %s has no kernel for this op (train this model on the CPU, "
+                       "or on a device whose plugin has one)", op, tr_accel_name(g->accel));
+    return have;
+}
 void tr_graph_set_training(tr_graph *g, int training) { g->training = training != 0; }
 int tr_graph_training(const tr_graph *g) { return g->training; }
 void tr_graph_set_grad_enabled(tr_graph *g, int enabled) { g->grad_enabled = enabled != 0; }
@@ -118,7 +160,7 @@ static int take_fresh(tr_graph *g, tr_tensor *t) {
 
 /* A fresh parameter whose gradient no op produced: zero it, as the skipped zero-fill would. */
 static void settle_fresh(tr_graph *g, tr_tensor *t) {
-    if (take_fresh(g, t) && t->grad) memset(t->grad, 0, tr_tensor_bytes(t));
+    if (take_fresh(g, t) && t->grad) op_zero(g, t->grad, tr_tensor_bytes(t));
 }
 
 void tr_graph_set_stat_reducer(tr_graph *g, tr_stat_reducer_fn fn, void *user) {
@@ -148,19 +190,31 @@ void tr_graph_set_use_hook(tr_graph *g, tr_param_use_fn fn, void *user) {
 tr_status tr_graph_status(const tr_graph *g) { return g->status; }
 size_t tr_graph_nodes(const tr_graph *g) { return g->n_nodes; }
 
-static int has_nonfinite(const tr_tensor *t) {
+static int has_nonfinite(const tr_graph *g, const tr_tensor *t) {
     int64_t n = tr_tensor_numel(t);
     if (!t->data || (t->dtype != TR_F32 && t->dtype != TR_F64)) return 0;
-    for (int64_t i = 0; i < n; i++)
-        if (t->dtype == TR_F32 ? !isfinite(((const float *)t->data)[i]) : !isfinite(((const double *)t->data)[i])) return 1;
-    return 0;
+    const void *data = t->data;
+    void *host = NULL;
+    if (g->accel) { /* read a copy; a failed copy finds nothing */
+        host = tr_malloc(tr_tensor_bytes(t));
+        if (!host || tr_accel_download(g->accel, host, t->data, tr_tensor_bytes(t)) != TR_OK) {
+            tr_free(host);
+            return 0;
+        }
+        data = host;
+    }
+    int found = 0;
+    for (int64_t i = 0; i < n && !found; i++)
+        found = t->dtype == TR_F32 ? !isfinite(((const float *)data)[i]) : !isfinite(((const double *)data)[i]);
+    tr_free(host);
+    return found;
 }
 
 int tr_graph_first_nonfinite(const tr_graph *g, char *out, size_t size) {
     const tr_node *found = NULL;
     size_t at = g->n_nodes, found_at = 0; /* the tape runs newest first: keep the last hit */
     for (const tr_node *node = g->tape; node; node = node->prev, at--)
-        if (node->out && !node->out->view_of && has_nonfinite(node->out)) {
+        if (node->out && !node->out->view_of && has_nonfinite(g, node->out)) {
             found = node;
             found_at = at;
         }
@@ -229,6 +283,14 @@ int op_check(tr_graph *g, const char *op, int n, ...) {
             op_fail(g, TR_ERR_UNSUPPORTED, "%s: input %d has dtype %s; expected f32 or f64", op,
                     i, tr_dtype_name(t->dtype));
             ok = 0;
+        } else if ((t->device.kind == TR_DEVICE_GPU) != (g->accel != NULL)) {
+            op_fail(g, TR_ERR_INVALID, "%s: input %d is in %s memory but the graph runs on %s", op, i,
+                    t->device.kind == TR_DEVICE_GPU ? "device" : "host", g->accel ? tr_accel_name(g->accel) : "the CPU");
+            ok = 0;
+        } else if (g->accel && t->dtype != TR_F32) {
+            op_fail(g, TR_ERR_UNSUPPORTED, "%s: input %d has dtype %s; on %s ops take f32", op, i,
+                    tr_dtype_name(t->dtype), tr_accel_name(g->accel));
+            ok = 0;
         } else if (i == 0) {
             dt = t->dtype;
         } else if (t->dtype != dt) {
@@ -247,6 +309,13 @@ void *op_alloc(tr_graph *g, size_t bytes) {
     return p;
 }
 
+void *op_data(tr_graph *g, size_t bytes) {
+    if (!g->data) return op_alloc(g, bytes);
+    void *p = tr_arena_alloc(g->data, bytes);
+    if (!p && g->status == TR_OK) g->status = TR_ERR_NOMEM; /* message set by the arena */
+    return p;
+}
+
 static tr_tensor *new_tensor(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape) {
     if (g->status != TR_OK) return NULL;
     if (ndim < 0 || ndim > TR_MAX_DIMS)
@@ -258,8 +327,9 @@ static tr_tensor *new_tensor(tr_graph *g, tr_dtype dtype, int ndim, const int64_
     tr_tensor *t = op_alloc(g, sizeof *t);
     if (!t) return NULL;
     *t = tr_tensor_view(NULL, dtype, ndim, shape);
+    if (g->accel) t->device.kind = TR_DEVICE_GPU;
     size_t bytes = tr_tensor_bytes(t);
-    t->data = op_alloc(g, bytes ? bytes : 1);
+    t->data = op_data(g, bytes ? bytes : 1);
     return t->data ? t : NULL;
 }
 
@@ -275,6 +345,9 @@ tr_tensor *tr_graph_view(tr_graph *g, void *data, tr_dtype dtype, int ndim, cons
     if (g->status != TR_OK) return NULL;
     if (ndim < 0 || ndim > TR_MAX_DIMS)
         return op_fail(g, TR_ERR_INVALID, "tensor: %d dims (at most %d)", ndim, TR_MAX_DIMS);
+    if (g->accel)
+        return op_fail(g, TR_ERR_INVALID, "graph: a view of host memory on %s (upload into tr_graph_input instead)",
+                       tr_accel_name(g->accel));
     tr_tensor *t = op_alloc(g, sizeof *t);
     if (t) *t = tr_tensor_view(data, dtype, ndim, shape);
     return t;
@@ -284,8 +357,10 @@ tr_tensor *tr_graph_leaf(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *s
     tr_tensor *t = new_tensor(g, dtype, ndim, shape);
     if (!t) return NULL;
     t->requires_grad = 1;
-    t->grad = tr_arena_calloc(g->arena, tr_tensor_bytes(t) ? tr_tensor_bytes(t) : 1);
+    size_t bytes = tr_tensor_bytes(t) ? tr_tensor_bytes(t) : 1;
+    t->grad = op_data(g, bytes);
     if (!t->grad) return op_fail(g, TR_ERR_NOMEM, "leaf: out of memory");
+    op_zero(g, t->grad, bytes);
     return t;
 }
 
@@ -358,7 +433,7 @@ void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc) {
         return t->grad;
     }
     size_t bytes = tr_tensor_bytes(t);
-    t->grad = tr_arena_alloc(g->arena, bytes ? bytes : 1);
+    t->grad = op_data(g, bytes ? bytes : 1);
     if (!t->grad) op_fail(g, TR_ERR_NOMEM, "backward: out of memory for a gradient");
     *acc = 0;
     return t->grad;
@@ -367,7 +442,7 @@ void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc) {
 void *op_grad(tr_graph *g, tr_tensor *t) {
     int acc;
     void *d = op_grad_write(g, t, &acc);
-    if (d && !acc) memset(d, 0, tr_tensor_bytes(t));
+    if (d && !acc) op_zero(g, d, tr_tensor_bytes(t));
     return d;
 }
 
@@ -389,7 +464,16 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
     void *d = op_grad(g, out);
     if (!d) return g->status;
     int64_t n = tr_tensor_numel(out);
-    if (dout) {
+    if (g->accel) { /* dout (host) or ones, uploaded */
+        void *ones = NULL;
+        if (!dout) {
+            if (!(ones = tr_malloc(tr_tensor_bytes(out)))) return TR_ERR_NOMEM;
+            for (int64_t i = 0; i < n; i++) ((float *)ones)[i] = 1.0f; /* device graphs are f32 */
+        }
+        tr_status st = tr_accel_upload(g->accel, d, dout ? dout : ones, tr_tensor_bytes(out));
+        tr_free(ones);
+        TR_CHECK(st);
+    } else if (dout) {
         memcpy(d, dout, tr_tensor_bytes(out));
     } else if (out->dtype == TR_F64) {
         for (int64_t i = 0; i < n; i++) ((double *)d)[i] = 1.0;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "trainer/graph.h"
+#include "trainer/kernels.h"
 #include "trainer/ops.h"
 
 #define TR_NODE_MAX_IN 5
@@ -36,6 +37,28 @@ struct tr_node {
 #define TR_DISPATCH(dtype, fn, ...) \
     ((dtype) == TR_F64 ? fn##_f64(__VA_ARGS__) : fn##_f32(__VA_ARGS__))
 
+/* The graph's device kernels (tr_graph_set_accel), NULL on the CPU. */
+const tr_kernels *op_kernels(const tr_graph *g);
+/* Runs kernel fn: the device's entry on a device graph (f32), else the CPU's _f32 or _f64. */
+#define OP_RUN(g, dtype, fn, ...) \
+    (op_kernels(g) ? op_kernels(g)->fn(__VA_ARGS__) : TR_DISPATCH(dtype, fn, __VA_ARGS__))
+/* On a device graph: whether the device has every kernel the op needs (the entries named);
+ * when not, records "op: device X has no kernel for this op" and is 0. 1 on the CPU. */
+#define OP_DEVICE(g, op, ...) (!op_kernels(g) || op_device_has(g, op, OP_HAS_(g, __VA_ARGS__)))
+#define OP_HAS_(g, ...) OP_HAS_N_(__VA_ARGS__, OP_HAS_3_, OP_HAS_2_, OP_HAS_1_, ~)(g, __VA_ARGS__)
+#define OP_HAS_N_(a, b, c, d, ...) d
+#define OP_HAS_1_(g, a) (op_kernels(g)->a != NULL)
+#define OP_HAS_2_(g, a, b) (op_kernels(g)->a != NULL && op_kernels(g)->b != NULL)
+#define OP_HAS_3_(g, a, b, c) (op_kernels(g)->a != NULL && op_kernels(g)->b != NULL && op_kernels(g)->c != NULL)
+int op_device_has(tr_graph *g, const char *op, int have);
+/* An op with no device kernels yet: 1 on the CPU, the error above on a device. */
+#define OP_HOST_ONLY(g, op) (!op_kernels(g) || op_device_has(g, op, 0))
+/* Copies bytes of data memory (the device's on a device graph) to host dst; 0 after recording
+ * a failed download. */
+int op_read(tr_graph *g, void *dst, const void *src, size_t bytes);
+/* Zero-fills data memory of the graph (a device's, or the host's). */
+void op_zero(tr_graph *g, void *p, size_t bytes);
+
 /* Records the first error of the step and returns NULL. */
 tr_tensor *op_fail(tr_graph *g, tr_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -50,8 +73,12 @@ int op_use(tr_graph *g, tr_tensor *t);
 void op_begin(tr_graph *g);
 /* A new arena tensor of the shape (data uninitialised, no grad). */
 tr_tensor *op_out(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
-/* Arena scratch that lives until the next reset; NULL records out-of-memory. */
+/* Host arena memory that lives until the next reset (tensor headers, pointer lists); NULL
+ * records out-of-memory. */
 void *op_alloc(tr_graph *g, size_t bytes);
+/* Memory kernels read and write (outputs, saved statistics, scratch): the device's on a
+ * device graph, else as op_alloc. */
+void *op_data(tr_graph *g, size_t bytes);
 /* Whether the op must record a node: grad mode on and any of the n inputs requires grad. */
 int op_needs_grad(tr_graph *g, int n, ...);
 /* Appends a node for `out` (which becomes requires_grad) with inputs in[0..n). */

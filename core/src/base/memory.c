@@ -35,7 +35,8 @@ uint64_t tr_alloc_count(void) { return atomic_load(&alloc_count); }
 
 typedef struct chunk {
     struct chunk *prev;
-    size_t size;  /* usable bytes after the header */
+    char *base;   /* the usable bytes: after this header, or from the arena's allocator */
+    size_t size;  /* usable bytes */
     size_t used;
 } chunk;
 
@@ -46,26 +47,42 @@ struct tr_arena {
     size_t used;       /* bytes handed out since reset, all chunks */
     size_t peak;
     size_t capacity;   /* usable bytes over all chunks */
+    tr_arena_memory mem;  /* alloc NULL: chunks are heap memory with their header in front */
 };
 
-static chunk *chunk_new(size_t size) {
-    chunk *c = tr_malloc(CHUNK_HDR + size);
+static chunk *chunk_new(tr_arena *a, size_t size) {
+    if (!a->mem.alloc) {
+        chunk *c = tr_malloc(CHUNK_HDR + size);
+        if (!c) return NULL;
+        *c = (chunk){.base = (char *)c + CHUNK_HDR, .size = size};
+        return c;
+    }
+    chunk *c = tr_malloc(sizeof *c);
     if (!c) return NULL;
-    c->prev = NULL;
-    c->size = size;
-    c->used = 0;
+    void *base = NULL;
+    if (a->mem.alloc(a->mem.user, size, &base) != TR_OK || !base) {
+        tr_free(c);
+        return NULL;
+    }
+    *c = (chunk){.base = base, .size = size};
     return c;
 }
 
-tr_status tr_arena_create(tr_arena **out, size_t initial_bytes) {
+static void chunk_free(tr_arena *a, chunk *c) {
+    if (a->mem.alloc) a->mem.free(a->mem.user, c->base, c->size);
+    tr_free(c);
+}
+
+tr_status tr_arena_create_on(tr_arena **out, size_t initial_bytes, const tr_arena_memory *mem) {
     *out = NULL;
     tr_arena *a = tr_calloc(1, sizeof *a);
     if (!a) return TR_ERR_NOMEM;
+    if (mem) a->mem = *mem;
     if (initial_bytes) {
-        a->head = chunk_new(initial_bytes);
+        a->head = chunk_new(a, initial_bytes);
         if (!a->head) {
             tr_free(a);
-            return TR_ERR_NOMEM;
+            return tr_error_set(TR_ERR_NOMEM, "arena: out of memory allocating %zu bytes", initial_bytes);
         }
         a->capacity = initial_bytes;
     }
@@ -73,11 +90,15 @@ tr_status tr_arena_create(tr_arena **out, size_t initial_bytes) {
     return TR_OK;
 }
 
+tr_status tr_arena_create(tr_arena **out, size_t initial_bytes) {
+    return tr_arena_create_on(out, initial_bytes, NULL);
+}
+
 void tr_arena_destroy(tr_arena *a) {
     if (!a) return;
     for (chunk *c = a->head; c;) {
         chunk *prev = c->prev;
-        tr_free(c);
+        chunk_free(a, c);
         c = prev;
     }
     tr_free(a);
@@ -91,10 +112,10 @@ void *tr_arena_alloc(tr_arena *a, size_t bytes) {
         /* Grow geometrically so a first step needs few chunks; reset coalesces them. */
         size_t size = a->capacity > need ? a->capacity : need;
         if (size < (1u << 20)) size = 1u << 20;
-        chunk *n = chunk_new(size);
+        chunk *n = chunk_new(a, size);
         if (!n) {
-            tr_error_set(TR_ERR_NOMEM, "arena: out of memory growing by %zu bytes (%zu in use)",
-                         size, a->used);
+            tr_error_set(TR_ERR_NOMEM, "arena: out of %s memory growing by %zu bytes (%zu in use)",
+                         a->mem.alloc ? "device" : "host", size, a->used);
             return NULL;
         }
         n->prev = c;
@@ -102,7 +123,7 @@ void *tr_arena_alloc(tr_arena *a, size_t bytes) {
         a->capacity += size;
         c = n;
     }
-    void *p = (char *)c + CHUNK_HDR + c->used;
+    void *p = c->base + c->used;
     c->used += need;
     a->used += need;
     if (a->used > a->peak) a->peak = a->used;
@@ -119,11 +140,11 @@ void tr_arena_reset(tr_arena *a) {
     if (a->head && a->head->prev) {
         /* More than one chunk: replace them by one that holds the peak. If that allocation
          * fails keep the chain, which still works. */
-        chunk *one = chunk_new(a->capacity > a->peak ? a->capacity : a->peak);
+        chunk *one = chunk_new(a, a->capacity > a->peak ? a->capacity : a->peak);
         if (one) {
             for (chunk *c = a->head; c;) {
                 chunk *prev = c->prev;
-                tr_free(c);
+                chunk_free(a, c);
                 c = prev;
             }
             a->head = one;

@@ -25,6 +25,7 @@ typedef struct table {
     float *data, *grad;
     size_t numel;
     int paged;    /* data and grad are tr_pages_alloc'ed (trainable parameters) */
+    int borrowed; /* data and grad belong to someone else (tr_params_clone_view) */
 } table;
 
 struct tr_params {
@@ -43,7 +44,8 @@ tr_status tr_params_create(tr_params **out) {
 
 static void free_table(table *t) {
     size_t bytes = (t->numel ? t->numel : 1) * sizeof(float);
-    if (t->paged) {
+    if (t->borrowed) {
+    } else if (t->paged) {
         tr_pages_free(t->data, bytes);
         tr_pages_free(t->grad, bytes);
     } else {
@@ -193,6 +195,41 @@ tr_status tr_params_finalize(tr_params *P, uint64_t seed) {
     return TR_OK;
 }
 
+/* dst: src's entries over borrowed flat buffers. */
+static tr_status clone_table(table *dst, const table *src, float *data, float *grad, tr_device_kind kind) {
+    *dst = (table){.n = src->n, .cap = src->n, .numel = src->numel, .data = data, .grad = grad, .borrowed = 1};
+    if (!src->n) return TR_OK;
+    dst->e = tr_malloc((size_t)src->n * sizeof *dst->e);
+    if (!dst->e) return TR_ERR_NOMEM;
+    memcpy(dst->e, src->e, (size_t)src->n * sizeof *dst->e);
+    for (int i = 0; i < src->n; i++) {
+        tr_tensor *t = &dst->e[i].t;
+        t->data = data + dst->e[i].offset;
+        t->grad = grad ? grad + dst->e[i].offset : NULL;
+        t->device = (tr_device){.kind = kind, .index = 0};
+        t->uses = 0;
+    }
+    return TR_OK;
+}
+
+tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, float *buffers, tr_device_kind kind,
+                               tr_params **out) {
+    *out = NULL;
+    if (!P->finalized) return tr_error_set(TR_ERR_INVALID, "params: a view of a registry not finalized");
+    tr_params *c = tr_calloc(1, sizeof *c);
+    if (!c) return TR_ERR_NOMEM;
+    c->align = P->align;
+    c->finalized = 1;
+    tr_status st = clone_table(&c->p, &P->p, data, grad, kind);
+    if (st == TR_OK) st = clone_table(&c->b, &P->b, buffers, NULL, kind);
+    if (st != TR_OK) {
+        tr_params_destroy(c);
+        return tr_error_set(TR_ERR_NOMEM, "params: out of memory for a view of %d tensors", P->p.n + P->b.n);
+    }
+    *out = c;
+    return TR_OK;
+}
+
 int tr_params_count(const tr_params *P) { return P->p.n; }
 int tr_params_buffer_count(const tr_params *P) { return P->b.n; }
 tr_tensor *tr_params_get(tr_params *P, int i) { return i >= 0 && i < P->p.n ? &P->p.e[i].t : NULL; }
@@ -215,7 +252,7 @@ size_t tr_params_trainable(const tr_params *P) {
 }
 
 void tr_params_zero_grad(tr_params *P) {
-    if (P->p.grad) memset(P->p.grad, 0, P->p.numel * sizeof(float));
+    if (P->p.grad && !P->p.borrowed) memset(P->p.grad, 0, P->p.numel * sizeof(float));
 }
 
 void tr_params_mark_nonfinite(const tr_params *P, const float *values, size_t lo, size_t hi, double *flags) {

@@ -2,6 +2,7 @@
  * the leading ones, e.g. a (B, T, C) + b (T, C)). b's gradient is summed over the broadcast
  * dims. No general NumPy broadcasting: a is never the broadcast operand. */
 #include "autograd/node.h"
+#include "ops/cpu_kernels.h"
 
 #define TR_GENERIC "ops/add.inc"
 #include "ops/generic.h"
@@ -9,11 +10,12 @@
 static void add_backward(tr_graph *g, tr_node *n) {
     int acc;
     void *da = op_grad_write(g, n->in[0], &acc), *db = op_grad(g, n->in[1]);
-    TR_DISPATCH(n->out->dtype, add_backward, da, db, n->out->grad, n->i[0], n->i[1], acc);
+    OP_RUN(g, n->out->dtype, add_backward, da, db, n->out->grad, n->i[0], n->i[1], acc);
 }
 
 tr_tensor *tr_add(tr_graph *g, tr_tensor *a, tr_tensor *b) {
     if (!op_check(g, "add", 2, a, b)) return NULL;
+    if (!OP_DEVICE(g, "add", add_forward, add_backward)) return NULL;
     int lead = a->ndim - b->ndim;
     int ok = lead >= 0;
     for (int i = 0; ok && i < b->ndim; i++) ok = b->shape[i] == a->shape[lead + i];
@@ -24,7 +26,7 @@ tr_tensor *tr_add(tr_graph *g, tr_tensor *a, tr_tensor *b) {
     int64_t R = tr_tensor_dims(a, 0, lead), M = tr_tensor_numel(b);
     tr_tensor *y = op_out(g, a->dtype, a->ndim, a->shape);
     if (!y) return NULL;
-    TR_DISPATCH(a->dtype, add_forward, y->data, a->data, b->data, R, M);
+    OP_RUN(g, a->dtype, add_forward, y->data, a->data, b->data, R, M);
     if (op_needs_grad(g, 2, a, b)) {
         tr_node *n = op_record(g, "add", add_backward, y, 2, a, b);
         if (!n) return NULL;
@@ -32,4 +34,9 @@ tr_tensor *tr_add(tr_graph *g, tr_tensor *a, tr_tensor *b) {
         n->i[1] = M;
     }
     return y;
+}
+
+void ops_kernels_add(tr_kernels *k) {
+    k->add_forward = add_forward_f32;
+    k->add_backward = add_backward_f32;
 }

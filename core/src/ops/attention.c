@@ -52,7 +52,7 @@ static void attention_backward(tr_graph *g, tr_node *n) {
     void *scratch = NULL;
     if (dq || dk) {
         size_t slots = par ? (size_t)max_threads() : 1;
-        scratch = op_alloc(g, slots * (size_t)(T * S) * tr_dtype_size(q->dtype) + 1);
+        scratch = op_data(g, slots * (size_t)(T * S) * tr_dtype_size(q->dtype) + 1);
         if (!scratch) return;
     }
     TR_DISPATCH(q->dtype, attention_backward, dq, dk, dv, scratch, n->out->grad, n->saved[0],
@@ -62,6 +62,7 @@ static void attention_backward(tr_graph *g, tr_node *n) {
 tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, int n_head,
                         int causal) {
     if (!op_check(g, "attention", 3, q, k, v)) return NULL;
+    if (!OP_HOST_ONLY(g, "attention")) return NULL;
     if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
         return op_fail(g, TR_ERR_INVALID,
                        "attention: q %s, k %s, v %s must be 3-D (B, T, C), (B, S, C), (B, S, C)",
@@ -82,7 +83,7 @@ tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, i
     tr_tensor *y = op_out(g, q->dtype, 3, q->shape);
     if (!y) return NULL;
     size_t att_bytes = (size_t)(B * NH * T * S) * tr_dtype_size(q->dtype);
-    void *att = op_alloc(g, att_bytes ? att_bytes : 1);
+    void *att = op_data(g, att_bytes ? att_bytes : 1);
     if (!att) return NULL;
     TR_DISPATCH(q->dtype, attention_forward, y->data, att, q->data, k->data, v->data, B, T, S,
                 C, NH, causal != 0, parallel_heads(B, T, S, C, NH));

@@ -92,6 +92,7 @@ tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
                   np > 2 ? present[2] : NULL, np > 3 ? present[3] : NULL,
                   np > 4 ? present[4] : NULL))
         return NULL;
+    if (!OP_HOST_ONLY(g, "batch_norm")) return NULL;
     if (x->ndim != 2 && x->ndim != 4)
         return op_fail(g, TR_ERR_INVALID, "batch_norm: input %s must be (N, C) or (N, C, H, W)",
                        op_shape(x));
@@ -118,14 +119,14 @@ tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
                        op_shape(x));
     size_t es = tr_dtype_size(x->dtype);
     tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
-    void *mean = op_alloc(g, (size_t)C * es + 1), *invstd = op_alloc(g, (size_t)C * es + 1);
+    void *mean = op_data(g, (size_t)C * es + 1), *invstd = op_data(g, (size_t)C * es + 1);
     if (!y || !mean || !invstd) return NULL;
     int sync = batch && tr_graph_training(g) && tr_graph_syncs_stats_(g);
     int64_t M = N * S;
     if (sync) {
         /* Global statistics: sums and the count over every replica, then squared deviations
          * from the global mean (the same two passes as one replica would make). */
-        double *acc = op_alloc(g, (size_t)(2 * C + 1) * sizeof(double));
+        double *acc = op_data(g, (size_t)(2 * C + 1) * sizeof(double));
         if (!acc) return NULL;
         TR_DISPATCH(x->dtype, batch_norm_sums, acc, x->data, N, C, S);
         acc[C] = (double)M;

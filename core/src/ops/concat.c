@@ -37,6 +37,7 @@ static void concat_backward(tr_graph *g, tr_node *n) {
 
 tr_tensor *tr_concat(tr_graph *g, tr_tensor *const *xs, int n, int dim) {
     if (tr_graph_status(g) != TR_OK) return NULL;
+    if (!OP_HOST_ONLY(g, "concat")) return NULL;
     if (!xs || n < 1)
         return op_fail(g, TR_ERR_INVALID, "concat: %d inputs (at least 1 needed)", xs ? n : 0);
     op_begin(g);

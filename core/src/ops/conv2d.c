@@ -151,13 +151,13 @@ static void conv2d_backward(tr_graph *g, tr_node *n) {
     if ((!dx && !dw && !db) || d.N == 0) return;
     size_t elem = tr_dtype_size(x->dtype), direct = conv_direct_scratch(&d, elem);
     if (direct && (dw || db)) { /* few input channels: weight and bias gradients directly */
-        float *sc = op_alloc(g, direct * sizeof(float));
+        float *sc = op_data(g, direct * sizeof(float));
         if (!sc) return;
         conv_direct_backward_params_f32(dw, db, n->out->grad, x->data, sc, &d);
         dw = db = NULL;
         if (!dx) return;
     }
-    void *scratch = op_alloc(g, (size_t)conv_scratch(&d, elem) * elem);
+    void *scratch = op_data(g, (size_t)conv_scratch(&d, elem) * elem);
     if (!scratch) return;
     TR_DISPATCH(x->dtype, conv2d_backward, dx, dw, db, n->out->grad, x->data, w->data, scratch, &d, acc);
 }
@@ -165,6 +165,7 @@ static void conv2d_backward(tr_graph *g, tr_node *n) {
 tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int stride,
                      int padding) {
     if (!op_check(g, "conv2d", b ? 3 : 2, x, w, b)) return NULL;
+    if (!OP_HOST_ONLY(g, "conv2d")) return NULL;
     if (x->ndim != 4 || w->ndim != 4)
         return op_fail(g, TR_ERR_INVALID,
                        "conv2d: input %s must be (N, C, H, W) and weight %s (OC, C, KH, KW)",
@@ -192,10 +193,10 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
     if (!y) return NULL;
     if (d.N > 0) {
         size_t elem = tr_dtype_size(x->dtype), direct = conv_direct_scratch(&d, elem);
-        float *dsc = direct ? op_alloc(g, direct * sizeof(float)) : NULL;
+        float *dsc = direct ? op_data(g, direct * sizeof(float)) : NULL;
         if (direct && !dsc) return NULL;
         if (!direct || !conv_direct_forward_f32(y->data, x->data, w->data, b ? b->data : NULL, dsc, &d)) {
-            void *scratch = op_alloc(g, (size_t)conv_scratch(&d, elem) * elem);
+            void *scratch = op_data(g, (size_t)conv_scratch(&d, elem) * elem);
             if (!scratch) return NULL;
             TR_DISPATCH(x->dtype, conv2d_forward, y->data, x->data, w->data, b ? b->data : NULL,
                         scratch, &d);

@@ -17,6 +17,7 @@ static void cosine_backward(tr_graph *g, tr_node *n) {
 
 tr_tensor *tr_cosine_similarity(tr_graph *g, tr_tensor *a, tr_tensor *b, double eps) {
     if (!op_check(g, "cosine_similarity", 2, a, b)) return NULL;
+    if (!OP_HOST_ONLY(g, "cosine_similarity")) return NULL;
     if (!tr_tensor_same_shape(a, b))
         return op_fail(g, TR_ERR_INVALID, "cosine_similarity: b %s does not have a's shape %s", op_shape(b), op_shape(a));
     if (a->ndim < 1 || a->shape[a->ndim - 1] < 1)

@@ -11,21 +11,29 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "ops/cpu_kernels.h"
 
 #include "ops/vmath.h"
 
 #define TR_GENERIC "ops/cross_entropy.inc"
 #include "ops/generic.h"
 
+/* The scalar loss: the per-sample losses summed in order, divided by the normaliser. */
+static void cross_entropy_total_f32(float *out, const double *loss, int64_t n, double normaliser) {
+    double total = 0;
+    for (int64_t i = 0; i < n; i++) total += loss[i];
+    *out = (float)(total / normaliser);
+}
+
 /* in[0] logits; i: N, C, ignore_index; f: normaliser, smoothing; saved: stats (N, 2),
  * targets. */
 static void cross_entropy_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0];
     void *dx = op_grad(g, x);
-    if (!dx) return;
-    double dout = x->dtype == TR_F64 ? *(const double *)n->out->grad
-                                     : (double)*(const float *)n->out->grad;
-    TR_DISPATCH(x->dtype, cross_entropy_backward, dx, x->data, n->saved[0], n->saved[1],
+    union { float f; double d; } v;
+    if (!dx || !op_read(g, &v, n->out->grad, tr_dtype_size(x->dtype))) return;
+    double dout = x->dtype == TR_F64 ? v.d : (double)v.f;
+    OP_RUN(g, x->dtype, cross_entropy_backward, dx, x->data, n->saved[0], n->saved[1],
                 dout / n->f[0], n->i[0], n->i[1], (int)n->i[2], n->f[1]);
 }
 
@@ -53,29 +61,41 @@ tr_tensor *tr_cross_entropy(tr_graph *g, tr_tensor *logits, tr_tensor *targets,
     if (!(label_smoothing >= 0 && label_smoothing <= 1))
         return op_fail(g, TR_ERR_INVALID, "cross_entropy: label_smoothing %g is not in [0, 1]",
                        label_smoothing);
-    const int32_t *t = targets->data;
+    if ((targets->device.kind == TR_DEVICE_GPU) != (op_kernels(g) != NULL))
+        return op_fail(g, TR_ERR_INVALID, "cross_entropy: targets are in %s memory, logits in %s memory",
+                       targets->device.kind == TR_DEVICE_GPU ? "device" : "host",
+                       logits->device.kind == TR_DEVICE_GPU ? "device" : "host");
+    if (!OP_DEVICE(g, "cross_entropy", cross_entropy_forward, cross_entropy_backward, loss_total)) return NULL;
+    const int32_t *t = targets->data, *th = t; /* th: the targets on the host, to check */
+    if (op_kernels(g)) {
+        int32_t *copy = op_alloc(g, (size_t)(N ? N : 1) * sizeof *copy);
+        if (!copy || !op_read(g, copy, t, (size_t)N * sizeof *copy)) return NULL;
+        th = copy;
+    }
     for (int64_t i = 0; i < N; i++)
-        if (t[i] != ignore_index && (t[i] < 0 || t[i] >= C))
+        if (th[i] != ignore_index && (th[i] < 0 || th[i] >= C))
             return op_fail(g, TR_ERR_INVALID,
                            "cross_entropy: target %d at index %lld is outside [0, %lld) and "
                            "is not ignore_index (%d)",
-                           (int)t[i], (long long)i, (long long)C, ignore_index);
+                           (int)th[i], (long long)i, (long long)C, ignore_index);
 
     int need = op_needs_grad(g, 1, logits);
     size_t rs = tr_dtype_size(logits->dtype);
-    double *loss = op_alloc(g, (size_t)(N ? N : 1) * sizeof(double));
-    void *stats = need ? op_alloc(g, (size_t)(N ? N : 1) * 2 * rs) : NULL;
+    double *loss = op_data(g, (size_t)(N ? N : 1) * sizeof(double));
+    void *stats = need ? op_data(g, (size_t)(N ? N : 1) * 2 * rs) : NULL;
     tr_tensor *y = op_out(g, logits->dtype, 1, (int64_t[]){1});
     if (!loss || (need && !stats) || !y) return NULL;
-    TR_DISPATCH(logits->dtype, cross_entropy_forward, loss, stats, logits->data, t, N, C,
+    OP_RUN(g, logits->dtype, cross_entropy_forward, loss, stats, logits->data, t, N, C,
                 ignore_index, label_smoothing);
-    double total = 0;
-    for (int64_t i = 0; i < N; i++) total += loss[i];
-    total /= normaliser;
-    if (logits->dtype == TR_F64)
-        *(double *)y->data = total;
-    else
-        *(float *)y->data = (float)total;
+    if (logits->dtype == TR_F64) {
+        double total = 0;
+        for (int64_t i = 0; i < N; i++) total += loss[i];
+        *(double *)y->data = total / normaliser;
+    } else if (op_kernels(g)) {
+        op_kernels(g)->loss_total(y->data, loss, N, normaliser);
+    } else {
+        cross_entropy_total_f32(y->data, loss, N, normaliser);
+    }
     if (need) {
         tr_node *n = op_record(g, "cross_entropy", cross_entropy_backward, y, 1, logits);
         if (!n) return NULL;
@@ -88,4 +108,10 @@ tr_tensor *tr_cross_entropy(tr_graph *g, tr_tensor *logits, tr_tensor *targets,
         n->saved[1] = targets->data;
     }
     return y;
+}
+
+void ops_kernels_cross_entropy(tr_kernels *k) {
+    k->cross_entropy_forward = cross_entropy_forward_f32;
+    k->cross_entropy_backward = cross_entropy_backward_f32;
+    k->loss_total = cross_entropy_total_f32;
 }

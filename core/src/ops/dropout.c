@@ -72,6 +72,7 @@ tr_tensor *tr_dropout(tr_graph *g, tr_tensor *x, double p) {
         return op_fail(g, TR_ERR_INVALID, "dropout: p = %g must be in [0, 1) (input %s)", p,
                        op_shape(x));
     if (!tr_graph_training(g) || p == 0) return x;
+    if (!OP_HOST_ONLY(g, "dropout")) return NULL;
     uint64_t seed, step, sample_base, call;
     tr_graph_rng_(g, &seed, &step, &sample_base, &call);
     uint64_t stream = tr_rng_stream(TR_RNG_STREAM_DROPOUT, step, call);
@@ -84,7 +85,7 @@ tr_tensor *tr_dropout(tr_graph *g, tr_tensor *x, double p) {
     uint32_t thr = (uint32_t)thr_d + ((double)(uint32_t)thr_d < thr_d);
     double scale = 1.0 / (1.0 - p);
     tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
-    uint8_t *mask = op_alloc(g, (size_t)N + 1);
+    uint8_t *mask = op_data(g, (size_t)N + 1);
     if (!y || !mask) return NULL;
     size_t es = tr_dtype_size(x->dtype);
     int64_t nchunks = (N + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;

@@ -57,6 +57,7 @@ static const char *index_str(const tr_tensor *t, int64_t i, char *buf, size_t si
 
 tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table) {
     if (!op_check(g, "embedding", 1, table)) return NULL;
+    if (!OP_HOST_ONLY(g, "embedding")) return NULL;
     if (!ids)
         return op_fail(g, TR_ERR_INVALID, "embedding: ids are NULL (an earlier op failed?)");
     if (ids->dtype != TR_I32)

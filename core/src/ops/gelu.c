@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "ops/cpu_kernels.h"
 
 #include "ops/vmath.h"
 
@@ -19,23 +20,29 @@ static void gelu_backward(tr_graph *g, tr_node *n) {
     int acc;
     void *dx = op_grad_write(g, x, &acc);
     if (dx)
-        TR_DISPATCH(x->dtype, gelu_backward, dx, n->out->grad, x->data, tr_tensor_numel(x),
+        OP_RUN(g, x->dtype, gelu_backward, dx, n->out->grad, x->data, tr_tensor_numel(x),
                     (int)n->i[0], acc);
 }
 
 tr_tensor *tr_gelu(tr_graph *g, tr_tensor *x, tr_gelu_approx approx) {
     if (!op_check(g, "gelu", 1, x)) return NULL;
+    if (!OP_DEVICE(g, "gelu", gelu_forward, gelu_backward)) return NULL;
     if (approx != TR_GELU_EXACT && approx != TR_GELU_TANH)
         return op_fail(g, TR_ERR_INVALID,
                        "gelu: approx %d is not TR_GELU_EXACT (0) or TR_GELU_TANH (1)",
                        (int)approx);
     tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
     if (!y) return NULL;
-    TR_DISPATCH(x->dtype, gelu_forward, y->data, x->data, tr_tensor_numel(x), (int)approx);
+    OP_RUN(g, x->dtype, gelu_forward, y->data, x->data, tr_tensor_numel(x), (int)approx);
     if (op_needs_grad(g, 1, x)) {
         tr_node *n = op_record(g, "gelu", gelu_backward, y, 1, x);
         if (!n) return NULL;
         n->i[0] = approx;
     }
     return y;
+}
+
+void ops_kernels_gelu(tr_kernels *k) {
+    k->gelu_forward = gelu_forward_f32;
+    k->gelu_backward = gelu_backward_f32;
 }

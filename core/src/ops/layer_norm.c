@@ -18,7 +18,7 @@ static void layer_norm_backward(tr_graph *g, tr_node *n) {
     if (!dx && !dgamma && !dbeta) return;
     int64_t R = n->i[0], C = n->i[1];
     int nthr = R * C > TR_PAR_MIN ? omp_get_max_threads() : 1;
-    void *part = op_alloc(g, (size_t)(nthr * 2 * C) * tr_dtype_size(x->dtype));
+    void *part = op_data(g, (size_t)(nthr * 2 * C) * tr_dtype_size(x->dtype));
     if (!part) return;
     TR_DISPATCH(x->dtype, layer_norm_backward, dx, dgamma, dbeta, n->out->grad, x->data,
                 n->saved[0], n->saved[1], gamma ? gamma->data : NULL, part, nthr, R, C, acc);
@@ -29,6 +29,7 @@ tr_tensor *tr_layer_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
     if (!op_check(g, "layer_norm", 1 + (gamma != NULL) + (beta != NULL), x,
                   gamma ? gamma : beta, gamma ? beta : NULL))
         return NULL;
+    if (!OP_HOST_ONLY(g, "layer_norm")) return NULL;
     if (x->ndim < 1)
         return op_fail(g, TR_ERR_INVALID, "layer_norm: input %s has no last dim", op_shape(x));
     int64_t C = x->shape[x->ndim - 1], R = tr_tensor_dims(x, 0, x->ndim - 1);
@@ -44,7 +45,7 @@ tr_tensor *tr_layer_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
                        op_shape(x), eps);
     size_t es = tr_dtype_size(x->dtype);
     tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
-    void *mean = op_alloc(g, (size_t)R * es + 1), *rstd = op_alloc(g, (size_t)R * es + 1);
+    void *mean = op_data(g, (size_t)R * es + 1), *rstd = op_data(g, (size_t)R * es + 1);
     if (!y || !mean || !rstd) return NULL;
     TR_DISPATCH(x->dtype, layer_norm_forward, y->data, mean, rstd, x->data,
                 gamma ? gamma->data : NULL, beta ? beta->data : NULL, eps, R, C);

@@ -1,5 +1,6 @@
 /* Linear layer y = x W^T + b over the last dim (PyTorch's nn.Linear layout). */
 #include "autograd/node.h"
+#include "ops/cpu_kernels.h"
 
 #define TR_GENERIC "ops/linear.inc"
 #include "ops/generic.h"
@@ -9,11 +10,12 @@ static void linear_backward(tr_graph *g, tr_node *n) {
     int64_t B = n->i[0], C = n->i[1], OC = n->i[2];
     int acc, wacc;
     void *dx = op_grad_write(g, x, &acc), *dw = op_grad_write(g, w, &wacc), *db = b ? op_grad(g, b) : NULL;
-    TR_DISPATCH(x->dtype, linear_backward, dx, dw, db, n->out->grad, x->data, w->data, B, C, OC, acc, wacc);
+    OP_RUN(g, x->dtype, linear_backward, dx, dw, db, n->out->grad, x->data, w->data, B, C, OC, acc, wacc);
 }
 
 tr_tensor *tr_linear(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b) {
     if (!op_check(g, "linear", b ? 3 : 2, x, w, b)) return NULL;
+    if (!OP_DEVICE(g, "linear", linear_forward, linear_backward)) return NULL;
     if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1])
         return op_fail(g, TR_ERR_INVALID, "linear: input %s does not match weight %s (OC, C)",
                        op_shape(x), op_shape(w));
@@ -26,7 +28,7 @@ tr_tensor *tr_linear(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b) {
     shape[x->ndim - 1] = OC;
     tr_tensor *y = op_out(g, x->dtype, x->ndim, shape);
     if (!y) return NULL;
-    TR_DISPATCH(x->dtype, linear_forward, y->data, x->data, w->data, b ? b->data : NULL, B, C, OC);
+    OP_RUN(g, x->dtype, linear_forward, y->data, x->data, w->data, b ? b->data : NULL, B, C, OC);
     if (op_needs_grad(g, 3, x, w, b)) {
         tr_node *n = op_record(g, "linear", linear_backward, y, 3, x, w, b);
         if (!n) return NULL;
@@ -35,4 +37,9 @@ tr_tensor *tr_linear(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b) {
         n->i[2] = OC;
     }
     return y;
+}
+
+void ops_kernels_linear(tr_kernels *k) {
+    k->linear_forward = linear_forward_f32;
+    k->linear_backward = linear_backward_f32;
 }

@@ -70,6 +70,7 @@ static void matmul_backward(tr_graph *g, tr_node *n) {
 
 tr_tensor *tr_matmul(tr_graph *g, tr_tensor *a, tr_tensor *b) {
     if (!op_check(g, "matmul", 2, a, b)) return NULL;
+    if (!OP_HOST_ONLY(g, "matmul")) return NULL;
     if (a->ndim < 2 || b->ndim < 2)
         return op_fail(g, TR_ERR_INVALID, "matmul: a %s and b %s must both be at least 2-D",
                        op_shape(a), op_shape(b));

@@ -21,6 +21,7 @@ static void mse_backward(tr_graph *g, tr_node *n) {
 
 tr_tensor *tr_mse(tr_graph *g, tr_tensor *pred, tr_tensor *target, double normaliser) {
     if (!op_check(g, "mse", 2, pred, target)) return NULL;
+    if (!OP_HOST_ONLY(g, "mse")) return NULL;
     if (!tr_tensor_same_shape(pred, target))
         return op_fail(g, TR_ERR_INVALID, "mse: target %s does not have pred's shape %s",
                        op_shape(target), op_shape(pred));

@@ -121,6 +121,7 @@ static pool_dims pool_dims_of(const tr_tensor *x, int64_t k, int64_t S, int64_t 
 static int pool_check(tr_graph *g, const char *op, tr_tensor *x, int kernel, int stride,
                       int padding) {
     if (!op_check(g, op, 1, x)) return 0;
+    if (!OP_HOST_ONLY(g, op)) return 0;
     if (x->ndim != 4) {
         op_fail(g, TR_ERR_INVALID, "%s: input %s must be (N, C, H, W)", op, op_shape(x));
         return 0;
@@ -160,7 +161,7 @@ tr_tensor *tr_max_pool2d(tr_graph *g, tr_tensor *x, int kernel, int stride, int 
     int64_t NC = x->shape[0] * x->shape[1];
     tr_tensor *y = op_out(g, x->dtype, 4, (int64_t[]){x->shape[0], x->shape[1], d.OH, d.OW});
     if (!y) return NULL;
-    int32_t *argmax = op_alloc(g, (size_t)(NC * d.OH * d.OW) * sizeof(int32_t) + 1);
+    int32_t *argmax = op_data(g, (size_t)(NC * d.OH * d.OW) * sizeof(int32_t) + 1);
     if (!argmax) return NULL;
     TR_DISPATCH(x->dtype, max_pool_forward, y->data, argmax, x->data, NC, &d);
     if (op_needs_grad(g, 1, x)) {

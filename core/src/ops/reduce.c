@@ -18,6 +18,7 @@ static void sum_all_backward(tr_graph *g, tr_node *n) {
 static tr_tensor *sum_all(tr_graph *g, tr_tensor *x, int mean) {
     const char *name = mean ? "mean" : "sum";
     if (!op_check(g, name, 1, x)) return NULL;
+    if (!OP_HOST_ONLY(g, name)) return NULL;
     int64_t N = tr_tensor_numel(x);
     tr_tensor *y = op_out(g, x->dtype, 1, (int64_t[]){1});
     if (!y) return NULL;
@@ -50,6 +51,7 @@ static void sum_dim_backward(tr_graph *g, tr_node *n) {
 static tr_tensor *sum_dim(tr_graph *g, tr_tensor *x, int dim, int mean) {
     const char *name = mean ? "mean_dim" : "sum_dim";
     if (!op_check(g, name, 1, x)) return NULL;
+    if (!OP_HOST_ONLY(g, name)) return NULL;
     int d = dim < 0 ? dim + x->ndim : dim;
     if (d < 0 || d >= x->ndim)
         return op_fail(g, TR_ERR_INVALID, "%s: dim %d is out of range for input %s", name, dim,

@@ -44,6 +44,7 @@ static void slice_backward(tr_graph *g, tr_node *n) {
 
 tr_tensor *tr_slice(tr_graph *g, tr_tensor *x, int dim, int64_t start, int64_t len) {
     if (!op_check(g, "slice", 1, x)) return NULL;
+    if (!OP_HOST_ONLY(g, "slice")) return NULL;
     int d = dim < 0 ? dim + x->ndim : dim;
     if (d < 0 || d >= x->ndim)
         return op_fail(g, TR_ERR_INVALID, "slice: dim %d is out of range for %s", dim,

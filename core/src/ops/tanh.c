@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "autograd/node.h"
+#include "ops/cpu_kernels.h"
 
 #include "ops/vmath.h"
 
@@ -11,15 +12,21 @@
 static void tanh_backward(tr_graph *g, tr_node *n) {
     void *dx = op_grad(g, n->in[0]);
     if (dx)
-        TR_DISPATCH(n->out->dtype, tanh_backward, dx, n->out->grad, n->out->data,
+        OP_RUN(g, n->out->dtype, tanh_backward, dx, n->out->grad, n->out->data,
                     tr_tensor_numel(n->out));
 }
 
 tr_tensor *tr_tanh(tr_graph *g, tr_tensor *x) {
     if (!op_check(g, "tanh", 1, x)) return NULL;
+    if (!OP_DEVICE(g, "tanh", tanh_forward, tanh_backward)) return NULL;
     tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
     if (!y) return NULL;
-    TR_DISPATCH(x->dtype, tanh_forward, y->data, x->data, tr_tensor_numel(x));
+    OP_RUN(g, x->dtype, tanh_forward, y->data, x->data, tr_tensor_numel(x));
     if (op_needs_grad(g, 1, x) && !op_record(g, "tanh", tanh_backward, y, 1, x)) return NULL;
     return y;
+}
+
+void ops_kernels_tanh(tr_kernels *k) {
+    k->tanh_forward = tanh_forward_f32;
+    k->tanh_backward = tanh_backward_f32;
 }

@@ -81,6 +81,7 @@ static tr_tensor *permute_impl(tr_graph *g, const char *name, tr_tensor *x, cons
 
 tr_tensor *tr_permute(tr_graph *g, tr_tensor *x, const int *perm) {
     if (!op_check(g, "permute", 1, x)) return NULL;
+    if (!OP_HOST_ONLY(g, "permute")) return NULL;
     if (!perm) return op_fail(g, TR_ERR_INVALID, "permute: perm is NULL for %s", op_shape(x));
     int64_t p[TR_MAX_DIMS];
     int seen[TR_MAX_DIMS] = {0};
@@ -98,6 +99,7 @@ tr_tensor *tr_permute(tr_graph *g, tr_tensor *x, const int *perm) {
 
 tr_tensor *tr_transpose(tr_graph *g, tr_tensor *x, int dim0, int dim1) {
     if (!op_check(g, "transpose", 1, x)) return NULL;
+    if (!OP_HOST_ONLY(g, "transpose")) return NULL;
     int a = dim0 < 0 ? dim0 + x->ndim : dim0, b = dim1 < 0 ? dim1 + x->ndim : dim1;
     if (a < 0 || a >= x->ndim || b < 0 || b >= x->ndim)
         return op_fail(g, TR_ERR_INVALID, "transpose: dims (%d, %d) out of range for %s", dim0,

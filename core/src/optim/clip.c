@@ -40,13 +40,14 @@ double tr_grad_sumsq(const float *g, size_t n) {
     return s;
 }
 
+void optim_scale(float *g, size_t n, float s) {
+#pragma omp parallel for simd if (parallel : n > OPTIM_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) g[i] *= s;
+}
+
 double tr_clip_grad_norm(float *g, size_t n, double max_norm, double sumsq) {
     double norm = sqrt(sumsq);
     double coef = max_norm / (norm + 1e-6);
-    if (isfinite(norm) && coef < 1.0) {
-        float c = (float)coef;
-#pragma omp parallel for simd if (parallel : n > OPTIM_PAR_MIN) schedule(static)
-        for (size_t i = 0; i < n; i++) g[i] *= c;
-    }
+    if (isfinite(norm) && coef < 1.0) optim_scale(g, n, (float)coef);
     return norm;
 }

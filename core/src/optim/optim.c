@@ -127,6 +127,16 @@ tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n
     return TR_OK;
 }
 
+void optim_update(const tr_optim_config *cfg, int64_t steps, float *param, const float *grad,
+                  float *const *state, size_t n, double lr) {
+    tr_optim o = {.cfg = *cfg, .n = n, .steps = steps};
+    for (int i = 0; i < OPTIM_MAX_STATE; i++) o.state[i] = state ? state[i] : NULL;
+    if (cfg->kind == TR_OPTIM_SGD)
+        optim_sgd_update(&o, param, grad, lr, 0, n);
+    else
+        optim_adam_update(&o, param, grad, lr, 0, n);
+}
+
 tr_status tr_optim_step_at(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr) {
     if (!opt || (hi > lo && (!param || !grad))) return tr_error_set(TR_ERR_INVALID, "optimizer step: NULL argument");
     if (lo > hi || hi > opt->n)

@@ -33,4 +33,10 @@ struct tr_optim {
 void optim_sgd_update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi);
 void optim_adam_update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi);
 
+/* The kernel table's entries (trainer/kernels.h): g *= s; one update of n elements with state
+ * buffers given, as tr_optim_step after `steps` updates. */
+void optim_scale(float *g, size_t n, float s);
+void optim_update(const tr_optim_config *cfg, int64_t steps, float *param, const float *grad,
+                  float *const *state, size_t n, double lr);
+
 #endif

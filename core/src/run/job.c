@@ -378,6 +378,8 @@ static tr_status pick_strategy(job *j, const char *no_gpu) {
     TR_CHECK(tr_choose_devices(&rq, no_gpu ? 0 : j->gpus.count, no_gpu ? no_gpu : j->gpus.why, tr_cpu_count(), &c));
     j->s.devices = c.devices;
     j->accelerator = c.accelerator;
+    j->n_gpu_ids = c.accelerator == TR_ACCEL_GPU ? c.n_ids : 0;
+    memcpy(j->gpu_ids, c.ids, sizeof j->gpu_ids);
     j->choice_made = 1;
     snprintf(j->picked, sizeof j->picked, "%s", c.strategy);
     snprintf(j->why, sizeof j->why, "%s", c.why);
@@ -419,7 +421,8 @@ static tr_status ready_strategy(job *j) {
     }
     if (j->sops->probe) {
         tr_strategy_probe pe = {.devices = (int)j->s.devices, .gpus = j->gpus.count, .registry = j->reg,
-                                .accelerator = j->accelerator};
+                                .accelerator = j->accelerator,
+                                .gpu_backend = j->accelerator == TR_ACCEL_GPU ? j->gpus.backend : NULL};
         tr_status st = j->sops->probe(j->strat_opts, &pe);
         if (st != TR_OK) {
             if (j->accelerator == TR_ACCEL_GPU) snprintf(j->gpu_refused, sizeof j->gpu_refused, "%s", tr_error_msg());
@@ -546,7 +549,9 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
     const tr_dataset_ops *dops = j->data_p->desc->ops;
     tr_strategy_env env = {.models = j->models, .spec = &j->spec, .optim = j->s.optim, .global_batch = j->s.batch,
                            .grad_accum = j->s.accum, .threads = (int)j->s.threads, .seed = (uint64_t)j->s.seed,
-                           .devices = (int)j->s.devices, .registry = j->reg, .skip_nonfinite = j->s.on_nan == ON_NAN_SKIP};
+                           .devices = (int)j->s.devices, .registry = j->reg, .skip_nonfinite = j->s.on_nan == ON_NAN_SKIP,
+                           .accelerator = j->accelerator, .gpu_backend = j->accelerator == TR_ACCEL_GPU ? j->gpus.backend : NULL,
+                           .gpu_ids = j->gpu_ids, .n_gpu_ids = j->n_gpu_ids};
     tr_status st = j->sops->create(&j->strat, j->strat_opts, &env, &j->info);
     if (st != TR_OK) j->strat = NULL;
     if (st == TR_OK) st = plugin_defaults(j, "strategy", j->strat_p); /* j->strat stays: job_close destroys it */

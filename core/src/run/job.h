@@ -52,6 +52,8 @@ typedef struct job {
     int strategy_auto;            /* trainer.strategy was auto */
     char strategy_asked[64];      /* trainer.strategy as the config says it (auto or a name) */
     int accelerator;              /* tr_accelerator chosen: cpu or gpu */
+    int gpu_ids[TR_MAX_DEVICE_IDS]; /* the GPUs chosen (gpu), n_gpu_ids of them */
+    int n_gpu_ids;
     int choice_made;              /* the selection rule accepted the request */
     char picked[64];              /* the strategy the rule chose */
     char gpu_refused[300];        /* why the chosen strategy cannot run on the GPUs chosen ("" none) */

@@ -112,7 +112,8 @@ static void add_row(planner *pl, const tr_strategy_estimate_env *env, tr_plan_re
     tr_strategy_estimate_env e = *env;
     e.devices = devices;
     if (st == TR_OK && ops.probe) {
-        tr_strategy_probe pe = {.devices = devices, .gpus = j->gpus.count, .registry = j->reg, .accelerator = j->accelerator};
+        tr_strategy_probe pe = {.devices = devices, .gpus = j->gpus.count, .registry = j->reg, .accelerator = j->accelerator,
+                                .gpu_backend = j->accelerator == TR_ACCEL_GPU ? j->gpus.backend : NULL};
         st = ops.probe(use, &pe);
         if (st != TR_OK) snprintf(row->note, sizeof row->note, "cannot run here: %s", tr_error_msg());
     }

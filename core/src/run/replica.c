@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "trainer/accel.h"
 #include "trainer/memory.h"
 #include "trainer/strategy.h"
 
@@ -31,12 +32,57 @@ void tr_model_factory_destroy(tr_model_factory *f) { tr_free(f); }
 
 const tr_data_spec *tr_model_factory_spec(const tr_model_factory *f) { return &f->spec; }
 
+static size_t param_bytes(tr_replica *r) { return tr_params_numel(r->P) * sizeof(float); }
+static size_t buffer_bytes(tr_replica *r) { return tr_params_buffers_numel(r->P) * sizeof(float); }
+
 void tr_replica_destroy(tr_replica *r) {
     if (!r) return;
     if (r->g) tr_graph_destroy(r->g); /* before the parameters its tensors point into */
     if (r->model) r->ops->destroy(r->model);
+    if (r->accel) {
+        tr_accel_free(r->accel, r->d_data, param_bytes(r));
+        tr_accel_free(r->accel, r->d_grad, param_bytes(r));
+        tr_accel_free(r->accel, r->d_buffers, buffer_bytes(r));
+    }
+    tr_params_destroy(r->dP);
     tr_params_destroy(r->P);
     tr_free(r);
+}
+
+tr_params *tr_replica_params(tr_replica *r) { return r->dP ? r->dP : r->P; }
+
+tr_status tr_replica_upload(tr_replica *r) {
+    if (!r->accel) return TR_OK;
+    TR_CHECK(tr_accel_upload(r->accel, r->d_data, tr_params_data(r->P), param_bytes(r)));
+    return tr_accel_upload(r->accel, r->d_buffers, tr_params_buffers_data(r->P), buffer_bytes(r));
+}
+
+tr_status tr_replica_download(tr_replica *r) {
+    if (!r->accel) return TR_OK;
+    TR_CHECK(tr_accel_download(r->accel, tr_params_data(r->P), r->d_data, param_bytes(r)));
+    return tr_accel_download(r->accel, tr_params_buffers_data(r->P), r->d_buffers, buffer_bytes(r));
+}
+
+tr_status tr_replica_create_on(const tr_model_factory *f, tr_accel *accel, tr_replica **out) {
+    *out = NULL;
+    tr_replica *r;
+    TR_CHECK(tr_replica_create(f, &r));
+    r->accel = accel;
+    tr_status st;
+    TR_CHECK_GOTO(tr_accel_alloc(accel, param_bytes(r), (void **)&r->d_data), fail);
+    TR_CHECK_GOTO(tr_accel_alloc(accel, param_bytes(r), (void **)&r->d_grad), fail);
+    TR_CHECK_GOTO(tr_accel_alloc(accel, buffer_bytes(r), (void **)&r->d_buffers), fail);
+    /* The alignment gaps of the gradient stay zero, as on the host. */
+    tr_accel_zero(accel, r->d_grad, param_bytes(r));
+    TR_CHECK_GOTO(tr_replica_upload(r), fail);
+    TR_CHECK_GOTO(tr_params_clone_view(r->P, r->d_data, r->d_grad, r->d_buffers, TR_DEVICE_GPU, &r->dP), fail);
+    TR_CHECK_GOTO(tr_graph_set_accel(r->g, accel), fail);
+    tr_graph_set_params(r->g, r->dP);
+    *out = r;
+    return TR_OK;
+fail:
+    tr_replica_destroy(r);
+    return st;
 }
 
 tr_status tr_replica_create(const tr_model_factory *f, tr_replica **out) {
@@ -70,6 +116,17 @@ fail:
     return st;
 }
 
+/* A batch tensor: a view of the loader's host memory, or on a device an upload of it. */
+static tr_status batch_tensor(tr_replica *r, void *host, tr_dtype dtype, int ndim, const int64_t *shape, tr_tensor **out) {
+    if (!r->accel) {
+        *out = tr_graph_view(r->g, host, dtype, ndim, shape);
+        return tr_graph_status(r->g);
+    }
+    *out = tr_graph_input(r->g, dtype, ndim, shape);
+    if (!*out) return tr_graph_status(r->g);
+    return tr_accel_upload(r->accel, (*out)->data, host, tr_tensor_bytes(*out));
+}
+
 tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t offset,
                              int64_t count, double normaliser, int64_t step, int train,
                              int with_y, tr_model_out *out) {
@@ -85,13 +142,13 @@ tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t off
     for (int d = 0; d < s->x_ndim; d++) shape[1 + d] = s->x_shape[d];
     tr_batch b = {.size = count, .first = hb->first + offset, .normaliser = normaliser};
     char *x = (char *)hb->x + (size_t)offset * (size_t)s->x_numel * tr_dtype_size(s->x_dtype);
-    b.x = tr_graph_view(g, x, s->x_dtype, 1 + s->x_ndim, shape);
+    TR_CHECK(batch_tensor(r, x, s->x_dtype, 1 + s->x_ndim, shape, &b.x));
     if (with_y) {
         for (int d = 0; d < s->y_ndim; d++) shape[1 + d] = s->y_shape[d];
         char *y = (char *)hb->y + (size_t)offset * (size_t)s->y_numel * tr_dtype_size(s->y_dtype);
-        b.y = tr_graph_view(g, y, s->y_dtype, 1 + s->y_ndim, shape);
+        TR_CHECK(batch_tensor(r, y, s->y_dtype, 1 + s->y_ndim, shape, &b.y));
     }
-    TR_CHECK(r->ops->forward(r->model, g, r->P, &b, out));
+    TR_CHECK(r->ops->forward(r->model, g, tr_replica_params(r), &b, out));
     TR_CHECK(tr_graph_status(g));
     if (with_y && !out->loss) return tr_error_set(TR_ERR_PLUGIN, "the model returned no loss");
     return TR_OK;
@@ -105,10 +162,15 @@ void tr_replica_copy_params(tr_replica *dst, tr_replica *src) {
 }
 
 void tr_replica_memory(const tr_replica *r, const tr_optim *opt, tr_strategy_memory *m) {
-    /* Measured: the pages of the parameter and gradient buffers in memory now. */
+    /* Measured: the pages of the parameter and gradient buffers in memory now (on a device:
+     * the buffers' sizes, all allocated). */
     uint64_t p = tr_pages_resident(tr_params_data(r->P), tr_params_numel(r->P) * sizeof(float)) +
                  tr_params_buffers_numel(r->P) * sizeof(float);
     uint64_t g = tr_pages_resident(tr_params_grad(r->P), tr_params_numel(r->P) * sizeof(float));
+    if (r->accel) {
+        p = (tr_params_numel(r->P) + tr_params_buffers_numel(r->P)) * sizeof(float);
+        g = tr_params_numel(r->P) * sizeof(float);
+    }
     uint64_t a = tr_arena_peak(tr_graph_arena(r->g));
     uint64_t o = tr_optim_state_bytes(opt);
     m->params += p;
@@ -119,6 +181,17 @@ void tr_replica_memory(const tr_replica *r, const tr_optim *opt, tr_strategy_mem
 }
 
 void tr_replica_find_nonfinite(const tr_replica *r, double *flags, char *activation, size_t size) {
+    if (r->accel) { /* copies of the device's parameters and gradients (a failed copy finds nothing) */
+        size_t n = tr_params_numel(r->P);
+        float *h = tr_malloc((n ? n : 1) * sizeof *h);
+        if (h && tr_accel_download(r->accel, h, r->d_data, n * sizeof *h) == TR_OK)
+            tr_params_mark_nonfinite(r->P, h, 0, n, flags);
+        if (h && tr_accel_download(r->accel, h, r->d_grad, n * sizeof *h) == TR_OK)
+            tr_params_mark_nonfinite(r->P, h, 0, n, flags + tr_params_count(r->P));
+        tr_free(h);
+        tr_graph_first_nonfinite(r->g, activation, size);
+        return;
+    }
     tr_params_find_nonfinite(r->P, flags);
     tr_graph_first_nonfinite(r->g, activation, size);
 }

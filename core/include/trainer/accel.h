@@ -1,0 +1,63 @@
+/* An opened GPU (or other accelerator) as strategies use it: the device plugin's handle, its
+ * memory, copies and kernel table, with errors that name the device.
+ *
+ *   tr_accel *a;
+ *   TR_CHECK(tr_accel_open(env->gpu_backend, env->gpu_ids[0], &a));
+ *   float *d;
+ *   TR_CHECK(tr_accel_alloc(a, n * sizeof(float), (void **)&d));
+ *   TR_CHECK(tr_accel_upload(a, d, host, n * sizeof(float)));
+ *   tr_accel_kernels(a)->relu_forward(d, d, n);
+ *   TR_CHECK(tr_accel_download(a, host, d, n * sizeof(float)));
+ *   tr_accel_free(a, d, n * sizeof(float));
+ *   tr_accel_close(a);
+ *
+ * A graph given an accel (tr_graph_set_accel) keeps its activations in the device's memory
+ * and runs every op through the device's kernels; a replica made with
+ * tr_replica_create_on holds its parameters, gradients and buffers there too. */
+#ifndef TRAINER_ACCEL_H
+#define TRAINER_ACCEL_H
+
+#include <stddef.h>
+
+#include "trainer/device_backend.h"
+#include "trainer/kernels.h"
+#include "trainer/plugin.h"
+#include "trainer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tr_accel tr_accel;
+
+/* Opens device `index` of the device plugin `backend`. An error names the plugin and says
+ * why: a plugin without the execution entries (discovery only), no such device, the
+ * plugin's own open error. */
+tr_status tr_accel_open(const tr_plugin *backend, int index, tr_accel **out);
+/* Whether backend can run kernels at all (has the execution entries), without opening
+ * anything: TR_OK, or open's error. For a strategy's probe. */
+tr_status tr_accel_probe(const tr_plugin *backend);
+void tr_accel_close(tr_accel *a);
+/* "fake_gpu:0" */
+const char *tr_accel_name(const tr_accel *a);
+const tr_kernels *tr_accel_kernels(const tr_accel *a);
+
+tr_status tr_accel_alloc(tr_accel *a, size_t bytes, void **p);
+/* bytes: what was asked of tr_accel_alloc (for the accounting). */
+void tr_accel_free(tr_accel *a, void *p, size_t bytes);
+tr_status tr_accel_upload(tr_accel *a, void *dst, const void *src, size_t bytes);
+tr_status tr_accel_download(tr_accel *a, void *dst, const void *src, size_t bytes);
+/* Zero-fills device memory (queued like a kernel). */
+void tr_accel_zero(tr_accel *a, void *p, size_t bytes);
+/* Waits for queued work; the first kernel error. */
+tr_status tr_accel_sync(tr_accel *a);
+/* Makes a the device this thread's kernels run on. */
+tr_status tr_accel_bind(tr_accel *a);
+/* Bytes of device memory allocated through a now, and the most at once. */
+size_t tr_accel_allocated(const tr_accel *a);
+size_t tr_accel_peak(const tr_accel *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,135 @@
+/* An opened device: the device plugin's execution entries behind checked calls. */
+#include "trainer/accel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "trainer/devices.h"
+#include "trainer/memory.h"
+
+struct tr_accel {
+    tr_device_ops ops;  /* the plugin's table, full size */
+    void *dev;          /* the plugin's handle */
+    tr_kernels kern;    /* the plugin's kernels, full size */
+    char name[96];
+    size_t allocated, peak;
+};
+
+/* The execution entries a device needs, in table order; NULL when all are present. */
+static const char *missing_entry(const tr_device_ops *o) {
+    return !o->open ? "open" : !o->close ? "close" : !o->alloc ? "alloc" : !o->free ? "free"
+           : !o->upload ? "upload" : !o->download ? "download" : !o->sync ? "sync" : !o->bind ? "bind"
+           : !o->kernels ? "kernels" : NULL;
+}
+
+/* backend's table into ops, checked for every execution entry. */
+static tr_status exec_ops(const tr_plugin *backend, tr_device_ops *ops) {
+    if (!backend) return tr_error_set(TR_ERR_DEVICE, "no GPU device plugin to open a device with");
+    TR_CHECK(tr_device_ops_of(backend, ops));
+    const char *missing = missing_entry(ops);
+    if (missing)
+        return tr_error_set(TR_ERR_UNSUPPORTED, "device plugin %s (%s) can list its GPUs but not run on them: its table "
+                            "has no '%s' entry (discovery only in this build)", backend->desc->name, backend->path, missing);
+    const tr_kernels *k = ops->kernels;
+    if (k->size < offsetof(tr_kernels, copy) + sizeof k->copy || !k->zero || !k->copy)
+        return tr_error_set(TR_ERR_PLUGIN, "device plugin %s (%s): its kernel table (%zu bytes) lacks zero or copy",
+                            backend->desc->name, backend->path, k->size);
+    return TR_OK;
+}
+
+tr_status tr_accel_probe(const tr_plugin *backend) {
+    tr_device_ops ops;
+    return exec_ops(backend, &ops);
+}
+
+tr_status tr_accel_open(const tr_plugin *backend, int index, tr_accel **out) {
+    *out = NULL;
+    tr_accel *a = tr_calloc(1, sizeof *a);
+    if (!a) return TR_ERR_NOMEM;
+    tr_status st = exec_ops(backend, &a->ops);
+    if (st != TR_OK) {
+        tr_free(a);
+        return st;
+    }
+    snprintf(a->name, sizeof a->name, "%s:%d", backend->desc->name, index);
+    /* The plugin's kernel table, into a full-size one: entries it does not know are NULL. */
+    size_t ks = a->ops.kernels->size < sizeof a->kern ? a->ops.kernels->size : sizeof a->kern;
+    memcpy(&a->kern, a->ops.kernels, ks);
+    a->kern.size = sizeof a->kern;
+    char why[256] = "";
+    int n = a->ops.count(why, sizeof why);
+    if (index < 0 || index >= n) {
+        tr_free(a);
+        return tr_error_set(TR_ERR_DEVICE, "%s: no GPU %d (%d visible%s%s)", backend->desc->name, index, n,
+                            why[0] ? ": " : "", why);
+    }
+    st = a->ops.open(index, &a->dev);
+    if (st != TR_OK) {
+        tr_error_prefix("%s: opening GPU %d: ", backend->desc->name, index);
+        tr_free(a);
+        return st;
+    }
+    *out = a;
+    return TR_OK;
+}
+
+void tr_accel_close(tr_accel *a) {
+    if (!a) return;
+    a->ops.close(a->dev);
+    tr_free(a);
+}
+
+const char *tr_accel_name(const tr_accel *a) { return a->name; }
+
+const tr_kernels *tr_accel_kernels(const tr_accel *a) { return &a->kern; }
+
+tr_status tr_accel_alloc(tr_accel *a, size_t bytes, void **p) {
+    *p = NULL;
+    tr_status st = a->ops.alloc(a->dev, bytes ? bytes : 1, p);
+    if (st != TR_OK) {
+        tr_error_prefix("%s: ", a->name);
+        return st;
+    }
+    a->allocated += bytes;
+    if (a->allocated > a->peak) a->peak = a->allocated;
+    return TR_OK;
+}
+
+void tr_accel_free(tr_accel *a, void *p, size_t bytes) {
+    if (!p) return;
+    a->ops.free(a->dev, p);
+    a->allocated -= bytes < a->allocated ? bytes : a->allocated;
+}
+
+tr_status tr_accel_upload(tr_accel *a, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return TR_OK;
+    tr_status st = a->ops.upload(a->dev, dst, src, bytes);
+    if (st != TR_OK) tr_error_prefix("%s: upload of %zu bytes: ", a->name, bytes);
+    return st;
+}
+
+tr_status tr_accel_download(tr_accel *a, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return TR_OK;
+    tr_status st = a->ops.download(a->dev, dst, src, bytes);
+    if (st != TR_OK) tr_error_prefix("%s: download of %zu bytes: ", a->name, bytes);
+    return st;
+}
+
+void tr_accel_zero(tr_accel *a, void *p, size_t bytes) {
+    if (bytes) a->kern.zero(p, bytes);
+}
+
+tr_status tr_accel_sync(tr_accel *a) {
+    tr_status st = a->ops.sync(a->dev);
+    if (st != TR_OK) tr_error_prefix("%s: ", a->name);
+    return st;
+}
+
+tr_status tr_accel_bind(tr_accel *a) {
+    tr_status st = a->ops.bind(a->dev);
+    if (st != TR_OK) tr_error_prefix("%s: ", a->name);
+    return st;
+}
+
+size_t tr_accel_allocated(const tr_accel *a) { return a->allocated; }
+size_t tr_accel_peak(const tr_accel *a) { return a->peak; }
