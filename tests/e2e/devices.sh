@@ -4,8 +4,9 @@
 # - `trainer devices` lists each fake GPU (name, memory, plugin, id), or why there is none
 #   (unset, hidden by CUDA_VISIBLE_DEVICES); the cuda plugin says what it sees or why not.
 # - `trainer plan` with accelerator/devices/strategy auto for 0, 1, 2 and 8 GPUs: the choice
-#   and its reason; where the GPU choice cannot run in this build (no single-gpu strategy yet,
-#   ddp without a GPU path), auto trains on the CPU and says why — never silently.
+#   and its reason (one GPU: single-gpu, which trains: tests/e2e/single_gpu.sh); where the GPU
+#   choice cannot run in this build (ddp without a GPU path, a device plugin that can list
+#   GPUs but not run on them), auto trains on the CPU and says why — never silently.
 # - Impossible requests are refused, saying what was found and what would work: accelerator
 #   gpu without a usable GPU, more GPUs than exist, a GPU id that does not exist, an unknown
 #   trainer.gpu_backend. strategy cpu stays on the CPU whatever GPUs exist.
@@ -78,10 +79,11 @@ plan_is() {
     else bad "plan with $gpus GPU(s) $*: want $want x$world, reason ~ $why" "$out"; fi
 }
 plan_is 0 cpu 1 "auto: found no GPU (fake_gpu: TRAINER_FAKE_GPUS=0); 1 CPU device -> cpu"
-plan_is 1 cpu 1 "auto: found no GPU (1 GPU of fake_gpu left unused: no strategy plugin single-gpu is installed); 1 CPU device -> cpu"
+plan_is 1 single-gpu 1 "auto: found 1 GPU (id 0); 1 GPU -> single-gpu"
+TRAINER_FAKE_GPU_DISCOVERY_ONLY=1 plan_is 1 cpu 1 "auto: found no GPU (1 GPU of fake_gpu left unused: device plugin fake_gpu (.*) can list its GPUs but not run on them: its table has no 'open' entry"
 plan_is 2 cpu 1 "auto: found no GPU (2 GPUs of fake_gpu left unused: ddp runs its ranks on the CPU only in this build"
 plan_is 8 cpu 1 "auto: found no GPU (8 GPUs of fake_gpu left unused: ddp runs its ranks on the CPU only in this build"
-plan_is 2 cpu 1 "auto: found no GPU (2 GPUs of fake_gpu left unused: no strategy plugin single-gpu is installed)" trainer.devices=1
+plan_is 2 single-gpu 1 "auto: found 2 GPUs (ids 0-1); 1 GPU -> single-gpu" trainer.devices=1
 plan_is 2 ddp 2 "named in trainer.strategy; 2 CPU devices" trainer.accelerator=cpu trainer.devices=2 trainer.strategy=ddp
 plan_is 8 cpu 1 "named in trainer.strategy; 1 CPU device" trainer.strategy=cpu
 # Under auto, a GPU request the rule refuses runs on the CPU, saying why.
@@ -103,7 +105,7 @@ refused 0 "trainer.accelerator: gpu asked, but this machine found no GPU (fake_g
 refused 2 "4 GPUs asked, but this machine found 2 GPUs (ids 0-1); devices: 2" trainer.accelerator=gpu trainer.devices=4
 refused 2 "GPU id 5 does not exist: this machine found 2 GPUs" "trainer.devices=[0, 5]"
 refused 2 "strategy ddp (.*) cannot run here: ddp runs its ranks on the CPU only in this build" trainer.accelerator=gpu
-refused 1 "trainer.strategy: auto picked single-gpu (auto: found 1 GPU (id 0); 1 GPU -> single-gpu), which is not installed: no strategy plugin named .single-gpu." trainer.accelerator=gpu
+TRAINER_FAKE_GPU_DISCOVERY_ONLY=1 refused 1 "strategy single-gpu (.*) cannot run here: device plugin fake_gpu (.*) can list its GPUs but not run on them" trainer.accelerator=gpu
 refused 2 "trainer.gpu_backend: no device plugin named 'nope' (available: .*fake_gpu" trainer.gpu_backend=nope
 
 # ---- trainer run under auto with fake GPUs: the choice printed, training happens ----

@@ -12,6 +12,7 @@
  * GPU must give exactly the cpu strategy's numbers. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,10 +195,7 @@ static tr_device_ops ops = {.count = count, .info = info, .open = dev_open, .clo
                             .free = dev_free, .upload = dev_upload, .download = dev_download, .sync = dev_sync,
                             .bind = dev_bind};
 
-/* The kernel table is the core's, which exists only at run time. */
-__attribute__((constructor)) static void set_kernels(void) { ops.kernels = tr_cpu_kernels(); }
-
-static const tr_plugin_desc desc = {
+static tr_plugin_desc desc = {
     TR_PLUGIN_DESC_HEADER,
     .kind = TR_PLUGIN_DEVICE,
     .name = "fake_gpu",
@@ -206,5 +204,13 @@ static const tr_plugin_desc desc = {
     .ops = &ops,
     .ops_size = sizeof ops,
 };
+
+/* The kernel table is the core's, which exists only at run time. With
+ * TRAINER_FAKE_GPU_DISCOVERY_ONLY set the table ends at `info`, as a device plugin that can
+ * list GPUs but not run on them (the state of plugins/devices/cuda today). */
+__attribute__((constructor)) static void set_kernels(void) {
+    ops.kernels = tr_cpu_kernels();
+    if (getenv("TRAINER_FAKE_GPU_DISCOVERY_ONLY")) desc.ops_size = offsetof(tr_device_ops, open);
+}
 
 TR_PLUGIN_DEFINE(desc)

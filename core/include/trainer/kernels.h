@@ -62,6 +62,15 @@ typedef struct tr_kernels {
     void (*sigmoid_forward)(float *out, const float *x, int64_t N);
     void (*sigmoid_backward)(float *dx, const float *dout, const float *out, int64_t N);
 
+    /* Dropout: mask[i] = 1 keeps element i, drawn as the core does (trainer/rng.h): Philox
+     * block (first + i) / 4 of (seed, stream), lane (first + i) % 4, kept when its value
+     * >> 8 is >= thr; out = x * mask * scale. Backward: dx (=, or += with acc) dout * mask *
+     * scale. */
+    void (*dropout_forward)(float *out, uint8_t *mask, const float *x, int64_t N, uint64_t seed,
+                            uint64_t stream, uint64_t first, uint32_t thr, double scale);
+    void (*dropout_backward)(float *dx, const float *dout, const uint8_t *mask, int64_t N,
+                             double scale, int acc);
+
     /* ---- softmax over rows of C ---- */
     void (*softmax_forward)(float *out, const float *x, int64_t R, int64_t C);
     void (*softmax_backward)(float *dx, const float *dout, const float *out, int64_t R, int64_t C);

@@ -16,5 +16,6 @@ void ops_kernels_tanh(tr_kernels *k);
 void ops_kernels_sigmoid(tr_kernels *k);
 void ops_kernels_softmax(tr_kernels *k);
 void ops_kernels_cross_entropy(tr_kernels *k);
+void ops_kernels_dropout(tr_kernels *k);
 
 #endif

@@ -10,6 +10,7 @@
  * the global batch is split over ranks. The mask (one byte per element) is kept for
  * backward. */
 #include "autograd/node.h"
+#include "ops/cpu_kernels.h"
 #include "ops/gemm.h"
 #include "trainer/rng.h"
 
@@ -51,19 +52,49 @@ static void dropout_apply(void *out, const void *inp, const uint8_t *mask, doubl
     }
 }
 
+/* The kernels of both directions over whole tensors, chunked for threads. */
+static void dropout_fwd(void *out, uint8_t *mask, const void *x, tr_dtype dt, int64_t N, uint64_t seed,
+                        uint64_t stream, uint64_t first, uint32_t thr, double scale) {
+    size_t es = tr_dtype_size(dt);
+    int64_t nchunks = (N + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
+    /* Philox costs ~10x a multiply per element: worth threads earlier than a plain loop. */
+#pragma omp parallel for if (N > TR_PAR_MIN / 8) schedule(static)
+    for (int64_t ch = 0; ch < nchunks; ch++) {
+        int64_t i0 = ch * DROPOUT_CHUNK, len = N - i0 < DROPOUT_CHUNK ? N - i0 : DROPOUT_CHUNK;
+        dropout_mask(mask + i0, len, seed, stream, first + (uint64_t)i0, thr);
+        dropout_apply((char *)out + (size_t)i0 * es, (const char *)x + (size_t)i0 * es, mask + i0, scale, dt, len, 0);
+    }
+}
+
+static void dropout_bwd(void *dx, const void *dout, const uint8_t *mask, tr_dtype dt, int64_t N, double scale,
+                        int acc) {
+    size_t es = tr_dtype_size(dt);
+    int64_t nchunks = (N + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
+#pragma omp parallel for if (N > TR_PAR_MIN) schedule(static)
+    for (int64_t ch = 0; ch < nchunks; ch++) {
+        int64_t i0 = ch * DROPOUT_CHUNK, len = N - i0 < DROPOUT_CHUNK ? N - i0 : DROPOUT_CHUNK;
+        dropout_apply((char *)dx + (size_t)i0 * es, (const char *)dout + (size_t)i0 * es, mask + i0, scale, dt, len, acc);
+    }
+}
+
+static void dropout_forward_f32(float *out, uint8_t *mask, const float *x, int64_t N, uint64_t seed, uint64_t stream,
+                                uint64_t first, uint32_t thr, double scale) {
+    dropout_fwd(out, mask, x, TR_F32, N, seed, stream, first, thr, scale);
+}
+
+static void dropout_backward_f32(float *dx, const float *dout, const uint8_t *mask, int64_t N, double scale, int acc) {
+    dropout_bwd(dx, dout, mask, TR_F32, N, scale, acc);
+}
+
 static void dropout_backward(tr_graph *g, tr_node *n) {
     int acc;
     void *dx = op_grad_write(g, n->in[0], &acc);
     if (!dx) return;
-    int64_t N = tr_tensor_numel(n->out), nchunks = (N + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
-    size_t es = tr_dtype_size(n->out->dtype);
-    const uint8_t *mask = n->saved[0];
-#pragma omp parallel for if (N > TR_PAR_MIN) schedule(static)
-    for (int64_t ch = 0; ch < nchunks; ch++) {
-        int64_t i0 = ch * DROPOUT_CHUNK, len = N - i0 < DROPOUT_CHUNK ? N - i0 : DROPOUT_CHUNK;
-        dropout_apply((char *)dx + (size_t)i0 * es, (const char *)n->out->grad + (size_t)i0 * es,
-                      mask + i0, n->f[0], n->out->dtype, len, acc);
-    }
+    int64_t N = tr_tensor_numel(n->out);
+    if (op_kernels(g))
+        op_kernels(g)->dropout_backward(dx, n->out->grad, n->saved[0], N, n->f[0], acc);
+    else
+        dropout_bwd(dx, n->out->grad, n->saved[0], n->out->dtype, N, n->f[0], acc);
 }
 
 tr_tensor *tr_dropout(tr_graph *g, tr_tensor *x, double p) {
@@ -72,7 +103,7 @@ tr_tensor *tr_dropout(tr_graph *g, tr_tensor *x, double p) {
         return op_fail(g, TR_ERR_INVALID, "dropout: p = %g must be in [0, 1) (input %s)", p,
                        op_shape(x));
     if (!tr_graph_training(g) || p == 0) return x;
-    if (!OP_HOST_ONLY(g, "dropout")) return NULL;
+    if (!OP_DEVICE(g, "dropout", dropout_forward, dropout_backward)) return NULL;
     uint64_t seed, step, sample_base, call;
     tr_graph_rng_(g, &seed, &step, &sample_base, &call);
     uint64_t stream = tr_rng_stream(TR_RNG_STREAM_DROPOUT, step, call);
@@ -87,16 +118,10 @@ tr_tensor *tr_dropout(tr_graph *g, tr_tensor *x, double p) {
     tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
     uint8_t *mask = op_data(g, (size_t)N + 1);
     if (!y || !mask) return NULL;
-    size_t es = tr_dtype_size(x->dtype);
-    int64_t nchunks = (N + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
-    /* Philox costs ~10x a multiply per element: worth threads earlier than a plain loop. */
-#pragma omp parallel for if (N > TR_PAR_MIN / 8) schedule(static)
-    for (int64_t ch = 0; ch < nchunks; ch++) {
-        int64_t i0 = ch * DROPOUT_CHUNK, len = N - i0 < DROPOUT_CHUNK ? N - i0 : DROPOUT_CHUNK;
-        dropout_mask(mask + i0, len, seed, stream, first + (uint64_t)i0, thr);
-        dropout_apply((char *)y->data + (size_t)i0 * es, (const char *)x->data + (size_t)i0 * es,
-                      mask + i0, scale, x->dtype, len, 0);
-    }
+    if (op_kernels(g))
+        op_kernels(g)->dropout_forward(y->data, mask, x->data, N, seed, stream, first, thr, scale);
+    else
+        dropout_fwd(y->data, mask, x->data, x->dtype, N, seed, stream, first, thr, scale);
     if (op_needs_grad(g, 1, x)) {
         tr_node *n = op_record(g, "dropout", dropout_backward, y, 1, x);
         if (!n) return NULL;
@@ -104,4 +129,9 @@ tr_tensor *tr_dropout(tr_graph *g, tr_tensor *x, double p) {
         n->f[0] = scale;
     }
     return y;
+}
+
+void ops_kernels_dropout(tr_kernels *k) {
+    k->dropout_forward = dropout_forward_f32;
+    k->dropout_backward = dropout_backward_f32;
 }

@@ -26,6 +26,7 @@ static void fill(void) {
     ops_kernels_sigmoid(&table);
     ops_kernels_softmax(&table);
     ops_kernels_cross_entropy(&table);
+    ops_kernels_dropout(&table);
 }
 
 const tr_kernels *tr_cpu_kernels(void) {
