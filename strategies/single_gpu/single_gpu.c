@@ -2,8 +2,9 @@
  *
  * One replica made on the device (tr_replica_create_on): parameters, gradients, buffers,
  * activations and the optimizer state live in the device's memory, every op runs the
- * device's kernels, and the host copies a batch up and three numbers down per step (the
- * loss, and the gradient norm's sum of squares per parameter). The math is the cpu
+ * device's kernels. Per step the host uploads the batch and downloads the loss, each
+ * parameter's gradient sum of squares (one waiting call each), the targets for
+ * cross-entropy's range check and its seed gradient. The math is the cpu
  * strategy's, step for step: the gradient norm is summed per parameter from the
  * gradient-ready hook in the same order, clipping and the update are the same formulas as
  * kernels. The host keeps a copy of the parameters and optimizer state for checkpoints,

@@ -23,6 +23,7 @@
 #include "trainer/kernels.h"
 #include "trainer/plugin.h"
 #include "trainer/status.h"
+#include "trainer/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +42,8 @@ void tr_accel_close(tr_accel *a);
 /* "fake_gpu:0" */
 const char *tr_accel_name(const tr_accel *a);
 const tr_kernels *tr_accel_kernels(const tr_accel *a);
+/* What tensors in its memory say: {TR_DEVICE_GPU, the GPU id}. */
+tr_device tr_accel_device(const tr_accel *a);
 
 tr_status tr_accel_alloc(tr_accel *a, size_t bytes, void **p);
 /* bytes: what was asked of tr_accel_alloc (for the accounting). */

@@ -66,7 +66,8 @@ typedef struct tr_device_ops {
     tr_status (*open)(int index, void **dev);
     void (*close)(void *dev);
     /* Device memory, at least 256-byte aligned; an error (naming the device and the bytes)
-     * when there is not enough. free(dev, NULL) does nothing. */
+     * when there is not enough. free(dev, NULL) does nothing; freeing memory that queued
+     * work still uses is allowed (the memory is released after that work: stream-ordered). */
     tr_status (*alloc)(void *dev, size_t bytes, void **p);
     void (*free)(void *dev, void *p);
     /* Host src to device dst; src may be reused as soon as the call returns. */

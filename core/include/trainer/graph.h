@@ -50,7 +50,10 @@ tr_status tr_graph_create(tr_graph **out, size_t arena_bytes);
 void tr_graph_destroy(tr_graph *g);
 /* Starts a new step: frees every activation and tape node, clears the error. */
 void tr_graph_reset(tr_graph *g);
+/* The graph's host arena (tensor headers, tape nodes; on the CPU also the activations). */
 tr_arena *tr_graph_arena(tr_graph *g);
+/* The peak bytes of the arena activations live in (a device's on a device graph). */
+size_t tr_graph_activation_peak(const tr_graph *g);
 
 /* Training mode (dropout active, batch-norm uses batch statistics). Default on. */
 void tr_graph_set_training(tr_graph *g, int training);

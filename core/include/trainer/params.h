@@ -60,11 +60,11 @@ tr_status tr_params_finalize(tr_params *P, uint64_t seed);
 
 /* A registry with P's names, shapes and layout whose tensors view borrowed flat buffers laid
  * out as P's: data and grad (tr_params_numel floats each; grad may be NULL) and buffers
- * (tr_params_buffers_numel floats), e.g. a device's memory (kind TR_DEVICE_GPU: the tensors
- * say so, and the core never touches their bytes; tr_params_zero_grad does nothing). The
- * clone frees only itself. */
+ * (tr_params_buffers_numel floats), e.g. a device's memory (device.kind TR_DEVICE_GPU: the
+ * tensors say so, the core never touches their bytes and tr_params_zero_grad does nothing).
+ * The clone frees only itself. */
 tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, float *buffers,
-                               tr_device_kind kind, tr_params **out);
+                               tr_device device, tr_params **out);
 
 int tr_params_count(const tr_params *P);
 int tr_params_buffer_count(const tr_params *P);

@@ -75,12 +75,14 @@ void tr_graph_reset(tr_graph *g) {
     g->n_fresh = 0;
 }
 
-tr_arena *tr_graph_arena(tr_graph *g) { return g->data ? g->data : g->arena; }
+tr_arena *tr_graph_arena(tr_graph *g) { return g->arena; }
+size_t tr_graph_activation_peak(const tr_graph *g) { return tr_arena_peak(g->data ? g->data : g->arena); }
 
 static tr_status accel_chunk(void *user, size_t bytes, void **out) { return tr_accel_alloc(user, bytes, out); }
 static void accel_chunk_free(void *user, void *p, size_t bytes) { tr_accel_free(user, p, bytes); }
 
 tr_status tr_graph_set_accel(tr_graph *g, tr_accel *a) {
+    if (!a) return tr_error_set(TR_ERR_INVALID, "graph: no device given");
     if (g->tape || g->data) return tr_error_set(TR_ERR_INVALID, "graph: the device is set once, before any op");
     tr_arena_memory mem = {.alloc = accel_chunk, .free = accel_chunk_free, .user = a};
     TR_CHECK(tr_arena_create_on(&g->data, 0, &mem));
@@ -283,9 +285,11 @@ int op_check(tr_graph *g, const char *op, int n, ...) {
             op_fail(g, TR_ERR_UNSUPPORTED, "%s: input %d has dtype %s; expected f32 or f64", op,
                     i, tr_dtype_name(t->dtype));
             ok = 0;
-        } else if ((t->device.kind == TR_DEVICE_GPU) != (g->accel != NULL)) {
+        } else if ((t->device.kind == TR_DEVICE_GPU) != (g->accel != NULL) ||
+                   (g->accel && t->device.index != tr_accel_device(g->accel).index)) {
             op_fail(g, TR_ERR_INVALID, "%s: input %d is in %s memory but the graph runs on %s", op, i,
-                    t->device.kind == TR_DEVICE_GPU ? "device" : "host", g->accel ? tr_accel_name(g->accel) : "the CPU");
+                    t->device.kind != TR_DEVICE_GPU ? "host" : g->accel ? "another device's" : "device",
+                    g->accel ? tr_accel_name(g->accel) : "the CPU");
             ok = 0;
         } else if (g->accel && t->dtype != TR_F32) {
             op_fail(g, TR_ERR_UNSUPPORTED, "%s: input %d has dtype %s; on %s ops take f32", op, i,
@@ -327,7 +331,7 @@ static tr_tensor *new_tensor(tr_graph *g, tr_dtype dtype, int ndim, const int64_
     tr_tensor *t = op_alloc(g, sizeof *t);
     if (!t) return NULL;
     *t = tr_tensor_view(NULL, dtype, ndim, shape);
-    if (g->accel) t->device.kind = TR_DEVICE_GPU;
+    if (g->accel) t->device = tr_accel_device(g->accel);
     size_t bytes = tr_tensor_bytes(t);
     t->data = op_data(g, bytes ? bytes : 1);
     return t->data ? t : NULL;
@@ -467,7 +471,7 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
     if (g->accel) { /* dout (host) or ones, uploaded */
         void *ones = NULL;
         if (!dout) {
-            if (!(ones = tr_malloc(tr_tensor_bytes(out)))) return TR_ERR_NOMEM;
+            if (!(ones = tr_malloc(tr_tensor_bytes(out)))) return tr_error_set(TR_ERR_NOMEM, "backward: out of memory");
             for (int64_t i = 0; i < n; i++) ((float *)ones)[i] = 1.0f; /* device graphs are f32 */
         }
         tr_status st = tr_accel_upload(g->accel, d, dout ? dout : ones, tr_tensor_bytes(out));

@@ -82,6 +82,10 @@ tr_status tr_arena_create_on(tr_arena **out, size_t initial_bytes, const tr_aren
         a->head = chunk_new(a, initial_bytes);
         if (!a->head) {
             tr_free(a);
+            if (mem && mem->alloc) {
+                tr_error_prefix("arena: allocating %zu bytes: ", initial_bytes);
+                return TR_ERR_NOMEM;
+            }
             return tr_error_set(TR_ERR_NOMEM, "arena: out of memory allocating %zu bytes", initial_bytes);
         }
         a->capacity = initial_bytes;
@@ -114,8 +118,10 @@ void *tr_arena_alloc(tr_arena *a, size_t bytes) {
         if (size < (1u << 20)) size = 1u << 20;
         chunk *n = chunk_new(a, size);
         if (!n) {
-            tr_error_set(TR_ERR_NOMEM, "arena: out of %s memory growing by %zu bytes (%zu in use)",
-                         a->mem.alloc ? "device" : "host", size, a->used);
+            if (a->mem.alloc) /* the allocator's message names the device */
+                tr_error_prefix("arena: growing by %zu bytes (%zu in use): ", size, a->used);
+            else
+                tr_error_set(TR_ERR_NOMEM, "arena: out of memory growing by %zu bytes (%zu in use)", size, a->used);
             return NULL;
         }
         n->prev = c;
@@ -138,17 +144,21 @@ void *tr_arena_calloc(tr_arena *a, size_t bytes) {
 
 void tr_arena_reset(tr_arena *a) {
     if (a->head && a->head->prev) {
-        /* More than one chunk: replace them by one that holds the peak. If that allocation
-         * fails keep the chain, which still works. */
-        chunk *one = chunk_new(a, a->capacity > a->peak ? a->capacity : a->peak);
-        if (one) {
+        /* More than one chunk: replace them by one that holds the peak. Host memory: allocate
+         * it first and keep the chain if that fails, which still works. Device memory: free
+         * the chain first, so the device never holds both (if the one chunk then cannot be
+         * had, the next step grows the arena again). */
+        size_t size = a->capacity > a->peak ? a->capacity : a->peak;
+        chunk *one = a->mem.alloc ? NULL : chunk_new(a, size);
+        if (one || a->mem.alloc) {
             for (chunk *c = a->head; c;) {
                 chunk *prev = c->prev;
                 chunk_free(a, c);
                 c = prev;
             }
+            if (!one) one = chunk_new(a, size);
             a->head = one;
-            a->capacity = one->size;
+            a->capacity = one ? one->size : 0;
         }
     }
     for (chunk *c = a->head; c; c = c->prev) c->used = 0;

@@ -11,6 +11,7 @@ struct tr_accel {
     tr_device_ops ops;  /* the plugin's table, full size */
     void *dev;          /* the plugin's handle */
     tr_kernels kern;    /* the plugin's kernels, full size */
+    int index;          /* the GPU id */
     char name[96];
     size_t allocated, peak;
 };
@@ -52,6 +53,7 @@ tr_status tr_accel_open(const tr_plugin *backend, int index, tr_accel **out) {
         return st;
     }
     snprintf(a->name, sizeof a->name, "%s:%d", backend->desc->name, index);
+    a->index = index;
     /* The plugin's kernel table, into a full-size one: entries it does not know are NULL. */
     size_t ks = a->ops.kernels->size < sizeof a->kern ? a->ops.kernels->size : sizeof a->kern;
     memcpy(&a->kern, a->ops.kernels, ks);
@@ -82,6 +84,7 @@ void tr_accel_close(tr_accel *a) {
 const char *tr_accel_name(const tr_accel *a) { return a->name; }
 
 const tr_kernels *tr_accel_kernels(const tr_accel *a) { return &a->kern; }
+tr_device tr_accel_device(const tr_accel *a) { return (tr_device){.kind = TR_DEVICE_GPU, .index = a->index}; }
 
 tr_status tr_accel_alloc(tr_accel *a, size_t bytes, void **p) {
     *p = NULL;

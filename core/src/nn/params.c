@@ -26,6 +26,7 @@ typedef struct table {
     size_t numel;
     int paged;    /* data and grad are tr_pages_alloc'ed (trainable parameters) */
     int borrowed; /* data and grad belong to someone else (tr_params_clone_view) */
+    int on_device; /* ... in a device's memory: the core never touches their bytes */
 } table;
 
 struct tr_params {
@@ -196,8 +197,9 @@ tr_status tr_params_finalize(tr_params *P, uint64_t seed) {
 }
 
 /* dst: src's entries over borrowed flat buffers. */
-static tr_status clone_table(table *dst, const table *src, float *data, float *grad, tr_device_kind kind) {
-    *dst = (table){.n = src->n, .cap = src->n, .numel = src->numel, .data = data, .grad = grad, .borrowed = 1};
+static tr_status clone_table(table *dst, const table *src, float *data, float *grad, tr_device device) {
+    *dst = (table){.n = src->n, .cap = src->n, .numel = src->numel, .data = data, .grad = grad, .borrowed = 1,
+                   .on_device = device.kind != TR_DEVICE_CPU};
     if (!src->n) return TR_OK;
     dst->e = tr_malloc((size_t)src->n * sizeof *dst->e);
     if (!dst->e) return TR_ERR_NOMEM;
@@ -206,13 +208,13 @@ static tr_status clone_table(table *dst, const table *src, float *data, float *g
         tr_tensor *t = &dst->e[i].t;
         t->data = data + dst->e[i].offset;
         t->grad = grad ? grad + dst->e[i].offset : NULL;
-        t->device = (tr_device){.kind = kind, .index = 0};
+        t->device = device;
         t->uses = 0;
     }
     return TR_OK;
 }
 
-tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, float *buffers, tr_device_kind kind,
+tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, float *buffers, tr_device device,
                                tr_params **out) {
     *out = NULL;
     if (!P->finalized) return tr_error_set(TR_ERR_INVALID, "params: a view of a registry not finalized");
@@ -220,8 +222,8 @@ tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, flo
     if (!c) return TR_ERR_NOMEM;
     c->align = P->align;
     c->finalized = 1;
-    tr_status st = clone_table(&c->p, &P->p, data, grad, kind);
-    if (st == TR_OK) st = clone_table(&c->b, &P->b, buffers, NULL, kind);
+    tr_status st = clone_table(&c->p, &P->p, data, grad, device);
+    if (st == TR_OK) st = clone_table(&c->b, &P->b, buffers, NULL, device);
     if (st != TR_OK) {
         tr_params_destroy(c);
         return tr_error_set(TR_ERR_NOMEM, "params: out of memory for a view of %d tensors", P->p.n + P->b.n);
@@ -252,7 +254,7 @@ size_t tr_params_trainable(const tr_params *P) {
 }
 
 void tr_params_zero_grad(tr_params *P) {
-    if (P->p.grad && !P->p.borrowed) memset(P->p.grad, 0, P->p.numel * sizeof(float));
+    if (P->p.grad && !P->p.on_device) memset(P->p.grad, 0, P->p.numel * sizeof(float));
 }
 
 void tr_params_mark_nonfinite(const tr_params *P, const float *values, size_t lo, size_t hi, double *flags) {

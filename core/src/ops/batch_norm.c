@@ -27,7 +27,7 @@ static void batch_norm_backward(tr_graph *g, tr_node *n) {
     if (n->i[4]) { /* synchronised: every replica reduces its sums here, gradients or not */
         void *dx = op_grad(g, x);
         int64_t C = n->i[2];
-        double *acc = tr_arena_alloc(tr_graph_arena(g), (size_t)(4 * C + 1) * sizeof(double));
+        double *acc = op_alloc(g, (size_t)(4 * C + 1) * sizeof(double)); /* host: the reducer reads it */
         if (!acc) {
             op_fail(g, TR_ERR_NOMEM, "batch_norm backward: out of memory");
             return;
@@ -126,7 +126,7 @@ tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
     if (sync) {
         /* Global statistics: sums and the count over every replica, then squared deviations
          * from the global mean (the same two passes as one replica would make). */
-        double *acc = op_data(g, (size_t)(2 * C + 1) * sizeof(double));
+        double *acc = op_alloc(g, (size_t)(2 * C + 1) * sizeof(double)); /* host: the reducer reads it */
         if (!acc) return NULL;
         TR_DISPATCH(x->dtype, batch_norm_sums, acc, x->data, N, C, S);
         acc[C] = (double)M;

@@ -407,15 +407,16 @@ static tr_status ready_strategy(job *j) {
     tr_options_destroy(j->strat_opts);
     j->strat_opts = NULL;
     TR_CHECK(options_from(tr_cfg_child(j->root, "strategy"), "strategy", j->strat_p, &j->strat_opts));
-    /* Only a strategy whose probe saw the accelerator (ABI 0.4) and accepted it runs on GPUs:
-     * an older one, or one without a probe, would train on the CPU while GPUs were asked. */
-    if (j->accelerator == TR_ACCEL_GPU && (!j->sops->probe || (d->abi_major == 0 && d->abi_minor < 4))) {
+    /* Only a strategy whose probe saw the accelerator and the device plugin (ABI 0.5) and
+     * accepted them runs on GPUs: an older one, or one without a probe, cannot open a device
+     * and would train on the CPU while GPUs were asked. */
+    if (j->accelerator == TR_ACCEL_GPU && (!j->sops->probe || (d->abi_major == 0 && d->abi_minor < 5))) {
         if (!j->sops->probe)
             snprintf(j->gpu_refused, sizeof j->gpu_refused, "strategy %s cannot run on GPUs (it has no probe to say it can)",
                      d->name);
         else
             snprintf(j->gpu_refused, sizeof j->gpu_refused, "strategy %s cannot run on GPUs (built for plugin ABI %u.%u: "
-                     "its probe cannot see the accelerator before 0.4)", d->name, d->abi_major, d->abi_minor);
+                     "it cannot open a device before 0.5)", d->name, d->abi_major, d->abi_minor);
         return tr_error_set(TR_ERR_UNSUPPORTED, "strategy %s (%s) cannot run here: %s", d->name, j->strat_p->path,
                             j->gpu_refused);
     }

@@ -71,7 +71,7 @@ static tr_status activations(void *user, int64_t samples, uint64_t *bytes) {
         tr_model_out out;
         st = tr_replica_forward(r, &hb, 0, samples, (double)samples, 0, 1, 1, &out);
         if (st == TR_OK) st = tr_backward(r->g, out.loss, NULL);
-        if (st == TR_OK) *bytes = tr_arena_peak(tr_graph_arena(r->g));
+        if (st == TR_OK) *bytes = tr_graph_activation_peak(r->g);
     }
     tr_replica_destroy(r);
     tr_free(x);

@@ -75,7 +75,7 @@ tr_status tr_replica_create_on(const tr_model_factory *f, tr_accel *accel, tr_re
     /* The alignment gaps of the gradient stay zero, as on the host. */
     tr_accel_zero(accel, r->d_grad, param_bytes(r));
     TR_CHECK_GOTO(tr_replica_upload(r), fail);
-    TR_CHECK_GOTO(tr_params_clone_view(r->P, r->d_data, r->d_grad, r->d_buffers, TR_DEVICE_GPU, &r->dP), fail);
+    TR_CHECK_GOTO(tr_params_clone_view(r->P, r->d_data, r->d_grad, r->d_buffers, tr_accel_device(accel), &r->dP), fail);
     TR_CHECK_GOTO(tr_graph_set_accel(r->g, accel), fail);
     tr_graph_set_params(r->g, r->dP);
     *out = r;
@@ -171,7 +171,7 @@ void tr_replica_memory(const tr_replica *r, const tr_optim *opt, tr_strategy_mem
         p = (tr_params_numel(r->P) + tr_params_buffers_numel(r->P)) * sizeof(float);
         g = tr_params_numel(r->P) * sizeof(float);
     }
-    uint64_t a = tr_arena_peak(tr_graph_arena(r->g));
+    uint64_t a = tr_graph_activation_peak(r->g);
     uint64_t o = tr_optim_state_bytes(opt);
     m->params += p;
     m->grads += g;
