@@ -18,42 +18,30 @@
 #include "trainer/runtime.h"
 #include "trainer/strategy.h"
 
-enum { MAX_STATE = 2 };
-
 typedef struct gpu_strategy {
     tr_accel *a;
     const tr_kernels *k;
     tr_replica *r;
-    tr_optim *opt;               /* host: config, step count, state as checkpoints read it */
-    tr_optim_config cfg;
-    float *dstate[MAX_STATE];    /* device optimizer state */
-    int nstate;
+    tr_optim *opt;               /* placed on the device; its host state is the checkpoint copy */
     size_t n;                    /* floats of the flat parameter buffer */
     double *sumsq;               /* per parameter, from the last micro-batch's ready hook */
     int last;
-    /* forward()'s outputs, copied to the host */
-    tr_tensor h_loss, h_logits, h_embedding;
-    float loss_value;
-    float *h_buf;
-    size_t h_cap;                /* floats of h_buf */
 } gpu_strategy;
 
 static void grad_ready(void *user, int p) {
     gpu_strategy *s = user;
     if (!s->last) return;
     tr_tensor *t = tr_params_get(s->r->dP, p);
-    s->sumsq[p] = s->k->sumsq(t->grad, (size_t)tr_tensor_numel(t));
+    s->sumsq[p] = tr_accel_grad_sumsq(s->a, t->grad, (size_t)tr_tensor_numel(t));
 }
 
 static void destroy(void *ctx) {
     gpu_strategy *s = ctx;
     if (!s) return;
-    for (int i = 0; i < s->nstate; i++) tr_accel_free(s->a, s->dstate[i], s->n * sizeof(float));
     tr_replica_destroy(s->r);
     tr_optim_destroy(s->opt);
     tr_accel_close(s->a);
     tr_free(s->sumsq);
-    tr_free(s->h_buf);
     tr_free(s);
 }
 
@@ -81,13 +69,8 @@ static tr_status create(void **ctx, const tr_options *opts, const tr_strategy_en
     TR_CHECK_GOTO(check_kernels(s), fail);
     TR_CHECK_GOTO(tr_replica_create_on(env->models, s->a, &s->r), fail);
     s->n = tr_params_numel(s->r->P);
-    s->cfg = env->optim;
     TR_CHECK_GOTO(tr_optim_create(&s->opt, &env->optim, s->n), fail);
-    s->nstate = tr_optim_state_count(s->opt);
-    for (int i = 0; i < s->nstate && i < MAX_STATE; i++) {
-        TR_CHECK_GOTO(tr_accel_alloc(s->a, s->n * sizeof(float), (void **)&s->dstate[i]), fail);
-        tr_accel_zero(s->a, s->dstate[i], s->n * sizeof(float));
-    }
+    TR_CHECK_GOTO(tr_optim_place(s->opt, s->a), fail);
     s->sumsq = tr_calloc((size_t)tr_params_count(s->r->P) + 1, sizeof *s->sumsq);
     if (!s->sumsq) {
         st = tr_error_set(TR_ERR_NOMEM, "single-gpu strategy: out of memory");
@@ -124,64 +107,26 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
 
 static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_norm) {
     gpu_strategy *s = ctx;
-    if (!(lr >= 0.0) || !isfinite(lr))
-        return tr_error_set(TR_ERR_INVALID, "optimizer step: lr must be >= 0 and finite, got %g", lr);
     double sumsq = 0;
     for (int k = 0; k < tr_params_count(s->r->P); k++) sumsq += s->sumsq[k];
-    double norm = sqrt(sumsq);
-    *grad_norm = norm;
+    *grad_norm = sqrt(sumsq);
     if (!isfinite(sumsq)) return TR_OK; /* never applied: the trainer stops or skips the step */
-    if (max_norm > 0) { /* tr_clip_grad_norm's rule */
-        double coef = max_norm / (norm + 1e-6);
-        if (coef < 1.0) s->k->scale_inplace(s->r->d_grad, s->n, (float)coef);
-    }
-    s->k->optim_update(&s->cfg, tr_optim_steps(s->opt), s->r->d_data, s->r->d_grad, s->dstate, s->n, lr);
-    tr_optim_set_steps(s->opt, tr_optim_steps(s->opt) + 1);
+    if (max_norm > 0) tr_accel_clip_grad_norm(s->a, s->r->d_grad, s->n, max_norm, sumsq);
+    TR_CHECK(tr_optim_step(s->opt, s->r->d_data, s->r->d_grad, s->n, lr));
     return tr_accel_sync(s->a);
-}
-
-/* A host copy of device tensor t (NULL stays NULL) into *h, its data at h_buf + *at. */
-static tr_status to_host(gpu_strategy *s, const tr_tensor *t, tr_tensor *h, size_t *at, tr_tensor **out) {
-    if (!t) {
-        *out = NULL;
-        return TR_OK;
-    }
-    *h = *t;
-    h->device = (tr_device){TR_DEVICE_CPU, 0};
-    h->grad = NULL;
-    h->data = s->h_buf + *at;
-    *at += (size_t)tr_tensor_numel(t);
-    *out = h;
-    return tr_accel_download(s->a, h->data, t->data, tr_tensor_bytes(t));
 }
 
 static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out) {
     gpu_strategy *s = ctx;
-    tr_model_out d;
-    TR_CHECK(tr_replica_forward(s->r, hb, 0, hb->size, 1.0, 0, 0, with_y, &d));
-    size_t need = (d.loss ? 1 : 0) + (d.logits ? (size_t)tr_tensor_numel(d.logits) : 0) +
-                  (d.embedding ? (size_t)tr_tensor_numel(d.embedding) : 0);
-    if (need > s->h_cap) {
-        float *b = tr_malloc(need * sizeof *b);
-        if (!b) return tr_error_set(TR_ERR_NOMEM, "single-gpu: out of memory for %zu output floats", need);
-        tr_free(s->h_buf);
-        s->h_buf = b;
-        s->h_cap = need;
-    }
-    size_t at = 0;
-    memset(out, 0, sizeof *out);
-    TR_CHECK(to_host(s, d.loss, &s->h_loss, &at, &out->loss));
-    TR_CHECK(to_host(s, d.logits, &s->h_logits, &at, &out->logits));
-    TR_CHECK(to_host(s, d.embedding, &s->h_embedding, &at, &out->embedding));
-    return tr_accel_sync(s->a);
+    TR_CHECK(tr_replica_forward(s->r, hb, 0, hb->size, 1.0, 0, 0, with_y, out));
+    return tr_replica_outputs_to_host(s->r, out);
 }
 
 /* The host copies, refreshed from the device, for a checkpoint to save or load into. */
 static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
     gpu_strategy *s = ctx;
     TR_CHECK(tr_replica_download(s->r));
-    for (int i = 0; i < s->nstate; i++)
-        TR_CHECK(tr_accel_download(s->a, tr_optim_state(s->opt, i), s->dstate[i], s->n * sizeof(float)));
+    TR_CHECK(tr_optim_download(s->opt));
     *P = s->r->P;
     *opt = s->opt;
     return TR_OK;
@@ -191,8 +136,7 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
 static tr_status sync(void *ctx) {
     gpu_strategy *s = ctx;
     TR_CHECK(tr_replica_upload(s->r));
-    for (int i = 0; i < s->nstate; i++)
-        TR_CHECK(tr_accel_upload(s->a, s->dstate[i], tr_optim_state(s->opt, i), s->n * sizeof(float)));
+    TR_CHECK(tr_optim_upload(s->opt));
     return tr_accel_sync(s->a);
 }
 

@@ -56,6 +56,10 @@ void tr_accel_zero(tr_accel *a, void *p, size_t bytes);
 tr_status tr_accel_sync(tr_accel *a);
 /* Makes a the device this thread's kernels run on. */
 tr_status tr_accel_bind(tr_accel *a);
+/* tr_grad_sumsq and tr_clip_grad_norm (trainer/optim.h) on device memory, by the device's
+ * sumsq and scale_inplace kernels (the same rule; the sum waits for its value). */
+double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n);
+double tr_accel_clip_grad_norm(tr_accel *a, float *g, size_t n, double max_norm, double sumsq);
 /* Bytes of device memory allocated through a now, and the most at once. */
 size_t tr_accel_allocated(const tr_accel *a);
 size_t tr_accel_peak(const tr_accel *a);

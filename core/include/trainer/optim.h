@@ -61,6 +61,15 @@ void tr_optim_step_done(tr_optim *opt);
  * lo): the values may live anywhere, e.g. a rank's slice of one layer inside the full flat
  * buffer while the state covers only the slices the rank owns (ZeRO). */
 tr_status tr_optim_step_at(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr);
+/* Moves the updates onto device a (trainer/accel.h): state buffers are allocated there (the
+ * host ones uploaded), and tr_optim_step / _part / _at then take device pointers and run the
+ * device's optim_update kernel. The host buffers (tr_optim_state) stay as the checkpoint
+ * copy: tr_optim_download refreshes them, tr_optim_upload pushes them back (no-ops when not
+ * placed). */
+struct tr_accel;
+tr_status tr_optim_place(tr_optim *opt, struct tr_accel *a);
+tr_status tr_optim_download(tr_optim *opt);
+tr_status tr_optim_upload(tr_optim *opt);
 /* Length of the slice the optimizer updates (and of each state buffer). */
 size_t tr_optim_size(const tr_optim *opt);
 /* Bytes of optimizer state (every state buffer). */

@@ -44,6 +44,9 @@ typedef struct tr_replica {
     struct tr_accel *accel;    /* borrowed */
     tr_params *dP;             /* owned: P's layout over the device buffers below; what ops use */
     float *d_data, *d_grad, *d_buffers; /* owned, device memory */
+    float *h_out;              /* owned: host copies of the outputs (tr_replica_outputs_to_host) */
+    size_t h_cap;              /* floats of h_out */
+    tr_tensor h_t[3];
 } tr_replica;
 
 /* model and opts are borrowed and must outlive the factory. */
@@ -64,6 +67,10 @@ tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_
  * tr_replica_upload pushes it back). accel is borrowed and must outlive the replica. */
 struct tr_accel;
 tr_status tr_replica_create_on(const tr_model_factory *f, struct tr_accel *accel, tr_replica **out);
+/* For a forward's outputs that the host reads (validation, predict): on a device replica
+ * copies out's loss, logits and embedding into host memory the replica owns (valid until the
+ * next call) and points out at them; nothing for a CPU replica. */
+tr_status tr_replica_outputs_to_host(tr_replica *r, tr_model_out *out);
 /* Device -> host P (parameters and buffers), and back. No-ops for a CPU replica. */
 tr_status tr_replica_download(tr_replica *r);
 tr_status tr_replica_upload(tr_replica *r);

@@ -1,6 +1,7 @@
 /* An opened device: the device plugin's execution entries behind checked calls. */
 #include "trainer/accel.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -132,6 +133,14 @@ tr_status tr_accel_bind(tr_accel *a) {
     tr_status st = a->ops.bind(a->dev);
     if (st != TR_OK) tr_error_prefix("%s: ", a->name);
     return st;
+}
+
+double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n) { return a->kern.sumsq(g, n); }
+
+double tr_accel_clip_grad_norm(tr_accel *a, float *g, size_t n, double max_norm, double sumsq) {
+    double norm = sqrt(sumsq), coef = max_norm / (norm + 1e-6);
+    if (isfinite(norm) && coef < 1.0) a->kern.scale_inplace(g, n, (float)coef);
+    return norm;
 }
 
 size_t tr_accel_allocated(const tr_accel *a) { return a->allocated; }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "optim/optim_impl.h"
+#include "trainer/accel.h"
 #include "trainer/memory.h"
 
 tr_optim_config tr_optim_defaults(tr_optim_kind kind) {
@@ -102,8 +103,49 @@ tr_status tr_optim_create(tr_optim **out, const tr_optim_config *cfg, size_t n) 
 
 void tr_optim_destroy(tr_optim *opt) {
     if (!opt) return;
+    for (int i = 0; i < opt->nstate && opt->accel; i++) tr_accel_free(opt->accel, opt->dstate[i], opt->n * sizeof(float));
     for (int i = 0; i < opt->nstate; i++) tr_free(opt->state[i]);
     tr_free(opt);
+}
+
+tr_status tr_optim_place(tr_optim *opt, tr_accel *a) {
+    if (opt->accel) return tr_error_set(TR_ERR_INVALID, "optimizer: already on %s", tr_accel_name(opt->accel));
+    if (!tr_accel_kernels(a)->optim_update)
+        return tr_error_set(TR_ERR_UNSUPPORTED, "optimizer: device %s has no 'optim_update' kernel", tr_accel_name(a));
+    for (int i = 0; i < opt->nstate; i++) {
+        tr_status st = tr_accel_alloc(a, opt->n * sizeof(float), (void **)&opt->dstate[i]);
+        if (st != TR_OK) {
+            for (int k = 0; k < i; k++) tr_accel_free(a, opt->dstate[k], opt->n * sizeof(float));
+            return st;
+        }
+    }
+    opt->accel = a;
+    return tr_optim_upload(opt);
+}
+
+tr_status tr_optim_upload(tr_optim *opt) {
+    for (int i = 0; i < opt->nstate && opt->accel; i++)
+        TR_CHECK(tr_accel_upload(opt->accel, opt->dstate[i], opt->state[i], opt->n * sizeof(float)));
+    return TR_OK;
+}
+
+tr_status tr_optim_download(tr_optim *opt) {
+    for (int i = 0; i < opt->nstate && opt->accel; i++)
+        TR_CHECK(tr_accel_download(opt->accel, opt->state[i], opt->dstate[i], opt->n * sizeof(float)));
+    return TR_OK;
+}
+
+/* Elements [lo, hi) (param and grad at lo) on the host, or by the device's kernel. */
+static void update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi) {
+    if (opt->accel) {
+        float *st[OPTIM_MAX_STATE] = {0};
+        for (int i = 0; i < opt->nstate; i++) st[i] = opt->dstate[i] + lo;
+        tr_accel_kernels(opt->accel)->optim_update(&opt->cfg, opt->steps, param, grad, st, hi - lo, lr);
+    } else if (opt->cfg.kind == TR_OPTIM_SGD) {
+        optim_sgd_update(opt, param, grad, lr, lo, hi);
+    } else {
+        optim_adam_update(opt, param, grad, lr, lo, hi);
+    }
 }
 
 tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n, double lr) {
@@ -119,10 +161,7 @@ tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n
     if (!(lr >= 0.0) || !isfinite(lr))
         return tr_error_set(TR_ERR_INVALID, "optimizer step: lr must be >= 0 and finite, got %g",
                             lr);
-    if (opt->cfg.kind == TR_OPTIM_SGD)
-        optim_sgd_update(opt, param, grad, lr, 0, n);
-    else
-        optim_adam_update(opt, param, grad, lr, 0, n);
+    update(opt, param, grad, lr, 0, n);
     opt->steps++;
     return TR_OK;
 }
@@ -144,10 +183,7 @@ tr_status tr_optim_step_at(tr_optim *opt, float *param, const float *grad, size_
                             lo, hi, opt->n);
     if (!(lr >= 0.0) || !isfinite(lr))
         return tr_error_set(TR_ERR_INVALID, "optimizer step: lr must be >= 0 and finite, got %g", lr);
-    if (opt->cfg.kind == TR_OPTIM_SGD)
-        optim_sgd_update(opt, param, grad, lr, lo, hi);
-    else
-        optim_adam_update(opt, param, grad, lr, lo, hi);
+    update(opt, param, grad, lr, lo, hi);
     return TR_OK;
 }
 

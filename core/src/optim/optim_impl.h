@@ -24,6 +24,8 @@ struct tr_optim {
     int64_t steps;                       /* updates taken so far */
     int nstate;
     float *state[OPTIM_MAX_STATE];       /* (n) each, owned */
+    struct tr_accel *accel;              /* tr_optim_place: updates run there, on dstate */
+    float *dstate[OPTIM_MAX_STATE];      /* (n) each, device memory, owned */
     const char *names[OPTIM_MAX_STATE];  /* torch's state keys */
 };
 

@@ -46,10 +46,40 @@ void tr_replica_destroy(tr_replica *r) {
     }
     tr_params_destroy(r->dP);
     tr_params_destroy(r->P);
+    tr_free(r->h_out);
     tr_free(r);
 }
 
 tr_params *tr_replica_params(tr_replica *r) { return r->dP ? r->dP : r->P; }
+
+tr_status tr_replica_outputs_to_host(tr_replica *r, tr_model_out *out) {
+    if (!r->accel) return TR_OK;
+    tr_tensor **ts[3] = {&out->loss, &out->logits, &out->embedding};
+    size_t need = 0;
+    for (int i = 0; i < 3; i++) need += *ts[i] ? (size_t)tr_tensor_numel(*ts[i]) : 0;
+    if (need > r->h_cap) {
+        float *b = tr_malloc(need * sizeof *b);
+        if (!b) return tr_error_set(TR_ERR_NOMEM, "replica: out of memory for %zu output floats", need);
+        tr_free(r->h_out);
+        r->h_out = b;
+        r->h_cap = need;
+    }
+    size_t at = 0;
+    for (int i = 0; i < 3; i++) {
+        const tr_tensor *t = *ts[i];
+        if (!t) continue;
+        if (t->dtype != TR_F32) return tr_error_set(TR_ERR_UNSUPPORTED, "replica: a %s output on a device", tr_dtype_name(t->dtype));
+        r->h_t[i] = *t;
+        r->h_t[i].device = (tr_device){TR_DEVICE_CPU, 0};
+        r->h_t[i].grad = NULL;
+        r->h_t[i].view_of = NULL;
+        r->h_t[i].data = r->h_out + at;
+        TR_CHECK(tr_accel_download(r->accel, r->h_t[i].data, t->data, tr_tensor_bytes(t)));
+        at += (size_t)tr_tensor_numel(t);
+        *ts[i] = &r->h_t[i];
+    }
+    return TR_OK;
+}
 
 tr_status tr_replica_upload(tr_replica *r) {
     if (!r->accel) return TR_OK;
