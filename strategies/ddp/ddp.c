@@ -16,12 +16,19 @@
  * is the exact mean gradient, uneven tails included. Buffers (batch-norm running statistics)
  * follow rank 0: broadcast before each step's first micro-batch (`broadcast_buffers`, as
  * PyTorch). With `sync_batchnorm` the graph's stat reducer sums batch-norm statistics over all
- * ranks (torch's SyncBatchNorm), which makes the step equal to the single-process one. */
+ * ranks (torch's SyncBatchNorm), which makes the step equal to the single-process one.
+ *
+ * On GPUs (accelerator gpu) each rank opens the GPU at its local rank and keeps its replica
+ * and optimizer state there (tr_replica_create_on, tr_optim_place). Over the host `shm`
+ * backend (one host, and the one-GPU testing mode of several ranks on one device) a ready
+ * bucket is downloaded into a host staging buffer, all-reduced there and uploaded back before
+ * the update; broadcasts go through the host copies the same way. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/accel.h"
 #include "trainer/comm.h"
 #include "trainer/memory.h"
 #include "trainer/runtime.h"
@@ -54,6 +61,8 @@ typedef struct ddp {
     int trace;               /* TRAINER_DDP_TRACE: print the overlap of the first steps */
     int skip_nonfinite;      /* trainer.on_nan skip: no bucket is updated before the norm is known */
     int64_t steps;
+    tr_accel *accel;         /* GPUs: this rank's device, else NULL */
+    float *stage;            /* GPUs: host staging of the flat gradient buffer */
 } ddp;
 
 static void destroy(void *ctx) {
@@ -62,6 +71,8 @@ static void destroy(void *ctx) {
     tr_comm_destroy(d->comm);
     tr_optim_destroy(d->opt);
     tr_replica_destroy(d->r);
+    tr_accel_close(d->accel); /* after what holds its memory */
+    tr_free(d->stage);
     tr_free(d->buckets);
     tr_free(d->bucket_of);
     tr_free(d);
@@ -74,11 +85,14 @@ static int processes(const tr_options *opts, int devices) {
 
 /* Issues every ready bucket from next_issue on, in index order. */
 static void issue_ready(ddp *d) {
-    float *g = tr_params_grad(d->r->P);
+    float *g = d->accel ? d->stage : tr_params_grad(d->r->P);
     while (d->next_issue < d->n_buckets && d->buckets[d->next_issue].pending == 0) {
         bucket *b = &d->buckets[d->next_issue];
         if (d->hook_status == TR_OK) {
-            tr_status st = tr_comm_iall_reduce(d->comm, g + b->lo, g + b->lo, b->hi - b->lo, TR_F32, TR_RED_SUM, &b->work);
+            tr_status st = d->accel ? tr_accel_download(d->accel, g + b->lo, d->r->d_grad + b->lo, (b->hi - b->lo) * sizeof *g)
+                                    : TR_OK;
+            if (st == TR_OK)
+                st = tr_comm_iall_reduce(d->comm, g + b->lo, g + b->lo, b->hi - b->lo, TR_F32, TR_RED_SUM, &b->work);
             if (st != TR_OK) {
                 d->hook_status = st;
                 snprintf(d->hook_msg, sizeof d->hook_msg, "%s", tr_error_msg());
@@ -135,14 +149,34 @@ static tr_status all_sum(void *ctx, double *v, int n) {
     return tr_comm_all_reduce(d->comm, v, v, (size_t)n, TR_F64, TR_RED_SUM);
 }
 
-static tr_status sync(void *ctx) {
-    ddp *d = ctx;
+/* Rank 0's buffers (batch-norm running statistics) everywhere; on GPUs through the host copy. */
+static tr_status broadcast_buffers(ddp *d) {
     tr_params *P = d->r->P;
+    size_t n = tr_params_buffers_numel(P);
+    if (!n) return TR_OK;
+    if (d->accel) TR_CHECK(tr_accel_download(d->accel, tr_params_buffers_data(P), d->r->d_buffers, n * sizeof(float)));
+    TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(P), n, TR_F32, 0));
+    if (d->accel) TR_CHECK(tr_accel_upload(d->accel, d->r->d_buffers, tr_params_buffers_data(P), n * sizeof(float)));
+    return TR_OK;
+}
+
+/* Rank 0's parameters and buffers everywhere (on GPUs from and onto the device through the
+ * host copies: after a checkpoint was loaded into state()'s host copies, those are current,
+ * and the optimizer state loaded on every rank goes up too). */
+static tr_status sync_from(ddp *d, int loaded) {
+    tr_params *P = d->r->P;
+    if (d->accel && !loaded) TR_CHECK(tr_replica_download(d->r));
     TR_CHECK(tr_comm_broadcast(d->comm, tr_params_data(P), tr_params_numel(P), TR_F32, 0));
     if (tr_params_buffers_numel(P))
         TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(P), tr_params_buffers_numel(P), TR_F32, 0));
+    if (d->accel) {
+        TR_CHECK(tr_replica_upload(d->r));
+        if (loaded) TR_CHECK(tr_optim_upload(d->opt));
+    }
     return TR_OK;
 }
+
+static tr_status sync(void *ctx) { return sync_from(ctx, 1); }
 
 static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *env, tr_strategy_info *info) {
     *ctx = NULL;
@@ -162,15 +196,38 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     d->broadcast_buffers = tr_options_bool(o, "broadcast_buffers");
     d->trace = getenv("TRAINER_DDP_TRACE") != NULL;
     d->skip_nonfinite = env->skip_nonfinite;
-    TR_CHECK_GOTO(tr_replica_create(env->models, &d->r), fail);
+    if (env->accelerator == TR_ACCEL_GPU) { /* the GPU at this rank's local rank */
+        if (!env->gpu_backend || env->n_gpu_ids < 1) {
+            st = tr_error_set(TR_ERR_INVALID, "ddp: accelerator gpu without a GPU chosen");
+            goto fail;
+        }
+        int id = env->gpu_ids[(ce.local_rank > 0 ? ce.local_rank : 0) % env->n_gpu_ids];
+        TR_CHECK_GOTO(tr_accel_open(env->gpu_backend, id, &d->accel), fail);
+        TR_CHECK_GOTO(tr_accel_bind(d->accel), fail);
+        TR_CHECK_GOTO(tr_replica_create_on(env->models, d->accel, &d->r), fail);
+    } else {
+        TR_CHECK_GOTO(tr_replica_create(env->models, &d->r), fail);
+    }
     TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(d->r->P)), fail);
+    if (d->accel) {
+        TR_CHECK_GOTO(tr_optim_place(d->opt, d->accel), fail);
+        d->stage = tr_malloc((tr_params_numel(d->r->P) + 1) * sizeof *d->stage);
+        if (!d->stage) {
+            st = tr_error_set(TR_ERR_NOMEM, "ddp: out of memory for the gradient staging buffer");
+            goto fail;
+        }
+    }
     TR_CHECK_GOTO(make_buckets(d, tr_options_float(o, "first_bucket_mb"), tr_options_float(o, "bucket_mb")), fail);
     tr_graph_set_grad_hook(d->r->g, grad_ready, d);
     if (tr_options_bool(o, "sync_batchnorm")) tr_graph_set_stat_reducer(d->r->g, all_sum, d);
-    TR_CHECK_GOTO(sync(d), fail); /* rank 0's initial weights everywhere */
+    TR_CHECK_GOTO(sync_from(d, 0), fail); /* rank 0's initial weights everywhere */
     *info = (tr_strategy_info){.rank = d->rank, .world = d->world, .data_rank = d->rank, .data_world = d->world};
-    snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %d threads each, %d buckets)",
-             d->world, bname, tr_get_num_threads(), d->n_buckets);
+    if (d->accel)
+        snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, one GPU each: this rank %s, %d buckets "
+                 "staged through host memory)", d->world, bname, tr_accel_name(d->accel), d->n_buckets);
+    else
+        snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %d threads each, %d buckets)",
+                 d->world, bname, tr_get_num_threads(), d->n_buckets);
     *ctx = d;
     return TR_OK;
 fail:
@@ -180,8 +237,7 @@ fail:
 
 static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
     ddp *d = ctx;
-    if (mb->first && d->broadcast_buffers && tr_params_buffers_numel(d->r->P))
-        TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(d->r->P), tr_params_buffers_numel(d->r->P), TR_F32, 0));
+    if (mb->first && d->broadcast_buffers) TR_CHECK(broadcast_buffers(d));
     tr_model_out out;
     TR_CHECK(tr_replica_forward(d->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
     if (mb->first) TR_CHECK(tr_graph_write_param_grads(d->r->g)); /* no zero-fill pass */
@@ -195,7 +251,10 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
     tr_status st = tr_backward(d->r->g, out.loss, NULL);
     d->syncing = 0;
     TR_CHECK(st);
-    *loss = ((const float *)out.loss->data)[0];
+    float v;
+    if (d->accel) TR_CHECK(tr_accel_download(d->accel, &v, out.loss->data, sizeof v));
+    else v = ((const float *)out.loss->data)[0];
+    *loss = v;
     return TR_OK;
 }
 
@@ -216,7 +275,7 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     for (int i = d->next_issue; i < d->n_buckets; i++) d->buckets[i].pending = 0;
     issue_ready(d);
     tr_status st = d->hook_status == TR_OK ? TR_OK : tr_error_set(d->hook_status, "%s", d->hook_msg);
-    float *p = tr_params_data(d->r->P), *g = tr_params_grad(d->r->P);
+    float *p = d->accel ? d->r->d_data : tr_params_data(d->r->P), *g = d->accel ? d->r->d_grad : tr_params_grad(d->r->P);
     size_t n = tr_params_numel(d->r->P);
     /* Without clipping each bucket is updated as soon as its sum arrives, overlapping the
      * optimizer with the all-reduces still running; with clipping the norm needs them all,
@@ -230,9 +289,11 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
             tr_status w = tr_comm_wait(b->work);
             b->work = NULL;
             if (st == TR_OK) st = w;
+            if (st == TR_OK && d->accel) /* the sum, back onto the device */
+                st = tr_accel_upload(d->accel, g + b->lo, d->stage + b->lo, (b->hi - b->lo) * sizeof *g);
         }
         if (overlap && st == TR_OK) {
-            double s = tr_grad_sumsq(g + b->lo, b->hi - b->lo);
+            double s = d->accel ? tr_accel_grad_sumsq(d->accel, g + b->lo, b->hi - b->lo) : tr_grad_sumsq(g + b->lo, b->hi - b->lo);
             sumsq += s;
             if (isfinite(s)) st = tr_optim_step_part(d->opt, p, g, b->lo, b->hi, lr);
         }
@@ -243,10 +304,13 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
         *grad_norm = sqrt(sumsq);
         return TR_OK;
     }
-    sumsq = tr_grad_sumsq(g, n);
+    sumsq = d->accel ? tr_accel_grad_sumsq(d->accel, g, n) : tr_grad_sumsq(g, n);
     *grad_norm = sqrt(sumsq);
     if (!isfinite(sumsq)) return TR_OK; /* left out: the trainer stops or skips the step */
-    if (max_norm > 0) tr_clip_grad_norm(g, n, max_norm, sumsq);
+    if (max_norm > 0) {
+        if (d->accel) tr_accel_clip_grad_norm(d->accel, g, n, max_norm, sumsq);
+        else tr_clip_grad_norm(g, n, max_norm, sumsq);
+    }
     return tr_optim_step(d->opt, p, g, n, lr);
 }
 
@@ -259,11 +323,14 @@ static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, si
 
 static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out) {
     ddp *d = ctx;
-    return tr_replica_forward(d->r, hb, 0, hb->size, 1.0, 0, 0, with_y, out);
+    TR_CHECK(tr_replica_forward(d->r, hb, 0, hb->size, 1.0, 0, 0, with_y, out));
+    return tr_replica_outputs_to_host(d->r, out);
 }
 
 static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
     ddp *d = ctx;
+    TR_CHECK(tr_replica_download(d->r)); /* on GPUs: the host copies made current */
+    TR_CHECK(tr_optim_download(d->opt));
     *P = d->r->P;
     *opt = d->opt;
     return TR_OK;
@@ -278,10 +345,14 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
 
 /* Runs wherever its communication backend was found. */
 static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
-    if (env->accelerator == TR_ACCEL_GPU)
-        return tr_error_set(TR_ERR_UNSUPPORTED, "%s runs its ranks on the CPU only in this build (no GPU path yet); "
-                                                "accelerator cpu runs it over CPU ranks", "ddp");
-    return tr_comm_probe(env->registry, tr_options_string(o, "backend"));
+    const char *backend = tr_options_string(o, "backend");
+    if (env->accelerator == TR_ACCEL_GPU) {
+        if (strcmp(backend, "shm") != 0)
+            return tr_error_set(TR_ERR_UNSUPPORTED, "ddp on GPUs runs over backend shm only in this build (staged through host "
+                                                    "memory; no nccl backend yet), not '%s'", backend);
+        TR_CHECK(tr_accel_probe(env->gpu_backend));
+    }
+    return tr_comm_probe(env->registry, backend);
 }
 
 /* `trainer plan`: every rank holds a whole replica and computes its share of each batch. */

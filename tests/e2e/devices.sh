@@ -4,9 +4,9 @@
 # - `trainer devices` lists each fake GPU (name, memory, plugin, id), or why there is none
 #   (unset, hidden by CUDA_VISIBLE_DEVICES); the cuda plugin says what it sees or why not.
 # - `trainer plan` with accelerator/devices/strategy auto for 0, 1, 2 and 8 GPUs: the choice
-#   and its reason (one GPU: single-gpu, which trains: tests/e2e/single_gpu.sh); where the GPU
-#   choice cannot run in this build (ddp without a GPU path, a device plugin that can list
-#   GPUs but not run on them), auto trains on the CPU and says why — never silently.
+#   and its reason (one GPU: single-gpu; several: ddp with one process per GPU; both train:
+#   tests/e2e/single_gpu.sh); where the GPU choice cannot run here (a device plugin that can
+#   list GPUs but not run on them), auto trains on the CPU and says why — never silently.
 # - Impossible requests are refused, saying what was found and what would work: accelerator
 #   gpu without a usable GPU, more GPUs than exist, a GPU id that does not exist, an unknown
 #   trainer.gpu_backend. strategy cpu stays on the CPU whatever GPUs exist.
@@ -81,8 +81,9 @@ plan_is() {
 plan_is 0 cpu 1 "auto: found no GPU (fake_gpu: TRAINER_FAKE_GPUS=0); 1 CPU device -> cpu"
 plan_is 1 single-gpu 1 "auto: found 1 GPU (id 0); 1 GPU -> single-gpu"
 TRAINER_FAKE_GPU_DISCOVERY_ONLY=1 plan_is 1 cpu 1 "auto: found no GPU (1 GPU of fake_gpu left unused: device plugin fake_gpu (.*) can list its GPUs but not run on them: its table has no 'open' entry"
-plan_is 2 cpu 1 "auto: found no GPU (2 GPUs of fake_gpu left unused: ddp runs its ranks on the CPU only in this build"
-plan_is 8 cpu 1 "auto: found no GPU (8 GPUs of fake_gpu left unused: ddp runs its ranks on the CPU only in this build"
+plan_is 2 ddp 2 "auto: found 2 GPUs (ids 0-1); 2 GPUs -> ddp (one process each)"
+plan_is 8 ddp 8 "auto: found 8 GPUs (ids 0-7); 8 GPUs -> ddp (one process each)"
+TRAINER_FAKE_GPU_DISCOVERY_ONLY=1 plan_is 2 cpu 1 "auto: found no GPU (2 GPUs of fake_gpu left unused: device plugin fake_gpu (.*) can list its GPUs but not run on them"
 plan_is 2 single-gpu 1 "auto: found 2 GPUs (ids 0-1); 1 GPU -> single-gpu" trainer.devices=1
 plan_is 2 ddp 2 "named in trainer.strategy; 2 CPU devices" trainer.accelerator=cpu trainer.devices=2 trainer.strategy=ddp
 plan_is 8 cpu 1 "named in trainer.strategy; 1 CPU device" trainer.strategy=cpu
@@ -104,14 +105,19 @@ refused() {
 refused 0 "trainer.accelerator: gpu asked, but this machine found no GPU (fake_gpu: TRAINER_FAKE_GPUS=0); accelerator cpu or auto trains on the CPU" trainer.accelerator=gpu
 refused 2 "4 GPUs asked, but this machine found 2 GPUs (ids 0-1); devices: 2" trainer.accelerator=gpu trainer.devices=4
 refused 2 "GPU id 5 does not exist: this machine found 2 GPUs" "trainer.devices=[0, 5]"
-refused 2 "strategy ddp (.*) cannot run here: ddp runs its ranks on the CPU only in this build" trainer.accelerator=gpu
+refused 2 "strategy ddp (.*) cannot run here: ddp on GPUs runs over backend shm only in this build (staged through host memory; no nccl backend yet), not 'mpi'" trainer.accelerator=gpu strategy.backend=mpi
 TRAINER_FAKE_GPU_DISCOVERY_ONLY=1 refused 1 "strategy single-gpu (.*) cannot run here: device plugin fake_gpu (.*) can list its GPUs but not run on them" trainer.accelerator=gpu
 refused 2 "trainer.gpu_backend: no device plugin named 'nope' (available: .*fake_gpu" trainer.gpu_backend=nope
 
 # ---- trainer run under auto with fake GPUs: the choice printed, training happens ----
 out="$(TRAINER_FAKE_GPUS=2 timeout 120 "$bin" run "$t/mlp.yaml" 2>&1)"; rc=$?
-if [ $rc = 0 ] && grep -q "strategy cpu chosen: auto: found no GPU (2 GPUs of fake_gpu left unused: ddp runs" <<<"$out" &&
+if [ $rc = 0 ] && grep -q "strategy ddp chosen: auto: found 2 GPUs (ids 0-1); 2 GPUs -> ddp (one process each)" <<<"$out" &&
    grep -q "done: 16 steps" <<<"$out"; then
-    ok "run with 2 fake GPUs: trains on the CPU and prints why the GPUs were left unused"
+    ok "run with 2 fake GPUs: ddp with one process per GPU chosen, said why, trained"
 else bad "run with 2 fake GPUs" "rc=$rc" "$out"; fi
+out="$(TRAINER_FAKE_GPUS=2 TRAINER_FAKE_GPU_DISCOVERY_ONLY=1 timeout 120 "$bin" run "$t/mlp.yaml" 2>&1)"; rc=$?
+if [ $rc = 0 ] && grep -q "strategy cpu chosen: auto: found no GPU (2 GPUs of fake_gpu left unused: device plugin fake_gpu" <<<"$out" &&
+   grep -q "done: 16 steps" <<<"$out"; then
+    ok "run with 2 GPUs a plugin cannot run on: trains on the CPU and prints why the GPUs were left unused"
+else bad "run with 2 discovery-only GPUs" "rc=$rc" "$out"; fi
 finish

@@ -8,6 +8,9 @@
 #   strategy cpu's, and so is every logged loss and gradient norm.
 # - A run killed after a checkpoint and resumed on the device (state() downloads, sync()
 #   uploads) ends byte-identical to the straight run; that checkpoint also resumes under cpu.
+# - ddp on GPUs: auto on 2 and 3 fake GPUs launches one process per GPU, each rank on its own
+#   device, buckets staged through host memory over shm: byte-identical to ddp over as many
+#   CPU ranks; killed and resumed on the GPUs: byte-identical to the straight run.
 # - A model with an op the device has no kernel for stops with a message naming the op and
 #   the device; a model larger than the device's memory stops naming the memory; both exit 1.
 # usage: single_gpu.sh TRAINER_BIN FAKE_GPU_PLUGIN_DIR
@@ -71,6 +74,29 @@ d="$(last_ckpt "$t/cross")"
 if [ $rc = 0 ] && grep -q "resuming from .*step-00000020" <<<"$out" && grep -q "strategy cpu" <<<"$out" && same_ckpt "$a" "$d"; then
     ok "a single-gpu checkpoint resumes under cpu and ends byte-identical"
 else bad "single-gpu checkpoint resumed under cpu" "rc=$rc" "$out"; fi
+
+# ddp with one process per fake GPU against ddp over CPU ranks (small buckets: several
+# all-reduces per step, overlapping backward).
+for n in 2 3; do
+    out="$(TRAINER_FAKE_GPUS=$n timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddpg$n" strategy.first_bucket_mb=0.001 \
+           strategy.bucket_mb=0.002 2>&1)"; rc=$?
+    out2="$(timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddpc$n" trainer.accelerator=cpu trainer.devices=$n \
+            strategy.first_bucket_mb=0.001 strategy.bucket_mb=0.002 2>&1)"; rc2=$?
+    e="$(last_ckpt "$t/ddpg$n")"; f="$(last_ckpt "$t/ddpc$n")"
+    if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy ddp chosen: auto: found $n GPUs" <<<"$out" &&
+       grep -q "one GPU each: this rank fake_gpu:0, [0-9]* buckets" <<<"$out" && [ -n "$e" ] && same_ckpt "$e" "$f" &&
+       diff <(curve "$t/ddpg$n") <(curve "$t/ddpc$n") >/dev/null; then
+        ok "ddp on $n fake GPUs (auto, one process each): byte-identical to ddp on $n CPU ranks, same loss curve"
+    else bad "ddp on $n fake GPUs vs CPU ranks" "rc=$rc rc2=$rc2" "$out" "$(tail -3 <<<"$out2")"; fi
+done
+(TRAINER_FAKE_GPUS=2 TRAINER_FAULT_KILL_AT_STEP=20 exec timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddpk" \
+    strategy.first_bucket_mb=0.001 strategy.bucket_mb=0.002 >"$t/dk1.log" 2>&1); rc1=$?
+out="$(TRAINER_FAKE_GPUS=2 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddpk" strategy.first_bucket_mb=0.001 \
+       strategy.bucket_mb=0.002 2>&1)"; rc=$?
+k="$(last_ckpt "$t/ddpk")"
+if [ $rc1 != 0 ] && [ $rc = 0 ] && grep -q "resuming from .*step-00000020" <<<"$out" && [ -n "$k" ] && same_ckpt "$(last_ckpt "$t/ddpg2")" "$k"; then
+    ok "ddp on 2 fake GPUs killed at step 20 and resumed: byte-identical to the straight run"
+else bad "ddp on fake GPUs: kill and resume" "rc1=$rc1 rc=$rc" "$out" "$(tail -3 "$t/dk1.log")"; fi
 
 # An op without a device kernel (conv2d here): a clear stop, not a wrong result.
 cat >"$t/cnn.yaml" <<YAML
