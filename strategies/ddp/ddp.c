@@ -85,11 +85,13 @@ static int processes(const tr_options *opts, int devices) {
 
 /* Issues every ready bucket from next_issue on, in index order. */
 static void issue_ready(ddp *d) {
+    /* On a device the sums are made in host staging; on the CPU in place. */
     float *g = d->accel ? d->stage : tr_params_grad(d->r->P);
     while (d->next_issue < d->n_buckets && d->buckets[d->next_issue].pending == 0) {
         bucket *b = &d->buckets[d->next_issue];
         if (d->hook_status == TR_OK) {
-            tr_status st = d->accel ? tr_accel_download(d->accel, g + b->lo, d->r->d_grad + b->lo, (b->hi - b->lo) * sizeof *g)
+            tr_status st = d->accel ? tr_accel_download(d->accel, g + b->lo, tr_params_grad(tr_replica_params(d->r)) + b->lo,
+                                                      (b->hi - b->lo) * sizeof *g)
                                     : TR_OK;
             if (st == TR_OK)
                 st = tr_comm_iall_reduce(d->comm, g + b->lo, g + b->lo, b->hi - b->lo, TR_F32, TR_RED_SUM, &b->work);
@@ -154,9 +156,10 @@ static tr_status broadcast_buffers(ddp *d) {
     tr_params *P = d->r->P;
     size_t n = tr_params_buffers_numel(P);
     if (!n) return TR_OK;
-    if (d->accel) TR_CHECK(tr_accel_download(d->accel, tr_params_buffers_data(P), d->r->d_buffers, n * sizeof(float)));
-    TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(P), n, TR_F32, 0));
-    if (d->accel) TR_CHECK(tr_accel_upload(d->accel, d->r->d_buffers, tr_params_buffers_data(P), n * sizeof(float)));
+    float *dev = tr_params_buffers_data(tr_replica_params(d->r)), *host = tr_params_buffers_data(P);
+    if (d->accel) TR_CHECK(tr_accel_download(d->accel, host, dev, n * sizeof(float)));
+    TR_CHECK(tr_comm_broadcast(d->comm, host, n, TR_F32, 0));
+    if (d->accel) TR_CHECK(tr_accel_upload(d->accel, dev, host, n * sizeof(float)));
     return TR_OK;
 }
 
@@ -165,14 +168,12 @@ static tr_status broadcast_buffers(ddp *d) {
  * and the optimizer state loaded on every rank goes up too). */
 static tr_status sync_from(ddp *d, int loaded) {
     tr_params *P = d->r->P;
-    if (d->accel && !loaded) TR_CHECK(tr_replica_download(d->r));
+    if (!loaded) TR_CHECK(tr_replica_download(d->r)); /* replica calls: nothing to do on the CPU */
     TR_CHECK(tr_comm_broadcast(d->comm, tr_params_data(P), tr_params_numel(P), TR_F32, 0));
     if (tr_params_buffers_numel(P))
         TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(P), tr_params_buffers_numel(P), TR_F32, 0));
-    if (d->accel) {
-        TR_CHECK(tr_replica_upload(d->r));
-        if (loaded) TR_CHECK(tr_optim_upload(d->opt));
-    }
+    TR_CHECK(tr_replica_upload(d->r));
+    if (loaded) TR_CHECK(tr_optim_upload(d->opt));
     return TR_OK;
 }
 
@@ -252,8 +253,7 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
     d->syncing = 0;
     TR_CHECK(st);
     float v;
-    if (d->accel) TR_CHECK(tr_accel_download(d->accel, &v, out.loss->data, sizeof v));
-    else v = ((const float *)out.loss->data)[0];
+    TR_CHECK(tr_accel_download(d->accel, &v, out.loss->data, sizeof v));
     *loss = v;
     return TR_OK;
 }
@@ -275,7 +275,8 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     for (int i = d->next_issue; i < d->n_buckets; i++) d->buckets[i].pending = 0;
     issue_ready(d);
     tr_status st = d->hook_status == TR_OK ? TR_OK : tr_error_set(d->hook_status, "%s", d->hook_msg);
-    float *p = d->accel ? d->r->d_data : tr_params_data(d->r->P), *g = d->accel ? d->r->d_grad : tr_params_grad(d->r->P);
+    tr_params *P = tr_replica_params(d->r); /* where the replica's buffers live */
+    float *p = tr_params_data(P), *g = tr_params_grad(P);
     size_t n = tr_params_numel(d->r->P);
     /* Without clipping each bucket is updated as soon as its sum arrives, overlapping the
      * optimizer with the all-reduces still running; with clipping the norm needs them all,
@@ -293,7 +294,7 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
                 st = tr_accel_upload(d->accel, g + b->lo, d->stage + b->lo, (b->hi - b->lo) * sizeof *g);
         }
         if (overlap && st == TR_OK) {
-            double s = d->accel ? tr_accel_grad_sumsq(d->accel, g + b->lo, b->hi - b->lo) : tr_grad_sumsq(g + b->lo, b->hi - b->lo);
+            double s = tr_accel_grad_sumsq(d->accel, g + b->lo, b->hi - b->lo);
             sumsq += s;
             if (isfinite(s)) st = tr_optim_step_part(d->opt, p, g, b->lo, b->hi, lr);
         }
@@ -304,13 +305,10 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
         *grad_norm = sqrt(sumsq);
         return TR_OK;
     }
-    sumsq = d->accel ? tr_accel_grad_sumsq(d->accel, g, n) : tr_grad_sumsq(g, n);
+    sumsq = tr_accel_grad_sumsq(d->accel, g, n);
     *grad_norm = sqrt(sumsq);
     if (!isfinite(sumsq)) return TR_OK; /* left out: the trainer stops or skips the step */
-    if (max_norm > 0) {
-        if (d->accel) tr_accel_clip_grad_norm(d->accel, g, n, max_norm, sumsq);
-        else tr_clip_grad_norm(g, n, max_norm, sumsq);
-    }
+    if (max_norm > 0) tr_accel_clip_grad_norm(d->accel, g, n, max_norm, sumsq);
     return tr_optim_step(d->opt, p, g, n, lr);
 }
 

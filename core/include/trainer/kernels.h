@@ -11,9 +11,11 @@
  * Pointers are device memory (from tr_device_ops.alloc, or inside it) unless an entry says
  * host; the core passes device pointers only. Kernels are asynchronous on the device's
  * compute stream, in call order, except those returning a value, which wait for it. `acc`
- * arguments: 0 writes the result (=), 1 adds it (+=). An entry left NULL means the device has
- * no kernel for that op: the op then fails naming the op and the device. Entries are only
- * ever appended; `size` says how many the plugin knows. */
+ * arguments: 0 writes the result (=), 1 adds it (+=). zero, copy, optim_update, sumsq and
+ * scale_inplace are required (every training loop uses them; tr_accel_open refuses a table
+ * without them); an op's entry left NULL means the device has no kernel for that op: the op
+ * then fails naming the op and the device. Entries are only ever appended; `size` says how
+ * many the plugin knows. */
 #ifndef TRAINER_KERNELS_H
 #define TRAINER_KERNELS_H
 

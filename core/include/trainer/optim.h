@@ -107,6 +107,9 @@ double tr_grad_sumsq(const float *g, size_t n);
  * clip_grad_norm_: coefficient max_norm / (norm + 1e-6), applied when < 1). Returns the norm
  * before clipping. */
 double tr_clip_grad_norm(float *g, size_t n, double max_norm, double sumsq);
+/* The factor tr_clip_grad_norm scales by: max_norm / (norm + 1e-6) when that is below 1 and
+ * the norm is finite, else 1 (no clipping). */
+double tr_clip_coef(double max_norm, double sumsq);
 
 #ifdef __cplusplus
 }

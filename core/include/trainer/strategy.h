@@ -20,7 +20,8 @@
  * estimate(opts, env, &out), the memory it would hold. The whole contract, entry
  * by entry: docs/plugin-interfaces.md.
  *
- * A minimal strategy (strategies/cpu/cpu.c is one, about 100 lines):
+ * A minimal strategy (strategies/cpu/cpu.c is one, on the core's one-replica step of
+ * trainer/solo.h; docs/examples/local_sgd/local_sgd.c writes every entry itself):
  *
  *   static const tr_strategy_ops ops = {.create = create, .destroy = destroy,
  *       .train_micro = train_micro, .optim_step = optim_step, .forward = forward,

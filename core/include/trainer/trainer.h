@@ -17,6 +17,7 @@
 #include "trainer/plugin.h"
 #include "trainer/rng.h"
 #include "trainer/runtime.h"
+#include "trainer/solo.h"
 #include "trainer/status.h"
 #include "trainer/tensor.h"
 

@@ -465,18 +465,15 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
         return tr_error_set(TR_ERR_INVALID,
                             "backward: the output does not depend on anything that requires a "
                             "gradient (grad mode off, or no parameter used?)");
-    void *d = op_grad(g, out);
+    int acc; /* the seed below sets every element */
+    void *d = op_grad_write(g, out, &acc);
     if (!d) return g->status;
     int64_t n = tr_tensor_numel(out);
-    if (g->accel) { /* dout (host) or ones, uploaded */
-        void *ones = NULL;
-        if (!dout) {
-            if (!(ones = tr_malloc(tr_tensor_bytes(out)))) return tr_error_set(TR_ERR_NOMEM, "backward: out of memory");
-            for (int64_t i = 0; i < n; i++) ((float *)ones)[i] = 1.0f; /* device graphs are f32 */
-        }
-        tr_status st = tr_accel_upload(g->accel, d, dout ? dout : ones, tr_tensor_bytes(out));
-        tr_free(ones);
-        TR_CHECK(st);
+    if (g->accel) { /* dout (host) or ones (host arena), uploaded */
+        float *ones = dout ? NULL : op_alloc(g, tr_tensor_bytes(out) ? tr_tensor_bytes(out) : 1);
+        if (!dout && !ones) return g->status;
+        for (int64_t i = 0; ones && i < n; i++) ones[i] = 1.0f; /* device graphs are f32 */
+        TR_CHECK(tr_accel_upload(g->accel, d, dout ? dout : ones, tr_tensor_bytes(out)));
     } else if (dout) {
         memcpy(d, dout, tr_tensor_bytes(out));
     } else if (out->dtype == TR_F64) {

@@ -7,6 +7,7 @@
 
 #include "trainer/devices.h"
 #include "trainer/memory.h"
+#include "trainer/optim.h"
 
 struct tr_accel {
     tr_device_ops ops;  /* the plugin's table, full size */
@@ -32,10 +33,15 @@ static tr_status exec_ops(const tr_plugin *backend, tr_device_ops *ops) {
     if (missing)
         return tr_error_set(TR_ERR_UNSUPPORTED, "device plugin %s (%s) can list its GPUs but not run on them: its table "
                             "has no '%s' entry (discovery only in this build)", backend->desc->name, backend->path, missing);
-    const tr_kernels *k = ops->kernels;
-    if (k->size < offsetof(tr_kernels, copy) + sizeof k->copy || !k->zero || !k->copy)
-        return tr_error_set(TR_ERR_PLUGIN, "device plugin %s (%s): its kernel table (%zu bytes) lacks zero or copy",
-                            backend->desc->name, backend->path, k->size);
+    /* What every training loop needs besides the ops' own kernels (those are checked as ops
+     * run): memory, the optimizer update, the gradient norm and clipping. */
+    tr_kernels k = {0};
+    memcpy(&k, ops->kernels, ops->kernels->size < sizeof k ? ops->kernels->size : sizeof k);
+    const char *need = !k.zero ? "zero" : !k.copy ? "copy" : !k.optim_update ? "optim_update" : !k.sumsq ? "sumsq"
+                       : !k.scale_inplace ? "scale_inplace" : NULL;
+    if (need)
+        return tr_error_set(TR_ERR_PLUGIN, "device plugin %s (%s): its kernel table (%zu bytes) has no '%s' kernel",
+                            backend->desc->name, backend->path, ops->kernels->size, need);
     return TR_OK;
 }
 
@@ -107,6 +113,10 @@ void tr_accel_free(tr_accel *a, void *p, size_t bytes) {
 
 tr_status tr_accel_upload(tr_accel *a, void *dst, const void *src, size_t bytes) {
     if (!bytes) return TR_OK;
+    if (!a) {
+        memcpy(dst, src, bytes);
+        return TR_OK;
+    }
     tr_status st = a->ops.upload(a->dev, dst, src, bytes);
     if (st != TR_OK) tr_error_prefix("%s: upload of %zu bytes: ", a->name, bytes);
     return st;
@@ -114,6 +124,10 @@ tr_status tr_accel_upload(tr_accel *a, void *dst, const void *src, size_t bytes)
 
 tr_status tr_accel_download(tr_accel *a, void *dst, const void *src, size_t bytes) {
     if (!bytes) return TR_OK;
+    if (!a) {
+        memcpy(dst, src, bytes);
+        return TR_OK;
+    }
     tr_status st = a->ops.download(a->dev, dst, src, bytes);
     if (st != TR_OK) tr_error_prefix("%s: download of %zu bytes: ", a->name, bytes);
     return st;
@@ -124,6 +138,7 @@ void tr_accel_zero(tr_accel *a, void *p, size_t bytes) {
 }
 
 tr_status tr_accel_sync(tr_accel *a) {
+    if (!a) return TR_OK;
     tr_status st = a->ops.sync(a->dev);
     if (st != TR_OK) tr_error_prefix("%s: ", a->name);
     return st;
@@ -135,12 +150,15 @@ tr_status tr_accel_bind(tr_accel *a) {
     return st;
 }
 
-double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n) { return a->kern.sumsq(g, n); }
+double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n) {
+    return a ? a->kern.sumsq(g, n) : tr_grad_sumsq(g, n);
+}
 
 double tr_accel_clip_grad_norm(tr_accel *a, float *g, size_t n, double max_norm, double sumsq) {
-    double norm = sqrt(sumsq), coef = max_norm / (norm + 1e-6);
-    if (isfinite(norm) && coef < 1.0) a->kern.scale_inplace(g, n, (float)coef);
-    return norm;
+    if (!a) return tr_clip_grad_norm(g, n, max_norm, sumsq);
+    double coef = tr_clip_coef(max_norm, sumsq);
+    if (coef < 1.0) a->kern.scale_inplace(g, n, (float)coef);
+    return sqrt(sumsq);
 }
 
 size_t tr_accel_allocated(const tr_accel *a) { return a->allocated; }

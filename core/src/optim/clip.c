@@ -45,9 +45,13 @@ void optim_scale(float *g, size_t n, float s) {
     for (size_t i = 0; i < n; i++) g[i] *= s;
 }
 
+double tr_clip_coef(double max_norm, double sumsq) {
+    double norm = sqrt(sumsq), coef = max_norm / (norm + 1e-6);
+    return isfinite(norm) && coef < 1.0 ? coef : 1.0;
+}
+
 double tr_clip_grad_norm(float *g, size_t n, double max_norm, double sumsq) {
-    double norm = sqrt(sumsq);
-    double coef = max_norm / (norm + 1e-6);
-    if (isfinite(norm) && coef < 1.0) optim_scale(g, n, (float)coef);
-    return norm;
+    double coef = tr_clip_coef(max_norm, sumsq);
+    if (coef < 1.0) optim_scale(g, n, (float)coef);
+    return sqrt(sumsq);
 }

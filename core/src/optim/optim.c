@@ -110,8 +110,6 @@ void tr_optim_destroy(tr_optim *opt) {
 
 tr_status tr_optim_place(tr_optim *opt, tr_accel *a) {
     if (opt->accel) return tr_error_set(TR_ERR_INVALID, "optimizer: already on %s", tr_accel_name(opt->accel));
-    if (!tr_accel_kernels(a)->optim_update)
-        return tr_error_set(TR_ERR_UNSUPPORTED, "optimizer: device %s has no 'optim_update' kernel", tr_accel_name(a));
     for (int i = 0; i < opt->nstate; i++) {
         tr_status st = tr_accel_alloc(a, opt->n * sizeof(float), (void **)&opt->dstate[i]);
         if (st != TR_OK) {

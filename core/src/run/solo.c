@@ -1,0 +1,135 @@
+/* One replica trained by this process, on the CPU or on a device (see trainer/solo.h). */
+#include "trainer/solo.h"
+
+#include <math.h>
+
+#include "trainer/memory.h"
+
+struct tr_solo {
+    tr_accel *accel;  /* owned; NULL: the CPU */
+    tr_replica *r;
+    tr_optim *opt;
+    double *sumsq;    /* per parameter, from the last micro-batch's ready hook */
+    int last;         /* the backward running is the step's last */
+};
+
+static void grad_ready(void *user, int p) {
+    tr_solo *s = user;
+    if (!s->last) return;
+    tr_tensor *t = tr_params_get(tr_replica_params(s->r), p);
+    s->sumsq[p] = tr_accel_grad_sumsq(s->accel, t->grad, (size_t)tr_tensor_numel(t));
+}
+
+void tr_solo_destroy(void *ctx) {
+    tr_solo *s = ctx;
+    if (!s) return;
+    tr_optim_destroy(s->opt);
+    tr_replica_destroy(s->r);
+    tr_accel_close(s->accel); /* after what holds its memory */
+    tr_free(s->sumsq);
+    tr_free(s);
+}
+
+tr_status tr_solo_create(const tr_strategy_env *env, tr_accel *accel, tr_solo **out) {
+    *out = NULL;
+    tr_solo *s = tr_calloc(1, sizeof *s);
+    if (!s) {
+        tr_accel_close(accel);
+        return tr_error_set(TR_ERR_NOMEM, "strategy: out of memory");
+    }
+    s->accel = accel;
+    tr_status st;
+    if (accel) {
+        TR_CHECK_GOTO(tr_accel_bind(accel), fail);
+        TR_CHECK_GOTO(tr_replica_create_on(env->models, accel, &s->r), fail);
+    } else {
+        TR_CHECK_GOTO(tr_replica_create(env->models, &s->r), fail);
+    }
+    TR_CHECK_GOTO(tr_optim_create(&s->opt, &env->optim, tr_params_numel(s->r->P)), fail);
+    if (accel) TR_CHECK_GOTO(tr_optim_place(s->opt, accel), fail);
+    s->sumsq = tr_calloc((size_t)tr_params_count(s->r->P) + 1, sizeof *s->sumsq);
+    if (!s->sumsq) {
+        st = tr_error_set(TR_ERR_NOMEM, "strategy: out of memory");
+        goto fail;
+    }
+    tr_graph_set_grad_hook(s->r->g, grad_ready, s);
+    *out = s;
+    return TR_OK;
+fail:
+    tr_solo_destroy(s);
+    return st;
+}
+
+tr_replica *tr_solo_replica(tr_solo *s) { return s->r; }
+
+tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
+    tr_solo *s = ctx;
+    tr_model_out out;
+    TR_CHECK(tr_replica_forward(s->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
+    if (mb->first) TR_CHECK(tr_graph_write_param_grads(s->r->g));
+    s->last = mb->last;
+    tr_status st = tr_backward(s->r->g, out.loss, NULL);
+    s->last = 0;
+    TR_CHECK(st);
+    float v;
+    TR_CHECK(tr_accel_download(s->accel, &v, out.loss->data, sizeof v));
+    *loss = v;
+    return tr_accel_sync(s->accel);
+}
+
+tr_status tr_solo_optim_step(void *ctx, double lr, double max_norm, double *grad_norm) {
+    tr_solo *s = ctx;
+    tr_params *P = tr_replica_params(s->r);
+    float *p = tr_params_data(P), *g = tr_params_grad(P);
+    size_t n = tr_params_numel(P);
+    double sumsq = 0;
+    for (int k = 0; k < tr_params_count(P); k++) sumsq += s->sumsq[k];
+    *grad_norm = sqrt(sumsq);
+    if (!isfinite(sumsq)) return TR_OK; /* never applied: the trainer stops or skips the step */
+    if (max_norm > 0) tr_accel_clip_grad_norm(s->accel, g, n, max_norm, sumsq);
+    TR_CHECK(tr_optim_step(s->opt, p, g, n, lr));
+    return tr_accel_sync(s->accel);
+}
+
+tr_status tr_solo_forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out) {
+    tr_solo *s = ctx;
+    TR_CHECK(tr_replica_forward(s->r, hb, 0, hb->size, 1.0, 0, 0, with_y, out));
+    return tr_replica_outputs_to_host(s->r, out);
+}
+
+tr_status tr_solo_state(void *ctx, tr_params **P, tr_optim **opt) {
+    tr_solo *s = ctx;
+    TR_CHECK(tr_replica_download(s->r));
+    TR_CHECK(tr_optim_download(s->opt));
+    *P = s->r->P;
+    *opt = s->opt;
+    return TR_OK;
+}
+
+tr_status tr_solo_sync(void *ctx) {
+    tr_solo *s = ctx;
+    TR_CHECK(tr_replica_upload(s->r));
+    TR_CHECK(tr_optim_upload(s->opt));
+    return tr_accel_sync(s->accel);
+}
+
+tr_status tr_solo_memory(void *ctx, tr_strategy_memory *m) {
+    tr_solo *s = ctx;
+    *m = (tr_strategy_memory){0};
+    tr_replica_memory(s->r, s->opt, m);
+    return TR_OK;
+}
+
+tr_status tr_solo_nonfinite(void *ctx, double *flags, int n, char *activation, size_t size) {
+    tr_solo *s = ctx;
+    (void)n;
+    tr_replica_find_nonfinite(s->r, flags, activation, size);
+    return TR_OK;
+}
+
+tr_status tr_solo_estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
+    (void)o;
+    out->world = 1;
+    out->rank_batch = env->global_batch;
+    return tr_estimate_replica(env, 0, env->global_batch, &out->memory);
+}
