@@ -1,6 +1,6 @@
 # Warning and sanitizer flags applied to every target of the project.
-add_compile_options(-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-                    -Wno-unused-parameter -Wvla)
+add_compile_options(-Wall -Wextra -Wshadow -Wno-unused-parameter -Wvla
+                    $<$<COMPILE_LANGUAGE:C>:-Wstrict-prototypes> $<$<COMPILE_LANGUAGE:C>:-Wmissing-prototypes>)
 if(TRAINER_WERROR)
   add_compile_options(-Werror)
 endif()

@@ -7,10 +7,17 @@
 
 #include "trainer/device_backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* GPUs the driver shows this process (CUDA_VISIBLE_DEVICES applied by the driver); 0 with
  * the reason in why. */
 int cuda_probe_count(char *why, size_t size);
 /* Name, memory and compute capability of visible GPU `index`. */
 tr_status cuda_probe_info(int index, tr_device_info *out);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -1,0 +1,361 @@
+/* The CUDA plugin's device kernels (the host side that launches them is ops.c). Each computes
+ * what the core's CPU kernel of the same op computes (the .inc files of core/src/ops), in the same fp32
+ * operations and, where the CPU sums in a fixed order, the same order (column sums, the loss
+ * total), so results agree to rounding: elementwise math uses CUDA's expf/erff/tanhf where
+ * the CPU uses its vectorised approximations (<= 2 ulp), and row reductions add in a tree.
+ *
+ * Built by nvcc into a fatbin (sm_90 code plus compute_90 PTX for later GPUs) that the
+ * plugin embeds and loads through the driver (driver.c); the tests also compile this file
+ * as C++ against a CPU emulator of the CUDA execution model (tests/plugins/cuda_emu), so
+ * it uses only what that header provides: 1-D grids and blocks of CUDA_BLOCK threads,
+ * __syncthreads, __shfl_xor_sync, static __shared__ arrays, and block-uniform control flow
+ * around every barrier and shuffle. */
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+#define GRID_LOOP(i, n) \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+/* Rows of a per-row kernel: one block per row (block-uniform). */
+#define ROW_LOOP(r, R) for (int64_t r = blockIdx.x; r < (R); r += gridDim.x)
+
+/* ---- block reductions: every thread of the block gets the result ---- */
+
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* sh: CUDA_BLOCK / 32 slots of shared memory, free again when this returns. */
+template <typename T> __device__ T block_sum(T v, T *sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < CUDA_BLOCK / 32 ? sh[lane] : (T)0;
+    v = warp_sum(v);
+    __syncthreads();
+    return v;
+}
+
+__device__ float block_max(float v, float *sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = warp_max(v);
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < CUDA_BLOCK / 32 ? sh[lane] : -INFINITY;
+    v = warp_max(v);
+    __syncthreads();
+    return v;
+}
+
+/* ---- elementwise ---- */
+
+/* out = a + b, b (M) broadcast over R rows (R == 1: equal shapes); also bias-add. */
+extern "C" __global__ void k_add_fwd(float *out, const float *a, const float *b, int64_t R, int64_t M) {
+    GRID_LOOP(i, R * M) out[i] = a[i] + b[i % M];
+}
+
+/* y = s * x (acc 0) or y + s * x (acc 1): add's and bias-add's input gradients, scale. */
+extern "C" __global__ void k_accum(float *y, const float *x, int64_t n, float s, int acc) {
+    GRID_LOOP(i, n) {
+        float v = s * x[i];
+        y[i] = acc ? y[i] + v : v;
+    }
+}
+
+/* db[j] += sum over rows r of d[r, j] (* a[r, j] when a): one thread per column, rows in
+ * order, as the CPU adds them. */
+extern "C" __global__ void k_colsum(float *db, const float *d, const float *a, int64_t R, int64_t M) {
+    GRID_LOOP(j, M) {
+        float t = db[j];
+        for (int64_t r = 0; r < R; r++) t += a ? d[r * M + j] * a[r * M + j] : d[r * M + j];
+        db[j] = t;
+    }
+}
+
+extern "C" __global__ void k_mul_fwd(float *out, const float *a, const float *b, int64_t R, int64_t M) {
+    GRID_LOOP(i, R * M) out[i] = a[i] * b[i % M];
+}
+
+/* da += dout * b, b broadcast */
+extern "C" __global__ void k_mul_bwd_da(float *da, const float *dout, const float *b, int64_t R, int64_t M) {
+    GRID_LOOP(i, R * M) da[i] += dout[i] * b[i % M];
+}
+
+extern "C" __global__ void k_scale_inplace(float *g, int64_t n, float s) {
+    GRID_LOOP(i, n) g[i] *= s;
+}
+
+extern "C" __global__ void k_relu_fwd(float *out, const float *x, int64_t n) {
+    GRID_LOOP(i, n) out[i] = x[i] > 0 ? x[i] : 0.0f;
+}
+
+extern "C" __global__ void k_relu_bwd(float *dx, const float *dout, const float *out, int64_t n, int acc) {
+    GRID_LOOP(i, n) {
+        float d = out[i] > 0 ? dout[i] : 0.0f;
+        dx[i] = acc ? dx[i] + d : d;
+    }
+}
+
+#define GELU_S2 0.70710678118654752440f
+#define GELU_K 0.79788456080286535588f
+#define GELU_C 0.044715f
+#define GELU_INV_SQRT_2PI 0.39894228040143267794f
+
+/* approx 1: PyTorch's tanh form; 0: exact (erf). */
+extern "C" __global__ void k_gelu_fwd(float *out, const float *x, int64_t n, int approx) {
+    GRID_LOOP(i, n) {
+        float v = x[i];
+        out[i] = approx ? 0.5f * v * (1 + tanhf(GELU_K * (v + GELU_C * v * v * v)))
+                        : 0.5f * v * (1 + erff(v * GELU_S2));
+    }
+}
+
+extern "C" __global__ void k_gelu_bwd(float *dx, const float *dout, const float *x, int64_t n, int approx, int acc) {
+    GRID_LOOP(i, n) {
+        float v = x[i], dy;
+        if (approx) {
+            float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+            dy = 0.5f * (1 + t) + 0.5f * v * (1 - t * t) * GELU_K * (1 + 3 * GELU_C * v * v);
+        } else {
+            float pdf = GELU_INV_SQRT_2PI * expf(-0.5f * v * v);
+            dy = 0.5f * (1 + erff(v * GELU_S2)) + v * pdf;
+        }
+        float d = dout[i] * dy;
+        dx[i] = acc ? dx[i] + d : d;
+    }
+}
+
+extern "C" __global__ void k_tanh_fwd(float *out, const float *x, int64_t n) {
+    GRID_LOOP(i, n) out[i] = tanhf(x[i]);
+}
+
+/* dx += dout (1 - out^2) */
+extern "C" __global__ void k_tanh_bwd(float *dx, const float *dout, const float *out, int64_t n) {
+    GRID_LOOP(i, n) dx[i] += dout[i] * (1 - out[i] * out[i]);
+}
+
+extern "C" __global__ void k_sigmoid_fwd(float *out, const float *x, int64_t n) {
+    GRID_LOOP(i, n) {
+        float e = expf(-fabsf(x[i])), s = 1 / (1 + e); /* exp of a non-positive number only */
+        out[i] = x[i] >= 0 ? s : e * s;
+    }
+}
+
+/* dx += dout s (1 - s) */
+extern "C" __global__ void k_sigmoid_bwd(float *dx, const float *dout, const float *out, int64_t n) {
+    GRID_LOOP(i, n) dx[i] += dout[i] * out[i] * (1 - out[i]);
+}
+
+/* ---- dropout: the core's Philox4x32-10 (core/src/util/rng.c), bit for bit ---- */
+
+__device__ __forceinline__ uint32_t philox_lane(uint64_t key, uint64_t hi, uint64_t lo, unsigned lane) {
+    uint32_t c0 = (uint32_t)lo, c1 = (uint32_t)(lo >> 32), c2 = (uint32_t)hi, c3 = (uint32_t)(hi >> 32);
+    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n1 = (uint32_t)p1;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1, n3 = (uint32_t)p0;
+        c0 = n0, c1 = n1, c2 = n2, c3 = n3;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    return lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;
+}
+
+/* Element i is element first + i of stream (seed, stream): block (first + i) / 4, lane
+ * (first + i) % 4; kept when the value >> 8 is >= thr. */
+extern "C" __global__ void k_dropout_fwd(float *out, uint8_t *mask, const float *x, int64_t n, uint64_t seed,
+                                         uint64_t stream, uint64_t first, uint32_t thr, float scale) {
+    GRID_LOOP(i, n) {
+        uint64_t idx = first + (uint64_t)i;
+        uint8_t keep = (philox_lane(seed, stream, idx >> 2, (unsigned)(idx & 3)) >> 8) >= thr;
+        mask[i] = keep;
+        out[i] = x[i] * (keep ? scale : 0.0f);
+    }
+}
+
+extern "C" __global__ void k_dropout_bwd(float *dx, const float *dout, const uint8_t *mask, int64_t n, float scale,
+                                         int acc) {
+    GRID_LOOP(i, n) {
+        float d = dout[i] * (mask[i] ? scale : 0.0f);
+        dx[i] = acc ? dx[i] + d : d;
+    }
+}
+
+/* ---- rows: one block per row of C ---- */
+
+extern "C" __global__ void k_softmax_fwd(float *out, const float *x, int64_t R, int64_t C) {
+    __shared__ float sh[CUDA_BLOCK / 32];
+    ROW_LOOP(r, R) {
+        const float *xr = x + r * C;
+        float *o = out + r * C;
+        float m = -INFINITY, s = 0;
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) m = fmaxf(m, xr[j]);
+        m = block_max(m, sh);
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+            float e = expf(xr[j] - m);
+            o[j] = e;
+            s += e;
+        }
+        float inv = 1 / block_sum(s, sh);
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) o[j] *= inv;
+    }
+}
+
+/* dx += out (dout - sum(dout out)) */
+extern "C" __global__ void k_softmax_bwd(float *dx, const float *dout, const float *out, int64_t R, int64_t C) {
+    __shared__ float sh[CUDA_BLOCK / 32];
+    ROW_LOOP(r, R) {
+        const float *d = dout + r * C, *o = out + r * C;
+        float *g = dx + r * C, dot = 0;
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) dot += d[j] * o[j];
+        dot = block_sum(dot, sh);
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) g[j] += o[j] * (d[j] - dot);
+    }
+}
+
+/* out = (x - max) - log sum exp(x - max) */
+extern "C" __global__ void k_log_softmax_fwd(float *out, const float *x, int64_t R, int64_t C) {
+    __shared__ float sh[CUDA_BLOCK / 32];
+    ROW_LOOP(r, R) {
+        const float *xr = x + r * C;
+        float *o = out + r * C;
+        float m = -INFINITY, s = 0;
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) m = fmaxf(m, xr[j]);
+        m = block_max(m, sh);
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += expf(xr[j] - m);
+        float ls = logf(block_sum(s, sh));
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) o[j] = (xr[j] - m) - ls;
+    }
+}
+
+/* dx += dout - exp(out) sum(dout) */
+extern "C" __global__ void k_log_softmax_bwd(float *dx, const float *dout, const float *out, int64_t R, int64_t C) {
+    __shared__ float sh[CUDA_BLOCK / 32];
+    ROW_LOOP(r, R) {
+        const float *d = dout + r * C, *o = out + r * C;
+        float *g = dx + r * C, sd = 0;
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) sd += d[j];
+        sd = block_sum(sd, sh);
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) g[j] += d[j] - expf(o[j]) * sd;
+    }
+}
+
+/* Cross-entropy with label smoothing e: loss[i] = (1 - e)(ls - (x_t - m)) + e (ls - sum(x - m) / C)
+ * with m the row max and ls = log sum exp(x - m); stats (N, 2) = (m, ls) when not NULL. */
+extern "C" __global__ void k_ce_fwd(double *loss, float *stats, const float *x, const int32_t *targets, int64_t N,
+                                    int64_t C, int ignore_index, float e, float invC) {
+    __shared__ float sh[CUDA_BLOCK / 32];
+    ROW_LOOP(i, N) {
+        int32_t t = targets[i];
+        if (t == ignore_index) { /* block-uniform: every thread read the same target */
+            if (threadIdx.x == 0) {
+                loss[i] = 0;
+                if (stats) stats[2 * i] = stats[2 * i + 1] = 0;
+            }
+            continue;
+        }
+        const float *xr = x + i * C;
+        float m = -INFINITY, s = 0, sd = 0;
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) m = fmaxf(m, xr[j]);
+        m = block_max(m, sh);
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+            float d = xr[j] - m;
+            s += expf(d);
+            sd += d;
+        }
+        s = block_sum(s, sh);
+        sd = block_sum(sd, sh);
+        if (threadIdx.x == 0) {
+            float ls = logf(s);
+            if (stats) {
+                stats[2 * i] = m;
+                stats[2 * i + 1] = ls;
+            }
+            loss[i] = (double)((1 - e) * (ls - (xr[t] - m)) + e * (ls - sd * invC));
+        }
+    }
+}
+
+/* dx += gs softmax - ge, and -= gt at the target (gs = dscale, ge = dscale e / C,
+ * gt = dscale (1 - e)), in the CPU's order of operations. */
+extern "C" __global__ void k_ce_bwd(float *dx, const float *x, const float *stats, const int32_t *targets, int64_t N,
+                                    int64_t C, int ignore_index, float gs, float ge, float gt) {
+    GRID_LOOP(i, N * C) {
+        int64_t row = i / C, j = i - row * C;
+        int32_t t = targets[row];
+        if (t == ignore_index) continue;
+        float g = dx[i] + (gs * expf((x[i] - stats[2 * row]) - stats[2 * row + 1]) - ge);
+        if (j == t) g -= gt;
+        dx[i] = g;
+    }
+}
+
+/* out[0] = sum of loss[0, n) in order / normaliser: one thread, the CPU's order. */
+extern "C" __global__ void k_loss_total(float *out, const double *loss, int64_t n, double normaliser) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    double t = 0;
+    for (int64_t i = 0; i < n; i++) t += loss[i];
+    out[0] = (float)(t / normaliser);
+}
+
+/* ---- optimizers: core/src/optim/sgd.c and adam.c, operation by operation ---- */
+
+/* mode 0: no momentum, 1: first step (buf = d), 2: buf = buf mom + damp1 d */
+extern "C" __global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, float neg_lr, float wd, float mom,
+                                 float damp1, int has_wd, int mode, int nesterov) {
+    GRID_LOOP(i, n) {
+        float d = g[i];
+        if (has_wd) d = d + wd * p[i];
+        if (mode != 0) {
+            float b = mode == 1 ? d : buf[i] * mom + damp1 * d;
+            buf[i] = b;
+            d = nesterov ? d + mom * b : b;
+        }
+        p[i] = p[i] + neg_lr * d;
+    }
+}
+
+/* wd_mode 0: none, 1: L2 (Adam), 2: decoupled (AdamW) */
+extern "C" __global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, float decay, float wd,
+                                  float b1, float b1c, float b2, float b2c, float inv_bc2_sqrt, float eps,
+                                  float neg_step, int wd_mode) {
+    GRID_LOOP(i, n) {
+        float pi = p[i], d = g[i];
+        if (wd_mode == 2) pi = pi * decay;
+        if (wd_mode == 1) d = d + wd * pi;
+        float mi = m[i] * b1 + b1c * d;
+        float vi = v[i] * b2 + b2c * d * d;
+        m[i] = mi;
+        v[i] = vi;
+        float denom = sqrtf(vi) * inv_bc2_sqrt + eps;
+        p[i] = pi + neg_step * mi / denom;
+    }
+}
+
+/* ---- sum of squares in double: CUDA_SUMSQ_PARTS block partials, then one block adds them
+ * (a fixed order: the same result every run) ---- */
+
+extern "C" __global__ void k_sumsq_part(double *part, const float *g, int64_t n) {
+    __shared__ double sh[CUDA_BLOCK / 32];
+    double s = 0;
+    GRID_LOOP(i, n) s += (double)g[i] * (double)g[i];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+extern "C" __global__ void k_sumsq_final(double *out, const double *part, int n) {
+    __shared__ double sh[CUDA_BLOCK / 32];
+    double s = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += part[i];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) out[0] = s;
+}

@@ -1,0 +1,65 @@
+/* Private to the CUDA plugin: the few things it asks of CUDA, below device.c and ops.c.
+ *
+ * driver.c implements them over the CUDA driver API and cuBLAS, both opened with dlopen when
+ * a device is opened (so the plugin still loads, and lists GPUs, where neither exists), with
+ * the kernels of kernels.cu embedded as a fatbin. The tests implement them again over host
+ * memory with an emulator that runs kernels.cu on the CPU (tests/plugins/cuda_emu), which is
+ * how everything above this line is tested where no GPU is (it also replaces probe.c's
+ * discovery).
+ *
+ * Ordering: one stream per opened device; launches, uploads, memsets, device copies and GEMMs
+ * run on it in call order; cu_download waits for it. Errors are set with tr_error_set naming
+ * the device ("cuda:0: ...") and returned. */
+#ifndef TR_CUDA_RUNTIME_H
+#define TR_CUDA_RUNTIME_H
+
+#include <stddef.h>
+
+#include "kernels.h"
+#include "trainer/device_backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cu_rt cu_rt;
+
+/* Opens visible GPU `index`: its context made current on this thread, a stream, the kernels,
+ * a cuBLAS handle. name ("cuda:0") prefixes its errors. */
+tr_status cu_open(int index, const char *name, cu_rt **out);
+void cu_close(cu_rt *r);
+/* Makes r's context current on the calling thread. */
+tr_status cu_bind(cu_rt *r);
+
+/* Device memory straight from CUDA (device.c caches it). */
+tr_status cu_mem_alloc(cu_rt *r, size_t bytes, void **p);
+void cu_mem_free(cu_rt *r, void *p);
+/* Page-locked host memory (staging). */
+tr_status cu_host_alloc(cu_rt *r, size_t bytes, void **p);
+void cu_host_free(cu_rt *r, void *p);
+
+/* Queued: host (page-locked) to device; device to device; zero-fill. */
+tr_status cu_upload_async(cu_rt *r, void *dst, const void *src, size_t bytes);
+tr_status cu_copy_async(cu_rt *r, void *dst, const void *src, size_t bytes);
+tr_status cu_zero_async(cu_rt *r, void *p, size_t bytes);
+/* Waits for the stream, then copies device src to host dst. */
+tr_status cu_download(cu_rt *r, void *dst, const void *src, size_t bytes);
+/* Events on the stream, one per staging slot (slot < 2): record now, wait on the host. */
+tr_status cu_event_record(cu_rt *r, int slot);
+tr_status cu_event_wait(cu_rt *r, int slot);
+/* Waits for everything queued. */
+tr_status cu_sync(cu_rt *r);
+
+/* Queues kernel k on grid blocks of CUDA_BLOCK threads; args as cuLaunchKernel's: one
+ * pointer per kernel parameter, to a value of exactly that parameter's type. */
+tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args);
+
+/* C = alpha op(A) op(B) + beta C, column-major, as cublasSgemm (ta, tb: 1 transposes); with
+ * beta 0, C is not read. */
+tr_status cu_sgemm(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The CUDA plugin's whole host side end to end without a GPU, through the test plugin
+# cuda_emu (plugins/devices/cuda built over a CPU emulator of CUDA; kernels.cu compiled as
+# C++): device memory through the caching allocator, uploads through the staging buffers,
+# every op and the optimizer as kernel launches.
+# - auto on 1 emulated GPU picks single-gpu and trains an MLP (GELU, dropout, AdamW, cosine,
+#   clipping): weights, every logged loss and the validation metrics within 1e-4 of the cpu
+#   strategy's (CUDA's expf/erff/tanhf and the tree sums differ from the CPU's by ulps);
+# - ddp on 2 emulated GPUs (one process each, buckets staged through the host over shm):
+#   within 1e-4 of cpu;
+# - a model that does not fit the device stops naming the device and the memory; an op
+#   without a CUDA kernel yet (conv2d) stops naming the op and the device; both exit 1.
+# usage: cuda_emu.sh TRAINER_BIN CUDA_EMU_PLUGIN_DIR
+set -u
+bin="$1"; emu="$2"; here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"
+py=/usr/bin/python3
+t="$(mktemp -d /tmp/trainer-cuda-emu-XXXXXX)"
+trap 'rm -rf "$t"' EXIT
+export TRAINER_PLUGIN_PATH="$emu"
+unset CUDA_VISIBLE_DEVICES TRAINER_CUDA_EMU_GPUS TRAINER_CUDA_EMU_MIB
+cat >"$t/mlp.yaml" <<YAML
+run: {name: m, seed: 5}
+model: {name: mlp, params: {layers: [48, 24], activation: gelu, dropout: 0.2}}
+data: {name: synthetic, params: {samples: 320, val_samples: 96, features: 20, classes: 5}, batch_size: 32}
+optimizer: {name: adamw, lr: 0.02, weight_decay: 0.05}
+scheduler: {name: cosine, warmup_steps: 4}
+trainer: {max_steps: 30, log_every: 1, grad_clip: 0.5, progress: lines, threads: 1, gpu_backend: cuda_emu}
+YAML
+compare() { "$py" "$here/compare_runs.py" "$1" "$2" --tol 1e-4 2>&1; }
+
+out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/gpu" 2>&1)"; rc=$?
+out2="$(timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu chosen: auto: found 1 GPU (id 0)" <<<"$out" &&
+   grep -q "strategy single-gpu (cuda_emu:0, CUDA emulator 0)" <<<"$out" && grep -q "done: 30 steps" <<<"$out" &&
+   cmp_out="$(compare "$t/gpu/m/0" "$t/cpu/m/0")"; then
+    ok "single-gpu on the emulated CUDA device under auto: 30 steps within 1e-4 of cpu ($cmp_out)"
+else bad "single-gpu on cuda_emu vs cpu" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
+
+out="$(TRAINER_CUDA_EMU_GPUS=2 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddp" strategy.first_bucket_mb=0.001 \
+       strategy.bucket_mb=0.002 2>&1)"; rc=$?
+if [ $rc = 0 ] && grep -q "strategy ddp chosen: auto: found 2 GPUs" <<<"$out" &&
+   grep -q "one GPU each: this rank cuda_emu:0, [0-9]* buckets" <<<"$out" && cmp_out="$(compare "$t/ddp/m/0" "$t/cpu/m/0")"; then
+    ok "ddp on 2 emulated CUDA devices (one process each): within 1e-4 of cpu ($cmp_out)"
+else bad "ddp on cuda_emu vs cpu" "rc=$rc" "${cmp_out:-}" "$out"; fi
+
+out="$(TRAINER_CUDA_EMU_GPUS=1 TRAINER_CUDA_EMU_MIB=1 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/big" \
+       "model.params.layers=[1024, 1024]" 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "cuda_emu:0: out of device memory" <<<"$out"; then
+    ok "a model larger than device memory: $(grep -o 'cuda_emu:0: out of device memory[^(]*' <<<"$out" | head -1)"
+else bad "model larger than the emulated GPU" "rc=$rc" "$out"; fi
+
+cat >"$t/cnn.yaml" <<YAML
+run: {name: c, seed: 1, output_dir: $t/cnn}
+model: {name: cnn, params: {channels: [4], fc: [8]}}
+data: {name: synthetic, params: {samples: 64, features: 64, classes: 3, shape: [1, 8, 8]}, batch_size: 16}
+trainer: {max_steps: 2, progress: lines, threads: 1, gpu_backend: cuda_emu}
+YAML
+out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" run "$t/cnn.yaml" 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "conv2d: device cuda_emu:0 has no kernel for this op" <<<"$out"; then
+    ok "an op without a CUDA kernel stops the run naming op and device"
+else bad "cnn on the emulated GPU" "rc=$rc" "$out"; fi
+finish

@@ -1,0 +1,327 @@
+/* Test device plugin `cuda_emu`: the CUDA plugin (plugins/devices/cuda: device.c, ops.c and
+ * the kernels of kernels.cu) built over a CPU emulator of the CUDA runtime it uses
+ * (runtime.h), so that everything but the driver calls and cuBLAS itself is tested where no
+ * GPU is: launch geometry, argument packing, the caching allocator, staging, error
+ * reporting, and the kernels' arithmetic and reductions against the core's CPU kernels.
+ *
+ * Devices: TRAINER_CUDA_EMU_GPUS of them (unset: none), each with TRAINER_CUDA_EMU_MIB MiB of
+ * memory (default 1024). Memory is host memory, copies are memcpy, every call completes
+ * before it returns; kernels run block after block on the calling thread (emu_cuda.h).
+ * cu_sgemm is the column-major product cublasSgemm documents, in plain loops. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <utility>
+
+#include "emu_cuda.h"
+/* The kernels themselves, compiled as C++ against emu_cuda.h. */
+#include "../../../plugins/devices/cuda/kernels.cu"
+#include "../../../plugins/devices/cuda/probe.h"
+#include "../../../plugins/devices/cuda/runtime.h"
+
+thread_local emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+thread_local unsigned char emu_lanes[1024][8];
+
+/* ---- kernels by index: a call unpacking cuLaunchKernel-style arguments ---- */
+
+template <typename... A, size_t... I> static void call_with(void (*f)(A...), void **args, std::index_sequence<I...>) {
+    f(*static_cast<A *>(args[I])...);
+}
+template <typename... A> static void call(void (*f)(A...), void **args) {
+    call_with(f, args, std::index_sequence_for<A...>{});
+}
+
+struct emu_kernel {
+    void (*fn)(void **);
+    int barrier;
+    const char *name;
+};
+#define EMU_THUNK(name, barrier) {[](void **a) { call(name, a); }, barrier, #name},
+static const emu_kernel emu_kernels[CUDA_N_KERNELS] = {CUDA_KERNELS(EMU_THUNK)};
+#undef EMU_THUNK
+
+/* ---- fibers: the threads of one block of a kernel with barriers ----
+ * On x86-64 a fiber switch is six callee-saved registers and the stack pointer (emu_switch,
+ * a few nanoseconds: a block reduction is thousands of switches); elsewhere, and under
+ * AddressSanitizer (which follows swapcontext but not a hand-made switch), ucontext. */
+
+enum { FIBER_STACK = 64 << 10 };
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define EMU_ASM_SWITCH 1
+/* Saves the callee-saved registers on the current stack and its pointer in *from, then
+ * continues on the stack `to` (saved the same way, or prepared by fiber_start). */
+extern "C" void emu_switch(void **from, void *to);
+__asm__(".text\n"
+        ".globl emu_switch\n"
+        ".hidden emu_switch\n"
+        ".type emu_switch, @function\n"
+        "emu_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq %rsi, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size emu_switch, . - emu_switch\n");
+#else
+#include <ucontext.h>
+#endif
+
+struct emu_fiber {
+#ifdef EMU_ASM_SWITCH
+    void *sp;
+#else
+    ucontext_t ctx;
+#endif
+    int done;
+};
+
+#ifdef EMU_ASM_SWITCH
+static thread_local void *sched_sp;
+#else
+static thread_local ucontext_t sched;
+#endif
+static thread_local emu_fiber *fibers;
+static thread_local char *stacks;
+static thread_local int cur = -1;
+static thread_local const emu_kernel *running;
+static thread_local void **running_args;
+
+static void to_scheduler(void) {
+#ifdef EMU_ASM_SWITCH
+    emu_switch(&fibers[cur].sp, sched_sp);
+#else
+    swapcontext(&fibers[cur].ctx, &sched);
+#endif
+}
+
+void __syncthreads(void) {
+    if (cur < 0) {
+        fprintf(stderr, "cuda_emu: kernel %s reached a barrier but is declared without (kernels.h)\n",
+                running ? running->name : "?");
+        abort();
+    }
+    to_scheduler();
+}
+
+static void fiber_main(void) {
+    running->fn(running_args);
+    fibers[cur].done = 1;
+#ifdef EMU_ASM_SWITCH
+    to_scheduler(); /* never resumed */
+    abort();
+#endif
+    /* ucontext: returns to sched through uc_link */
+}
+
+static void fiber_start(int t) {
+    char *stack = stacks + (size_t)t * FIBER_STACK;
+    fibers[t].done = 0;
+#ifdef EMU_ASM_SWITCH
+    /* As emu_switch leaves a stack: six zeroed registers, then the return address; 16-byte
+     * aligned so that fiber_main starts as if called. */
+    void **sp = reinterpret_cast<void **>(stack + FIBER_STACK - 64);
+    for (int i = 0; i < 6; i++) sp[i] = nullptr;
+    sp[6] = reinterpret_cast<void *>(fiber_main);
+    sp[7] = nullptr;
+    fibers[t].sp = sp;
+#else
+    getcontext(&fibers[t].ctx);
+    fibers[t].ctx.uc_stack.ss_sp = stack;
+    fibers[t].ctx.uc_stack.ss_size = FIBER_STACK;
+    fibers[t].ctx.uc_link = &sched;
+    makecontext(&fibers[t].ctx, fiber_main, 0);
+#endif
+}
+
+static void run_block_fibers(void) {
+    if (!fibers) {
+        fibers = static_cast<emu_fiber *>(calloc(CUDA_BLOCK, sizeof *fibers));
+        stacks = static_cast<char *>(aligned_alloc(64, (size_t)CUDA_BLOCK * FIBER_STACK));
+        if (!fibers || !stacks) {
+            fprintf(stderr, "cuda_emu: out of memory for fibers\n");
+            abort();
+        }
+    }
+    for (int t = 0; t < CUDA_BLOCK; t++) fiber_start(t);
+    /* Round-robin: each round runs every live thread to its next barrier or its end, so all
+     * of them pass barrier k in round k. */
+    for (int live = CUDA_BLOCK; live > 0;) {
+        live = 0;
+        for (int t = 0; t < CUDA_BLOCK; t++) {
+            if (fibers[t].done) continue;
+            cur = t;
+            threadIdx.x = (unsigned)t;
+#ifdef EMU_ASM_SWITCH
+            emu_switch(&sched_sp, fibers[t].sp);
+#else
+            swapcontext(&sched, &fibers[t].ctx);
+#endif
+            live += !fibers[t].done;
+        }
+    }
+    cur = -1;
+}
+
+/* ---- the runtime ---- */
+
+struct emu_alloc {
+    void *p;
+    size_t bytes;
+};
+
+struct cu_rt {
+    char name[32];
+    size_t limit, used;
+    emu_alloc *allocs;
+    size_t n_allocs, cap_allocs;
+};
+
+static long env_count(const char *name, long dflt) {
+    const char *s = getenv(name);
+    if (!s || !*s) return dflt;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end || v < 0 ? -1 : v;
+}
+
+int cuda_probe_count(char *why, size_t size) {
+    long n = env_count("TRAINER_CUDA_EMU_GPUS", 0);
+    if (n <= 0) {
+        snprintf(why, size, n < 0 ? "TRAINER_CUDA_EMU_GPUS is not a count" : "TRAINER_CUDA_EMU_GPUS is 0 or unset");
+        return 0;
+    }
+    return n > 64 ? 64 : (int)n;
+}
+
+tr_status cuda_probe_info(int index, tr_device_info *out) {
+    memset(out, 0, sizeof *out);
+    long mib = env_count("TRAINER_CUDA_EMU_MIB", 1024);
+    snprintf(out->name, sizeof out->name, "CUDA emulator %d", index);
+    out->memory = (uint64_t)(mib < 0 ? 0 : mib) << 20;
+    snprintf(out->detail, sizeof out->detail, "kernels.cu on the CPU (tests/plugins/cuda_emu)");
+    return TR_OK;
+}
+
+tr_status cu_open(int index, const char *name, cu_rt **out) {
+    *out = NULL;
+    long mib = env_count("TRAINER_CUDA_EMU_MIB", 1024);
+    if (mib < 0) return tr_error_set(TR_ERR_INVALID, "%s: TRAINER_CUDA_EMU_MIB is not a count", name);
+    cu_rt *r = static_cast<cu_rt *>(calloc(1, sizeof *r));
+    if (!r) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", name);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->limit = (size_t)mib << 20;
+    (void)index;
+    *out = r;
+    return TR_OK;
+}
+
+void cu_close(cu_rt *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n_allocs; i++) free(r->allocs[i].p);
+    free(r->allocs);
+    free(r);
+}
+
+tr_status cu_bind(cu_rt *) { return TR_OK; }
+
+tr_status cu_mem_alloc(cu_rt *r, size_t bytes, void **p) {
+    *p = NULL;
+    if (bytes > r->limit - r->used)
+        return tr_error_set(TR_ERR_NOMEM, "%s: cuMemAlloc: out of memory (CUDA error 2)", r->name);
+    if (r->n_allocs == r->cap_allocs) {
+        size_t cap = r->cap_allocs ? 2 * r->cap_allocs : 32;
+        emu_alloc *na = static_cast<emu_alloc *>(realloc(r->allocs, cap * sizeof *na));
+        if (!na) return tr_error_set(TR_ERR_NOMEM, "%s: out of host memory", r->name);
+        r->allocs = na;
+        r->cap_allocs = cap;
+    }
+    void *q = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (!q) return tr_error_set(TR_ERR_NOMEM, "%s: out of host memory", r->name);
+    r->allocs[r->n_allocs++] = {q, bytes};
+    r->used += bytes;
+    *p = q;
+    return TR_OK;
+}
+
+void cu_mem_free(cu_rt *r, void *p) {
+    for (size_t i = 0; i < r->n_allocs; i++)
+        if (r->allocs[i].p == p) {
+            r->used -= r->allocs[i].bytes;
+            free(p);
+            r->allocs[i] = r->allocs[--r->n_allocs];
+            return;
+        }
+}
+
+tr_status cu_host_alloc(cu_rt *r, size_t bytes, void **p) {
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? TR_OK : tr_error_set(TR_ERR_NOMEM, "%s: cuMemAllocHost: out of memory", r->name);
+}
+
+void cu_host_free(cu_rt *, void *p) { free(p); }
+
+tr_status cu_upload_async(cu_rt *, void *dst, const void *src, size_t bytes) {
+    memcpy(dst, src, bytes);
+    return TR_OK;
+}
+
+tr_status cu_copy_async(cu_rt *, void *dst, const void *src, size_t bytes) {
+    memmove(dst, src, bytes);
+    return TR_OK;
+}
+
+tr_status cu_zero_async(cu_rt *, void *p, size_t bytes) {
+    memset(p, 0, bytes);
+    return TR_OK;
+}
+
+tr_status cu_download(cu_rt *, void *dst, const void *src, size_t bytes) {
+    memcpy(dst, src, bytes);
+    return TR_OK;
+}
+
+tr_status cu_event_record(cu_rt *, int) { return TR_OK; }
+tr_status cu_event_wait(cu_rt *, int) { return TR_OK; }
+tr_status cu_sync(cu_rt *) { return TR_OK; }
+
+tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
+    if ((int)k < 0 || k >= CUDA_N_KERNELS || grid == 0)
+        return tr_error_set(TR_ERR_DEVICE, "%s: cuLaunchKernel: invalid kernel %d or grid %u", r->name, (int)k, grid);
+    running = &emu_kernels[k];
+    running_args = args;
+    gridDim = {grid, 1, 1};
+    blockDim = {CUDA_BLOCK, 1, 1};
+    for (unsigned b = 0; b < grid; b++) {
+        blockIdx = {b, 0, 0};
+        if (running->barrier) {
+            run_block_fibers();
+            continue;
+        }
+        for (unsigned t = 0; t < CUDA_BLOCK; t++) {
+            threadIdx = {t, 0, 0};
+            running->fn(args);
+        }
+    }
+    running = NULL;
+    return TR_OK;
+}
+
+tr_status cu_sgemm(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc) {
+    if (m < 0 || n < 0 || k < 0 || ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) ||
+        ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1))
+        return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemm (%d x %d x %d) failed: status 7 (invalid value)", r->name,
+                            m, n, k);
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float s = 0;
+            for (int l = 0; l < k; l++) {
+                float a = ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda];
+                float b = tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb];
+                s += a * b;
+            }
+            float *c = &C[i + (size_t)j * ldc];
+            *c = beta == 0.0f ? alpha * s : alpha * s + beta * *c;
+        }
+    return TR_OK;
+}

@@ -1,0 +1,348 @@
+/* The CUDA plugin's kernel table against the core's CPU kernels (tr_cpu_kernels), entry by
+ * entry: the same random inputs on the host and on the device, every output compared with
+ * its normalised error printed (max|gpu - cpu| / max|cpu|) and bounded; dropout masks, the
+ * loss total and column sums in the CPU's order must be equal.
+ *
+ *   unit_cuda_kernels            the plugin over the CPU emulator of CUDA (test plugin
+ *                                cuda_emu): kernels.cu, launches and memory, without a GPU
+ *   unit_cuda_kernels PLUGIN     another device plugin, e.g. build/plugins/devices/
+ *                                tr_device_cuda.so on a GPU (ctest: gpu_cuda_kernels)
+ *
+ * Skips (77) when the plugin is missing, sees no GPU, or cannot run kernels. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "trainer/accel.h"
+#include "trainer/optim.h"
+#include "trainer/trainer.h"
+
+#define CUDA_EMU TRAINER_BINARY_DIR "/test_plugins/cuda_emu/cuda_emu.so"
+
+static tr_accel *A;
+static const tr_kernels *G, *R; /* device, reference */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static float frand(float lo, float hi) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * (float)(rng_state >> 40) / (float)(1 << 24);
+}
+
+static float *hrand(size_t n, float lo, float hi) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = frand(lo, hi);
+    return p;
+}
+
+/* Device copies of host arrays, remembered with their sizes for dfree. */
+static struct {
+    void *d;
+    size_t bytes;
+} live[64];
+
+static void *dev_of(const void *h, size_t bytes) {
+    void *d = NULL;
+    CHECK(tr_accel_alloc(A, bytes, &d) == TR_OK, "alloc %zu: %s", bytes, tr_error_msg());
+    if (d) CHECK(tr_accel_upload(A, d, h, bytes) == TR_OK, "upload: %s", tr_error_msg());
+    for (int i = 0; i < 64; i++)
+        if (!live[i].d) {
+            live[i].d = d, live[i].bytes = bytes;
+            break;
+        }
+    return d;
+}
+
+static void dfree(void *d) {
+    for (int i = 0; i < 64; i++)
+        if (live[i].d == d) {
+            tr_accel_free(A, d, live[i].bytes);
+            live[i].d = NULL;
+            return;
+        }
+    CHECK(0, "dfree of unknown %p", d);
+}
+
+/* Downloads device d (n floats) and compares it with the host reference. */
+static void compare(const char *name, void *d, const float *ref, size_t n, double tol) {
+    float *got = malloc((n ? n : 1) * sizeof *got);
+    CHECK(tr_accel_sync(A) == TR_OK, "%s: sync: %s", name, tr_error_msg());
+    CHECK(tr_accel_download(A, got, d, n * sizeof *got) == TR_OK, "%s: download: %s", name, tr_error_msg());
+    check_tensor(name, got, ref, (int64_t)n, tol);
+    free(got);
+}
+
+/* out = f(x) style entries: unary forward, (dx, dout, y) backward with acc. */
+static void test_unary(void) {
+    enum { N = 3001 };
+    const char *names[] = {"relu", "gelu exact", "gelu tanh", "tanh", "sigmoid"};
+    for (int op = 0; op < 5; op++) {
+        float *x = hrand(N, -4, 4), *dy = hrand(N, -1, 1), *dx0 = hrand(N, -1, 1);
+        float *y = calloc(N, sizeof *y), *dx = malloc(N * sizeof *dx);
+        void *gx = dev_of(x, sizeof(float) * N), *gy = dev_of(y, sizeof(float) * N);
+        void *gdy = dev_of(dy, sizeof(float) * N), *gdx = dev_of(dx0, sizeof(float) * N);
+        memcpy(dx, dx0, N * sizeof *dx);
+        char name[64];
+        for (int acc = 0; acc < 2; acc++) {
+            switch (op) {
+            case 0:
+                R->relu_forward(y, x, N), G->relu_forward(gy, gx, N);
+                R->relu_backward(dx, dy, y, N, acc), G->relu_backward(gdx, gdy, gy, N, acc);
+                break;
+            case 1:
+            case 2:
+                R->gelu_forward(y, x, N, op - 1), G->gelu_forward(gy, gx, N, op - 1);
+                R->gelu_backward(dx, dy, x, N, op - 1, acc), G->gelu_backward(gdx, gdy, gx, N, op - 1, acc);
+                break;
+            case 3:
+                R->tanh_forward(y, x, N), G->tanh_forward(gy, gx, N);
+                R->tanh_backward(dx, dy, y, N), G->tanh_backward(gdx, gdy, gy, N);
+                break;
+            default:
+                R->sigmoid_forward(y, x, N), G->sigmoid_forward(gy, gx, N);
+                R->sigmoid_backward(dx, dy, y, N), G->sigmoid_backward(gdx, gdy, gy, N);
+            }
+            snprintf(name, sizeof name, "%s forward", names[op]);
+            compare(name, gy, y, N, 1e-5);
+            snprintf(name, sizeof name, "%s backward (acc %d)", names[op], acc);
+            compare(name, gdx, dx, N, 1e-5);
+        }
+        dfree(gx), dfree(gy), dfree(gdy), dfree(gdx);
+        free(x), free(dy), free(dx0), free(y), free(dx);
+    }
+}
+
+/* add, mul, bias-add, scale: broadcast over rows, and their backward with column sums. */
+static void test_binary(void) {
+    enum { RW = 37, M = 300 };
+    size_t n = (size_t)RW * M;
+    float *a = hrand(n, -2, 2), *b = hrand(M, -2, 2), *bf = hrand(n, -2, 2), *dy = hrand(n, -1, 1);
+    float *out = malloc(n * sizeof *out), *da = hrand(n, -1, 1), *db = hrand(M, -1, 1);
+    void *ga = dev_of(a, n * 4), *gb = dev_of(b, M * 4), *gbf = dev_of(bf, n * 4), *gdy = dev_of(dy, n * 4);
+    void *gout = dev_of(a, n * 4), *gda = dev_of(da, n * 4), *gdb = dev_of(db, M * 4);
+
+    R->add_forward(out, a, b, RW, M), G->add_forward(gout, ga, gb, RW, M);
+    compare("add forward (broadcast)", gout, out, n, 0);
+    R->add_forward(out, a, bf, 1, (int64_t)n), G->add_forward(gout, ga, gbf, 1, (int64_t)n);
+    compare("add forward (same shape)", gout, out, n, 0);
+    R->add_backward(da, db, dy, RW, M, 1), G->add_backward(gda, gdb, gdy, RW, M, 1);
+    compare("add backward da", gda, da, n, 0);
+    compare("add backward db (column sums)", gdb, db, M, 1e-6);
+    R->add_backward(da, NULL, dy, RW, M, 0), G->add_backward(gda, NULL, gdy, RW, M, 0);
+    compare("add backward da (acc 0)", gda, da, n, 0);
+
+    R->mul_forward(out, a, b, RW, M), G->mul_forward(gout, ga, gb, RW, M);
+    compare("mul forward", gout, out, n, 0);
+    R->mul_backward(da, db, dy, a, b, RW, M), G->mul_backward(gda, gdb, gdy, ga, gb, RW, M);
+    compare("mul backward da", gda, da, n, 1e-6);
+    compare("mul backward db", gdb, db, M, 1e-5);
+
+    R->bias_add_forward(out, a, b, RW, M), G->bias_add_forward(gout, ga, gb, RW, M);
+    compare("bias_add forward", gout, out, n, 0);
+    R->bias_add_backward(da, db, dy, RW, M), G->bias_add_backward(gda, gdb, gdy, RW, M);
+    compare("bias_add backward dx", gda, da, n, 1e-6);
+    compare("bias_add backward dbias", gdb, db, M, 1e-6);
+
+    R->scale_forward(out, a, -0.37, (int64_t)n), G->scale_forward(gout, ga, -0.37, (int64_t)n);
+    compare("scale forward", gout, out, n, 0);
+    R->scale_backward(da, dy, 2.5, (int64_t)n), G->scale_backward(gda, gdy, 2.5, (int64_t)n);
+    compare("scale backward", gda, da, n, 1e-6);
+
+    void *all[] = {ga, gb, gbf, gdy, gout, gda, gdb};
+    for (int i = 0; i < 7; i++) dfree(all[i]);
+    free(a), free(b), free(bf), free(dy), free(out), free(da), free(db);
+}
+
+static void test_linear(void) {
+    enum { B = 5, C = 37, OC = 11 };
+    float *x = hrand(B * C, -1, 1), *w = hrand(OC * C, -1, 1), *bias = hrand(OC, -1, 1), *dy = hrand(B * OC, -1, 1);
+    float *y = malloc(B * OC * sizeof *y), *dx = hrand(B * C, -1, 1), *dw = hrand(OC * C, -1, 1), *db = hrand(OC, -1, 1);
+    void *gx = dev_of(x, sizeof(float) * B * C), *gw = dev_of(w, sizeof(float) * OC * C);
+    void *gb = dev_of(bias, sizeof(float) * OC), *gdy = dev_of(dy, sizeof(float) * B * OC);
+    void *gy = dev_of(y, sizeof(float) * B * OC), *gdx = dev_of(dx, sizeof(float) * B * C);
+    void *gdw = dev_of(dw, sizeof(float) * OC * C), *gdb = dev_of(db, sizeof(float) * OC);
+    R->linear_forward(y, x, w, bias, B, C, OC), G->linear_forward(gy, gx, gw, gb, B, C, OC);
+    compare("linear forward", gy, y, B * OC, 1e-5);
+    R->linear_forward(y, x, w, NULL, B, C, OC), G->linear_forward(gy, gx, gw, NULL, B, C, OC);
+    compare("linear forward (no bias)", gy, y, B * OC, 1e-5);
+    for (int acc = 0; acc < 2; acc++) {
+        R->linear_backward(dx, dw, db, dy, x, w, B, C, OC, acc, !acc);
+        G->linear_backward(gdx, gdw, gdb, gdy, gx, gw, B, C, OC, acc, !acc);
+        compare(acc ? "linear backward dx (acc 1)" : "linear backward dx (acc 0)", gdx, dx, B * C, 1e-5);
+        compare(acc ? "linear backward dw (wacc 0)" : "linear backward dw (wacc 1)", gdw, dw, OC * C, 1e-5);
+        compare("linear backward db", gdb, db, OC, 1e-5);
+    }
+    void *all[] = {gx, gw, gb, gdy, gy, gdx, gdw, gdb};
+    for (int i = 0; i < 8; i++) dfree(all[i]);
+    free(x), free(w), free(bias), free(dy), free(y), free(dx), free(dw), free(db);
+}
+
+static void test_dropout(void) {
+    enum { N = 5003 };
+    float *x = hrand(N, -1, 1), *dy = hrand(N, -1, 1), *y = malloc(N * 4), *dx = hrand(N, -1, 1);
+    uint8_t *mask = malloc(N), *gm_host = malloc(N);
+    void *gx = dev_of(x, N * 4), *gdy = dev_of(dy, N * 4), *gy = dev_of(y, N * 4), *gdx = dev_of(dx, N * 4);
+    void *gm = dev_of(mask, N);
+    uint32_t thr = (uint32_t)ceil(0.3 * 16777216.0);
+    /* first = 7: a start inside a Philox block */
+    R->dropout_forward(y, mask, x, N, 1234, 99, 7, thr, 1 / 0.7);
+    G->dropout_forward(gy, gm, gx, N, 1234, 99, 7, thr, 1 / 0.7);
+    compare("dropout forward", gy, y, N, 0);
+    CHECK(tr_accel_download(A, gm_host, gm, N) == TR_OK && memcmp(gm_host, mask, N) == 0,
+          "dropout: the device's mask differs from the core's Philox stream");
+    int kept = 0;
+    for (int i = 0; i < N; i++) kept += mask[i];
+    CHECK(kept > N * 6 / 10 && kept < N * 8 / 10, "dropout kept %d of %d at p 0.3", kept, N);
+    for (int acc = 0; acc < 2; acc++) {
+        R->dropout_backward(dx, dy, mask, N, 1 / 0.7, acc), G->dropout_backward(gdx, gdy, gm, N, 1 / 0.7, acc);
+        compare("dropout backward", gdx, dx, N, 0);
+    }
+    void *all[] = {gx, gdy, gy, gdx, gm};
+    for (int i = 0; i < 5; i++) dfree(all[i]);
+    free(x), free(dy), free(y), free(dx), free(mask), free(gm_host);
+}
+
+/* Rows shorter than a warp, between a warp and the block, and longer than the block. */
+static void test_rows(void) {
+    const int64_t shapes[3][2] = {{9, 5}, {6, 100}, {4, 700}};
+    for (int s = 0; s < 3; s++) {
+        int64_t RW = shapes[s][0], C = shapes[s][1];
+        size_t n = (size_t)(RW * C);
+        float *x = hrand(n, -6, 6), *dy = hrand(n, -1, 1), *y = malloc(n * 4), *dx = hrand(n, -1, 1);
+        void *gx = dev_of(x, n * 4), *gdy = dev_of(dy, n * 4), *gy = dev_of(y, n * 4), *gdx = dev_of(dx, n * 4);
+        char name[64];
+        R->softmax_forward(y, x, RW, C), G->softmax_forward(gy, gx, RW, C);
+        snprintf(name, sizeof name, "softmax forward (%lld x %lld)", (long long)RW, (long long)C);
+        compare(name, gy, y, n, 1e-5);
+        CHECK(tr_accel_upload(A, gy, y, n * 4) == TR_OK, "upload");
+        R->softmax_backward(dx, dy, y, RW, C), G->softmax_backward(gdx, gdy, gy, RW, C);
+        snprintf(name, sizeof name, "softmax backward (%lld x %lld)", (long long)RW, (long long)C);
+        compare(name, gdx, dx, n, 1e-5);
+        R->log_softmax_forward(y, x, RW, C), G->log_softmax_forward(gy, gx, RW, C);
+        snprintf(name, sizeof name, "log_softmax forward (%lld x %lld)", (long long)RW, (long long)C);
+        compare(name, gy, y, n, 1e-5);
+        CHECK(tr_accel_upload(A, gy, y, n * 4) == TR_OK, "upload");
+        R->log_softmax_backward(dx, dy, y, RW, C), G->log_softmax_backward(gdx, gdy, gy, RW, C);
+        snprintf(name, sizeof name, "log_softmax backward (%lld x %lld)", (long long)RW, (long long)C);
+        compare(name, gdx, dx, n, 1e-5);
+
+        /* cross-entropy with ignored rows and label smoothing */
+        int32_t *t = malloc((size_t)RW * sizeof *t);
+        for (int64_t i = 0; i < RW; i++) t[i] = i % 3 == 1 ? -100 : (int32_t)((i * 7) % C);
+        double *loss = malloc((size_t)RW * sizeof *loss), *gl_host = malloc((size_t)RW * sizeof *gl_host);
+        float *stats = malloc((size_t)RW * 2 * 4), total, gtotal;
+        void *gt = dev_of(t, (size_t)RW * 4), *gl = dev_of(loss, (size_t)RW * 8), *gs = dev_of(stats, (size_t)RW * 8);
+        void *gtot = dev_of(&total, 4);
+        R->cross_entropy_forward(loss, stats, x, t, RW, C, -100, 0.1);
+        G->cross_entropy_forward(gl, gs, gx, gt, RW, C, -100, 0.1);
+        CHECK(tr_accel_download(A, gl_host, gl, (size_t)RW * 8) == TR_OK, "download loss");
+        double worst = 0, scale = 0;
+        for (int64_t i = 0; i < RW; i++) {
+            worst = fmax(worst, fabs(gl_host[i] - loss[i]));
+            scale = fmax(scale, fabs(loss[i]));
+        }
+        printf("  %-44s %.3e\n", "cross_entropy forward (loss)", scale ? worst / scale : worst);
+        CHECK(worst <= 1e-5 * scale, "cross_entropy loss: error %g of %g", worst, scale);
+        compare("cross_entropy forward (stats)", gs, stats, (size_t)RW * 2, 1e-5);
+        /* the totals from the same per-sample losses: equal */
+        CHECK(tr_accel_upload(A, gl, loss, (size_t)RW * 8) == TR_OK, "upload");
+        R->loss_total(&total, loss, RW, 3.0), G->loss_total(gtot, gl, RW, 3.0);
+        CHECK(tr_accel_download(A, &gtotal, gtot, 4) == TR_OK && gtotal == total, "loss total %.9g, expected %.9g",
+              (double)gtotal, (double)total);
+        CHECK(tr_accel_upload(A, gs, stats, (size_t)RW * 8) == TR_OK, "upload");
+        R->cross_entropy_backward(dx, x, stats, t, 0.25, RW, C, -100, 0.1);
+        G->cross_entropy_backward(gdx, gx, gs, gt, 0.25, RW, C, -100, 0.1);
+        compare("cross_entropy backward", gdx, dx, n, 1e-5);
+        void *all[] = {gx, gdy, gy, gdx, gt, gl, gs, gtot};
+        for (int i = 0; i < 8; i++) dfree(all[i]);
+        free(x), free(dy), free(y), free(dx), free(t), free(loss), free(gl_host), free(stats);
+    }
+}
+
+static void test_optim(void) {
+    enum { N = 4099 };
+    tr_optim_kind kinds[] = {TR_OPTIM_SGD, TR_OPTIM_SGD, TR_OPTIM_ADAM, TR_OPTIM_ADAMW};
+    const char *names[] = {"sgd momentum nesterov wd", "sgd plain", "adam wd", "adamw"};
+    for (int k = 0; k < 4; k++) {
+        tr_optim_config cfg = tr_optim_defaults(kinds[k]);
+        if (k == 0) cfg.momentum = 0.9, cfg.nesterov = 1, cfg.weight_decay = 0.01, cfg.dampening = 0;
+        if (k == 2) cfg.weight_decay = 0.05;
+        float *p = hrand(N, -1, 1), *s0 = calloc(N, 4), *s1 = calloc(N, 4);
+        void *gp = dev_of(p, N * 4), *gs0 = dev_of(s0, N * 4), *gs1 = dev_of(s1, N * 4);
+        for (int64_t step = 0; step < 3; step++) {
+            float *g = hrand(N, -1, 1);
+            void *gg = dev_of(g, N * 4);
+            float *hs[2] = {s0, s1}, *ds[2] = {gs0, gs1};
+            R->optim_update(&cfg, step, p, g, hs, N, 1e-2);
+            G->optim_update(&cfg, step, gp, gg, ds, N, 1e-2);
+            dfree(gg);
+            free(g);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%s: parameters after 3 steps", names[k]);
+        compare(name, gp, p, N, 1e-6);
+        snprintf(name, sizeof name, "%s: state 0", names[k]);
+        if (k != 1) compare(name, gs0, s0, N, 1e-6);
+        dfree(gp), dfree(gs0), dfree(gs1);
+        free(p), free(s0), free(s1);
+    }
+}
+
+static void test_norm(void) {
+    const size_t sizes[] = {1, 1000, 300001};
+    for (int s = 0; s < 3; s++) {
+        size_t n = sizes[s];
+        float *g = hrand(n, -3, 3);
+        void *gg = dev_of(g, n * 4);
+        double want = R->sumsq(g, n), got = G->sumsq(gg, n);
+        printf("  sumsq (%zu) %.17g vs %.17g\n", n, got, want);
+        CHECK(fabs(got - want) <= 1e-12 * want, "sumsq of %zu: %.17g, expected %.17g", n, got, want);
+        R->scale_inplace(g, n, 0.37f), G->scale_inplace(gg, n, 0.37f);
+        compare("scale_inplace", gg, g, n, 0);
+        dfree(gg);
+        free(g);
+    }
+    /* zero and copy */
+    float h[100], z[100] = {0};
+    for (int i = 0; i < 100; i++) h[i] = (float)i;
+    void *a = dev_of(h, sizeof h), *b = dev_of(z, sizeof z);
+    G->copy(b, a, sizeof h);
+    compare("copy", b, h, 100, 0);
+    G->zero(b, sizeof h);
+    compare("zero", b, z, 100, 0);
+    dfree(a), dfree(b);
+}
+
+int main(int argc, char **argv) {
+    const char *path = argc > 1 ? argv[1] : CUDA_EMU;
+    if (argc <= 1) setenv("TRAINER_CUDA_EMU_GPUS", "1", 1);
+    tr_plugin *p = NULL;
+    if (tr_plugin_open(path, "test", &p) != TR_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "cannot load %s: %s", path, tr_error_msg());
+        test_skip(why);
+    }
+    if (tr_accel_probe(p) != TR_OK || tr_accel_open(p, 0, &A) != TR_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s cannot run kernels here: %s", path, tr_error_msg());
+        tr_plugin_close(p);
+        test_skip(why);
+    }
+    printf("device %s\n", tr_accel_name(A));
+    G = tr_accel_kernels(A);
+    R = tr_cpu_kernels();
+    CHECK(tr_accel_bind(A) == TR_OK, "bind: %s", tr_error_msg());
+    test_unary();
+    test_binary();
+    test_linear();
+    test_dropout();
+    test_rows();
+    test_optim();
+    test_norm();
+    CHECK(tr_accel_sync(A) == TR_OK, "final sync: %s", tr_error_msg());
+    CHECK(tr_accel_allocated(A) == 0, "%zu bytes of device memory still allocated", tr_accel_allocated(A));
+    tr_accel_close(A);
+    tr_plugin_close(p);
+    return test_finish();
+}
