@@ -341,8 +341,8 @@ extern "C" __global__ void k_adam(float *p, const float *g, float *m, float *v, 
     }
 }
 
-/* ---- sum of squares in double: CUDA_SUMSQ_PARTS block partials, then one block adds them
- * (a fixed order: the same result every run) ---- */
+/* ---- sum of squares in double: up to CUDA_SUMSQ_PARTS block partials (their number set by
+ * the length), then one block adds them: a fixed order, the same result every run ---- */
 
 extern "C" __global__ void k_sumsq_part(double *part, const float *g, int64_t n) {
     __shared__ double sh[CUDA_BLOCK / 32];

@@ -10,7 +10,8 @@
 #define TR_CUDA_KERNELS_H
 
 #define CUDA_BLOCK 256
-/* Blocks of the first pass of the sum of squares (partial sums, then one block adds them). */
+/* Most blocks of the first pass of the sum of squares (partial sums, then one block adds
+ * them). */
 #define CUDA_SUMSQ_PARTS 256
 
 #define CUDA_KERNELS(X)         \

@@ -237,9 +237,11 @@ static double sumsq(const float *g, size_t n) {
     cuda_device *d = cuda_current();
     if (!d) return NAN;
     int64_t nn = (int64_t)n;
-    int parts = CUDA_SUMSQ_PARTS;
+    /* a block per 2048 values, at most CUDA_SUMSQ_PARTS (a small tensor is one block) */
+    int64_t want = (nn + CUDA_BLOCK * 8 - 1) / (CUDA_BLOCK * 8);
+    int parts = want < 1 ? 1 : want > CUDA_SUMSQ_PARTS ? CUDA_SUMSQ_PARTS : (int)want;
     double *part = d->scratch, *out = d->scratch + CUDA_SUMSQ_PARTS;
-    LAUNCH("gradient sum of squares", k_sumsq_part, CUDA_SUMSQ_PARTS, &part, &g, &nn);
+    LAUNCH("gradient sum of squares", k_sumsq_part, (unsigned)parts, &part, &g, &nn);
     LAUNCH("gradient sum of squares", k_sumsq_final, 1, &out, &part, &parts);
     tr_status st = cu_download(d->rt, d->scratch_host, out, sizeof(double));
     if (st != TR_OK) {
