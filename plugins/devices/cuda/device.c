@@ -62,12 +62,15 @@ tr_status cuda_alloc(void *dev, size_t bytes, void **p) {
         d->cap_blocks = cap;
     }
     void *q = NULL;
-    if (cu_mem_alloc(d->rt, want, &q) != TR_OK) {
+    tr_status st = cu_mem_alloc(d->rt, want, &q);
+    if (st == TR_ERR_NOMEM) {
         release_free(d); /* what the cache holds goes back, then once more */
-        if (cu_mem_alloc(d->rt, want, &q) != TR_OK)
+        st = cu_mem_alloc(d->rt, want, &q);
+        if (st == TR_ERR_NOMEM)
             return tr_error_set(TR_ERR_NOMEM, "%s: out of device memory: %zu bytes requested with %zu in use (%s)",
                                 d->name, bytes, d->reserved, tr_error_msg());
     }
+    if (st != TR_OK) return st; /* not memory: a device error (its message names the call) */
     d->blocks[d->n_blocks++] = (cuda_block){.p = q, .size = want, .used = 1};
     d->reserved += want;
     *p = q;
@@ -151,7 +154,9 @@ void cuda_close(void *dev) {
         cu_host_free(d->rt, d->scratch_host);
         cu_close(d->rt);
     }
+    /* closing bound d's context on this thread: give it back to the device bound here */
     if (current == d) current = NULL;
+    else if (current) cu_bind(current->rt);
     free(d->blocks);
     free(d);
 }

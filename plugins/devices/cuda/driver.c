@@ -14,6 +14,10 @@
 
 extern const unsigned char cuda_fatbin[]; /* fatbin.S */
 
+#ifndef TR_CUDA_BUILD_VERSION
+#define TR_CUDA_BUILD_VERSION "?"
+#endif
+
 typedef int cu_res;          /* CUresult */
 typedef int cu_dev;          /* CUdevice */
 typedef void *cu_ctx;        /* CUcontext */
@@ -175,7 +179,9 @@ tr_status cu_open(int index, const char *name, cu_rt **out) {
     else if ((e = api.primary_retain(&r->ctx, r->dev)) != 0) call = "cuDevicePrimaryCtxRetain";
     else if ((e = api.ctx_set_current(r->ctx)) != 0) call = "cuCtxSetCurrent";
     else if ((e = api.stream_create(&r->stream, CU_STREAM_NON_BLOCKING)) != 0) call = "cuStreamCreate";
-    else if ((e = api.module_load_data(&r->module, cuda_fatbin)) != 0) call = "cuModuleLoadData (the plugin's kernels)";
+    else if ((e = api.module_load_data(&r->module, cuda_fatbin)) != 0)
+        call = "cuModuleLoadData (the plugin's kernels: built for compute capability 7.5 to 9.0 and later through "
+               "PTX, with CUDA " TR_CUDA_BUILD_VERSION ", which needs a driver at least as new)";
     else if ((e = api.event_create(&r->ev[0], CU_EVENT_DISABLE_TIMING)) != 0) call = "cuEventCreate";
     else if ((e = api.event_create(&r->ev[1], CU_EVENT_DISABLE_TIMING)) != 0) call = "cuEventCreate";
     for (int k = 0; !call && k < CUDA_N_KERNELS; k++)

@@ -50,8 +50,12 @@ static int gemm_dims_ok(cuda_device *d, int64_t B, int64_t C, int64_t OC) {
     return 0;
 }
 
+/* cuBLAS wants every leading dimension >= 1 and refuses nothing to compute; k == 0 still
+ * scales C by beta (zero with beta 0), as the CPU kernel leaves it. */
 static void gemm(cuda_device *d, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A, int64_t lda,
                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    lda = lda < 1 ? 1 : lda, ldb = ldb < 1 ? 1 : ldb;
     tr_status st = cu_sgemm(d->rt, ta, tb, (int)m, (int)n, (int)k, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
     if (st != TR_OK) cuda_fail(d, st, "linear (cublasSgemm)");
 }
@@ -244,11 +248,9 @@ static double sumsq(const float *g, size_t n) {
     LAUNCH("gradient sum of squares", k_sumsq_part, (unsigned)parts, &part, &g, &nn);
     LAUNCH("gradient sum of squares", k_sumsq_final, 1, &out, &part, &parts);
     tr_status st = cu_download(d->rt, d->scratch_host, out, sizeof(double));
-    if (st != TR_OK) {
-        cuda_fail(d, st, "gradient sum of squares");
-        return NAN;
-    }
-    return d->scratch_host[0];
+    if (st != TR_OK) cuda_fail(d, st, "gradient sum of squares");
+    /* after any failed call the result would be a previous one: not a number instead */
+    return d->err == TR_OK ? d->scratch_host[0] : NAN;
 }
 
 static void scale_inplace(float *g, size_t n, float s) {
