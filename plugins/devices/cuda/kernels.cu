@@ -192,14 +192,18 @@ extern "C" __global__ void k_dropout_bwd(float *dx, const float *dout, const uin
 
 /* ---- rows: one block per row of C ---- */
 
+__device__ float row_max(const float *xr, int64_t C, float *sh) {
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) m = fmaxf(m, xr[j]);
+    return block_max(m, sh);
+}
+
 extern "C" __global__ void k_softmax_fwd(float *out, const float *x, int64_t R, int64_t C) {
     __shared__ float sh[CUDA_BLOCK / 32];
     ROW_LOOP(r, R) {
         const float *xr = x + r * C;
         float *o = out + r * C;
-        float m = -INFINITY, s = 0;
-        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) m = fmaxf(m, xr[j]);
-        m = block_max(m, sh);
+        float m = row_max(xr, C, sh), s = 0;
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
             float e = expf(xr[j] - m);
             o[j] = e;
@@ -228,9 +232,7 @@ extern "C" __global__ void k_log_softmax_fwd(float *out, const float *x, int64_t
     ROW_LOOP(r, R) {
         const float *xr = x + r * C;
         float *o = out + r * C;
-        float m = -INFINITY, s = 0;
-        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) m = fmaxf(m, xr[j]);
-        m = block_max(m, sh);
+        float m = row_max(xr, C, sh), s = 0;
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += expf(xr[j] - m);
         float ls = logf(block_sum(s, sh));
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x) o[j] = (xr[j] - m) - ls;
@@ -264,9 +266,7 @@ extern "C" __global__ void k_ce_fwd(double *loss, float *stats, const float *x, 
             continue;
         }
         const float *xr = x + i * C;
-        float m = -INFINITY, s = 0, sd = 0;
-        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) m = fmaxf(m, xr[j]);
-        m = block_max(m, sh);
+        float m = row_max(xr, C, sh), s = 0, sd = 0;
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
             float d = xr[j] - m;
             s += expf(d);
