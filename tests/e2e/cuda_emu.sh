@@ -50,12 +50,7 @@ if [ $rc = 1 ] && grep -q "cuda_emu:0: out of device memory" <<<"$out"; then
     ok "a model larger than device memory: $(grep -o 'cuda_emu:0: out of device memory[^(]*' <<<"$out" | head -1)"
 else bad "model larger than the emulated GPU" "rc=$rc" "$out"; fi
 
-cat >"$t/cnn.yaml" <<YAML
-run: {name: c, seed: 1, output_dir: $t/cnn}
-model: {name: cnn, params: {channels: [4], fc: [8]}}
-data: {name: synthetic, params: {samples: 64, features: 64, classes: 3, shape: [1, 8, 8]}, batch_size: 16}
-trainer: {max_steps: 2, progress: lines, threads: 1, gpu_backend: cuda_emu}
-YAML
+tiny_cnn_yaml "$t/cnn.yaml" "$t/cnn" cuda_emu
 out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" run "$t/cnn.yaml" 2>&1)"; rc=$?
 if [ $rc = 1 ] && grep -q "conv2d: device cuda_emu:0 has no kernel for this op" <<<"$out"; then
     ok "an op without a CUDA kernel stops the run naming op and device"

@@ -23,3 +23,13 @@ shm_new() {
     done
     echo "$now"
 }
+# A two-step CNN run on GPU backend $3 writing to $2, as config file $1: conv2d has no device
+# kernel yet, so the tests of device plugins use it for the refusal of a missing kernel.
+tiny_cnn_yaml() {
+    cat >"$1" <<YAML
+run: {name: c, seed: 1, output_dir: $2}
+model: {name: cnn, params: {channels: [4], fc: [8]}}
+data: {name: synthetic, params: {samples: 64, features: 64, classes: 3, shape: [1, 8, 8]}, batch_size: 16}
+trainer: {max_steps: 2, progress: lines, threads: 1, gpu_backend: $3}
+YAML
+}

@@ -99,12 +99,7 @@ if [ $rc1 != 0 ] && [ $rc = 0 ] && grep -q "resuming from .*step-00000020" <<<"$
 else bad "ddp on fake GPUs: kill and resume" "rc1=$rc1 rc=$rc" "$out" "$(tail -3 "$t/dk1.log")"; fi
 
 # An op without a device kernel (conv2d here): a clear stop, not a wrong result.
-cat >"$t/cnn.yaml" <<YAML
-run: {name: c, seed: 1, output_dir: $t/cnn}
-model: {name: cnn, params: {channels: [4], fc: [8]}}
-data: {name: synthetic, params: {samples: 64, features: 64, classes: 3, shape: [1, 8, 8]}, batch_size: 16}
-trainer: {max_steps: 2, progress: lines, threads: 1, gpu_backend: fake_gpu}
-YAML
+tiny_cnn_yaml "$t/cnn.yaml" "$t/cnn" fake_gpu
 out="$(TRAINER_FAKE_GPUS=1 timeout 60 "$bin" run "$t/cnn.yaml" 2>&1)"; rc=$?
 if [ $rc = 1 ] && grep -q "conv2d: device fake_gpu:0 has no kernel for this op" <<<"$out"; then
     ok "an op the device has no kernel for stops the run naming op and device: $(grep -o 'conv2d: device[^(]*' <<<"$out" | head -1)"

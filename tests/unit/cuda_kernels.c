@@ -64,6 +64,12 @@ static void dfree(void *d) {
     CHECK(0, "dfree of unknown %p", d);
 }
 
+/* Frees every device copy still live (the end of a test). */
+static void dfree_all(void) {
+    for (int i = 0; i < 64; i++)
+        if (live[i].d) dfree(live[i].d);
+}
+
 /* Downloads device d (n floats) and compares it with the host reference. */
 static void compare(const char *name, void *d, const float *ref, size_t n, double tol) {
     float *got = malloc((n ? n : 1) * sizeof *got);
@@ -108,7 +114,7 @@ static void test_unary(void) {
             snprintf(name, sizeof name, "%s backward (acc %d)", names[op], acc);
             compare(name, gdx, dx, N, 1e-5);
         }
-        dfree(gx), dfree(gy), dfree(gdy), dfree(gdx);
+        dfree_all();
         free(x), free(dy), free(dx0), free(y), free(dx);
     }
 }
@@ -149,8 +155,7 @@ static void test_binary(void) {
     R->scale_backward(da, dy, 2.5, (int64_t)n), G->scale_backward(gda, gdy, 2.5, (int64_t)n);
     compare("scale backward", gda, da, n, 1e-6);
 
-    void *all[] = {ga, gb, gbf, gdy, gout, gda, gdb};
-    for (int i = 0; i < 7; i++) dfree(all[i]);
+    dfree_all();
     free(a), free(b), free(bf), free(dy), free(out), free(da), free(db);
 }
 
@@ -173,8 +178,7 @@ static void test_linear(void) {
         compare(acc ? "linear backward dw (wacc 0)" : "linear backward dw (wacc 1)", gdw, dw, OC * C, 1e-5);
         compare("linear backward db", gdb, db, OC, 1e-5);
     }
-    void *all[] = {gx, gw, gb, gdy, gy, gdx, gdw, gdb};
-    for (int i = 0; i < 8; i++) dfree(all[i]);
+    dfree_all();
     free(x), free(w), free(bias), free(dy), free(y), free(dx), free(dw), free(db);
 }
 
@@ -198,8 +202,7 @@ static void test_dropout(void) {
         R->dropout_backward(dx, dy, mask, N, 1 / 0.7, acc), G->dropout_backward(gdx, gdy, gm, N, 1 / 0.7, acc);
         compare("dropout backward", gdx, dx, N, 0);
     }
-    void *all[] = {gx, gdy, gy, gdx, gm};
-    for (int i = 0; i < 5; i++) dfree(all[i]);
+    dfree_all();
     free(x), free(dy), free(y), free(dx), free(mask), free(gm_host);
 }
 
@@ -254,8 +257,7 @@ static void test_rows(void) {
         R->cross_entropy_backward(dx, x, stats, t, 0.25, RW, C, -100, 0.1);
         G->cross_entropy_backward(gdx, gx, gs, gt, 0.25, RW, C, -100, 0.1);
         compare("cross_entropy backward", gdx, dx, n, 1e-5);
-        void *all[] = {gx, gdy, gy, gdx, gt, gl, gs, gtot};
-        for (int i = 0; i < 8; i++) dfree(all[i]);
+        dfree_all();
         free(x), free(dy), free(y), free(dx), free(t), free(loss), free(gl_host), free(stats);
     }
 }
@@ -284,7 +286,7 @@ static void test_optim(void) {
         compare(name, gp, p, N, 1e-6);
         snprintf(name, sizeof name, "%s: state 0", names[k]);
         if (k != 1) compare(name, gs0, s0, N, 1e-6);
-        dfree(gp), dfree(gs0), dfree(gs1);
+        dfree_all();
         free(p), free(s0), free(s1);
     }
 }
@@ -311,7 +313,7 @@ static void test_norm(void) {
     compare("copy", b, h, 100, 0);
     G->zero(b, sizeof h);
     compare("zero", b, z, 100, 0);
-    dfree(a), dfree(b);
+    dfree_all();
 }
 
 int main(int argc, char **argv) {

@@ -9,9 +9,6 @@
 #include "device.h"
 #endif
 
-#ifndef CUDA_PLUGIN_NAME
-#define CUDA_PLUGIN_NAME "cuda"
-#endif
 #ifndef CUDA_PLUGIN_DESCRIPTION
 #define CUDA_PLUGIN_DESCRIPTION "NVIDIA GPUs through the CUDA driver (libcuda.so.1 and cuBLAS, opened at run time; honours CUDA_VISIBLE_DEVICES)"
 #endif

@@ -5,13 +5,10 @@
 
 #include <stddef.h>
 
+#include "probe.h"
 #include "runtime.h"
 #include "trainer/device_backend.h"
 #include "trainer/kernels.h"
-
-#ifndef CUDA_PLUGIN_NAME
-#define CUDA_PLUGIN_NAME "cuda" /* the tests build the plugin again as cuda_emu */
-#endif
 
 /* Bytes of each of the two page-locked staging buffers uploads go through. */
 #define CUDA_STAGE_BYTES ((size_t)4 << 20)

@@ -22,38 +22,28 @@
 
 /* ---- block reductions: every thread of the block gets the result ---- */
 
-template <typename T> __device__ __forceinline__ T warp_sum(T v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
+struct op_sum {
+    template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct op_max {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
 
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-/* sh: CUDA_BLOCK / 32 slots of shared memory, free again when this returns. */
-template <typename T> __device__ T block_sum(T v, T *sh) {
+/* Reduces v over the block with op (identity: op's neutral value), a warp by shuffles, then
+ * the warps' results; sh: CUDA_BLOCK / 32 slots of shared memory, free again on return. */
+template <typename T, typename Op> __device__ T block_reduce(T v, T *sh, T identity, Op op) {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = warp_sum(v);
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
     if (lane == 0) sh[w] = v;
     __syncthreads();
-    v = lane < CUDA_BLOCK / 32 ? sh[lane] : (T)0;
-    v = warp_sum(v);
+    v = lane < CUDA_BLOCK / 32 ? sh[lane] : identity;
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
     __syncthreads();
     return v;
 }
 
-__device__ float block_max(float v, float *sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = warp_max(v);
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < CUDA_BLOCK / 32 ? sh[lane] : -INFINITY;
-    v = warp_max(v);
-    __syncthreads();
-    return v;
-}
+template <typename T> __device__ T block_sum(T v, T *sh) { return block_reduce(v, sh, (T)0, op_sum()); }
+__device__ float block_max(float v, float *sh) { return block_reduce(v, sh, -INFINITY, op_max()); }
 
 /* ---- elementwise ---- */
 

@@ -7,6 +7,11 @@
 
 #include "trainer/device_backend.h"
 
+/* The plugin's name (the tests build it again as cuda_emu). */
+#ifndef CUDA_PLUGIN_NAME
+#define CUDA_PLUGIN_NAME "cuda"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
