@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "ops/batch_norm.h"
 
 #define BN_BLOCK 512
 
@@ -34,8 +35,7 @@ static void batch_norm_backward(tr_graph *g, tr_node *n) {
         }
         TR_DISPATCH(x->dtype, batch_norm_dsums_all, acc, acc + C, n->out->grad, x->data, n->saved[0], n->saved[1],
                     n->i[1], C, n->i[3]);
-        memcpy(acc + 2 * C, acc, (size_t)(2 * C) * sizeof(double));
-        if (tr_graph_reduce_stats_(g, acc + 2 * C, (int)(2 * C)) < 0) return;
+        if (!bn_reduce_dsums(g, acc + 2 * C, acc, C)) return;
         TR_DISPATCH(x->dtype, batch_norm_sync_grads, dx, dgamma, dbeta, n->out->grad, x->data, n->saved[0],
                     n->saved[1], gamma ? gamma->data : NULL, acc, acc + C, acc + 2 * C, acc + 3 * C,
                     (double)n->i[5], n->i[1], C, n->i[3]);
@@ -80,61 +80,67 @@ static int bn_param_ok(const tr_tensor *t, int64_t C) {
     return !t || (t->ndim == 1 && t->shape[0] == C);
 }
 
-tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
-                         tr_tensor *running_mean, tr_tensor *running_var, double momentum,
-                         double eps) {
+int bn_statistics(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+                  tr_tensor *running_mean, tr_tensor *running_var, double momentum, double eps,
+                  bn_stats *s) {
     tr_tensor *ts[5] = {x, gamma, beta, running_mean, running_var};
     tr_tensor *present[5];
     int np = 0;
     for (int i = 0; i < 5; i++)
         if (i == 0 || ts[i]) present[np++] = ts[i];
-    if (!op_check(g, "batch_norm", np, present[0], np > 1 ? present[1] : NULL,
+    if (!op_check(g, op, np, present[0], np > 1 ? present[1] : NULL,
                   np > 2 ? present[2] : NULL, np > 3 ? present[3] : NULL,
                   np > 4 ? present[4] : NULL))
-        return NULL;
-    if (!OP_HOST_ONLY(g, "batch_norm")) return NULL;
-    if (x->ndim != 2 && x->ndim != 4)
-        return op_fail(g, TR_ERR_INVALID, "batch_norm: input %s must be (N, C) or (N, C, H, W)",
-                       op_shape(x));
+        return 0;
+    if (!OP_HOST_ONLY(g, op)) return 0;
+    if (x->ndim != 2 && x->ndim != 4) {
+        op_fail(g, TR_ERR_INVALID, "%s: input %s must be (N, C) or (N, C, H, W)", op, op_shape(x));
+        return 0;
+    }
     int64_t N = x->shape[0], C = x->shape[1], S = x->ndim == 4 ? x->shape[2] * x->shape[3] : 1;
     if (!bn_param_ok(gamma, C) || !bn_param_ok(beta, C) || !bn_param_ok(running_mean, C) ||
-        !bn_param_ok(running_var, C))
-        return op_fail(g, TR_ERR_INVALID,
-                       "batch_norm: input %s has %lld channels; gamma %s, beta %s, "
-                       "running_mean %s and running_var %s must be (%lld) or NULL",
-                       op_shape(x), (long long)C, op_shape(gamma), op_shape(beta),
-                       op_shape(running_mean), op_shape(running_var), (long long)C);
-    if (!running_mean != !running_var)
-        return op_fail(g, TR_ERR_INVALID,
-                       "batch_norm: give both running_mean and running_var, or neither");
-    if (!(momentum >= 0 && momentum <= 1) || !(eps >= 0))
-        return op_fail(g, TR_ERR_INVALID,
-                       "batch_norm: momentum %g must be in [0, 1] and eps %g >= 0", momentum,
-                       eps);
+        !bn_param_ok(running_var, C)) {
+        op_fail(g, TR_ERR_INVALID,
+                "%s: input %s has %lld channels; gamma %s, beta %s, "
+                "running_mean %s and running_var %s must be (%lld) or NULL",
+                op, op_shape(x), (long long)C, op_shape(gamma), op_shape(beta),
+                op_shape(running_mean), op_shape(running_var), (long long)C);
+        return 0;
+    }
+    if (!running_mean != !running_var) {
+        op_fail(g, TR_ERR_INVALID, "%s: give both running_mean and running_var, or neither", op);
+        return 0;
+    }
+    if (!(momentum >= 0 && momentum <= 1) || !(eps >= 0)) {
+        op_fail(g, TR_ERR_INVALID, "%s: momentum %g must be in [0, 1] and eps %g >= 0", op,
+                momentum, eps);
+        return 0;
+    }
     int batch = tr_graph_training(g) || !running_mean;
-    if (batch && N * S < 2)
-        return op_fail(g, TR_ERR_INVALID,
-                       "batch_norm: input %s has one value per channel; batch statistics "
-                       "need more (use eval mode, or a larger batch)",
-                       op_shape(x));
+    if (batch && N * S < 2) {
+        op_fail(g, TR_ERR_INVALID,
+                "%s: input %s has one value per channel; batch statistics "
+                "need more (use eval mode, or a larger batch)",
+                op, op_shape(x));
+        return 0;
+    }
     size_t es = tr_dtype_size(x->dtype);
-    tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
     void *mean = op_data(g, (size_t)C * es + 1), *invstd = op_data(g, (size_t)C * es + 1);
-    if (!y || !mean || !invstd) return NULL;
+    if (!mean || !invstd) return 0;
     int sync = batch && tr_graph_training(g) && tr_graph_syncs_stats_(g);
     int64_t M = N * S;
     if (sync) {
         /* Global statistics: sums and the count over every replica, then squared deviations
          * from the global mean (the same two passes as one replica would make). */
         double *acc = op_alloc(g, (size_t)(2 * C + 1) * sizeof(double)); /* host: the reducer reads it */
-        if (!acc) return NULL;
+        if (!acc) return 0;
         TR_DISPATCH(x->dtype, batch_norm_sums, acc, x->data, N, C, S);
         acc[C] = (double)M;
-        if (tr_graph_reduce_stats_(g, acc, (int)C + 1) < 0) return NULL;
+        if (tr_graph_reduce_stats_(g, acc, (int)C + 1) < 0) return 0;
         M = (int64_t)acc[C];
         TR_DISPATCH(x->dtype, batch_norm_divide, mean, acc, (double)M, C);
         TR_DISPATCH(x->dtype, batch_norm_sqdevs, acc + C + 1, x->data, mean, N, C, S);
-        if (tr_graph_reduce_stats_(g, acc + C + 1, (int)C) < 0) return NULL;
+        if (tr_graph_reduce_stats_(g, acc + C + 1, (int)C) < 0) return 0;
         TR_DISPATCH(x->dtype, batch_norm_divide, invstd, acc + C + 1, (double)M, C);
         if (running_mean)
             batch_norm_update(running_mean->data, running_var->data, mean, invstd, x->dtype, C, momentum, M);
@@ -148,21 +154,39 @@ tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
         memcpy(invstd, running_var->data, (size_t)C * es);
     }
     batch_norm_invstd(invstd, x->dtype, C, eps);
-    TR_DISPATCH(x->dtype, batch_norm_forward, y->data, x->data, mean, invstd,
-                gamma ? gamma->data : NULL, beta ? beta->data : NULL, N, C, S);
+    *s = (bn_stats){.mean = mean, .invstd = invstd, .N = N, .C = C, .S = S, .M = M,
+                    .batch = batch, .sync = sync};
+    return 1;
+}
+
+int bn_reduce_dsums(tr_graph *g, double *global, const double *sums, int64_t C) {
+    memcpy(global, sums, (size_t)(2 * C) * sizeof(double));
+    return tr_graph_reduce_stats_(g, global, (int)(2 * C)) >= 0;
+}
+
+tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+                         tr_tensor *running_mean, tr_tensor *running_var, double momentum,
+                         double eps) {
+    bn_stats s;
+    if (!bn_statistics(g, "batch_norm", x, gamma, beta, running_mean, running_var, momentum, eps, &s))
+        return NULL;
+    tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
+    if (!y) return NULL;
+    TR_DISPATCH(x->dtype, batch_norm_forward, y->data, x->data, s.mean, s.invstd,
+                gamma ? gamma->data : NULL, beta ? beta->data : NULL, s.N, s.C, s.S);
     /* A synchronised layer is recorded even without gradients to compute here: its backward
      * takes part in the replicas' reductions, which must stay in step. */
-    if (op_needs_grad(g, 3, x, gamma, beta) || (sync && tr_graph_grad_enabled(g))) {
+    if (op_needs_grad(g, 3, x, gamma, beta) || (s.sync && tr_graph_grad_enabled(g))) {
         tr_node *n = op_record(g, "batch_norm", batch_norm_backward, y, 3, x, gamma, beta);
         if (!n) return NULL;
-        n->i[0] = batch;
-        n->i[1] = N;
-        n->i[2] = C;
-        n->i[3] = S;
-        n->saved[0] = mean;
-        n->saved[1] = invstd;
-        n->i[4] = sync;
-        n->i[5] = M;
+        n->i[0] = s.batch;
+        n->i[1] = s.N;
+        n->i[2] = s.C;
+        n->i[3] = s.S;
+        n->saved[0] = s.mean;
+        n->saved[1] = s.invstd;
+        n->i[4] = s.sync;
+        n->i[5] = s.M;
     }
     return y;
 }

@@ -5,10 +5,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
-
-typedef struct pool_dims {
-    int64_t H, W, OH, OW, k, S, P;
-} pool_dims;
+#include "ops/pool.h"
 
 /* The 2x2 stride-2 max-pool of one output row, forward and backward, on AVX-512: rows of
  * small CNNs are 6 to 14 outputs, shorter than a compiler's vector loop, so a row is a few

@@ -163,14 +163,11 @@ static tr_status cnn_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batc
         const cnn_block *bl = &m->block[i];
         h = tr_conv2d(g, h, tr_params_get(P, bl->conv_w), tr_params_get(P, bl->conv_b), 1,
                       bl->padding);
-        h = tr_batch_norm(g, h, tr_params_get(P, bl->bn_w), tr_params_get(P, bl->bn_b),
-                          tr_params_buffer(P, bl->bn_mean), tr_params_buffer(P, bl->bn_var), 0.1,
-                          1e-5);
-        /* pool, then ReLU: both are monotone, so max(relu(x)) = relu(max(x)) and the
-         * gradient reaches the same pixel (the window's first maximum when it is positive,
-         * none otherwise): the math of conv-BN-ReLU-pool, with ReLU on a quarter of the
-         * values. */
-        h = tr_relu(g, tr_max_pool2d(g, h, 2, 2, 0));
+        /* batch-norm, ReLU, max-pool 2 as one op (pooling before ReLU, which is the same:
+         * both are monotone), never writing the normalised tensor or its gradient */
+        h = tr_batch_norm_pool_relu(g, h, tr_params_get(P, bl->bn_w), tr_params_get(P, bl->bn_b),
+                                    tr_params_buffer(P, bl->bn_mean),
+                                    tr_params_buffer(P, bl->bn_var), 0.1, 1e-5);
     }
     h = tr_flatten(g, h, 1);
     for (int i = 0; i < m->n_fc; i++) {

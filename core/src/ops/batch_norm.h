@@ -1,0 +1,39 @@
+/* Private: batch-norm's statistics and backward sums, shared by batch_norm (batch_norm.c) and
+ * the fused batch-norm, max-pool and ReLU (batch_norm_pool.c). */
+#ifndef TR_OPS_BATCH_NORM_H
+#define TR_OPS_BATCH_NORM_H
+
+#include <stdint.h>
+
+#include "trainer/graph.h"
+#include "trainer/tensor.h"
+
+/* The statistics one batch-norm forward normalises with. */
+typedef struct bn_stats {
+    void *mean, *invstd; /* (C), graph data */
+    int64_t N, C, S;     /* x viewed as (N, C, S), S = H * W (1 for 2-D input) */
+    int64_t M;           /* values per channel they cover: N * S, or the global count (sync) */
+    int batch;           /* the batch's own statistics (they depend on x), not the running ones */
+    int sync;            /* reduced over replicas (ddp's sync_batchnorm) */
+} bn_stats;
+
+/* Checks x (N, C) or (N, C, H, W) and the optional gamma, beta, running_mean, running_var
+ * (C), computes the statistics (batch ones in training or without running statistics, then
+ * updating the running ones in training; else the running ones) and invstd = 1/sqrt(var+eps).
+ * op names the caller in messages. 0 after recording the error. */
+int bn_statistics(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+                  tr_tensor *running_mean, tr_tensor *running_var, double momentum, double eps,
+                  bn_stats *s);
+
+/* sums (2C doubles: sum of dy, then of dy * xhat, per channel) summed over the replicas into
+ * global (2C): 0 after recording the error. */
+int bn_reduce_dsums(tr_graph *g, double *global, const double *sums, int64_t C);
+
+/* *sdy += sum(dy), *sdyx += sum(dy * (x - m) * is) over n values: float blocks of BN_BLOCK
+ * added into doubles (the order both ops use, so they agree bit for bit). */
+void bn_dsums_f32(double *sdy, double *sdyx, const float *dy, const float *x, int64_t n, float m,
+                  float is);
+void bn_dsums_f64(double *sdy, double *sdyx, const double *dy, const double *x, int64_t n,
+                  double m, double is);
+
+#endif
