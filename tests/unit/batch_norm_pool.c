@@ -1,7 +1,8 @@
 /* tr_batch_norm_pool_relu against the three ops it fuses, relu(max_pool2d(batch_norm(x), 2, 2,
  * 0)): the output, the running statistics it leaves, and the gradients of x, gamma and beta
  * are equal value for value (the fused kernels use the same formulas in the same order; only
- * the sign of a zero gradient may differ). Cases: f32 (the AVX-512 pool rows) and f64,
+ * the sign of a zero gradient may differ), except f32 gradients on AVX-512, whose sums take
+ * only the winners' terms in another order: within 2e-6 of the largest value. Cases: f32 (the AVX-512 pool rows) and f64,
  * training and eval, with and without affine parameters and running statistics, odd sizes
  * (a row and a column in no window), ties and NaNs within windows (a NaN channel), gamma
  * negative and zero (every window's values equal), x used twice (the second gradient added),
@@ -107,12 +108,27 @@ static void free_result(result *r) {
     free(r->y), free(r->dx), free(r->dgamma), free(r->dbeta), free(r->rm), free(r->rv);
 }
 
-/* Equal value for value (NaN where the other is NaN); returns the first differing index or -1. */
-static int64_t differ(const double *a, const double *b, int64_t n) {
+/* The first index where a and b differ by more than tol relative to max |b| (NaN only where
+ * the other is NaN), or -1; *err gets the largest relative difference. */
+static int64_t differ(const double *a, const double *b, int64_t n, double tol, double *err) {
+    double m = 0, e = 0;
+    int64_t bad = -1;
     for (int64_t i = 0; i < n; i++)
-        if (!(a[i] == b[i] || (isnan(a[i]) && isnan(b[i])))) return i;
-    return -1;
+        if (!isnan(b[i])) m = fmax(m, fabs(b[i]));
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) {
+            if (!(isnan(a[i]) && isnan(b[i])) && bad < 0) bad = i;
+            continue;
+        }
+        double r = fabs(a[i] - b[i]) / (m > 0 ? m : 1);
+        e = fmax(e, r);
+        if (r > tol && bad < 0) bad = i;
+    }
+    *err = e;
+    return bad;
 }
+
+static double worst; /* largest f32 gradient difference, relative */
 
 static void check_case(tr_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, int f) {
     result a = run(1, dt, N, C, H, W, f), b = run(0, dt, N, C, H, W, f);
@@ -124,11 +140,14 @@ static void check_case(tr_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, 
         CHECK(a.ny == b.ny && a.ny == N * C * (H / 2) * (W / 2), "output sizes %lld, %lld",
               (long long)a.ny, (long long)b.ny);
         for (int k = 0; k < 6 && a.ny == b.ny; k++) {
-            int64_t i = differ(av[k], bv[k], n[k]);
-            CHECK(i < 0, "%s (%lld, %lld, %lld, %lld) flags 0x%x: %s[%lld] fused %.17g, three ops %.17g",
+            /* f32 gradients on AVX-512 sum the winners' terms in another order */
+            double tol = dt == TR_F32 && k >= 1 && k <= 3 ? 2e-6 : 0, err;
+            int64_t i = differ(av[k], bv[k], n[k], tol, &err);
+            worst = k >= 1 && k <= 3 && dt == TR_F32 ? fmax(worst, err) : worst;
+            CHECK(i < 0, "%s (%lld, %lld, %lld, %lld) flags 0x%x: %s[%lld] fused %.17g, three ops %.17g (tol %g)",
                   dt == TR_F64 ? "f64" : "f32", (long long)N, (long long)C, (long long)H,
                   (long long)W, f, names[k], (long long)i, i < 0 ? 0 : av[k][i],
-                  i < 0 ? 0 : bv[k][i]);
+                  i < 0 ? 0 : bv[k][i], tol);
         }
         /* a case that tests nothing would pass too: the gradients must be there */
         int any = 0;
@@ -193,6 +212,7 @@ int main(void) {
                     check_case(d ? TR_F64 : TR_F32, shapes[s][0], shapes[s][1], shapes[s][2],
                                shapes[s][3], flags[f]);
     }
+    printf("f32 gradients: largest difference %.2g of the tensor's largest value\n", worst);
     errors();
     return test_finish();
 }
