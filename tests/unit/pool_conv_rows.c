@@ -130,6 +130,9 @@ int main(void) {
             for (int kind = 0; kind < 4; kind++)
                 for (int64_t C = kind ? 1 : 3; C <= 3; C += 2)
                     check_case(kind, N, C, 42, 40, 1);
+        /* seven images of 42x80 make four chunks or more (f32) and seven (f64): with two
+         * threads each takes whole chunks and sums its own weight gradient */
+        for (int kind = 1; kind < 4; kind++) check_case(kind, MAX_N, 3, 42, 80, 1);
     }
     return test_finish();
 }

@@ -234,21 +234,23 @@ static void batch_norm_pool_relu_backward(tr_graph *g, tr_node *n) {
     int64_t N = x->shape[0], C = x->shape[1];
     pool_dims d = bnp_dims(x);
     void *scratch = bnp_scratch(g, x, &d);
-    double *sums = op_alloc(g, (size_t)(4 * C) * sizeof(double)); /* host: the reducer reads it */
+    /* host: the reducer reads the sums; this replica's (2C), the global ones (2C), per plane (2NC) */
+    double *sums = op_alloc(g, (size_t)(4 * C + 2 * N * C) * sizeof(double));
     if (!scratch || !sums) return;
     const void *gm = gamma ? gamma->data : NULL;
     int64_t per = bnp_per_thread(&d);
-    /* This replica's sums, and unless synchronised dx from them in the same pass per channel. */
-    TR_DISPATCH(x->dtype, bnp_backward, sync ? NULL : dx, sums, sums + C, NULL, NULL,
-                (double)(N * d.H * d.W), n->out->grad, n->out->data, n->saved[0], x->data,
-                n->saved[1], n->saved[2], gm, (int)n->i[0], scratch, per, N, C, &d, acc);
+    TR_DISPATCH(x->dtype, bnp_backward_sums, sums, sums + C, sums + 4 * C, n->out->grad,
+                n->out->data, n->saved[0], x->data, n->saved[1], n->saved[2], scratch, per, N, C, &d);
+    const double *gs = sums; /* the sums dx is made from */
+    double M = (double)(N * d.H * d.W);
     if (sync) {
         if (!bn_reduce_dsums(g, sums + 2 * C, sums, C)) return;
-        if (dx)
-            TR_DISPATCH(x->dtype, bnp_backward, dx, NULL, NULL, sums + 2 * C, sums + 3 * C,
-                        (double)n->i[1], n->out->grad, n->out->data, n->saved[0], x->data,
-                        n->saved[1], n->saved[2], gm, (int)n->i[0], scratch, per, N, C, &d, acc);
+        gs = sums + 2 * C, M = (double)n->i[1];
     }
+    if (dx)
+        TR_DISPATCH(x->dtype, bnp_backward_dx, dx, gs, gs + C, M, n->out->grad, n->out->data,
+                    n->saved[0], x->data, n->saved[1], n->saved[2], gm, (int)n->i[0], scratch, per,
+                    N, C, &d, acc);
     TR_DISPATCH(x->dtype, bnp_param_grads, dgamma, dbeta, sums, sums + C, C);
 }
 

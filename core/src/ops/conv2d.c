@@ -43,9 +43,24 @@ static int64_t conv_chunk(const conv_dims *d, size_t elem) {
     return nc < d->N ? nc : (d->N > 0 ? d->N : 1);
 }
 
-/* Reals of scratch, forward and backward: col (CKK, chunk) and y or dy (OC, chunk). */
+/* Reals of scratch per worker, forward and backward: col (CKK, chunk) and y or dy (OC,
+ * chunk), then a worker's own weight and bias gradients (OC, CKK + 1). */
+static int64_t conv_worker_reals(const conv_dims *d, size_t elem) {
+    int64_t CKK = d->C * d->KH * d->KW;
+    return (CKK + d->OC) * conv_chunk(d, elem) * d->OH * d->OW + d->OC * (CKK + 1);
+}
+
+/* Threads that each take whole chunks: all of them when every one gets two chunks or more
+ * (their GEMMs then run single-threaded, without BLAS's per-call thread hand-offs, which at
+ * these sizes cost more than they save), else 1 (BLAS threads each chunk's GEMMs). */
+static int64_t conv_workers(const conv_dims *d, size_t elem) {
+    int64_t T = omp_in_parallel() ? 1 : omp_get_max_threads();
+    int64_t nc = conv_chunk(d, elem), chunks = (d->N + nc - 1) / nc;
+    return T > 1 && chunks >= 2 * T ? T : 1;
+}
+
 static int64_t conv_scratch(const conv_dims *d, size_t elem) {
-    return (d->C * d->KH * d->KW + d->OC) * conv_chunk(d, elem) * d->OH * d->OW;
+    return conv_workers(d, elem) * conv_worker_reals(d, elem);
 }
 
 #define CONV_LANES 16  /* lanes of the bias gradient's sums */
@@ -159,7 +174,8 @@ static void conv2d_backward(tr_graph *g, tr_node *n) {
     }
     void *scratch = op_data(g, (size_t)conv_scratch(&d, elem) * elem);
     if (!scratch) return;
-    TR_DISPATCH(x->dtype, conv2d_backward, dx, dw, db, n->out->grad, x->data, w->data, scratch, &d, acc);
+    TR_DISPATCH(x->dtype, conv2d_backward, dx, dw, db, n->out->grad, x->data, w->data, scratch, &d,
+                acc, conv_workers(&d, elem));
 }
 
 tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int stride,
@@ -199,7 +215,7 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
             void *scratch = op_data(g, (size_t)conv_scratch(&d, elem) * elem);
             if (!scratch) return NULL;
             TR_DISPATCH(x->dtype, conv2d_forward, y->data, x->data, w->data, b ? b->data : NULL,
-                        scratch, &d);
+                        scratch, &d, conv_workers(&d, elem));
         }
     }
     if (op_needs_grad(g, 3, x, w, b)) {
