@@ -114,9 +114,11 @@ static void check_case(int kind, int64_t N, int64_t C, int64_t H, int64_t W, int
 
 int main(void) {
     /* widths: one masked vector (pool outputs 6, 7, 8, 14; conv rows 12-16), full vectors and a
-     * tail (17, 20, 35 pool outputs; 28-70 conv), exactly 16 pool outputs (32) */
+     * tail (17, 20, 35 pool outputs; 28-70 conv), exactly 16 pool outputs (32); unpadded 14x14
+     * and 16x16 (outputs 12 and 14 wide) take im2col's permuted path */
     static const int64_t sizes[][2] = {{12, 12}, {13, 15}, {16, 16}, {28, 28}, {29, 34},
-                                       {34, 35}, {42, 40}, {5, 41}, {9, 32}, {6, 70}};
+                                       {34, 35}, {42, 40}, {5, 41}, {9, 32}, {6, 70},
+                                       {14, 14}};
     for (int t = 1; t <= 2; t++) {
         tr_set_num_threads(t);
         for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)

@@ -83,6 +83,11 @@ static int64_t conv_scratch(const conv_dims *d, size_t elem) {
                                         const conv_dims *d, int acc) {                        \
         (void)dx, (void)dcol, (void)ld, (void)d, (void)acc;                                   \
         return 0; /* not in gather form: the caller scatters with conv_row_add */            \
+    }                                                                                         \
+    static int conv_im2col_vec_##sfx(type *col, int64_t ld, const type *x,                   \
+                                     const conv_dims *d) {                                    \
+        (void)col, (void)ld, (void)x, (void)d;                                                \
+        return 0; /* row by row: the caller copies with conv_row_copy */                      \
     }
 CONV_ROW_ADD(float, f32)
 CONV_ROW_ADD(double, f64)
@@ -138,6 +143,49 @@ static int conv_col2im_gather_f32(float *dx, const float *dcol, int64_t ld, cons
                     }
                 }
                 _mm512_mask_storeu_ps(xr + iw0, mrow, s);
+            }
+        }
+    }
+    return 1;
+}
+/* im2col at stride 1 without padding, for outputs at most 16 wide and at most 256 per
+ * image (FashionCNN's second conv: 12x12): a col row (c, kh, kw) is the OH x OW window of
+ * channel c at (kh, kw), flattened. Row by row that is OH masked stores of OW values, half
+ * of them split over two cache lines; here every 16 outputs are one full store, permuted
+ * from the two input rows they come from (this holds when no 16 consecutive outputs span
+ * three rows). Masked loads read only the window's OW columns of a row. Returns 1, or 0 where
+ * it does not apply. */
+#define CONV_VEC_MAX 16
+static int conv_im2col_vec_f32(float *col, int64_t ld, const float *x, const conv_dims *d) {
+    const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, OW = d->OW;
+    int64_t P = OH * OW, nv = (P + 15) / 16;
+    if (d->S != 1 || d->P != 0 || OW > 16 || nv > CONV_VEC_MAX) return 0;
+    int32_t lanes[16];
+    int64_t r0[CONV_VEC_MAX];
+    __m512i idx[CONV_VEC_MAX];
+    for (int64_t j = 0; j < nv; j++) {
+        r0[j] = 16 * j / OW;
+        for (int64_t l = 0; l < 16; l++) {
+            int64_t e = 16 * j + l, r = e / OW - r0[j];
+            if (e < P && r > 1) return 0;
+            lanes[l] = e < P ? (int32_t)(r * 16 + e % OW) : 0;
+        }
+        idx[j] = _mm512_loadu_si512(lanes);
+    }
+    __mmask16 rowm = (__mmask16)((1u << OW) - 1u), last = conv_lanes16(0, P - 16 * (nv - 1));
+    for (int64_t c = 0; c < C; c++) {
+        for (int64_t kh = 0; kh < KH; kh++) {
+            for (int64_t kw = 0; kw < KW; kw++) {
+                const float *src = x + (c * H + kh) * W + kw;
+                float *dst = col + ((c * KH + kh) * KW + kw) * ld;
+                for (int64_t j = 0; j < nv; j++) {
+                    __m512 a = _mm512_maskz_loadu_ps(rowm, src + r0[j] * W);
+                    __m512 b = r0[j] + 1 < OH ? _mm512_maskz_loadu_ps(rowm, src + (r0[j] + 1) * W)
+                                              : _mm512_setzero_ps();
+                    __m512 v = _mm512_permutex2var_ps(a, idx[j], b);
+                    if (j + 1 < nv) _mm512_storeu_ps(dst + 16 * j, v);
+                    else _mm512_mask_storeu_ps(dst + 16 * j, last, v);
+                }
             }
         }
     }
