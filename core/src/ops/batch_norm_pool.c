@@ -18,22 +18,22 @@
 
 /* The planes of 2x2 windows on AVX-512, f32: a row of windows is a few masked vectors (the
  * two input rows deinterleaved into each window's four pixels with permutes), so a plane is
- * normalised, pooled and rectified in registers, and backward sums over the winners and writes
- * dx without building the plane's dense gradient. Each returns 0 where it does not apply
+ * normalised, pooled and rectified in registers (each window's winning input value kept), and
+ * backward sums over the winners from those values alone and writes dx without building the
+ * plane's dense gradient. Each returns 0 where it does not apply
  * (double, or no AVX-512) and the template's plane loops run instead. The forward is the
  * same value for value; backward's sums take the winners' terms only (the other pixels' are
  * zero) in another order, so dx, dgamma and dbeta agree to rounding. */
 #define BNP2_NO_PLANES(type, sfx)                                                              \
-    static int bnp2_forward_plane_##sfx(type *y, int32_t *am, const type *x, type a, type b,   \
-                                        const pool_dims *d) {                                  \
-        (void)y, (void)am, (void)x, (void)a, (void)b, (void)d;                                 \
+    static int bnp2_forward_plane_##sfx(type *y, int32_t *am, type *xw, const type *x, type a, \
+                                        type b, const pool_dims *d) {                          \
+        (void)y, (void)am, (void)xw, (void)x, (void)a, (void)b, (void)d;                       \
         return 0;                                                                              \
     }                                                                                          \
     static int bnp2_sums_plane_##sfx(double *sdy, double *sdyx, const type *dout,             \
-                                     const type *out, const int32_t *am, const type *x,        \
-                                     type mu, type is, const pool_dims *d) {                   \
-        (void)sdy, (void)sdyx, (void)dout, (void)out, (void)am, (void)x, (void)mu, (void)is;  \
-        (void)d;                                                                               \
+                                     const type *out, const type *xw, type mu, type is,        \
+                                     int64_t n) {                                              \
+        (void)sdy, (void)sdyx, (void)dout, (void)out, (void)xw, (void)mu, (void)is, (void)n;  \
         return 0;                                                                              \
     }                                                                                          \
     static int bnp2_dx_plane_##sfx(type *dx, const type *dout, const type *out,                \
@@ -73,8 +73,8 @@ static inline __mmask16 bnp2_takes(__m512 v, __m512 m) {
     return _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
 }
 
-static int bnp2_forward_plane_f32(float *y, int32_t *am, const float *x, float a, float b,
-                                  const pool_dims *d) {
+static int bnp2_forward_plane_f32(float *y, int32_t *am, float *xw, const float *x, float a,
+                                  float b, const pool_dims *d) {
     const __m512i lane2 = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b), zero = _mm512_setzero_ps();
     int32_t W = (int32_t)d->W;
@@ -86,22 +86,26 @@ static int bnp2_forward_plane_f32(float *y, int32_t *am, const float *x, float a
             __m512 za = _mm512_fmadd_ps(p.a, va, vb), zb = _mm512_fmadd_ps(p.b, va, vb);
             __m512 zc = _mm512_fmadd_ps(p.c, va, vb), ze = _mm512_fmadd_ps(p.e, va, vb);
             __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(base + 2 * (int32_t)o), lane2);
-            __m512 mx = za;
+            __m512 mx = za, win = p.a;
             __m512i best = idx;
             __mmask16 t = bnp2_takes(zb, mx);
             mx = _mm512_mask_mov_ps(mx, t, zb);
+            win = _mm512_mask_mov_ps(win, t, p.b);
             best = _mm512_mask_mov_epi32(best, t, _mm512_add_epi32(idx, _mm512_set1_epi32(1)));
             t = bnp2_takes(zc, mx);
             mx = _mm512_mask_mov_ps(mx, t, zc);
+            win = _mm512_mask_mov_ps(win, t, p.c);
             best = _mm512_mask_mov_epi32(best, t, _mm512_add_epi32(idx, _mm512_set1_epi32(W)));
             t = bnp2_takes(ze, mx);
             mx = _mm512_mask_mov_ps(mx, t, ze);
+            win = _mm512_mask_mov_ps(win, t, p.e);
             best = _mm512_mask_mov_epi32(best, t, _mm512_add_epi32(idx, _mm512_set1_epi32(W + 1)));
             /* relu: max(x, 0) with relu's rule (a NaN is not > 0: 0) */
             mx = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(mx, zero, _CMP_GT_OQ), mx);
             __mmask16 m = bnp2_mask(d->OW - o);
             _mm512_mask_storeu_ps(y + oh * d->OW + o, m, mx);
             _mm512_mask_storeu_epi32(am + oh * d->OW + o, m, best);
+            _mm512_mask_storeu_ps(xw + oh * d->OW + o, m, win);
         }
     }
     return 1;
@@ -118,29 +122,20 @@ static inline __m512 bnp2_dz(const float *dout, const float *out, const int32_t 
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), g);
 }
 
+/* The sums over a plane's n outputs: only the winners have a gradient, relu's (dout where
+ * out > 0), at the input value xw the forward kept. */
 static int bnp2_sums_plane_f32(double *sdy, double *sdyx, const float *dout, const float *out,
-                               const int32_t *am, const float *x, float mu, float is,
-                               const pool_dims *d) {
+                               const float *xw, float mu, float is, int64_t n) {
     __m512 s1 = _mm512_setzero_ps(), s2 = _mm512_setzero_ps();
-    const __m512 vmu = _mm512_set1_ps(mu), vis = _mm512_set1_ps(is);
-    const __m512i one = _mm512_set1_epi32(1), wr = _mm512_set1_epi32((int32_t)d->W);
-    const __m512i wr1 = _mm512_set1_epi32((int32_t)d->W + 1);
-    for (int64_t oh = 0; oh < d->OH; oh++) {
-        const float *r0 = x + 2 * oh * d->W;
-        int64_t row = oh * d->OW;
-        for (int64_t o = 0; o < d->OW; o += 16) {
-            __m512i w;
-            __m512 dz = bnp2_dz(dout + row + o, out + row + o, am + row + o,
-                                (int32_t)(2 * oh * d->W + 2 * o), &w, bnp2_mask(d->OW - o));
-            bnp2_quad p = bnp2_load(r0 + 2 * o, r0 + d->W + 2 * o, d->OW - o);
-            __m512 xw = p.a;
-            xw = _mm512_mask_mov_ps(xw, _mm512_cmpeq_epi32_mask(w, one), p.b);
-            xw = _mm512_mask_mov_ps(xw, _mm512_cmpeq_epi32_mask(w, wr), p.c);
-            xw = _mm512_mask_mov_ps(xw, _mm512_cmpeq_epi32_mask(w, wr1), p.e);
-            __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(xw, vmu), vis);
-            s1 = _mm512_add_ps(s1, dz);
-            s2 = _mm512_fmadd_ps(dz, xhat, s2);
-        }
+    const __m512 vmu = _mm512_set1_ps(mu), vis = _mm512_set1_ps(is), zero = _mm512_setzero_ps();
+    for (int64_t o = 0; o < n; o += 16) {
+        __mmask16 m = bnp2_mask(n - o);
+        __m512 v = _mm512_maskz_loadu_ps(m, out + o);
+        __m512 dz = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ),
+                                        _mm512_maskz_loadu_ps(m, dout + o));
+        __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xw + o), vmu), vis);
+        s1 = _mm512_add_ps(s1, dz);
+        s2 = _mm512_fmadd_ps(dz, xhat, s2);
     }
     *sdy += (double)_mm512_reduce_add_ps(s1);
     *sdyx += (double)_mm512_reduce_add_ps(s2);
@@ -240,7 +235,8 @@ static void batch_norm_pool_relu_backward(tr_graph *g, tr_node *n) {
     const void *gm = gamma ? gamma->data : NULL;
     int64_t per = bnp_per_thread(&d);
     TR_DISPATCH(x->dtype, bnp_backward_sums, sums, sums + C, sums + 4 * C, n->out->grad,
-                n->out->data, n->saved[0], x->data, n->saved[1], n->saved[2], scratch, per, N, C, &d);
+                n->out->data, n->saved[0], n->saved[3], x->data, n->saved[1], n->saved[2], scratch,
+                per, N, C, &d);
     const double *gs = sums; /* the sums dx is made from */
     double M = (double)(N * d.H * d.W);
     if (sync) {
@@ -272,9 +268,10 @@ tr_tensor *tr_batch_norm_pool_relu(tr_graph *g, tr_tensor *x, tr_tensor *gamma, 
     int64_t NC = s.N * s.C;
     tr_tensor *y = op_out(g, x->dtype, 4, (int64_t[]){s.N, s.C, d.OH, d.OW});
     int32_t *argmax = op_data(g, (size_t)(NC * d.OH * d.OW) * sizeof(int32_t) + 1);
+    void *xw = op_data(g, (size_t)(NC * d.OH * d.OW) * tr_dtype_size(x->dtype) + 1);
     void *scratch = bnp_scratch(g, x, &d);
-    if (!y || !argmax || !scratch) return NULL;
-    TR_DISPATCH(x->dtype, bnp_forward, y->data, argmax, x->data, s.mean, s.invstd,
+    if (!y || !argmax || !xw || !scratch) return NULL;
+    TR_DISPATCH(x->dtype, bnp_forward, y->data, argmax, xw, x->data, s.mean, s.invstd,
                 gamma ? gamma->data : NULL, beta ? beta->data : NULL, scratch,
                 bnp_per_thread(&d), s.N, s.C, &d);
     if (op_needs_grad(g, 3, x, gamma, beta) || (s.sync && tr_graph_grad_enabled(g))) {
@@ -286,6 +283,7 @@ tr_tensor *tr_batch_norm_pool_relu(tr_graph *g, tr_tensor *x, tr_tensor *gamma, 
         n->saved[0] = argmax;
         n->saved[1] = s.mean;
         n->saved[2] = s.invstd;
+        n->saved[3] = xw;
     }
     return y;
 }
