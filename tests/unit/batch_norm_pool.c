@@ -6,8 +6,9 @@
  * training and eval, with and without affine parameters and running statistics, odd sizes
  * (a row and a column in no window), ties and NaNs within windows (a NaN channel), gamma
  * negative and zero (every window's values equal), x used twice (the second gradient added),
- * statistics synchronised over replicas (a stat reducer that doubles every sum: two
- * identical replicas), grad mode off, 1 and 2 threads. Then its errors. */
+ * statistics synchronised over replicas (a stat reducer that adds a second replica's sums),
+ * grad mode off, eval mode without running statistics (batch statistics), 1 and 2 threads
+ * (the largest shape is past the size where the kernels go parallel). Then its errors. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,9 +45,12 @@ static double *copy_out(const tr_tensor *t, const void *p, int64_t n) {
     return v;
 }
 
-static tr_status double_sums(void *user, double *values, int n) {
+/* A second replica whose sums are the first's plus 1 (the count, one more value): global
+ * statistics that differ from the local ones in every ratio, so an op that skipped a reduction,
+ * or used the local count with the global sums, would not match. */
+static tr_status add_replica(void *user, double *values, int n) {
     (void)user;
-    for (int i = 0; i < n; i++) values[i] *= 2;
+    for (int i = 0; i < n; i++) values[i] = 2 * values[i] + 1;
     return TR_OK;
 }
 
@@ -61,7 +65,7 @@ static result run(int fused, tr_dtype dt, int64_t N, int64_t C, int64_t H, int64
     result r = {.dt = dt, .C = C};
     if (tr_graph_create(&g, 0) != TR_OK) return r;
     tr_graph_set_training(g, (f & TRAIN) != 0);
-    if (f & SYNC) tr_graph_set_stat_reducer(g, double_sums, NULL);
+    if (f & SYNC) tr_graph_set_stat_reducer(g, add_replica, NULL);
     tr_tensor *x = tr_graph_leaf(g, dt, 4, (int64_t[]){N, C, H, W});
     fill(x, 1, 0.5, 0.25);
     if (f & NAN_CHANNEL) {
@@ -192,8 +196,9 @@ static void errors(void) {
 }
 
 int main(void) {
-    static const int64_t shapes[][4] = {{2, 3, 6, 8},  {3, 2, 7, 5},   {2, 2, 2, 2},
-                                        {4, 3, 28, 28}, {1, 3, 13, 34}, {2, 2, 9, 40}};
+    static const int64_t shapes[][4] = {{2, 3, 6, 8},   {3, 2, 7, 5},   {2, 2, 2, 2},
+                                        {4, 3, 28, 28}, {1, 3, 13, 34}, {2, 2, 9, 40},
+                                        {8, 8, 28, 29}};
     static const int flags[] = {TRAIN | AFFINE | RUNNING,
                                 TRAIN | AFFINE,
                                 TRAIN,
@@ -203,7 +208,8 @@ int main(void) {
                                 TRAIN | AFFINE | RUNNING | SYNC | TWICE,
                                 TRAIN | AFFINE | RUNNING | NAN_CHANNEL,
                                 AFFINE | RUNNING | TWICE,
-                                TRAIN | AFFINE | RUNNING | NO_GRAD};
+                                TRAIN | AFFINE | RUNNING | NO_GRAD,
+                                AFFINE};          /* eval, no running statistics */
     for (int t = 1; t <= 2; t++) {
         tr_set_num_threads(t);
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)

@@ -136,5 +136,27 @@ int main(void) {
          * threads each takes whole chunks and sums its own weight gradient */
         for (int kind = 1; kind < 4; kind++) check_case(kind, MAX_N, 3, 42, 80, 1);
     }
+    /* the chunks of each thread against one thread's: the f32 and f64 runs above split the
+     * images between the threads alike, so a worker's lost or doubled sums could agree there */
+    static run one, two;
+    for (int kind = 1; kind < 4; kind++) {
+        int64_t n = 0;
+        for (int t = 1; t <= 2; t++) {
+            tr_set_num_threads(t);
+            run *r = t == 1 ? &one : &two;
+            n = forward_backward(kind, TR_F32, MAX_N, 3, 42, 80, 1, r->y, r->dx, r->dw);
+        }
+        double ey = 0, ex = 0, ew = 0;
+        for (int64_t i = 0; i < n; i++) ey = fmax(ey, fabs(one.y[i] - two.y[i]));
+        for (int64_t i = 0; i < MAX_N * 3 * 42 * 80; i++) ex = fmax(ex, fabs(one.dx[i] - two.dx[i]));
+        double mw = 0;
+        for (int64_t i = 0; i < 4 * 3 * 9 + 4; i++) {
+            ew = fmax(ew, fabs(one.dw[i] - two.dw[i]));
+            mw = fmax(mw, fabs(one.dw[i]));
+        }
+        CHECK(ey == 0 && ex == 0 && ew <= 1e-5 * mw,
+              "conv2d kind %d, 7 images of 42x80, 2 threads vs 1: y %.2g, dx %.2g, dw/db %.2g of %.2g",
+              kind, ey, ex, ew, mw);
+    }
     return test_finish();
 }

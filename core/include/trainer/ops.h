@@ -78,9 +78,9 @@ tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
                          tr_tensor *running_mean, tr_tensor *running_var, double momentum,
                          double eps);
 /* relu(max_pool2d(batch_norm(x, ...), 2, 2, 0)), which equals max_pool2d(relu(batch_norm(x))):
- * a conv block's tail as one op, x (N, C, H, W) with H, W >= 2. The same results as the three
- * ops, bit for bit (statistics, running statistics, sync_batchnorm included), in fewer passes
- * over memory: the normalised tensor and its full-size gradient are never written. */
+ * a conv block's tail as one op, x (N, C, H, W) with H, W >= 2. The three ops' results
+ * (statistics, running statistics, sync_batchnorm included; f32 gradients to rounding) in fewer
+ * passes over memory: the normalised tensor and its full-size gradient are never written. */
 tr_tensor *tr_batch_norm_pool_relu(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
                                    tr_tensor *running_mean, tr_tensor *running_var,
                                    double momentum, double eps);

@@ -80,9 +80,9 @@ static int bn_param_ok(const tr_tensor *t, int64_t C) {
     return !t || (t->ndim == 1 && t->shape[0] == C);
 }
 
-int bn_statistics(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
-                  tr_tensor *running_mean, tr_tensor *running_var, double momentum, double eps,
-                  bn_stats *s) {
+int bn_check(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+             tr_tensor *running_mean, tr_tensor *running_var, double momentum, double eps,
+             bn_stats *s) {
     tr_tensor *ts[5] = {x, gamma, beta, running_mean, running_var};
     tr_tensor *present[5];
     int np = 0;
@@ -124,12 +124,18 @@ int bn_statistics(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, t
                 op, op_shape(x));
         return 0;
     }
+    *s = (bn_stats){.N = N, .C = C, .S = S, .M = N * S, .batch = batch,
+                    .sync = batch && tr_graph_training(g) && tr_graph_syncs_stats_(g)};
+    return 1;
+}
+
+int bn_compute(tr_graph *g, tr_tensor *x, tr_tensor *running_mean, tr_tensor *running_var,
+               double momentum, double eps, bn_stats *s) {
+    int64_t N = s->N, C = s->C, S = s->S, M = s->M;
     size_t es = tr_dtype_size(x->dtype);
     void *mean = op_data(g, (size_t)C * es + 1), *invstd = op_data(g, (size_t)C * es + 1);
     if (!mean || !invstd) return 0;
-    int sync = batch && tr_graph_training(g) && tr_graph_syncs_stats_(g);
-    int64_t M = N * S;
-    if (sync) {
+    if (s->sync) {
         /* Global statistics: sums and the count over every replica, then squared deviations
          * from the global mean (the same two passes as one replica would make). */
         double *acc = op_alloc(g, (size_t)(2 * C + 1) * sizeof(double)); /* host: the reducer reads it */
@@ -144,7 +150,7 @@ int bn_statistics(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, t
         TR_DISPATCH(x->dtype, batch_norm_divide, invstd, acc + C + 1, (double)M, C);
         if (running_mean)
             batch_norm_update(running_mean->data, running_var->data, mean, invstd, x->dtype, C, momentum, M);
-    } else if (batch) {
+    } else if (s->batch) {
         TR_DISPATCH(x->dtype, batch_norm_stats, mean, invstd, x->data, N, C, S);
         if (running_mean && tr_graph_training(g))
             batch_norm_update(running_mean->data, running_var->data, mean, invstd, x->dtype, C,
@@ -154,8 +160,7 @@ int bn_statistics(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, t
         memcpy(invstd, running_var->data, (size_t)C * es);
     }
     batch_norm_invstd(invstd, x->dtype, C, eps);
-    *s = (bn_stats){.mean = mean, .invstd = invstd, .N = N, .C = C, .S = S, .M = M,
-                    .batch = batch, .sync = sync};
+    s->mean = mean, s->invstd = invstd, s->M = M;
     return 1;
 }
 
@@ -168,10 +173,10 @@ tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
                          tr_tensor *running_mean, tr_tensor *running_var, double momentum,
                          double eps) {
     bn_stats s;
-    if (!bn_statistics(g, "batch_norm", x, gamma, beta, running_mean, running_var, momentum, eps, &s))
+    if (!bn_check(g, "batch_norm", x, gamma, beta, running_mean, running_var, momentum, eps, &s))
         return NULL;
     tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
-    if (!y) return NULL;
+    if (!y || !bn_compute(g, x, running_mean, running_var, momentum, eps, &s)) return NULL;
     TR_DISPATCH(x->dtype, batch_norm_forward, y->data, x->data, s.mean, s.invstd,
                 gamma ? gamma->data : NULL, beta ? beta->data : NULL, s.N, s.C, s.S);
     /* A synchronised layer is recorded even without gradients to compute here: its backward

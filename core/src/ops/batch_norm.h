@@ -18,19 +18,26 @@ typedef struct bn_stats {
 } bn_stats;
 
 /* Checks x (N, C) or (N, C, H, W) and the optional gamma, beta, running_mean, running_var
- * (C), computes the statistics (batch ones in training or without running statistics, then
- * updating the running ones in training; else the running ones) and invstd = 1/sqrt(var+eps).
- * op names the caller in messages. 0 after recording the error. */
-int bn_statistics(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
-                  tr_tensor *running_mean, tr_tensor *running_var, double momentum, double eps,
-                  bn_stats *s);
+ * (C), and fills s's shape and which statistics apply (batch ones in training or without
+ * running statistics, else the running ones; synchronised over replicas when the graph's
+ * stat reducer says so). op names the caller in messages. 0 after recording the error. */
+int bn_check(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+             tr_tensor *running_mean, tr_tensor *running_var, double momentum, double eps,
+             bn_stats *s);
+
+/* After bn_check and the caller's allocations (so that a failed step leaves the running
+ * statistics alone): s->mean and s->invstd = 1/sqrt(var + eps), and in training the running
+ * statistics updated. 0 after recording the error. */
+int bn_compute(tr_graph *g, tr_tensor *x, tr_tensor *running_mean, tr_tensor *running_var,
+               double momentum, double eps, bn_stats *s);
 
 /* sums (2C doubles: sum of dy, then of dy * xhat, per channel) summed over the replicas into
  * global (2C): 0 after recording the error. */
 int bn_reduce_dsums(tr_graph *g, double *global, const double *sums, int64_t C);
 
-/* *sdy += sum(dy), *sdyx += sum(dy * (x - m) * is) over n values: float blocks of BN_BLOCK
- * added into doubles (the order both ops use, so they agree bit for bit). */
+/* *sdy += sum(dy), *sdyx += sum(dy * (x - m) * is) over n values: blocks of BN_BLOCK summed
+ * in the element type, added into doubles (the order both ops use, so they agree bit for
+ * bit). */
 void bn_dsums_f32(double *sdy, double *sdyx, const float *dy, const float *x, int64_t n, float m,
                   float is);
 void bn_dsums_f64(double *sdy, double *sdyx, const double *dy, const double *x, int64_t n,

@@ -9,7 +9,9 @@
  * cache from the pooled one and the winners: the passes over full-size memory are batch-norm's
  * statistics, reading x once to pool it, and reading x and writing dx in backward. The
  * statistics, the running-statistics update and sync_batchnorm's reductions are batch_norm's
- * own (bn_statistics), and the results equal the three ops' bit for bit. */
+ * own (bn_check, bn_compute). The results equal the three ops': bit for bit in the plain loops,
+ * and where the AVX-512 planes run (f32) the forward bit for bit and the gradients to rounding
+ * (their sums take the winners' terms in another order). */
 #include <omp.h>
 
 #include "autograd/node.h"
@@ -258,11 +260,11 @@ tr_tensor *tr_batch_norm_pool_relu(tr_graph *g, tr_tensor *x, tr_tensor *gamma, 
         return op_fail(g, TR_ERR_INVALID, "%s: input %s must be (N, C, H, W)", op, op_shape(x));
     if (x && (x->shape[2] < 2 || x->shape[3] < 2 || x->shape[2] * x->shape[3] > INT32_MAX))
         return op_fail(g, TR_ERR_INVALID,
-                       "%s: input %s: the 2x2 pool needs planes of at least 2x2 and at most "
-                       "2^31 pixels",
+                       "%s: input %s: the 2x2 pool needs planes of at least 2x2 and fewer "
+                       "than 2^31 pixels",
                        op, op_shape(x));
     bn_stats s;
-    if (!bn_statistics(g, op, x, gamma, beta, running_mean, running_var, momentum, eps, &s))
+    if (!bn_check(g, op, x, gamma, beta, running_mean, running_var, momentum, eps, &s))
         return NULL;
     pool_dims d = bnp_dims(x);
     int64_t NC = s.N * s.C;
@@ -271,6 +273,7 @@ tr_tensor *tr_batch_norm_pool_relu(tr_graph *g, tr_tensor *x, tr_tensor *gamma, 
     void *xw = op_data(g, (size_t)(NC * d.OH * d.OW) * tr_dtype_size(x->dtype) + 1);
     void *scratch = bnp_scratch(g, x, &d);
     if (!y || !argmax || !xw || !scratch) return NULL;
+    if (!bn_compute(g, x, running_mean, running_var, momentum, eps, &s)) return NULL;
     TR_DISPATCH(x->dtype, bnp_forward, y->data, argmax, xw, x->data, s.mean, s.invstd,
                 gamma ? gamma->data : NULL, beta ? beta->data : NULL, scratch,
                 bnp_per_thread(&d), s.N, s.C, &d);

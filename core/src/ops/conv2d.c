@@ -54,7 +54,7 @@ static int64_t conv_worker_reals(const conv_dims *d, size_t elem) {
  * (their GEMMs then run single-threaded, without BLAS's per-call thread hand-offs, which at
  * these sizes cost more than they save), else 1 (BLAS threads each chunk's GEMMs). */
 static int64_t conv_workers(const conv_dims *d, size_t elem) {
-    int64_t T = omp_in_parallel() ? 1 : omp_get_max_threads();
+    int64_t T = omp_in_parallel() || !tr_gemm_nestable() ? 1 : omp_get_max_threads();
     int64_t nc = conv_chunk(d, elem), chunks = (d->N + nc - 1) / nc;
     return T > 1 && chunks >= 2 * T ? T : 1;
 }

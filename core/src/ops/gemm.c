@@ -21,3 +21,5 @@ void tr_gemm_f64(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, doub
                 trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda,
                 B, (int)ldb, beta, C, (int)ldc);
 }
+
+int tr_gemm_nestable(void) { return openblas_get_parallel() == 2; }

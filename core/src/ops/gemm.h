@@ -20,6 +20,11 @@ int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                       int64_t ldc);
 
+/* Whether GEMMs called on several OpenMP threads at once, inside a parallel region, each run
+ * single-threaded (OpenBLAS's OpenMP build); its pthreads build would serialise such calls on
+ * its own thread pool. */
+int tr_gemm_nestable(void);
+
 /* Element count above which an elementwise kernel goes parallel (OpenMP). */
 #define TR_PAR_MIN 32768
 

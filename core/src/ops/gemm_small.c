@@ -13,6 +13,7 @@
  * Vectors are GCC vector extensions (16 floats: one AVX-512 register, two AVX ones), loaded
  * with memcpy (any alignment). Each output element is computed by one thread in a fixed
  * order, so results do not depend on the thread count. */
+#include <omp.h>
 #include <string.h>
 
 #include "ops/gemm.h"
@@ -79,7 +80,7 @@ static inline __attribute__((always_inline)) void nt_block(int64_t m0, int mr, i
 static void gemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     int64_t pairs = (N + 1) / 2;
-#pragma omp parallel for if (M * N * K > SMALL_PAR_MIN) schedule(static)
+#pragma omp parallel for if (M * N * K > SMALL_PAR_MIN && !omp_in_parallel()) schedule(static)
     for (int64_t p = 0; p < pairs; p++) {
         int nr = 2 * p + 1 < N ? 2 : 1;
         int64_t m0 = 0;
@@ -115,7 +116,7 @@ static inline __attribute__((always_inline)) void nn_block(int64_t m0, int mr, i
 static void gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     int64_t blocks = N / (2 * VL);
-#pragma omp parallel for if (M * N * K > SMALL_PAR_MIN) schedule(static)
+#pragma omp parallel for if (M * N * K > SMALL_PAR_MIN && !omp_in_parallel()) schedule(static)
     for (int64_t p = 0; p < blocks; p++) {
         int64_t m0 = 0;
         for (; m0 + MR <= M; m0 += MR)
@@ -134,7 +135,7 @@ static void gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float *A
 
 static void gemm_tn(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-#pragma omp parallel for if (M * N * K > SMALL_PAR_MIN) schedule(static)
+#pragma omp parallel for if (M * N * K > SMALL_PAR_MIN && !omp_in_parallel()) schedule(static)
     for (int64_t m = 0; m < M; m++) {
         float a[16];
         for (int64_t k = 0; k < K; k++) a[k] = alpha * A[k * lda + m];
