@@ -19,14 +19,7 @@ t="$(mktemp -d /tmp/trainer-cuda-emu-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
 export TRAINER_PLUGIN_PATH="$emu"
 unset CUDA_VISIBLE_DEVICES TRAINER_CUDA_EMU_GPUS TRAINER_CUDA_EMU_MIB
-cat >"$t/mlp.yaml" <<YAML
-run: {name: m, seed: 5}
-model: {name: mlp, params: {layers: [48, 24], activation: gelu, dropout: 0.2}}
-data: {name: synthetic, params: {samples: 320, val_samples: 96, features: 20, classes: 5}, batch_size: 32}
-optimizer: {name: adamw, lr: 0.02, weight_decay: 0.05}
-scheduler: {name: cosine, warmup_steps: 4}
-trainer: {max_steps: 30, log_every: 1, grad_clip: 0.5, progress: lines, threads: 1, gpu_backend: cuda_emu}
-YAML
+mlp_device_yaml "$t/mlp.yaml" cuda_emu 1
 compare() { "$py" "$here/compare_runs.py" "$1" "$2" --tol 1e-4 2>&1; }
 
 out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/gpu" 2>&1)"; rc=$?

@@ -25,6 +25,20 @@ shm_new() {
 }
 # A two-step CNN run on GPU backend $3 writing to $2, as config file $1: conv2d has no device
 # kernel yet, so the tests of device plugins use it for the refusal of a missing kernel.
+# mlp_device_yaml FILE BACKEND LOG_EVERY: a small MLP run with GELU, dropout, AdamW, a cosine
+# schedule and clipping, on device backend BACKEND (the GPU tests train it on a device and on
+# the CPU and compare).
+mlp_device_yaml() {
+    cat >"$1" <<YAML
+run: {name: m, seed: 5}
+model: {name: mlp, params: {layers: [48, 24], activation: gelu, dropout: 0.2}}
+data: {name: synthetic, params: {samples: 320, val_samples: 96, features: 20, classes: 5}, batch_size: 32}
+optimizer: {name: adamw, lr: 0.02, weight_decay: 0.05}
+scheduler: {name: cosine, warmup_steps: 4}
+trainer: {max_steps: 30, log_every: $3, grad_clip: 0.5, progress: lines, threads: 1, gpu_backend: $2}
+YAML
+}
+
 tiny_cnn_yaml() {
     cat >"$1" <<YAML
 run: {name: c, seed: 1, output_dir: $2}

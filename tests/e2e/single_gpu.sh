@@ -21,15 +21,8 @@ t="$(mktemp -d /tmp/trainer-single-gpu-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
 export TRAINER_PLUGIN_PATH="$fake"
 unset CUDA_VISIBLE_DEVICES TRAINER_FAKE_GPUS
-cat >"$t/mlp.yaml" <<YAML
-run: {name: m, seed: 5}
-model: {name: mlp, params: {layers: [48, 24], activation: gelu, dropout: 0.2}}
-data: {name: synthetic, params: {samples: 320, val_samples: 96, features: 20, classes: 5}, batch_size: 32}
-optimizer: {name: adamw, lr: 0.02, weight_decay: 0.05}
-scheduler: {name: cosine, warmup_steps: 4}
-checkpoint: {every_n_steps: 10}
-trainer: {max_steps: 30, log_every: 5, grad_clip: 0.5, progress: lines, threads: 1, gpu_backend: fake_gpu}
-YAML
+mlp_device_yaml "$t/mlp.yaml" fake_gpu 5
+echo 'checkpoint: {every_n_steps: 10}' >>"$t/mlp.yaml"
 # The last checkpoint of run directory $1.
 last_ckpt() { ls -d "$1"/m/*/checkpoints/step-* 2>/dev/null | tail -1; }
 # Logged step and validation records without their timings (the memory record differs: on
