@@ -215,20 +215,19 @@ static void test_rows(void) {
         float *x = hrand(n, -6, 6), *dy = hrand(n, -1, 1), *y = malloc(n * 4), *dx = hrand(n, -1, 1);
         void *gx = dev_of(x, n * 4), *gdy = dev_of(dy, n * 4), *gy = dev_of(y, n * 4), *gdx = dev_of(dx, n * 4);
         char name[64];
-        R->softmax_forward(y, x, RW, C), G->softmax_forward(gy, gx, RW, C);
-        snprintf(name, sizeof name, "softmax forward (%lld x %lld)", (long long)RW, (long long)C);
-        compare(name, gy, y, n, 1e-5);
-        CHECK(tr_accel_upload(A, gy, y, n * 4) == TR_OK, "upload");
-        R->softmax_backward(dx, dy, y, RW, C), G->softmax_backward(gdx, gdy, gy, RW, C);
-        snprintf(name, sizeof name, "softmax backward (%lld x %lld)", (long long)RW, (long long)C);
-        compare(name, gdx, dx, n, 1e-5);
-        R->log_softmax_forward(y, x, RW, C), G->log_softmax_forward(gy, gx, RW, C);
-        snprintf(name, sizeof name, "log_softmax forward (%lld x %lld)", (long long)RW, (long long)C);
-        compare(name, gy, y, n, 1e-5);
-        CHECK(tr_accel_upload(A, gy, y, n * 4) == TR_OK, "upload");
-        R->log_softmax_backward(dx, dy, y, RW, C), G->log_softmax_backward(gdx, gdy, gy, RW, C);
-        snprintf(name, sizeof name, "log_softmax backward (%lld x %lld)", (long long)RW, (long long)C);
-        compare(name, gdx, dx, n, 1e-5);
+        /* softmax, then log-softmax: forward, and backward from the CPU's output on both */
+        for (int k = 0; k < 2; k++) {
+            const char *op = k ? "log_softmax" : "softmax";
+            (k ? R->log_softmax_forward : R->softmax_forward)(y, x, RW, C);
+            (k ? G->log_softmax_forward : G->softmax_forward)(gy, gx, RW, C);
+            snprintf(name, sizeof name, "%s forward (%lld x %lld)", op, (long long)RW, (long long)C);
+            compare(name, gy, y, n, 1e-5);
+            CHECK(tr_accel_upload(A, gy, y, n * 4) == TR_OK, "upload");
+            (k ? R->log_softmax_backward : R->softmax_backward)(dx, dy, y, RW, C);
+            (k ? G->log_softmax_backward : G->softmax_backward)(gdx, gdy, gy, RW, C);
+            snprintf(name, sizeof name, "%s backward (%lld x %lld)", op, (long long)RW, (long long)C);
+            compare(name, gdx, dx, n, 1e-5);
+        }
 
         /* cross-entropy with ignored rows and label smoothing */
         int32_t *t = malloc((size_t)RW * sizeof *t);
