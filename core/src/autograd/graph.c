@@ -31,6 +31,9 @@ struct tr_graph {
     int in_backward;
     unsigned char *fresh;     /* per parameter: its gradient is to be written, not added to */
     int n_fresh, cap_fresh;   /* parameters still fresh; length of `fresh` */
+    double *sumsq;            /* per parameter: its gradient's sum of squares, noted by the op */
+    unsigned char *sumsq_ok;  /* that wrote it, when set (this backward, no op since) */
+    int cap_sumsq;
 };
 
 /* A parameter used through a reshape view is a use of the parameter itself. */
@@ -57,6 +60,8 @@ void tr_graph_destroy(tr_graph *g) {
     tr_arena_destroy(g->arena);
     tr_arena_destroy(g->data);
     tr_free(g->fresh);
+    tr_free(g->sumsq);
+    tr_free(g->sumsq_ok);
     tr_free(g);
 }
 
@@ -424,9 +429,47 @@ void op_record_ins(tr_graph *g, tr_node *n, tr_tensor **ins, int n_ins) {
     for (int i = 0; i < n_ins; i++) note_use(g, ins[i]);
 }
 
+static void forget_sumsq(tr_graph *g, const tr_tensor *t) {
+    const tr_tensor *b = t && t->view_of ? t->view_of : t;
+    if (b && b->param >= 0 && b->param < g->cap_sumsq) g->sumsq_ok[b->param] = 0;
+}
+
+int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t) {
+    return g->params && t && !t->view_of && t->param >= 0 && t->param < tr_params_count(g->params) &&
+           tr_params_get(g->params, t->param) == t;
+}
+
+void op_note_grad_sumsq(tr_graph *g, tr_tensor *t, double sumsq) {
+    if (!op_wants_grad_sumsq(g, t)) return;
+    int np = tr_params_count(g->params);
+    if (np > g->cap_sumsq) { /* out of memory: nothing noted, the hook sums the gradient itself */
+        double *s = tr_calloc((size_t)np, sizeof *s);
+        unsigned char *ok = tr_calloc((size_t)np, 1);
+        if (!s || !ok) {
+            tr_free(s);
+            tr_free(ok);
+            return;
+        }
+        tr_free(g->sumsq);
+        tr_free(g->sumsq_ok);
+        g->sumsq = s;
+        g->sumsq_ok = ok;
+        g->cap_sumsq = np;
+    }
+    g->sumsq[t->param] = sumsq;
+    g->sumsq_ok[t->param] = 1;
+}
+
+int tr_graph_grad_sumsq_(const tr_graph *g, int p, double *sumsq) {
+    if (p < 0 || p >= g->cap_sumsq || !g->sumsq_ok[p]) return 0;
+    *sumsq = g->sumsq[p];
+    return 1;
+}
+
 void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc) {
     *acc = 1;
     if (!t || !t->requires_grad) return NULL;
+    forget_sumsq(g, t);
     if (t->grad) {
         if (take_fresh(g, t)) *acc = 0;
         return t->grad;
@@ -481,6 +524,7 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
     } else {
         for (int64_t i = 0; i < n; i++) ((float *)d)[i] = 1.0f;
     }
+    if (g->cap_sumsq) memset(g->sumsq_ok, 0, (size_t)g->cap_sumsq);
     g->in_backward = 1;
     for (tr_node *node = g->tape; node && g->status == TR_OK; node = node->prev) {
         /* A node whose output got no gradient contributes nothing. */

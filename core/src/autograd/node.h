@@ -93,6 +93,16 @@ void *op_grad(tr_graph *g, tr_tensor *t);
  * not zero-filled and *acc is 0 (the kernel writes, =); when it already holds a gradient *acc
  * is 1 (the kernel adds, +=). Saves a zero-fill pass per activation gradient. */
 void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc);
+/* For an op that wrote parameter t's whole gradient (t a parameter, not a view of one) and
+ * summed its squares on the way: records the sum for the gradient-ready hook
+ * (tr_graph_grad_sumsq_), valid until another op fetches that gradient. Nothing for other
+ * tensors. */
+void op_note_grad_sumsq(tr_graph *g, tr_tensor *t, double sumsq);
+/* Whether op_note_grad_sumsq would record for t: t is a parameter of the graph's set. */
+int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t);
+/* The sum of squares of parameter p's gradient, as the op that last wrote it noted in this
+ * backward: 1 and *sumsq set, or 0 (none noted, or another op added to it since). */
+int tr_graph_grad_sumsq_(const tr_graph *g, int p, double *sumsq);
 /* The graph's dropout randomness (tr_graph_set_rng) and a per-step call counter that gives
  * each random op of a step its own sub-stream. */
 void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample_base,

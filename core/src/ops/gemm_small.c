@@ -10,6 +10,10 @@
  *   nn: C (M, N) = A (M, K) B,   B stored (K, N), M <= 16    backward, dx = dy W
  *   tn: C (M, N) = A^T B, A stored (K, M), B (K, N), K <= 16  backward, dW = dy^T x
  *
+ * nt sums each dot product in vector lanes and folds 16 of them at once (reduce16); tn can
+ * also sum the squares of what it writes (tr_gemm_small_tn_sumsq_f32: a weight gradient's
+ * share of the gradient norm, with no pass reading it back).
+ *
  * Vectors are GCC vector extensions (16 floats: one AVX-512 register, two AVX ones), loaded
  * with memcpy (any alignment). Each output element is computed by one thread in a fixed
  * order, so results do not depend on the thread count. */
@@ -45,15 +49,45 @@ static inline float vsum(vf v) {
     return s;
 }
 
+/* The first len (<= VL) floats at p, the other lanes zero. */
+static inline __attribute__((always_inline)) vf vload_n(const float *p, int64_t len) {
+    if (len == VL) return vload(p);
+    vf v = {0};
+    memcpy(&v, p, (size_t)len * sizeof(float));
+    return v;
+}
+
 static inline float out(float acc, float alpha, float beta, const float *c) {
     return beta == 0 ? alpha * acc : alpha * acc + beta * *c;
 }
 
-/* C[m0..m0+mr) x [n0, n0+2) of nt: dot products of A's rows with two rows of B. */
+/* r[s] = the sum of v[s]'s lanes, for 16 vectors at once: four levels of shuffles and adds,
+ * each folding pairs of vectors into one that holds half of each one's partial sums (15
+ * vector adds for the 16 sums, where one sum at a time takes 15 scalar adds). The inputs are
+ * taken in bit-reversed order, which puts the sums in r in order. */
+static inline __attribute__((always_inline)) vf reduce16(const vf v[16]) {
+    typedef int vi __attribute__((vector_size(VL * sizeof(int))));
+    static const int rev[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+    const vi l1a = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
+    const vi l2a = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27};
+    const vi l3a = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
+    const vi l4a = {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30};
+    vf w[8], x[4], y[2];
+    for (int i = 0; i < 8; i++)
+        w[i] = __builtin_shuffle(v[rev[2 * i]], v[rev[2 * i + 1]], l1a) +
+               __builtin_shuffle(v[rev[2 * i]], v[rev[2 * i + 1]], l1a + 8);
+    for (int i = 0; i < 4; i++)
+        x[i] = __builtin_shuffle(w[2 * i], w[2 * i + 1], l2a) + __builtin_shuffle(w[2 * i], w[2 * i + 1], l2a + 4);
+    for (int i = 0; i < 2; i++)
+        y[i] = __builtin_shuffle(x[2 * i], x[2 * i + 1], l3a) + __builtin_shuffle(x[2 * i], x[2 * i + 1], l3a + 2);
+    return __builtin_shuffle(y[0], y[1], l4a) + __builtin_shuffle(y[0], y[1], l4a + 1);
+}
+
+/* C[m0..m0+mr) x [n0, n0+2) of nt: dot products of A's rows with two rows of B. K's last
+ * partial vector is loaded zero-padded, so every product goes through the vector sums. */
 static inline __attribute__((always_inline)) void nt_block(int64_t m0, int mr, int64_t n0, int nr, int64_t K, float alpha, const float *A,
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    vf acc[MR][2];
-    memset(acc, 0, sizeof acc);
+    vf acc[16] = {0}; /* acc[2 i + j]: row m0 + i of A with row n0 + j of B */
     const float *b0 = B + n0 * ldb, *b1 = B + (n0 + (nr > 1)) * ldb;
     int64_t k = 0;
     for (; k + VL <= K; k += VL) {
@@ -61,20 +95,24 @@ static inline __attribute__((always_inline)) void nt_block(int64_t m0, int mr, i
         for (int i = 0; i < MR; i++) {
             if (i >= mr) break;
             vf a = vload(A + (m0 + i) * lda + k);
-            acc[i][0] += a * x0;
-            acc[i][1] += a * x1;
+            acc[2 * i] += a * x0;
+            acc[2 * i + 1] += a * x1;
         }
     }
-    for (int i = 0; i < mr; i++) {
-        const float *a = A + (m0 + i) * lda;
+    if (k < K) {
+        vf x0 = vload_n(b0 + k, K - k), x1 = vload_n(b1 + k, K - k);
+        for (int i = 0; i < mr; i++) {
+            vf a = vload_n(A + (m0 + i) * lda + k, K - k);
+            acc[2 * i] += a * x0;
+            acc[2 * i + 1] += a * x1;
+        }
+    }
+    vf r = reduce16(acc);
+    for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
-            const float *b = j ? b1 : b0;
-            float s = vsum(acc[i][j]);
-            for (int64_t t = k; t < K; t++) s += a[t] * b[t];
             float *c = C + (m0 + i) * ldc + n0 + j;
-            *c = out(s, alpha, beta, c);
+            *c = out(r[2 * i + j], alpha, beta, c);
         }
-    }
 }
 
 static void gemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -133,25 +171,32 @@ static void gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float *A
         }
 }
 
+/* rows, when given: rows[m] = the sum of squares of C's row m as written (a gradient's norm
+ * taken while the values are in registers, instead of a pass reading them back). */
 static void gemm_tn(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc, double *rows) {
 #pragma omp parallel for if (M * N * K > SMALL_PAR_MIN && !omp_in_parallel()) schedule(static)
     for (int64_t m = 0; m < M; m++) {
         float a[16];
         for (int64_t k = 0; k < K; k++) a[k] = alpha * A[k * lda + m];
         float *c = C + m * ldc;
+        vf ss = {0};
         int64_t n = 0;
         for (; n + VL <= N; n += VL) {
             vf s = a[0] * vload(B + n);
             for (int64_t k = 1; k < K; k++) s += a[k] * vload(B + k * ldb + n);
             if (beta != 0) s += beta * vload(c + n);
             vstore(c + n, s);
+            ss += s * s;
         }
+        float st = 0;
         for (; n < N; n++) {
             float s = a[0] * B[n];
             for (int64_t k = 1; k < K; k++) s += a[k] * B[k * ldb + n];
             c[n] = out(s, 1, beta, c + n); /* alpha is in a[] */
+            st += c[n] * c[n];
         }
+        if (rows) rows[m] = (double)vsum(ss) + (double)st;
     }
 }
 
@@ -168,8 +213,19 @@ int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
         return 1;
     }
     if (trans_a && !trans_b && K <= 16) {
-        gemm_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        gemm_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
         return 1;
     }
     return 0;
+}
+
+int tr_gemm_small_tn_sumsq_f32(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                               int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                               int64_t ldc, double *rows, double *sumsq) {
+    if (K == 0 || K > 16) return 0;
+    gemm_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, rows);
+    double s = 0;
+    for (int64_t m = 0; m < M; m++) s += rows[m]; /* in order: the same for any thread count */
+    *sumsq = s;
+    return 1;
 }

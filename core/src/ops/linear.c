@@ -1,15 +1,29 @@
 /* Linear layer y = x W^T + b over the last dim (PyTorch's nn.Linear layout). */
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "ops/gemm.h"
 
 #define TR_GENERIC "ops/linear.inc"
 #include "ops/generic.h"
+
+/* The weight gradient on the CPU in f32 at a batch of 16 or less (the small-batch GEMM), with
+ * its sum of squares noted for the gradient-ready hook, so the gradient norm needs no pass
+ * of its own over the weights; 0 when this does not apply (then the kernel does the work). */
+static int weight_grad_with_sumsq(tr_graph *g, tr_tensor *w, float *dw, const float *dout,
+                                  const float *x, int64_t B, int64_t C, int64_t OC, int wacc) {
+    if (op_kernels(g) || w->dtype != TR_F32 || !op_wants_grad_sumsq(g, w)) return 0;
+    double *rows = op_alloc(g, (size_t)(OC ? OC : 1) * sizeof *rows), sumsq;
+    if (!rows || !tr_gemm_small_tn_sumsq_f32(OC, C, B, 1, dout, OC, x, C, wacc, dw, C, rows, &sumsq)) return 0;
+    op_note_grad_sumsq(g, w, sumsq);
+    return 1;
+}
 
 static void linear_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int64_t B = n->i[0], C = n->i[1], OC = n->i[2];
     int acc, wacc;
     void *dx = op_grad_write(g, x, &acc), *dw = op_grad_write(g, w, &wacc), *db = b ? op_grad(g, b) : NULL;
+    if (dw && weight_grad_with_sumsq(g, w, dw, n->out->grad, x->data, B, C, OC, wacc)) dw = NULL;
     OP_RUN(g, x->dtype, linear_backward, dx, dw, db, n->out->grad, x->data, w->data, B, C, OC, acc, wacc);
 }
 

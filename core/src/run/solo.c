@@ -3,6 +3,7 @@
 
 #include <math.h>
 
+#include "autograd/node.h"
 #include "trainer/memory.h"
 
 struct tr_solo {
@@ -17,7 +18,8 @@ static void grad_ready(void *user, int p) {
     tr_solo *s = user;
     if (!s->last) return;
     tr_tensor *t = tr_params_get(tr_replica_params(s->r), p);
-    s->sumsq[p] = tr_accel_grad_sumsq(s->accel, t->grad, (size_t)tr_tensor_numel(t));
+    if (!tr_graph_grad_sumsq_(s->r->g, p, &s->sumsq[p])) /* else the op that wrote it summed it */
+        s->sumsq[p] = tr_accel_grad_sumsq(s->accel, t->grad, (size_t)tr_tensor_numel(t));
 }
 
 void tr_solo_destroy(void *ctx) {

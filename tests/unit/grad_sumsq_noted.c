@@ -1,0 +1,205 @@
+/* The sum of squares a small-batch linear backward notes for a weight gradient it writes
+ * (ops/linear.c; autograd/node.h: op_note_grad_sumsq, tr_graph_grad_sumsq_), which the cpu
+ * strategy's gradient-ready hook takes instead of reading the gradient back. Checked from a
+ * hook like the strategy's: whenever a value is noted it equals the sum of squares of the
+ * gradient as the hook finds it (relative 1e-6), and it is noted exactly where it can be:
+ * a weight written or added to by linear at a batch of 16 or less is; a bias, a batch of 17
+ * (BLAS), a reshaped weight and a weight another op adds to after linear are not;
+ * a value noted in one backward is gone in the next. The noted value does not depend on the
+ * thread count. */
+#include <math.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "check.h"
+#include "trainer/trainer.h"
+
+enum { MAXP = 4 };
+
+typedef struct seen {
+    tr_graph *g;
+    tr_params *P;
+    int calls[MAXP], noted[MAXP];
+    double value[MAXP], truth[MAXP];
+} seen;
+
+static void hook(void *user, int p) {
+    seen *s = user;
+    tr_tensor *t = tr_params_get(s->P, p);
+    double v = 0;
+    int64_t n = tr_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double x = ((float *)t->grad)[i];
+        v += x * x;
+    }
+    s->calls[p]++;
+    s->truth[p] = v;
+    s->noted[p] = tr_graph_grad_sumsq_(s->g, p, &s->value[p]);
+}
+
+static void fill(tr_tensor *t, uint64_t salt) {
+    int64_t n = tr_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double v = test_value((uint64_t)i, salt);
+        ((float *)t->data)[i] = (float)v;
+    }
+}
+
+/* Parameters w (OC, C) and b (OC), a graph with the hook. */
+static void setup(seen *s, int64_t C, int64_t OC) {
+    memset(s, 0, sizeof *s);
+    int iw, ib;
+    tr_params_create(&s->P);
+    tr_params_add(s->P, "w", 2, (int64_t[]){OC, C}, TR_INIT_ZEROS, 0, &iw);
+    tr_params_add(s->P, "b", 1, (int64_t[]){OC}, TR_INIT_ZEROS, 0, &ib);
+    tr_params_finalize(s->P, 1);
+    fill(tr_params_get(s->P, 0), 2), fill(tr_params_get(s->P, 1), 3);
+    tr_graph_create(&s->g, 0);
+    tr_graph_set_params(s->g, s->P);
+    tr_graph_set_grad_hook(s->g, hook, s);
+}
+
+static void teardown(seen *s) {
+    tr_graph_destroy(s->g);
+    tr_params_destroy(s->P);
+}
+
+static tr_tensor *input(seen *s, int64_t B, int64_t C, uint64_t salt) {
+    tr_tensor *x = tr_graph_input(s->g, TR_F32, 2, (int64_t[]){B, C});
+    fill(x, salt);
+    return x;
+}
+
+/* sum(linear(x, w, b) * r) */
+static tr_tensor *linear_loss(seen *s, tr_tensor *x, tr_tensor *w, uint64_t salt) {
+    tr_graph *g = s->g;
+    tr_tensor *y = tr_linear(g, x, w, tr_params_get(s->P, 1));
+    tr_tensor *r = input(s, x->shape[0], tr_params_get(s->P, 0)->shape[0], salt);
+    return tr_sum(g, tr_mul(g, y, r));
+}
+
+static void backward(seen *s, tr_tensor *loss, int first, const char *what) {
+    memset(s->calls, 0, sizeof s->calls);
+    memset(s->noted, 0, sizeof s->noted);
+    if (first) CHECK(tr_graph_write_param_grads(s->g) == TR_OK, "%s: write_param_grads", what);
+    CHECK(loss && tr_backward(s->g, loss, NULL) == TR_OK, "%s: backward: %s", what, tr_error_msg());
+}
+
+/* Parameter p's hook ran once and found the noted value `want` (1) or none (0); a noted
+ * value is the gradient's sum of squares. */
+static void expect(const seen *s, int p, int want, const char *what) {
+    CHECK(s->calls[p] == 1, "%s: param %d's hook ran %d times", what, p, s->calls[p]);
+    CHECK(s->noted[p] == want, "%s: param %d %s", what, p, want ? "not noted" : "noted, but should not be");
+    if (s->noted[p]) {
+        double rel = fabs(s->value[p] - s->truth[p]) / fmax(s->truth[p], 1e-30);
+        CHECK(rel <= 1e-6, "%s: param %d noted %.9g, gradient holds %.9g (rel %.2g)", what, p, s->value[p],
+              s->truth[p], rel);
+    }
+}
+
+static void one_linear(int64_t B, int64_t C, int64_t OC, int want) {
+    char what[96];
+    snprintf(what, sizeof what, "linear B %lld C %lld OC %lld", (long long)B, (long long)C, (long long)OC);
+    seen s;
+    setup(&s, C, OC);
+    backward(&s, linear_loss(&s, input(&s, B, C, 1), tr_params_get(s.P, 0), 4), 1, what);
+    expect(&s, 0, want, what);
+    expect(&s, 1, 0, what); /* the bias is added to (op_grad), never noted */
+    teardown(&s);
+}
+
+/* w in two linears: the later backward adds to the gradient and notes the total. */
+static void shared_weight(void) {
+    seen s;
+    setup(&s, 37, 21);
+    tr_tensor *w = tr_params_get(s.P, 0);
+    tr_tensor *loss = tr_add(s.g, linear_loss(&s, input(&s, 8, 37, 1), w, 4), linear_loss(&s, input(&s, 5, 37, 6), w, 7));
+    backward(&s, loss, 1, "w in two linears");
+    expect(&s, 0, 1, "w in two linears");
+    teardown(&s);
+}
+
+/* w also read by mul: noted only when linear's backward runs after mul's, i.e. linear was
+ * recorded first (the tape runs newest first); else mul adds to the gradient after linear
+ * noted it. */
+static void weight_and_mul(int mul_first) {
+    const char *what = mul_first ? "mul(w) recorded before linear(w)" : "mul(w) recorded after linear(w)";
+    seen s;
+    setup(&s, 37, 21);
+    tr_tensor *w = tr_params_get(s.P, 0), *c = input(&s, 21, 37, 9), *loss;
+    if (mul_first) {
+        tr_tensor *m = tr_sum(s.g, tr_mul(s.g, w, c));
+        loss = tr_add(s.g, m, linear_loss(&s, input(&s, 8, 37, 1), w, 4));
+    } else {
+        tr_tensor *l = linear_loss(&s, input(&s, 8, 37, 1), w, 4);
+        loss = tr_add(s.g, l, tr_sum(s.g, tr_mul(s.g, w, c)));
+    }
+    backward(&s, loss, 1, what);
+    expect(&s, 0, !mul_first, what);
+    teardown(&s);
+}
+
+/* linear on a reshape of w: a view, never noted. */
+static void reshaped_weight(void) {
+    seen s;
+    setup(&s, 37, 21);
+    tr_tensor *w = tr_reshape(s.g, tr_reshape(s.g, tr_params_get(s.P, 0), 1, (int64_t[]){21 * 37}), 2, (int64_t[]){21, 37});
+    backward(&s, linear_loss(&s, input(&s, 8, 37, 1), w, 4), 1, "reshaped weight");
+    expect(&s, 0, 0, "reshaped weight");
+    teardown(&s);
+}
+
+/* Micro-batches: the second backward adds (beta 1) and notes the accumulated gradient's sum;
+ * in a third that does not use w (its hook runs at the end) and a fourth where only mul adds
+ * to it, nothing is noted. */
+static void accumulation(void) {
+    seen s;
+    setup(&s, 40, 33);
+    tr_tensor *w = tr_params_get(s.P, 0);
+    backward(&s, linear_loss(&s, input(&s, 8, 40, 1), w, 4), 1, "micro-batch 1");
+    expect(&s, 0, 1, "micro-batch 1");
+    tr_graph_reset(s.g);
+    backward(&s, linear_loss(&s, input(&s, 3, 40, 11), w, 12), 0, "micro-batch 2 (adds)");
+    expect(&s, 0, 1, "micro-batch 2 (adds)");
+    tr_graph_reset(s.g);
+    tr_tensor *r = tr_graph_input(s.g, TR_F32, 1, (int64_t[]){33});
+    fill(r, 13);
+    backward(&s, tr_sum(s.g, tr_mul(s.g, tr_params_get(s.P, 1), r)), 0, "a backward without w");
+    expect(&s, 0, 0, "a backward without w");
+    tr_graph_reset(s.g);
+    backward(&s, tr_sum(s.g, tr_mul(s.g, w, input(&s, 33, 40, 13))), 0, "a backward without linear");
+    expect(&s, 0, 0, "a backward without linear");
+    teardown(&s);
+}
+
+/* A shape whose weight-gradient GEMM runs parallel: the same value bitwise on 1 and 2 threads. */
+static void threads(void) {
+    double v[2] = {0, 0};
+    for (int t = 1; t <= 2; t++) {
+        tr_set_num_threads(t);
+        seen s;
+        setup(&s, 300, 512);
+        backward(&s, linear_loss(&s, input(&s, 8, 300, 1), tr_params_get(s.P, 0), 4), 1, "512 x 300");
+        expect(&s, 0, 1, t == 1 ? "512 x 300, 1 thread" : "512 x 300, 2 threads");
+        v[t - 1] = s.value[0];
+        teardown(&s);
+    }
+    tr_set_num_threads(1);
+    CHECK(v[0] == v[1], "512 x 300: 1 thread noted %.17g, 2 threads %.17g", v[0], v[1]);
+}
+
+int main(void) {
+    static const int64_t batches[] = {1, 8, 16};
+    static const int64_t widths[][2] = {{3, 1}, {37, 21}, {300, 128}};
+    for (size_t i = 0; i < sizeof batches / sizeof *batches; i++)
+        for (size_t j = 0; j < sizeof widths / sizeof *widths; j++)
+            one_linear(batches[i], widths[j][0], widths[j][1], 1);
+    one_linear(17, 37, 21, 0); /* BLAS: the hook sums the gradient itself */
+    shared_weight();
+    weight_and_mul(1);
+    weight_and_mul(0);
+    reshaped_weight();
+    accumulation();
+    threads();
+    return test_finish();
+}
