@@ -4,7 +4,8 @@
  * hook like the strategy's: whenever a value is noted it equals the sum of squares of the
  * gradient as the hook finds it (relative 1e-6), and it is noted exactly where it can be:
  * a weight written or added to by linear at a batch of 16 or less is; a bias, a batch of 17
- * (BLAS), a reshaped weight and a weight another op adds to after linear are not;
+ * (BLAS), a reshaped weight, linear(w, w), a sum that overflows float and a weight another op
+ * adds to after linear are not (a NaN gradient never gives a finite noted value);
  * a value noted in one backward is gone in the next. The noted value does not depend on the
  * thread count. */
 #include <math.h>
@@ -149,6 +150,48 @@ static void reshaped_weight(void) {
     teardown(&s);
 }
 
+/* linear(w, w) (a Gram matrix): x and w share one gradient buffer, so nothing is noted, and
+ * the gradient is the sum of both (checked against the same graph in f64 by value: with
+ * y = w w^T and loss = sum(y * r), dW = (r + r^T) w). */
+static void weight_as_input(void) {
+    seen s;
+    setup(&s, 37, 9);
+    tr_tensor *w = tr_params_get(s.P, 0), *r = input(&s, 9, 9, 4);
+    tr_tensor *y = tr_linear(s.g, w, w, NULL);
+    backward(&s, tr_sum(s.g, tr_mul(s.g, y, r)), 1, "linear(w, w)");
+    expect(&s, 0, 0, "linear(w, w)");
+    const float *W = w->data, *R = r->data, *G = w->grad;
+    double worst = 0;
+    for (int i = 0; i < 9; i++)
+        for (int c = 0; c < 37; c++) {
+            double want = 0;
+            for (int j = 0; j < 9; j++) want += ((double)R[i * 9 + j] + R[j * 9 + i]) * W[j * 37 + c];
+            worst = fmax(worst, fabs(G[i * 37 + c] - want));
+        }
+    CHECK(worst <= 1e-5, "linear(w, w): gradient off by %.3g", worst);
+    teardown(&s);
+}
+
+/* A NaN in the input: the noted value is never finite (here nothing is noted and the hook's
+ * own sum is NaN). Inputs of 1e20: every square overflows float but not double, so the value
+ * is not noted and the hook's sum in double stays finite. */
+static void nonfinite_and_huge(void) {
+    for (int huge = 0; huge <= 1; huge++) {
+        const char *what = huge ? "inputs of 1e20" : "a NaN input";
+        seen s;
+        setup(&s, 37, 21);
+        tr_tensor *x = input(&s, 8, 37, 1);
+        if (huge) for (int i = 0; i < 8 * 37; i++) ((float *)x->data)[i] = 1e20f;
+        else ((float *)x->data)[40] = NAN;
+        backward(&s, linear_loss(&s, x, tr_params_get(s.P, 0), 4), 1, what);
+        CHECK(s.calls[0] == 1, "%s: hook ran %d times", what, s.calls[0]);
+        CHECK(!s.noted[0] || !isfinite(s.value[0]), "%s: a finite value %.3g noted", what, s.value[0]);
+        CHECK(huge ? isfinite(s.truth[0]) && !s.noted[0] : isnan(s.truth[0]), "%s: gradient's sum %.3g, noted %d",
+              what, s.truth[0], s.noted[0]);
+        teardown(&s);
+    }
+}
+
 /* Micro-batches: the second backward adds (beta 1) and notes the accumulated gradient's sum;
  * in a third that does not use w (its hook runs at the end) and a fourth where only mul adds
  * to it, nothing is noted. */
@@ -199,6 +242,8 @@ int main(void) {
     weight_and_mul(1);
     weight_and_mul(0);
     reshaped_weight();
+    weight_as_input();
+    nonfinite_and_huge();
     accumulation();
     threads();
     return test_finish();

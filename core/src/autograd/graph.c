@@ -34,6 +34,8 @@ struct tr_graph {
     double *sumsq;            /* per parameter: its gradient's sum of squares, noted by the op */
     unsigned char *sumsq_ok;  /* that wrote it, when set (this backward, no op since) */
     int cap_sumsq;
+    double *rows;             /* op_sumsq_rows scratch */
+    int64_t cap_rows;
 };
 
 /* A parameter used through a reshape view is a use of the parameter itself. */
@@ -62,6 +64,7 @@ void tr_graph_destroy(tr_graph *g) {
     tr_free(g->fresh);
     tr_free(g->sumsq);
     tr_free(g->sumsq_ok);
+    tr_free(g->rows);
     tr_free(g);
 }
 
@@ -439,13 +442,24 @@ int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t) {
            tr_params_get(g->params, t->param) == t;
 }
 
+double *op_sumsq_rows(tr_graph *g, int64_t n) {
+    if (n > g->cap_rows) {
+        double *r = tr_malloc((size_t)n * sizeof *r);
+        if (!r) return NULL;
+        tr_free(g->rows);
+        g->rows = r;
+        g->cap_rows = n;
+    }
+    return g->rows;
+}
+
 void op_note_grad_sumsq(tr_graph *g, tr_tensor *t, double sumsq) {
     if (!op_wants_grad_sumsq(g, t)) return;
     int np = tr_params_count(g->params);
-    if (np > g->cap_sumsq) { /* out of memory: nothing noted, the hook sums the gradient itself */
+    if (np > g->cap_sumsq) {
         double *s = tr_calloc((size_t)np, sizeof *s);
         unsigned char *ok = tr_calloc((size_t)np, 1);
-        if (!s || !ok) {
+        if (!s || !ok) { /* out of memory: nothing noted, the hook sums the gradient itself */
             tr_free(s);
             tr_free(ok);
             return;

@@ -22,8 +22,10 @@ int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
 
 /* tn of tr_gemm_small_f32 (C = alpha A^T B + beta C, A stored (K, M), K <= 16) that also
  * sums the squares of C as written: rows (M doubles, scratch) gets each row's, *sumsq their
- * sum in row order (the same for any thread count). Returns 0, computing nothing, when K is
- * 0 or over 16. */
+ * sum in row order (the same for any thread count). Squares are summed in float, at most 16
+ * per lane, then in double: values past about 4e18 make the sum infinite (a caller that needs
+ * the exact norm of such a gradient sums it again in double). Returns 0, computing nothing,
+ * when K is 0 or over 16. */
 int tr_gemm_small_tn_sumsq_f32(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                                int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                                int64_t ldc, double *rows, double *sumsq);

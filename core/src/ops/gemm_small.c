@@ -66,21 +66,29 @@ static inline float out(float acc, float alpha, float beta, const float *c) {
  * vector adds for the 16 sums, where one sum at a time takes 15 scalar adds). The inputs are
  * taken in bit-reversed order, which puts the sums in r in order. */
 static inline __attribute__((always_inline)) vf reduce16(const vf v[16]) {
-    typedef int vi __attribute__((vector_size(VL * sizeof(int))));
+    /* __builtin_shufflevector (gcc >= 12, clang): lanes of a then b, indices 0..31 */
+#define FOLD(a, b, ...) (__builtin_shufflevector(a, b, __VA_ARGS__) + __builtin_shufflevector(a, b, FOLD_HI_))
     static const int rev[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
-    const vi l1a = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
-    const vi l2a = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27};
-    const vi l3a = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
-    const vi l4a = {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30};
     vf w[8], x[4], y[2];
-    for (int i = 0; i < 8; i++)
-        w[i] = __builtin_shuffle(v[rev[2 * i]], v[rev[2 * i + 1]], l1a) +
-               __builtin_shuffle(v[rev[2 * i]], v[rev[2 * i + 1]], l1a + 8);
-    for (int i = 0; i < 4; i++)
-        x[i] = __builtin_shuffle(w[2 * i], w[2 * i + 1], l2a) + __builtin_shuffle(w[2 * i], w[2 * i + 1], l2a + 4);
-    for (int i = 0; i < 2; i++)
-        y[i] = __builtin_shuffle(x[2 * i], x[2 * i + 1], l3a) + __builtin_shuffle(x[2 * i], x[2 * i + 1], l3a + 2);
-    return __builtin_shuffle(y[0], y[1], l4a) + __builtin_shuffle(y[0], y[1], l4a + 1);
+    for (int i = 0; i < 8; i++) {
+#define FOLD_HI_ 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+        w[i] = FOLD(v[rev[2 * i]], v[rev[2 * i + 1]], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+#undef FOLD_HI_
+    }
+    for (int i = 0; i < 4; i++) {
+#define FOLD_HI_ 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+        x[i] = FOLD(w[2 * i], w[2 * i + 1], 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+#undef FOLD_HI_
+    }
+    for (int i = 0; i < 2; i++) {
+#define FOLD_HI_ 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+        y[i] = FOLD(x[2 * i], x[2 * i + 1], 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+#undef FOLD_HI_
+    }
+#define FOLD_HI_ 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+    return FOLD(y[0], y[1], 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+#undef FOLD_HI_
+#undef FOLD
 }
 
 /* C[m0..m0+mr) x [n0, n0+2) of nt: dot products of A's rows with two rows of B. K's last
@@ -180,23 +188,28 @@ static void gemm_tn(int64_t M, int64_t N, int64_t K, float alpha, const float *A
         float a[16];
         for (int64_t k = 0; k < K; k++) a[k] = alpha * A[k * lda + m];
         float *c = C + m * ldc;
-        vf ss = {0};
+        vf ss = {0}; /* squares in float, at most 16 per lane, then added in double */
+        double sd = 0;
         int64_t n = 0;
-        for (; n + VL <= N; n += VL) {
+        for (int cnt = 0; n + VL <= N; n += VL) {
             vf s = a[0] * vload(B + n);
             for (int64_t k = 1; k < K; k++) s += a[k] * vload(B + k * ldb + n);
             if (beta != 0) s += beta * vload(c + n);
             vstore(c + n, s);
             ss += s * s;
+            if (++cnt == 16) {
+                sd += (double)vsum(ss);
+                ss = (vf){0};
+                cnt = 0;
+            }
         }
-        float st = 0;
         for (; n < N; n++) {
             float s = a[0] * B[n];
             for (int64_t k = 1; k < K; k++) s += a[k] * B[k * ldb + n];
             c[n] = out(s, 1, beta, c + n); /* alpha is in a[] */
-            st += c[n] * c[n];
+            sd += (double)c[n] * (double)c[n];
         }
-        if (rows) rows[m] = (double)vsum(ss) + (double)st;
+        if (rows) rows[m] = sd + (double)vsum(ss);
     }
 }
 

@@ -1,4 +1,6 @@
 /* Linear layer y = x W^T + b over the last dim (PyTorch's nn.Linear layout). */
+#include <math.h>
+
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
 #include "ops/gemm.h"
@@ -6,16 +8,23 @@
 #define TR_GENERIC "ops/linear.inc"
 #include "ops/generic.h"
 
-/* The weight gradient on the CPU in f32 at a batch of 16 or less (the small-batch GEMM), with
- * its sum of squares noted for the gradient-ready hook, so the gradient norm needs no pass
- * of its own over the weights; 0 when this does not apply (then the kernel does the work). */
-static int weight_grad_with_sumsq(tr_graph *g, tr_tensor *w, float *dw, const float *dout,
-                                  const float *x, int64_t B, int64_t C, int64_t OC, int wacc) {
-    if (op_kernels(g) || w->dtype != TR_F32 || !op_wants_grad_sumsq(g, w)) return 0;
-    double *rows = op_alloc(g, (size_t)(OC ? OC : 1) * sizeof *rows), sumsq;
-    if (!rows || !tr_gemm_small_tn_sumsq_f32(OC, C, B, 1, dout, OC, x, C, wacc, dw, C, rows, &sumsq)) return 0;
-    op_note_grad_sumsq(g, w, sumsq);
-    return 1;
+/* Whether the weight gradient is computed apart, on the CPU in f32 at a batch of 16 or less
+ * (the small-batch GEMM), with its sum of squares noted for the gradient-ready hook, so the
+ * gradient norm needs no pass of its own over the weights. Not when x is w or a view of it
+ * (their gradients share a buffer). */
+static int weight_grad_apart(tr_graph *g, const tr_tensor *x, const tr_tensor *w, int64_t B) {
+    const tr_tensor *xb = x->view_of ? x->view_of : x;
+    return B > 0 && B <= 16 && !op_kernels(g) && w->dtype == TR_F32 && xb != w && op_wants_grad_sumsq(g, w);
+}
+
+static void weight_grad_with_sumsq(tr_graph *g, tr_tensor *w, float *dw, const float *dout,
+                                   const float *x, int64_t B, int64_t C, int64_t OC, int wacc) {
+    double *rows = op_sumsq_rows(g, OC), sumsq;
+    if (rows && tr_gemm_small_tn_sumsq_f32(OC, C, B, 1, dout, OC, x, C, wacc, dw, C, rows, &sumsq)) {
+        if (isfinite(sumsq)) op_note_grad_sumsq(g, w, sumsq); /* else the hook sums it in double */
+        return;
+    }
+    tr_gemm_f32(1, 0, OC, C, B, 1, dout, OC, x, C, (float)wacc, dw, C); /* no scratch: plain */
 }
 
 static void linear_backward(tr_graph *g, tr_node *n) {
@@ -23,8 +32,9 @@ static void linear_backward(tr_graph *g, tr_node *n) {
     int64_t B = n->i[0], C = n->i[1], OC = n->i[2];
     int acc, wacc;
     void *dx = op_grad_write(g, x, &acc), *dw = op_grad_write(g, w, &wacc), *db = b ? op_grad(g, b) : NULL;
-    if (dw && weight_grad_with_sumsq(g, w, dw, n->out->grad, x->data, B, C, OC, wacc)) dw = NULL;
-    OP_RUN(g, x->dtype, linear_backward, dx, dw, db, n->out->grad, x->data, w->data, B, C, OC, acc, wacc);
+    int apart = dw && weight_grad_apart(g, x, w, B);
+    OP_RUN(g, x->dtype, linear_backward, dx, apart ? NULL : dw, db, n->out->grad, x->data, w->data, B, C, OC, acc, wacc);
+    if (apart) weight_grad_with_sumsq(g, w, dw, n->out->grad, x->data, B, C, OC, wacc);
 }
 
 tr_tensor *tr_linear(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b) {
