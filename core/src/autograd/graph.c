@@ -31,11 +31,9 @@ struct tr_graph {
     int in_backward;
     unsigned char *fresh;     /* per parameter: its gradient is to be written, not added to */
     int n_fresh, cap_fresh;   /* parameters still fresh; length of `fresh` */
-    double *sumsq;            /* per parameter: its gradient's sum of squares, noted by the op */
-    unsigned char *sumsq_ok;  /* that wrote it, when set (this backward, no op since) */
+    double *sumsq;            /* per parameter: its gradient's sum of squares as noted by the op
+                               * that wrote it this backward, no op since; NaN: none */
     int cap_sumsq;
-    double *rows;             /* op_sumsq_rows scratch */
-    int64_t cap_rows;
 };
 
 /* A parameter used through a reshape view is a use of the parameter itself. */
@@ -63,8 +61,6 @@ void tr_graph_destroy(tr_graph *g) {
     tr_arena_destroy(g->data);
     tr_free(g->fresh);
     tr_free(g->sumsq);
-    tr_free(g->sumsq_ok);
-    tr_free(g->rows);
     tr_free(g);
 }
 
@@ -434,7 +430,7 @@ void op_record_ins(tr_graph *g, tr_node *n, tr_tensor **ins, int n_ins) {
 
 static void forget_sumsq(tr_graph *g, const tr_tensor *t) {
     const tr_tensor *b = t && t->view_of ? t->view_of : t;
-    if (b && b->param >= 0 && b->param < g->cap_sumsq) g->sumsq_ok[b->param] = 0;
+    if (b && b->param >= 0 && b->param < g->cap_sumsq) g->sumsq[b->param] = NAN;
 }
 
 int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t) {
@@ -442,40 +438,22 @@ int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t) {
            tr_params_get(g->params, t->param) == t;
 }
 
-double *op_sumsq_rows(tr_graph *g, int64_t n) {
-    if (n > g->cap_rows) {
-        double *r = tr_malloc((size_t)n * sizeof *r);
-        if (!r) return NULL;
-        tr_free(g->rows);
-        g->rows = r;
-        g->cap_rows = n;
-    }
-    return g->rows;
-}
-
 void op_note_grad_sumsq(tr_graph *g, tr_tensor *t, double sumsq) {
-    if (!op_wants_grad_sumsq(g, t)) return;
+    if (!isfinite(sumsq) || !op_wants_grad_sumsq(g, t)) return; /* the hook sums it in double */
     int np = tr_params_count(g->params);
     if (np > g->cap_sumsq) {
-        double *s = tr_calloc((size_t)np, sizeof *s);
-        unsigned char *ok = tr_calloc((size_t)np, 1);
-        if (!s || !ok) { /* out of memory: nothing noted, the hook sums the gradient itself */
-            tr_free(s);
-            tr_free(ok);
-            return;
-        }
+        double *s = tr_malloc((size_t)np * sizeof *s);
+        if (!s) return; /* out of memory: nothing noted, the hook sums the gradient itself */
+        for (int p = 0; p < np; p++) s[p] = NAN;
         tr_free(g->sumsq);
-        tr_free(g->sumsq_ok);
         g->sumsq = s;
-        g->sumsq_ok = ok;
         g->cap_sumsq = np;
     }
     g->sumsq[t->param] = sumsq;
-    g->sumsq_ok[t->param] = 1;
 }
 
 int tr_graph_grad_sumsq_(const tr_graph *g, int p, double *sumsq) {
-    if (p < 0 || p >= g->cap_sumsq || !g->sumsq_ok[p]) return 0;
+    if (p < 0 || p >= g->cap_sumsq || isnan(g->sumsq[p])) return 0;
     *sumsq = g->sumsq[p];
     return 1;
 }
@@ -538,7 +516,7 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
     } else {
         for (int64_t i = 0; i < n; i++) ((float *)d)[i] = 1.0f;
     }
-    if (g->cap_sumsq) memset(g->sumsq_ok, 0, (size_t)g->cap_sumsq);
+    for (int p = 0; p < g->cap_sumsq; p++) g->sumsq[p] = NAN;
     g->in_backward = 1;
     for (tr_node *node = g->tape; node && g->status == TR_OK; node = node->prev) {
         /* A node whose output got no gradient contributes nothing. */

@@ -96,11 +96,8 @@ void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc);
 /* For an op that wrote parameter t's whole gradient (t a parameter, not a view of one) and
  * summed its squares on the way: records the sum for the gradient-ready hook
  * (tr_graph_grad_sumsq_), valid until another op fetches that gradient. Nothing for other
- * tensors. */
+ * tensors, nor for a sum that is not finite (the hook then sums the gradient in double). */
 void op_note_grad_sumsq(tr_graph *g, tr_tensor *t, double sumsq);
-/* Scratch for n per-row sums (graph-owned, grown as needed, kept across steps); NULL when
- * memory is short, recording no error (the caller does without). */
-double *op_sumsq_rows(tr_graph *g, int64_t n);
 /* Whether op_note_grad_sumsq would record for t: t is a parameter of the graph's set. */
 int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t);
 /* The sum of squares of parameter p's gradient, as the op that last wrote it noted in this

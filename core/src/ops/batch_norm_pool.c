@@ -240,10 +240,10 @@ static void batch_norm_pool_relu_backward(tr_graph *g, tr_node *n) {
                 n->out->data, n->saved[0], n->saved[3], x->data, n->saved[1], n->saved[2], scratch,
                 per, N, C, &d);
     const double *gs = sums; /* the sums dx is made from */
-    double M = (double)(N * d.H * d.W);
+    double M = (double)n->i[1]; /* N H W, or the global count when synced */
     if (sync) {
         if (!bn_reduce_dsums(g, sums + 2 * C, sums, C)) return;
-        gs = sums + 2 * C, M = (double)n->i[1];
+        gs = sums + 2 * C;
     }
     if (dx)
         TR_DISPATCH(x->dtype, bnp_backward_dx, dx, gs, gs + C, M, n->out->grad, n->out->data,

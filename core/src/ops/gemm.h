@@ -21,14 +21,13 @@ int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                       int64_t ldc);
 
 /* tn of tr_gemm_small_f32 (C = alpha A^T B + beta C, A stored (K, M), K <= 16) that also
- * sums the squares of C as written: rows (M doubles, scratch) gets each row's, *sumsq their
- * sum in row order (the same for any thread count). Squares are summed in float, at most 16
- * per lane, then in double: values past about 4e18 make the sum infinite (a caller that needs
- * the exact norm of such a gradient sums it again in double). Returns 0, computing nothing,
- * when K is 0 or over 16. */
-int tr_gemm_small_tn_sumsq_f32(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                               int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                               int64_t ldc, double *rows, double *sumsq);
+ * sums the squares of C as written: rows (M doubles, scratch) gets each row's, and it returns
+ * their sum in row order (the same for any thread count). K must be 1..16. Squares are summed
+ * in float, at most 16 per lane, then in double: values past about 4e18 make the sum infinite
+ * (a caller that needs the exact norm of such a gradient sums it again in double). */
+double tr_gemm_small_tn_sumsq_f32(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                                  int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                  int64_t ldc, double *rows);
 
 /* Whether GEMMs called on several OpenMP threads at once, inside a parallel region, each run
  * single-threaded (OpenBLAS's OpenMP build); its pthreads build would serialise such calls on

@@ -196,8 +196,8 @@ static void gemm_tn(int64_t M, int64_t N, int64_t K, float alpha, const float *A
             for (int64_t k = 1; k < K; k++) s += a[k] * vload(B + k * ldb + n);
             if (beta != 0) s += beta * vload(c + n);
             vstore(c + n, s);
-            ss += s * s;
-            if (++cnt == 16) {
+            if (rows) ss += s * s;
+            if (rows && ++cnt == 16) {
                 sd += (double)vsum(ss);
                 ss = (vf){0};
                 cnt = 0;
@@ -207,7 +207,7 @@ static void gemm_tn(int64_t M, int64_t N, int64_t K, float alpha, const float *A
             float s = a[0] * B[n];
             for (int64_t k = 1; k < K; k++) s += a[k] * B[k * ldb + n];
             c[n] = out(s, 1, beta, c + n); /* alpha is in a[] */
-            sd += (double)c[n] * (double)c[n];
+            if (rows) sd += (double)c[n] * (double)c[n];
         }
         if (rows) rows[m] = sd + (double)vsum(ss);
     }
@@ -232,13 +232,11 @@ int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
     return 0;
 }
 
-int tr_gemm_small_tn_sumsq_f32(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                               int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                               int64_t ldc, double *rows, double *sumsq) {
-    if (K == 0 || K > 16) return 0;
+double tr_gemm_small_tn_sumsq_f32(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                                  int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                  int64_t ldc, double *rows) {
     gemm_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, rows);
     double s = 0;
     for (int64_t m = 0; m < M; m++) s += rows[m]; /* in order: the same for any thread count */
-    *sumsq = s;
-    return 1;
+    return s;
 }

@@ -1,6 +1,4 @@
 /* Linear layer y = x W^T + b over the last dim (PyTorch's nn.Linear layout). */
-#include <math.h>
-
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
 #include "ops/gemm.h"
@@ -17,24 +15,18 @@ static int weight_grad_apart(tr_graph *g, const tr_tensor *x, const tr_tensor *w
     return B > 0 && B <= 16 && !op_kernels(g) && w->dtype == TR_F32 && xb != w && op_wants_grad_sumsq(g, w);
 }
 
-static void weight_grad_with_sumsq(tr_graph *g, tr_tensor *w, float *dw, const float *dout,
-                                   const float *x, int64_t B, int64_t C, int64_t OC, int wacc) {
-    double *rows = op_sumsq_rows(g, OC), sumsq;
-    if (rows && tr_gemm_small_tn_sumsq_f32(OC, C, B, 1, dout, OC, x, C, wacc, dw, C, rows, &sumsq)) {
-        if (isfinite(sumsq)) op_note_grad_sumsq(g, w, sumsq); /* else the hook sums it in double */
-        return;
-    }
-    tr_gemm_f32(1, 0, OC, C, B, 1, dout, OC, x, C, (float)wacc, dw, C); /* no scratch: plain */
-}
-
 static void linear_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int64_t B = n->i[0], C = n->i[1], OC = n->i[2];
     int acc, wacc;
     void *dx = op_grad_write(g, x, &acc), *dw = op_grad_write(g, w, &wacc), *db = b ? op_grad(g, b) : NULL;
-    int apart = dw && weight_grad_apart(g, x, w, B);
-    OP_RUN(g, x->dtype, linear_backward, dx, apart ? NULL : dw, db, n->out->grad, x->data, w->data, B, C, OC, acc, wacc);
-    if (apart) weight_grad_with_sumsq(g, w, dw, n->out->grad, x->data, B, C, OC, wacc);
+    /* rows: per-row sums of squares, arena scratch like every op's */
+    double *rows = dw && weight_grad_apart(g, x, w, B) ? op_alloc(g, (size_t)(OC ? OC : 1) * sizeof *rows) : NULL;
+    OP_RUN(g, x->dtype, linear_backward, dx, rows ? NULL : dw, db, n->out->grad, x->data, w->data, B, C, OC,
+           acc, wacc);
+    if (rows)
+        op_note_grad_sumsq(g, w, tr_gemm_small_tn_sumsq_f32(OC, C, B, 1, n->out->grad, OC, x->data, C, wacc,
+                                                            dw, C, rows));
 }
 
 tr_tensor *tr_linear(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b) {
