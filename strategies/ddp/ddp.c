@@ -62,7 +62,7 @@ typedef struct ddp {
     int skip_nonfinite;      /* trainer.on_nan skip: no bucket is updated before the norm is known */
     int64_t steps;
     tr_accel *accel;         /* GPUs: this rank's device, else NULL */
-    float *stage;            /* GPUs: host staging of the flat gradient buffer */
+    float *stage;            /* GPUs: host staging of the flat gradient buffer (the communicator's memory) */
 } ddp;
 
 static void destroy(void *ctx) {
@@ -72,7 +72,6 @@ static void destroy(void *ctx) {
     tr_optim_destroy(d->opt);
     tr_replica_destroy(d->r);
     tr_accel_close(d->accel); /* after what holds its memory */
-    tr_free(d->stage);
     tr_free(d->buckets);
     tr_free(d->bucket_of);
     tr_free(d);
@@ -210,13 +209,16 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         TR_CHECK_GOTO(tr_replica_create(env->models, &d->r), fail);
     }
     TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(d->r->P)), fail);
+    /* What the all-reduces sum (the gradients, or on GPUs their host staging) lives in the
+     * communicator's memory: shm then reads and writes the peers' buffers in place instead of
+     * copying through its staging slots. Freed with the communicator. */
+    void *sums;
+    TR_CHECK_GOTO(tr_comm_alloc(d->comm, (tr_params_numel(d->r->P) + 1) * sizeof(float), &sums), fail);
     if (d->accel) {
         TR_CHECK_GOTO(tr_optim_place(d->opt, d->accel), fail);
-        d->stage = tr_malloc((tr_params_numel(d->r->P) + 1) * sizeof *d->stage);
-        if (!d->stage) {
-            st = tr_error_set(TR_ERR_NOMEM, "ddp: out of memory for the gradient staging buffer");
-            goto fail;
-        }
+        d->stage = sums;
+    } else {
+        TR_CHECK_GOTO(tr_params_set_grad_buffer(d->r->P, sums), fail);
     }
     TR_CHECK_GOTO(make_buckets(d, tr_options_float(o, "first_bucket_mb"), tr_options_float(o, "bucket_mb")), fail);
     tr_graph_set_grad_hook(d->r->g, grad_ready, d);
@@ -227,8 +229,9 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, one GPU each: this rank %s, %d buckets "
                  "staged through host memory)", d->world, bname, tr_accel_name(d->accel), d->n_buckets);
     else
-        snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %d threads each, %d buckets)",
-                 d->world, bname, tr_get_num_threads(), d->n_buckets);
+        snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %d threads each, %d buckets%s)",
+                 d->world, bname, tr_get_num_threads(), d->n_buckets,
+                 tr_comm_is_shared(d->comm, sums) ? ", gradients in shared memory" : "");
     *ctx = d;
     return TR_OK;
 fail:

@@ -227,6 +227,76 @@ static void check_async(tr_comm *c) {
     }
 }
 
+/* tr_comm_alloc'ed memory: shared by shm (every rank's buffer in place: the direct path),
+ * plain elsewhere; the results must be the same as from plain buffers, bit for bit. */
+static void check_shared(tr_comm *c, int expect_shared) {
+    enum { N = 300007 };
+    float *a = NULL, *b = NULL, *plain = tr_malloc(N * sizeof(float));
+    tr_status st = tr_comm_alloc(c, N * sizeof(float), (void **)&a);
+    EXPECT(st == TR_OK && a, "alloc: %s", tr_error_msg());
+    if (st != TR_OK || !a) return;
+    EXPECT(tr_comm_is_shared(c, a) == expect_shared, "alloc'ed memory shared: %d, want %d", tr_comm_is_shared(c, a),
+           expect_shared);
+    size_t nz = 0;
+    for (size_t i = 0; i < N; i++) nz += a[i] != 0;
+    EXPECT(nz == 0, "alloc'ed memory zeroed (%zu nonzero)", nz);
+    /* Ranges of the region at offsets that differ between ranks, as ddp's buckets but not
+     * at the same place: each against the same all-reduce of a plain buffer. */
+    static const size_t lens[] = {0, 1, 7, 16, 1031, 70001, 250000};
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+        size_t n = lens[t], off = (size_t)rank * 16 + t;
+        for (size_t i = 0; i < n; i++) a[off + i] = plain[i] = (float)value(rank, i, TR_RED_SUM, (int)t) * 0.37f;
+        EXPECT(tr_comm_all_reduce(c, a + off, a + off, n, TR_F32, TR_RED_SUM) == TR_OK, "shared all_reduce n=%zu: %s", n,
+               tr_error_msg());
+        EXPECT(tr_comm_all_reduce(c, plain, plain, n, TR_F32, TR_RED_SUM) == TR_OK, "plain all_reduce n=%zu", n);
+        EXPECT(n == 0 || memcmp(a + off, plain, n * sizeof(float)) == 0, "shared all_reduce n=%zu equals the plain one", n);
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (!close_enough(a[off + i], expected(i, TR_F32, TR_RED_SUM, (int)t) * 0.37, TR_F32)) bad = i;
+        EXPECT(bad == n, "shared all_reduce n=%zu: element %zu is %g", n, bad, bad < n ? a[off + bad] : 0);
+    }
+    /* MAX and AVG on the region; an out-of-place call from it and a mixed call (rank 0's
+     * buffer shared, the others' plain) take the staged path and still agree. */
+    for (size_t i = 0; i < 1031; i++) a[i] = (float)value(rank, i, TR_RED_MAX, 5);
+    EXPECT(tr_comm_all_reduce(c, a, a, 1031, TR_F32, TR_RED_MAX) == TR_OK && a[3] == (float)expected(3, TR_F32, TR_RED_MAX, 5) &&
+               a[1030] == (float)expected(1030, TR_F32, TR_RED_MAX, 5), "shared all_reduce max");
+    for (size_t i = 0; i < 1031; i++) a[i] = (float)(rank + 1);
+    EXPECT(tr_comm_all_reduce(c, a, a, 1031, TR_F32, TR_RED_AVG) == TR_OK && a[0] == (float)(world + 1) / 2.0f,
+           "shared all_reduce avg: %g", a[0]);
+    for (size_t i = 0; i < 5000; i++) a[i] = (float)(rank + i % 3);
+    EXPECT(tr_comm_all_reduce(c, a, plain, 5000, TR_F32, TR_RED_SUM) == TR_OK &&
+               plain[4999] == (float)(world * (world - 1) / 2 + world * (4999 % 3)), "out of place from the region");
+    float *mixed = rank == 0 ? a : plain;
+    for (size_t i = 0; i < 5000; i++) mixed[i] = (float)(rank * 2 + 1);
+    EXPECT(tr_comm_all_reduce(c, mixed, mixed, 5000, TR_F32, TR_RED_SUM) == TR_OK && mixed[0] == (float)(world * world) &&
+               mixed[4999] == (float)(world * world), "mixed shared and plain buffers: %g", mixed[0]);
+    /* Async works on disjoint ranges, waited out of order (ddp's buckets); a broadcast from
+     * the region; then a second region, the first freed, and the second still works. */
+    tr_comm_work *w[4];
+    for (int k = 0; k < 4; k++) {
+        for (size_t i = 0; i < 20000; i++) a[k * 20000 + i] = (float)(rank + k);
+        EXPECT(tr_comm_iall_reduce(c, a + k * 20000, a + k * 20000, 20000, TR_F32, TR_RED_SUM, &w[k]) == TR_OK,
+               "shared iall_reduce %d", k);
+    }
+    for (int k = 3; k >= 0; k--) {
+        float want = (float)(world * (world - 1) / 2 + world * k);
+        EXPECT(tr_comm_wait(w[k]) == TR_OK && a[k * 20000] == want && a[k * 20000 + 19999] == want,
+               "shared iall_reduce %d: %g, want %g", k, a[k * 20000], want);
+    }
+    for (size_t i = 0; i < 1000; i++) a[i] = (float)(rank * 1000 + i);
+    EXPECT(tr_comm_broadcast(c, a, 1000, TR_F32, world - 1) == TR_OK && a[999] == (float)((world - 1) * 1000 + 999),
+           "broadcast from the region");
+    st = tr_comm_alloc(c, 4096 * sizeof(float), (void **)&b);
+    EXPECT(st == TR_OK && b && tr_comm_is_shared(c, b) == expect_shared, "second alloc: %s", tr_error_msg());
+    tr_comm_free(c, a);
+    if (b) {
+        for (int i = 0; i < 4096; i++) b[i] = (float)rank;
+        EXPECT(tr_comm_all_reduce(c, b, b, 4096, TR_F32, TR_RED_SUM) == TR_OK && b[4095] == (float)(world * (world - 1) / 2),
+               "all_reduce in the second region after the first was freed");
+    }
+    tr_free(plain); /* b goes with the communicator */
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: comm_check PLUGIN_DIR BACKEND [quick]\n");
@@ -263,6 +333,7 @@ int main(int argc, char **argv) {
     check_p2p(c, 1000);
     check_p2p(c, 200003); /* larger than the send/recv ring */
     check_async(c);
+    check_shared(c, strcmp(argv[2], "shm") == 0 && world > 1);
     /* Argument errors come back at once and do not break the communicator. */
     float x = 1;
     EXPECT(tr_comm_broadcast(c, &x, 1, TR_F32, world) == TR_ERR_INVALID && strstr(tr_error_msg(), "not a rank"),

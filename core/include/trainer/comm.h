@@ -110,6 +110,21 @@ const char *tr_comm_last_error(const tr_comm *c);
  * deferred context (not from the handler itself). */
 void tr_comm_abort(tr_comm *c);
 
+/* Memory for buffers that collectives will use again and again (a flat gradient buffer): the
+ * backend places it where every rank's backend can reach it directly, as NCCL's
+ * ncclMemAlloc or MPI_Win_allocate_shared do, and collectives whose buffers lie in it on every
+ * rank skip the staging copies (shm: an in-place all-reduce reads the peers' buffers and
+ * writes the sums into them, about half the memory traffic). Collective: every rank calls it
+ * with the same bytes in the same order, from the thread that issues operations; it first
+ * waits for every pending operation. Where the backend cannot, the memory is plain (page-
+ * backed, zeroed) and everything works the same. Freed by tr_comm_free or with the
+ * communicator. */
+tr_status tr_comm_alloc(tr_comm *c, size_t bytes, void **ptr);
+/* No operation on ptr may be pending. NULL does nothing. */
+void tr_comm_free(tr_comm *c, void *ptr);
+/* 1 when ptr came from tr_comm_alloc and the backend shares it (for tests and descriptions). */
+int tr_comm_is_shared(const tr_comm *c, const void *ptr);
+
 /* ---- synchronous collectives ---- */
 tr_status tr_comm_barrier(tr_comm *c);
 tr_status tr_comm_send(tr_comm *c, const void *buf, size_t count, tr_dtype dtype, int peer);

@@ -42,6 +42,14 @@ typedef struct tr_comm_backend_ops {
     /* From any thread: make this and every other rank's pending and later operations fail
      * with TR_ERR_ABORTED. NULL: the backend cannot (only this rank stops). */
     void (*abort)(void *ctx);
+    /* Optional (NULL, or a plugin built before they existed: plain memory). Collective: every
+     * rank calls alloc with the same bytes in the same order, on the thread that issues
+     * operations, with none pending. *ptr: `bytes` of zeroed memory that the backend can reach
+     * from every rank (shared memory, registered buffers), so that operations on buffers inside
+     * it move less; *ptr NULL with TR_OK: the backend could not (on every rank alike), the core
+     * gives plain memory. free releases it (not collective; no operation on it pending). */
+    tr_status (*alloc)(void *ctx, size_t bytes, double deadline, void **ptr);
+    void (*free)(void *ctx, void *ptr);
 } tr_comm_backend_ops;
 
 #ifdef __cplusplus

@@ -66,6 +66,12 @@ tr_status tr_params_finalize(tr_params *P, uint64_t seed);
 tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, float *buffers,
                                tr_device device, tr_params **out);
 
+/* After finalize, on a host registry of its own: the flat gradient buffer becomes `grad`
+ * (tr_params_numel floats, 64-byte aligned, owned by the caller and outliving P, e.g. memory
+ * from tr_comm_alloc that a communicator all-reduces without staging copies). The gradients
+ * are copied there and the old buffer is freed. */
+tr_status tr_params_set_grad_buffer(tr_params *P, float *grad);
+
 int tr_params_count(const tr_params *P);
 int tr_params_buffer_count(const tr_params *P);
 /* Views, owned by P. NULL for an index out of range. */

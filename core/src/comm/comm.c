@@ -4,6 +4,7 @@
  * first failure (the message is kept and repeated, as NCCL does). No allocation per call:
  * works live in a fixed ring. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +24,12 @@ struct tr_comm_work {
     tr_status status;
     char msg[768];
 };
+
+typedef struct comm_mem {      /* a tr_comm_alloc'ed block */
+    void *p;
+    size_t bytes;
+    int shared;               /* the backend's; else tr_pages_alloc'ed */
+} comm_mem;
 
 struct tr_comm {
     const tr_plugin *plugin;
@@ -44,6 +51,8 @@ struct tr_comm {
     int broken;
     tr_status broken_status;
     char last_error[768];
+    comm_mem *mem;
+    int n_mem, cap_mem;
 };
 
 static const char *const kind_names[TR_COMM_KIND_COUNT] = {
@@ -80,6 +89,13 @@ static size_t reduced_count(const tr_comm *c, const tr_comm_call *k) {
 static void fault_collective(tr_comm *c, const tr_comm_op *op) {
     tr_comm_op half = *op;
     half.call.count = op->call.count / 2;
+    /* An in-place all-reduce runs out of place into scratch: shm's shared-memory path has the
+     * same two barriers for any count, so half the elements would let the peers finish the
+     * call; the staged path leaves them waiting inside it, as a death there would. */
+    void *scratch = NULL;
+    if (op->call.kind == TR_COMM_ALL_REDUCE && op->call.send == op->call.recv &&
+        (scratch = tr_malloc(half.call.count * tr_dtype_size(op->call.dtype))))
+        half.call.recv = scratch;
     tr_status st = c->ops->run(c->ctx, &half);
     tr_fault_kill("rank %d inside %s #%llu (%zu x %s) after %zu elements went through%s", c->env.rank,
                   tr_comm_kind_name(op->call.kind), (unsigned long long)op->seq, op->call.count,
@@ -312,6 +328,89 @@ tr_status tr_comm_ibroadcast(tr_comm *c, void *buf, size_t count, tr_dtype dtype
                                             .dtype = dtype, .root = root}, w);
 }
 
+/* Waits until no operation is queued or running (the backend is then the caller's to use). */
+static tr_status drain(tr_comm *c, const char *what) {
+    pthread_mutex_lock(&c->mu);
+    if (c->group_depth > 0) {
+        pthread_mutex_unlock(&c->mu);
+        return tr_error_set(TR_ERR_INVALID, "comm %s inside a group", what);
+    }
+    for (;;) {
+        int busy = 0;
+        for (int i = 0; i < TR_COMM_MAX_PENDING && !busy; i++)
+            busy = c->works[i].state == WORK_QUEUED || c->works[i].state == WORK_RUNNING;
+        if (!busy) break;
+        pthread_cond_wait(&c->cv_done, &c->mu);
+    }
+    tr_status st = c->broken ? tr_error_set(c->broken_status, "%s", c->last_error) : TR_OK;
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+static int backend_allocates(const tr_comm *c) {
+    return c->plugin->desc->ops_size >= offsetof(tr_comm_backend_ops, free) + sizeof c->ops->free && c->ops->alloc &&
+           c->ops->free;
+}
+
+tr_status tr_comm_alloc(tr_comm *c, size_t bytes, void **ptr) {
+    *ptr = NULL;
+    if (!bytes) bytes = 1;
+    TR_CHECK(drain(c, "alloc"));
+    if (c->n_mem == c->cap_mem) {
+        int cap = c->cap_mem ? 2 * c->cap_mem : 8;
+        comm_mem *m = tr_malloc((size_t)cap * sizeof *m);
+        if (!m) return tr_error_set(TR_ERR_NOMEM, "comm alloc: out of memory");
+        if (c->n_mem) memcpy(m, c->mem, (size_t)c->n_mem * sizeof *m);
+        tr_free(c->mem);
+        c->mem = m;
+        c->cap_mem = cap;
+    }
+    void *p = NULL;
+    if (backend_allocates(c)) {
+        tr_status st = c->ops->alloc(c->ctx, bytes, tr_now() + c->env.timeout_s, &p);
+        if (st != TR_OK) {
+            pthread_mutex_lock(&c->mu);
+            if (!c->broken) {
+                c->broken = 1;
+                c->broken_status = st;
+                snprintf(c->last_error, sizeof c->last_error, "comm %s rank %d: alloc (%zu bytes): %s",
+                         c->plugin->desc->name, c->env.rank, bytes, tr_error_msg());
+            }
+            tr_status e = tr_error_set(c->broken_status, "%s", c->last_error);
+            pthread_mutex_unlock(&c->mu);
+            return e;
+        }
+    }
+    int shared = p != NULL;
+    if (!p) p = tr_pages_alloc(bytes);
+    if (!p) return tr_error_set(TR_ERR_NOMEM, "comm alloc: out of memory for %zu bytes", bytes);
+    c->mem[c->n_mem++] = (comm_mem){.p = p, .bytes = bytes, .shared = shared};
+    *ptr = p;
+    return TR_OK;
+}
+
+static void release(tr_comm *c, const comm_mem *m) {
+    if (m->shared) c->ops->free(c->ctx, m->p);
+    else tr_pages_free(m->p, m->bytes);
+}
+
+void tr_comm_free(tr_comm *c, void *ptr) {
+    if (!c || !ptr) return;
+    (void)drain(c, "free"); /* a failure broke it: nothing runs either way */
+    for (int i = 0; i < c->n_mem; i++)
+        if (c->mem[i].p == ptr) {
+            release(c, &c->mem[i]);
+            c->mem[i] = c->mem[--c->n_mem];
+            return;
+        }
+}
+
+int tr_comm_is_shared(const tr_comm *c, const void *ptr) {
+    for (int i = 0; c && i < c->n_mem; i++)
+        if (c->mem[i].p == ptr) return c->mem[i].shared;
+    return 0;
+}
+
 void tr_comm_abort(tr_comm *c) {
     pthread_mutex_lock(&c->mu);
     if (!c->broken) {
@@ -386,6 +485,8 @@ void tr_comm_destroy(tr_comm *c) {
     pthread_cond_signal(&c->cv_work);
     pthread_mutex_unlock(&c->mu);
     if (c->thread_started) pthread_join(c->thread, NULL);
+    for (int i = 0; i < c->n_mem; i++) release(c, &c->mem[i]);
+    tr_free(c->mem);
     c->ops->destroy(c->ctx);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv_work);

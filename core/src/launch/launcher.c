@@ -2,6 +2,7 @@
  * rank's output pipe, reaps exits, and escalates SIGTERM -> SIGKILL on failure or on a
  * signal to the launcher. Library code: no exit(), the caller maps the result to a status. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -211,6 +212,24 @@ static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_resul
     return failed;
 }
 
+/* Backstop for the shm backend, which unlinks its names itself once every rank has mapped
+ * them: the job's segment and its ranks' shared buffers (/trainer-<its job id>-<rank>-m<n>),
+ * whatever a killed rank left behind. */
+static void remove_shm(const char *job, int attempt) {
+    char prefix[128], name[384];
+    int len = snprintf(prefix, sizeof prefix, "trainer-trainer-%s.%d", job, attempt);
+    snprintf(name, sizeof name, "/%s", prefix);
+    shm_unlink(name);
+    DIR *dir = opendir("/dev/shm");
+    if (!dir) return;
+    for (struct dirent *e; (e = readdir(dir));)
+        if (strncmp(e->d_name, prefix, (size_t)len) == 0 && e->d_name[len] == '-') {
+            snprintf(name, sizeof name, "/%s", e->d_name);
+            shm_unlink(name);
+        }
+    closedir(dir);
+}
+
 tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res) {
     memset(res, 0, sizeof *res);
     res->failed_rank = -1;
@@ -241,10 +260,7 @@ tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res) {
             break;
         }
         int failed = supervise(cfg, rp, res);
-        /* Backstop for the shm backend's segment (it unlinks the name itself once joined). */
-        char shm_name[128];
-        snprintf(shm_name, sizeof shm_name, "/trainer-trainer-%s.%d", job, attempt);
-        shm_unlink(shm_name);
+        remove_shm(job, attempt);
         if (g_signal) {
             res->exit_code = 128 + g_signal;
             snprintf(res->message, sizeof res->message, "stopped by signal %d (%s): every rank was terminated",

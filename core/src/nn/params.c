@@ -26,6 +26,7 @@ typedef struct table {
     size_t numel;
     int paged;    /* data and grad are tr_pages_alloc'ed (trainable parameters) */
     int borrowed; /* data and grad belong to someone else (tr_params_clone_view) */
+    int grad_borrowed; /* grad does (tr_params_set_grad_buffer) */
     int on_device; /* ... in a device's memory: the core never touches their bytes */
 } table;
 
@@ -48,7 +49,7 @@ static void free_table(table *t) {
     if (t->borrowed) {
     } else if (t->paged) {
         tr_pages_free(t->data, bytes);
-        tr_pages_free(t->grad, bytes);
+        if (!t->grad_borrowed) tr_pages_free(t->grad, bytes);
     } else {
         tr_free(t->data);
         tr_free(t->grad);
@@ -229,6 +230,20 @@ tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, flo
         return tr_error_set(TR_ERR_NOMEM, "params: out of memory for a view of %d tensors", P->p.n + P->b.n);
     }
     *out = c;
+    return TR_OK;
+}
+
+tr_status tr_params_set_grad_buffer(tr_params *P, float *grad) {
+    table *t = &P->p;
+    if (!P->finalized || t->borrowed || t->on_device || !grad)
+        return tr_error_set(TR_ERR_INVALID, "params: a new gradient buffer needs a finalized host registry of its own");
+    if (grad == t->grad) return TR_OK;
+    size_t bytes = (t->numel ? t->numel : 1) * sizeof(float);
+    memcpy(grad, t->grad, bytes);
+    if (!t->grad_borrowed) tr_pages_free(t->grad, bytes);
+    t->grad = grad;
+    t->grad_borrowed = 1;
+    for (int i = 0; i < t->n; i++) t->e[i].t.grad = grad + t->e[i].offset;
     return TR_OK;
 }
 
