@@ -4,7 +4,9 @@
  * all-gather and reduce-scatter, x 1 for broadcast), next to a plain memcpy of the same
  * bytes on rank 0. Run one process per rank:
  *   build/bin/trainer launch -n 2 build/bin/bench_comm build/plugins shm [MAX_MIB] [OPS]
- * OPS: comma-separated of all_reduce,all_gather,reduce_scatter,broadcast (default all). */
+ * OPS: comma-separated of all_reduce,all_gather,reduce_scatter,broadcast,shared_all_reduce
+ * (default all; shared_all_reduce: in place in communicator memory, tr_comm_alloc, which shm
+ * all-reduces without staging copies). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,14 @@ static double time_op(tr_comm *c, tr_comm_kind kind, float *a, float *b, size_t 
     return worst / iters;
 }
 
+/* Whether the comma-separated list has the word. */
+static int listed(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = list; (p = strstr(p, word)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
+    return 0;
+}
+
 static double time_memcpy(float *a, float *b, size_t n, int iters) {
     memcpy(b, a, n * sizeof(float));
     double t0 = tr_now();
@@ -54,7 +64,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t max_bytes = (size_t)(argc > 3 ? atol(argv[3]) : 256) << 20;
-    const char *ops = argc > 4 ? argv[4] : "all_reduce,all_gather,reduce_scatter,broadcast";
+    const char *ops = argc > 4 ? argv[4] : "all_reduce,all_gather,reduce_scatter,broadcast,shared_all_reduce";
     tr_comm_env env;
     tr_registry *reg;
     const tr_plugin *p;
@@ -69,24 +79,38 @@ int main(int argc, char **argv) {
     float *a = tr_malloc(max_bytes + 64), *b = tr_malloc(max_bytes * (size_t)W + 64);
     for (size_t i = 0; i < max_bytes / 4; i++) a[i] = 1.0f;
     memset(b, 0, max_bytes * (size_t)W);
-    static const tr_comm_kind kinds[] = {TR_COMM_ALL_REDUCE, TR_COMM_ALL_GATHER, TR_COMM_REDUCE_SCATTER, TR_COMM_BROADCAST};
+    float *shared = NULL;
+    if (listed(ops, "shared_all_reduce") && tr_comm_alloc(c, max_bytes + 64, (void **)&shared) != TR_OK) {
+        fprintf(stderr, "bench_comm: %s\n", tr_error_msg());
+        return 1;
+    }
+    if (shared)
+        for (size_t i = 0; i < max_bytes / 4; i++) shared[i] = 1.0f;
+    /* The last entry: all_reduce again, on the communicator's memory. */
+    static const tr_comm_kind kinds[] = {TR_COMM_ALL_REDUCE, TR_COMM_ALL_GATHER, TR_COMM_REDUCE_SCATTER, TR_COMM_BROADCAST,
+                                         TR_COMM_ALL_REDUCE};
+    const size_t n_kinds = sizeof kinds / sizeof kinds[0];
     if (rank == 0)
         printf("# %s, %d ranks, f32; busbw factor: all_reduce 2(n-1)/n, all_gather/reduce_scatter (n-1)/n, broadcast 1\n"
-               "%-15s %12s %11s %11s %11s %13s %9s\n",
+               "%-17s %12s %11s %11s %11s %13s %9s\n",
                argv[2], W, "op", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "memcpy_GB/s", "bus/mcpy");
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        if (!strstr(ops, tr_comm_kind_name(kinds[k]))) continue;
+    for (size_t k = 0; k < n_kinds; k++) {
+        int in_shared = k == n_kinds - 1;
+        const char *name = in_shared ? (tr_comm_is_shared(c, shared) ? "shared_all_reduce" : "alloc_all_reduce")
+                                     : tr_comm_kind_name(kinds[k]);
+        if (!listed(ops, in_shared ? "shared_all_reduce" : name)) continue;
+        float *buf = in_shared ? shared : a;
         for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
             size_t n = bytes / 4;
             n -= n % (size_t)W;
             int iters = bytes <= (1 << 20) ? 200 : bytes <= (16 << 20) ? 20 : 5;
-            double t = time_op(c, kinds[k], a, b, n, iters);
+            double t = time_op(c, kinds[k], buf, b, n, iters);
             double alg = (double)bytes / t / 1e9, f = 1;
             if (kinds[k] == TR_COMM_ALL_REDUCE) f = 2.0 * (W - 1) / W;
             else if (kinds[k] != TR_COMM_BROADCAST) f = (double)(W - 1) / W;
             if (rank == 0) {
                 double mc = (double)bytes / time_memcpy(a, b, n, iters) / 1e9;
-                printf("%-15s %12zu %11.1f %11.2f %11.2f %13.2f %9.2f\n", tr_comm_kind_name(kinds[k]), bytes, t * 1e6,
+                printf("%-17s %12zu %11.1f %11.2f %11.2f %13.2f %9.2f\n", name, bytes, t * 1e6,
                        alg, alg * f, mc, alg * f / mc);
                 fflush(stdout);
             }
