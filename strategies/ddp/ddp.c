@@ -68,6 +68,8 @@ typedef struct ddp {
 static void destroy(void *ctx) {
     ddp *d = ctx;
     if (!d) return;
+    /* The communicator first: its thread must stop before the memory it owns (the gradients
+     * or their staging) goes; the replica never touches the gradients when it is destroyed. */
     tr_comm_destroy(d->comm);
     tr_optim_destroy(d->opt);
     tr_replica_destroy(d->r);

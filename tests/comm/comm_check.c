@@ -234,7 +234,15 @@ static void check_shared(tr_comm *c, int expect_shared) {
     float *a = NULL, *b = NULL, *plain = tr_malloc(N * sizeof(float));
     tr_status st = tr_comm_alloc(c, N * sizeof(float), (void **)&a);
     EXPECT(st == TR_OK && a, "alloc: %s", tr_error_msg());
-    if (st != TR_OK || !a) return;
+    if (st != TR_OK || !a) {
+        tr_free(plain);
+        return;
+    }
+    /* Another at once (no operation between the two collective allocs). */
+    float *tiny = NULL;
+    EXPECT(tr_comm_alloc(c, 64, (void **)&tiny) == TR_OK && tiny && tr_comm_is_shared(c, tiny) == expect_shared,
+           "alloc right after alloc: %s", tr_error_msg());
+    tr_comm_free(c, tiny);
     EXPECT(tr_comm_is_shared(c, a) == expect_shared, "alloc'ed memory shared: %d, want %d", tr_comm_is_shared(c, a),
            expect_shared);
     size_t nz = 0;
@@ -270,6 +278,11 @@ static void check_shared(tr_comm *c, int expect_shared) {
     for (size_t i = 0; i < 5000; i++) mixed[i] = (float)(rank * 2 + 1);
     EXPECT(tr_comm_all_reduce(c, mixed, mixed, 5000, TR_F32, TR_RED_SUM) == TR_OK && mixed[0] == (float)(world * world) &&
                mixed[4999] == (float)(world * world), "mixed shared and plain buffers: %g", mixed[0]);
+    /* No elements, mixed, twice in a row, then a shared call: the ranks stay in step. */
+    EXPECT(tr_comm_all_reduce(c, mixed, mixed, 0, TR_F32, TR_RED_SUM) == TR_OK &&
+               tr_comm_all_reduce(c, a, a, 0, TR_F32, TR_RED_SUM) == TR_OK, "all_reduce of no elements");
+    a[0] = 1;
+    EXPECT(tr_comm_all_reduce(c, a, a, 1, TR_F32, TR_RED_SUM) == TR_OK && a[0] == (float)world, "in step after them");
     /* Async works on disjoint ranges, waited out of order (ddp's buckets); a broadcast from
      * the region; then a second region, the first freed, and the second still works. */
     tr_comm_work *w[4];
@@ -294,6 +307,20 @@ static void check_shared(tr_comm *c, int expect_shared) {
         EXPECT(tr_comm_all_reduce(c, b, b, 4096, TR_F32, TR_RED_SUM) == TR_OK && b[4095] == (float)(world * (world - 1) / 2),
                "all_reduce in the second region after the first was freed");
     }
+    /* Region ids are not reused: past 64 allocations the memory is plain, and still works. */
+    int shared_seen = 0, plain_seen = 0;
+    for (int i = 0; i < 70 && !plain_seen; i++) {
+        float *z = NULL;
+        if (tr_comm_alloc(c, 256, (void **)&z) != TR_OK || !z) break;
+        if (tr_comm_is_shared(c, z)) shared_seen++;
+        else plain_seen = 1;
+        z[63] = 2;
+        EXPECT(tr_comm_all_reduce(c, z, z, 64, TR_F32, TR_RED_SUM) == TR_OK && z[63] == (float)(2 * world),
+               "all_reduce in allocation %d", i);
+        tr_comm_free(c, z);
+    }
+    EXPECT(expect_shared ? plain_seen && shared_seen > 0 && shared_seen <= 64 : !shared_seen,
+           "memory past the backend's regions is plain (%d shared first)", shared_seen);
     tr_free(plain); /* b goes with the communicator */
 }
 

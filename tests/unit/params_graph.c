@@ -236,8 +236,49 @@ static void test_write_param_grads(void) {
     tr_params_destroy(P);
 }
 
+/* The gradient buffer moved to memory the caller owns (ddp's communicator memory): the
+ * gradients come along, the tensors point there, backward writes there, P frees none of it. */
+static void test_set_grad_buffer(void) {
+    tr_params *P;
+    int id[6];
+    tr_params_create(&P);
+    tr_params_add(P, "fc1.weight", 2, (int64_t[]){5, 3}, TR_INIT_KAIMING_UNIFORM, 0, &id[0]);
+    tr_params_add(P, "fc1.bias", 1, (int64_t[]){5}, TR_INIT_FAN_IN_UNIFORM, 3, &id[1]);
+    tr_params_add(P, "twice.weight", 2, (int64_t[]){2, 5}, TR_INIT_KAIMING_UNIFORM, 0, &id[2]);
+    tr_params_add(P, "flat.weight", 1, (int64_t[]){10}, TR_INIT_FAN_IN_UNIFORM, 5, &id[3]);
+    tr_params_add(P, "dead.weight", 2, (int64_t[]){2, 3}, TR_INIT_KAIMING_UNIFORM, 0, &id[4]);
+    tr_params_add(P, "unused.weight", 1, (int64_t[]){7}, TR_INIT_FAN_IN_UNIFORM, 7, &id[5]);
+    float *own = tr_malloc(4096);
+    CHECK(tr_params_set_grad_buffer(P, own) == TR_ERR_INVALID, "refused before finalize");
+    CHECK(tr_params_finalize(P, 3) == TR_OK, "finalize");
+    size_t n = tr_params_numel(P);
+    CHECK(n * sizeof(float) <= 4096 - 64, "numel %zu", n);
+    float *old = tr_params_grad(P);
+    for (size_t i = 0; i < n; i++) old[i] = (float)i * 0.5f;
+    CHECK(tr_params_set_grad_buffer(P, own + 1) == TR_ERR_INVALID && strstr(tr_error_msg(), "aligned"),
+          "an unaligned buffer refused: %s", tr_error_msg());
+    CHECK(tr_params_grad(P) == old, "a refusal changes nothing");
+    CHECK(tr_params_set_grad_buffer(P, own) == TR_OK, "set: %s", tr_error_msg());
+    int moved = tr_params_grad(P) == own;
+    for (size_t i = 0; i < n; i++) moved &= own[i] == (float)i * 0.5f;
+    for (int p = 0; p < 6; p++) moved &= tr_params_get(P, p)->grad == own + tr_params_offset(P, p);
+    CHECK(moved, "the gradients copied and every tensor's gradient in the new buffer");
+    tr_graph *g;
+    tr_graph_create(&g, 0);
+    tr_graph_set_params(g, P);
+    tr_params_zero_grad(P);
+    CHECK(tr_backward(g, write_step(g, P, id), NULL) == TR_OK, "backward: %s", tr_error_msg());
+    float big = 0;
+    for (size_t i = 0; i < n; i++) big = fmaxf(big, fabsf(own[i]));
+    CHECK(big > 0, "backward wrote into the new buffer");
+    tr_graph_destroy(g);
+    tr_params_destroy(P); /* must not free `own` (ASan would see a double free below) */
+    tr_free(own);
+}
+
 int main(void) {
     test_params();
     test_write_param_grads();
+    test_set_grad_buffer();
     return test_finish();
 }

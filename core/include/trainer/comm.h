@@ -117,10 +117,14 @@ void tr_comm_abort(tr_comm *c);
  * writes the sums into them, about half the memory traffic). Collective: every rank calls it
  * with the same bytes in the same order, from the thread that issues operations; it first
  * waits for every pending operation. Where the backend cannot, the memory is plain (page-
- * backed, zeroed) and everything works the same. Freed by tr_comm_free or with the
- * communicator. */
+ * backed, zeroed) and everything works the same (shm: for one rank, past 256 ranks, past 64
+ * allocations in a communicator's life, or when /dev/shm is full). Freed by tr_comm_free or
+ * with the communicator. */
 tr_status tr_comm_alloc(tr_comm *c, size_t bytes, void **ptr);
-/* No operation on ptr may be pending. NULL does nothing. */
+/* Collective in the same sense: every rank frees the same allocation at the same point of
+ * the operation sequence (a rank may not all-reduce in memory its peer has freed). Waits for
+ * pending operations first; inside a group it does nothing (the memory goes with the
+ * communicator). NULL does nothing. */
 void tr_comm_free(tr_comm *c, void *ptr);
 /* 1 when ptr came from tr_comm_alloc and the backend shares it (for tests and descriptions). */
 int tr_comm_is_shared(const tr_comm *c, const void *ptr);

@@ -3,7 +3,8 @@
  *
  * The core owns the asynchronous machinery (the communicator thread, the queue, the works,
  * group start/end, AVG's division, the broken-after-failure rule); a backend only runs one
- * operation at a time, blocking, on that thread:
+ * operation at a time, blocking, on that thread (alloc and free run on the issuing thread
+ * while the communicator thread is idle):
  *
  *   static tr_status run(void *ctx, const tr_comm_op *op) {
  *       switch (op->call.kind) {
@@ -47,7 +48,8 @@ typedef struct tr_comm_backend_ops {
      * operations, with none pending. *ptr: `bytes` of zeroed memory that the backend can reach
      * from every rank (shared memory, registered buffers), so that operations on buffers inside
      * it move less; *ptr NULL with TR_OK: the backend could not (on every rank alike), the core
-     * gives plain memory. free releases it (not collective; no operation on it pending). */
+     * gives plain memory. free releases it: every rank frees the same allocation at the same
+     * point of the operation sequence, with no operation on it pending. Appended in ABI 0.6. */
     tr_status (*alloc)(void *ctx, size_t bytes, double deadline, void **ptr);
     void (*free)(void *ctx, void *ptr);
 } tr_comm_backend_ops;

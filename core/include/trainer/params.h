@@ -67,9 +67,11 @@ tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, flo
                                tr_device device, tr_params **out);
 
 /* After finalize, on a host registry of its own: the flat gradient buffer becomes `grad`
- * (tr_params_numel floats, 64-byte aligned, owned by the caller and outliving P, e.g. memory
- * from tr_comm_alloc that a communicator all-reduces without staging copies). The gradients
- * are copied there and the old buffer is freed. */
+ * (max(tr_params_numel, 1) floats, 64-byte aligned, owned by the caller and outliving P, e.g.
+ * memory from tr_comm_alloc that a communicator all-reduces without staging copies). The
+ * gradients are copied there and the old buffer is freed; views made before
+ * (tr_params_clone_view) keep the old pointer. tr_pages_discard on it is the owner's
+ * business (shared memory does not read back as zero). */
 tr_status tr_params_set_grad_buffer(tr_params *P, float *grad);
 
 int tr_params_count(const tr_params *P);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/fault.h"
+#include "plugin/plugin_impl.h"
 #include "trainer/comm_backend.h"
 #include "trainer/log.h"
 #include "trainer/memory.h"
@@ -33,7 +34,8 @@ typedef struct comm_mem {      /* a tr_comm_alloc'ed block */
 
 struct tr_comm {
     const tr_plugin *plugin;
-    const tr_comm_backend_ops *ops;
+    const tr_comm_backend_ops *ops; /* &ops_copy */
+    tr_comm_backend_ops ops_copy;
     void *ctx;
     tr_comm_env env;
     pthread_t thread;
@@ -86,17 +88,31 @@ static size_t reduced_count(const tr_comm *c, const tr_comm_call *k) {
 /* Fault point "collective" (base/fault.h): this rank runs the first half of the elements as
  * the same operation, so its peers see it arrive and exchange part of the data, then dies
  * while they wait for the rest. */
+/* The first failure breaks the communicator for good; its message is kept (call unlocked). */
+static void mark_broken(tr_comm *c, tr_status st, const char *msg) {
+    pthread_mutex_lock(&c->mu);
+    if (!c->broken) {
+        c->broken = 1;
+        c->broken_status = st;
+        snprintf(c->last_error, sizeof c->last_error, "%s", msg);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
 static void fault_collective(tr_comm *c, const tr_comm_op *op) {
     tr_comm_op half = *op;
     half.call.count = op->call.count / 2;
-    /* An in-place all-reduce runs out of place into scratch: shm's shared-memory path has the
-     * same two barriers for any count, so half the elements would let the peers finish the
-     * call; the staged path leaves them waiting inside it, as a death there would. */
-    void *scratch = NULL;
-    if (op->call.kind == TR_COMM_ALL_REDUCE && op->call.send == op->call.recv &&
-        (scratch = tr_malloc(half.call.count * tr_dtype_size(op->call.dtype))))
-        half.call.recv = scratch;
-    tr_status st = c->ops->run(c->ctx, &half);
+    /* An in-place all-reduce runs out of place into scratch (never freed: the process is
+     * about to be killed). shm's shared-memory path takes the same barriers for any count, so
+     * half the elements there would let the peers finish the call; the staged path leaves them
+     * waiting inside it when the call spans more than one chunk, as a death there would.
+     * Without scratch, no partial call: the rank dies on entering. */
+    tr_status st = TR_OK;
+    if (op->call.kind == TR_COMM_ALL_REDUCE && op->call.send == op->call.recv) {
+        half.call.recv = tr_malloc(half.call.count * tr_dtype_size(op->call.dtype));
+        if (!half.call.recv) half.call.count = 0;
+    }
+    if (half.call.count) st = c->ops->run(c->ctx, &half);
     tr_fault_kill("rank %d inside %s #%llu (%zu x %s) after %zu elements went through%s", c->env.rank,
                   tr_comm_kind_name(op->call.kind), (unsigned long long)op->seq, op->call.count,
                   tr_dtype_name(op->call.dtype), half.call.count, st == TR_OK ? "" : " (the partial call failed)");
@@ -123,13 +139,7 @@ static void run_work(tr_comm *c, tr_comm_work *w) {
         snprintf(w->msg, sizeof w->msg, "comm %s rank %d: %s #%llu (%zu x %s): %s", c->plugin->desc->name,
                  c->env.rank, tr_comm_kind_name(k->kind), (unsigned long long)w->op.seq, k->count,
                  tr_dtype_name(k->dtype), tr_error_msg());
-        pthread_mutex_lock(&c->mu);
-        if (!c->broken) {
-            c->broken = 1;
-            c->broken_status = st;
-            snprintf(c->last_error, sizeof c->last_error, "%s", w->msg);
-        }
-        pthread_mutex_unlock(&c->mu);
+        mark_broken(c, st, w->msg);
         return;
     }
     size_t n = reduced_count(c, &w->op.call);
@@ -348,45 +358,7 @@ static tr_status drain(tr_comm *c, const char *what) {
 }
 
 static int backend_allocates(const tr_comm *c) {
-    return c->plugin->desc->ops_size >= offsetof(tr_comm_backend_ops, free) + sizeof c->ops->free && c->ops->alloc &&
-           c->ops->free;
-}
-
-tr_status tr_comm_alloc(tr_comm *c, size_t bytes, void **ptr) {
-    *ptr = NULL;
-    if (!bytes) bytes = 1;
-    TR_CHECK(drain(c, "alloc"));
-    if (c->n_mem == c->cap_mem) {
-        int cap = c->cap_mem ? 2 * c->cap_mem : 8;
-        comm_mem *m = tr_malloc((size_t)cap * sizeof *m);
-        if (!m) return tr_error_set(TR_ERR_NOMEM, "comm alloc: out of memory");
-        if (c->n_mem) memcpy(m, c->mem, (size_t)c->n_mem * sizeof *m);
-        tr_free(c->mem);
-        c->mem = m;
-        c->cap_mem = cap;
-    }
-    void *p = NULL;
-    if (backend_allocates(c)) {
-        tr_status st = c->ops->alloc(c->ctx, bytes, tr_now() + c->env.timeout_s, &p);
-        if (st != TR_OK) {
-            pthread_mutex_lock(&c->mu);
-            if (!c->broken) {
-                c->broken = 1;
-                c->broken_status = st;
-                snprintf(c->last_error, sizeof c->last_error, "comm %s rank %d: alloc (%zu bytes): %s",
-                         c->plugin->desc->name, c->env.rank, bytes, tr_error_msg());
-            }
-            tr_status e = tr_error_set(c->broken_status, "%s", c->last_error);
-            pthread_mutex_unlock(&c->mu);
-            return e;
-        }
-    }
-    int shared = p != NULL;
-    if (!p) p = tr_pages_alloc(bytes);
-    if (!p) return tr_error_set(TR_ERR_NOMEM, "comm alloc: out of memory for %zu bytes", bytes);
-    c->mem[c->n_mem++] = (comm_mem){.p = p, .bytes = bytes, .shared = shared};
-    *ptr = p;
-    return TR_OK;
+    return c->ops->alloc && c->ops->free;
 }
 
 static void release(tr_comm *c, const comm_mem *m) {
@@ -394,9 +366,48 @@ static void release(tr_comm *c, const comm_mem *m) {
     else tr_pages_free(m->p, m->bytes);
 }
 
+tr_status tr_comm_alloc(tr_comm *c, size_t bytes, void **ptr) {
+    *ptr = NULL;
+    if (!bytes) bytes = 1;
+    TR_CHECK(drain(c, "alloc"));
+    comm_mem m = {.bytes = bytes};
+    if (backend_allocates(c)) { /* collective: every rank gets here, whatever fails locally after */
+        tr_status st = c->ops->alloc(c->ctx, bytes, tr_now() + c->env.timeout_s, &m.p);
+        if (st != TR_OK) {
+            char msg[768];
+            snprintf(msg, sizeof msg, "comm %s rank %d: alloc (%zu bytes): %s", c->plugin->desc->name, c->env.rank,
+                     bytes, tr_error_msg());
+            mark_broken(c, st, msg);
+            return tr_error_set(st, "%s", msg);
+        }
+        m.shared = m.p != NULL;
+    }
+    if (!m.p) m.p = tr_pages_alloc(bytes);
+    comm_mem *grown = c->n_mem < c->cap_mem ? c->mem : tr_malloc((size_t)(c->cap_mem ? 2 * c->cap_mem : 8) * sizeof *grown);
+    if (!m.p || !grown) {
+        if (m.p) release(c, &m);
+        return tr_error_set(TR_ERR_NOMEM, "comm alloc: out of memory for %zu bytes", bytes);
+    }
+    if (grown != c->mem) {
+        if (c->n_mem) memcpy(grown, c->mem, (size_t)c->n_mem * sizeof *grown);
+        tr_free(c->mem);
+        c->mem = grown;
+        c->cap_mem = c->cap_mem ? 2 * c->cap_mem : 8;
+    }
+    c->mem[c->n_mem++] = m;
+    *ptr = m.p;
+    return TR_OK;
+}
+
 void tr_comm_free(tr_comm *c, void *ptr) {
     if (!c || !ptr) return;
-    (void)drain(c, "free"); /* a failure broke it: nothing runs either way */
+    /* Inside a group queued works may still name it: then it stays until the communicator
+     * goes. A broken communicator has nothing running, so its memory can go. */
+    pthread_mutex_lock(&c->mu);
+    int in_group = c->group_depth > 0;
+    pthread_mutex_unlock(&c->mu);
+    if (in_group) return;
+    (void)drain(c, "free");
     for (int i = 0; i < c->n_mem; i++)
         if (c->mem[i].p == ptr) {
             release(c, &c->mem[i]);
@@ -428,10 +439,13 @@ tr_status tr_comm_create(tr_comm **out, const tr_plugin *backend, const tr_optio
     if (!backend || backend->desc->kind != TR_PLUGIN_COMM)
         return tr_error_set(TR_ERR_INVALID, "comm: %s is not a communication backend plugin",
                             backend ? backend->desc->name : "(null)");
-    const tr_comm_backend_ops *ops = backend->desc->ops;
-    if (backend->desc->ops_size < offsetof(tr_comm_backend_ops, abort) || !ops->create || !ops->destroy || !ops->run)
+    tr_comm_backend_ops ops_copy; /* an older plugin's shorter table, zero-extended */
+    TR_CHECK(plugin_copy_ops(backend, &ops_copy, sizeof ops_copy, offsetof(tr_comm_backend_ops, abort), "comm backend",
+                             "create, destroy, run"));
+    if (!ops_copy.create || !ops_copy.destroy || !ops_copy.run)
         return tr_error_set(TR_ERR_PLUGIN, "%s: comm backend %s lacks create, destroy or run", backend->path,
                             backend->desc->name);
+    const tr_comm_backend_ops *ops = &ops_copy;
     if (env->size < 1 || env->rank < 0 || env->rank >= env->size || env->local_size < 1 || env->local_rank < 0 ||
         env->local_rank >= env->local_size)
         return tr_error_set(TR_ERR_INVALID, "comm: rank %d of %d (local %d of %d) is not a valid place in a job",
@@ -439,7 +453,8 @@ tr_status tr_comm_create(tr_comm **out, const tr_plugin *backend, const tr_optio
     tr_comm *c = tr_calloc(1, sizeof *c);
     if (!c) return tr_error_set(TR_ERR_NOMEM, "comm: out of memory");
     c->plugin = backend;
-    c->ops = ops;
+    c->ops_copy = ops_copy;
+    c->ops = &c->ops_copy;
     c->env = *env;
     if (c->env.timeout_s <= 0) c->env.timeout_s = 300;
     tr_options *own = NULL;

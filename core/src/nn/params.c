@@ -1,6 +1,7 @@
 /* Parameter registry: named shapes laid out in one flat parameter buffer, one flat gradient
  * buffer and one flat buffer for non-trainable state. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "trainer/memory.h"
@@ -52,7 +53,7 @@ static void free_table(table *t) {
         if (!t->grad_borrowed) tr_pages_free(t->grad, bytes);
     } else {
         tr_free(t->data);
-        tr_free(t->grad);
+        if (!t->grad_borrowed) tr_free(t->grad);
     }
     tr_free(t->e);
 }
@@ -237,6 +238,8 @@ tr_status tr_params_set_grad_buffer(tr_params *P, float *grad) {
     table *t = &P->p;
     if (!P->finalized || t->borrowed || t->on_device || !grad)
         return tr_error_set(TR_ERR_INVALID, "params: a new gradient buffer needs a finalized host registry of its own");
+    if ((uintptr_t)grad % TR_ALIGN)
+        return tr_error_set(TR_ERR_INVALID, "params: a gradient buffer must be %d-byte aligned", TR_ALIGN);
     if (grad == t->grad) return TR_OK;
     size_t bytes = (t->numel ? t->numel : 1) * sizeof(float);
     memcpy(grad, t->grad, bytes);

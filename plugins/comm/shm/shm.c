@@ -11,6 +11,11 @@
  * my slot, barrier, read" and the two sets alternate, so one barrier per phase suffices: a
  * set is rewritten only after a barrier that every rank reaches after reading it.
  *
+ * Shared memory for the caller (alloc, tr_comm_alloc): one more segment per rank and
+ * allocation, named /trainer-<job id>-<rank>-m<n>, mapped by every rank and unlinked at once.
+ * An in-place all-reduce whose buffers all lie in such segments skips the slots: each rank
+ * reduces its share straight from the peers' buffers and writes the sums into theirs.
+ *
  * Algorithms: all-reduce = a reduce-scatter plus an all-gather with all ranks working in
  * parallel: each rank publishes the parts of its chunk the others reduce, reduces its own
  * 1/W from its buffer and their slots into its output and the result slot, then copies the
@@ -42,7 +47,7 @@
 #include "trainer/memory.h"
 #include "trainer/runtime.h"
 
-#define SHM_MAGIC 0x7472736d31ull /* "trsm1" */
+#define SHM_MAGIC 0x7472736d32ull /* "trsm2" */
 #define LINE 64
 
 typedef struct shm_header {
@@ -64,7 +69,7 @@ typedef struct shm_rank {
     _Atomic int32_t pid;
     /* Written before a barrier, read by the others after it: */
     int32_t mem_ok;                  /* alloc: this rank made (then mapped) its part */
-    uint64_t in_place;               /* the all-reduce's buffer in a region: id + 1 << 48 | offset */
+    uint64_t in_place;               /* an all-reduce's buffer in a region: ((id + 1) << 48) | offset */
     char pad[LINE - 3 * sizeof(uint64_t) - 2 * sizeof(int32_t)];
 } shm_rank;
 
@@ -292,32 +297,63 @@ static tr_status all_reduce_shared(shm *s, const tr_comm_call *k, double dl) {
     return barrier(s, dl);
 }
 
-/* Per chunk: publish the parts the others reduce (not my own: I read it from my buffer),
- * barrier, reduce my part from my buffer and their slots straight into my output and into
- * the result slot, barrier, copy the others' parts out of the result slot. About 4 bytes of
- * memory traffic per byte reduced, against 2 for a memcpy. */
+/* Publishes the parts of chunk [in, in + m) that the others reduce (not my own: I read it
+ * from my buffer). */
+static void stage_parts(shm *s, int set, const uint8_t *in, size_t m, size_t es) {
+    for (int q = 0; q < s->world; q++) {
+        size_t lo, hi;
+        if (q == s->rank) continue;
+        part(m, es, q, s->world, &lo, &hi);
+        if (hi > lo) memcpy(slot(s, set, s->rank) + lo * es, in + lo * es, (hi - lo) * es);
+    }
+}
+
+/* Per chunk: publish the parts the others reduce, barrier, reduce my part from my buffer and
+ * their slots straight into my output and into the result slot, barrier, copy the others'
+ * parts out of the result slot. About 4 bytes of memory traffic per byte reduced, against 2
+ * for a memcpy.
+ *
+ * Once shared regions exist (s->shared counts those every rank agreed on, so it is the same
+ * everywhere), each rank also says at the first chunk's barrier where its buffer lies in them;
+ * a rank whose buffer does stages nothing before it. After the barrier every rank reads the
+ * same answers: all in regions, the direct path; some, those ranks stage their chunk now and
+ * everyone meets once more; none, nothing changes and the call costs no extra barrier. The
+ * answers are read before a barrier that every rank reaches afterwards (the chunk's second one,
+ * or the direct path's), so the next call cannot overwrite them too early; a call of no
+ * elements has no such barrier and never asks. */
 static tr_status all_reduce(shm *s, const tr_comm_call *k, double dl, int to_all) {
     size_t es = tr_dtype_size(k->dtype), C = s->chunk / es;
     const uint8_t *src = k->send;
     uint8_t *dst = k->recv;
-    int me = s->rank, out = to_all || me == k->root;
-    if (to_all && s->shared) { /* regions exist (on every rank alike): are all the buffers in them? */
-        s->ranks[me].in_place = shared_at(s, k->send, k->recv, k->count * es);
+    int me = s->rank, out = to_all || me == k->root, staged = 0, set = 0;
+    if (to_all && s->shared && k->count) {
+        uint64_t at = shared_at(s, k->send, k->recv, k->count * es);
+        size_t m = k->count < C ? k->count : C;
+        s->ranks[me].in_place = at;
+        set = next_set(s);
+        if (!at) stage_parts(s, set, src, m, es);
         TR_CHECK(barrier(s, dl));
-        int all = 1;
-        for (int q = 0; q < s->world; q++) all &= s->ranks[q].in_place != 0;
+        int all = 1, any = 0;
+        for (int q = 0; q < s->world; q++) {
+            all &= s->ranks[q].in_place != 0;
+            any |= s->ranks[q].in_place != 0;
+        }
         if (all) return all_reduce_shared(s, k, dl);
+        if (any) {
+            if (at) stage_parts(s, set, src, m, es);
+            TR_CHECK(barrier(s, dl));
+        }
+        staged = 1; /* the first chunk is published, its first barrier passed */
     }
     for (size_t off = 0; off < k->count; off += C) {
         size_t m = k->count - off < C ? k->count - off : C, lo, hi;
-        int set = next_set(s);
         const uint8_t *in = src + off * es;
-        for (int q = 0; q < s->world; q++) {
-            if (q == me) continue;
-            part(m, es, q, s->world, &lo, &hi);
-            if (hi > lo) memcpy(slot(s, set, me) + lo * es, in + lo * es, (hi - lo) * es);
+        if (!staged) {
+            set = next_set(s);
+            stage_parts(s, set, in, m, es);
+            TR_CHECK(barrier(s, dl));
         }
-        TR_CHECK(barrier(s, dl));
+        staged = 0;
         part(m, es, me, s->world, &lo, &hi);
         uint8_t *res = slot(s, set, s->world);
         if (hi > lo) {
@@ -483,9 +519,10 @@ static void region_release(shm *s, region *g, size_t size) {
     *g = (region){0};
 }
 
-/* Each rank makes a segment of its own, all map all: two barriers, every rank the same way
+/* Each rank makes a segment of its own, all map all: three barriers, every rank the same way
  * whatever fails (then every rank returns NULL and the core gives plain memory). Names are
- * unlinked once all have mapped them. */
+ * unlinked once all have mapped them. Region ids are never reused: past MAX_REGIONS allocs
+ * in a communicator's life, or past MAX_SHARED_WORLD ranks, memory is plain. */
 static tr_status mem_alloc(void *ctx, size_t bytes, double deadline, void **out) {
     shm *s = ctx;
     *out = NULL;
@@ -530,6 +567,8 @@ static tr_status mem_alloc(void *ctx, size_t bytes, double deadline, void **out)
     if (st == TR_OK) st = barrier(s, deadline);
     if (made) shm_unlink(name);
     for (int q = 0; st == TR_OK && q < s->world; q++) ok &= s->ranks[q].mem_ok;
+    /* Once more, so that no rank's next alloc rewrites mem_ok before every rank has read it. */
+    if (st == TR_OK) st = barrier(s, deadline);
     s->activity = "joining";
     if (st != TR_OK || !ok) {
         region_release(s, g, size);

@@ -171,7 +171,7 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
     const uint8_t *p = s->pixels + index * n;
     /* Samples come in shuffled order, so the pixels are rarely in cache: ask for all of the
      * sample's lines at once rather than one miss at a time (the loop was 76% load stalls). */
-    for (int64_t i = 0; i < n; i += 64) __builtin_prefetch(p + i);
+    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < (uintptr_t)(p + n); a += 64) __builtin_prefetch((const void *)a);
     float *xs = x;
     if (s->normalize) {
         float a = 1.0f / (255.0f * s->std), b = -s->mean / s->std;
