@@ -179,16 +179,21 @@ static void on_ready_fresh(void *user, int p) {
     f->n++;
 }
 
+/* The six parameters write_step uses (ids in id[]), registered in a new registry. */
+static void add_write_params(tr_params **P, int id[6]) {
+    tr_params_create(P);
+    tr_params_add(*P, "fc1.weight", 2, (int64_t[]){5, 3}, TR_INIT_KAIMING_UNIFORM, 0, &id[0]);
+    tr_params_add(*P, "fc1.bias", 1, (int64_t[]){5}, TR_INIT_FAN_IN_UNIFORM, 3, &id[1]);
+    tr_params_add(*P, "twice.weight", 2, (int64_t[]){2, 5}, TR_INIT_KAIMING_UNIFORM, 0, &id[2]);
+    tr_params_add(*P, "flat.weight", 1, (int64_t[]){10}, TR_INIT_FAN_IN_UNIFORM, 5, &id[3]);
+    tr_params_add(*P, "dead.weight", 2, (int64_t[]){2, 3}, TR_INIT_KAIMING_UNIFORM, 0, &id[4]);
+    tr_params_add(*P, "unused.weight", 1, (int64_t[]){7}, TR_INIT_FAN_IN_UNIFORM, 7, &id[5]);
+}
+
 static void test_write_param_grads(void) {
     tr_params *P;
     int id[6];
-    tr_params_create(&P);
-    tr_params_add(P, "fc1.weight", 2, (int64_t[]){5, 3}, TR_INIT_KAIMING_UNIFORM, 0, &id[0]);
-    tr_params_add(P, "fc1.bias", 1, (int64_t[]){5}, TR_INIT_FAN_IN_UNIFORM, 3, &id[1]);
-    tr_params_add(P, "twice.weight", 2, (int64_t[]){2, 5}, TR_INIT_KAIMING_UNIFORM, 0, &id[2]);
-    tr_params_add(P, "flat.weight", 1, (int64_t[]){10}, TR_INIT_FAN_IN_UNIFORM, 5, &id[3]);
-    tr_params_add(P, "dead.weight", 2, (int64_t[]){2, 3}, TR_INIT_KAIMING_UNIFORM, 0, &id[4]);
-    tr_params_add(P, "unused.weight", 1, (int64_t[]){7}, TR_INIT_FAN_IN_UNIFORM, 7, &id[5]);
+    add_write_params(&P, id);
     CHECK(tr_params_finalize(P, 3) == TR_OK, "finalize");
     size_t n = tr_params_numel(P);
     float ref[128], *gr = tr_params_grad(P);
@@ -241,13 +246,7 @@ static void test_write_param_grads(void) {
 static void test_set_grad_buffer(void) {
     tr_params *P;
     int id[6];
-    tr_params_create(&P);
-    tr_params_add(P, "fc1.weight", 2, (int64_t[]){5, 3}, TR_INIT_KAIMING_UNIFORM, 0, &id[0]);
-    tr_params_add(P, "fc1.bias", 1, (int64_t[]){5}, TR_INIT_FAN_IN_UNIFORM, 3, &id[1]);
-    tr_params_add(P, "twice.weight", 2, (int64_t[]){2, 5}, TR_INIT_KAIMING_UNIFORM, 0, &id[2]);
-    tr_params_add(P, "flat.weight", 1, (int64_t[]){10}, TR_INIT_FAN_IN_UNIFORM, 5, &id[3]);
-    tr_params_add(P, "dead.weight", 2, (int64_t[]){2, 3}, TR_INIT_KAIMING_UNIFORM, 0, &id[4]);
-    tr_params_add(P, "unused.weight", 1, (int64_t[]){7}, TR_INIT_FAN_IN_UNIFORM, 7, &id[5]);
+    add_write_params(&P, id);
     float *own = tr_malloc(4096);
     CHECK(tr_params_set_grad_buffer(P, own) == TR_ERR_INVALID, "refused before finalize");
     CHECK(tr_params_finalize(P, 3) == TR_OK, "finalize");
