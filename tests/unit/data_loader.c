@@ -6,14 +6,14 @@
 #include "check.h"
 #include "trainer/data.h"
 
-typedef struct toy { int64_t n, fail_at; } toy;
+typedef struct toy { int64_t n, fail_at, width; } toy; /* width: floats per sample, 0: 2 */
 
 static int64_t toy_size(void *ctx) { return ((toy *)ctx)->n; }
 static void toy_spec(void *ctx, tr_data_spec *d) {
     memset(d, 0, sizeof *d);
-    d->x_dtype = TR_F32; d->x_ndim = 1; d->x_shape[0] = 2; d->x_numel = 2;
+    int64_t w = ((toy *)ctx)->width ? ((toy *)ctx)->width : 2;
+    d->x_dtype = TR_F32; d->x_ndim = 1; d->x_shape[0] = w; d->x_numel = w;
     d->y_dtype = TR_I32; d->y_numel = 1; d->n_classes = 1000;
-    (void)ctx;
 }
 static tr_status toy_get(void *ctx, int64_t i, void *x, void *y) {
     toy *t = ctx;
@@ -53,9 +53,12 @@ static void test_shares(int64_t n, int64_t B, int drop_last) {
     }
 }
 
-static void collect(int prefetch, int workers, int64_t start, int32_t *out, int64_t *count, int rank, int world) {
-    toy t = {.n = 103, .fail_at = -1};
-    tr_sampler s = {.n = 103, .global_batch = 16, .rank = rank, .world = world, .shuffle = 1, .seed = 5};
+/* Batches of B samples of `width` floats (the loader's ring is deeper for small batches: B 4
+ * wraps a ring of 8 several times, wide samples get a ring of just `prefetch`). */
+static void collect_wide(int64_t B, int64_t width, int prefetch, int workers, int64_t start, int32_t *out,
+                         int64_t *count, int rank, int world) {
+    toy t = {.n = 103, .fail_at = -1, .width = width};
+    tr_sampler s = {.n = 103, .global_batch = B, .rank = rank, .world = world, .shuffle = 1, .seed = 5};
     tr_data_spec spec;
     toy_spec(&t, &spec);
     tr_loader *L;
@@ -69,11 +72,15 @@ static void collect(int prefetch, int workers, int64_t start, int32_t *out, int6
     while (tr_loader_next(L, &b) == TR_OK && b) {
         for (int64_t i = 0; i < b->size; i++) {
             int32_t y = ((int32_t *)b->y)[i];
-            CHECK(((float *)b->x)[2 * i + 1] == 2.0f * (float)y, "x matches y");
+            CHECK(((float *)b->x)[(t.width ? t.width : 2) * i + 1] == 2.0f * (float)y, "x matches y");
             out[(*count)++] = y;
         }
     }
     tr_loader_destroy(L);
+}
+
+static void collect(int prefetch, int workers, int64_t start, int32_t *out, int64_t *count, int rank, int world) {
+    collect_wide(16, 0, prefetch, workers, start, out, count, rank, world);
 }
 
 int main(void) {
@@ -108,6 +115,18 @@ int main(void) {
     collect(2, 1, 4, resumed, &nr, 0, 1);
     CHECK(nr == 103 - 64 && memcmp(resumed, sync + 64, (size_t)nr * sizeof *resumed) == 0,
           "resume at batch 4 continues the same order");
+    /* 26 batches through the ring of 8 small batches get, and through rings of 2 and 3 when
+     * a batch is 16 MiB: each sample order equal to the synchronous one of the same batches. */
+    int32_t small0[103], small1[103], wide0[103], wide1[103], wide2[103];
+    int64_t k0, k1, k2, k3, k4;
+    collect_wide(4, 0, 0, 0, 0, small0, &k0, 0, 1);
+    collect_wide(4, 0, 2, 1, 0, small1, &k1, 0, 1);
+    CHECK(k0 == 103 && k1 == 103 && memcmp(small0, small1, sizeof small0) == 0, "26 small batches through the deep ring");
+    collect_wide(4, 1 << 20, 0, 0, 0, wide0, &k2, 0, 1);
+    collect_wide(4, 1 << 20, 2, 1, 0, wide1, &k3, 0, 1);
+    collect_wide(4, 1 << 20, 3, 2, 0, wide2, &k4, 0, 1);
+    CHECK(k2 == 103 && k3 == 103 && k4 == 103 && memcmp(wide0, wide1, sizeof wide0) == 0 &&
+              memcmp(wide0, wide2, sizeof wide0) == 0, "26 batches of 16 MiB through rings of 2 and 3");
     /* Two ranks together see exactly the one-rank order, batch by batch. */
     int32_t r0[103], r1[103];
     int64_t n0, n1;

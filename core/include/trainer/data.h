@@ -4,7 +4,7 @@
  *   tr_sampler s = {.n = ds_size, .global_batch = 128, .rank = r, .world = W,
  *                   .shuffle = 1, .drop_last = 0, .seed = seed};
  *   tr_loader *L;
- *   TR_CHECK(tr_loader_create(&L, ops, ds, &spec, &s, 2, 1));   // 2 batches ahead, 1 thread
+ *   TR_CHECK(tr_loader_create(&L, ops, ds, &spec, &s, 2, 1));   // 2+ batches ahead, 1 thread
  *   TR_CHECK(tr_loader_start_epoch(L, epoch, 0));
  *   const tr_host_batch *b;
  *   while (tr_loader_next(L, &b) == TR_OK && b) { ... train on b ... }
@@ -59,9 +59,10 @@ typedef struct tr_host_batch {
 
 typedef struct tr_loader tr_loader;
 
-/* ds and ops are borrowed. Up to `prefetch` batches are assembled ahead by `workers`
+/* ds and ops are borrowed. At least `prefetch` batches are assembled ahead by `workers`
  * background threads, each filling whole batches (prefetch or workers 0: synchronously on
- * the caller's thread). Batches come out in order whatever the number of workers. */
+ * the caller's thread); small batches get a ring of up to 8 (within 16 MiB), refilled once
+ * half of it is free. Batches come out in order whatever the number of workers. */
 tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
                            const tr_data_spec *spec, const tr_sampler *s, int prefetch,
                            int workers);

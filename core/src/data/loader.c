@@ -27,7 +27,8 @@ struct tr_loader {
     tr_sampler s;
     size_t x_bytes, y_bytes;   /* per sample */
     int64_t *perm;
-    int n_slots;               /* ring size (prefetch + the slot the consumer holds) */
+    int n_slots;               /* ring size (the batches held ahead + the slot the consumer holds) */
+    int prefetch;              /* batches ahead the consumer asked for */
     slot *slots;
     int n_workers;             /* background threads; 0: load on the caller's thread */
     pthread_t *threads;
@@ -118,10 +119,13 @@ tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
     /* Small batches get a deeper ring than asked for (up to DEEP_BATCHES within DEEP_BYTES):
      * the workers are woken once half the ring is free (tr_loader_next), so a deeper ring means
      * fewer wake-ups, which cost most where steps are short. */
-    size_t batch_bytes = (L->x_bytes + L->y_bytes) * (size_t)share, fit = DEEP_BYTES / (batch_bytes ? batch_bytes : 1);
+    size_t batch_bytes, fit = 0;
+    if (!__builtin_mul_overflow(L->x_bytes + L->y_bytes, (size_t)share, &batch_bytes))
+        fit = DEEP_BYTES / (batch_bytes ? batch_bytes : 1);
     size_t want = fit < DEEP_BATCHES ? fit : DEEP_BATCHES;
     int depth = threaded && (size_t)prefetch < want ? (int)want : prefetch;
     L->n_slots = threaded ? depth + 1 : 1;
+    L->prefetch = prefetch;
     L->perm = tr_malloc((size_t)(s->n ? s->n : 1) * sizeof *L->perm);
     L->slots = tr_calloc((size_t)L->n_slots, sizeof *L->slots);
     L->threads = threaded ? tr_calloc((size_t)workers, sizeof *L->threads) : NULL;
@@ -205,13 +209,16 @@ tr_status tr_loader_next(tr_loader *L, const tr_host_batch **out) {
         return TR_OK;
     }
     slot *sl = &L->slots[L->next_take % L->n_slots];
-    if (sl->ready != L->next_take) pthread_cond_broadcast(&L->cv); /* about to wait: workers must run */
+    if (L->next_claim == L->next_take) pthread_cond_broadcast(&L->cv); /* unclaimed: a worker must run */
     while (sl->ready != L->next_take) pthread_cond_wait(&L->cv, &L->mu);
     L->next_take++; /* the slot handed out before this one may now be refilled */
     /* Waking a sleeping worker costs the waker an inter-processor interrupt (5% of a short
-     * step in a VM), so the workers are woken only once half the ring is free: they then
-     * refill it in one go. Until then the batches claimed ahead keep the consumer fed. */
-    if (L->next_claim - L->next_take <= (L->n_slots - 1) / 2) pthread_cond_broadcast(&L->cv);
+     * step in a VM), so the workers are woken only once the batches claimed ahead fall to
+     * half the ring, or below the prefetch asked for (the extra depth of small batches is
+     * what the hysteresis spends): they then refill it in one go. */
+    int64_t ahead = L->next_claim - L->next_take, low = (L->n_slots - 1) / 2;
+    if (low < L->prefetch - 1) low = L->prefetch - 1;
+    if (ahead <= low && L->next_claim < L->n_batches) pthread_cond_broadcast(&L->cv);
     pthread_mutex_unlock(&L->mu);
     if (sl->status != TR_OK) return tr_error_set(sl->status, "%s", sl->msg);
     *out = &sl->b;
