@@ -59,8 +59,10 @@ static int64_t conv_workers(const conv_dims *d, size_t elem) {
     return T > 1 && chunks >= 2 * T ? T : 1;
 }
 
-static int64_t conv_scratch(const conv_dims *d, size_t elem) {
-    return conv_workers(d, elem) * conv_worker_reals(d, elem);
+/* The step's scratch for `*workers` threads (conv_workers, decided once per call). */
+static void *conv_scratch(tr_graph *g, const conv_dims *d, size_t elem, int64_t *workers) {
+    *workers = conv_workers(d, elem);
+    return op_data(g, (size_t)(*workers * conv_worker_reals(d, elem)) * elem);
 }
 
 #define CONV_LANES 16  /* lanes of the bias gradient's sums */
@@ -220,10 +222,11 @@ static void conv2d_backward(tr_graph *g, tr_node *n) {
         dw = db = NULL;
         if (!dx) return;
     }
-    void *scratch = op_data(g, (size_t)conv_scratch(&d, elem) * elem);
+    int64_t workers;
+    void *scratch = conv_scratch(g, &d, elem, &workers);
     if (!scratch) return;
     TR_DISPATCH(x->dtype, conv2d_backward, dx, dw, db, n->out->grad, x->data, w->data, scratch, &d,
-                acc, conv_workers(&d, elem));
+                acc, workers);
 }
 
 tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int stride,
@@ -260,10 +263,11 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
         float *dsc = direct ? op_data(g, direct * sizeof(float)) : NULL;
         if (direct && !dsc) return NULL;
         if (!direct || !conv_direct_forward_f32(y->data, x->data, w->data, b ? b->data : NULL, dsc, &d)) {
-            void *scratch = op_data(g, (size_t)conv_scratch(&d, elem) * elem);
+            int64_t workers;
+            void *scratch = conv_scratch(g, &d, elem, &workers);
             if (!scratch) return NULL;
             TR_DISPATCH(x->dtype, conv2d_forward, y->data, x->data, w->data, b ? b->data : NULL,
-                        scratch, &d, conv_workers(&d, elem));
+                        scratch, &d, workers);
         }
     }
     if (op_needs_grad(g, 3, x, w, b)) {
