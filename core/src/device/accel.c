@@ -25,8 +25,9 @@ static const char *missing_entry(const tr_device_ops *o) {
            : !o->kernels ? "kernels" : NULL;
 }
 
-/* backend's table into ops, checked for every execution entry. */
-static tr_status exec_ops(const tr_plugin *backend, tr_device_ops *ops) {
+/* backend's table into ops, checked for every execution entry; its kernel table into kern,
+ * full size (entries the plugin does not know are NULL). */
+static tr_status exec_ops(const tr_plugin *backend, tr_device_ops *ops, tr_kernels *kern) {
     if (!backend) return tr_error_set(TR_ERR_DEVICE, "no GPU device plugin to open a device with");
     TR_CHECK(tr_device_ops_of(backend, ops));
     const char *missing = missing_entry(ops);
@@ -37,6 +38,8 @@ static tr_status exec_ops(const tr_plugin *backend, tr_device_ops *ops) {
      * run): memory, the optimizer update, the gradient norm and clipping. */
     tr_kernels k = {0};
     memcpy(&k, ops->kernels, ops->kernels->size < sizeof k ? ops->kernels->size : sizeof k);
+    k.size = sizeof k;
+    *kern = k;
     const char *need = !k.zero ? "zero" : !k.copy ? "copy" : !k.optim_update ? "optim_update" : !k.sumsq ? "sumsq"
                        : !k.scale_inplace ? "scale_inplace" : NULL;
     if (need)
@@ -47,24 +50,21 @@ static tr_status exec_ops(const tr_plugin *backend, tr_device_ops *ops) {
 
 tr_status tr_accel_probe(const tr_plugin *backend) {
     tr_device_ops ops;
-    return exec_ops(backend, &ops);
+    tr_kernels kern;
+    return exec_ops(backend, &ops, &kern);
 }
 
 tr_status tr_accel_open(const tr_plugin *backend, int index, tr_accel **out) {
     *out = NULL;
     tr_accel *a = tr_calloc(1, sizeof *a);
     if (!a) return TR_ERR_NOMEM;
-    tr_status st = exec_ops(backend, &a->ops);
+    tr_status st = exec_ops(backend, &a->ops, &a->kern);
     if (st != TR_OK) {
         tr_free(a);
         return st;
     }
     snprintf(a->name, sizeof a->name, "%s:%d", backend->desc->name, index);
     a->index = index;
-    /* The plugin's kernel table, into a full-size one: entries it does not know are NULL. */
-    size_t ks = a->ops.kernels->size < sizeof a->kern ? a->ops.kernels->size : sizeof a->kern;
-    memcpy(&a->kern, a->ops.kernels, ks);
-    a->kern.size = sizeof a->kern;
     char why[256] = "";
     int n = a->ops.count(why, sizeof why);
     if (index < 0 || index >= n) {
