@@ -24,15 +24,12 @@
 static tr_accel *A;
 static const tr_kernels *G, *R; /* device, reference */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static float frand(float lo, float hi) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (hi - lo) * (float)(rng_state >> 40) / (float)(1 << 24);
-}
-
+/* n values in [lo, hi), a fresh input of test_value's for every call. */
 static float *hrand(size_t n, float lo, float hi) {
+    static uint64_t salt;
     float *p = malloc((n ? n : 1) * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = frand(lo, hi);
+    salt++;
+    for (size_t i = 0; i < n; i++) p[i] = lo + (hi - lo) * (float)(0.5 * (test_value(i, salt) + 1.0));
     return p;
 }
 
