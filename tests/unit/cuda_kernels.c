@@ -24,7 +24,8 @@
 static tr_accel *A;
 static const tr_kernels *G, *R; /* device, reference */
 
-/* n values in [lo, hi), a fresh input of test_value's for every call. */
+/* n values in [lo, hi] (hi itself only by rounding), a fresh input of test_value's for every
+ * call. */
 static float *hrand(size_t n, float lo, float hi) {
     static uint64_t salt;
     float *p = malloc((n ? n : 1) * sizeof *p);

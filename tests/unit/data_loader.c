@@ -122,6 +122,8 @@ int main(void) {
     collect_wide(4, 0, 0, 0, 0, small0, &k0, 0, 1);
     collect_wide(4, 0, 2, 1, 0, small1, &k1, 0, 1);
     CHECK(k0 == 103 && k1 == 103 && memcmp(small0, small1, sizeof small0) == 0, "26 small batches through the deep ring");
+    collect_wide(4, 0, 2, 3, 0, small1, &k1, 0, 1);
+    CHECK(k1 == 103 && memcmp(small0, small1, sizeof small0) == 0, "... with 3 workers");
     collect_wide(4, 1 << 20, 0, 0, 0, wide0, &k2, 0, 1);
     collect_wide(4, 1 << 20, 2, 1, 0, wide1, &k3, 0, 1);
     collect_wide(4, 1 << 20, 3, 2, 0, wide2, &k4, 0, 1);

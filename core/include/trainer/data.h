@@ -59,10 +59,12 @@ typedef struct tr_host_batch {
 
 typedef struct tr_loader tr_loader;
 
-/* ds and ops are borrowed. At least `prefetch` batches are assembled ahead by `workers`
+/* ds and ops are borrowed. Up to `prefetch` batches are assembled ahead by `workers`
  * background threads, each filling whole batches (prefetch or workers 0: synchronously on
- * the caller's thread); small batches get a ring of up to 8 (within 16 MiB), refilled once
- * half of it is free. Batches come out in order whatever the number of workers. */
+ * the caller's thread); small batches get room for up to 8 (within 16 MiB), and the workers
+ * are woken to refill it only when the batches claimed ahead fall to half of it or below
+ * `prefetch`. Batches come out in order whatever the number of workers. A batch too large
+ * for memory's sizes is an error. */
 tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
                            const tr_data_spec *spec, const tr_sampler *s, int prefetch,
                            int workers);

@@ -1,8 +1,9 @@
 /* The batch loader: background worker threads gather this rank's samples of the coming
  * batches into a ring of preallocated host buffers, so loading overlaps compute; each worker
  * fills whole batches, several batches load at once. All buffers are made at creation; an
- * epoch allocates nothing. The ring holds `prefetch` batches ahead, more for small batches,
- * and the consumer wakes the workers only once half of it is free. */
+ * epoch allocates nothing. The ring has room for `prefetch` batches ahead, more for small
+ * batches, and the consumer wakes sleeping workers only when the batches claimed ahead fall
+ * to half the ring or below `prefetch` (or when the batch it needs is not claimed yet). */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -106,23 +107,30 @@ tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
     TR_CHECK(tr_sampler_validate(s));
     if (prefetch < 0 || workers < 0)
         return tr_error_set(TR_ERR_INVALID, "data: prefetch %d and workers %d must be >= 0", prefetch, workers);
+    /* One batch's bytes (the x and y buffers of a slot) must be a size_t. */
+    int64_t share = (s->global_batch + s->world - 1) / s->world;
+    size_t xb, yb, xs, ys, batch_bytes;
+    if (spec->x_numel < 0 || spec->y_numel < 0 ||
+        __builtin_mul_overflow((size_t)spec->x_numel, tr_dtype_size(spec->x_dtype), &xb) ||
+        __builtin_mul_overflow((size_t)spec->y_numel, tr_dtype_size(spec->y_dtype), &yb) ||
+        __builtin_mul_overflow(xb, (size_t)share, &xs) || __builtin_mul_overflow(yb ? yb : 1, (size_t)share, &ys) ||
+        __builtin_add_overflow(xs, ys, &batch_bytes))
+        return tr_error_set(TR_ERR_INVALID, "data: a batch of %lld samples of %lld + %lld elements does not fit in memory",
+                            (long long)share, (long long)spec->x_numel, (long long)spec->y_numel);
     tr_loader *L = tr_calloc(1, sizeof *L);
     if (!L) return TR_ERR_NOMEM;
     L->ops = ops;
     L->ds = ds;
     L->spec = *spec;
     L->s = *s;
-    L->x_bytes = (size_t)spec->x_numel * tr_dtype_size(spec->x_dtype);
-    L->y_bytes = (size_t)spec->y_numel * tr_dtype_size(spec->y_dtype);
+    L->x_bytes = xb;
+    L->y_bytes = yb;
     int threaded = prefetch > 0 && workers > 0;
-    int64_t share = (s->global_batch + s->world - 1) / s->world;
     /* Small batches get a deeper ring than asked for (up to DEEP_BATCHES within DEEP_BYTES):
-     * the workers are woken once half the ring is free (tr_loader_next), so a deeper ring means
-     * fewer wake-ups, which cost most where steps are short. */
-    size_t batch_bytes, fit = 0;
-    if (!__builtin_mul_overflow(L->x_bytes + L->y_bytes, (size_t)share, &batch_bytes))
-        fit = DEEP_BYTES / (batch_bytes ? batch_bytes : 1);
-    size_t want = fit < DEEP_BATCHES ? fit : DEEP_BATCHES;
+     * the consumer wakes the workers only when the batches claimed ahead fall to half the ring
+     * (tr_loader_next), so a deeper ring means fewer wake-ups, which cost most where steps are
+     * short. */
+    size_t fit = DEEP_BYTES / (batch_bytes ? batch_bytes : 1), want = fit < DEEP_BATCHES ? fit : DEEP_BATCHES;
     int depth = threaded && (size_t)prefetch < want ? (int)want : prefetch;
     L->n_slots = threaded ? depth + 1 : 1;
     L->prefetch = prefetch;
@@ -132,8 +140,8 @@ tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
     tr_status st = (L->perm && L->slots && (!threaded || L->threads)) ? TR_OK : TR_ERR_NOMEM;
     for (int i = 0; i < L->n_slots && st == TR_OK; i++) {
         L->slots[i].ready = -1;
-        L->slots[i].b.x = tr_malloc(L->x_bytes * (size_t)share);
-        L->slots[i].b.y = tr_malloc((L->y_bytes ? L->y_bytes : 1) * (size_t)share);
+        L->slots[i].b.x = tr_malloc(xs);
+        L->slots[i].b.y = tr_malloc(ys);
         if (!L->slots[i].b.x || !L->slots[i].b.y) st = TR_ERR_NOMEM;
     }
     pthread_mutex_init(&L->mu, NULL);
