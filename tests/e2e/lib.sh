@@ -23,8 +23,6 @@ shm_new() {
     done
     echo "$now"
 }
-# A two-step CNN run on GPU backend $3 writing to $2, as config file $1: conv2d has no device
-# kernel yet, so the tests of device plugins use it for the refusal of a missing kernel.
 # mlp_device_yaml FILE BACKEND LOG_EVERY: a small MLP run with GELU, dropout, AdamW, a cosine
 # schedule and clipping, on device backend BACKEND (the GPU tests train it on a device and on
 # the CPU and compare).
@@ -39,6 +37,8 @@ trainer: {max_steps: 30, log_every: $3, grad_clip: 0.5, progress: lines, threads
 YAML
 }
 
+# A two-step CNN run on GPU backend $3 writing to $2, as config file $1: conv2d has no device
+# kernel yet, so the tests of device plugins use it for the refusal of a missing kernel.
 tiny_cnn_yaml() {
     cat >"$1" <<YAML
 run: {name: c, seed: 1, output_dir: $2}

@@ -86,28 +86,29 @@ int main(int argc, char **argv) {
     }
     if (shared)
         for (size_t i = 0; i < max_bytes / 4; i++) shared[i] = 1.0f;
-    /* The last entry: all_reduce again, on the communicator's memory. */
-    static const tr_comm_kind kinds[] = {TR_COMM_ALL_REDUCE, TR_COMM_ALL_GATHER, TR_COMM_REDUCE_SCATTER, TR_COMM_BROADCAST,
-                                         TR_COMM_ALL_REDUCE};
-    const size_t n_kinds = sizeof kinds / sizeof kinds[0];
+    /* The rows: an operation, its name in OPS, and whether it runs on the communicator's memory. */
+    static const struct { tr_comm_kind kind; const char *op; int shared; } rows[] = {
+        {TR_COMM_ALL_REDUCE, "all_reduce", 0},     {TR_COMM_ALL_GATHER, "all_gather", 0},
+        {TR_COMM_REDUCE_SCATTER, "reduce_scatter", 0}, {TR_COMM_BROADCAST, "broadcast", 0},
+        {TR_COMM_ALL_REDUCE, "shared_all_reduce", 1},
+    };
     if (rank == 0)
         printf("# %s, %d ranks, f32; busbw factor: all_reduce 2(n-1)/n, all_gather/reduce_scatter (n-1)/n, broadcast 1\n"
                "%-17s %12s %11s %11s %11s %13s %9s\n",
                argv[2], W, "op", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "memcpy_GB/s", "bus/mcpy");
-    for (size_t k = 0; k < n_kinds; k++) {
-        int in_shared = k == n_kinds - 1;
-        const char *name = in_shared ? (tr_comm_is_shared(c, shared) ? "shared_all_reduce" : "alloc_all_reduce")
-                                     : tr_comm_kind_name(kinds[k]);
-        if (!listed(ops, in_shared ? "shared_all_reduce" : name)) continue;
-        float *buf = in_shared ? shared : a;
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        if (!listed(ops, rows[k].op)) continue;
+        /* where the backend could not share it: plain memory, said so */
+        const char *name = rows[k].shared && !tr_comm_is_shared(c, shared) ? "alloc_all_reduce" : rows[k].op;
+        float *buf = rows[k].shared ? shared : a;
         for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
             size_t n = bytes / 4;
             n -= n % (size_t)W;
             int iters = bytes <= (1 << 20) ? 200 : bytes <= (16 << 20) ? 20 : 5;
-            double t = time_op(c, kinds[k], buf, b, n, iters);
+            double t = time_op(c, rows[k].kind, buf, b, n, iters);
             double alg = (double)bytes / t / 1e9, f = 1;
-            if (kinds[k] == TR_COMM_ALL_REDUCE) f = 2.0 * (W - 1) / W;
-            else if (kinds[k] != TR_COMM_BROADCAST) f = (double)(W - 1) / W;
+            if (rows[k].kind == TR_COMM_ALL_REDUCE) f = 2.0 * (W - 1) / W;
+            else if (rows[k].kind != TR_COMM_BROADCAST) f = (double)(W - 1) / W;
             if (rank == 0) {
                 double mc = (double)bytes / time_memcpy(a, b, n, iters) / 1e9;
                 printf("%-17s %12zu %11.1f %11.2f %11.2f %13.2f %9.2f\n", name, bytes, t * 1e6,

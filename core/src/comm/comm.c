@@ -85,9 +85,6 @@ static size_t reduced_count(const tr_comm *c, const tr_comm_call *k) {
     }
 }
 
-/* Fault point "collective" (base/fault.h): this rank runs the first half of the elements as
- * the same operation, so its peers see it arrive and exchange part of the data, then dies
- * while they wait for the rest. */
 /* The first failure breaks the communicator for good; its message is kept (call unlocked). */
 static void mark_broken(tr_comm *c, tr_status st, const char *msg) {
     pthread_mutex_lock(&c->mu);
@@ -99,20 +96,13 @@ static void mark_broken(tr_comm *c, tr_status st, const char *msg) {
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Fault point "collective" (base/fault.h): this rank runs the first half of the elements as
+ * the same operation, so its peers see it arrive and exchange part of the data, then dies
+ * while they wait for the rest. */
 static void fault_collective(tr_comm *c, const tr_comm_op *op) {
     tr_comm_op half = *op;
     half.call.count = op->call.count / 2;
-    /* An in-place all-reduce runs out of place into scratch (never freed: the process is
-     * about to be killed). shm's shared-memory path takes the same barriers for any count, so
-     * half the elements there would let the peers finish the call; the staged path leaves them
-     * waiting inside it when the call spans more than one chunk, as a death there would.
-     * Without scratch, no partial call: the rank dies on entering. */
-    tr_status st = TR_OK;
-    if (op->call.kind == TR_COMM_ALL_REDUCE && op->call.send == op->call.recv) {
-        half.call.recv = tr_malloc(half.call.count * tr_dtype_size(op->call.dtype));
-        if (!half.call.recv) half.call.count = 0;
-    }
-    if (half.call.count) st = c->ops->run(c->ctx, &half);
+    tr_status st = c->ops->run(c->ctx, &half);
     tr_fault_kill("rank %d inside %s #%llu (%zu x %s) after %zu elements went through%s", c->env.rank,
                   tr_comm_kind_name(op->call.kind), (unsigned long long)op->seq, op->call.count,
                   tr_dtype_name(op->call.dtype), half.call.count, st == TR_OK ? "" : " (the partial call failed)");
@@ -270,13 +260,18 @@ tr_status tr_comm_group_end(tr_comm *c) {
     return TR_OK;
 }
 
+/* Whether the calling thread is between group_start and group_end. */
+static int in_group(tr_comm *c) {
+    pthread_mutex_lock(&c->mu);
+    int in = c->group_depth > 0;
+    pthread_mutex_unlock(&c->mu);
+    return in;
+}
+
 static tr_status call_sync(tr_comm *c, tr_comm_call k) {
     tr_comm_work *w;
     TR_CHECK(tr_comm_issue(c, &k, &w));
-    pthread_mutex_lock(&c->mu);
-    int in_group = c->group_depth > 0;
-    pthread_mutex_unlock(&c->mu);
-    if (in_group) return tr_error_set(TR_ERR_INVALID, "comm %s: a synchronous call inside a group would wait forever",
+    if (in_group(c)) return tr_error_set(TR_ERR_INVALID, "comm %s: a synchronous call inside a group would wait forever",
                                       tr_comm_kind_name(k.kind));
     return tr_comm_wait(w);
 }
@@ -403,10 +398,7 @@ void tr_comm_free(tr_comm *c, void *ptr) {
     if (!c || !ptr) return;
     /* Inside a group queued works may still name it: then it stays until the communicator
      * goes. A broken communicator has nothing running, so its memory can go. */
-    pthread_mutex_lock(&c->mu);
-    int in_group = c->group_depth > 0;
-    pthread_mutex_unlock(&c->mu);
-    if (in_group) return;
+    if (in_group(c)) return;
     (void)drain(c, "free");
     for (int i = 0; i < c->n_mem; i++)
         if (c->mem[i].p == ptr) {
@@ -423,14 +415,9 @@ int tr_comm_is_shared(const tr_comm *c, const void *ptr) {
 }
 
 void tr_comm_abort(tr_comm *c) {
-    pthread_mutex_lock(&c->mu);
-    if (!c->broken) {
-        c->broken = 1;
-        c->broken_status = TR_ERR_ABORTED;
-        snprintf(c->last_error, sizeof c->last_error, "comm %s rank %d: aborted by this rank", c->plugin->desc->name,
-                 c->env.rank);
-    }
-    pthread_mutex_unlock(&c->mu);
+    char msg[256];
+    snprintf(msg, sizeof msg, "comm %s rank %d: aborted by this rank", c->plugin->desc->name, c->env.rank);
+    mark_broken(c, TR_ERR_ABORTED, msg);
     if (c->ops->abort) c->ops->abort(c->ctx);
 }
 

@@ -29,7 +29,7 @@ struct tr_loader {
     size_t x_bytes, y_bytes;   /* per sample */
     int64_t *perm;
     int n_slots;               /* ring size (the batches held ahead + the slot the consumer holds) */
-    int prefetch;              /* batches ahead the consumer asked for */
+    int64_t wake_ahead;        /* the consumer wakes the workers at this many batches claimed ahead */
     slot *slots;
     int n_workers;             /* background threads; 0: load on the caller's thread */
     pthread_t *threads;
@@ -133,7 +133,9 @@ tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
     size_t fit = DEEP_BYTES / (batch_bytes ? batch_bytes : 1), want = fit < DEEP_BATCHES ? fit : DEEP_BATCHES;
     int depth = threaded && (size_t)prefetch < want ? (int)want : prefetch;
     L->n_slots = threaded ? depth + 1 : 1;
-    L->prefetch = prefetch;
+    /* Half the ring, or the prefetch asked for if more: the hysteresis spends only the extra
+     * depth small batches get. */
+    L->wake_ahead = depth / 2 > prefetch - 1 ? depth / 2 : prefetch - 1;
     L->perm = tr_malloc((size_t)(s->n ? s->n : 1) * sizeof *L->perm);
     L->slots = tr_calloc((size_t)L->n_slots, sizeof *L->slots);
     L->threads = threaded ? tr_calloc((size_t)workers, sizeof *L->threads) : NULL;
@@ -224,9 +226,7 @@ tr_status tr_loader_next(tr_loader *L, const tr_host_batch **out) {
      * step in a VM), so the workers are woken only once the batches claimed ahead fall to
      * half the ring, or below the prefetch asked for (the extra depth of small batches is
      * what the hysteresis spends): they then refill it in one go. */
-    int64_t ahead = L->next_claim - L->next_take, low = (L->n_slots - 1) / 2;
-    if (low < L->prefetch - 1) low = L->prefetch - 1;
-    if (ahead <= low && L->next_claim < L->n_batches) pthread_cond_broadcast(&L->cv);
+    if (L->next_claim - L->next_take <= L->wake_ahead && L->next_claim < L->n_batches) pthread_cond_broadcast(&L->cv);
     pthread_mutex_unlock(&L->mu);
     if (sl->status != TR_OK) return tr_error_set(sl->status, "%s", sl->msg);
     *out = &sl->b;

@@ -82,7 +82,8 @@ static void signal_all(rank_proc *rp, int n, int sig) {
         }
 }
 
-static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *job, int attempt) {
+/* id: this attempt's TRAINER_JOB_ID. */
+static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *id, int attempt) {
     for (int r = 0; r < cfg->nproc; r++) {
         int fds[2];
         if (pipe(fds) != 0) return tr_error_set(TR_ERR_IO, "launch: pipe: %s", strerror(errno));
@@ -112,8 +113,7 @@ static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *j
             setenv("LOCAL_WORLD_SIZE", v, 1);
             setenv("MASTER_ADDR", "127.0.0.1", 1);
             if (!getenv("MASTER_PORT")) setenv("MASTER_PORT", "29500", 1);
-            snprintf(v, sizeof v, "%s.%d", job, attempt);
-            setenv("TRAINER_JOB_ID", v, 1);
+            setenv("TRAINER_JOB_ID", id, 1);
             snprintf(v, sizeof v, "%d", attempt);
             setenv("TRAINER_RESTART_COUNT", v, 1);
             execvp(cfg->argv[0], cfg->argv);
@@ -213,17 +213,16 @@ static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_resul
 }
 
 /* Backstop for the shm backend, which unlinks its names itself once every rank has mapped
- * them: the job's segment and its ranks' shared buffers (/trainer-<its job id>-<rank>-m<n>),
- * whatever a killed rank left behind. */
-static void remove_shm(const char *job, int attempt) {
+ * them: whatever a killed rank left of the attempt with TRAINER_JOB_ID `id`, the job's segment
+ * and its ranks' shared buffers (/trainer-<job id>, /trainer-<job id>-<rank>-m<n>; the job id
+ * is "trainer-" + TRAINER_JOB_ID, tr_comm_env_detect). */
+static void remove_shm(const char *id) {
     char prefix[128], name[384];
-    int len = snprintf(prefix, sizeof prefix, "trainer-trainer-%s.%d", job, attempt);
-    snprintf(name, sizeof name, "/%s", prefix);
-    shm_unlink(name);
+    int len = snprintf(prefix, sizeof prefix, "trainer-trainer-%s", id);
     DIR *dir = opendir("/dev/shm");
     if (!dir) return;
     for (struct dirent *e; (e = readdir(dir));)
-        if (strncmp(e->d_name, prefix, (size_t)len) == 0 && e->d_name[len] == '-') {
+        if (strncmp(e->d_name, prefix, (size_t)len) == 0 && (e->d_name[len] == 0 || e->d_name[len] == '-')) {
             snprintf(name, sizeof name, "/%s", e->d_name);
             shm_unlink(name);
         }
@@ -249,7 +248,9 @@ tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res) {
     g_signal = 0;
     tr_status st = TR_OK;
     for (int attempt = 0;; attempt++) {
-        st = spawn(cfg, rp, job, attempt);
+        char id[64];
+        snprintf(id, sizeof id, "%s.%d", job, attempt);
+        st = spawn(cfg, rp, id, attempt);
         if (st != TR_OK) {
             for (int r = 0; r < cfg->nproc; r++)
                 if (rp[r].running) {
@@ -260,7 +261,7 @@ tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res) {
             break;
         }
         int failed = supervise(cfg, rp, res);
-        remove_shm(job, attempt);
+        remove_shm(id);
         if (g_signal) {
             res->exit_code = 128 + g_signal;
             snprintf(res->message, sizeof res->message, "stopped by signal %d (%s): every rank was terminated",

@@ -53,7 +53,7 @@ static void free_table(table *t) {
         if (!t->grad_borrowed) tr_pages_free(t->grad, bytes);
     } else {
         tr_free(t->data);
-        if (!t->grad_borrowed) tr_free(t->grad);
+        tr_free(t->grad);
     }
     tr_free(t->e);
 }

@@ -70,7 +70,8 @@ typedef struct shm_rank {
     /* Written before a barrier, read by the others after it: */
     int32_t mem_ok;                  /* alloc: this rank made (then mapped) its part */
     uint64_t in_place;               /* an all-reduce's buffer in a region: ((id + 1) << 48) | offset */
-    char pad[LINE - 3 * sizeof(uint64_t) - 2 * sizeof(int32_t)];
+    uint64_t in_count;               /* ... and its count */
+    char pad[LINE - 4 * sizeof(uint64_t) - 2 * sizeof(int32_t)];
 } shm_rank;
 
 typedef struct shm_chan {
@@ -109,7 +110,6 @@ typedef struct shm {
     const char *activity;            /* for messages outside an operation */
     region regions[MAX_REGIONS];
     uint32_t made;                   /* allocs so far: the same on every rank, the next id */
-    uint32_t shared;                 /* of them shared (every rank agreed) */
 } shm;
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -313,11 +313,14 @@ static void stage_parts(shm *s, int set, const uint8_t *in, size_t m, size_t es)
  * parts out of the result slot. About 4 bytes of memory traffic per byte reduced, against 2
  * for a memcpy.
  *
- * Once shared regions exist (s->shared counts those every rank agreed on, so it is the same
- * everywhere), each rank also says at the first chunk's barrier where its buffer lies in them;
- * a rank whose buffer does stages nothing before it. After the barrier every rank reads the
- * same answers: all in regions, the direct path; some, those ranks stage their chunk now and
- * everyone meets once more; none, nothing changes and the call costs no extra barrier. The
+ * Once the job has allocated shared memory (s->made is the same on every rank), each rank
+ * also says at the first chunk's barrier where its buffer lies in it and how many elements
+ * it reduces; a rank whose buffer lies there stages nothing before it. After the barrier every
+ * rank reads the same answers: all in shared memory with one count, the direct path; else
+ * the ranks that staged nothing stage their chunk now and everyone meets once more (none: no
+ * extra barrier). A rank whose count differs (a contract broken, or the fault point that dies
+ * half-way) thus stays on the staged path, where its peers wait for the rest as they would for
+ * a death inside the call. The
  * answers are read before a barrier that every rank reaches afterwards (the chunk's second one,
  * or the direct path's), so the next call cannot overwrite them too early; a call of no
  * elements has no such barrier and never asks. */
@@ -326,16 +329,17 @@ static tr_status all_reduce(shm *s, const tr_comm_call *k, double dl, int to_all
     const uint8_t *src = k->send;
     uint8_t *dst = k->recv;
     int me = s->rank, out = to_all || me == k->root, staged = 0, set = 0;
-    if (to_all && s->shared && k->count) {
+    if (to_all && s->made && k->count) {
         uint64_t at = shared_at(s, k->send, k->recv, k->count * es);
         size_t m = k->count < C ? k->count : C;
         s->ranks[me].in_place = at;
+        s->ranks[me].in_count = k->count;
         set = next_set(s);
         if (!at) stage_parts(s, set, src, m, es);
         TR_CHECK(barrier(s, dl));
         int all = 1, any = 0;
         for (int q = 0; q < s->world; q++) {
-            all &= s->ranks[q].in_place != 0;
+            all &= s->ranks[q].in_place != 0 && s->ranks[q].in_count == k->count;
             any |= s->ranks[q].in_place != 0;
         }
         if (all) return all_reduce_shared(s, k, dl);
@@ -508,6 +512,47 @@ static tr_status run(void *ctx, const tr_comm_op *op) {
     return st;
 }
 
+/* A new segment `name` of `size` bytes (a crashed run's of that name removed first), reserved
+ * and mapped into *p. 0, or the errno with *what the step that failed (then the name is gone);
+ * the caller unlinks the name once every rank has mapped it. */
+static int seg_create(const char *name, size_t size, void **p, const char **what) {
+    *p = NULL;
+    shm_unlink(name);
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600), e = 0;
+    if (fd < 0) {
+        *what = "create";
+        return errno;
+    }
+    void *m = MAP_FAILED;
+    if ((e = posix_fallocate(fd, 0, (off_t)size))) *what = "reserve";
+    else if ((m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+        e = errno;
+        *what = "map";
+    }
+    close(fd);
+    if (e) shm_unlink(name);
+    else *p = m;
+    return e;
+}
+
+/* Maps the existing segment `name` whole into *p (*size its bytes); 0 or the errno. */
+static int seg_open(const char *name, size_t *size, void **p) {
+    *p = NULL;
+    int fd = shm_open(name, O_RDWR, 0600), e = 0;
+    if (fd < 0) return errno;
+    struct stat sb;
+    void *m = MAP_FAILED;
+    if (fstat(fd, &sb) != 0) e = errno;
+    else if (sb.st_size <= 0) e = EAGAIN; /* not sized yet */
+    else if ((m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) e = errno;
+    close(fd);
+    if (!e) {
+        *p = m;
+        *size = (size_t)sb.st_size;
+    }
+    return e;
+}
+
 static void mem_name(const shm *s, int r, uint32_t id, char *buf, size_t size) {
     snprintf(buf, size, "%s-%d-m%u", s->name, r, (unsigned)id);
 }
@@ -531,21 +576,10 @@ static tr_status mem_alloc(void *ctx, size_t bytes, double deadline, void **out)
     region *g = &s->regions[id];
     size_t size = round_up(bytes, 4096);
     char name[200];
-    int me = s->rank, ok = 0, made = 0;
+    const char *what;
     g->base = tr_calloc((size_t)s->world, sizeof *g->base);
-    mem_name(s, me, id, name, sizeof name);
-    shm_unlink(name); /* a crashed run's with this job id */
-    int fd = g->base ? shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600) : -1;
-    if (fd >= 0) {
-        made = 1;
-        void *p = posix_fallocate(fd, 0, (off_t)size) == 0 ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                                                           : MAP_FAILED;
-        close(fd);
-        if (p != MAP_FAILED) {
-            g->base[me] = p;
-            ok = 1;
-        }
-    }
+    mem_name(s, s->rank, id, name, sizeof name);
+    int me = s->rank, ok = g->base && seg_create(name, size, (void **)&g->base[me], &what) == 0, made = ok;
     s->activity = "alloc";
     s->ranks[me].mem_ok = ok;
     tr_status st = barrier(s, deadline);
@@ -553,15 +587,12 @@ static tr_status mem_alloc(void *ctx, size_t bytes, double deadline, void **out)
     for (int q = 0; st == TR_OK && ok && q < s->world; q++) {
         if (q == me) continue;
         char peer[200];
+        size_t got = 0;
         mem_name(s, q, id, peer, sizeof peer);
-        struct stat sb;
-        int pfd = shm_open(peer, O_RDWR, 0600);
-        void *p = pfd >= 0 && fstat(pfd, &sb) == 0 && (size_t)sb.st_size == size
-                      ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0)
-                      : MAP_FAILED;
-        if (pfd >= 0) close(pfd);
-        if (p == MAP_FAILED) ok = 0;
-        else g->base[q] = p;
+        void *p;
+        if (seg_open(peer, &got, &p) == 0 && got == size) g->base[q] = p;
+        else ok = 0;
+        if (p && got != size) munmap(p, got);
     }
     s->ranks[me].mem_ok = ok;
     if (st == TR_OK) st = barrier(s, deadline);
@@ -575,7 +606,6 @@ static tr_status mem_alloc(void *ctx, size_t bytes, double deadline, void **out)
         return st;
     }
     g->bytes = size;
-    s->shared++;
     *out = g->base[me];
     return TR_OK;
 }
@@ -628,23 +658,14 @@ static size_t total_size(size_t W, size_t chunk, size_t p2p) {
 
 static tr_status join(shm *s, double deadline) {
     if (s->rank == 0) {
-        shm_unlink(s->name); /* a stale segment of a crashed run with this job id */
-        int fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        if (fd < 0) return tr_error_set(TR_ERR_COMM, "cannot create shared memory %s: %s", s->name, strerror(errno));
-        int e = posix_fallocate(fd, 0, (off_t)s->size);
-        if (e) {
-            close(fd);
-            shm_unlink(s->name);
+        const char *what = "";
+        void *p;
+        int e = seg_create(s->name, s->size, &p, &what);
+        if (e && !strcmp(what, "reserve"))
             return tr_error_set(TR_ERR_COMM, "cannot reserve %zu bytes of shared memory for %s: %s (is /dev/shm "
                                              "large enough? lower chunk_kb)", s->size, s->name, strerror(e));
-        }
-        s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-        if (s->base == MAP_FAILED) {
-            s->base = NULL;
-            shm_unlink(s->name);
-            return tr_error_set(TR_ERR_COMM, "cannot map %s: %s", s->name, strerror(errno));
-        }
+        if (e) return tr_error_set(TR_ERR_COMM, "cannot %s shared memory %s: %s", what, s->name, strerror(e));
+        s->base = p;
         layout(s, s->size);
         s->h->magic = SHM_MAGIC;
         s->h->world = (uint32_t)s->world;
@@ -657,29 +678,23 @@ static tr_status join(shm *s, double deadline) {
         atomic_store_explicit(&s->h->ready, 1, memory_order_release);
     } else {
         for (;;) {
-            int fd = shm_open(s->name, O_RDWR, 0600);
-            struct stat sb;
-            if (fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size >= sizeof(shm_header)) {
-                void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-                close(fd);
-                if (p != MAP_FAILED) {
-                    shm_header *h = p;
-                    if (atomic_load_explicit(&h->ready, memory_order_acquire) && h->magic == SHM_MAGIC &&
-                        !pid_gone((pid_t)h->creator_pid)) {
-                        if (h->world != (uint32_t)s->world || h->total_bytes != (uint64_t)sb.st_size ||
-                            h->chunk_bytes != s->chunk || h->p2p_bytes != s->p2p_bytes) {
-                            unsigned hw = h->world;
-                            munmap(p, (size_t)sb.st_size);
-                            return tr_error_set(TR_ERR_COMM, "%s was made for %u ranks (or other chunk_kb/p2p_kb), "
-                                                             "this rank expects %d", s->name, hw, s->world);
-                        }
-                        s->base = p;
-                        break;
+            size_t got;
+            void *p;
+            if (seg_open(s->name, &got, &p) == 0) {
+                shm_header *h = p;
+                if (got >= sizeof(shm_header) && atomic_load_explicit(&h->ready, memory_order_acquire) &&
+                    h->magic == SHM_MAGIC && !pid_gone((pid_t)h->creator_pid)) {
+                    if (h->world != (uint32_t)s->world || h->total_bytes != (uint64_t)got || h->chunk_bytes != s->chunk ||
+                        h->p2p_bytes != s->p2p_bytes) {
+                        unsigned hw = h->world;
+                        munmap(p, got);
+                        return tr_error_set(TR_ERR_COMM, "%s was made for %u ranks (or other chunk_kb/p2p_kb), "
+                                                         "this rank expects %d", s->name, hw, s->world);
                     }
-                    munmap(p, (size_t)sb.st_size);
+                    s->base = p;
+                    break;
                 }
-            } else if (fd >= 0) {
-                close(fd);
+                munmap(p, got);
             }
             if (tr_now() > deadline)
                 return tr_error_set(TR_ERR_TIMEOUT, "timed out joining: rank 0 never created %s", s->name);
