@@ -27,14 +27,8 @@ typedef struct seen {
 static void hook(void *user, int p) {
     seen *s = user;
     tr_tensor *t = tr_params_get(s->P, p);
-    double v = 0;
-    int64_t n = tr_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) {
-        double x = ((float *)t->grad)[i];
-        v += x * x;
-    }
     s->calls[p]++;
-    s->truth[p] = v;
+    s->truth[p] = tr_grad_sumsq(t->grad, (size_t)tr_tensor_numel(t));
     s->noted[p] = tr_graph_grad_sumsq_(s->g, p, &s->value[p]);
 }
 
@@ -58,6 +52,7 @@ static void setup(seen *s, int64_t C, int64_t OC) {
     tr_graph_create(&s->g, 0);
     tr_graph_set_params(s->g, s->P);
     tr_graph_set_grad_hook(s->g, hook, s);
+    CHECK(tr_graph_note_grad_sumsq_(s->g, 1) == TR_OK, "notes on: %s", tr_error_msg());
 }
 
 static void teardown(seen *s) {
@@ -106,6 +101,22 @@ static void one_linear(int64_t B, int64_t C, int64_t OC, int want) {
     backward(&s, linear_loss(&s, input(&s, B, C, 1), tr_params_get(s.P, 0), 4), 1, what);
     expect(&s, 0, want, what);
     expect(&s, 1, 0, what); /* the bias is added to (op_grad), never noted */
+    teardown(&s);
+}
+
+/* Notes off (a graph whose norm nobody reads, or an earlier micro-batch): nothing noted, and
+ * the gradient is the same as with them on. */
+static void notes_off(void) {
+    seen s;
+    setup(&s, 37, 21);
+    backward(&s, linear_loss(&s, input(&s, 8, 37, 1), tr_params_get(s.P, 0), 4), 1, "notes on");
+    float on[37 * 21];
+    memcpy(on, tr_params_get(s.P, 0)->grad, sizeof on);
+    CHECK(tr_graph_note_grad_sumsq_(s.g, 0) == TR_OK, "notes off");
+    tr_graph_reset(s.g); /* the next step */
+    backward(&s, linear_loss(&s, input(&s, 8, 37, 1), tr_params_get(s.P, 0), 4), 1, "notes off");
+    expect(&s, 0, 0, "notes off");
+    CHECK(memcmp(on, tr_params_get(s.P, 0)->grad, sizeof on) == 0, "notes off: the same gradient");
     teardown(&s);
 }
 
@@ -238,6 +249,7 @@ int main(void) {
         for (size_t j = 0; j < sizeof widths / sizeof *widths; j++)
             one_linear(batches[i], widths[j][0], widths[j][1], 1);
     one_linear(17, 37, 21, 0); /* BLAS: the hook sums the gradient itself */
+    notes_off();
     shared_weight();
     weight_and_mul(1);
     weight_and_mul(0);

@@ -34,6 +34,7 @@ struct tr_graph {
     double *sumsq;            /* per parameter: its gradient's sum of squares as noted by the op
                                * that wrote it this backward, no op since; NaN: none */
     int cap_sumsq;
+    int note_sumsq;           /* ops note sums (tr_graph_note_grad_sumsq_) */
 };
 
 /* A parameter used through a reshape view is a use of the parameter itself. */
@@ -139,16 +140,23 @@ void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample
 
 void tr_graph_set_params(tr_graph *g, tr_params *params) { g->params = params; }
 
-tr_status tr_graph_write_param_grads(tr_graph *g) {
-    if (!g->params) return tr_error_set(TR_ERR_INVALID, "graph: writing parameter gradients needs tr_graph_set_params");
+/* A per-parameter array of the graph's (fresh flags, noted sums) grown to the parameter count
+ * of its set; the old contents are not kept. */
+static tr_status reserve_per_param(tr_graph *g, void **a, int *cap, size_t elem, const char *what) {
+    if (!g->params) return tr_error_set(TR_ERR_INVALID, "graph: %s needs tr_graph_set_params", what);
     int np = tr_params_count(g->params);
-    if (np > g->cap_fresh) {
-        unsigned char *f = tr_calloc((size_t)np, 1);
-        if (!f) return tr_error_set(TR_ERR_NOMEM, "graph: out of memory for %d parameter flags", np);
-        tr_free(g->fresh);
-        g->fresh = f;
-        g->cap_fresh = np;
-    }
+    if (np <= *cap) return TR_OK;
+    void *n = tr_calloc((size_t)np, elem);
+    if (!n) return tr_error_set(TR_ERR_NOMEM, "graph: out of memory for %s of %d parameters", what, np);
+    tr_free(*a);
+    *a = n;
+    *cap = np;
+    return TR_OK;
+}
+
+tr_status tr_graph_write_param_grads(tr_graph *g) {
+    TR_CHECK(reserve_per_param(g, (void **)&g->fresh, &g->cap_fresh, 1, "writing parameter gradients"));
+    int np = tr_params_count(g->params);
     memset(g->fresh, 1, (size_t)np);
     g->n_fresh = np;
     return TR_OK;
@@ -433,23 +441,22 @@ static void forget_sumsq(tr_graph *g, const tr_tensor *t) {
     if (b && b->param >= 0 && b->param < g->cap_sumsq) g->sumsq[b->param] = NAN;
 }
 
+tr_status tr_graph_note_grad_sumsq_(tr_graph *g, int on) {
+    g->note_sumsq = 0;
+    if (!on) return TR_OK;
+    TR_CHECK(reserve_per_param(g, (void **)&g->sumsq, &g->cap_sumsq, sizeof *g->sumsq, "noting gradient norms"));
+    for (int p = 0; p < g->cap_sumsq; p++) g->sumsq[p] = NAN;
+    g->note_sumsq = 1;
+    return TR_OK;
+}
+
 int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t) {
-    return g->params && t && !t->view_of && t->param >= 0 && t->param < tr_params_count(g->params) &&
+    return g->note_sumsq && t && !t->view_of && t->param >= 0 && t->param < g->cap_sumsq &&
            tr_params_get(g->params, t->param) == t;
 }
 
 void op_note_grad_sumsq(tr_graph *g, tr_tensor *t, double sumsq) {
-    if (!isfinite(sumsq) || !op_wants_grad_sumsq(g, t)) return; /* the hook sums it in double */
-    int np = tr_params_count(g->params);
-    if (np > g->cap_sumsq) {
-        double *s = tr_malloc((size_t)np * sizeof *s);
-        if (!s) return; /* out of memory: nothing noted, the hook sums the gradient itself */
-        for (int p = 0; p < np; p++) s[p] = NAN;
-        tr_free(g->sumsq);
-        g->sumsq = s;
-        g->cap_sumsq = np;
-    }
-    g->sumsq[t->param] = sumsq;
+    if (isfinite(sumsq) && op_wants_grad_sumsq(g, t)) g->sumsq[t->param] = sumsq; /* else the hook sums it in double */
 }
 
 int tr_graph_grad_sumsq_(const tr_graph *g, int p, double *sumsq) {

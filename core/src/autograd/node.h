@@ -98,11 +98,16 @@ void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc);
  * (tr_graph_grad_sumsq_), valid until another op fetches that gradient. Nothing for other
  * tensors, nor for a sum that is not finite (the hook then sums the gradient in double). */
 void op_note_grad_sumsq(tr_graph *g, tr_tensor *t, double sumsq);
-/* Whether op_note_grad_sumsq would record for t: t is a parameter of the graph's set. */
+/* Whether op_note_grad_sumsq would record for t: notes are on and t is a parameter of the
+ * graph's set (an op that would do extra work for the sum asks first). */
 int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t);
 /* The sum of squares of parameter p's gradient, as the op that last wrote it noted in this
  * backward: 1 and *sumsq set, or 0 (none noted, or another op added to it since). */
 int tr_graph_grad_sumsq_(const tr_graph *g, int p, double *sumsq);
+/* Notes on (for the backwards whose gradient norm a hook reads: the cpu strategy's last
+ * micro-batch) or off (the default: no op does the work). Turning them on reserves the notes
+ * (an allocation the first time, outside backward) and clears them. */
+tr_status tr_graph_note_grad_sumsq_(tr_graph *g, int on);
 /* The graph's dropout randomness (tr_graph_set_rng) and a per-step call counter that gives
  * each random op of a step its own sub-stream. */
 void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample_base,

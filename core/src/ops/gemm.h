@@ -14,15 +14,17 @@ void tr_gemm_f64(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, doub
                  const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
                  double *C, int64_t ldc);
 
-/* The f32 GEMMs with one dimension of 16 or less that gemm_small.c computes without BLAS
- * (nt and nn with M <= 16, tn with K <= 16): returns 1 when it did, 0 to leave it to BLAS. */
+/* The f32 GEMMs with one dimension of TR_GEMM_SMALL_MAX or less that gemm_small.c computes
+ * without BLAS (nt and nn with M <= it, tn with K <= it): returns 1 when it did, 0 to leave it
+ * to BLAS. */
+#define TR_GEMM_SMALL_MAX 16
 int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                       int64_t ldc);
 
-/* tn of tr_gemm_small_f32 (C = alpha A^T B + beta C, A stored (K, M), K <= 16) that also
+/* tn of tr_gemm_small_f32 (C = alpha A^T B + beta C, A stored (K, M), K <= the max) that also
  * sums the squares of C as written: rows (M doubles, scratch) gets each row's, and it returns
- * their sum in row order (the same for any thread count). K must be 1..16. Squares are summed
+ * their sum in row order (the same for any thread count). K must be 1..TR_GEMM_SMALL_MAX. Squares are summed
  * in float, at most 16 per lane, then in double: values past about 4e18 make the sum infinite
  * (a caller that needs the exact norm of such a gradient sums it again in double). */
 double tr_gemm_small_tn_sumsq_f32(int64_t M, int64_t N, int64_t K, float alpha, const float *A,

@@ -185,7 +185,7 @@ static void gemm_tn(int64_t M, int64_t N, int64_t K, float alpha, const float *A
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc, double *rows) {
 #pragma omp parallel for if (M * N * K > SMALL_PAR_MIN && !omp_in_parallel()) schedule(static)
     for (int64_t m = 0; m < M; m++) {
-        float a[16];
+        float a[TR_GEMM_SMALL_MAX];
         for (int64_t k = 0; k < K; k++) a[k] = alpha * A[k * lda + m];
         float *c = C + m * ldc;
         vf ss = {0}; /* squares in float, at most 16 per lane, then added in double */
@@ -217,15 +217,15 @@ int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                       int64_t ldc) {
     if (K == 0) return 0; /* BLAS: C = beta * C */
-    if (!trans_a && trans_b && M <= 16) {
+    if (!trans_a && trans_b && M <= TR_GEMM_SMALL_MAX) {
         gemm_nt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return 1;
     }
-    if (!trans_a && !trans_b && M <= 16) {
+    if (!trans_a && !trans_b && M <= TR_GEMM_SMALL_MAX) {
         gemm_nn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return 1;
     }
-    if (trans_a && !trans_b && K <= 16) {
+    if (trans_a && !trans_b && K <= TR_GEMM_SMALL_MAX) {
         gemm_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
         return 1;
     }

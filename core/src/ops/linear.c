@@ -12,7 +12,7 @@
  * (their gradients share a buffer). */
 static int weight_grad_apart(tr_graph *g, const tr_tensor *x, const tr_tensor *w, int64_t B) {
     const tr_tensor *xb = x->view_of ? x->view_of : x;
-    return B > 0 && B <= 16 && !op_kernels(g) && w->dtype == TR_F32 && xb != w && op_wants_grad_sumsq(g, w);
+    return B > 0 && B <= TR_GEMM_SMALL_MAX && !op_kernels(g) && w->dtype == TR_F32 && xb != w && op_wants_grad_sumsq(g, w);
 }
 
 static void linear_backward(tr_graph *g, tr_node *n) {

@@ -70,6 +70,7 @@ tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss)
     TR_CHECK(tr_replica_forward(s->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
     if (mb->first) TR_CHECK(tr_graph_write_param_grads(s->r->g));
     s->last = mb->last;
+    TR_CHECK(tr_graph_note_grad_sumsq_(s->r->g, mb->last)); /* what grad_ready reads */
     tr_status st = tr_backward(s->r->g, out.loss, NULL);
     s->last = 0;
     TR_CHECK(st);
