@@ -73,6 +73,22 @@ static void *conv_scratch(tr_graph *g, const conv_dims *d, size_t elem, int64_t 
  * are tested against) and f32 without AVX-512; with AVX-512, f32 copies a row as full vectors
  * and one masked one (masked-off lanes are neither read nor written), and col2im at stride 1
  * runs in gather form, so that f32 never adds rows one by one there. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+/* What the vector im2col (conv_im2col_vec) needs besides the dims: it depends on OH and OW
+ * only, so it is worked out once per chunk of images (conv_vec_plan), not per image. */
+#define CONV_VEC_MAX 16
+typedef struct conv_vec_plan {
+    int ok; /* 0: im2col copies row by row */
+#if defined(__AVX512F__)
+    int64_t nv, r0[CONV_VEC_MAX];
+    __m512i idx[CONV_VEC_MAX];
+    __mmask16 rowm, last;
+#endif
+} conv_vec_plan;
+
 #define CONV_ROW_ADD(type, sfx)                                                               \
     static inline void conv_row_add_##sfx(type *dst, const type *src, int64_t n) {          \
         for (int64_t i = 0; i < n; i++) dst[i] += src[i];                                     \
@@ -86,18 +102,20 @@ static void *conv_scratch(tr_graph *g, const conv_dims *d, size_t elem, int64_t 
         (void)dx, (void)dcol, (void)ld, (void)d, (void)acc;                                   \
         return 0; /* not in gather form: the caller scatters with conv_row_add */            \
     }                                                                                         \
+    static void conv_vec_plan_##sfx(conv_vec_plan *pl, const conv_dims *d) {                \
+        (void)d;                                                                              \
+        pl->ok = 0; /* row by row: im2col copies with conv_row_copy */                        \
+    }                                                                                         \
     static int conv_im2col_vec_##sfx(type *col, int64_t ld, const type *x,                   \
-                                     const conv_dims *d) {                                    \
-        (void)col, (void)ld, (void)x, (void)d;                                                \
-        return 0; /* row by row: the caller copies with conv_row_copy */                      \
+                                     const conv_dims *d, const conv_vec_plan *pl) {           \
+        (void)col, (void)ld, (void)x, (void)d, (void)pl;                                      \
+        return 0;                                                                             \
     }
 CONV_ROW_ADD(float, f32)
 CONV_ROW_ADD(double, f64)
 CONV_PLAIN_ROWS(double, f64)
 
 #if defined(__AVX512F__)
-#include <immintrin.h>
-
 static inline void conv_row_copy_f32(float *dst, const float *src, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i));
@@ -155,38 +173,44 @@ static int conv_col2im_gather_f32(float *dx, const float *dcol, int64_t ld, cons
  * channel c at (kh, kw), flattened. Row by row that is OH masked stores of OW values, half
  * of them split over two cache lines; here every 16 outputs are one full store, permuted
  * from the two input rows they come from (this holds when no 16 consecutive outputs span
- * three rows). Masked loads read only the window's OW columns of a row. Returns 1, or 0 where
- * it does not apply. */
-#define CONV_VEC_MAX 16
-static int conv_im2col_vec_f32(float *col, int64_t ld, const float *x, const conv_dims *d) {
-    const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, OW = d->OW;
-    int64_t P = OH * OW, nv = (P + 15) / 16;
-    if (d->S != 1 || d->P != 0 || OW > 16 || nv > CONV_VEC_MAX) return 0;
+ * three rows). Masked loads read only the window's OW columns of a row. conv_vec_plan_f32
+ * works out the permutations (ok 0 where this does not apply); conv_im2col_vec_f32 returns
+ * 1, or 0 without a plan. */
+static void conv_vec_plan_f32(conv_vec_plan *pl, const conv_dims *d) {
+    const int64_t OH = d->OH, OW = d->OW, P = OH * OW, nv = (P + 15) / 16;
+    pl->ok = 0;
+    if (d->S != 1 || d->P != 0 || OW > 16 || nv > CONV_VEC_MAX) return;
     int32_t lanes[16];
-    int64_t r0[CONV_VEC_MAX];
-    __m512i idx[CONV_VEC_MAX];
     for (int64_t j = 0; j < nv; j++) {
-        r0[j] = 16 * j / OW;
+        pl->r0[j] = 16 * j / OW;
         for (int64_t l = 0; l < 16; l++) {
-            int64_t e = 16 * j + l, r = e / OW - r0[j];
-            if (e < P && r > 1) return 0;
+            int64_t e = 16 * j + l, r = e / OW - pl->r0[j];
+            if (e < P && r > 1) return;
             lanes[l] = e < P ? (int32_t)(r * 16 + e % OW) : 0;
         }
-        idx[j] = _mm512_loadu_si512(lanes);
+        pl->idx[j] = _mm512_loadu_si512(lanes);
     }
-    __mmask16 rowm = (__mmask16)((1u << OW) - 1u), last = conv_lanes16(0, P - 16 * (nv - 1));
+    pl->nv = nv;
+    pl->rowm = (__mmask16)((1u << OW) - 1u);
+    pl->last = conv_lanes16(0, P - 16 * (nv - 1));
+    pl->ok = 1;
+}
+
+static int conv_im2col_vec_f32(float *col, int64_t ld, const float *x, const conv_dims *d, const conv_vec_plan *pl) {
+    if (!pl->ok) return 0;
+    const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, nv = pl->nv;
     for (int64_t c = 0; c < C; c++) {
         for (int64_t kh = 0; kh < KH; kh++) {
             for (int64_t kw = 0; kw < KW; kw++) {
                 const float *src = x + (c * H + kh) * W + kw;
                 float *dst = col + ((c * KH + kh) * KW + kw) * ld;
                 for (int64_t j = 0; j < nv; j++) {
-                    __m512 a = _mm512_maskz_loadu_ps(rowm, src + r0[j] * W);
-                    __m512 b = r0[j] + 1 < OH ? _mm512_maskz_loadu_ps(rowm, src + (r0[j] + 1) * W)
-                                              : _mm512_setzero_ps();
-                    __m512 v = _mm512_permutex2var_ps(a, idx[j], b);
+                    __m512 a = _mm512_maskz_loadu_ps(pl->rowm, src + pl->r0[j] * W);
+                    __m512 b = pl->r0[j] + 1 < OH ? _mm512_maskz_loadu_ps(pl->rowm, src + (pl->r0[j] + 1) * W)
+                                                  : _mm512_setzero_ps();
+                    __m512 v = _mm512_permutex2var_ps(a, pl->idx[j], b);
                     if (j + 1 < nv) _mm512_storeu_ps(dst + 16 * j, v);
-                    else _mm512_mask_storeu_ps(dst + 16 * j, last, v);
+                    else _mm512_mask_storeu_ps(dst + 16 * j, pl->last, v);
                 }
             }
         }
