@@ -48,63 +48,22 @@
 BNP2_NO_PLANES(double, f64)
 
 #if defined(__AVX512F__)
-#include <immintrin.h>
-
-static inline __mmask16 bnp2_mask(int64_t n) {
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
-/* The four pixels of 16 windows from rows r0, r1 (window o's are r0[2o], r0[2o+1], r1[2o],
- * r1[2o+1]); n windows valid, the others' lanes 0. */
-typedef struct bnp2_quad {
-    __m512 a, b, c, e;
-} bnp2_quad;
-
-static inline bnp2_quad bnp2_load(const float *r0, const float *r1, int64_t n) {
-    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    __mmask16 lo = bnp2_mask(2 * n), hi = bnp2_mask(2 * n - 16);
-    __m512 t0 = _mm512_maskz_loadu_ps(lo, r0), t1 = _mm512_maskz_loadu_ps(hi, r0 + 16);
-    __m512 u0 = _mm512_maskz_loadu_ps(lo, r1), u1 = _mm512_maskz_loadu_ps(hi, r1 + 16);
-    return (bnp2_quad){_mm512_permutex2var_ps(t0, even, t1), _mm512_permutex2var_ps(t0, odd, t1),
-                       _mm512_permutex2var_ps(u0, even, u1), _mm512_permutex2var_ps(u0, odd, u1)};
-}
-
-/* a larger value or a NaN takes the place (max_pool2d's rule) */
-static inline __mmask16 bnp2_takes(__m512 v, __m512 m) {
-    return _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-}
-
 static int bnp2_forward_plane_f32(float *y, int32_t *am, float *xw, const float *x, float a,
                                   float b, const pool_dims *d) {
-    const __m512i lane2 = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b), zero = _mm512_setzero_ps();
     int32_t W = (int32_t)d->W;
     for (int64_t oh = 0; oh < d->OH; oh++) {
         const float *r0 = x + 2 * oh * d->W;
         int32_t base = (int32_t)(2 * oh * d->W);
         for (int64_t o = 0; o < d->OW; o += 16) {
-            bnp2_quad p = bnp2_load(r0 + 2 * o, r0 + d->W + 2 * o, d->OW - o);
-            __m512 za = _mm512_fmadd_ps(p.a, va, vb), zb = _mm512_fmadd_ps(p.b, va, vb);
-            __m512 zc = _mm512_fmadd_ps(p.c, va, vb), ze = _mm512_fmadd_ps(p.e, va, vb);
-            __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(base + 2 * (int32_t)o), lane2);
-            __m512 mx = za, win = p.a;
-            __m512i best = idx;
-            __mmask16 t = bnp2_takes(zb, mx);
-            mx = _mm512_mask_mov_ps(mx, t, zb);
-            win = _mm512_mask_mov_ps(win, t, p.b);
-            best = _mm512_mask_mov_epi32(best, t, _mm512_add_epi32(idx, _mm512_set1_epi32(1)));
-            t = bnp2_takes(zc, mx);
-            mx = _mm512_mask_mov_ps(mx, t, zc);
-            win = _mm512_mask_mov_ps(win, t, p.c);
-            best = _mm512_mask_mov_epi32(best, t, _mm512_add_epi32(idx, _mm512_set1_epi32(W)));
-            t = bnp2_takes(ze, mx);
-            mx = _mm512_mask_mov_ps(mx, t, ze);
-            win = _mm512_mask_mov_ps(win, t, p.e);
-            best = _mm512_mask_mov_epi32(best, t, _mm512_add_epi32(idx, _mm512_set1_epi32(W + 1)));
+            pool2_quad p = pool2_load(r0 + 2 * o, r0 + d->W + 2 * o, d->OW - o);
+            pool2_quad z = {_mm512_fmadd_ps(p.a, va, vb), _mm512_fmadd_ps(p.b, va, vb), _mm512_fmadd_ps(p.c, va, vb),
+                            _mm512_fmadd_ps(p.e, va, vb)};
+            __m512i best;
+            __m512 win, mx = pool2_max(z, pool2_index(base + 2 * (int32_t)o), W, &best, &p, &win);
             /* relu: max(x, 0) with relu's rule (a NaN is not > 0: 0) */
             mx = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(mx, zero, _CMP_GT_OQ), mx);
-            __mmask16 m = bnp2_mask(d->OW - o);
+            __mmask16 m = pool2_mask(d->OW - o);
             _mm512_mask_storeu_ps(y + oh * d->OW + o, m, mx);
             _mm512_mask_storeu_epi32(am + oh * d->OW + o, m, best);
             _mm512_mask_storeu_ps(xw + oh * d->OW + o, m, win);
@@ -113,14 +72,9 @@ static int bnp2_forward_plane_f32(float *y, int32_t *am, float *xw, const float 
     return 1;
 }
 
-/* relu's gradient of 16 outputs (dout where out > 0, else 0) and their winners' offsets in
- * the window (0, 1, W or W + 1). */
-static inline __m512 bnp2_dz(const float *dout, const float *out, const int32_t *am,
-                             int32_t first, __m512i *w, __mmask16 m) {
-    const __m512i lane2 = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+/* relu's gradient of 16 outputs: dout where out > 0, else 0. */
+static inline __m512 bnp2_dz(const float *dout, const float *out, __mmask16 m) {
     __m512 g = _mm512_maskz_loadu_ps(m, dout), v = _mm512_maskz_loadu_ps(m, out);
-    *w = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, am),
-                          _mm512_add_epi32(_mm512_set1_epi32(first), lane2));
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), g);
 }
 
@@ -129,12 +83,10 @@ static inline __m512 bnp2_dz(const float *dout, const float *out, const int32_t 
 static int bnp2_sums_plane_f32(double *sdy, double *sdyx, const float *dout, const float *out,
                                const float *xw, float mu, float is, int64_t n) {
     __m512 s1 = _mm512_setzero_ps(), s2 = _mm512_setzero_ps();
-    const __m512 vmu = _mm512_set1_ps(mu), vis = _mm512_set1_ps(is), zero = _mm512_setzero_ps();
+    const __m512 vmu = _mm512_set1_ps(mu), vis = _mm512_set1_ps(is);
     for (int64_t o = 0; o < n; o += 16) {
-        __mmask16 m = bnp2_mask(n - o);
-        __m512 v = _mm512_maskz_loadu_ps(m, out + o);
-        __m512 dz = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ),
-                                        _mm512_maskz_loadu_ps(m, dout + o));
+        __mmask16 m = pool2_mask(n - o);
+        __m512 dz = bnp2_dz(dout + o, out + o, m);
         __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xw + o), vmu), vis);
         s1 = _mm512_add_ps(s1, dz);
         s2 = _mm512_fmadd_ps(dz, xhat, s2);
@@ -154,28 +106,17 @@ static inline __m512 bnp2_dx(__m512 dy, __m512 x, __m512 vmu, __m512 vis, __m512
 static int bnp2_dx_plane_f32(float *dx, const float *dout, const float *out, const int32_t *am,
                              const float *x, float mu, float is, float a, float b, float q,
                              const pool_dims *d, int acc) {
-    /* interleave: even lanes from the first vector, odd from the second (low, high halves) */
-    const __m512i ilo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    const __m512i ihi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     const __m512 vmu = _mm512_set1_ps(mu), vis = _mm512_set1_ps(is), va = _mm512_set1_ps(a);
     const __m512 vb = _mm512_set1_ps(b), vq = _mm512_set1_ps(q);
-    const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
-    const __m512i wr = _mm512_set1_epi32((int32_t)d->W), wr1 = _mm512_set1_epi32((int32_t)d->W + 1);
     int64_t W = d->W;
     for (int64_t oh = 0; oh < d->OH; oh++) {
         int64_t row = oh * d->OW;
         for (int64_t o = 0; o < d->OW; o += 16) {
             int64_t n = d->OW - o;
-            __mmask16 lo = bnp2_mask(2 * n), hi = bnp2_mask(2 * n - 16);
-            __m512i w;
-            __m512 dz = bnp2_dz(dout + row + o, out + row + o, am + row + o,
-                                (int32_t)(2 * oh * W + 2 * o), &w, bnp2_mask(n));
-            __m512 v00 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, zero), dz);
-            __m512 v01 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, one), dz);
-            __m512 v10 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, wr), dz);
-            __m512 v11 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, wr1), dz);
-            __m512 dy[4] = {_mm512_permutex2var_ps(v00, ilo, v01), _mm512_permutex2var_ps(v00, ihi, v01),
-                            _mm512_permutex2var_ps(v10, ilo, v11), _mm512_permutex2var_ps(v10, ihi, v11)};
+            __mmask16 m = pool2_mask(n), lo = pool2_mask(2 * n), hi = pool2_mask(2 * n - 16);
+            __m512 dy[4];
+            pool2_spread(bnp2_dz(dout + row + o, out + row + o, m), am + row + o, (int32_t)(2 * oh * W + 2 * o),
+                         (int32_t)W, m, dy);
             const float *xs[4] = {x + 2 * oh * W + 2 * o, x + 2 * oh * W + 2 * o + 16,
                                   x + (2 * oh + 1) * W + 2 * o, x + (2 * oh + 1) * W + 2 * o + 16};
             float *ds[4] = {dx + 2 * oh * W + 2 * o, dx + 2 * oh * W + 2 * o + 16,

@@ -26,40 +26,13 @@
 POOL2_NO_ROWS(double, f64)
 
 #if defined(__AVX512F__)
-#include <immintrin.h>
-
-static inline __mmask16 pool_mask(int64_t n) {
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
-/* a larger value or a NaN (cmp with itself unordered) takes the place */
-static inline __mmask16 pool_takes(__m512 v, __m512 m) {
-    return _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-}
-
 static int pool2_forward_row_f32(float *y, int32_t *am, const float *r0, const float *r1,
                                  int32_t base, int32_t W, int64_t OW) {
-    const __m512i lane2 = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i lane2p1 = _mm512_add_epi32(lane2, _mm512_set1_epi32(1));
     for (int64_t o = 0; o < OW; o += 16) {
-        int64_t n = OW - o;
-        __mmask16 m = pool_mask(n), lo = pool_mask(2 * n), hi = pool_mask(2 * n - 16);
-        __m512 t0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * o), t1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * o + 16);
-        __m512 u0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * o), u1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * o + 16);
-        __m512 a = _mm512_permutex2var_ps(t0, lane2, t1), b = _mm512_permutex2var_ps(t0, lane2p1, t1);
-        __m512 c = _mm512_permutex2var_ps(u0, lane2, u1), e = _mm512_permutex2var_ps(u0, lane2p1, u1);
-        __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(base + 2 * (int32_t)o), lane2);
-        __m512 mx = a;
-        __m512i best = idx;
-        __mmask16 t = pool_takes(b, mx);
-        mx = _mm512_mask_mov_ps(mx, t, b);
-        best = _mm512_mask_mov_epi32(best, t, _mm512_add_epi32(idx, _mm512_set1_epi32(1)));
-        t = pool_takes(c, mx);
-        mx = _mm512_mask_mov_ps(mx, t, c);
-        best = _mm512_mask_mov_epi32(best, t, _mm512_add_epi32(idx, _mm512_set1_epi32(W)));
-        t = pool_takes(e, mx);
-        mx = _mm512_mask_mov_ps(mx, t, e);
-        best = _mm512_mask_mov_epi32(best, t, _mm512_add_epi32(idx, _mm512_set1_epi32(W + 1)));
+        __mmask16 m = pool2_mask(OW - o);
+        __m512i best;
+        __m512 mx = pool2_max(pool2_load(r0 + 2 * o, r1 + 2 * o, OW - o), pool2_index(base + 2 * (int32_t)o), W,
+                              &best, NULL, NULL);
         _mm512_mask_storeu_ps(y + o, m, mx);
         _mm512_mask_storeu_epi32(am + o, m, best);
     }
@@ -70,33 +43,17 @@ static int pool2_forward_row_f32(float *y, int32_t *am, const float *r0, const f
  * otherwise (set, or added when acc). */
 static int pool2_backward_row_f32(float *d0, float *d1, const float *dy, const int32_t *am,
                                   int32_t base, int32_t W, int64_t OW, int acc) {
-    const __m512i lane2 = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    /* interleave: even lanes from the first vector, odd from the second (low and high halves) */
-    const __m512i ilo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    const __m512i ihi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     for (int64_t o = 0; o < OW; o += 16) {
         int64_t n = OW - o;
-        __mmask16 m = pool_mask(n), lo = pool_mask(2 * n), hi = pool_mask(2 * n - 16);
-        __m512 g = _mm512_maskz_loadu_ps(m, dy + o);
-        __m512i w = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, am + o),
-                                     _mm512_add_epi32(_mm512_set1_epi32(base + 2 * (int32_t)o), lane2));
-        __m512 v00 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(0)), g);
-        __m512 v01 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(1)), g);
-        __m512 v10 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(W)), g);
-        __m512 v11 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(W + 1)), g);
-        __m512 p0 = _mm512_permutex2var_ps(v00, ilo, v01), p1 = _mm512_permutex2var_ps(v00, ihi, v01);
-        __m512 q0 = _mm512_permutex2var_ps(v10, ilo, v11), q1 = _mm512_permutex2var_ps(v10, ihi, v11);
-        float *a = d0 + 2 * o, *b = d1 + 2 * o;
-        if (acc) {
-            p0 = _mm512_add_ps(p0, _mm512_maskz_loadu_ps(lo, a));
-            p1 = _mm512_add_ps(p1, _mm512_maskz_loadu_ps(hi, a + 16));
-            q0 = _mm512_add_ps(q0, _mm512_maskz_loadu_ps(lo, b));
-            q1 = _mm512_add_ps(q1, _mm512_maskz_loadu_ps(hi, b + 16));
+        __mmask16 m = pool2_mask(n), ms[4] = {pool2_mask(2 * n), pool2_mask(2 * n - 16), pool2_mask(2 * n),
+                                              pool2_mask(2 * n - 16)};
+        __m512 v[4];
+        pool2_spread(_mm512_maskz_loadu_ps(m, dy + o), am + o, base + 2 * (int32_t)o, W, m, v);
+        float *dst[4] = {d0 + 2 * o, d0 + 2 * o + 16, d1 + 2 * o, d1 + 2 * o + 16};
+        for (int k = 0; k < 4; k++) {
+            if (acc) v[k] = _mm512_add_ps(v[k], _mm512_maskz_loadu_ps(ms[k], dst[k]));
+            _mm512_mask_storeu_ps(dst[k], ms[k], v[k]);
         }
-        _mm512_mask_storeu_ps(a, lo, p0);
-        _mm512_mask_storeu_ps(a + 16, hi, p1);
-        _mm512_mask_storeu_ps(b, lo, q0);
-        _mm512_mask_storeu_ps(b + 16, hi, q1);
     }
     return 1;
 }
