@@ -157,6 +157,17 @@ static int64_t bnp_per_thread(const pool_dims *d) {
     return (d->OH * d->OW + 15) / 16 * 16 + (d->H * d->W + 15) / 16 * 16;
 }
 
+/* Whether x's planes are done in registers (bnp2_*: f32 on AVX-512), which keep the winners'
+ * input values for backward; the template's plane loops need none. */
+static int bnp_in_registers(tr_dtype dtype) {
+#if defined(__AVX512F__)
+    return dtype == TR_F32;
+#else
+    (void)dtype;
+    return 0;
+#endif
+}
+
 static void *bnp_scratch(tr_graph *g, const tr_tensor *x, const pool_dims *d) {
     size_t threads = (size_t)omp_get_max_threads();
     return op_data(g, threads * (size_t)bnp_per_thread(d) * tr_dtype_size(x->dtype));
@@ -211,9 +222,10 @@ tr_tensor *tr_batch_norm_pool_relu(tr_graph *g, tr_tensor *x, tr_tensor *gamma, 
     int64_t NC = s.N * s.C;
     tr_tensor *y = op_out(g, x->dtype, 4, (int64_t[]){s.N, s.C, d.OH, d.OW});
     int32_t *argmax = op_data(g, (size_t)(NC * d.OH * d.OW) * sizeof(int32_t) + 1);
-    void *xw = op_data(g, (size_t)(NC * d.OH * d.OW) * tr_dtype_size(x->dtype) + 1);
+    int in_regs = bnp_in_registers(x->dtype);
+    void *xw = in_regs ? op_data(g, (size_t)(NC * d.OH * d.OW) * tr_dtype_size(x->dtype) + 1) : NULL;
     void *scratch = bnp_scratch(g, x, &d);
-    if (!y || !argmax || !xw || !scratch) return NULL;
+    if (!y || !argmax || (in_regs && !xw) || !scratch) return NULL;
     if (!bn_compute(g, x, running_mean, running_var, momentum, eps, &s)) return NULL;
     TR_DISPATCH(x->dtype, bnp_forward, y->data, argmax, xw, x->data, s.mean, s.invstd,
                 gamma ? gamma->data : NULL, beta ? beta->data : NULL, scratch,
