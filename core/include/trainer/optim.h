@@ -61,6 +61,16 @@ void tr_optim_step_done(tr_optim *opt);
  * lo): the values may live anywhere, e.g. a rank's slice of one layer inside the full flat
  * buffer while the state covers only the slices the rank owns (ZeRO). */
 tr_status tr_optim_step_at(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr);
+/* Computes rows [r0, r1) x columns [c0, c1) of a gradient into out, row-major with c1 - c0
+ * floats a row. */
+typedef void (*tr_grad_tile_fn)(const void *ctx, size_t r0, size_t r1, size_t c0, size_t c1, float *out);
+/* As tr_optim_step_at for the rows x cols elements from lo (param points at element lo), whose
+ * gradient is never stored: tile computes it a small tile at a time, each tile is multiplied
+ * by scale (gradient clipping's coefficient; 1 for none) and applied while it is in cache.
+ * Tiles may run on several threads at once. The same bits as tr_optim_step_at on the stored
+ * gradient times scale, when tile gives the values that gradient would hold. Host only. */
+tr_status tr_optim_step_tiles(tr_optim *opt, float *param, size_t lo, size_t rows, size_t cols, tr_grad_tile_fn tile,
+                              const void *ctx, float scale, double lr);
 /* Moves the updates onto device a (trainer/accel.h): state buffers are allocated there (the
  * host ones uploaded), and tr_optim_step / _part / _at then take device pointers and run the
  * device's optim_update kernel. The host buffers (tr_optim_state) stay as the checkpoint

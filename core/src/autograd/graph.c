@@ -35,6 +35,10 @@ struct tr_graph {
                                * that wrote it this backward, no op since; NaN: none */
     int cap_sumsq;
     int note_sumsq;           /* ops note sums (tr_graph_note_grad_sumsq_) */
+    op_deferred *deferred;    /* per parameter: how to compute its gradient, left unwritten
+                               * (op_defer_grad); tile NULL: none */
+    int cap_deferred, n_deferred;
+    int defer;                /* ops may defer (tr_graph_defer_grads_) */
 };
 
 /* A parameter used through a reshape view is a use of the parameter itself. */
@@ -62,6 +66,7 @@ void tr_graph_destroy(tr_graph *g) {
     tr_arena_destroy(g->data);
     tr_free(g->fresh);
     tr_free(g->sumsq);
+    tr_free(g->deferred);
     tr_free(g);
 }
 
@@ -78,6 +83,7 @@ void tr_graph_reset(tr_graph *g) {
     g->dropout_calls = 0;
     if (g->n_fresh) memset(g->fresh, 0, (size_t)g->cap_fresh);
     g->n_fresh = 0;
+    tr_graph_drop_deferred_(g); /* their data is gone */
 }
 
 tr_arena *tr_graph_arena(tr_graph *g) { return g->arena; }
@@ -465,9 +471,56 @@ int tr_graph_grad_sumsq_(const tr_graph *g, int p, double *sumsq) {
     return 1;
 }
 
+tr_status tr_graph_defer_grads_(tr_graph *g, int on) {
+    g->defer = 0;
+    if (!on) return TR_OK;
+    TR_CHECK(reserve_per_param(g, (void **)&g->deferred, &g->cap_deferred, sizeof *g->deferred,
+                               "deferring parameter gradients"));
+    g->defer = 1;
+    return TR_OK;
+}
+
+int op_may_defer_grad(const tr_graph *g, const tr_tensor *t) {
+    return g->defer && !g->accel && t->dtype == TR_F32 && op_wants_grad_sumsq(g, t) && t->param < g->cap_deferred;
+}
+
+void op_defer_grad(tr_graph *g, tr_tensor *t, const op_deferred *d, double sumsq) {
+    g->deferred[t->param] = *d;
+    g->n_deferred++;
+    g->sumsq[t->param] = sumsq;
+}
+
+const op_deferred *tr_graph_deferred_(const tr_graph *g, int p) {
+    return g->n_deferred && p >= 0 && p < g->cap_deferred && g->deferred[p].tile ? &g->deferred[p] : NULL;
+}
+
+/* Writes parameter p's deferred gradient into its buffer. */
+static void settle(tr_graph *g, int p) {
+    const op_deferred *d = tr_graph_deferred_(g, p);
+    if (!d) return;
+    d->tile(d, 0, d->rows, 0, d->cols, tr_params_get(g->params, p)->grad);
+    g->deferred[p].tile = NULL;
+    g->n_deferred--;
+}
+
+int tr_graph_deferred_any_(const tr_graph *g) { return g->n_deferred > 0; }
+
+void tr_graph_settle_deferred_(tr_graph *g) {
+    for (int p = 0; p < g->cap_deferred && g->n_deferred; p++) settle(g, p);
+}
+
+void tr_graph_drop_deferred_(tr_graph *g) {
+    for (int p = 0; p < g->cap_deferred && g->n_deferred; p++)
+        if (g->deferred[p].tile) {
+            g->deferred[p].tile = NULL;
+            g->n_deferred--;
+        }
+}
+
 void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc) {
     *acc = 1;
     if (!t || !t->requires_grad) return NULL;
+    if (g->n_deferred && use_target(t)->param >= 0) settle(g, use_target(t)->param); /* a second use adds to it */
     forget_sumsq(g, t);
     if (t->grad) {
         if (take_fresh(g, t)) *acc = 0;

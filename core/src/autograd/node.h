@@ -14,6 +14,7 @@
 #include "trainer/graph.h"
 #include "trainer/kernels.h"
 #include "trainer/ops.h"
+#include "trainer/optim.h"
 
 #define TR_NODE_MAX_IN 5
 
@@ -108,6 +109,35 @@ int tr_graph_grad_sumsq_(const tr_graph *g, int p, double *sumsq);
  * micro-batch) or off (the default: no op does the work). Turning them on reserves the notes
  * (an allocation the first time, outside backward) and clears them. */
 tr_status tr_graph_note_grad_sumsq_(tr_graph *g, int on);
+/* Deferred parameter gradients. A backward in which the graph defers (tr_graph_defer_grads_)
+ * may leave a parameter's gradient unwritten: the op that would write all of it (op_grad_write
+ * gave *acc 0) and notes its sum of squares instead records how to compute any tile of it
+ * from data that stays valid until the graph's next reset (a small-batch linear layer's
+ * dW = dy^T x, 8 multiply-adds an element, which the optimizer recomputes a tile at a time
+ * rather than storing 2.7 MB and reading it back). The buffer gets the values when another op
+ * adds to that gradient (op_grad_write settles it first) or tr_graph_settle_deferred_ is
+ * called; tr_graph_drop_deferred_ (the caller applied them through tr_optim_step_tiles) and
+ * the graph's reset forget them. Whoever turns deferral on settles or applies every deferred
+ * gradient before the next forward: a reset only drops them. */
+typedef struct op_deferred {
+    tr_grad_tile_fn tile;   /* called with the record itself as ctx */
+    size_t rows, cols;      /* the gradient's shape (rows x cols, row-major) */
+    const void *a, *b;      /* the op's operands and sizes, for tile */
+    int64_t i[4];
+} op_deferred;
+/* Whether the op may defer parameter t's gradient: deferral on, notes on for t, f32, host. */
+int op_may_defer_grad(const tr_graph *g, const tr_tensor *t);
+/* Records d for t (d->tile non-NULL) and notes its sum of squares (finite). */
+void op_defer_grad(tr_graph *g, tr_tensor *t, const op_deferred *d, double sumsq);
+/* Deferral on for the backwards that follow (the cpu strategy's step of one micro-batch on
+ * the host) or off (the default). Turning it on reserves the records (an allocation the
+ * first time, outside backward). */
+tr_status tr_graph_defer_grads_(tr_graph *g, int on);
+/* Parameter p's deferred gradient, or NULL when its buffer holds it. */
+const op_deferred *tr_graph_deferred_(const tr_graph *g, int p);
+int tr_graph_deferred_any_(const tr_graph *g);
+void tr_graph_settle_deferred_(tr_graph *g);
+void tr_graph_drop_deferred_(tr_graph *g);
 /* The graph's dropout randomness (tr_graph_set_rng) and a per-step call counter that gives
  * each random op of a step its own sub-stream. */
 void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample_base,

@@ -17,6 +17,7 @@
  * Vectors are GCC vector extensions (16 floats: one AVX-512 register, two AVX ones), loaded
  * with memcpy (any alignment). Each output element is computed by one thread in a fixed
  * order, so results do not depend on the thread count. */
+#include <math.h>
 #include <omp.h>
 #include <string.h>
 
@@ -179,38 +180,118 @@ static void gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float *A
         }
 }
 
+#define TN_R 4 /* rows of C a block: each load of B feeds TN_R multiply-adds */
+
+/* Rows [0, R) of a block of tn: c_r[n] = sum over k of a[r][k] B[k][n] (+ beta c_r[n]), k in
+ * order for every element (so the result does not depend on how C is split into blocks or
+ * tiles), W vectors of each row at a time: R W independent multiply-add chains. K and R are
+ * constants where the caller inlines them. sq: rows[r] = the sum of squares of row r as
+ * written (in float, at most 16 vectors per lane, then in double). */
+static inline __attribute__((always_inline)) void tn_block(int64_t N, const int64_t K, const int R, const float *a,
+                                                           const float *B, int64_t ldb, float beta, float *C,
+                                                           int64_t ldc, const int sq, double *rows) {
+    enum { W_MAX = 8 };
+    const int W = R == 1 ? 8 : 4;
+    vf ss[TN_R] = {{0}};
+    double sd[TN_R] = {0};
+    int cnt = 0;
+    int64_t n = 0;
+#define TN_A(r, k) a[(r) * TR_GEMM_SMALL_MAX + (k)]
+#define TN_OUT(r, at, v)                                    \
+    do {                                                    \
+        float *c_ = C + (r) * ldc + (at);                   \
+        if (beta != 0) (v) += beta * vload(c_);             \
+        vstore(c_, v);                                      \
+        if (sq) ss[r] += (v) * (v);                         \
+    } while (0)
+#define TN_COUNT()                                          \
+    if (sq && ++cnt == 16) {                                \
+        for (int r_ = 0; r_ < R; r_++) {                    \
+            sd[r_] += (double)vsum(ss[r_]);                 \
+            ss[r_] = (vf){0};                               \
+        }                                                   \
+        cnt = 0;                                            \
+    }
+    for (; n + W * VL <= N; n += W * VL) {
+        vf s[TN_R][W_MAX];
+        for (int j = 0; j < W; j++) {
+            vf b = vload(B + n + j * VL);
+            for (int r = 0; r < R; r++) s[r][j] = TN_A(r, 0) * b;
+        }
+        for (int64_t k = 1; k < K; k++)
+            for (int j = 0; j < W; j++) {
+                vf b = vload(B + k * ldb + n + j * VL);
+                for (int r = 0; r < R; r++) s[r][j] += TN_A(r, k) * b;
+            }
+        for (int j = 0; j < W; j++) {
+            for (int r = 0; r < R; r++) TN_OUT(r, n + j * VL, s[r][j]);
+            TN_COUNT()
+        }
+    }
+    for (; n + VL <= N; n += VL) {
+        for (int r = 0; r < R; r++) {
+            vf v = TN_A(r, 0) * vload(B + n);
+            for (int64_t k = 1; k < K; k++) v += TN_A(r, k) * vload(B + k * ldb + n);
+            TN_OUT(r, n, v);
+        }
+        TN_COUNT()
+    }
+    for (int r = 0; r < R; r++) {
+        float *c = C + r * ldc;
+        for (int64_t i = n; i < N; i++) {
+            float v = TN_A(r, 0) * B[i];
+            for (int64_t k = 1; k < K; k++) v += TN_A(r, k) * B[k * ldb + i];
+            c[i] = out(v, 1, beta, c + i); /* alpha is in a[] */
+            if (sq) sd[r] += (double)c[i] * (double)c[i];
+        }
+        if (sq) rows[r] = sd[r] + (double)vsum(ss[r]);
+    }
+#undef TN_A
+#undef TN_OUT
+#undef TN_COUNT
+}
+
+/* tn_block with K a constant for the batch sizes worth a loop of their own. */
+static inline __attribute__((always_inline)) void tn_block_k(int64_t N, int64_t K, const int R, const float *a,
+                                                             const float *B, int64_t ldb, float beta, float *C,
+                                                             int64_t ldc, double *rows) {
+    if (K == 8 && rows) tn_block(N, 8, R, a, B, ldb, beta, C, ldc, 1, rows);
+    else if (K == 8) tn_block(N, 8, R, a, B, ldb, beta, C, ldc, 0, rows);
+    else if (K == 16 && rows) tn_block(N, 16, R, a, B, ldb, beta, C, ldc, 1, rows);
+    else if (K == 16) tn_block(N, 16, R, a, B, ldb, beta, C, ldc, 0, rows);
+    else if (rows) tn_block(N, K, R, a, B, ldb, beta, C, ldc, 1, rows);
+    else tn_block(N, K, R, a, B, ldb, beta, C, ldc, 0, rows);
+}
+
+static void tn_rows(int64_t m0, int64_t m1, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc, double *rows) {
+    float a[TN_R * TR_GEMM_SMALL_MAX]; /* a[r][k] = alpha A[k][m + r] */
+    for (int64_t m = m0; m < m1;) {
+        int R = m1 - m >= TN_R ? TN_R : 1;
+        for (int r = 0; r < R; r++)
+            for (int64_t k = 0; k < K; k++) a[r * TR_GEMM_SMALL_MAX + k] = alpha * A[k * lda + m + r];
+        if (R == TN_R)
+            tn_block_k(N, K, TN_R, a, B, ldb, beta, C + m * ldc, ldc, rows ? rows + m : NULL);
+        else
+            tn_block_k(N, K, 1, a, B, ldb, beta, C + m * ldc, ldc, rows ? rows + m : NULL);
+        m += R;
+    }
+}
+
 /* rows, when given: rows[m] = the sum of squares of C's row m as written (a gradient's norm
- * taken while the values are in registers, instead of a pass reading them back). */
+ * taken while the values are in registers, instead of a pass reading them back). A call too
+ * small for threads (or inside a parallel region) opens no parallel region: the optimizer
+ * calls it for every 16 KiB tile of a deferred gradient. */
 static void gemm_tn(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc, double *rows) {
-#pragma omp parallel for if (M * N * K > SMALL_PAR_MIN && !omp_in_parallel()) schedule(static)
-    for (int64_t m = 0; m < M; m++) {
-        float a[TR_GEMM_SMALL_MAX];
-        for (int64_t k = 0; k < K; k++) a[k] = alpha * A[k * lda + m];
-        float *c = C + m * ldc;
-        vf ss = {0}; /* squares in float, at most 16 per lane, then added in double */
-        double sd = 0;
-        int64_t n = 0;
-        for (int cnt = 0; n + VL <= N; n += VL) {
-            vf s = a[0] * vload(B + n);
-            for (int64_t k = 1; k < K; k++) s += a[k] * vload(B + k * ldb + n);
-            if (beta != 0) s += beta * vload(c + n);
-            vstore(c + n, s);
-            if (rows) ss += s * s;
-            if (rows && ++cnt == 16) {
-                sd += (double)vsum(ss);
-                ss = (vf){0};
-                cnt = 0;
-            }
-        }
-        for (; n < N; n++) {
-            float s = a[0] * B[n];
-            for (int64_t k = 1; k < K; k++) s += a[k] * B[k * ldb + n];
-            c[n] = out(s, 1, beta, c + n); /* alpha is in a[] */
-            if (rows) sd += (double)c[n] * (double)c[n];
-        }
-        if (rows) rows[m] = sd + (double)vsum(ss);
+    if (M * N * K <= SMALL_PAR_MIN || omp_in_parallel()) {
+        tn_rows(0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, rows);
+        return;
     }
+    int64_t blocks = (M + TN_R - 1) / TN_R;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < blocks; i++)
+        tn_rows(i * TN_R, (i + 1) * TN_R < M ? (i + 1) * TN_R : M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, rows);
 }
 
 int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -238,5 +319,60 @@ double tr_gemm_small_tn_sumsq_f32(int64_t M, int64_t N, int64_t K, float alpha, 
     gemm_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, rows);
     double s = 0;
     for (int64_t m = 0; m < M; m++) s += rows[m]; /* in order: the same for any thread count */
+    return s;
+}
+
+typedef float vf8 __attribute__((vector_size(8 * sizeof(float))));
+typedef double vd8 __attribute__((vector_size(8 * sizeof(double))));
+
+static inline vd8 vload8d(const float *p) {
+    vf8 v;
+    memcpy(&v, p, sizeof v);
+    return __builtin_convertvector(v, vd8);
+}
+
+/* G[k][k'] for k <= k' (the upper triangle, K x K row-major): the dot products of X's rows of
+ * length L, in double, row k against four rows at a time (each converted value of row k feeds
+ * four multiply-adds); returns the largest |x|. */
+static float gram_rows(int64_t K, int64_t L, const float *X, int64_t ldx, double *G) {
+    float mx = 0;
+    for (int64_t k = 0; k < K; k++) {
+        const float *a = X + k * ldx;
+#pragma omp simd reduction(max : mx)
+        for (int64_t l = 0; l < L; l++) mx = fabsf(a[l]) > mx ? fabsf(a[l]) : mx; /* NaNs: the Gram tells */
+        for (int64_t k2 = k; k2 < K; k2 += 4) {
+            int nb = K - k2 < 4 ? (int)(K - k2) : 4;
+            vd8 acc[4] = {{0}};
+            double t[4] = {0};
+            int64_t l = 0;
+            for (; l + 8 <= L; l += 8) {
+                vd8 x = vload8d(a + l);
+                for (int j = 0; j < 4; j++) {
+                    if (j >= nb) break;
+                    acc[j] += x * vload8d(X + (k2 + j) * ldx + l);
+                }
+            }
+            for (int j = 0; j < nb; j++) {
+                for (int64_t i = l; i < L; i++) t[j] += (double)a[i] * (double)X[(k2 + j) * ldx + i];
+                for (int i = 0; i < 8; i++) t[j] += acc[j][i];
+                G[k * K + k2 + j] = t[j];
+            }
+        }
+    }
+    return mx;
+}
+
+double tr_gemm_small_tn_norm2_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                                  int64_t ldb) {
+    double ga[TR_GEMM_SMALL_MAX * TR_GEMM_SMALL_MAX], gb[TR_GEMM_SMALL_MAX * TR_GEMM_SMALL_MAX];
+    if (K > TR_GEMM_SMALL_MAX) return INFINITY;
+    float ma = gram_rows(K, M, A, lda, ga), mb = gram_rows(K, N, B, ldb, gb);
+    double s = 0;
+    for (int64_t k = 0; k < K; k++) {
+        s += ga[k * K + k] * gb[k * K + k];
+        for (int64_t k2 = k + 1; k2 < K; k2++) s += 2 * ga[k * K + k2] * gb[k * K + k2];
+    }
+    /* A NaN or infinity in A or B makes its Gram diagonal, and so s, not finite. */
+    if (!isfinite(s) || (double)K * ma * mb > 1e37) return INFINITY;
     return s;
 }

@@ -1,4 +1,6 @@
 /* Linear layer y = x W^T + b over the last dim (PyTorch's nn.Linear layout). */
+#include <math.h>
+
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
 #include "ops/gemm.h"
@@ -15,13 +17,38 @@ static int weight_grad_apart(tr_graph *g, const tr_tensor *x, const tr_tensor *w
     return B > 0 && B <= TR_GEMM_SMALL_MAX && !op_kernels(g) && w->dtype == TR_F32 && xb != w && op_wants_grad_sumsq(g, w);
 }
 
+/* A tile of the deferred weight gradient dW = dy^T x: i = {B, C, OC}, a = dy (B, OC), b = x
+ * (B, C). The same kernel and summation order as the stored gradient's, so the same bits. */
+static void weight_grad_tile(const void *ctx, size_t r0, size_t r1, size_t c0, size_t c1, float *out) {
+    const op_deferred *d = ctx;
+    int64_t B = d->i[0], C = d->i[1], OC = d->i[2];
+    tr_gemm_small_f32(1, 0, (int64_t)(r1 - r0), (int64_t)(c1 - c0), B, 1, (const float *)d->a + r0, OC,
+                      (const float *)d->b + c0, C, 0, out, (int64_t)(c1 - c0));
+}
+
+/* Leaves the weight gradient to the optimizer (op_defer_grad) when the graph defers and its
+ * norm, from the Gram matrices of dy and x, is finite: 1 when deferred. Not when x is a
+ * parameter: the step would change it while it recomputes the tiles. */
+static int defer_weight_grad(tr_graph *g, tr_tensor *w, const float *dy, const tr_tensor *xt, int64_t B, int64_t C,
+                             int64_t OC) {
+    const float *x = xt->data;
+    if ((xt->view_of ? xt->view_of : xt)->param >= 0 || !op_may_defer_grad(g, w)) return 0;
+    double sumsq = tr_gemm_small_tn_norm2_f32(OC, C, B, dy, OC, x, C);
+    if (!isfinite(sumsq)) return 0; /* computed and summed as stored */
+    op_deferred d = {.tile = weight_grad_tile, .rows = (size_t)OC, .cols = (size_t)C, .a = dy, .b = x, .i = {B, C, OC}};
+    op_defer_grad(g, w, &d, sumsq);
+    return 1;
+}
+
 static void linear_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int64_t B = n->i[0], C = n->i[1], OC = n->i[2];
     int acc, wacc;
     void *dx = op_grad_write(g, x, &acc), *dw = op_grad_write(g, w, &wacc), *db = b ? op_grad(g, b) : NULL;
+    int apart = dw && weight_grad_apart(g, x, w, B);
+    if (apart && !wacc && defer_weight_grad(g, w, n->out->grad, x, B, C, OC)) dw = NULL, apart = 0;
     /* rows: per-row sums of squares, arena scratch like every op's */
-    double *rows = dw && weight_grad_apart(g, x, w, B) ? op_alloc(g, (size_t)(OC ? OC : 1) * sizeof *rows) : NULL;
+    double *rows = apart ? op_alloc(g, (size_t)(OC ? OC : 1) * sizeof *rows) : NULL;
     OP_RUN(g, x->dtype, linear_backward, dx, rows ? NULL : dw, db, n->out->grad, x->data, w->data, B, C, OC,
            acc, wacc);
     if (rows)

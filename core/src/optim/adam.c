@@ -25,46 +25,62 @@
 enum { WD_NONE = 0, WD_L2 = 1, WD_DECOUPLED = 2 };
 
 static inline __attribute__((always_inline)) void
+adam_elem(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t i,
+          const optim_coef k, const int wd_mode) {
+    float pi = p[i];
+    float d = g[i];
+    if (wd_mode == WD_DECOUPLED) pi = pi * k.decay;
+    if (wd_mode == WD_L2) d = d + k.wd * pi;
+    float mi = m[i] * k.b1 + k.b1c * d;
+    float vi = v[i] * k.b2 + k.b2c * d * d;
+    m[i] = mi;
+    v[i] = vi;
+    float denom = sqrtf(vi) * k.inv_bc2_sqrt + k.eps;
+    p[i] = pi + k.neg_step * mi / denom;
+}
+
+/* Threads only for a range above OPTIM_PAR_MIN: a smaller one (a tile of
+ * tr_optim_step_tiles, run inside its own parallel loop) opens no parallel region at all. */
+static inline __attribute__((always_inline)) void
 adam_kernel(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
-            size_t n, float decay, float wd, float b1, float b1c, float b2, float b2c,
-            float inv_bc2_sqrt, float eps, float neg_step, const int wd_mode) {
-#pragma omp parallel for simd if (parallel : n > OPTIM_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float pi = p[i];
-        float d = g[i];
-        if (wd_mode == WD_DECOUPLED) pi = pi * decay;
-        if (wd_mode == WD_L2) d = d + wd * pi;
-        float mi = m[i] * b1 + b1c * d;
-        float vi = v[i] * b2 + b2c * d * d;
-        m[i] = mi;
-        v[i] = vi;
-        float denom = sqrtf(vi) * inv_bc2_sqrt + eps;
-        p[i] = pi + neg_step * mi / denom;
+            size_t n, const optim_coef *kk, const int wd_mode) {
+    const optim_coef k = *kk; /* by value: the scalars stay in registers */
+    if (n > OPTIM_PAR_MIN) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) adam_elem(p, g, m, v, i, k, wd_mode);
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) adam_elem(p, g, m, v, i, k, wd_mode);
     }
 }
 
-void optim_adam_update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi) {
+void optim_adam_coef(const tr_optim *opt, double lr, optim_coef *k) {
     const tr_optim_config *c = &opt->cfg;
     double t = (double)(opt->steps + 1);
     double bc1 = 1.0 - pow(c->beta1, t);
     double bc2 = 1.0 - pow(c->beta2, t);
-    float neg_step = (float)-(lr / bc1);
-    float inv_bc2_sqrt = (float)(1.0 / sqrt(bc2));
-    float decay = (float)(1.0 - lr * c->weight_decay);
-    float wd = (float)c->weight_decay;
-    float b1 = (float)c->beta1, b1c = (float)(1.0 - c->beta1);
-    float b2 = (float)c->beta2, b2c = (float)(1.0 - c->beta2);
-    float eps = (float)c->eps;
+    *k = (optim_coef){
+        .neg_step = (float)-(lr / bc1),
+        .inv_bc2_sqrt = (float)(1.0 / sqrt(bc2)),
+        .decay = (float)(1.0 - lr * c->weight_decay),
+        .wd = (float)c->weight_decay,
+        .b1 = (float)c->beta1,
+        .b1c = (float)(1.0 - c->beta1),
+        .b2 = (float)c->beta2,
+        .b2c = (float)(1.0 - c->beta2),
+        .eps = (float)c->eps,
+        /* AdamW multiplies by (1 - lr*wd) even when wd is 0 (exactly 1), as torch does. */
+        .mode = c->kind == TR_OPTIM_ADAMW ? WD_DECOUPLED : c->weight_decay != 0.0 ? WD_L2 : WD_NONE,
+    };
+}
+
+void optim_adam_apply(tr_optim *opt, const optim_coef *k, float *param, const float *grad, size_t lo, size_t hi) {
     float *m = opt->state[0] + lo, *v = opt->state[1] + lo;
     size_t n = hi - lo;
-    /* AdamW multiplies by (1 - lr*wd) even when wd is 0 (exactly 1), as torch does. */
-    if (c->kind == TR_OPTIM_ADAMW)
-        adam_kernel(param, grad, m, v, n, decay, wd, b1, b1c, b2, b2c, inv_bc2_sqrt, eps, neg_step,
-                    WD_DECOUPLED);
-    else if (c->weight_decay != 0.0)
-        adam_kernel(param, grad, m, v, n, decay, wd, b1, b1c, b2, b2c, inv_bc2_sqrt, eps, neg_step,
-                    WD_L2);
+    if (k->mode == WD_DECOUPLED)
+        adam_kernel(param, grad, m, v, n, k, WD_DECOUPLED);
+    else if (k->mode == WD_L2)
+        adam_kernel(param, grad, m, v, n, k, WD_L2);
     else
-        adam_kernel(param, grad, m, v, n, decay, wd, b1, b1c, b2, b2c, inv_bc2_sqrt, eps, neg_step,
-                    WD_NONE);
+        adam_kernel(param, grad, m, v, n, k, WD_NONE);
 }

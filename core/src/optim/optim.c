@@ -133,17 +133,31 @@ tr_status tr_optim_download(tr_optim *opt) {
     return TR_OK;
 }
 
+static void coef(const tr_optim *opt, double lr, optim_coef *k) {
+    if (opt->cfg.kind == TR_OPTIM_SGD)
+        optim_sgd_coef(opt, lr, k);
+    else
+        optim_adam_coef(opt, lr, k);
+}
+
+static void apply(tr_optim *opt, const optim_coef *k, float *param, const float *grad, size_t lo, size_t hi) {
+    if (opt->cfg.kind == TR_OPTIM_SGD)
+        optim_sgd_apply(opt, k, param, grad, lo, hi);
+    else
+        optim_adam_apply(opt, k, param, grad, lo, hi);
+}
+
 /* Elements [lo, hi) (param and grad at lo) on the host, or by the device's kernel. */
 static void update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi) {
     if (opt->accel) {
         float *st[OPTIM_MAX_STATE] = {0};
         for (int i = 0; i < opt->nstate; i++) st[i] = opt->dstate[i] + lo;
         tr_accel_kernels(opt->accel)->optim_update(&opt->cfg, opt->steps, param, grad, st, hi - lo, lr);
-    } else if (opt->cfg.kind == TR_OPTIM_SGD) {
-        optim_sgd_update(opt, param, grad, lr, lo, hi);
-    } else {
-        optim_adam_update(opt, param, grad, lr, lo, hi);
+        return;
     }
+    optim_coef k;
+    coef(opt, lr, &k);
+    apply(opt, &k, param, grad, lo, hi);
 }
 
 tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n, double lr) {
@@ -168,10 +182,7 @@ void optim_update(const tr_optim_config *cfg, int64_t steps, float *param, const
                   float *const *state, size_t n, double lr) {
     tr_optim o = {.cfg = *cfg, .n = n, .steps = steps};
     for (int i = 0; i < OPTIM_MAX_STATE; i++) o.state[i] = state ? state[i] : NULL;
-    if (cfg->kind == TR_OPTIM_SGD)
-        optim_sgd_update(&o, param, grad, lr, 0, n);
-    else
-        optim_adam_update(&o, param, grad, lr, 0, n);
+    update(&o, param, grad, lr, 0, n);
 }
 
 tr_status tr_optim_step_at(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr) {
@@ -188,6 +199,39 @@ tr_status tr_optim_step_at(tr_optim *opt, float *param, const float *grad, size_
 tr_status tr_optim_step_part(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr) {
     if (!opt || !param || !grad) return tr_error_set(TR_ERR_INVALID, "optimizer step part: NULL argument");
     return tr_optim_step_at(opt, param + lo, grad + lo, lo, hi, lr);
+}
+
+/* Tiles of at most OPTIM_TILE floats (16 KiB: the gradient tile stays in L1 while the
+ * update streams the parameters and state past it): whole rows when a row fits, else pieces
+ * of one row at multiples of OPTIM_TILE columns. */
+#define OPTIM_TILE 4096
+
+tr_status tr_optim_step_tiles(tr_optim *opt, float *param, size_t lo, size_t rows, size_t cols, tr_grad_tile_fn tile,
+                              const void *ctx, float scale, double lr) {
+    if (!opt || !tile || (rows && cols && !param)) return tr_error_set(TR_ERR_INVALID, "optimizer step: NULL argument");
+    if (opt->accel) return tr_error_set(TR_ERR_INVALID, "optimizer step: tiled updates run on the host only");
+    if (cols && rows > (opt->n - (lo < opt->n ? lo : opt->n)) / cols)
+        return tr_error_set(TR_ERR_INVALID, "optimizer step: %zu x %zu at %zu is not within the optimizer's %zu elements",
+                            rows, cols, lo, opt->n);
+    if (!(lr >= 0.0) || !isfinite(lr))
+        return tr_error_set(TR_ERR_INVALID, "optimizer step: lr must be >= 0 and finite, got %g", lr);
+    if (!rows || !cols) return TR_OK;
+    size_t rb = cols <= OPTIM_TILE ? OPTIM_TILE / cols : 1, cb = cols <= OPTIM_TILE ? cols : OPTIM_TILE;
+    size_t nc = (cols + cb - 1) / cb, nt = (rows + rb - 1) / rb * nc;
+    optim_coef k;
+    coef(opt, lr, &k);
+#pragma omp parallel for schedule(static) if (rows * cols > OPTIM_PAR_MIN)
+    for (size_t t = 0; t < nt; t++) {
+        _Alignas(64) float g[OPTIM_TILE];
+        size_t r0 = t / nc * rb, c0 = t % nc * cb;
+        size_t r1 = r0 + rb < rows ? r0 + rb : rows, c1 = c0 + cb < cols ? c0 + cb : cols;
+        size_t len = (r1 - r0) * (c1 - c0), at = r0 * cols + c0; /* contiguous: whole rows or one row's piece */
+        tile(ctx, r0, r1, c0, c1, g);
+        if (scale != 1.0f)
+            for (size_t i = 0; i < len; i++) g[i] *= scale;
+        apply(opt, &k, param + at, g, lo + at, lo + at + len);
+    }
+    return TR_OK;
 }
 
 void tr_optim_step_done(tr_optim *opt) {

@@ -29,11 +29,22 @@ struct tr_optim {
     const char *names[OPTIM_MAX_STATE];  /* torch's state keys */
 };
 
-/* One update of elements [lo, hi) of the optimizer's slice: param and grad point at element
- * lo (param[0] is element lo), the state buffers are indexed from lo; opt->steps is the
- * count before this step. */
-void optim_sgd_update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi);
-void optim_adam_update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi);
+/* The scalars of one step, worked out once for any number of its ranges (Adam's bias
+ * corrections take two pow calls, which a step in many small tiles would repeat). */
+typedef struct optim_coef {
+    float neg_step, inv_bc2_sqrt, decay, wd, b1, b1c, b2, b2c, eps; /* Adam; wd also SGD's */
+    float neg_lr, mom, damp1;                                        /* SGD */
+    int mode;                                                        /* per kind */
+} optim_coef;
+
+/* The coefficients of the step opt is taking (opt->steps is the count before it), and one
+ * update of elements [lo, hi) of the optimizer's slice with them: param and grad point at
+ * element lo (param[0] is element lo), the state buffers are indexed from lo. A range above
+ * OPTIM_PAR_MIN elements runs on threads; a smaller one opens no parallel region. */
+void optim_sgd_coef(const tr_optim *opt, double lr, optim_coef *k);
+void optim_sgd_apply(tr_optim *opt, const optim_coef *k, float *param, const float *grad, size_t lo, size_t hi);
+void optim_adam_coef(const tr_optim *opt, double lr, optim_coef *k);
+void optim_adam_apply(tr_optim *opt, const optim_coef *k, float *param, const float *grad, size_t lo, size_t hi);
 
 /* The kernel table's entries (trainer/kernels.h): g *= s; one update of n elements with state
  * buffers given, as tr_optim_step after `steps` updates. */

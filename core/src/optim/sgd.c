@@ -14,51 +14,66 @@
 enum { MOM_NONE = 0, MOM_INIT = 1, MOM_UPDATE = 2 };
 
 static inline __attribute__((always_inline)) void
-sgd_kernel(float *restrict p, const float *restrict g, float *restrict buf, size_t n,
-           float neg_lr, float wd, float mom, float damp1, const int has_wd, const int mode,
-           const int nesterov) {
-#pragma omp parallel for simd if (parallel : n > OPTIM_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float d = g[i];
-        if (has_wd) d = d + wd * p[i];
-        if (mode != MOM_NONE) {
-            float b = mode == MOM_INIT ? d : buf[i] * mom + damp1 * d;
-            buf[i] = b;
-            d = nesterov ? d + mom * b : b;
-        }
-        p[i] = p[i] + neg_lr * d;
+sgd_elem(float *restrict p, const float *restrict g, float *restrict buf, size_t i, const optim_coef k,
+         const int has_wd, const int mode, const int nesterov) {
+    float d = g[i];
+    if (has_wd) d = d + k.wd * p[i];
+    if (mode != MOM_NONE) {
+        float b = mode == MOM_INIT ? d : buf[i] * k.mom + k.damp1 * d;
+        buf[i] = b;
+        d = nesterov ? d + k.mom * b : b;
+    }
+    p[i] = p[i] + k.neg_lr * d;
+}
+
+/* Threads only above OPTIM_PAR_MIN elements (see adam.c). */
+static inline __attribute__((always_inline)) void
+sgd_kernel(float *restrict p, const float *restrict g, float *restrict buf, size_t n, const optim_coef *kk,
+           const int has_wd, const int mode, const int nesterov) {
+    const optim_coef k = *kk;
+    if (n > OPTIM_PAR_MIN) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) sgd_elem(p, g, buf, i, k, has_wd, mode, nesterov);
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) sgd_elem(p, g, buf, i, k, has_wd, mode, nesterov);
     }
 }
 
-#define SGD_CALL(W, M, N) sgd_kernel(p, g, buf, n, neg_lr, wd, mom, damp1, W, M, N)
+#define SGD_CALL(W, M, N) sgd_kernel(p, g, buf, n, k, W, M, N)
 
-static void sgd_nowd(float *p, const float *g, float *buf, size_t n, float neg_lr, float wd,
-                     float mom, float damp1, int mode, int nesterov) {
-    if (mode == MOM_NONE) SGD_CALL(0, MOM_NONE, 0);
-    else if (mode == MOM_INIT && nesterov) SGD_CALL(0, MOM_INIT, 1);
-    else if (mode == MOM_INIT) SGD_CALL(0, MOM_INIT, 0);
+static void sgd_nowd(float *p, const float *g, float *buf, size_t n, const optim_coef *k, int nesterov) {
+    if (k->mode == MOM_NONE) SGD_CALL(0, MOM_NONE, 0);
+    else if (k->mode == MOM_INIT && nesterov) SGD_CALL(0, MOM_INIT, 1);
+    else if (k->mode == MOM_INIT) SGD_CALL(0, MOM_INIT, 0);
     else if (nesterov) SGD_CALL(0, MOM_UPDATE, 1);
     else SGD_CALL(0, MOM_UPDATE, 0);
 }
 
-static void sgd_wd(float *p, const float *g, float *buf, size_t n, float neg_lr, float wd,
-                   float mom, float damp1, int mode, int nesterov) {
-    if (mode == MOM_NONE) SGD_CALL(1, MOM_NONE, 0);
-    else if (mode == MOM_INIT && nesterov) SGD_CALL(1, MOM_INIT, 1);
-    else if (mode == MOM_INIT) SGD_CALL(1, MOM_INIT, 0);
+static void sgd_wd(float *p, const float *g, float *buf, size_t n, const optim_coef *k, int nesterov) {
+    if (k->mode == MOM_NONE) SGD_CALL(1, MOM_NONE, 0);
+    else if (k->mode == MOM_INIT && nesterov) SGD_CALL(1, MOM_INIT, 1);
+    else if (k->mode == MOM_INIT) SGD_CALL(1, MOM_INIT, 0);
     else if (nesterov) SGD_CALL(1, MOM_UPDATE, 1);
     else SGD_CALL(1, MOM_UPDATE, 0);
 }
 
-void optim_sgd_update(tr_optim *opt, float *param, const float *grad, double lr, size_t lo, size_t hi) {
+void optim_sgd_coef(const tr_optim *opt, double lr, optim_coef *k) {
     const tr_optim_config *c = &opt->cfg;
-    int mode = c->momentum == 0.0 ? MOM_NONE : opt->steps == 0 ? MOM_INIT : MOM_UPDATE;
-    float *buf = mode == MOM_NONE ? NULL : opt->state[0] + lo;
     /* torch passes the scalars as Python floats, cast to the tensor's float type. */
-    float neg_lr = (float)-lr, wd = (float)c->weight_decay, mom = (float)c->momentum;
-    float damp1 = (float)(1.0 - c->dampening);
-    if (c->weight_decay != 0.0)
-        sgd_wd(param, grad, buf, hi - lo, neg_lr, wd, mom, damp1, mode, c->nesterov);
+    *k = (optim_coef){
+        .neg_lr = (float)-lr,
+        .wd = (float)c->weight_decay,
+        .mom = (float)c->momentum,
+        .damp1 = (float)(1.0 - c->dampening),
+        .mode = c->momentum == 0.0 ? MOM_NONE : opt->steps == 0 ? MOM_INIT : MOM_UPDATE,
+    };
+}
+
+void optim_sgd_apply(tr_optim *opt, const optim_coef *k, float *param, const float *grad, size_t lo, size_t hi) {
+    float *buf = k->mode == MOM_NONE ? NULL : opt->state[0] + lo;
+    if (opt->cfg.weight_decay != 0.0)
+        sgd_wd(param, grad, buf, hi - lo, k, opt->cfg.nesterov);
     else
-        sgd_nowd(param, grad, buf, hi - lo, neg_lr, wd, mom, damp1, mode, c->nesterov);
+        sgd_nowd(param, grad, buf, hi - lo, k, opt->cfg.nesterov);
 }

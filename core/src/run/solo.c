@@ -69,6 +69,8 @@ tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss)
     tr_model_out out;
     TR_CHECK(tr_replica_forward(s->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
     if (mb->first) TR_CHECK(tr_graph_write_param_grads(s->r->g));
+    /* A step of one micro-batch on the host: ops may leave weight gradients to the update */
+    TR_CHECK(tr_graph_defer_grads_(s->r->g, !s->accel && mb->first && mb->last));
     s->last = mb->last;
     TR_CHECK(tr_graph_note_grad_sumsq_(s->r->g, mb->last)); /* what grad_ready reads */
     tr_status st = tr_backward(s->r->g, out.loss, NULL);
@@ -80,6 +82,27 @@ tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss)
     return tr_accel_sync(s->accel);
 }
 
+/* The update when backward deferred weight gradients (tr_graph_defer_grads_): the stored
+ * gradients between them as usual, each deferred one recomputed tile by tile inside the
+ * update, in the same bits. */
+static tr_status step_deferred(tr_solo *s, float *p, float *g, double lr, double max_norm, double sumsq) {
+    tr_params *P = tr_replica_params(s->r);
+    double coef = max_norm > 0 ? tr_clip_coef(max_norm, sumsq) : 1.0;
+    size_t lo = 0, n = tr_params_numel(P);
+    for (int k = 0; k <= tr_params_count(P); k++) {
+        const op_deferred *d = k < tr_params_count(P) ? tr_graph_deferred_(s->r->g, k) : NULL;
+        if (!d && k < tr_params_count(P)) continue;
+        size_t at = d ? tr_params_offset(P, k) : n;
+        if (coef < 1.0) tr_clip_grad_norm(g + lo, at - lo, max_norm, sumsq);
+        TR_CHECK(tr_optim_step_at(s->opt, p + lo, g + lo, lo, at, lr));
+        if (d) TR_CHECK(tr_optim_step_tiles(s->opt, p + at, at, d->rows, d->cols, d->tile, d, (float)coef, lr));
+        lo = d ? at + d->rows * d->cols : n;
+    }
+    tr_optim_step_done(s->opt);
+    tr_graph_drop_deferred_(s->r->g);
+    return TR_OK;
+}
+
 tr_status tr_solo_optim_step(void *ctx, double lr, double max_norm, double *grad_norm) {
     tr_solo *s = ctx;
     tr_params *P = tr_replica_params(s->r);
@@ -88,7 +111,11 @@ tr_status tr_solo_optim_step(void *ctx, double lr, double max_norm, double *grad
     double sumsq = 0;
     for (int k = 0; k < tr_params_count(P); k++) sumsq += s->sumsq[k];
     *grad_norm = sqrt(sumsq);
-    if (!isfinite(sumsq)) return TR_OK; /* never applied: the trainer stops or skips the step */
+    if (!isfinite(sumsq)) { /* never applied: the trainer stops or skips the step, and looks */
+        tr_graph_settle_deferred_(s->r->g);
+        return TR_OK;
+    }
+    if (tr_graph_deferred_any_(s->r->g)) return step_deferred(s, p, g, lr, max_norm, sumsq);
     if (max_norm > 0) tr_accel_clip_grad_norm(s->accel, g, n, max_norm, sumsq);
     TR_CHECK(tr_optim_step(s->opt, p, g, n, lr));
     return tr_accel_sync(s->accel);
