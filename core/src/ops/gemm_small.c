@@ -182,9 +182,12 @@ static void gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float *A
 
 #define TN_R 4 /* rows of C a block: each load of B feeds TN_R multiply-adds */
 
-/* Rows [0, R) of a block of tn: c_r[n] = sum over k of a[r][k] B[k][n] (+ beta c_r[n]), k in
- * order for every element (so the result does not depend on how C is split into blocks or
- * tiles), W vectors of each row at a time: R W independent multiply-add chains. K and R are
+/* Rows [0, R) of a block of tn: c_r[n] = sum over k of a[r][k] B[k][n] (+ beta c_r[n]), W
+ * vectors of each row at a time: R W independent multiply-add chains. Every element is the
+ * same chain, s = 0, then s += a[k] b[k] for k in order, whichever loop computes it, so the
+ * result does not depend on how C is split into blocks or tiles: from 0 each step has one
+ * product to fuse, where a first product taken as the start (a0 b0 + a1 b1) lets the compiler
+ * fuse either one, and it chose differently in different loops. K and R are
  * constants where the caller inlines them. sq: rows[r] = the sum of squares of row r as
  * written (in float, at most 16 vectors per lane, then in double). */
 static inline __attribute__((always_inline)) void tn_block(int64_t N, const int64_t K, const int R, const float *a,
@@ -214,11 +217,9 @@ static inline __attribute__((always_inline)) void tn_block(int64_t N, const int6
     }
     for (; n + W * VL <= N; n += W * VL) {
         vf s[TN_R][W_MAX];
-        for (int j = 0; j < W; j++) {
-            vf b = vload(B + n + j * VL);
-            for (int r = 0; r < R; r++) s[r][j] = TN_A(r, 0) * b;
-        }
-        for (int64_t k = 1; k < K; k++)
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < W; j++) s[r][j] = (vf){0};
+        for (int64_t k = 0; k < K; k++)
             for (int j = 0; j < W; j++) {
                 vf b = vload(B + k * ldb + n + j * VL);
                 for (int r = 0; r < R; r++) s[r][j] += TN_A(r, k) * b;
@@ -230,8 +231,8 @@ static inline __attribute__((always_inline)) void tn_block(int64_t N, const int6
     }
     for (; n + VL <= N; n += VL) {
         for (int r = 0; r < R; r++) {
-            vf v = TN_A(r, 0) * vload(B + n);
-            for (int64_t k = 1; k < K; k++) v += TN_A(r, k) * vload(B + k * ldb + n);
+            vf v = {0};
+            for (int64_t k = 0; k < K; k++) v += TN_A(r, k) * vload(B + k * ldb + n);
             TN_OUT(r, n, v);
         }
         TN_COUNT()
@@ -239,8 +240,8 @@ static inline __attribute__((always_inline)) void tn_block(int64_t N, const int6
     for (int r = 0; r < R; r++) {
         float *c = C + r * ldc;
         for (int64_t i = n; i < N; i++) {
-            float v = TN_A(r, 0) * B[i];
-            for (int64_t k = 1; k < K; k++) v += TN_A(r, k) * B[k * ldb + i];
+            float v = 0;
+            for (int64_t k = 0; k < K; k++) v += TN_A(r, k) * B[k * ldb + i];
             c[i] = out(v, 1, beta, c + i); /* alpha is in a[] */
             if (sq) sd[r] += (double)c[i] * (double)c[i];
         }
