@@ -137,22 +137,23 @@ static void gemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A
     }
 }
 
-/* C[m0..m0+mr) x [n0, n0+2 VL) of nn: rows of B scaled by A's entries, summed over k. */
-static inline __attribute__((always_inline)) void nn_block(int64_t m0, int mr, int64_t n0, int64_t K, float alpha, const float *A, int64_t lda,
-                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+/* C[m0..m0+mr) x [n0, n0+nv VL) of nn (nv 1 or 2): rows of B scaled by A's entries, summed
+ * over k. */
+static inline __attribute__((always_inline)) void nn_block(int64_t m0, int mr, int64_t n0, const int nv, int64_t K, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     vf acc[MR][2];
     memset(acc, 0, sizeof acc);
     for (int64_t k = 0; k < K; k++) {
-        vf x0 = vload(B + k * ldb + n0), x1 = vload(B + k * ldb + n0 + VL);
+        vf x0 = vload(B + k * ldb + n0), x1 = nv > 1 ? vload(B + k * ldb + n0 + VL) : x0;
         for (int i = 0; i < MR; i++) {
             if (i >= mr) break;
             float a = A[(m0 + i) * lda + k];
             acc[i][0] += a * x0;
-            acc[i][1] += a * x1;
+            if (nv > 1) acc[i][1] += a * x1;
         }
     }
     for (int i = 0; i < mr; i++)
-        for (int h = 0; h < 2; h++) {
+        for (int h = 0; h < nv; h++) {
             float *c = C + (m0 + i) * ldc + n0 + h * VL;
             vf r = alpha * acc[i][h];
             if (beta != 0) r += beta * vload(c);
@@ -160,22 +161,31 @@ static inline __attribute__((always_inline)) void nn_block(int64_t m0, int mr, i
         }
 }
 
+/* Rows of nn for the columns [n0, n0 + nv VL). */
+static inline __attribute__((always_inline)) void nn_cols(int64_t M, int64_t n0, const int nv, int64_t K, float alpha,
+                                                         const float *A, int64_t lda, const float *B, int64_t ldb,
+                                                         float beta, float *C, int64_t ldc) {
+    int64_t m0 = 0;
+    for (; m0 + MR <= M; m0 += MR) nn_block(m0, MR, n0, nv, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (m0 < M) nn_block(m0, (int)(M - m0), n0, nv, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 static void gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     int64_t blocks = N / (2 * VL);
 #pragma omp parallel for if (M * N * K > SMALL_PAR_MIN && !omp_in_parallel()) schedule(static)
-    for (int64_t p = 0; p < blocks; p++) {
-        int64_t m0 = 0;
-        for (; m0 + MR <= M; m0 += MR)
-            nn_block(m0, MR, p * 2 * VL, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        if (m0 < M) nn_block(m0, (int)(M - m0), p * 2 * VL, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    for (int64_t p = 0; p < blocks; p++) nn_cols(M, p * 2 * VL, 2, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    int64_t n = blocks * 2 * VL;
+    if (N - n >= VL) { /* one vector more (784 = 24 x 32 + 16) */
+        nn_cols(M, n, 1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        n += VL;
     }
-    /* The last N mod 2 VL columns, element by element. */
+    /* The last N mod VL columns, element by element. */
     for (int64_t m = 0; m < M; m++)
-        for (int64_t n = blocks * 2 * VL; n < N; n++) {
+        for (int64_t j = n; j < N; j++) {
             float s = 0;
-            for (int64_t k = 0; k < K; k++) s += A[m * lda + k] * B[k * ldb + n];
-            float *c = C + m * ldc + n;
+            for (int64_t k = 0; k < K; k++) s += A[m * lda + k] * B[k * ldb + j];
+            float *c = C + m * ldc + j;
             *c = out(s, alpha, beta, c);
         }
 }
