@@ -15,7 +15,7 @@
  *   (the buffer keeps the NaN it was filled with) and notes its sum of squares; settled, the
  *   gradient is bit for bit the one a graph without deferral writes, and the note matches it
  *   (relative 1e-6). A weight used twice is settled when the second use adds to it. Nothing
- *   is deferred with notes off, for an accumulating backward, at batch 17, when x is a
+ *   is deferred with notes off, for an accumulating backward, above batch 16, when x is a
  *   parameter or holds a NaN; a reset drops what is pending. */
 #include <math.h>
 #include <stdatomic.h>
@@ -267,7 +267,7 @@ static void not_deferred(void) {
     net_make(&n, 8, 1, 0);
     CHECK(net_backward(&n, 8, 0, 0, NULL) == TR_OK && !tr_graph_deferred_any_(n.g), "accumulating: not deferred");
     net_free(&n);
-    /* batch 17: BLAS */
+    /* batch 17: above the deferral limit (the recomputation would cost more than it saves) */
     net_make(&n, 17, 1, 0);
     CHECK(net_backward(&n, 17, 0, 1, NULL) == TR_OK && !tr_graph_deferred_any_(n.g), "batch 17: not deferred");
     net_free(&n);

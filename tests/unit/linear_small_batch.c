@@ -1,4 +1,4 @@
-/* The linear layer in f32 at every batch size the small-batch GEMMs take (1..16 rows, their
+/* The linear layer in f32 at every batch size the small-batch GEMMs take (1..32 rows, their
  * own kernels) and a few above (OpenBLAS), against the same layer in f64: forward, the input
  * gradient and the weight and bias gradients, each written (beta 0, into buffers holding NaN)
  * and accumulated (beta 1), on 1 and 2 threads. Widths cover the vector tails (C and OC not
@@ -99,7 +99,7 @@ static void check_shape(int64_t B, int64_t C, int64_t OC, const char *threads) {
 }
 
 int main(void) {
-    static const int64_t batches[] = {1, 2, 7, 8, 9, 16, 17, 40};
+    static const int64_t batches[] = {1, 2, 7, 8, 9, 16, 17, 24, 32, 33, 40};
     static const int64_t widths[][2] = {{3, 1}, {16, 5}, {37, 32}, {100, 33}, {64, 70}, {300, 128}};
     for (int t = 1; t <= 2; t++) {
         tr_set_num_threads(t);

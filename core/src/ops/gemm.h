@@ -17,7 +17,7 @@ void tr_gemm_f64(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, doub
 /* The f32 GEMMs with one dimension of TR_GEMM_SMALL_MAX or less that gemm_small.c computes
  * without BLAS (nt and nn with M <= it, tn with K <= it): returns 1 when it did, 0 to leave it
  * to BLAS. */
-#define TR_GEMM_SMALL_MAX 16
+#define TR_GEMM_SMALL_MAX 32
 int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                       int64_t ldc);
