@@ -4,7 +4,7 @@
  * - tr_gemm_small_tn_norm2_f32 (the norm from Gram matrices) equals the sum of squares of the
  *   product computed in double (relative 1e-12), for K 1 to 16 and widths with vector tails;
  *   it is +inf for a NaN or infinity in either operand and when the float product could
- *   overflow, and finite just below that bound.
+ *   overflow (||A|| ||B|| above 1e37), and finite below that bound.
  * - The tn GEMM computed in row tiles and in column pieces gives the same bits as in one call.
  * - tr_optim_step_tiles gives the same bits as tr_optim_step_at on the stored gradient times
  *   the scale (Adam, AdamW, SGD with and without momentum and Nesterov, two steps each so
@@ -61,12 +61,14 @@ static void norm2(void) {
     fill_f(A, 8 * 70, 3);
     B[299] = -INFINITY;
     CHECK(tr_gemm_small_tn_norm2_f32(70, 300, 8, A, 70, B, 300) == INFINITY, "norm2: an infinity in B gives +inf");
-    /* K max|A| max|B| above 1e37 is refused; 8 x 1e18 x 1e18 = 8e36 is not. */
-    for (int i = 0; i < 8 * 5; i++) A[i] = 1e18f;
-    for (int i = 0; i < 8 * 7; i++) B[i] = -1e18f;
-    double s = tr_gemm_small_tn_norm2_f32(5, 7, 8, A, 5, B, 7), e = (double)1e18f, want = 35 * 64 * e * e * e * e;
-    CHECK(isfinite(s) && fabs(s - want) <= 1e-12 * want, "norm2: 1e18 entries: %.17g, want %.17g", s, want);
-    A[3] = 2e18f;
+    /* ||A|| ||B|| above 1e37 is refused; sqrt(40 x 56) x 1e34 = 4.7e35 is not, nor 1e19 more. */
+    for (int i = 0; i < 8 * 5; i++) A[i] = 1e17f;
+    for (int i = 0; i < 8 * 7; i++) B[i] = -1e17f;
+    double s = tr_gemm_small_tn_norm2_f32(5, 7, 8, A, 5, B, 7), e = (double)1e17f, want = 35 * 64 * e * e * e * e;
+    CHECK(isfinite(s) && fabs(s - want) <= 1e-12 * want, "norm2: 1e17 entries: %.17g, want %.17g", s, want);
+    A[3] = 1e19f;
+    CHECK(isfinite(tr_gemm_small_tn_norm2_f32(5, 7, 8, A, 5, B, 7)), "norm2: one entry of 1e19 (norms' product 7.5e36): finite");
+    A[3] = 1e20f;
     CHECK(tr_gemm_small_tn_norm2_f32(5, 7, 8, A, 5, B, 7) == INFINITY, "norm2: a product that may overflow float: +inf");
 }
 

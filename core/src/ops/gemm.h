@@ -35,7 +35,8 @@ double tr_gemm_small_tn_sumsq_f32(int64_t M, int64_t N, int64_t K, float alpha, 
  * without forming it: ||A^T B||^2 = sum over k, k' of (A A^T)[k][k'] (B B^T)[k][k'], two
  * K x K Gram matrices of the rows, in double (K (K + 1) / 2 (M + N) multiply-adds where the
  * product takes M N K). +INFINITY when a value is not finite, or when computing the product
- * in float could overflow (K max|A| max|B| above 1e37): then only the product itself tells. */
+ * in float could overflow (||A|| ||B|| above 1e37, Frobenius norms, which bound every product
+ * and partial sum): then only the product itself tells. */
 double tr_gemm_small_tn_norm2_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                                   int64_t ldb);
 

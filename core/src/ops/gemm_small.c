@@ -351,13 +351,10 @@ static inline vd8 vload8d(const float *p) {
 
 /* G[k][k'] for k <= k' (the upper triangle, K x K row-major): the dot products of X's rows of
  * length L, in double, row k against four rows at a time (each converted value of row k feeds
- * four multiply-adds); returns the largest |x|. */
-static float gram_rows(int64_t K, int64_t L, const float *X, int64_t ldx, double *G) {
-    float mx = 0;
+ * four multiply-adds). */
+static void gram_rows(int64_t K, int64_t L, const float *X, int64_t ldx, double *G) {
     for (int64_t k = 0; k < K; k++) {
         const float *a = X + k * ldx;
-#pragma omp simd reduction(max : mx)
-        for (int64_t l = 0; l < L; l++) mx = fabsf(a[l]) > mx ? fabsf(a[l]) : mx; /* NaNs: the Gram tells */
         for (int64_t k2 = k; k2 < K; k2 += 4) {
             int nb = K - k2 < 4 ? (int)(K - k2) : 4;
             vd8 acc[4] = {{0}};
@@ -377,20 +374,23 @@ static float gram_rows(int64_t K, int64_t L, const float *X, int64_t ldx, double
             }
         }
     }
-    return mx;
 }
 
 double tr_gemm_small_tn_norm2_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                                   int64_t ldb) {
     double ga[TR_GEMM_SMALL_MAX * TR_GEMM_SMALL_MAX], gb[TR_GEMM_SMALL_MAX * TR_GEMM_SMALL_MAX];
     if (K > TR_GEMM_SMALL_MAX) return INFINITY;
-    float ma = gram_rows(K, M, A, lda, ga), mb = gram_rows(K, N, B, ldb, gb);
-    double s = 0;
+    gram_rows(K, M, A, lda, ga);
+    gram_rows(K, N, B, ldb, gb);
+    double s = 0, ta = 0, tb = 0;
     for (int64_t k = 0; k < K; k++) {
         s += ga[k * K + k] * gb[k * K + k];
         for (int64_t k2 = k + 1; k2 < K; k2++) s += 2 * ga[k * K + k2] * gb[k * K + k2];
+        ta += ga[k * K + k], tb += gb[k * K + k];
     }
-    /* A NaN or infinity in A or B makes its Gram diagonal, and so s, not finite. */
-    if (!isfinite(s) || (double)K * ma * mb > 1e37) return INFINITY;
+    /* A NaN or infinity in A or B makes its Gram diagonal, and so s, not finite. Every product
+     * and partial sum of the float GEMM is at most ||A|| ||B|| (Frobenius; Cauchy-Schwarz), the
+     * square root of the traces' product. */
+    if (!isfinite(s) || ta * tb > 1e74) return INFINITY;
     return s;
 }
