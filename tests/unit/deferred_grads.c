@@ -4,7 +4,8 @@
  * - tr_gemm_small_tn_norm2_f32 (the norm from Gram matrices) equals the sum of squares of the
  *   product computed in double (relative 1e-12), for K 1 to 16 and widths with vector tails;
  *   it is +inf for a NaN or infinity in either operand and when the float product could
- *   overflow (||A|| ||B|| above 1e37), and finite below that bound.
+ *   overflow (||A|| ||B|| above 1e37) or the sum cancels (a b^T - a b^T), and finite below
+ *   that bound.
  * - The tn GEMM computed in row tiles and in column pieces gives the same bits as in one call.
  * - tr_optim_step_tiles gives the same bits as tr_optim_step_at on the stored gradient times
  *   the scale (Adam, AdamW, SGD with and without momentum and Nesterov, two steps each so
@@ -68,6 +69,14 @@ static void norm2(void) {
     CHECK(isfinite(s) && fabs(s - want) <= 1e-12 * want, "norm2: 1e17 entries: %.17g, want %.17g", s, want);
     A[3] = 1e19f;
     CHECK(isfinite(tr_gemm_small_tn_norm2_f32(5, 7, 8, A, 5, B, 7)), "norm2: one entry of 1e19 (norms' product 7.5e36): finite");
+    /* dW = a b^T - a b^T = 0: the Gram sum cancels to rounding noise, refused rather than trusted */
+    {
+        float a2[2 * 37], b2[2 * 50];
+        fill_f(a2, 37, 41), fill_f(b2, 50, 42);
+        for (int i = 0; i < 37; i++) a2[37 + i] = -a2[i];
+        memcpy(b2 + 50, b2, 50 * sizeof(float));
+        CHECK(tr_gemm_small_tn_norm2_f32(37, 50, 2, a2, 37, b2, 50) == INFINITY, "norm2: a cancelling product: +inf");
+    }
     A[3] = 1e20f;
     CHECK(tr_gemm_small_tn_norm2_f32(5, 7, 8, A, 5, B, 7) == INFINITY, "norm2: a product that may overflow float: +inf");
 }

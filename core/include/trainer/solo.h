@@ -15,7 +15,9 @@
  * writes it: no zero-fill pass); in the last micro-batch's backward each parameter's
  * gradient sum of squares is taken from the gradient-ready hook, while the gradient is fresh
  * (in cache, or without a pass over the buffer on a device); the step clips by the global
- * norm and runs one fused optimizer update over the flat buffer. A non-finite norm leaves the
+ * norm and runs one fused optimizer update over the flat buffer (with tr_solo_set_defer, the
+ * weight gradients of small-batch linear layers are recomputed inside it instead of stored).
+ * A non-finite norm leaves the
  * step out. On a device the replica, its optimizer state and its activations live there
  * (tr_replica_create_on, tr_optim_place); state() refreshes the host copies checkpoints read,
  * sync() pushes them back, forward() copies its outputs to the host. Each entry below has the
@@ -36,6 +38,13 @@ typedef struct tr_solo tr_solo;
  * and its optimizer. */
 tr_status tr_solo_create(const tr_strategy_env *env, tr_accel *accel, tr_solo **out);
 tr_replica *tr_solo_replica(tr_solo *s);
+/* Deferred weight gradients (off by default; the cpu strategy turns them on): in a step of
+ * one micro-batch on the host, a small-batch linear layer's weight gradient is not written in
+ * backward but recomputed inside the update (docs/architecture.md). It reads the batch again
+ * in optim_step, so the micro-batch's host batch must stay valid until optim_step returns
+ * (the trainer's loop keeps it until it takes the next batch), and train_micro must be
+ * followed by the solo's own optim_step. */
+void tr_solo_set_defer(tr_solo *s, int on);
 
 void tr_solo_destroy(void *ctx);
 tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss);

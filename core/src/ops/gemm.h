@@ -16,8 +16,14 @@ void tr_gemm_f64(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, doub
 
 /* The f32 GEMMs with one dimension of TR_GEMM_SMALL_MAX or less that gemm_small.c computes
  * without BLAS (nt and nn with M <= it, tn with K <= it): returns 1 when it did, 0 to leave it
- * to BLAS. */
+ * to BLAS. tr_gemm_f32 sends them any GEMM whose small dimension is TR_GEMM_SMALL_ANY or less;
+ * tr_gemm_linear_f32 (linear layers) up to TR_GEMM_SMALL_MAX, the sizes where they were
+ * measured against OpenBLAS (docs/benchmarks.md, issue 12's sixth round). */
 #define TR_GEMM_SMALL_MAX 32
+#define TR_GEMM_SMALL_ANY 16
+void tr_gemm_linear_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                        int64_t ldc);
 int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                       int64_t ldc);
@@ -36,7 +42,8 @@ double tr_gemm_small_tn_sumsq_f32(int64_t M, int64_t N, int64_t K, float alpha, 
  * K x K Gram matrices of the rows, in double (K (K + 1) / 2 (M + N) multiply-adds where the
  * product takes M N K). +INFINITY when a value is not finite, or when computing the product
  * in float could overflow (||A|| ||B|| above 1e37, Frobenius norms, which bound every product
- * and partial sum): then only the product itself tells. */
+ * and partial sum), or when the sum cancels to below 1e-6 ||A||^2 ||B||^2 (it would then keep
+ * few correct digits): then only the product itself tells. */
 double tr_gemm_small_tn_norm2_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                                   int64_t ldb);
 

@@ -392,5 +392,9 @@ double tr_gemm_small_tn_norm2_f32(int64_t M, int64_t N, int64_t K, const float *
      * and partial sum of the float GEMM is at most ||A|| ||B|| (Frobenius; Cauchy-Schwarz), the
      * square root of the traces' product. */
     if (!isfinite(s) || ta * tb > 1e74) return INFINITY;
+    /* The terms' magnitudes add up to at most ta tb, and their rounding errors to about
+     * K eps ta tb: where the sum cancels to below 1e-6 ta tb (samples whose contributions
+     * nearly cancel), it would keep only a few digits, or come out negative. */
+    if (!(s >= 1e-6 * ta * tb)) return INFINITY;
     return s;
 }

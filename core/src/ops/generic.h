@@ -20,6 +20,7 @@
 #define real float
 #define K(name) name##_f32
 #define GEMM tr_gemm_f32
+#define GEMM_LINEAR tr_gemm_linear_f32 /* small-batch kernels up to TR_GEMM_SMALL_MAX */
 #define EXP expf
 #define LOG logf
 #define SQRT sqrtf
@@ -31,6 +32,7 @@
 #undef real
 #undef K
 #undef GEMM
+#undef GEMM_LINEAR
 #undef EXP
 #undef LOG
 #undef SQRT
@@ -42,6 +44,7 @@
 #define real double
 #define K(name) name##_f64
 #define GEMM tr_gemm_f64
+#define GEMM_LINEAR tr_gemm_f64
 #define EXP exp
 #define LOG log
 #define SQRT sqrt
@@ -53,6 +56,7 @@
 #undef real
 #undef K
 #undef GEMM
+#undef GEMM_LINEAR
 #undef EXP
 #undef LOG
 #undef SQRT

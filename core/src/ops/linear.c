@@ -8,26 +8,28 @@
 #define TR_GENERIC "ops/linear.inc"
 #include "ops/generic.h"
 
-/* Whether the weight gradient is computed apart, on the CPU in f32 at a batch of 32 or less
- * (the small-batch GEMM), with its sum of squares noted for the gradient-ready hook, so the
- * gradient norm needs no pass of its own over the weights. Not when x is w or a view of it
- * (their gradients share a buffer). */
+/* Batches up to which the weight gradient is computed apart: its sum of squares noted, or the
+ * gradient deferred. Deferring costs B multiply-adds an element in the update and Gram matrices
+ * of B^2 (C + OC) / 2; and above 16 the noted sum (squares in float) would tell the clip
+ * coefficient apart from the sum in double that devices and other strategies take. */
+#define LINEAR_APART_MAX 16
+
+/* Whether the weight gradient is computed apart, on the CPU in f32 at a batch of
+ * LINEAR_APART_MAX or less (the small-batch GEMM), with its sum of squares noted for the
+ * gradient-ready hook, so the gradient norm needs no pass of its own over the weights. Not
+ * when x is w or a view of it (their gradients share a buffer). */
 static int weight_grad_apart(tr_graph *g, const tr_tensor *x, const tr_tensor *w, int64_t B) {
     const tr_tensor *xb = x->view_of ? x->view_of : x;
-    return B > 0 && B <= TR_GEMM_SMALL_MAX && !op_kernels(g) && w->dtype == TR_F32 && xb != w && op_wants_grad_sumsq(g, w);
+    return B > 0 && B <= LINEAR_APART_MAX && !op_kernels(g) && w->dtype == TR_F32 && xb != w && op_wants_grad_sumsq(g, w);
 }
-
-/* Batches up to which the weight gradient is deferred: recomputing it costs B multiply-adds an
- * element, and the norm's Gram matrices B^2 (C + OC) / 2. */
-#define TR_DEFER_MAX 16
 
 /* A tile of the deferred weight gradient dW = dy^T x: i = {B, C, OC}, a = dy (B, OC), b = x
  * (B, C). The same kernel and summation order as the stored gradient's, so the same bits. */
 static void weight_grad_tile(const void *ctx, size_t r0, size_t r1, size_t c0, size_t c1, float *out) {
     const op_deferred *d = ctx;
     int64_t B = d->i[0], C = d->i[1], OC = d->i[2];
-    tr_gemm_small_f32(1, 0, (int64_t)(r1 - r0), (int64_t)(c1 - c0), B, 1, (const float *)d->a + r0, OC,
-                      (const float *)d->b + c0, C, 0, out, (int64_t)(c1 - c0));
+    tr_gemm_linear_f32(1, 0, (int64_t)(r1 - r0), (int64_t)(c1 - c0), B, 1, (const float *)d->a + r0, OC,
+                       (const float *)d->b + c0, C, 0, out, (int64_t)(c1 - c0));
 }
 
 /* Leaves the weight gradient to the optimizer (op_defer_grad) when the graph defers and its
@@ -36,7 +38,7 @@ static void weight_grad_tile(const void *ctx, size_t r0, size_t r1, size_t c0, s
 static int defer_weight_grad(tr_graph *g, tr_tensor *w, const float *dy, const tr_tensor *xt, int64_t B, int64_t C,
                              int64_t OC) {
     const float *x = xt->data;
-    if (B > TR_DEFER_MAX || (xt->view_of ? xt->view_of : xt)->param >= 0 || !op_may_defer_grad(g, w)) return 0;
+    if ((xt->view_of ? xt->view_of : xt)->param >= 0 || !op_may_defer_grad(g, w)) return 0;
     double sumsq = tr_gemm_small_tn_norm2_f32(OC, C, B, dy, OC, x, C);
     if (!isfinite(sumsq)) return 0; /* computed and summed as stored */
     op_deferred d = {.tile = weight_grad_tile, .rows = (size_t)OC, .cols = (size_t)C, .a = dy, .b = x, .i = {B, C, OC}};

@@ -12,6 +12,7 @@ struct tr_solo {
     tr_optim *opt;
     double *sumsq;    /* per parameter, from the last micro-batch's ready hook */
     int last;         /* the backward running is the step's last */
+    int defer;        /* tr_solo_set_defer */
 };
 
 static void grad_ready(void *user, int p) {
@@ -64,13 +65,15 @@ fail:
 
 tr_replica *tr_solo_replica(tr_solo *s) { return s->r; }
 
+void tr_solo_set_defer(tr_solo *s, int on) { s->defer = on && !s->accel; }
+
 tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
     tr_solo *s = ctx;
     tr_model_out out;
     TR_CHECK(tr_replica_forward(s->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
     if (mb->first) TR_CHECK(tr_graph_write_param_grads(s->r->g));
     /* A step of one micro-batch on the host: ops may leave weight gradients to the update */
-    TR_CHECK(tr_graph_defer_grads_(s->r->g, !s->accel && mb->first && mb->last));
+    TR_CHECK(tr_graph_defer_grads_(s->r->g, s->defer && mb->first && mb->last));
     s->last = mb->last;
     TR_CHECK(tr_graph_note_grad_sumsq_(s->r->g, mb->last)); /* what grad_ready reads */
     tr_status st = tr_backward(s->r->g, out.loss, NULL);
