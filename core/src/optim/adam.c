@@ -39,19 +39,20 @@ adam_elem(float *restrict p, const float *restrict g, float *restrict m, float *
     p[i] = pi + k.neg_step * mi / denom;
 }
 
-/* Threads only for a range above OPTIM_PAR_MIN: a smaller one (a tile of
- * tr_optim_step_tiles, run inside its own parallel loop) opens no parallel region at all. */
+static inline __attribute__((always_inline)) void
+adam_run(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n,
+         const optim_coef k, const int wd_mode) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) adam_elem(p, g, m, v, i, k, wd_mode);
+}
+
 static inline __attribute__((always_inline)) void
 adam_kernel(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
             size_t n, const optim_coef *kk, const int wd_mode) {
     const optim_coef k = *kk; /* by value: the scalars stay in registers */
-    if (n > OPTIM_PAR_MIN) {
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) adam_elem(p, g, m, v, i, k, wd_mode);
-    } else {
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) adam_elem(p, g, m, v, i, k, wd_mode);
-    }
+#define ADAM_RUN(off, len) adam_run(p + (off), g + (off), m + (off), v + (off), len, k, wd_mode)
+    OPTIM_PIECES(n, ADAM_RUN);
+#undef ADAM_RUN
 }
 
 void optim_adam_coef(const tr_optim *opt, double lr, optim_coef *k) {

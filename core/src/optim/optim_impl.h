@@ -18,6 +18,22 @@
 
 #define OPTIM_MAX_STATE 2
 
+/* Calls RUN(off, len) over [0, n) in one piece, or above OPTIM_PAR_MIN in pieces of 4096 on
+ * OpenMP threads: the update's loop body is one function (an `omp simd` loop) for a whole
+ * buffer and for a tile of tr_optim_step_tiles alike, so the two cannot be compiled apart
+ * (fused multiply-adds formed differently), and a small range opens no parallel region. */
+#define OPTIM_PIECES(n, RUN)                                              \
+    do {                                                                  \
+        size_t n_ = (n);                                                  \
+        if (n_ > OPTIM_PAR_MIN) {                                         \
+            _Pragma("omp parallel for schedule(static)")                  \
+            for (size_t off = 0; off < n_; off += 4096)                   \
+                RUN(off, (n_ - off < 4096 ? n_ - off : 4096));            \
+        } else {                                                          \
+            RUN((size_t)0, n_);                                           \
+        }                                                                 \
+    } while (0)
+
 struct tr_optim {
     tr_optim_config cfg;
     size_t n;                            /* elements of the slice this optimizer updates */

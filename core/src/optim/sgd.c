@@ -26,18 +26,20 @@ sgd_elem(float *restrict p, const float *restrict g, float *restrict buf, size_t
     p[i] = p[i] + k.neg_lr * d;
 }
 
-/* Threads only above OPTIM_PAR_MIN elements (see adam.c). */
+static inline __attribute__((always_inline)) void
+sgd_run(float *restrict p, const float *restrict g, float *restrict buf, size_t n, const optim_coef k,
+        const int has_wd, const int mode, const int nesterov) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) sgd_elem(p, g, buf, i, k, has_wd, mode, nesterov);
+}
+
 static inline __attribute__((always_inline)) void
 sgd_kernel(float *restrict p, const float *restrict g, float *restrict buf, size_t n, const optim_coef *kk,
            const int has_wd, const int mode, const int nesterov) {
     const optim_coef k = *kk;
-    if (n > OPTIM_PAR_MIN) {
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) sgd_elem(p, g, buf, i, k, has_wd, mode, nesterov);
-    } else {
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) sgd_elem(p, g, buf, i, k, has_wd, mode, nesterov);
-    }
+#define SGD_RUN(off, len) sgd_run(p + (off), g + (off), buf ? buf + (off) : NULL, len, k, has_wd, mode, nesterov)
+    OPTIM_PIECES(n, SGD_RUN);
+#undef SGD_RUN
 }
 
 #define SGD_CALL(W, M, N) sgd_kernel(p, g, buf, n, k, W, M, N)

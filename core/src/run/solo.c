@@ -88,19 +88,25 @@ tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss)
 /* The update when backward deferred weight gradients (tr_graph_defer_grads_): the stored
  * gradients between them as usual, each deferred one recomputed tile by tile inside the
  * update, in the same bits. */
+static tr_status step_stored(tr_solo *s, float *p, float *g, size_t lo, size_t hi, double lr, double max_norm,
+                             double sumsq) {
+    if (max_norm > 0) tr_clip_grad_norm(g + lo, hi - lo, max_norm, sumsq);
+    return tr_optim_step_at(s->opt, p + lo, g + lo, lo, hi, lr);
+}
+
 static tr_status step_deferred(tr_solo *s, float *p, float *g, double lr, double max_norm, double sumsq) {
     tr_params *P = tr_replica_params(s->r);
-    double coef = max_norm > 0 ? tr_clip_coef(max_norm, sumsq) : 1.0;
-    size_t lo = 0, n = tr_params_numel(P);
-    for (int k = 0; k <= tr_params_count(P); k++) {
-        const op_deferred *d = k < tr_params_count(P) ? tr_graph_deferred_(s->r->g, k) : NULL;
-        if (!d && k < tr_params_count(P)) continue;
-        size_t at = d ? tr_params_offset(P, k) : n;
-        if (coef < 1.0) tr_clip_grad_norm(g + lo, at - lo, max_norm, sumsq);
-        TR_CHECK(tr_optim_step_at(s->opt, p + lo, g + lo, lo, at, lr));
-        if (d) TR_CHECK(tr_optim_step_tiles(s->opt, p + at, at, d->rows, d->cols, d->tile, d, (float)coef, lr));
-        lo = d ? at + d->rows * d->cols : n;
+    float coef = max_norm > 0 ? (float)tr_clip_coef(max_norm, sumsq) : 1.0f;
+    size_t lo = 0;
+    for (int k = 0; k < tr_params_count(P); k++) {
+        const op_deferred *d = tr_graph_deferred_(s->r->g, k);
+        if (!d) continue;
+        size_t at = tr_params_offset(P, k);
+        TR_CHECK(step_stored(s, p, g, lo, at, lr, max_norm, sumsq));
+        TR_CHECK(tr_optim_step_tiles(s->opt, p + at, at, d->rows, d->cols, d->tile, d, coef, lr));
+        lo = at + d->rows * d->cols;
     }
+    TR_CHECK(step_stored(s, p, g, lo, tr_params_numel(P), lr, max_norm, sumsq));
     tr_optim_step_done(s->opt);
     tr_graph_drop_deferred_(s->r->g);
     return TR_OK;
