@@ -11,8 +11,9 @@
  *   tn: C (M, N) = A^T B, A stored (K, M), B (K, N), K <= 32  backward, dW = dy^T x
  *
  * Up to 32 they beat OpenBLAS (packing included) on 1 and 2 threads for the MLP's shapes
- * (512 x 784 at batch 32, 1 thread: nt 215 against 272 us, nn 185 against 214, tn 168 against
- * 197); at 64 OpenBLAS's kernels win.
+ * (512 x 784 at batch 32, 1 thread, on a Sapphire Rapids core: nt 215 against 272 us, nn 185
+ * against 214, tn 168 against 197; on a Zen 4 core: nt 260 against 322, nn 230 against 292,
+ * tn 254 against 283); at 64 OpenBLAS's kernels win.
  *
  * nt sums each dot product in vector lanes and folds 16 of them at once (reduce16); tn can
  * also sum the squares of what it writes (tr_gemm_small_tn_sumsq_f32: a weight gradient's
@@ -30,9 +31,13 @@
 
 #define VL 16 /* floats per vector */
 #if defined(__AVX512F__)
-#define MR 8  /* rows of A per block: MR x 2 accumulators fit the 32 vector registers */
+#define MR 8    /* nn: rows of A per block, MR x 2 accumulators in the 32 vector registers */
+#define NT_MR 4 /* nt: rows of A and of B per block, 16 accumulators */
+#define NT_NR 4
 #else
 #define MR 4
+#define NT_MR 4
+#define NT_NR 2
 #endif
 #define SMALL_PAR_MIN (1 << 18) /* multiply-adds above which the outer loop goes parallel */
 
@@ -48,6 +53,15 @@ static inline vf vload(const float *p) {
 }
 
 static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
+/* The value in a register from here on: the compiler may not fold its load into the multiply-
+ * adds that use it. gcc folds a vector used by four multiply-adds into all four, four loads
+ * where one does; Intel cores take two or three vector loads a cycle, AMD's Zen 4 one 512-bit
+ * load, and there the tn and nt kernels ran at half the multiply-add rate. */
+#if defined(__AVX512F__)
+#define KEEP(v) __asm__("" : "+v"(v))
+#else
+#define KEEP(v) ((void)0) /* a vf spans several registers: the constraint cannot hold it */
+#endif
 
 static inline float vsum(vf v) {
     float s = 0;
@@ -97,48 +111,56 @@ static inline __attribute__((always_inline)) vf reduce16(const vf v[16]) {
 #undef FOLD
 }
 
-/* C[m0..m0+mr) x [n0, n0+2) of nt: dot products of A's rows with two rows of B. K's last
- * partial vector is loaded zero-padded, so every product goes through the vector sums. */
+/* C[m0..m0+mr) x [n0, n0+nr) of nt: dot products of NT_MR rows of A with NT_NR rows of B, each
+ * load feeding several multiply-adds (AVX-512: 4 x 4, 8 loads for 16; a block of 8 x 2 took 10,
+ * and with A's 8 rows, 25 KiB at batch 8, cycled through L1 for every pair it ran at half
+ * speed where L1 holds 32 KiB). K's last partial vector is loaded zero-padded, so every
+ * product goes through the vector sums. */
 static inline __attribute__((always_inline)) void nt_block(int64_t m0, int mr, int64_t n0, int nr, int64_t K, float alpha, const float *A,
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    vf acc[16] = {0}; /* acc[2 i + j]: row m0 + i of A with row n0 + j of B */
-    const float *b0 = B + n0 * ldb, *b1 = B + (n0 + (nr > 1)) * ldb;
+    vf acc[16] = {0}; /* acc[NT_NR i + j]: row m0 + i of A with row n0 + j of B */
+    const float *b[NT_NR];
+    for (int j = 0; j < NT_NR; j++) b[j] = B + (n0 + (j < nr ? j : nr - 1)) * ldb;
     int64_t k = 0;
     for (; k + VL <= K; k += VL) {
-        vf x0 = vload(b0 + k), x1 = vload(b1 + k);
-        for (int i = 0; i < MR; i++) {
+        vf x[NT_NR];
+        for (int j = 0; j < NT_NR; j++) {
+            x[j] = vload(b[j] + k);
+            KEEP(x[j]);
+        }
+        for (int i = 0; i < NT_MR; i++) {
             if (i >= mr) break;
             vf a = vload(A + (m0 + i) * lda + k);
-            acc[2 * i] += a * x0;
-            acc[2 * i + 1] += a * x1;
+            KEEP(a);
+            for (int j = 0; j < NT_NR; j++) acc[NT_NR * i + j] += a * x[j];
         }
     }
     if (k < K) {
-        vf x0 = vload_n(b0 + k, K - k), x1 = vload_n(b1 + k, K - k);
+        vf x[NT_NR];
+        for (int j = 0; j < NT_NR; j++) x[j] = vload_n(b[j] + k, K - k);
         for (int i = 0; i < mr; i++) {
             vf a = vload_n(A + (m0 + i) * lda + k, K - k);
-            acc[2 * i] += a * x0;
-            acc[2 * i + 1] += a * x1;
+            for (int j = 0; j < NT_NR; j++) acc[NT_NR * i + j] += a * x[j];
         }
     }
     vf r = reduce16(acc);
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
             float *c = C + (m0 + i) * ldc + n0 + j;
-            *c = out(r[2 * i + j], alpha, beta, c);
+            *c = out(r[NT_NR * i + j], alpha, beta, c);
         }
 }
 
 static void gemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    int64_t pairs = (N + 1) / 2;
+    int64_t groups = (N + NT_NR - 1) / NT_NR;
 #pragma omp parallel for if (M * N * K > SMALL_PAR_MIN && !omp_in_parallel()) schedule(static)
-    for (int64_t p = 0; p < pairs; p++) {
-        int nr = 2 * p + 1 < N ? 2 : 1;
+    for (int64_t p = 0; p < groups; p++) {
+        int nr = NT_NR * p + NT_NR <= N ? NT_NR : (int)(N - NT_NR * p);
         int64_t m0 = 0;
-        for (; m0 + MR <= M; m0 += MR) /* full blocks: mr a constant, the accumulators registers */
-            nt_block(m0, MR, 2 * p, nr, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        if (m0 < M) nt_block(m0, (int)(M - m0), 2 * p, nr, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        for (; m0 + NT_MR <= M; m0 += NT_MR)
+            nt_block(m0, NT_MR, NT_NR * p, nr, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (m0 < M) nt_block(m0, (int)(M - m0), NT_NR * p, nr, K, alpha, A, lda, B, ldb, beta, C, ldc);
     }
 }
 
@@ -237,6 +259,7 @@ static inline __attribute__((always_inline)) void tn_block(int64_t N, const int6
         for (int64_t k = 0; k < K; k++)
             for (int j = 0; j < W; j++) {
                 vf b = vload(B + k * ldb + n + j * VL);
+                KEEP(b);
                 for (int r = 0; r < R; r++) s[r][j] += TN_A(r, k) * b;
             }
         for (int j = 0; j < W; j++) {
