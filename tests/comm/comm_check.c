@@ -227,6 +227,65 @@ static void check_async(tr_comm *c) {
     }
 }
 
+/* In-place reduce-scatter and all-gather in alloc'ed memory (NCCL's layout, rank r's part at
+ * r * n: ddp's sharded update): shm's direct path, bit for bit as from plain buffers, at
+ * offsets that differ between ranks; then async on two ranges waited out of order, and a
+ * mixed call (rank 0's buffer in the region) that takes the staged path. */
+static void check_shared_scatter_gather(tr_comm *c, float *a, float *plain) {
+    static const size_t lens[] = {1, 7, 1031, 70001};
+    const size_t W = (size_t)world, me = (size_t)rank;
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+        size_t n = lens[t], off = me * 16 + t, bad = n;
+        for (size_t i = 0; i < W * n; i++) a[off + i] = plain[i] = (float)value(rank, i, TR_RED_SUM, (int)t) * 0.37f;
+        EXPECT(tr_comm_reduce_scatter(c, a + off, a + off + me * n, n, TR_F32, TR_RED_SUM) == TR_OK,
+               "shared reduce_scatter n=%zu: %s", n, tr_error_msg());
+        EXPECT(tr_comm_reduce_scatter(c, plain, plain + me * n, n, TR_F32, TR_RED_SUM) == TR_OK,
+               "plain reduce_scatter n=%zu", n);
+        EXPECT(memcmp(a + off + me * n, plain + me * n, n * sizeof(float)) == 0,
+               "shared reduce_scatter n=%zu equals the plain one", n);
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (!close_enough(a[off + me * n + i], expected(me * n + i, TR_F32, TR_RED_SUM, (int)t) * 0.37, TR_F32)) bad = i;
+        EXPECT(bad == n, "shared reduce_scatter n=%zu: element %zu of this rank's part is %g", n, bad,
+               bad < n ? a[off + me * n + bad] : 0);
+        for (size_t i = 0; i < n; i++) a[off + me * n + i] = plain[me * n + i] = (float)(me * 100000 + i);
+        EXPECT(tr_comm_all_gather(c, a + off + me * n, a + off, n, TR_F32) == TR_OK, "shared all_gather n=%zu: %s", n,
+               tr_error_msg());
+        EXPECT(tr_comm_all_gather(c, plain + me * n, plain, n, TR_F32) == TR_OK, "plain all_gather n=%zu", n);
+        EXPECT(memcmp(a + off, plain, W * n * sizeof(float)) == 0, "shared all_gather n=%zu equals the plain one", n);
+        bad = W * n;
+        for (size_t i = 0; i < W * n && bad == W * n; i++)
+            if (a[off + i] != (float)(i / n * 100000 + i % n)) bad = i;
+        EXPECT(bad == W * n, "shared all_gather n=%zu: element %zu is %g", n, bad, bad < W * n ? a[off + bad] : 0);
+    }
+    enum { M = 20000 };
+    tr_comm_work *w[2];
+    for (size_t i = 0; i < 2 * W * M; i++) a[i] = (float)(rank + 1);
+    for (int k = 0; k < 2; k++)
+        EXPECT(tr_comm_ireduce_scatter(c, a + k * W * M, a + k * W * M + me * M, M, TR_F32, TR_RED_SUM, &w[k]) == TR_OK,
+               "shared ireduce_scatter %d", k);
+    for (int k = 1; k >= 0; k--) {
+        float want = (float)(W * (W + 1) / 2);
+        EXPECT(tr_comm_wait(w[k]) == TR_OK && a[k * W * M + me * M] == want && a[k * W * M + me * M + M - 1] == want,
+               "shared ireduce_scatter %d: %g, want %g", k, a[k * W * M + me * M], want);
+    }
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < M; i++) a[k * W * M + me * M + i] = (float)(rank * 10 + k);
+        EXPECT(tr_comm_iall_gather(c, a + k * W * M + me * M, a + k * W * M, M, TR_F32, &w[k]) == TR_OK,
+               "shared iall_gather %d", k);
+    }
+    for (int k = 1; k >= 0; k--)
+        EXPECT(tr_comm_wait(w[k]) == TR_OK && a[k * W * M] == (float)k && a[k * W * M + W * M - 1] == (float)((W - 1) * 10 + k),
+               "shared iall_gather %d: %g", k, a[k * W * M]);
+    float *mixed = rank == 0 ? a : plain;
+    for (size_t i = 0; i < W * 5000; i++) mixed[i] = (float)(rank * 2 + 1);
+    EXPECT(tr_comm_reduce_scatter(c, mixed, mixed + me * 5000, 5000, TR_F32, TR_RED_SUM) == TR_OK &&
+               mixed[me * 5000] == (float)(world * world) && mixed[me * 5000 + 4999] == (float)(world * world),
+           "mixed shared and plain reduce_scatter: %g", mixed[me * 5000]);
+    for (size_t i = 0; i < 5000; i++) mixed[me * 5000 + i] = (float)rank;
+    EXPECT(tr_comm_all_gather(c, mixed + me * 5000, mixed, 5000, TR_F32) == TR_OK && mixed[0] == 0 &&
+               mixed[W * 5000 - 1] == (float)(world - 1), "mixed shared and plain all_gather: %g", mixed[W * 5000 - 1]);
+}
+
 /* tr_comm_alloc'ed memory: shared by shm (every rank's buffer in place: the direct path),
  * plain elsewhere; the results must be the same as from plain buffers, bit for bit. */
 static void check_shared(tr_comm *c, int expect_shared) {
@@ -296,6 +355,7 @@ static void check_shared(tr_comm *c, int expect_shared) {
         EXPECT(tr_comm_wait(w[k]) == TR_OK && a[k * 20000] == want && a[k * 20000 + 19999] == want,
                "shared iall_reduce %d: %g, want %g", k, a[k * 20000], want);
     }
+    check_shared_scatter_gather(c, a, plain);
     for (size_t i = 0; i < 1000; i++) a[i] = (float)(rank * 1000 + i);
     EXPECT(tr_comm_broadcast(c, a, 1000, TR_F32, world - 1) == TR_OK && a[999] == (float)((world - 1) * 1000 + 999),
            "broadcast from the region");

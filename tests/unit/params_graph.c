@@ -275,9 +275,45 @@ static void test_set_grad_buffer(void) {
     tr_free(own);
 }
 
+/* The parameter buffer moved likewise (ddp's sharded update gathers parameters in place in
+ * communicator memory): values copied, tensors pointing there, forward reading them there. */
+static void test_set_data_buffer(void) {
+    tr_params *P;
+    int id[6];
+    add_write_params(&P, id);
+    float *own = tr_malloc(4096);
+    CHECK(tr_params_set_data_buffer(P, own) == TR_ERR_INVALID, "refused before finalize");
+    CHECK(tr_params_finalize(P, 3) == TR_OK, "finalize");
+    size_t n = tr_params_numel(P);
+    float *old = tr_params_data(P), *copy = tr_malloc(4096);
+    memcpy(copy, old, n * sizeof(float));
+    CHECK(tr_params_set_data_buffer(P, own + 1) == TR_ERR_INVALID && strstr(tr_error_msg(), "parameter buffer must be"),
+          "an unaligned buffer refused: %s", tr_error_msg());
+    CHECK(tr_params_set_data_buffer(P, own) == TR_OK && tr_params_data(P) == own, "set: %s", tr_error_msg());
+    int moved = memcmp(own, copy, n * sizeof(float)) == 0;
+    for (int p = 0; p < 6; p++) moved &= tr_params_get(P, p)->data == own + tr_params_offset(P, p);
+    CHECK(moved, "the values copied and every tensor's data in the new buffer");
+    tr_graph *g;
+    tr_graph_create(&g, 0);
+    tr_graph_set_params(g, P);
+    tr_params_zero_grad(P);
+    tr_tensor *loss = write_step(g, P, id);
+    float before = ((const float *)loss->data)[0];
+    tr_graph_reset(g);
+    for (size_t i = 0; i < n; i++) own[i] *= 2;
+    loss = write_step(g, P, id);
+    float after = ((const float *)loss->data)[0];
+    CHECK(after != before, "forward reads the new buffer (loss %g, then %g)", before, after);
+    tr_graph_destroy(g);
+    tr_params_destroy(P); /* must not free `own` */
+    tr_free(own);
+    tr_free(copy);
+}
+
 int main(void) {
     test_params();
     test_write_param_grads();
     test_set_grad_buffer();
+    test_set_data_buffer();
     return test_finish();
 }

@@ -73,6 +73,9 @@ tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, flo
  * (tr_params_clone_view) keep the old pointer. tr_pages_discard on it is the owner's
  * business (shared memory does not read back as zero). */
 tr_status tr_params_set_grad_buffer(tr_params *P, float *grad);
+/* The same for the flat parameter buffer (the values are copied there), e.g. so that an
+ * all-gather of updated parameter slices runs in place in shared memory. */
+tr_status tr_params_set_data_buffer(tr_params *P, float *data);
 
 int tr_params_count(const tr_params *P);
 int tr_params_buffer_count(const tr_params *P);

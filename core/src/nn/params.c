@@ -27,6 +27,7 @@ typedef struct table {
     size_t numel;
     int paged;    /* data and grad are tr_pages_alloc'ed (trainable parameters) */
     int borrowed; /* data and grad belong to someone else (tr_params_clone_view) */
+    int data_borrowed; /* data does (tr_params_set_data_buffer) */
     int grad_borrowed; /* grad does (tr_params_set_grad_buffer) */
     int on_device; /* ... in a device's memory: the core never touches their bytes */
 } table;
@@ -49,7 +50,7 @@ static void free_table(table *t) {
     size_t bytes = (t->numel ? t->numel : 1) * sizeof(float);
     if (t->borrowed) {
     } else if (t->paged) {
-        tr_pages_free(t->data, bytes);
+        if (!t->data_borrowed) tr_pages_free(t->data, bytes);
         if (!t->grad_borrowed) tr_pages_free(t->grad, bytes);
     } else {
         tr_free(t->data);
@@ -234,21 +235,31 @@ tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, flo
     return TR_OK;
 }
 
-tr_status tr_params_set_grad_buffer(tr_params *P, float *grad) {
+/* The flat parameter (grad 0) or gradient (grad 1) buffer moves to buf, the caller's. */
+static tr_status adopt_buffer(tr_params *P, float *buf, int grad) {
     table *t = &P->p;
-    if (!P->finalized || t->borrowed || t->on_device || !grad)
-        return tr_error_set(TR_ERR_INVALID, "params: a new gradient buffer needs a finalized host registry of its own");
-    if ((uintptr_t)grad % TR_ALIGN)
-        return tr_error_set(TR_ERR_INVALID, "params: a gradient buffer must be %d-byte aligned", TR_ALIGN);
-    if (grad == t->grad) return TR_OK;
+    const char *what = grad ? "gradient" : "parameter";
+    if (!P->finalized || t->borrowed || t->on_device || !buf)
+        return tr_error_set(TR_ERR_INVALID, "params: a new %s buffer needs a finalized host registry of its own", what);
+    if ((uintptr_t)buf % TR_ALIGN)
+        return tr_error_set(TR_ERR_INVALID, "params: a %s buffer must be %d-byte aligned", what, TR_ALIGN);
+    float **cur = grad ? &t->grad : &t->data;
+    int *borrowed = grad ? &t->grad_borrowed : &t->data_borrowed;
+    if (buf == *cur) return TR_OK;
     size_t bytes = (t->numel ? t->numel : 1) * sizeof(float);
-    memcpy(grad, t->grad, bytes);
-    if (!t->grad_borrowed) tr_pages_free(t->grad, bytes);
-    t->grad = grad;
-    t->grad_borrowed = 1;
-    for (int i = 0; i < t->n; i++) t->e[i].t.grad = grad + t->e[i].offset;
+    memcpy(buf, *cur, bytes);
+    if (!*borrowed) tr_pages_free(*cur, bytes);
+    *cur = buf;
+    *borrowed = 1;
+    for (int i = 0; i < t->n; i++) {
+        if (grad) t->e[i].t.grad = buf + t->e[i].offset;
+        else t->e[i].t.data = buf + t->e[i].offset;
+    }
     return TR_OK;
 }
+
+tr_status tr_params_set_grad_buffer(tr_params *P, float *grad) { return adopt_buffer(P, grad, 1); }
+tr_status tr_params_set_data_buffer(tr_params *P, float *data) { return adopt_buffer(P, data, 0); }
 
 int tr_params_count(const tr_params *P) { return P->p.n; }
 int tr_params_buffer_count(const tr_params *P) { return P->b.n; }

@@ -14,7 +14,9 @@
  * Shared memory for the caller (alloc, tr_comm_alloc): one more segment per rank and
  * allocation, named /trainer-<job id>-<rank>-m<n>, mapped by every rank and unlinked at once.
  * An in-place all-reduce whose buffers all lie in such segments skips the slots: each rank
- * reduces its share straight from the peers' buffers and writes the sums into theirs.
+ * reduces its share straight from the peers' buffers and writes the sums into theirs. So do
+ * an in-place reduce-scatter (each rank reduces its part from the peers' buffers into its
+ * own) and all-gather (each copies the others' parts from their buffers).
  *
  * Algorithms: all-reduce = a reduce-scatter plus an all-gather with all ranks working in
  * parallel: each rank publishes the parts of its chunk the others reduce, reduces its own
@@ -69,7 +71,7 @@ typedef struct shm_rank {
     _Atomic int32_t pid;
     /* Written before a barrier, read by the others after it: */
     int32_t mem_ok;                  /* alloc: this rank made (then mapped) its part */
-    uint64_t in_place;               /* an all-reduce's buffer in a region: ((id + 1) << 48) | offset */
+    uint64_t in_place;               /* an in-place collective's buffer in a region: ((id + 1) << 48) | offset */
     uint64_t in_count;               /* ... and its count */
     char pad[LINE - 4 * sizeof(uint64_t) - 2 * sizeof(int32_t)];
 } shm_rank;
@@ -250,10 +252,9 @@ static void reduce_slots(shm *s, int set, size_t lo, size_t hi, size_t es, tr_dt
 
 static int next_set(shm *s) { return (int)(s->set++ & 1); }
 
-/* The packed place of an in-place buffer inside one of this rank's regions, or 0. */
-static uint64_t shared_at(const shm *s, const void *send, const void *recv, size_t bytes) {
-    if (send != recv) return 0;
-    const uint8_t *p = recv;
+/* The packed place of [p, p + bytes) inside one of this rank's regions, or 0. */
+static uint64_t region_at(const shm *s, const void *ptr, size_t bytes) {
+    const uint8_t *p = ptr;
     for (uint32_t id = 0; id < s->made && id < MAX_REGIONS; id++) {
         const region *g = &s->regions[id];
         const uint8_t *b = g->bytes ? g->base[s->rank] : NULL;
@@ -263,6 +264,26 @@ static uint64_t shared_at(const shm *s, const void *send, const void *recv, size
     return 0;
 }
 
+/* The packed place of an in-place buffer inside one of this rank's regions, or 0. */
+static uint64_t shared_at(const shm *s, const void *send, const void *recv, size_t bytes) {
+    return send == recv ? region_at(s, recv, bytes) : 0;
+}
+
+/* Every rank's published buffer of `bytes` as mapped in this process. */
+static tr_status peer_buffers(shm *s, size_t bytes, uint8_t **buf) {
+    for (int q = 0; q < s->world; q++) {
+        uint64_t at = s->ranks[q].in_place;
+        uint32_t id = (uint32_t)(at >> REGION_SHIFT) - 1;
+        size_t off = (size_t)(at & (((uint64_t)1 << REGION_SHIFT) - 1));
+        const region *g = id < MAX_REGIONS ? &s->regions[id] : NULL;
+        if (!g || !g->bytes || off > g->bytes || bytes > g->bytes - off)
+            return tr_error_set(TR_ERR_COMM, "rank %d's buffer lies in shared memory this rank does not hold (freed here, "
+                                             "or allocated in another order)", q);
+        buf[q] = g->base[q] + off;
+    }
+    return TR_OK;
+}
+
 /* Every rank's buffer in its region (all in place): each rank reduces its 1/W straight from
  * the peers' buffers into its own and writes the result into theirs, a block at a time so the
  * copies read it from L1; one barrier at the end. About 2 bytes of memory traffic per byte
@@ -270,16 +291,7 @@ static uint64_t shared_at(const shm *s, const void *send, const void *recv, size
 static tr_status all_reduce_shared(shm *s, const tr_comm_call *k, double dl) {
     size_t es = tr_dtype_size(k->dtype), n = k->count, lo, hi;
     uint8_t *buf[MAX_SHARED_WORLD];
-    for (int q = 0; q < s->world; q++) {
-        uint64_t at = s->ranks[q].in_place;
-        uint32_t id = (uint32_t)(at >> REGION_SHIFT) - 1;
-        size_t off = (size_t)(at & (((uint64_t)1 << REGION_SHIFT) - 1));
-        const region *g = id < MAX_REGIONS ? &s->regions[id] : NULL;
-        if (!g || !g->bytes || off > g->bytes || n * es > g->bytes - off)
-            return tr_error_set(TR_ERR_COMM, "rank %d's buffer lies in shared memory this rank does not hold (freed here, "
-                                             "or allocated in another order)", q);
-        buf[q] = g->base[q] + off;
-    }
+    TR_CHECK(peer_buffers(s, n * es, buf));
     /* Each rank owns the parts of each staging-sized chunk that it owns in the staged path,
      * so the sums are the same bits whichever path runs. */
     const size_t C = s->chunk / es, blk = 16384 / es;
@@ -383,11 +395,50 @@ static tr_status all_reduce(shm *s, const tr_comm_call *k, double dl, int to_all
     return TR_OK;
 }
 
+/* In-place reduce-scatter and all-gather (NCCL's layout: rank r's part at r * count of a
+ * buffer of W count elements) once the job has allocated shared memory: each rank says at a
+ * first barrier where its whole buffer lies (mine; NULL: not in place) and its count. When
+ * every rank's lies in shared memory with one count, buf gets them all as mapped here and
+ * *direct is 1; else the caller goes the staged way, whose first barrier every rank reaches
+ * after reading the answers. */
+static tr_status meet_in_place(shm *s, const void *mine, size_t count, size_t es, double dl, uint8_t **buf, int *direct) {
+    *direct = 0;
+    if (!s->made || !count) return TR_OK;
+    s->ranks[s->rank].in_place = mine ? region_at(s, mine, count * es * (size_t)s->world) : 0;
+    s->ranks[s->rank].in_count = count;
+    TR_CHECK(barrier(s, dl));
+    for (int q = 0; q < s->world; q++)
+        if (!s->ranks[q].in_place || s->ranks[q].in_count != count) return TR_OK;
+    TR_CHECK(peer_buffers(s, count * es * (size_t)s->world, buf));
+    *direct = 1;
+    return TR_OK;
+}
+
+/* Every buffer in shared memory: each rank reduces its part straight from the peers' buffers,
+ * a block at a time through L1 in rank order (the staged path's order, so the same bits), into
+ * its own; one barrier at the end, after which the peers may write their buffers again. */
+static tr_status reduce_scatter_shared(shm *s, const tr_comm_call *k, uint8_t **buf, double dl) {
+    enum { BLOCK = 16384 };
+    _Alignas(LINE) uint8_t acc[BLOCK];
+    size_t es = tr_dtype_size(k->dtype), n = k->count, blk = BLOCK / es, at = (size_t)s->rank * n * es;
+    for (size_t i = 0; i < n; i += blk) {
+        size_t len = n - i < blk ? n - i : blk, off = at + i * es;
+        tr_reduce2(acc, buf[0] + off, buf[1] + off, len, k->dtype, k->op);
+        for (int q = 2; q < s->world; q++) tr_reduce_into(acc, buf[q] + off, len, k->dtype, k->op);
+        memcpy(buf[s->rank] + off, acc, len * es);
+    }
+    return barrier(s, dl);
+}
+
 static tr_status reduce_scatter(shm *s, const tr_comm_call *k, double dl) {
     size_t es = tr_dtype_size(k->dtype), C = s->chunk / es / (size_t)s->world, n = k->count;
     const uint8_t *src = k->send;
     uint8_t *dst = k->recv;
     if (C == 0) return tr_error_set(TR_ERR_INVALID, "chunk_kb too small for %d ranks", s->world);
+    uint8_t *buf[MAX_SHARED_WORLD];
+    int direct;
+    TR_CHECK(meet_in_place(s, dst == src + (size_t)s->rank * n * es ? src : NULL, n, es, dl, buf, &direct));
+    if (direct) return reduce_scatter_shared(s, k, buf, dl);
     for (size_t off = 0; off < n; off += C) {
         size_t m = n - off < C ? n - off : C;
         int set = next_set(s);
@@ -399,6 +450,15 @@ static tr_status reduce_scatter(shm *s, const tr_comm_call *k, double dl) {
     return TR_OK;
 }
 
+/* Every buffer in shared memory: each rank copies the others' parts straight from their
+ * buffers into its own; one barrier at the end, after which the owners may change them. */
+static tr_status all_gather_shared(shm *s, const tr_comm_call *k, uint8_t **buf, double dl) {
+    size_t part = k->count * tr_dtype_size(k->dtype);
+    for (int q = 0; q < s->world; q++)
+        if (q != s->rank) memcpy(buf[s->rank] + (size_t)q * part, buf[q] + (size_t)q * part, part);
+    return barrier(s, dl);
+}
+
 /* broadcast, gather, all_gather, scatter: one copy in, one barrier, copies out. */
 static tr_status move(shm *s, const tr_comm_call *k, double dl) {
     size_t es = tr_dtype_size(k->dtype), n = k->count, W = (size_t)s->world, r0 = (size_t)k->root;
@@ -406,6 +466,12 @@ static tr_status move(shm *s, const tr_comm_call *k, double dl) {
     const uint8_t *src = k->send;
     uint8_t *dst = k->recv;
     int me = s->rank;
+    if (k->kind == TR_COMM_ALL_GATHER) {
+        uint8_t *buf[MAX_SHARED_WORLD];
+        int direct;
+        TR_CHECK(meet_in_place(s, src == dst + (size_t)me * n * es ? dst : NULL, n, es, dl, buf, &direct));
+        if (direct) return all_gather_shared(s, k, buf, dl);
+    }
     for (size_t off = 0; off < n; off += C) {
         size_t m = n - off < C ? n - off : C;
         int set = next_set(s);
