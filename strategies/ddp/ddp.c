@@ -12,8 +12,21 @@
  * bucket, clips by the global norm (the gradients are identical on every rank after the
  * sum, so each rank computes the same norm) and updates; ranks stay equal without further
  * communication; without clipping each bucket's update runs as soon as its sum arrives, while
- * later buckets are still being reduced. The loss is normalised by the whole step's global sample count, so the sum
- * is the exact mean gradient, uneven tails included. Buffers (batch-norm running statistics)
+ * later buckets are still being reduced. The loss is normalised by the whole step's global
+ * sample count, so the sum is the exact mean gradient, uneven tails included.
+ *
+ * Sharded update (`shard_update`, on CPU ranks; ZeRO-1 inside DDP, as torch's
+ * ZeroRedundancyOptimizer with overlap_with_ddp): the all-reduce is split in its two halves
+ * with the update between them. Every parameter starts on a multiple of 16 x world floats, so
+ * a bucket splits into `world` equal slices of whole cache lines; the hook reduce-scatters the
+ * bucket in place (rank r's summed slice lands at lo + r len), the step updates only this
+ * rank's slice of each bucket and all-gathers the bucket's parameters in place. The same sums
+ * and the same elementwise update as the all-reduce path, but each rank does 1/world of the
+ * optimizer's work and its memory traffic. Parameters and gradients live in communicator
+ * memory, so over shm both halves read the peers' buffers directly. The global norm is an
+ * all-reduce of each rank's sum of squares over its slices. The optimizer state of the other
+ * ranks' slices goes stale on each rank: settle (before validation and checkpoints)
+ * all-gathers it, so rank 0 saves the whole state as in the all-reduce path. Buffers (batch-norm running statistics)
  * follow rank 0: broadcast before each step's first micro-batch (`broadcast_buffers`, as
  * PyTorch). With `sync_batchnorm` the graph's stat reducer sums batch-norm statistics over all
  * ranks (torch's SyncBatchNorm), which makes the step equal to the single-process one.
@@ -38,9 +51,11 @@ enum { MAX_BUCKETS = 4096 };
 
 typedef struct bucket {
     size_t lo, hi;        /* float range of the flat gradient buffer */
+    size_t len;           /* sharded update: each rank's slice, (hi - lo) / world */
     int params;           /* parameters in it */
     int pending;          /* not yet final in this backward */
-    tr_comm_work *work;
+    tr_comm_work *work;   /* its all-reduce, or sharded: its reduce-scatter */
+    tr_comm_work *gather; /* sharded: the all-gather of its updated parameters */
 } bucket;
 
 typedef struct ddp {
@@ -63,6 +78,8 @@ typedef struct ddp {
     int64_t steps;
     tr_accel *accel;         /* GPUs: this rank's device, else NULL */
     float *stage;            /* GPUs: host staging of the flat gradient buffer (the communicator's memory) */
+    int shard;               /* sharded update: each rank updates its slice of every bucket */
+    int state_stale;         /* sharded: the others' slices of the optimizer state are old here */
 } ddp;
 
 static void destroy(void *ctx) {
@@ -94,7 +111,10 @@ static void issue_ready(ddp *d) {
             tr_status st = d->accel ? tr_accel_download(d->accel, g + b->lo, tr_params_grad(tr_replica_params(d->r)) + b->lo,
                                                       (b->hi - b->lo) * sizeof *g)
                                     : TR_OK;
-            if (st == TR_OK)
+            if (st == TR_OK && d->shard)
+                st = tr_comm_ireduce_scatter(d->comm, g + b->lo, g + b->lo + (size_t)d->rank * b->len, b->len, TR_F32,
+                                             TR_RED_SUM, &b->work);
+            else if (st == TR_OK)
                 st = tr_comm_iall_reduce(d->comm, g + b->lo, g + b->lo, b->hi - b->lo, TR_F32, TR_RED_SUM, &b->work);
             if (st != TR_OK) {
                 d->hook_status = st;
@@ -119,14 +139,16 @@ static void grad_ready(void *user, int param) {
 }
 
 /* Buckets over parameters in reverse registration order: the first holds up to first_mb,
- * the others up to bucket_mb; each is one contiguous range of the flat buffer. */
+ * the others up to bucket_mb; each is one contiguous range of the flat buffer. Sharded, a
+ * bucket ends where the next parameter's aligned start would be (zero padding), so its
+ * length is a multiple of 16 x world. */
 static tr_status make_buckets(ddp *d, double first_mb, double bucket_mb) {
     tr_params *P = d->r->P;
     int np = tr_params_count(P);
     d->bucket_of = tr_calloc((size_t)(np ? np : 1), sizeof *d->bucket_of);
     d->buckets = tr_calloc(MAX_BUCKETS, sizeof *d->buckets);
     if (!d->bucket_of || !d->buckets) return tr_error_set(TR_ERR_NOMEM, "ddp: out of memory for buckets");
-    size_t cap = (size_t)(first_mb * 1048576.0 / 4), used = 0;
+    size_t cap = (size_t)(first_mb * 1048576.0 / 4), used = 0, align = tr_params_align(P);
     int nb = 0;
     for (int p = np - 1; p >= 0; p--) {
         size_t lo = tr_params_offset(P, p), hi = lo + (size_t)tr_tensor_numel(tr_params_get(P, p));
@@ -137,13 +159,14 @@ static tr_status make_buckets(ddp *d, double first_mb, double bucket_mb) {
             used = 0;
             cap = (size_t)(bucket_mb * 1048576.0 / 4);
         }
-        if (b->params == 0) b->hi = hi;
+        if (b->params == 0) b->hi = d->shard ? (hi + align - 1) / align * align : hi;
         b->lo = lo; /* going down the buffer: the bucket grows toward lower offsets */
         b->params++;
         used += hi - lo;
         d->bucket_of[p] = nb;
     }
     d->n_buckets = np ? nb + 1 : 0; /* alignment padding between buckets stays zero: not sent */
+    for (int i = 0; i < d->n_buckets; i++) d->buckets[i].len = (d->buckets[i].hi - d->buckets[i].lo) / (size_t)d->world;
     return TR_OK;
 }
 
@@ -178,7 +201,28 @@ static tr_status sync_from(ddp *d, int loaded) {
     return TR_OK;
 }
 
-static tr_status sync(void *ctx) { return sync_from(ctx, 1); }
+static tr_status sync(void *ctx) {
+    ddp *d = ctx;
+    d->state_stale = 0; /* every rank loaded the whole optimizer state */
+    return sync_from(d, 1);
+}
+
+/* Sharded: every rank's slices of the optimizer state everywhere (before validation and
+ * checkpoints; rank 0 saves the whole state). Collective; a no-op when nothing is stale, the
+ * same on every rank. */
+static tr_status settle(void *ctx) {
+    ddp *d = ctx;
+    if (!d->state_stale) return TR_OK;
+    for (int k = 0; k < tr_optim_state_count(d->opt); k++) {
+        float *m = tr_optim_state(d->opt, k);
+        for (int i = 0; i < d->n_buckets; i++) {
+            const bucket *b = &d->buckets[i];
+            TR_CHECK(tr_comm_all_gather(d->comm, m + b->lo + (size_t)d->rank * b->len, m + b->lo, b->len, TR_F32));
+        }
+    }
+    d->state_stale = 0;
+    return TR_OK;
+}
 
 static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *env, tr_strategy_info *info) {
     *ctx = NULL;
@@ -208,7 +252,9 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         TR_CHECK_GOTO(tr_accel_bind(d->accel), fail);
         TR_CHECK_GOTO(tr_replica_create_on(env->models, d->accel, &d->r), fail);
     } else {
-        TR_CHECK_GOTO(tr_replica_create(env->models, &d->r), fail);
+        /* The sharded update needs more than one rank and buckets of world equal slices. */
+        d->shard = d->world > 1 && tr_options_bool(o, "shard_update");
+        TR_CHECK_GOTO(tr_replica_create_aligned(env->models, d->shard ? 16 * (size_t)d->world : 0, &d->r), fail);
     }
     TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(d->r->P)), fail);
     /* What the all-reduces sum (the gradients, or on GPUs their host staging) lives in the
@@ -222,6 +268,11 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     } else {
         TR_CHECK_GOTO(tr_params_set_grad_buffer(d->r->P, sums), fail);
     }
+    if (d->shard) { /* the parameters too: the all-gathers read the peers' in place */
+        void *params;
+        TR_CHECK_GOTO(tr_comm_alloc(d->comm, (tr_params_numel(d->r->P) + 1) * sizeof(float), &params), fail);
+        TR_CHECK_GOTO(tr_params_set_data_buffer(d->r->P, params), fail);
+    }
     TR_CHECK_GOTO(make_buckets(d, tr_options_float(o, "first_bucket_mb"), tr_options_float(o, "bucket_mb")), fail);
     tr_graph_set_grad_hook(d->r->g, grad_ready, d);
     if (tr_options_bool(o, "sync_batchnorm")) tr_graph_set_stat_reducer(d->r->g, all_sum, d);
@@ -231,9 +282,11 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, one GPU each: this rank %s, %d buckets "
                  "staged through host memory)", d->world, bname, tr_accel_name(d->accel), d->n_buckets);
     else
-        snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %d threads each, %d buckets%s)",
-                 d->world, bname, tr_get_num_threads(), d->n_buckets,
-                 tr_comm_is_shared(d->comm, sums) ? ", gradients in shared memory" : "");
+        snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %d threads each, %d buckets%s%s)",
+                 d->world, bname, tr_get_num_threads(), d->n_buckets, d->shard ? ", sharded update" : "",
+                 !tr_comm_is_shared(d->comm, sums) ? ""
+                 : d->shard                         ? ", parameters and gradients in shared memory"
+                                                    : ", gradients in shared memory");
     *ctx = d;
     return TR_OK;
 fail:
@@ -263,6 +316,56 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
     return TR_OK;
 }
 
+/* Sharded update: this rank's slice of each bucket, as the full step would update it, then the
+ * bucket's parameters all-gathered. Without clipping (and without on_nan skip) a slice is
+ * updated and its bucket's gather issued as soon as its reduce-scatter is done; else once the
+ * global norm is known. A non-finite slice is never applied; a non-finite global norm leaves
+ * the step out (with clipping or skip nothing was applied: no gathers are needed). */
+static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, double *grad_norm) {
+    float *p = tr_params_data(d->r->P), *g = tr_params_grad(d->r->P);
+    int overlap = max_norm <= 0 && !d->skip_nonfinite, gathers = 0;
+    double sumsq = 0;
+    for (int i = 0; i < d->n_buckets; i++) {
+        bucket *b = &d->buckets[i];
+        size_t s0 = b->lo + (size_t)d->rank * b->len;
+        if (b->work) {
+            tr_status w = tr_comm_wait(b->work);
+            b->work = NULL;
+            if (st == TR_OK) st = w;
+        }
+        if (st != TR_OK) continue;
+        double s = tr_grad_sumsq(g + s0, b->len);
+        sumsq += s;
+        if (!overlap) continue;
+        if (isfinite(s)) st = tr_optim_step_part(d->opt, p, g, s0, s0 + b->len, lr);
+        if (st == TR_OK) st = tr_comm_iall_gather(d->comm, p + s0, p + b->lo, b->len, TR_F32, &b->gather);
+        gathers = 1;
+    }
+    if (st == TR_OK) st = tr_comm_all_reduce(d->comm, &sumsq, &sumsq, 1, TR_F64, TR_RED_SUM);
+    if (st == TR_OK && !overlap && isfinite(sumsq)) {
+        for (int i = 0; i < d->n_buckets && st == TR_OK; i++) {
+            bucket *b = &d->buckets[i];
+            size_t s0 = b->lo + (size_t)d->rank * b->len;
+            if (max_norm > 0) tr_clip_grad_norm(g + s0, b->len, max_norm, sumsq);
+            st = tr_optim_step_part(d->opt, p, g, s0, s0 + b->len, lr);
+            if (st == TR_OK) st = tr_comm_iall_gather(d->comm, p + s0, p + b->lo, b->len, TR_F32, &b->gather);
+        }
+        gathers = 1;
+    }
+    for (int i = 0; i < d->n_buckets; i++) {
+        bucket *b = &d->buckets[i];
+        if (!b->gather) continue;
+        tr_status w = tr_comm_wait(b->gather);
+        b->gather = NULL;
+        if (st == TR_OK) st = w;
+    }
+    TR_CHECK(st);
+    d->state_stale |= gathers;
+    if (isfinite(sumsq)) tr_optim_step_done(d->opt);
+    *grad_norm = sqrt(sumsq);
+    return TR_OK;
+}
+
 static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_norm) {
     ddp *d = ctx;
     if (d->trace && d->steps < 5) {
@@ -280,6 +383,7 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     for (int i = d->next_issue; i < d->n_buckets; i++) d->buckets[i].pending = 0;
     issue_ready(d);
     tr_status st = d->hook_status == TR_OK ? TR_OK : tr_error_set(d->hook_status, "%s", d->hook_msg);
+    if (d->shard) return step_sharded(d, st, lr, max_norm, grad_norm);
     tr_params *P = tr_replica_params(d->r); /* where the replica's buffers live */
     float *p = tr_params_data(P), *g = tr_params_grad(P);
     size_t n = tr_params_numel(d->r->P);
@@ -371,6 +475,9 @@ static const tr_option_spec opts[] = {
      .doc = "gradient bucket size in MiB (all-reduced as soon as backward has filled it)"},
     {.key = "first_bucket_mb", .type = TR_OPTION_FLOAT, .default_value = "1", .min = 0.001, .max = 65536,
      .doc = "size of the first bucket (the last layers' gradients), small so communication starts early"},
+    {.key = "shard_update", .type = TR_OPTION_BOOL, .default_value = "true",
+     .doc = "CPU ranks: reduce-scatter each bucket, update this rank's slice, all-gather the parameters (ZeRO-1: "
+            "the same math, 1/world of the optimizer's work per rank); false: all-reduce, every rank updates all"},
 };
 
 static const tr_strategy_ops ops = {
@@ -387,6 +494,7 @@ static const tr_strategy_ops ops = {
     .probe = probe,
     .estimate = estimate,
     .nonfinite = nonfinite,
+    .settle = settle,
 };
 
 static const tr_plugin_desc desc = {

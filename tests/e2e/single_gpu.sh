@@ -10,7 +10,8 @@
 #   uploads) ends byte-identical to the straight run; that checkpoint also resumes under cpu.
 # - ddp on GPUs: auto on 2 and 3 fake GPUs launches one process per GPU, each rank on its own
 #   device, buckets staged through host memory over shm: byte-identical to ddp over as many
-#   CPU ranks; killed and resumed on the GPUs: byte-identical to the straight run.
+#   CPU ranks with the same all-reduce update (shard_update=false; GPU ranks do not shard it);
+#   killed and resumed on the GPUs: byte-identical to the straight run.
 # - A model with an op the device has no kernel for stops with a message naming the op and
 #   the device; a model larger than the device's memory stops naming the memory; both exit 1.
 # usage: single_gpu.sh TRAINER_BIN FAKE_GPU_PLUGIN_DIR
@@ -74,7 +75,7 @@ for n in 2 3; do
     out="$(TRAINER_FAKE_GPUS=$n timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddpg$n" strategy.first_bucket_mb=0.001 \
            strategy.bucket_mb=0.002 2>&1)"; rc=$?
     out2="$(timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddpc$n" trainer.accelerator=cpu trainer.devices=$n \
-            strategy.first_bucket_mb=0.001 strategy.bucket_mb=0.002 2>&1)"; rc2=$?
+            strategy.first_bucket_mb=0.001 strategy.bucket_mb=0.002 strategy.shard_update=false 2>&1)"; rc2=$?
     e="$(last_ckpt "$t/ddpg$n")"; f="$(last_ckpt "$t/ddpc$n")"
     if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy ddp chosen: auto: found $n GPUs" <<<"$out" &&
        grep -q "one GPU each: this rank fake_gpu:0, [0-9]* buckets" <<<"$out" && [ -n "$e" ] && same_ckpt "$e" "$f" &&

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Strategy invariance (DESIGN.md decision 5): the same config trained with `cpu`, with `ddp`
-# and `sharded` stages 1, 2 and 3 at 2, 3 and 4 ranks (oversubscribed on small machines) and
-# with `dataparallel` at 2, 3 and 4 replicas (threads of one process) ends with the same
-# weights (sharded: read from the shard files of its checkpoint)
-# (relative L2 difference of all parameters <= 1e-5) and the same loss at every step (1e-5),
+# (its sharded update and its all-reduce one) and `sharded` stages 1, 2 and 3 at 2, 3 and 4
+# ranks (oversubscribed on small machines) and with `dataparallel` at 2, 3 and 4 replicas
+# (threads of one process) ends with the same weights (sharded: read from the shard files of
+# its checkpoint) (relative L2 difference of all parameters <= 1e-5) and the same loss at every step (1e-5),
 # for an MLP with dropout and a transformer LM, on data whose size does not divide by
 # world x batch (uneven shares and an uneven last batch). Validation metrics agree too.
 # The CNN runs ddp and dataparallel with sync_batchnorm (global batch statistics, as one process has) and SGD:
@@ -48,8 +48,10 @@ compare() { # compare NAME DIR_A DIR_B
 for m in mlp lm cnn; do
     opts=""; [ "$m" = cnn ] && opts="strategy.sync_batchnorm=true"
     "$bin" run "$t/$m.yaml" "run.output_dir=$t/cpu" trainer.strategy=cpu >"$t/$m.cpu.log" 2>&1 || { echo "FAIL $m cpu run"; tail -3 "$t/$m.cpu.log"; fail=$((fail + 1)); continue; }
-    for s in ddp dataparallel sharded1 sharded2 sharded3; do
+    for s in ddp ddp_allreduce dataparallel sharded1 sharded2 sharded3; do
         sopts="trainer.strategy=$s"
+        # ddp's update sharded over the ranks (the default on CPU), and without (every rank updates all).
+        [ $s = ddp_allreduce ] && sopts="trainer.strategy=ddp strategy.shard_update=false"
         # Small units, so that stage 3 gathers and releases many times per step.
         case $s in sharded*) sopts="trainer.strategy=sharded strategy.stage=${s#sharded} strategy.unit_mb=0.01";; esac
         for w in 2 3 4; do
