@@ -26,10 +26,12 @@
  * memory, so over shm both halves read the peers' buffers directly. The global norm is an
  * all-reduce of each rank's sum of squares over its slices. The optimizer state of the other
  * ranks' slices goes stale on each rank: settle (before validation and checkpoints)
- * all-gathers it, so rank 0 saves the whole state as in the all-reduce path. Buffers (batch-norm running statistics)
- * follow rank 0: broadcast before each step's first micro-batch (`broadcast_buffers`, as
- * PyTorch). With `sync_batchnorm` the graph's stat reducer sums batch-norm statistics over all
- * ranks (torch's SyncBatchNorm), which makes the step equal to the single-process one.
+ * all-gathers it, so rank 0 saves the whole state as in the all-reduce path.
+ *
+ * Buffers (batch-norm running statistics) follow rank 0: broadcast before each step's first
+ * micro-batch (`broadcast_buffers`, as PyTorch). With `sync_batchnorm` the graph's stat
+ * reducer sums batch-norm statistics over all ranks (torch's SyncBatchNorm), which makes the
+ * step equal to the single-process one.
  *
  * On GPUs (accelerator gpu) each rank opens the GPU at its local rank and keeps its replica
  * and optimizer state there (tr_replica_create_on, tr_optim_place). Over the host `shm`
