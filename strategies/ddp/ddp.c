@@ -20,9 +20,10 @@
  * with the update between them. Every parameter starts on a multiple of 16 x world floats, so
  * a bucket splits into `world` equal slices of whole cache lines; the hook reduce-scatters the
  * bucket in place (rank r's summed slice lands at lo + r len), the step updates only this
- * rank's slice of each bucket and all-gathers the bucket's parameters in place. The same sums
- * and the same elementwise update as the all-reduce path, but each rank does 1/world of the
- * optimizer's work and its memory traffic. Parameters and gradients live in communicator
+ * rank's slice of each bucket and all-gathers the bucket's parameters in place. The
+ * all-reduce path's math up to rounding (the sums over ranks and the norm's partial sums
+ * associate differently), but each rank does 1/world of the optimizer's work and its memory
+ * traffic. Every rank still holds the whole optimizer state (for memory, `sharded` stage 1). Parameters and gradients live in communicator
  * memory, so over shm both halves read the peers' buffers directly. The global norm is an
  * all-reduce of each rank's sum of squares over its slices. The optimizer state of the other
  * ranks' slices goes stale on each rank: settle (before validation and checkpoints)
@@ -73,7 +74,7 @@ typedef struct ddp {
     int broadcast_buffers;
     tr_status hook_status; /* an issue failure inside the hook, reported after backward */
     char hook_msg[512];
-    int issued_in_backward;  /* buckets whose all-reduce started before backward returned */
+    int issued_in_backward;  /* buckets whose all-reduce (reduce-scatter) started before backward returned */
     int issued_total;
     int trace;               /* TRAINER_DDP_TRACE: print the overlap of the first steps */
     int skip_nonfinite;      /* trainer.on_nan skip: no bucket is updated before the norm is known */
@@ -88,7 +89,8 @@ static void destroy(void *ctx) {
     ddp *d = ctx;
     if (!d) return;
     /* The communicator first: its thread must stop before the memory it owns (the gradients
-     * or their staging) goes; the replica never touches the gradients when it is destroyed. */
+     * or their staging, and with the sharded update the parameters) goes; the replica never
+     * touches either when it is destroyed. */
     tr_comm_destroy(d->comm);
     tr_optim_destroy(d->opt);
     tr_replica_destroy(d->r);
@@ -167,7 +169,7 @@ static tr_status make_buckets(ddp *d, double first_mb, double bucket_mb) {
         used += hi - lo;
         d->bucket_of[p] = nb;
     }
-    d->n_buckets = np ? nb + 1 : 0; /* alignment padding between buckets stays zero: not sent */
+    d->n_buckets = np ? nb + 1 : 0; /* the all-reduce skips the padding between buckets (zero) */
     for (int i = 0; i < d->n_buckets; i++) d->buckets[i].len = (d->buckets[i].hi - d->buckets[i].lo) / (size_t)d->world;
     return TR_OK;
 }
@@ -270,8 +272,8 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     } else {
         TR_CHECK_GOTO(tr_params_set_grad_buffer(d->r->P, sums), fail);
     }
+    void *params = NULL;
     if (d->shard) { /* the parameters too: the all-gathers read the peers' in place */
-        void *params;
         TR_CHECK_GOTO(tr_comm_alloc(d->comm, (tr_params_numel(d->r->P) + 1) * sizeof(float), &params), fail);
         TR_CHECK_GOTO(tr_params_set_data_buffer(d->r->P, params), fail);
     }
@@ -286,9 +288,9 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     else
         snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %d threads each, %d buckets%s%s)",
                  d->world, bname, tr_get_num_threads(), d->n_buckets, d->shard ? ", sharded update" : "",
-                 !tr_comm_is_shared(d->comm, sums) ? ""
-                 : d->shard                         ? ", parameters and gradients in shared memory"
-                                                    : ", gradients in shared memory");
+                 !tr_comm_is_shared(d->comm, sums)                  ? ""
+                 : d->shard && tr_comm_is_shared(d->comm, params) ? ", parameters and gradients in shared memory"
+                                                                   : ", gradients in shared memory");
     *ctx = d;
     return TR_OK;
 fail:
@@ -318,11 +320,22 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
     return TR_OK;
 }
 
+/* Sharded update of bucket b: this rank's slice updated (unless apply is 0: a non-finite
+ * slice), then the bucket's parameters all-gathered, which every rank issues for every bucket
+ * in the same order whatever its slice held. */
+static tr_status update_slice(ddp *d, bucket *b, float *p, const float *g, int apply, double lr) {
+    size_t s0 = b->lo + (size_t)d->rank * b->len;
+    if (apply) TR_CHECK(tr_optim_step_part(d->opt, p, g, s0, s0 + b->len, lr));
+    return tr_comm_iall_gather(d->comm, p + s0, p + b->lo, b->len, TR_F32, &b->gather);
+}
+
 /* Sharded update: this rank's slice of each bucket, as the full step would update it, then the
  * bucket's parameters all-gathered. Without clipping (and without on_nan skip) a slice is
  * updated and its bucket's gather issued as soon as its reduce-scatter is done; else once the
  * global norm is known. A non-finite slice is never applied; a non-finite global norm leaves
- * the step out (with clipping or skip nothing was applied: no gathers are needed). */
+ * the step out (with clipping or skip nothing was applied: no gathers are needed). The
+ * gradients nonfinite() then reads are summed only in each rank's own slices: a value that
+ * made a sum non-finite shows in its owner's slice, and the trainer adds every rank's flags. */
 static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, double *grad_norm) {
     float *p = tr_params_data(d->r->P), *g = tr_params_grad(d->r->P);
     int overlap = max_norm <= 0 && !d->skip_nonfinite, gathers = 0;
@@ -338,19 +351,15 @@ static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, 
         if (st != TR_OK) continue;
         double s = tr_grad_sumsq(g + s0, b->len);
         sumsq += s;
-        if (!overlap) continue;
-        if (isfinite(s)) st = tr_optim_step_part(d->opt, p, g, s0, s0 + b->len, lr);
-        if (st == TR_OK) st = tr_comm_iall_gather(d->comm, p + s0, p + b->lo, b->len, TR_F32, &b->gather);
-        gathers = 1;
+        if (overlap) st = update_slice(d, b, p, g, isfinite(s), lr);
+        gathers |= overlap;
     }
     if (st == TR_OK) st = tr_comm_all_reduce(d->comm, &sumsq, &sumsq, 1, TR_F64, TR_RED_SUM);
     if (st == TR_OK && !overlap && isfinite(sumsq)) {
         for (int i = 0; i < d->n_buckets && st == TR_OK; i++) {
             bucket *b = &d->buckets[i];
-            size_t s0 = b->lo + (size_t)d->rank * b->len;
-            if (max_norm > 0) tr_clip_grad_norm(g + s0, b->len, max_norm, sumsq);
-            st = tr_optim_step_part(d->opt, p, g, s0, s0 + b->len, lr);
-            if (st == TR_OK) st = tr_comm_iall_gather(d->comm, p + s0, p + b->lo, b->len, TR_F32, &b->gather);
+            if (max_norm > 0) tr_clip_grad_norm(g + b->lo + (size_t)d->rank * b->len, b->len, max_norm, sumsq);
+            st = update_slice(d, b, p, g, 1, lr);
         }
         gathers = 1;
     }
@@ -361,8 +370,16 @@ static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, 
         b->gather = NULL;
         if (st == TR_OK) st = w;
     }
-    TR_CHECK(st);
     d->state_stale |= gathers;
+    if (st != TR_OK) {
+        /* This rank may have left out collectives its peers issued (a failed update): break
+         * the communicator everywhere rather than leave them waiting for the deadline. */
+        tr_status keep = st;
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", tr_error_msg());
+        tr_comm_abort(d->comm);
+        return tr_error_set(keep, "%s", msg);
+    }
     if (isfinite(sumsq)) tr_optim_step_done(d->opt);
     *grad_norm = sqrt(sumsq);
     return TR_OK;
@@ -377,8 +394,9 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
             if (d->buckets[i].work) tr_comm_test(d->buckets[i].work, &f);
             done += f;
         }
-        fprintf(stderr, "ddp trace rank %d step %lld: %d of %d bucket all-reduces started during backward, %d already "
-                        "finished when it returned\n", d->rank, (long long)d->steps, d->issued_in_backward, d->n_buckets, done);
+        fprintf(stderr, "ddp trace rank %d step %lld: %d of %d bucket %s started during backward, %d already "
+                        "finished when it returned\n", d->rank, (long long)d->steps, d->issued_in_backward, d->n_buckets,
+                d->shard ? "reduce-scatters" : "all-reduces", done);
     }
     d->steps++;
     /* Buckets whose parameters never reported (none should) go now, in order. */
@@ -468,7 +486,10 @@ static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
 static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
     out->world = processes(o, env->devices);
     out->rank_batch = (env->global_batch + out->world - 1) / out->world;
-    return tr_estimate_replica(env, 0, out->rank_batch, &out->memory);
+    /* The sharded update pads every parameter to 16 x world floats (GPU ranks do not shard,
+     * but the padding is at most 16 x world floats a parameter either way). */
+    size_t align = out->world > 1 && tr_options_bool(o, "shard_update") ? 16 * (size_t)out->world : 0;
+    return tr_estimate_replica(env, align, out->rank_batch, &out->memory);
 }
 
 static const tr_option_spec opts[] = {
@@ -478,8 +499,9 @@ static const tr_option_spec opts[] = {
     {.key = "first_bucket_mb", .type = TR_OPTION_FLOAT, .default_value = "1", .min = 0.001, .max = 65536,
      .doc = "size of the first bucket (the last layers' gradients), small so communication starts early"},
     {.key = "shard_update", .type = TR_OPTION_BOOL, .default_value = "true",
-     .doc = "CPU ranks: reduce-scatter each bucket, update this rank's slice, all-gather the parameters (ZeRO-1: "
-            "the same math, 1/world of the optimizer's work per rank); false: all-reduce, every rank updates all"},
+     .doc = "CPU ranks: reduce-scatter each bucket, update this rank's slice, all-gather the parameters (ZeRO-1's "
+            "update: the same math up to rounding, 1/world of the optimizer's work per rank, the whole state kept); "
+            "false: all-reduce, every rank updates all"},
 };
 
 static const tr_strategy_ops ops = {

@@ -48,10 +48,15 @@ compare() { # compare NAME DIR_A DIR_B
 for m in mlp lm cnn; do
     opts=""; [ "$m" = cnn ] && opts="strategy.sync_batchnorm=true"
     "$bin" run "$t/$m.yaml" "run.output_dir=$t/cpu" trainer.strategy=cpu >"$t/$m.cpu.log" 2>&1 || { echo "FAIL $m cpu run"; tail -3 "$t/$m.cpu.log"; fail=$((fail + 1)); continue; }
-    for s in ddp ddp_allreduce dataparallel sharded1 sharded2 sharded3; do
+    for s in ddp ddp_buckets ddp_allreduce dataparallel sharded1 sharded2 sharded3; do
         sopts="trainer.strategy=$s"
-        # ddp's update sharded over the ranks (the default on CPU), and without (every rank updates all).
-        [ $s = ddp_allreduce ] && sopts="trainer.strategy=ddp strategy.shard_update=false"
+        # ddp's update sharded over the ranks (the default on CPU), also over buckets of 2 KiB
+        # (several per layer: reduce-scatters, slice updates and gathers interleaved), and the
+        # all-reduce update (every rank updates all).
+        case $s in
+        ddp_buckets) sopts="trainer.strategy=ddp strategy.bucket_mb=0.002 strategy.first_bucket_mb=0.001";;
+        ddp_allreduce) sopts="trainer.strategy=ddp strategy.shard_update=false";;
+        esac
         # Small units, so that stage 3 gathers and releases many times per step.
         case $s in sharded*) sopts="trainer.strategy=sharded strategy.stage=${s#sharded} strategy.unit_mb=0.01";; esac
         for w in 2 3 4; do
