@@ -85,6 +85,9 @@ typedef struct ddp {
     int state_stale;         /* sharded: the others' slices of the optimizer state are old here */
 } ddp;
 
+/* Sharded update: where this rank's slice of bucket b starts in the flat buffers. */
+static size_t slice_at(const ddp *d, const bucket *b) { return b->lo + (size_t)d->rank * b->len; }
+
 static void destroy(void *ctx) {
     ddp *d = ctx;
     if (!d) return;
@@ -116,7 +119,7 @@ static void issue_ready(ddp *d) {
                                                       (b->hi - b->lo) * sizeof *g)
                                     : TR_OK;
             if (st == TR_OK && d->shard)
-                st = tr_comm_ireduce_scatter(d->comm, g + b->lo, g + b->lo + (size_t)d->rank * b->len, b->len, TR_F32,
+                st = tr_comm_ireduce_scatter(d->comm, g + b->lo, g + slice_at(d, b), b->len, TR_F32,
                                              TR_RED_SUM, &b->work);
             else if (st == TR_OK)
                 st = tr_comm_iall_reduce(d->comm, g + b->lo, g + b->lo, b->hi - b->lo, TR_F32, TR_RED_SUM, &b->work);
@@ -221,7 +224,7 @@ static tr_status settle(void *ctx) {
         float *m = tr_optim_state(d->opt, k);
         for (int i = 0; i < d->n_buckets; i++) {
             const bucket *b = &d->buckets[i];
-            TR_CHECK(tr_comm_all_gather(d->comm, m + b->lo + (size_t)d->rank * b->len, m + b->lo, b->len, TR_F32));
+            TR_CHECK(tr_comm_all_gather(d->comm, m + slice_at(d, b), m + b->lo, b->len, TR_F32));
         }
     }
     d->state_stale = 0;
@@ -324,7 +327,7 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
  * slice), then the bucket's parameters all-gathered, which every rank issues for every bucket
  * in the same order whatever its slice held. */
 static tr_status update_slice(ddp *d, bucket *b, float *p, const float *g, int apply, double lr) {
-    size_t s0 = b->lo + (size_t)d->rank * b->len;
+    size_t s0 = slice_at(d, b);
     if (apply) TR_CHECK(tr_optim_step_part(d->opt, p, g, s0, s0 + b->len, lr));
     return tr_comm_iall_gather(d->comm, p + s0, p + b->lo, b->len, TR_F32, &b->gather);
 }
@@ -342,14 +345,13 @@ static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, 
     double sumsq = 0;
     for (int i = 0; i < d->n_buckets; i++) {
         bucket *b = &d->buckets[i];
-        size_t s0 = b->lo + (size_t)d->rank * b->len;
         if (b->work) {
             tr_status w = tr_comm_wait(b->work);
             b->work = NULL;
             if (st == TR_OK) st = w;
         }
         if (st != TR_OK) continue;
-        double s = tr_grad_sumsq(g + s0, b->len);
+        double s = tr_grad_sumsq(g + slice_at(d, b), b->len);
         sumsq += s;
         if (overlap) st = update_slice(d, b, p, g, isfinite(s), lr);
         gathers |= overlap;
@@ -358,7 +360,7 @@ static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, 
     if (st == TR_OK && !overlap && isfinite(sumsq)) {
         for (int i = 0; i < d->n_buckets && st == TR_OK; i++) {
             bucket *b = &d->buckets[i];
-            if (max_norm > 0) tr_clip_grad_norm(g + b->lo + (size_t)d->rank * b->len, b->len, max_norm, sumsq);
+            if (max_norm > 0) tr_clip_grad_norm(g + slice_at(d, b), b->len, max_norm, sumsq);
             st = update_slice(d, b, p, g, 1, lr);
         }
         gathers = 1;

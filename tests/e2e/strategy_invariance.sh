@@ -40,7 +40,7 @@ run: {name: cnn, seed: 7}
 model: {name: cnn, params: {channels: [4, 8], fc: [32, 16], dropout: 0.25}}
 data: {name: synthetic, params: {samples: 500, val_samples: 61, shape: [1, 12, 12], classes: 4, noise: 2.0}, batch_size: 48}
 optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
-trainer: {max_steps: 30, log_every: 1, progress: lines, threads: 1}
+trainer: {max_steps: 50, log_every: 1, progress: lines, threads: 1}
 YAML
 compare() { # compare NAME DIR_A DIR_B
     "$py" "$(dirname "$0")/compare_runs.py" "$2" "$3"

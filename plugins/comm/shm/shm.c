@@ -466,12 +466,6 @@ static tr_status move(shm *s, const tr_comm_call *k, double dl) {
     const uint8_t *src = k->send;
     uint8_t *dst = k->recv;
     int me = s->rank;
-    if (k->kind == TR_COMM_ALL_GATHER) {
-        uint8_t *buf[MAX_SHARED_WORLD];
-        int direct;
-        TR_CHECK(meet_in_place(s, src == dst + (size_t)me * n * es ? dst : NULL, n, es, dl, buf, &direct));
-        if (direct) return all_gather_shared(s, k, buf, dl);
-    }
     for (size_t off = 0; off < n; off += C) {
         size_t m = n - off < C ? n - off : C;
         int set = next_set(s);
@@ -505,6 +499,16 @@ static tr_status move(shm *s, const tr_comm_call *k, double dl) {
      * operation could reuse the set two chunks on: guaranteed by the next operation's first
      * barrier, which every collective has before it writes a set it shares. */
     return TR_OK;
+}
+
+/* In place in communicator memory on every rank: the direct path; else move's copies. */
+static tr_status all_gather(shm *s, const tr_comm_call *k, double dl) {
+    size_t es = tr_dtype_size(k->dtype), n = k->count;
+    const uint8_t *src = k->send;
+    uint8_t *dst = k->recv, *buf[MAX_SHARED_WORLD];
+    int direct;
+    TR_CHECK(meet_in_place(s, src == dst + (size_t)s->rank * n * es ? dst : NULL, n, es, dl, buf, &direct));
+    return direct ? all_gather_shared(s, k, buf, dl) : move(s, k, dl);
 }
 
 static tr_status send_bytes(shm *s, int peer, const uint8_t *p, size_t n, double dl) {
@@ -570,8 +574,8 @@ static tr_status run(void *ctx, const tr_comm_op *op) {
     case TR_COMM_REDUCE_SCATTER: st = reduce_scatter(s, k, op->deadline); break;
     case TR_COMM_BROADCAST:
     case TR_COMM_GATHER:
-    case TR_COMM_SCATTER:
-    case TR_COMM_ALL_GATHER: st = move(s, k, op->deadline); break;
+    case TR_COMM_SCATTER: st = move(s, k, op->deadline); break;
+    case TR_COMM_ALL_GATHER: st = all_gather(s, k, op->deadline); break;
     default: st = tr_error_set(TR_ERR_UNSUPPORTED, "operation %d", (int)k->kind); break;
     }
     s->op = NULL;
