@@ -64,6 +64,23 @@ static void test_rng(void) {
     CHECK(r[0] == 0xd16cfe09u && r[1] == 0x94fdccebu && r[2] == 0x5001e420u && r[3] == 0x24126ea1u,
           "philox pi KAT: %08x %08x %08x %08x", r[0], r[1], r[2], r[3]);
 
+    /* Blocks 16 at a time in vector lanes equal blocks one at a time: 37 blocks (two vector
+     * groups and a tail), from a low counter that wraps past 2^64 inside the first group. */
+    uint32_t many[4 * 37];
+    const uint64_t key = 0x299f31d0a4093822ull, hi = 0x0370734413198a2eull, lo0 = 0xfffffffffffffff8ull;
+    tr_philox4x32_blocks(many, 37, key, hi, lo0);
+    int same = 1;
+    for (int b = 0; b < 37; b++) {
+        tr_philox4x32(r, key, hi, lo0 + (uint64_t)b);
+        for (int i = 0; i < 4; i++) same &= many[4 * b + i] == r[i];
+    }
+    CHECK(same, "philox blocks equal single blocks");
+    tr_philox4x32_blocks(many, 1, 0xffffffffffffffffull, 0xffffffffffffffffull, 0xffffffffffffffffull);
+    CHECK(many[0] == 0x408f276du && many[3] == 0x6d5451fdu, "philox blocks ones KAT: %08x %08x", many[0], many[3]);
+    tr_philox4x32_blocks(many, 16, 0xffffffffffffffffull, 0xffffffffffffffffull, 0xffffffffffffffffull);
+    CHECK(many[0] == 0x408f276du && many[3] == 0x6d5451fdu, "philox vector blocks ones KAT: %08x %08x", many[0],
+          many[3]);
+
     /* A range drawn in pieces equals the range drawn at once (layout independence). */
     float whole[103], part[103];
     tr_rng_fill_uniform(whole, 103, 7, 3, 5, -1, 1);

@@ -83,6 +83,27 @@ static void definition(void) {
     CHECK(differ > 10, "two calls of one step share their mask (%d of 60 differ)", differ);
 }
 
+/* The same definition over two parallel chunks, from a stream index that starts inside a
+ * Philox block (the head), through whole vector groups of blocks, to a partial last block. */
+static void definition_large(void) {
+    const double p = 0.25;
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 77, 4, 3); /* sample_base 3: the first index is 3 * 1001, odd */
+    int64_t shape[2] = {7, 1001};  /* 7007 elements: chunks of 4096 and 2911 */
+    tr_tensor *x = filled(TR_F32, 2, shape, 0);
+    tr_tensor *y = tr_dropout(g, x, p);
+    uint64_t stream = tr_rng_stream(TR_RNG_STREAM_DROPOUT, 4, 0);
+    int mismatch = 0, dropped = 0;
+    const float *yv = y->data;
+    for (int64_t i = 0; i < 7007; i++) {
+        int keep = tr_rng_uniform(77, stream, (uint64_t)(3 * 1001 + i)) >= p;
+        mismatch += (yv[i] != 0) != keep;
+        dropped += !keep;
+    }
+    CHECK(mismatch == 0, "%d of 7007 mask elements differ from the RNG definition", mismatch);
+    CHECK(dropped > 1500 && dropped < 2000, "%d of 7007 dropped at p = 0.25", dropped);
+}
+
 /* The last 3 samples of a batch of 6 (sample_base 0) get the mask they get as a batch of 3
  * with sample_base 3: the split of a global batch over ranks does not change it. */
 static void batch_split(void) {
@@ -213,6 +234,7 @@ int main(void) {
     statistics(TR_F64, 0.3);
     statistics(TR_F32, 0.9);
     definition();
+    definition_large();
     batch_split();
     backward(TR_F32);
     backward(TR_F64);

@@ -28,6 +28,11 @@ enum {
 /* One Philox4x32-10 block: four 32-bit words for 128-bit counter (hi, lo) under a 64-bit key. */
 void tr_philox4x32(uint32_t out[4], uint64_t key, uint64_t counter_hi, uint64_t counter_lo);
 
+/* nblocks consecutive blocks, counters (hi, lo), (hi, lo + 1), ...: out[4 * b + i] is word i of
+ * block b, as tr_philox4x32 gives it; 16 blocks at a time in vector registers. The low
+ * counter wraps modulo 2^64 without carrying into hi. */
+void tr_philox4x32_blocks(uint32_t *out, size_t nblocks, uint64_t key, uint64_t counter_hi, uint64_t counter_lo);
+
 /* A sub-stream id from a stream and two integers (e.g. step and call index). */
 uint64_t tr_rng_stream(uint64_t stream, uint64_t a, uint64_t b);
 

@@ -21,13 +21,18 @@
  * (tr_rng_uniform's) is >= p exactly when (r >> 8) >= thr = ceil(p * 2^24). */
 static void dropout_mask(uint8_t *mask, int64_t n, uint64_t seed, uint64_t stream,
                          uint64_t first, uint32_t thr) {
+    enum { BLOCKS = 64 };
+    uint32_t r[4 * BLOCKS];
     int64_t i = 0;
-    while (i < n) {
-        uint64_t idx = first + (uint64_t)i;
-        uint32_t r[4];
-        tr_philox4x32(r, seed, stream, idx >> 2);
-        for (unsigned lane = (unsigned)(idx & 3); lane < 4 && i < n; lane++, i++)
-            mask[i] = (r[lane] >> 8) >= thr;
+    if (first & 3) { /* the head of a block another chunk began */
+        tr_philox4x32(r, seed, stream, first >> 2);
+        for (unsigned lane = (unsigned)(first & 3); lane < 4 && i < n; lane++, i++) mask[i] = (r[lane] >> 8) >= thr;
+    }
+    while (i < n) { /* element first + i starts a block here */
+        int64_t len = n - i < 4 * BLOCKS ? n - i : 4 * BLOCKS;
+        tr_philox4x32_blocks(r, (size_t)(len + 3) / 4, seed, stream, (first + (uint64_t)i) >> 2);
+        for (int64_t j = 0; j < len; j++) mask[i + j] = (r[j] >> 8) >= thr;
+        i += len;
     }
 }
 
