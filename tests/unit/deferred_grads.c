@@ -12,6 +12,12 @@
  *   momentum's first step and later ones both run), at an offset into the optimizer's slice,
  *   for shapes cut into whole-row tiles, row pieces (more than 4096 columns) and tiles run on
  *   two threads; every element is asked for exactly once; bad ranges are refused.
+ * - tr_optim_step_tn gives the same bits as tr_optim_step_at on the product stored by the
+ *   small-batch GEMM times the scale (Adam, AdamW with weight decay, Adam with L2, SGD with
+ *   momentum through tiles; two steps each), for K 1 to 32, row counts with and without a
+ *   tail of the 4-row blocks and widths with and without a masked 16-column tail, on one and
+ *   two threads; a K outside 1..32, a range past the slice, a NULL operand and a bad lr are
+ *   refused.
  * - In a graph that defers, a linear layer at batch 8 leaves its weight's gradient unwritten
  *   (the buffer keeps the NaN it was filled with) and notes its sum of squares; settled, the
  *   gradient is bit for bit the one a graph without deferral writes, and the note matches it
@@ -179,6 +185,77 @@ static void step_tiles_all(void) {
     tr_optim_destroy(o);
 }
 
+/* ---- tr_optim_step_tn ------------------------------------------------------------------ */
+
+/* The product computed by the small-batch GEMM and stored, then tr_optim_step_at on it times
+ * scale, against tr_optim_step_tn (fused for Adam on AVX-512 hosts, tiles elsewhere). */
+static void step_tn(tr_optim_config oc, const char *name, size_t rows, size_t cols, size_t K, float scale, int threads) {
+    char what[128];
+    snprintf(what, sizeof what, "%s %zu x %zu, K %zu, scale %g, %d thread%s", name, rows, cols, K, (double)scale,
+             threads, threads > 1 ? "s" : "");
+    tr_set_num_threads(threads);
+    size_t lo = 21, n = lo + rows * cols + 5;
+    tr_optim *a, *b;
+    CHECK(tr_optim_create(&a, &oc, n) == TR_OK && tr_optim_create(&b, &oc, n) == TR_OK, "%s: create", what);
+    float *pa = tr_malloc(n * sizeof *pa), *pb = tr_malloc(n * sizeof *pb), *g = tr_malloc(n * sizeof *g);
+    float *A = tr_malloc(K * rows * sizeof *A), *B = tr_malloc(K * cols * sizeof *B);
+    fill_f(pa, n, 5);
+    memcpy(pb, pa, n * sizeof *pa);
+    for (int step = 0; step < 2; step++) {
+        fill_f(A, K * rows, 40 + (uint64_t)step), fill_f(B, K * cols, 50 + (uint64_t)step);
+        tr_gemm_linear_f32(1, 0, (int64_t)rows, (int64_t)cols, (int64_t)K, 1, A, (int64_t)rows, B, (int64_t)cols, 0,
+                           g + lo, (int64_t)cols);
+        if (scale != 1.0f)
+            for (size_t i = 0; i < rows * cols; i++) g[lo + i] *= scale;
+        CHECK(tr_optim_step_at(a, pa + lo, g + lo, lo, lo + rows * cols, 3e-2) == TR_OK, "%s: step_at", what);
+        tr_optim_step_done(a);
+        CHECK(tr_optim_step_tn(b, pb + lo, lo, rows, cols, K, A, B, scale, 3e-2) == TR_OK, "%s: tn: %s", what,
+              tr_error_msg());
+        tr_optim_step_done(b);
+    }
+    CHECK(memcmp(pa, pb, n * sizeof *pa) == 0, "%s: parameters differ from the stored product's step", what);
+    for (int s = 0; s < tr_optim_state_count(a); s++)
+        CHECK(memcmp(tr_optim_state(a, s), tr_optim_state(b, s), n * sizeof(float)) == 0, "%s: state %s differs", what,
+              tr_optim_state_name(a, s));
+    int moved = 0;
+    for (size_t i = lo; i < lo + rows * cols; i++) moved += pb[i] != (float)test_value((uint64_t)i, 5);
+    CHECK(moved > (int)(rows * cols) / 2, "%s: only %d of %zu parameters moved", what, moved, rows * cols);
+    tr_free(B), tr_free(A), tr_free(g), tr_free(pb), tr_free(pa);
+    tr_optim_destroy(b), tr_optim_destroy(a);
+    tr_set_num_threads(1);
+}
+
+static void step_tn_all(void) {
+    tr_optim_config adamw = tr_optim_defaults(TR_OPTIM_ADAMW), adam = tr_optim_defaults(TR_OPTIM_ADAM);
+    tr_optim_config l2 = adam, sgd = tr_optim_defaults(TR_OPTIM_SGD);
+    l2.weight_decay = 0.1, sgd.momentum = 0.9;
+    adamw.weight_decay = 0.05;
+    /* rows: whole blocks of 4 and a tail; cols: whole vectors of 16, a masked tail, under 16 */
+    static const size_t shapes[][2] = {{1, 1}, {4, 16}, {7, 37}, {70, 300}, {9, 5}, {130, 784}};
+    static const size_t ks[] = {1, 3, 8, 16, 32};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (size_t j = 0; j < sizeof ks / sizeof *ks; j++) {
+            size_t r = shapes[i][0], c = shapes[i][1], K = ks[j];
+            step_tn(adamw, "adamw", r, c, K, 1.0f, 1);
+            step_tn(adam, "adam", r, c, K, 0.37f, 1);
+            step_tn(l2, "adam l2", r, c, K, 1.0f, 1);
+        }
+    step_tn(adamw, "adamw", 130, 784, 8, 0.5f, 2); /* above OPTIM_PAR_MIN: blocks on two threads */
+    step_tn(sgd, "sgd momentum", 70, 300, 8, 0.37f, 2);
+    tr_optim *o;
+    tr_optim_config oc = tr_optim_defaults(TR_OPTIM_ADAMW);
+    tr_optim_create(&o, &oc, 100);
+    float p[100] = {0}, A[33 * 10] = {0}, B[33 * 10] = {0};
+    CHECK(tr_optim_step_tn(o, p, 0, 10, 10, 33, A, B, 1, 1e-3) == TR_ERR_INVALID && strstr(tr_error_msg(), "K = 33"),
+          "K 33 refused: %s", tr_error_msg());
+    CHECK(tr_optim_step_tn(o, p, 0, 10, 10, 0, A, B, 1, 1e-3) == TR_ERR_INVALID, "K 0 refused");
+    CHECK(tr_optim_step_tn(o, p + 10, 10, 10, 10, 8, A, B, 1, 1e-3) == TR_ERR_INVALID && strstr(tr_error_msg(), "not within"),
+          "a product past the slice refused: %s", tr_error_msg());
+    CHECK(tr_optim_step_tn(o, p, 0, 2, 5, 8, NULL, B, 1, 1e-3) == TR_ERR_INVALID, "a NULL operand refused");
+    CHECK(tr_optim_step_tn(o, p, 0, 2, 5, 8, A, B, 1, INFINITY) == TR_ERR_INVALID, "an infinite lr refused");
+    tr_optim_destroy(o);
+}
+
 /* ---- deferral in the graph ------------------------------------------------------------ */
 
 enum { C_ = 300, OC_ = 70 };
@@ -308,6 +385,7 @@ int main(void) {
                                     {37, 100, 7, 3, 100}, {37, 100, 1, 5, 48}, {5, 37, 16, 2, 16}};
     for (size_t i = 0; i < sizeof tn / sizeof *tn; i++) tn_pieces(tn[i][0], tn[i][1], tn[i][2], tn[i][3], tn[i][4]);
     step_tiles_all();
+    step_tn_all();
     deferred_equals_written(0);
     deferred_equals_written(1);
     not_deferred();

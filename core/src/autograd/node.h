@@ -124,6 +124,7 @@ typedef struct op_deferred {
     size_t rows, cols;      /* the gradient's shape (rows x cols, row-major) */
     const void *a, *b;      /* the op's operands and sizes, for tile */
     int64_t i[4];
+    int tn;                 /* the gradient is a^T b, a (i[0] x rows), b (i[0] x cols): tr_optim_step_tn */
 } op_deferred;
 /* Whether the op may defer parameter t's gradient: deferral on, notes on for t, f32, host. */
 int op_may_defer_grad(const tr_graph *g, const tr_tensor *t);

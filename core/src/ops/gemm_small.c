@@ -46,6 +46,16 @@
 
 typedef float vf __attribute__((vector_size(VL * sizeof(float))));
 
+/* A scalar multiply-add rounded once where the machine fuses them: the vector loops' `s += a
+ * * b` contracts to one fused multiply-add an element, and gcc contracted the scalar tails'
+ * only in some of their unrolled copies; tn's tail spells it out, so every element of dW is
+ * the same chain (optim/adam_tn.c recomputes it and must get the same bits). */
+#if defined(__FMA__)
+#define SCALAR_FMA(a, b, c) fmaf(a, b, c)
+#else
+#define SCALAR_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
 static inline vf vload(const float *p) {
     vf v;
     memcpy(&v, p, sizeof v);
@@ -279,7 +289,7 @@ static inline __attribute__((always_inline)) void tn_block(int64_t N, const int6
         float *c = C + r * ldc;
         for (int64_t i = n; i < N; i++) {
             float v = 0;
-            for (int64_t k = 0; k < K; k++) v += TN_A(r, k) * B[k * ldb + i];
+            for (int64_t k = 0; k < K; k++) v = SCALAR_FMA(TN_A(r, k), B[k * ldb + i], v);
             c[i] = out(v, 1, beta, c + i); /* alpha is in a[] */
             if (sq) sd[r] += (double)c[i] * (double)c[i];
         }

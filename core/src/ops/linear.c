@@ -41,7 +41,8 @@ static int defer_weight_grad(tr_graph *g, tr_tensor *w, const float *dy, const t
     if ((xt->view_of ? xt->view_of : xt)->param >= 0 || !op_may_defer_grad(g, w)) return 0;
     double sumsq = tr_gemm_small_tn_norm2_f32(OC, C, B, dy, OC, x, C);
     if (!isfinite(sumsq)) return 0; /* computed and summed as stored */
-    op_deferred d = {.tile = weight_grad_tile, .rows = (size_t)OC, .cols = (size_t)C, .a = dy, .b = x, .i = {B, C, OC}};
+    op_deferred d = {
+        .tile = weight_grad_tile, .rows = (size_t)OC, .cols = (size_t)C, .a = dy, .b = x, .i = {B, C, OC}, .tn = 1};
     op_defer_grad(g, w, &d, sumsq);
     return 1;
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/gemm.h"
 #include "optim/optim_impl.h"
 #include "trainer/accel.h"
 #include "trainer/memory.h"
@@ -206,15 +207,20 @@ tr_status tr_optim_step_part(tr_optim *opt, float *param, const float *grad, siz
  * of one row at multiples of OPTIM_TILE columns. */
 #define OPTIM_TILE 4096
 
-tr_status tr_optim_step_tiles(tr_optim *opt, float *param, size_t lo, size_t rows, size_t cols, tr_grad_tile_fn tile,
-                              const void *ctx, float scale, double lr) {
-    if (!opt || !tile || (rows && cols && !param)) return tr_error_set(TR_ERR_INVALID, "optimizer step: NULL argument");
+static tr_status check_tiles(const tr_optim *opt, size_t lo, size_t rows, size_t cols, double lr) {
     if (opt->accel) return tr_error_set(TR_ERR_INVALID, "optimizer step: tiled updates run on the host only");
     if (cols && rows > (opt->n - (lo < opt->n ? lo : opt->n)) / cols)
         return tr_error_set(TR_ERR_INVALID, "optimizer step: %zu x %zu at %zu is not within the optimizer's %zu elements",
                             rows, cols, lo, opt->n);
     if (!(lr >= 0.0) || !isfinite(lr))
         return tr_error_set(TR_ERR_INVALID, "optimizer step: lr must be >= 0 and finite, got %g", lr);
+    return TR_OK;
+}
+
+tr_status tr_optim_step_tiles(tr_optim *opt, float *param, size_t lo, size_t rows, size_t cols, tr_grad_tile_fn tile,
+                              const void *ctx, float scale, double lr) {
+    if (!opt || !tile || (rows && cols && !param)) return tr_error_set(TR_ERR_INVALID, "optimizer step: NULL argument");
+    TR_CHECK(check_tiles(opt, lo, rows, cols, lr));
     if (!rows || !cols) return TR_OK;
     size_t rb = cols <= OPTIM_TILE ? OPTIM_TILE / cols : 1, cb = cols <= OPTIM_TILE ? cols : OPTIM_TILE;
     size_t nc = (cols + cb - 1) / cb, nt = (rows + rb - 1) / rb * nc;
@@ -231,6 +237,36 @@ tr_status tr_optim_step_tiles(tr_optim *opt, float *param, size_t lo, size_t row
             for (size_t i = 0; i < len; i++) g[i] *= scale;
         apply(opt, &k, param + at, g, lo + at, lo + at + len);
     }
+    return TR_OK;
+}
+
+/* The tile of A^T B for tr_optim_step_tn's fallback: ops' small-batch GEMM, as the stored
+ * gradient is computed (alpha 1, beta 0: each element a multiply-add chain from 0). */
+typedef struct tn_ctx {
+    size_t rows, cols, K;
+    const float *A, *B;
+} tn_ctx;
+
+static void tn_tile(const void *ctx, size_t r0, size_t r1, size_t c0, size_t c1, float *out) {
+    const tn_ctx *t = ctx;
+    tr_gemm_linear_f32(1, 0, (int64_t)(r1 - r0), (int64_t)(c1 - c0), (int64_t)t->K, 1, t->A + r0, (int64_t)t->rows,
+                       t->B + c0, (int64_t)t->cols, 0, out, (int64_t)(c1 - c0));
+}
+
+tr_status tr_optim_step_tn(tr_optim *opt, float *param, size_t lo, size_t rows, size_t cols, size_t K,
+                           const float *A, const float *B, float scale, double lr) {
+    if (!opt || (rows && cols && (!param || (K && (!A || !B)))))
+        return tr_error_set(TR_ERR_INVALID, "optimizer step: NULL argument");
+    if (K < 1 || K > TR_GEMM_SMALL_MAX)
+        return tr_error_set(TR_ERR_INVALID, "optimizer step: a product over K = %zu (1 to %d)", K, TR_GEMM_SMALL_MAX);
+    tn_ctx t = {.rows = rows, .cols = cols, .K = K, .A = A, .B = B};
+    int adam = opt->cfg.kind == TR_OPTIM_ADAM || opt->cfg.kind == TR_OPTIM_ADAMW;
+    if (!adam || opt->accel || !rows || !cols) return tr_optim_step_tiles(opt, param, lo, rows, cols, tn_tile, &t, scale, lr);
+    TR_CHECK(check_tiles(opt, lo, rows, cols, lr));
+    optim_coef k;
+    coef(opt, lr, &k);
+    if (!optim_adam_apply_tn(opt, &k, param, lo, rows, cols, K, A, B, scale))
+        return tr_optim_step_tiles(opt, param, lo, rows, cols, tn_tile, &t, scale, lr);
     return TR_OK;
 }
 

@@ -62,6 +62,11 @@ void optim_sgd_apply(tr_optim *opt, const optim_coef *k, float *param, const flo
 void optim_adam_coef(const tr_optim *opt, double lr, optim_coef *k);
 void optim_adam_apply(tr_optim *opt, const optim_coef *k, float *param, const float *grad, size_t lo, size_t hi);
 
+/* Adam's update of rows x cols elements from lo with the gradient scale * A^T B fused in
+ * (adam_tn.c): 1 when done, 0 when this build has no fused kernel (no AVX-512). */
+int optim_adam_apply_tn(tr_optim *opt, const optim_coef *k, float *param, size_t lo, size_t rows, size_t cols,
+                        size_t K, const float *A, const float *B, float scale);
+
 /* The kernel table's entries (trainer/kernels.h): g *= s; one update of n elements with state
  * buffers given, as tr_optim_step after `steps` updates. */
 void optim_scale(float *g, size_t n, float s);

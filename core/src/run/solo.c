@@ -103,7 +103,10 @@ static tr_status step_deferred(tr_solo *s, float *p, float *g, double lr, double
         if (!d) continue;
         size_t at = tr_params_offset(P, k);
         TR_CHECK(step_stored(s, p, g, lo, at, lr, max_norm, sumsq));
-        TR_CHECK(tr_optim_step_tiles(s->opt, p + at, at, d->rows, d->cols, d->tile, d, coef, lr));
+        if (d->tn)
+            TR_CHECK(tr_optim_step_tn(s->opt, p + at, at, d->rows, d->cols, (size_t)d->i[0], d->a, d->b, coef, lr));
+        else
+            TR_CHECK(tr_optim_step_tiles(s->opt, p + at, at, d->rows, d->cols, d->tile, d, coef, lr));
         lo = at + d->rows * d->cols;
     }
     TR_CHECK(step_stored(s, p, g, lo, tr_params_numel(P), lr, max_norm, sumsq));

@@ -1,0 +1,99 @@
+/* Adam's update fused with the product that gives the gradient: dW = A^T B, a linear layer's
+ * weight gradient at a small batch (A = dy, K x rows; B = x, K x cols; K <= 32), which
+ * backward deferred (ops/linear.c) and tr_optim_step_tn applies.
+ *
+ * The tiled update (tr_optim_step_tiles) computes a 16 KiB tile of dW, then updates it: the
+ * multiply-adds of the product and the update's divide, square root and streams of p, m and v
+ * take turns, each leaving the other's units idle. Here a block of 4 rows x 16 columns of dW
+ * is summed in registers and updated while still there, so the out-of-order core runs the
+ * next block's multiply-adds beside this block's divisions and memory traffic. MLP 784-512 at
+ * batch 8, 1 thread, on a Zen 4 core: 330 -> 265 us for the layer's update.
+ *
+ * The same bits as the stored path: each element of dW is the fused multiply-add chain over
+ * k from 0 that tr_gemm_small's tn kernel computes, times scale when scale is not 1 (the
+ * tiles' order), then adam_elem's operations one for one (adam.h). AVX-512 hosts only;
+ * optim.c sends the others through the tiles. */
+#include "optim/adam.h"
+
+#if defined(__AVX512F__) && defined(__FMA__)
+#include <immintrin.h>
+
+#define TN_ROWS 4 /* rows of dW per block: each load of B feeds 4 multiply-adds */
+
+/* In a register from here on: gcc otherwise folds the load of b into each of the 4
+ * multiply-adds that use it (4 loads where 1 does; Zen 4 takes one 512-bit load a cycle). */
+#define KEEP(v) __asm__("" : "+v"(v))
+
+static inline __attribute__((always_inline)) void adam_vec(float *p, float *m, float *v, __m512 d, __mmask16 lanes,
+                                                           const optim_coef *k, const int wd_mode) {
+    __m512 pi = _mm512_maskz_loadu_ps(lanes, p);
+    if (wd_mode == ADAM_WD_DECOUPLED) pi = _mm512_mul_ps(pi, _mm512_set1_ps(k->decay));
+    if (wd_mode == ADAM_WD_L2) d = _mm512_fmadd_ps(_mm512_set1_ps(k->wd), pi, d);
+    __m512 mi = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, m), _mm512_set1_ps(k->b1),
+                                _mm512_mul_ps(_mm512_set1_ps(k->b1c), d));
+    __m512 vi = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, v), _mm512_set1_ps(k->b2),
+                                _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(k->b2c), d), d));
+    _mm512_mask_storeu_ps(m, lanes, mi);
+    _mm512_mask_storeu_ps(v, lanes, vi);
+    __m512 denom = _mm512_fmadd_ps(_mm512_sqrt_ps(vi), _mm512_set1_ps(k->inv_bc2_sqrt), _mm512_set1_ps(k->eps));
+    _mm512_mask_storeu_ps(p, lanes, _mm512_fmadd_ps(_mm512_set1_ps(k->neg_step), _mm512_div_ps(mi, denom), pi));
+}
+
+/* Rows [r, r + R) of dW, all columns, 16 at a time (the last piece masked). p, m and v point
+ * at element (0, 0) of the block's matrix. */
+static inline __attribute__((always_inline)) void
+block(size_t r, const int R, size_t cols, size_t K, const float *A, size_t rows, const float *B, float scale,
+      float *p, float *m, float *v, const optim_coef *k, const int wd_mode) {
+    for (size_t c = 0; c < cols; c += 16) {
+        __mmask16 lanes = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1);
+        __m512 s[TN_ROWS];
+        for (int q = 0; q < R; q++) s[q] = _mm512_setzero_ps();
+        for (size_t kk = 0; kk < K; kk++) {
+            __m512 b = _mm512_maskz_loadu_ps(lanes, B + kk * cols + c);
+            KEEP(b);
+            for (int q = 0; q < R; q++) s[q] = _mm512_fmadd_ps(_mm512_set1_ps(A[kk * rows + r + (size_t)q]), b, s[q]);
+        }
+        for (int q = 0; q < R; q++) {
+            __m512 d = scale != 1.0f ? _mm512_mul_ps(s[q], _mm512_set1_ps(scale)) : s[q];
+            size_t at = (r + (size_t)q) * cols + c;
+            adam_vec(p + at, m + at, v + at, d, lanes, k, wd_mode);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+run(const optim_coef *k, float *p, float *m, float *v, size_t rows, size_t cols, size_t K, const float *A,
+    const float *B, float scale, const int wd_mode) {
+    size_t blocks = (rows + TN_ROWS - 1) / TN_ROWS;
+#pragma omp parallel for schedule(static) if (rows * cols > OPTIM_PAR_MIN)
+    for (size_t i = 0; i < blocks; i++) {
+        size_t r = i * TN_ROWS;
+        if (rows - r >= TN_ROWS) {
+            block(r, TN_ROWS, cols, K, A, rows, B, scale, p, m, v, k, wd_mode);
+        } else {
+            for (; r < rows; r++) block(r, 1, cols, K, A, rows, B, scale, p, m, v, k, wd_mode);
+        }
+    }
+}
+
+int optim_adam_apply_tn(tr_optim *opt, const optim_coef *k, float *param, size_t lo, size_t rows, size_t cols,
+                        size_t K, const float *A, const float *B, float scale) {
+    float *m = opt->state[0] + lo, *v = opt->state[1] + lo;
+    if (k->mode == ADAM_WD_DECOUPLED)
+        run(k, param, m, v, rows, cols, K, A, B, scale, ADAM_WD_DECOUPLED);
+    else if (k->mode == ADAM_WD_L2)
+        run(k, param, m, v, rows, cols, K, A, B, scale, ADAM_WD_L2);
+    else
+        run(k, param, m, v, rows, cols, K, A, B, scale, ADAM_WD_NONE);
+    return 1;
+}
+
+#else
+
+int optim_adam_apply_tn(tr_optim *opt, const optim_coef *k, float *param, size_t lo, size_t rows, size_t cols,
+                        size_t K, const float *A, const float *B, float scale) {
+    (void)opt, (void)k, (void)param, (void)lo, (void)rows, (void)cols, (void)K, (void)A, (void)B, (void)scale;
+    return 0;
+}
+
+#endif
