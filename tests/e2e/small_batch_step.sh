@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cpu strategy's small-batch step, where backward leaves the linear layers' weight
 # gradients unwritten and the optimizer recomputes them tile by tile inside the update
-# (autograd/node.h: deferred parameter gradients; tr_optim_step_tiles), ends with the same
+# (autograd/node.h: deferred parameter gradients; tr_optim_step_tn, fused with Adam on AVX-512
+# builds), ends with the same
 # bits as the same run under ddp with one rank, which stores every gradient: weights,
 # the loss at every step and validation metrics equal exactly (tolerance 0). For an MLP at
 # batch 8 with AdamW and with SGD with momentum, and a CNN at batch 8 (its fully connected

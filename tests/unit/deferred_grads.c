@@ -1,4 +1,4 @@
-/* Deferred weight gradients (autograd/node.h; ops/linear.c; tr_optim_step_tiles), piece by
+/* Deferred weight gradients (autograd/node.h; ops/linear.c; tr_optim_step_tiles and _tn), piece by
  * piece; e2e_small_batch_step checks the whole cpu-strategy step against ddp x1.
  *
  * - tr_gemm_small_tn_norm2_f32 (the norm from Gram matrices) equals the sum of squares of the
@@ -31,6 +31,7 @@
 #include "autograd/node.h"
 #include "check.h"
 #include "ops/gemm.h"
+#include "optim/optim_impl.h"
 #include "trainer/trainer.h"
 
 static void fill_f(float *p, size_t n, uint64_t salt) {
@@ -226,6 +227,10 @@ static void step_tn(tr_optim_config oc, const char *name, size_t rows, size_t co
 }
 
 static void step_tn_all(void) {
+    printf("tr_optim_step_tn: %s\n", optim_adam_tn_fused() ? "fused Adam kernel" : "tiles (no AVX-512 in this build)");
+#if defined(__AVX512F__) && defined(__FMA__)
+    CHECK(optim_adam_tn_fused(), "built for AVX-512, yet tr_optim_step_tn has no fused kernel");
+#endif
     tr_optim_config adamw = tr_optim_defaults(TR_OPTIM_ADAMW), adam = tr_optim_defaults(TR_OPTIM_ADAM);
     tr_optim_config l2 = adam, sgd = tr_optim_defaults(TR_OPTIM_SGD);
     l2.weight_decay = 0.1, sgd.momentum = 0.9;
@@ -238,7 +243,7 @@ static void step_tn_all(void) {
             size_t r = shapes[i][0], c = shapes[i][1], K = ks[j];
             step_tn(adamw, "adamw", r, c, K, 1.0f, 1);
             step_tn(adam, "adam", r, c, K, 0.37f, 1);
-            step_tn(l2, "adam l2", r, c, K, 1.0f, 1);
+            step_tn(l2, "adam l2", r, c, K, j % 2 ? 0.37f : 1.0f, 1);
         }
     step_tn(adamw, "adamw", 130, 784, 8, 0.5f, 2); /* above OPTIM_PAR_MIN: blocks on two threads */
     step_tn(sgd, "sgd momentum", 70, 300, 8, 0.37f, 2);

@@ -73,10 +73,11 @@ tr_status tr_optim_step_tiles(tr_optim *opt, float *param, size_t lo, size_t row
                               const void *ctx, float scale, double lr);
 /* tr_optim_step_tiles for the gradient scale * A^T B: A is K x rows, B is K x cols (both
  * row-major and contiguous; a linear layer's dW = dy^T x at a batch of K, 1 to 32), each
- * element summed as the small-batch GEMM of ops/gemm.h sums it (a multiply-add chain over k
- * from 0), so the same bits as tr_optim_step_at on that stored product times scale. Adam and
- * AdamW on AVX-512 hosts update each 4 x 16 block of the product while it is in registers;
- * other optimizers and hosts go through tiles. Host only. */
+ * element summed as tr_linear's backward sums it at such a batch (a chain of fused
+ * multiply-adds over k from 0, where the build has FMA), so the same bits as
+ * tr_optim_step_at on that stored product times scale. Adam and AdamW in builds for AVX-512
+ * (-march) update each 4 x 16 block of the product while it is in registers; other optimizers
+ * and builds go through tiles. Host only. */
 tr_status tr_optim_step_tn(tr_optim *opt, float *param, size_t lo, size_t rows, size_t cols, size_t K,
                            const float *A, const float *B, float scale, double lr);
 /* Moves the updates onto device a (trainer/accel.h): state buffers are allocated there (the

@@ -116,7 +116,7 @@ tr_status tr_graph_note_grad_sumsq_(tr_graph *g, int on);
  * dW = dy^T x, 8 multiply-adds an element, which the optimizer recomputes a tile at a time
  * rather than storing 2.7 MB and reading it back). The buffer gets the values when another op
  * adds to that gradient (op_grad_write settles it first) or tr_graph_settle_deferred_ is
- * called; tr_graph_drop_deferred_ (the caller applied them through tr_optim_step_tiles) and
+ * called; tr_graph_drop_deferred_ (the caller applied them through tr_optim_step_tiles or _tn) and
  * the graph's reset forget them. Whoever turns deferral on settles or applies every deferred
  * gradient before the next forward: a reset only drops them. */
 typedef struct op_deferred {

@@ -46,14 +46,21 @@
 
 typedef float vf __attribute__((vector_size(VL * sizeof(float))));
 
-/* A scalar multiply-add rounded once where the machine fuses them: the vector loops' `s += a
- * * b` contracts to one fused multiply-add an element, and gcc contracted the scalar tails'
- * only in some of their unrolled copies; tn's tail spells it out, so every element of dW is
- * the same chain (optim/adam_tn.c recomputes it and must get the same bits). */
-#if defined(__FMA__)
+/* tn's multiply-adds, rounded once where the machine fuses them, spelled out rather than left
+ * to contraction (which -ffp-contract, the tuning and the unrolling decide: gcc contracted the
+ * scalar tail only in some of its unrolled copies): every element of dW is the same chain of
+ * fused multiply-adds from 0, which optim/adam_tn.c recomputes and must match bit for bit.
+ * VFMA_S(a, v, c) = a * v + c for a scalar a. */
+#if defined(__FMA__) || defined(__FP_FAST_FMAF)
 #define SCALAR_FMA(a, b, c) fmaf(a, b, c)
 #else
 #define SCALAR_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define VFMA_S(a, v, c) ((vf)_mm512_fmadd_ps(_mm512_set1_ps(a), (__m512)(v), (__m512)(c)))
+#else
+#define VFMA_S(a, v, c) ((c) + (a) * (v))
 #endif
 
 static inline vf vload(const float *p) {
@@ -270,7 +277,7 @@ static inline __attribute__((always_inline)) void tn_block(int64_t N, const int6
             for (int j = 0; j < W; j++) {
                 vf b = vload(B + k * ldb + n + j * VL);
                 KEEP(b);
-                for (int r = 0; r < R; r++) s[r][j] += TN_A(r, k) * b;
+                for (int r = 0; r < R; r++) s[r][j] = VFMA_S(TN_A(r, k), b, s[r][j]);
             }
         for (int j = 0; j < W; j++) {
             for (int r = 0; r < R; r++) TN_OUT(r, n + j * VL, s[r][j]);
@@ -280,7 +287,7 @@ static inline __attribute__((always_inline)) void tn_block(int64_t N, const int6
     for (; n + VL <= N; n += VL) {
         for (int r = 0; r < R; r++) {
             vf v = {0};
-            for (int64_t k = 0; k < K; k++) v += TN_A(r, k) * vload(B + k * ldb + n);
+            for (int64_t k = 0; k < K; k++) v = VFMA_S(TN_A(r, k), vload(B + k * ldb + n), v);
             TN_OUT(r, n, v);
         }
         TN_COUNT()

@@ -24,19 +24,20 @@
  * multiply-adds that use it (4 loads where 1 does; Zen 4 takes one 512-bit load a cycle). */
 #define KEEP(v) __asm__("" : "+v"(v))
 
+/* adam_elem (adam.h) on 16 lanes, operation for operation. */
 static inline __attribute__((always_inline)) void adam_vec(float *p, float *m, float *v, __m512 d, __mmask16 lanes,
                                                            const optim_coef *k, const int wd_mode) {
     __m512 pi = _mm512_maskz_loadu_ps(lanes, p);
     if (wd_mode == ADAM_WD_DECOUPLED) pi = _mm512_mul_ps(pi, _mm512_set1_ps(k->decay));
-    if (wd_mode == ADAM_WD_L2) d = _mm512_fmadd_ps(_mm512_set1_ps(k->wd), pi, d);
-    __m512 mi = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, m), _mm512_set1_ps(k->b1),
-                                _mm512_mul_ps(_mm512_set1_ps(k->b1c), d));
-    __m512 vi = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, v), _mm512_set1_ps(k->b2),
-                                _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(k->b2c), d), d));
+    if (wd_mode == ADAM_WD_L2) d = _mm512_fmadd_ps(pi, _mm512_set1_ps(k->wd), d);
+    __m512 mi = _mm512_fmadd_ps(d, _mm512_set1_ps(k->b1c), _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, m), _mm512_set1_ps(k->b1)));
+    __m512 vi = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(k->b2c), d), d,
+                                _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, v), _mm512_set1_ps(k->b2)));
     _mm512_mask_storeu_ps(m, lanes, mi);
     _mm512_mask_storeu_ps(v, lanes, vi);
-    __m512 denom = _mm512_fmadd_ps(_mm512_sqrt_ps(vi), _mm512_set1_ps(k->inv_bc2_sqrt), _mm512_set1_ps(k->eps));
-    _mm512_mask_storeu_ps(p, lanes, _mm512_fmadd_ps(_mm512_set1_ps(k->neg_step), _mm512_div_ps(mi, denom), pi));
+    __m512 denom = _mm512_add_ps(_mm512_mul_ps(_mm512_sqrt_ps(vi), _mm512_set1_ps(k->inv_bc2_sqrt)), _mm512_set1_ps(k->eps));
+    __m512 step = _mm512_div_ps(_mm512_mul_ps(_mm512_set1_ps(k->neg_step), mi), denom);
+    _mm512_mask_storeu_ps(p, lanes, _mm512_add_ps(pi, step));
 }
 
 /* Rows [r, r + R) of dW, all columns, 16 at a time (the last piece masked). p, m and v point
@@ -61,12 +62,11 @@ block(size_t r, const int R, size_t cols, size_t K, const float *A, size_t rows,
     }
 }
 
+/* Blocks [i0, i1) of TN_ROWS rows (the last may be short). */
 static inline __attribute__((always_inline)) void
-run(const optim_coef *k, float *p, float *m, float *v, size_t rows, size_t cols, size_t K, const float *A,
-    const float *B, float scale, const int wd_mode) {
-    size_t blocks = (rows + TN_ROWS - 1) / TN_ROWS;
-#pragma omp parallel for schedule(static) if (rows * cols > OPTIM_PAR_MIN)
-    for (size_t i = 0; i < blocks; i++) {
+blocks(const optim_coef *k, float *p, float *m, float *v, size_t rows, size_t cols, size_t K, const float *A,
+       const float *B, float scale, size_t i0, size_t i1, const int wd_mode) {
+    for (size_t i = i0; i < i1; i++) {
         size_t r = i * TN_ROWS;
         if (rows - r >= TN_ROWS) {
             block(r, TN_ROWS, cols, K, A, rows, B, scale, p, m, v, k, wd_mode);
@@ -75,6 +75,22 @@ run(const optim_coef *k, float *p, float *m, float *v, size_t rows, size_t cols,
         }
     }
 }
+
+/* On threads above OPTIM_PAR_MIN elements (each block on one thread: the same bits for any
+ * count), else in a plain loop that opens no parallel region. */
+static inline __attribute__((always_inline)) void
+run(const optim_coef *k, float *p, float *m, float *v, size_t rows, size_t cols, size_t K, const float *A,
+    const float *B, float scale, const int wd_mode) {
+    size_t n = (rows + TN_ROWS - 1) / TN_ROWS;
+    if (rows * cols <= OPTIM_PAR_MIN) {
+        blocks(k, p, m, v, rows, cols, K, A, B, scale, 0, n, wd_mode);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) blocks(k, p, m, v, rows, cols, K, A, B, scale, i, i + 1, wd_mode);
+}
+
+int optim_adam_tn_fused(void) { return 1; }
 
 int optim_adam_apply_tn(tr_optim *opt, const optim_coef *k, float *param, size_t lo, size_t rows, size_t cols,
                         size_t K, const float *A, const float *B, float scale) {
@@ -89,6 +105,8 @@ int optim_adam_apply_tn(tr_optim *opt, const optim_coef *k, float *param, size_t
 }
 
 #else
+
+int optim_adam_tn_fused(void) { return 0; }
 
 int optim_adam_apply_tn(tr_optim *opt, const optim_coef *k, float *param, size_t lo, size_t rows, size_t cols,
                         size_t K, const float *A, const float *B, float scale) {

@@ -66,6 +66,8 @@ void optim_adam_apply(tr_optim *opt, const optim_coef *k, float *param, const fl
  * (adam_tn.c): 1 when done, 0 when this build has no fused kernel (no AVX-512). */
 int optim_adam_apply_tn(tr_optim *opt, const optim_coef *k, float *param, size_t lo, size_t rows, size_t cols,
                         size_t K, const float *A, const float *B, float scale);
+/* Whether this build has the fused kernel (1) or sends tr_optim_step_tn through tiles (0). */
+int optim_adam_tn_fused(void);
 
 /* The kernel table's entries (trainer/kernels.h): g *= s; one update of n elements with state
  * buffers given, as tr_optim_step after `steps` updates. */
