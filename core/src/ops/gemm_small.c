@@ -28,6 +28,9 @@
 #include <string.h>
 
 #include "ops/gemm.h"
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #define VL 16 /* floats per vector */
 #if defined(__AVX512F__)
@@ -41,8 +44,10 @@
 #endif
 #define SMALL_PAR_MIN (1 << 18) /* multiply-adds above which the outer loop goes parallel */
 
-/* Every function here is static: the vector calling convention never crosses a boundary. */
+/* Every function here is static: the vector calling convention never crosses a boundary
+ * (core/CMakeLists.txt also passes -Wno-psabi: with immintrin.h included this is not enough). */
 #pragma GCC diagnostic ignored "-Wpsabi"
+
 
 typedef float vf __attribute__((vector_size(VL * sizeof(float))));
 
@@ -57,7 +62,6 @@ typedef float vf __attribute__((vector_size(VL * sizeof(float))));
 #define SCALAR_FMA(a, b, c) ((a) * (b) + (c))
 #endif
 #if defined(__AVX512F__)
-#include <immintrin.h>
 #define VFMA_S(a, v, c) ((vf)_mm512_fmadd_ps(_mm512_set1_ps(a), (__m512)(v), (__m512)(c)))
 #else
 #define VFMA_S(a, v, c) ((c) + (a) * (v))
