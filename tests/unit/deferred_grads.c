@@ -122,6 +122,14 @@ static void tile_fn(const void *ctx, size_t r0, size_t r1, size_t c0, size_t c1,
         }
 }
 
+/* The two optimizers and their parameters (n floats each) hold the same bits. */
+static void same_steps(tr_optim *a, tr_optim *b, const float *pa, const float *pb, size_t n, const char *what) {
+    CHECK(memcmp(pa, pb, n * sizeof *pa) == 0, "%s: parameters differ from the stored gradient's step", what);
+    for (int s = 0; s < tr_optim_state_count(a); s++)
+        CHECK(memcmp(tr_optim_state(a, s), tr_optim_state(b, s), n * sizeof(float)) == 0, "%s: state %s differs", what,
+              tr_optim_state_name(a, s));
+}
+
 static void step_tiles(tr_optim_config oc, const char *name, size_t rows, size_t cols, float scale, int threads) {
     char what[128];
     snprintf(what, sizeof what, "%s %zu x %zu, scale %g, %d thread%s", name, rows, cols, (double)scale, threads,
@@ -143,10 +151,7 @@ static void step_tiles(tr_optim_config oc, const char *name, size_t rows, size_t
               what, tr_error_msg());
         tr_optim_step_done(b);
     }
-    CHECK(memcmp(pa, pb, n * sizeof *pa) == 0, "%s: parameters differ from the stored gradient's step", what);
-    for (int s = 0; s < tr_optim_state_count(a); s++)
-        CHECK(memcmp(tr_optim_state(a, s), tr_optim_state(b, s), n * sizeof(float)) == 0, "%s: state %s differs", what,
-              tr_optim_state_name(a, s));
+    same_steps(a, b, pa, pb, n, what);
     int once = 1;
     for (size_t i = 0; i < rows * cols; i++) once &= asked[i] == 2;
     CHECK(once, "%s: an element was not asked for exactly once a step", what);
@@ -214,10 +219,7 @@ static void step_tn(tr_optim_config oc, const char *name, size_t rows, size_t co
               tr_error_msg());
         tr_optim_step_done(b);
     }
-    CHECK(memcmp(pa, pb, n * sizeof *pa) == 0, "%s: parameters differ from the stored product's step", what);
-    for (int s = 0; s < tr_optim_state_count(a); s++)
-        CHECK(memcmp(tr_optim_state(a, s), tr_optim_state(b, s), n * sizeof(float)) == 0, "%s: state %s differs", what,
-              tr_optim_state_name(a, s));
+    same_steps(a, b, pa, pb, n, what);
     int moved = 0;
     for (size_t i = lo; i < lo + rows * cols; i++) moved += pb[i] != (float)test_value((uint64_t)i, 5);
     CHECK(moved > (int)(rows * cols) / 2, "%s: only %d of %zu parameters moved", what, moved, rows * cols);
