@@ -332,6 +332,15 @@ static tr_status update_slice(ddp *d, bucket *b, float *p, const float *g, int a
     return tr_comm_iall_gather(d->comm, p + s0, p + b->lo, b->len, TR_F32, &b->gather);
 }
 
+/* Waits out *w when one is in flight (a collective is always finished, even after an
+ * error) and clears it: st, or the wait's status when st was TR_OK. */
+static tr_status wait_work(tr_comm_work **w, tr_status st) {
+    if (!*w) return st;
+    tr_status r = tr_comm_wait(*w);
+    *w = NULL;
+    return st == TR_OK ? r : st;
+}
+
 /* Sharded update: this rank's slice of each bucket, as the full step would update it, then the
  * bucket's parameters all-gathered. Without clipping (and without on_nan skip) a slice is
  * updated and its bucket's gather issued as soon as its reduce-scatter is done; else once the
@@ -345,11 +354,7 @@ static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, 
     double sumsq = 0;
     for (int i = 0; i < d->n_buckets; i++) {
         bucket *b = &d->buckets[i];
-        if (b->work) {
-            tr_status w = tr_comm_wait(b->work);
-            b->work = NULL;
-            if (st == TR_OK) st = w;
-        }
+        st = wait_work(&b->work, st);
         if (st != TR_OK) continue;
         double s = tr_grad_sumsq(g + slice_at(d, b), b->len);
         sumsq += s;
@@ -367,10 +372,7 @@ static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, 
     }
     for (int i = 0; i < d->n_buckets; i++) {
         bucket *b = &d->buckets[i];
-        if (!b->gather) continue;
-        tr_status w = tr_comm_wait(b->gather);
-        b->gather = NULL;
-        if (st == TR_OK) st = w;
+        st = wait_work(&b->gather, st);
     }
     d->state_stale |= gathers;
     if (st != TR_OK) {
@@ -418,9 +420,7 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     for (int i = 0; i < d->n_buckets; i++) {
         bucket *b = &d->buckets[i];
         if (b->work) {
-            tr_status w = tr_comm_wait(b->work);
-            b->work = NULL;
-            if (st == TR_OK) st = w;
+            st = wait_work(&b->work, st);
             if (st == TR_OK && d->accel) /* the sum, back onto the device */
                 st = tr_accel_upload(d->accel, g + b->lo, d->stage + b->lo, (b->hi - b->lo) * sizeof *g);
         }

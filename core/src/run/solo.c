@@ -85,15 +85,16 @@ tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss)
     return tr_accel_sync(s->accel);
 }
 
-/* The update when backward deferred weight gradients (tr_graph_defer_grads_): the stored
- * gradients between them as usual, each deferred one recomputed tile by tile inside the
- * update, in the same bits. */
+/* The stored gradients [lo, hi): clipped, then updated. */
 static tr_status step_stored(tr_solo *s, float *p, float *g, size_t lo, size_t hi, double lr, double max_norm,
                              double sumsq) {
     if (max_norm > 0) tr_clip_grad_norm(g + lo, hi - lo, max_norm, sumsq);
     return tr_optim_step_at(s->opt, p + lo, g + lo, lo, hi, lr);
 }
 
+/* The update when backward deferred weight gradients (tr_graph_defer_grads_): the stored
+ * gradients between them as usual, each deferred one recomputed inside the update (a linear
+ * layer's by tr_optim_step_tn, fused with Adam where it can be), in the same bits. */
 static tr_status step_deferred(tr_solo *s, float *p, float *g, double lr, double max_norm, double sumsq) {
     tr_params *P = tr_replica_params(s->r);
     float coef = max_norm > 0 ? (float)tr_clip_coef(max_norm, sumsq) : 1.0f;
