@@ -39,6 +39,10 @@ struct tr_graph {
                                * (op_defer_grad); tile NULL: none */
     int cap_deferred, n_deferred;
     int defer;                /* ops may defer (tr_graph_defer_grads_) */
+    const tr_tensor *ps_t;    /* op_note_plane_stats: the tensor, its data then, the stats and */
+    const void *ps_data;      /* the op (op_seq) that noted them */
+    const double *ps;
+    uint64_t ps_seq;
 };
 
 /* A parameter used through a reshape view is a use of the parameter itself. */
@@ -84,6 +88,7 @@ void tr_graph_reset(tr_graph *g) {
     if (g->n_fresh) memset(g->fresh, 0, (size_t)g->cap_fresh);
     g->n_fresh = 0;
     tr_graph_drop_deferred_(g); /* their data is gone */
+    g->ps_t = NULL, g->ps_data = NULL, g->ps = NULL;
 }
 
 tr_arena *tr_graph_arena(tr_graph *g) { return g->arena; }
@@ -469,6 +474,15 @@ int tr_graph_grad_sumsq_(const tr_graph *g, int p, double *sumsq) {
     if (p < 0 || p >= g->cap_sumsq || isnan(g->sumsq[p])) return 0;
     *sumsq = g->sumsq[p];
     return 1;
+}
+
+void op_note_plane_stats(tr_graph *g, const tr_tensor *t, const double *ps) {
+    g->ps_t = t, g->ps_data = t->data, g->ps = ps, g->ps_seq = g->op_seq;
+}
+
+const double *op_plane_stats(const tr_graph *g, const tr_tensor *t) {
+    int fresh = g->ps && g->ps_t == t && g->ps_data == t->data && g->ps_seq + 1 == g->op_seq;
+    return fresh ? g->ps : NULL;
 }
 
 tr_status tr_graph_defer_grads_(tr_graph *g, int on) {

@@ -105,6 +105,15 @@ int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t);
 /* The sum of squares of parameter p's gradient, as the op that last wrote it noted in this
  * backward: 1 and *sumsq set, or 0 (none noted, or another op added to it since). */
 int tr_graph_grad_sumsq_(const tr_graph *g, int p, double *sumsq);
+/* Per-plane statistics of an op's output t (N, C, ...), planes of S values in memory order:
+ * ps[2p] the sum of plane p and ps[2p + 1] its squared deviations from c_p, the sum divided
+ * by S and rounded to t's dtype (bn_plane_stats). The op that wrote t notes them when it had
+ * the planes in cache (convolutions); a batch-norm that reads t next (op_plane_stats) takes
+ * its statistics from them instead of reading t twice. ps is graph data kept to the reset. */
+void op_note_plane_stats(tr_graph *g, const tr_tensor *t, const double *ps);
+/* The statistics noted for t, when the op that wrote t noted them and is the last op begun
+ * before the caller (so t is as it wrote it); else NULL. */
+const double *op_plane_stats(const tr_graph *g, const tr_tensor *t);
 /* Notes on (for the backwards whose gradient norm a hook reads: the cpu strategy's last
  * micro-batch) or off (the default: no op does the work). Turning them on reserves the notes
  * (an allocation the first time, outside backward) and clears them. */

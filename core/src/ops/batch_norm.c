@@ -18,6 +18,50 @@
 #include "ops/batch_norm.h"
 
 #define BN_BLOCK 512
+#define BN_LANES 64 /* bn_sum's lanes: four 16-float vectors */
+
+/* A plane's statistics (bn_plane_stats) in AVX-512 vectors, f32: per block of BN_BLOCK values
+ * four independent accumulators, a masked last vector, one horizontal add; the blocks added in
+ * double. Returns 0 where it does not apply (double, or no AVX-512): the template's loops. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+/* The sum of x[0..n) (sq 0) or of (x - m)^2 (sq 1), n <= BN_BLOCK, in float. */
+static inline __attribute__((always_inline)) float bn_block_f32(const float *x, int64_t n, float m, int sq) {
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 4; k++) {
+            __m512 v = _mm512_loadu_ps(x + i + 16 * k);
+            a[k] = sq ? _mm512_fmadd_ps(_mm512_sub_ps(v, vm), _mm512_sub_ps(v, vm), a[k]) : _mm512_add_ps(a[k], v);
+        }
+    for (int k = 0; i < n; i += 16, k++) {
+        __mmask16 msk = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 v = _mm512_maskz_sub_ps(msk, _mm512_maskz_loadu_ps(msk, x + i), sq ? vm : _mm512_setzero_ps());
+        a[k] = sq ? _mm512_fmadd_ps(v, v, a[k]) : _mm512_add_ps(a[k], v);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+}
+
+static int bn_plane_stats_vec_f32(double *ps, const float *x, int64_t S) {
+    double s = 0, q = 0;
+    for (int64_t b = 0; b < S; b += BN_BLOCK) s += bn_block_f32(x + b, S - b < BN_BLOCK ? S - b : BN_BLOCK, 0, 0);
+    float m = (float)(s / (double)S);
+    for (int64_t b = 0; b < S; b += BN_BLOCK) q += bn_block_f32(x + b, S - b < BN_BLOCK ? S - b : BN_BLOCK, m, 1);
+    ps[0] = s, ps[1] = q;
+    return 1;
+}
+#else
+static int bn_plane_stats_vec_f32(double *ps, const float *x, int64_t S) {
+    (void)ps, (void)x, (void)S;
+    return 0;
+}
+#endif
+static int bn_plane_stats_vec_f64(double *ps, const double *x, int64_t S) {
+    (void)ps, (void)x, (void)S;
+    return 0;
+}
 
 #define TR_GENERIC "ops/batch_norm.inc"
 #include "ops/generic.h"
@@ -135,26 +179,34 @@ int bn_compute(tr_graph *g, tr_tensor *x, tr_tensor *running_mean, tr_tensor *ru
     size_t es = tr_dtype_size(x->dtype);
     void *mean = op_data(g, (size_t)C * es + 1), *invstd = op_data(g, (size_t)C * es + 1);
     if (!mean || !invstd) return 0;
-    if (s->sync) {
-        /* Global statistics: sums and the count over every replica, then squared deviations
-         * from the global mean (the same two passes as one replica would make). */
-        double *acc = op_alloc(g, (size_t)(2 * C + 1) * sizeof(double)); /* host: the reducer reads it */
-        if (!acc) return 0;
-        TR_DISPATCH(x->dtype, batch_norm_sums, acc, x->data, N, C, S);
-        acc[C] = (double)M;
-        if (tr_graph_reduce_stats_(g, acc, (int)C + 1) < 0) return 0;
-        M = (int64_t)acc[C];
-        TR_DISPATCH(x->dtype, batch_norm_divide, mean, acc, (double)M, C);
-        TR_DISPATCH(x->dtype, batch_norm_sqdevs, acc + C + 1, x->data, mean, N, C, S);
-        if (tr_graph_reduce_stats_(g, acc + C + 1, (int)C) < 0) return 0;
-        TR_DISPATCH(x->dtype, batch_norm_divide, invstd, acc + C + 1, (double)M, C);
-        if (running_mean)
-            batch_norm_update(running_mean->data, running_var->data, mean, invstd, x->dtype, C, momentum, M);
-    } else if (s->batch) {
-        TR_DISPATCH(x->dtype, batch_norm_stats, mean, invstd, x->data, N, C, S);
+    if (s->batch) {
+        /* the planes' sums and squared deviations: noted by the op that wrote x, or one read */
+        const double *ps = op_plane_stats(g, x);
+        double *work = op_alloc(g, (size_t)(2 * N * C * !ps + 2 * C + 1) * sizeof(double)); /* host: the reducer reads it */
+        if (!work) return 0;
+        if (!ps) {
+            TR_DISPATCH(x->dtype, batch_norm_planes, work + 2 * C + 1, x->data, N * C, S);
+            ps = work + 2 * C + 1;
+        }
+        if (s->sync) {
+            /* Global statistics: sums and the count over every replica, then squared deviations
+             * from the global mean (as one replica would make them). */
+            TR_DISPATCH(x->dtype, batch_norm_plane_sums, work, ps, N, C);
+            work[C] = (double)M;
+            if (tr_graph_reduce_stats_(g, work, (int)C + 1) < 0) return 0;
+            M = (int64_t)work[C];
+            TR_DISPATCH(x->dtype, batch_norm_divide, mean, work, (double)M, C);
+            for (int64_t c = 0; c < C; c++)
+                work[c] = x->dtype == TR_F64 ? ((double *)mean)[c] : (double)((float *)mean)[c];
+            TR_DISPATCH(x->dtype, batch_norm_plane_sqdevs, work + C + 1, ps, work, N, C, S);
+            if (tr_graph_reduce_stats_(g, work + C + 1, (int)C) < 0) return 0;
+            TR_DISPATCH(x->dtype, batch_norm_divide, invstd, work + C + 1, (double)M, C);
+        } else {
+            TR_DISPATCH(x->dtype, batch_norm_stats, mean, invstd, ps, work, N, C, S);
+        }
         if (running_mean && tr_graph_training(g))
             batch_norm_update(running_mean->data, running_var->data, mean, invstd, x->dtype, C,
-                              momentum, N * S);
+                              momentum, M);
     } else {
         memcpy(mean, running_mean->data, (size_t)C * es);
         memcpy(invstd, running_var->data, (size_t)C * es);

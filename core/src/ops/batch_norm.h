@@ -1,5 +1,6 @@
-/* Private: batch-norm's statistics and backward sums, shared by batch_norm (batch_norm.c) and
- * the fused batch-norm, max-pool and ReLU (batch_norm_pool.c). */
+/* Private: batch-norm's statistics and backward sums, shared by batch_norm (batch_norm.c),
+ * the fused batch-norm, max-pool and ReLU (batch_norm_pool.c) and the ops that note their
+ * output's plane statistics (conv2d). */
 #ifndef TR_OPS_BATCH_NORM_H
 #define TR_OPS_BATCH_NORM_H
 
@@ -34,6 +35,12 @@ int bn_compute(tr_graph *g, tr_tensor *x, tr_tensor *running_mean, tr_tensor *ru
 /* sums (2C doubles: sum of dy, then of dy * xhat, per channel) summed over the replicas into
  * global (2C): 0 after recording the error. */
 int bn_reduce_dsums(tr_graph *g, double *global, const double *sums, int64_t C);
+
+/* ps[0] = the sum of plane x's S values, ps[1] = their squared deviations from its mean
+ * rounded to the element type (the plane statistics of op_note_plane_stats): an op that has
+ * just written a plane takes them from cache. */
+void bn_plane_stats_f32(double *ps, const float *x, int64_t S);
+void bn_plane_stats_f64(double *ps, const double *x, int64_t S);
 
 /* *sdy += sum(dy), *sdyx += sum(dy * (x - m) * is) over n values: blocks of BN_BLOCK summed
  * in the element type, added into doubles (the order both ops use, so they agree bit for

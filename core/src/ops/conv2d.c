@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "ops/batch_norm.h"
 #include "ops/conv2d_direct.h"
 #include "ops/gemm.h"
 
@@ -285,14 +286,17 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
     if (d.N > 0) {
         size_t elem = tr_dtype_size(x->dtype), direct = conv_direct_scratch(&d, elem);
         float *dsc = direct ? op_data(g, direct * sizeof(float)) : NULL;
-        if (direct && !dsc) return NULL;
-        if (!direct || !conv_direct_forward_f32(y->data, x->data, w->data, b ? b->data : NULL, dsc, &d)) {
+        /* in training, the output's plane statistics for a batch-norm that may follow */
+        double *ps = tr_graph_training(g) ? op_data(g, (size_t)(2 * d.N * d.OC) * sizeof(double)) : NULL;
+        if ((direct && !dsc) || (tr_graph_training(g) && !ps)) return NULL;
+        if (!direct || !conv_direct_forward_f32(y->data, x->data, w->data, b ? b->data : NULL, dsc, ps, &d)) {
             int64_t workers;
             void *scratch = conv_scratch(g, &d, elem, &workers);
             if (!scratch) return NULL;
             TR_DISPATCH(x->dtype, conv2d_forward, y->data, x->data, w->data, b ? b->data : NULL,
-                        scratch, &d, workers);
+                        scratch, ps, &d, workers);
         }
+        if (ps) op_note_plane_stats(g, y, ps);
     }
     if (op_needs_grad(g, 3, x, w, b)) {
         tr_node *n = op_record(g, "conv2d", conv2d_backward, y, 3, x, w, b);

@@ -10,6 +10,8 @@
 #include <omp.h>
 #include <string.h>
 
+#include "ops/batch_norm.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
@@ -93,7 +95,7 @@ direct_dots(int64_t T, double *gw, double *gb, const float *dy, const float *xp,
 }
 
 int conv_direct_forward_f32(float *out, const float *inp, const float *weight, const float *bias,
-                            float *scratch, const conv_dims *d) {
+                            float *scratch, double *ps, const conv_dims *d) {
     if (!direct_applies(d, sizeof(float))) return 0;
     int64_t off[CONV_DIRECT_MAX_TAPS], T = direct_taps(off, d);
     int64_t plane = direct_plane(d), Wp = direct_wp(d), nv = direct_vecs(d);
@@ -116,6 +118,8 @@ int conv_direct_forward_f32(float *out, const float *inp, const float *weight, c
                     }
                 }
             }
+            for (int64_t o = 0; ps && o < OC; o++) /* the image's planes, still in cache */
+                bn_plane_stats_f32(ps + 2 * (n * OC + o), out + (n * OC + o) * OH * OW, OH * OW);
         }
     }
     return 1;
@@ -171,8 +175,8 @@ size_t conv_direct_scratch(const conv_dims *d, size_t elem) {
     return 0;
 }
 int conv_direct_forward_f32(float *out, const float *inp, const float *weight, const float *bias,
-                            float *scratch, const conv_dims *d) {
-    (void)out, (void)inp, (void)weight, (void)bias, (void)scratch, (void)d;
+                            float *scratch, double *ps, const conv_dims *d) {
+    (void)out, (void)inp, (void)weight, (void)bias, (void)scratch, (void)ps, (void)d;
     return 0;
 }
 int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *dout,

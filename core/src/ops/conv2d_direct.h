@@ -25,9 +25,11 @@ typedef struct conv_dims {
  * direct path does not apply to these dims and this dtype size. */
 size_t conv_direct_scratch(const conv_dims *d, size_t elem);
 
-/* out (N, OC, OH, OW) = conv(inp, weight) + bias (bias may be NULL). */
+/* out (N, OC, OH, OW) = conv(inp, weight) + bias (bias may be NULL); ps, unless NULL, the
+ * plane statistics of out (2 per plane, op_note_plane_stats), taken while an image's planes
+ * are in cache. */
 int conv_direct_forward_f32(float *out, const float *inp, const float *weight, const float *bias,
-                            float *scratch, const conv_dims *d);
+                            float *scratch, double *ps, const conv_dims *d);
 
 /* dweight += the weight gradient, dbias += the bias gradient (either may be NULL). */
 int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *dout,

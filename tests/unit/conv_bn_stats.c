@@ -1,0 +1,204 @@
+/* The plane statistics a convolution notes for its output in training (ops/conv2d.c,
+ * autograd/node.h: op_note_plane_stats), which the batch-norm that reads that output next
+ * takes instead of reading it (ops/batch_norm.c: bn_compute). Checked:
+ * - the noted sums and squared deviations of every plane against the test's own, in double;
+ * - batch_norm and batch_norm_pool_relu after conv2d (noted statistics) against the same ops
+ *   on a copy of the conv's output (statistics read from memory): outputs and running
+ *   statistics agree to rounding, and the running statistics match the test's two-pass mean
+ *   and variance in double, also for a channel whose mean is 3000 times its spread;
+ * - both conv paths (the direct one for a one-channel input, im2col + GEMM for three), f32 and
+ *   f64, 1 and 2 threads, with and without a stat reducer (sync_batchnorm);
+ * - notes are taken only where they stay true: none in eval mode, none used once another op
+ *   has begun since the conv, nor for another tensor (a bogus note is then never read). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "check.h"
+#include "trainer/trainer.h"
+
+enum { N = 6, OC = 4, H = 20, W = 29 }; /* past the sizes where the kernels go parallel */
+enum { FUSED = 1, SYNC = 2 };
+
+typedef struct conv_case {
+    int64_t C, pad;
+} conv_case;
+
+static void set(tr_tensor *t, int64_t i, double v) {
+    if (t->dtype == TR_F64) ((double *)t->data)[i] = v;
+    else ((float *)t->data)[i] = (float)v;
+}
+
+static double get(const tr_tensor *t, int64_t i) {
+    return t->dtype == TR_F64 ? ((const double *)t->data)[i] : ((const float *)t->data)[i];
+}
+
+/* Input, weight and bias; channel 2's bias is 3000 (its outputs' spread is about 1). */
+static tr_tensor *conv_of(tr_graph *g, tr_dtype dt, const conv_case *cc) {
+    int64_t xs[4] = {N, cc->C, H, W}, ws[4] = {OC, cc->C, 3, 3}, bs[1] = {OC};
+    tr_tensor *x = tr_graph_input(g, dt, 4, xs), *w = tr_graph_input(g, dt, 4, ws);
+    tr_tensor *b = tr_graph_input(g, dt, 1, bs);
+    if (!x || !w || !b) return NULL;
+    for (int64_t i = 0; i < tr_tensor_numel(x); i++) set(x, i, test_value((uint64_t)i, 1));
+    for (int64_t i = 0; i < tr_tensor_numel(w); i++) set(w, i, test_value((uint64_t)i, 2));
+    for (int64_t o = 0; o < OC; o++) set(b, o, o == 2 ? 3000.0 : test_value((uint64_t)o, 3));
+    return tr_conv2d(g, x, w, b, 1, (int)cc->pad);
+}
+
+static tr_status add_replica(void *user, double *values, int n) {
+    (void)user;
+    for (int i = 0; i < n; i++) values[i] = 2 * values[i] + 1;
+    return TR_OK;
+}
+
+typedef struct outcome {
+    double *z, rm[OC], rv[OC];
+    int64_t nz;
+} outcome;
+
+/* BN (plain or fused) of y with running statistics starting at 0 and 1. */
+static int normalise(tr_graph *g, tr_tensor *y, int f, outcome *out) {
+    int64_t cs[1] = {OC};
+    tr_tensor *rm = tr_graph_input(g, y->dtype, 1, cs), *rv = tr_graph_input(g, y->dtype, 1, cs);
+    if (!rm || !rv) return 0;
+    for (int64_t c = 0; c < OC; c++) set(rm, c, 0), set(rv, c, 1);
+    tr_tensor *z = f & FUSED ? tr_batch_norm_pool_relu(g, y, NULL, NULL, rm, rv, 0.5, 1e-5)
+                             : tr_batch_norm(g, y, NULL, NULL, rm, rv, 0.5, 1e-5);
+    if (!z) return 0;
+    out->nz = tr_tensor_numel(z);
+    out->z = calloc((size_t)out->nz, sizeof(double));
+    for (int64_t i = 0; i < out->nz; i++) out->z[i] = get(z, i);
+    for (int64_t c = 0; c < OC; c++) out->rm[c] = get(rm, c), out->rv[c] = get(rv, c);
+    return 1;
+}
+
+static void run_case(tr_dtype dt, const conv_case *cc, int f) {
+    const char *dn = dt == TR_F64 ? "f64" : "f32";
+    double tol = dt == TR_F64 ? 1e-12 : 1e-5;
+    tr_graph *g, *g2;
+    tr_graph_create(&g, 0);
+    tr_graph_create(&g2, 0);
+    if (f & SYNC) tr_graph_set_stat_reducer(g, add_replica, NULL), tr_graph_set_stat_reducer(g2, add_replica, NULL);
+    tr_tensor *y = conv_of(g, dt, cc);
+    CHECK(y != NULL, "%s C=%lld: conv2d failed: %s", dn, (long long)cc->C, tr_error_msg());
+    if (!y) return;
+    int64_t S = y->shape[2] * y->shape[3];
+    /* what the conv noted, as the next op sees it (a conv on g2 and op_begin: g stays as it is) */
+    tr_tensor *y3 = conv_of(g2, dt, cc);
+    op_begin(g2);
+    const double *ps = y3 ? op_plane_stats(g2, y3) : NULL;
+    CHECK(ps != NULL, "%s C=%lld: conv2d noted no plane statistics in training", dn, (long long)cc->C);
+    /* the test's own: per plane in double, per channel two-pass */
+    double mean[OC] = {0}, var[OC] = {0};
+    for (int64_t p = 0; p < N * OC; p++) {
+        double s = 0, q = 0;
+        for (int64_t i = 0; i < S; i++) s += get(y, p * S + i);
+        double c = dt == TR_F64 ? s / (double)S : (double)(float)(s / (double)S);
+        for (int64_t i = 0; i < S; i++) q += (get(y, p * S + i) - c) * (get(y, p * S + i) - c);
+        if (ps) {
+            CHECK(fabs(ps[2 * p] - s) <= tol * (fabs(s) + S), "%s plane %lld: sum %.12g, expected %.12g", dn,
+                  (long long)p, ps[2 * p], s);
+            CHECK(fabs(ps[2 * p + 1] - q) <= tol * (q + 1e-3), "%s plane %lld: squared deviations %.12g, expected %.12g",
+                  dn, (long long)p, ps[2 * p + 1], q);
+        }
+        mean[p % OC] += s;
+    }
+    double M = (double)(N * S);
+    if (f & SYNC) /* the reducer's second replica: sums 2s + 1 over a count of 2M + 1 */
+        for (int64_t c = 0; c < OC; c++) mean[c] = (2 * mean[c] + 1) / (2 * M + 1);
+    else
+        for (int64_t c = 0; c < OC; c++) mean[c] /= M;
+    for (int64_t p = 0; p < N * OC; p++) {
+        /* squared deviations from the mean the op normalises with (rounded to the dtype) */
+        double m = dt == TR_F64 ? mean[p % OC] : (double)(float)mean[p % OC];
+        for (int64_t i = 0; i < S; i++) var[p % OC] += (get(y, p * S + i) - m) * (get(y, p * S + i) - m);
+    }
+    double Mg = f & SYNC ? 2 * M + 1 : M;
+    for (int64_t c = 0; c < OC; c++) var[c] = (f & SYNC ? 2 * var[c] + 1 : var[c]) / Mg;
+
+    /* the same BN on a copy of y: statistics read from memory */
+    tr_graph_reset(g2);
+    tr_tensor *y2 = tr_graph_input(g2, dt, 4, y->shape);
+    memcpy(y2->data, y->data, tr_tensor_bytes(y));
+    CHECK(op_plane_stats(g2, y2) == NULL, "%s: a graph input has plane statistics", dn);
+    outcome a = {0}, b = {0};
+    int ok = normalise(g, y, f, &a) && normalise(g2, y2, f, &b);
+    CHECK(ok, "%s C=%lld f=%d: batch-norm failed: %s", dn, (long long)cc->C, f, tr_error_msg());
+    if (ok) {
+        double zmax = 0, zd = 0;
+        for (int64_t i = 0; i < a.nz; i++) zmax = fmax(zmax, fabs(b.z[i])), zd = fmax(zd, fabs(a.z[i] - b.z[i]));
+        CHECK(zd <= (dt == TR_F64 ? 1e-10 : 2e-3) * zmax, "%s C=%lld f=%d: outputs differ by %g (max %g)", dn,
+              (long long)cc->C, f, zd, zmax);
+        for (int64_t c = 0; c < OC; c++) {
+            double rm = 0.5 * mean[c], rv = 0.5 + 0.5 * var[c] * Mg / (Mg - 1);
+            CHECK(fabs(a.rm[c] - rm) <= tol * (fabs(rm) + 1), "%s C=%lld f=%d ch %lld: running mean %.10g, expected %.10g",
+                  dn, (long long)cc->C, f, (long long)c, a.rm[c], rm);
+            CHECK(fabs(a.rv[c] - rv) <= 1e-4 * rv, "%s C=%lld f=%d ch %lld: running var %.10g, expected %.10g", dn,
+                  (long long)cc->C, f, (long long)c, a.rv[c], rv);
+            CHECK(fabs(a.rm[c] - b.rm[c]) <= tol * (fabs(b.rm[c]) + 1) && fabs(a.rv[c] - b.rv[c]) <= tol * b.rv[c],
+                  "%s C=%lld f=%d ch %lld: running statistics (%.10g, %.10g) noted, (%.10g, %.10g) read", dn,
+                  (long long)cc->C, f, (long long)c, a.rm[c], a.rv[c], b.rm[c], b.rv[c]);
+        }
+    }
+    free(a.z), free(b.z);
+    tr_graph_destroy(g);
+    tr_graph_destroy(g2);
+}
+
+/* Whether notes are taken and read only where they are true. Eval mode takes none. A bogus
+ * note (every plane: sum 0, deviations 0) planted for the conv's output is read by the
+ * batch-norm right after it (running mean 0: the note path is the one the cases above test),
+ * and not once another op has begun since (running statistics as from memory). */
+static void stale(void) {
+    conv_case cc = {1, 1};
+    tr_graph *g, *g2;
+    tr_graph_create(&g, 0);
+    tr_graph_create(&g2, 0);
+    tr_graph_set_training(g, 0);
+    tr_tensor *y = conv_of(g, TR_F32, &cc);
+    op_begin(g);
+    CHECK(y && op_plane_stats(g, y) == NULL, "eval mode: conv2d noted plane statistics");
+    tr_graph_reset(g);
+    tr_graph_set_training(g, 1);
+    double *bogus = calloc((size_t)(2 * N * OC), sizeof(double));
+    outcome a = {0}, b = {0}, c = {0};
+    y = conv_of(g, TR_F32, &cc);
+    if (y) op_note_plane_stats(g, y, bogus);
+    int ok = y && normalise(g, y, 0, &a);
+    CHECK(ok, "fresh note: batch-norm failed: %s", tr_error_msg());
+    for (int64_t k = 0; ok && k < OC; k++)
+        CHECK(a.rm[k] == 0, "fresh note: channel %lld running mean %g, expected the bogus note's 0", (long long)k,
+              a.rm[k]);
+    tr_graph_reset(g);
+    y = conv_of(g, TR_F32, &cc);
+    if (y) op_note_plane_stats(g, y, bogus);
+    tr_tensor *r = y ? tr_relu(g, y) : NULL;
+    ok = r && normalise(g, y, 0, &b) && normalise(g, r, 0, &c); /* y: stale; r: never noted */
+    tr_tensor *y2 = ok ? tr_graph_input(g2, TR_F32, 4, y->shape) : NULL;
+    if (y2) memcpy(y2->data, y->data, tr_tensor_bytes(y));
+    outcome d = {0};
+    ok = y2 && normalise(g2, y2, 0, &d);
+    CHECK(ok, "stale note: batch-norm failed: %s", tr_error_msg());
+    for (int64_t k = 0; ok && k < OC; k++) {
+        CHECK(b.rm[k] == d.rm[k] && b.rv[k] == d.rv[k],
+              "stale note read: channel %lld running statistics (%g, %g), expected (%g, %g)", (long long)k, b.rm[k],
+              b.rv[k], d.rm[k], d.rv[k]);
+        CHECK(c.rm[k] != 0, "relu's output took the conv's note: channel %lld running mean 0", (long long)k);
+    }
+    free(a.z), free(b.z), free(c.z), free(d.z), free(bogus);
+    tr_graph_destroy(g);
+    tr_graph_destroy(g2);
+}
+
+int main(void) {
+    static const conv_case cases[] = {{1, 1}, {3, 0}}; /* direct (f32, AVX-512) and im2col + GEMM */
+    for (int threads = 1; threads <= 2; threads++) {
+        tr_set_num_threads(threads);
+        for (int dt = 0; dt < 2; dt++)
+            for (int k = 0; k < 2; k++)
+                for (int f = 0; f < 4; f++) run_case(dt ? TR_F64 : TR_F32, &cases[k], f);
+    }
+    stale();
+    return test_finish();
+}
