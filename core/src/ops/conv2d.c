@@ -254,6 +254,14 @@ static void conv2d_backward(tr_graph *g, tr_node *n) {
                 acc, workers);
 }
 
+int conv2d_direct_params_node(const tr_node *n, conv_dims *d) {
+    if (!n || n->backward != conv2d_backward) return 0;
+    const tr_tensor *x = n->in[0], *w = n->in[1];
+    if (x->requires_grad || x->dtype != TR_F32) return 0;
+    *d = conv_dims_of(x, w, n->i[0], n->i[1]);
+    return d->N > 0 && conv_direct_scratch(d, sizeof(float)) > 0;
+}
+
 tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int stride,
                      int padding) {
     if (!op_check(g, "conv2d", b ? 3 : 2, x, w, b)) return NULL;

@@ -19,9 +19,10 @@ static int64_t direct_vecs(const conv_dims *d) { return (d->OW + 15) / 16; }
 static int64_t direct_wp(const conv_dims *d) { return direct_vecs(d) * 16 + d->KW - 1; }
 static int64_t direct_plane(const conv_dims *d) { return d->C * (d->H + 2 * d->P) * direct_wp(d); }
 /* A thread's scratch: its padded plane (rounded to an even count of floats), then the double
- * sums of the weight and bias gradients of every output channel, OC * (T + 1). */
+ * sums of the weight and bias gradients of every output channel, OC * (T + 1), then one plane
+ * of the output gradient (made by a producer, conv_direct_backward_params_from_f32). */
 static int64_t direct_per_thread(const conv_dims *d) {
-    return (direct_plane(d) + 1) / 2 * 2 + 2 * d->OC * (d->C * d->KH * d->KW + 1);
+    return (direct_plane(d) + 1) / 2 * 2 + 2 * d->OC * (d->C * d->KH * d->KW + 1) + d->OH * d->OW;
 }
 
 static int direct_applies(const conv_dims *d, size_t elem) {
@@ -127,6 +128,12 @@ int conv_direct_forward_f32(float *out, const float *inp, const float *weight, c
 
 int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *dout,
                                     const float *inp, float *scratch, const conv_dims *d) {
+    return conv_direct_backward_params_from_f32(dweight, dbias, dout, NULL, NULL, inp, scratch, d);
+}
+
+int conv_direct_backward_params_from_f32(float *dweight, float *dbias, const float *dout,
+                                         conv_dy_plane_fn make, void *ctx, const float *inp,
+                                         float *scratch, const conv_dims *d) {
     if (!direct_applies(d, sizeof(float))) return 0;
     if (!dweight && !dbias) return 1;
     int64_t off[CONV_DIRECT_MAX_TAPS], T = direct_taps(off, d);
@@ -141,13 +148,16 @@ int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *d
     {
         float *xp = scratch + (size_t)omp_get_thread_num() * (size_t)per;
         double *gw = (double *)(void *)(xp + (plane + 1) / 2 * 2), *gb = gw + OC * T;
+        float *own = (float *)(void *)(gb + OC); /* a plane of dy from `make` */
         memset(xp, 0, sizeof(float) * (size_t)plane);
         memset(gw, 0, sizeof(double) * (size_t)(OC * (T + 1)));
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < d->N; n++) {
             direct_pad(xp, inp + n * CHW, d);
             for (int64_t o = 0; o < OC; o++) {
-                const float *dy = dout + (n * OC + o) * OH * OW;
+                const float *dy = own;
+                if (make) make(ctx, n * OC + o, own);
+                else dy = dout + (n * OC + o) * OH * OW;
                 switch (T) {
                 case 9: direct_dots(9, gw + o * T, gb + o, dy, xp, off, d); break;
                 default: direct_dots(T, gw + o * T, gb + o, dy, xp, off, d); break;
@@ -182,6 +192,12 @@ int conv_direct_forward_f32(float *out, const float *inp, const float *weight, c
 int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *dout,
                                     const float *inp, float *scratch, const conv_dims *d) {
     (void)dweight, (void)dbias, (void)dout, (void)inp, (void)scratch, (void)d;
+    return 0;
+}
+int conv_direct_backward_params_from_f32(float *dweight, float *dbias, const float *dout,
+                                         conv_dy_plane_fn make, void *ctx, const float *inp,
+                                         float *scratch, const conv_dims *d) {
+    (void)dweight, (void)dbias, (void)dout, (void)make, (void)ctx, (void)inp, (void)scratch, (void)d;
     return 0;
 }
 #endif

@@ -35,4 +35,21 @@ int conv_direct_forward_f32(float *out, const float *inp, const float *weight, c
 int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *dout,
                                     const float *inp, float *scratch, const conv_dims *d);
 
+/* A producer of output-gradient planes: plane p = n * OC + o (OH * OW floats) into dy. */
+typedef void (*conv_dy_plane_fn)(void *ctx, int64_t p, float *dy);
+
+/* As conv_direct_backward_params_f32, the output gradient's planes made one at a time by
+ * make(ctx, ...) into the thread's scratch (in cache) instead of read from dout: an op that
+ * consumes the convolution's output hands its input gradient over plane by plane and never
+ * writes it whole (batch_norm_pool.c). The same values, so the same results bit for bit. */
+int conv_direct_backward_params_from_f32(float *dweight, float *dbias, const float *dout,
+                                         conv_dy_plane_fn make, void *ctx, const float *inp,
+                                         float *scratch, const conv_dims *d);
+
+/* Whether node n is a conv2d whose backward would only make the weight and bias gradients on
+ * the direct path (its input needs no gradient, f32 dims the direct kernels take); then *d
+ * its dims. (conv2d.c) */
+struct tr_node;
+int conv2d_direct_params_node(const struct tr_node *n, conv_dims *d);
+
 #endif

@@ -1,4 +1,6 @@
-/* The plane statistics a convolution notes for its output in training (ops/conv2d.c,
+/* A convolution and the fused batch-norm, max-pool and ReLU after it (FashionCNN's blocks).
+ *
+ * Forward: the plane statistics a convolution notes for its output in training (ops/conv2d.c,
  * autograd/node.h: op_note_plane_stats), which the batch-norm that reads that output next
  * takes instead of reading it (ops/batch_norm.c: bn_compute). Checked:
  * - the noted sums and squared deviations of every plane against the test's own, in double;
@@ -9,7 +11,16 @@
  * - both conv paths (the direct one for a one-channel input, im2col + GEMM for three), f32 and
  *   f64, 1 and 2 threads, with and without a stat reducer (sync_batchnorm);
  * - notes are taken only where they stay true: none in eval mode, none used once another op
- *   has begun since the conv, nor for another tensor (a bogus note is then never read). */
+ *   has begun since the conv, nor for another tensor (a bogus note is then never read).
+ *
+ * Backward: where the conv takes the direct path and its input needs no gradient, the fused
+ * op hands its input gradient to the conv plane by plane (ops/batch_norm_pool.c,
+ * conv_direct_backward_params_from_f32) and never writes it whole. Checked: the conv's
+ * weight and bias gradients and the batch-norm's are bit for bit those of the same graph with
+ * a reshape view between the two ops (which writes the whole gradient), the conv's output
+ * then has no gradient buffer; sizes with a row and a column in no pooling window and 16-lane
+ * tails, 1 and 2 threads, with and without a stat reducer; an input that needs a gradient, or
+ * a conv output another op also reads, keeps the whole gradient (and the same values). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +202,83 @@ static void stale(void) {
     tr_graph_destroy(g2);
 }
 
+typedef struct grads {
+    float *v; /* dw (OC*9) | db (OC) | dgamma (OC) | dbeta (OC) | dx (N*H*W, when the input has one) */
+    int conv_out_grad; /* the conv's output got a gradient buffer */
+} grads;
+
+enum { VIEW = 1, XGRAD = 2, HSYNC = 4, TWO_USES = 8 };
+
+static tr_tensor *leaf_of(tr_graph *g, int ndim, const int64_t *shape, uint64_t salt, double scale, double shift) {
+    tr_tensor *t = tr_graph_leaf(g, TR_F32, ndim, shape);
+    for (int64_t i = 0; t && i < tr_tensor_numel(t); i++) set(t, i, test_value((uint64_t)i, salt) * scale + shift);
+    return t;
+}
+
+static grads handoff(int64_t h, int64_t w, int64_t pad, int f) {
+    grads r = {0};
+    int64_t xs[4] = {N, 1, h, w}, ws[4] = {OC, 1, 3, 3}, cs[1] = {OC};
+    tr_graph *g;
+    tr_graph_create(&g, 0);
+    if (f & HSYNC) tr_graph_set_stat_reducer(g, add_replica, NULL);
+    tr_tensor *x = f & XGRAD ? leaf_of(g, 4, xs, 11, 1, 0) : tr_graph_input(g, TR_F32, 4, xs);
+    for (int64_t i = 0; !(f & XGRAD) && i < tr_tensor_numel(x); i++) set(x, i, test_value((uint64_t)i, 11));
+    tr_tensor *cw = leaf_of(g, 4, ws, 12, 0.5, 0), *cb = leaf_of(g, 1, cs, 13, 0.5, 0);
+    tr_tensor *gm = leaf_of(g, 1, cs, 14, 0.5, 1), *bt = leaf_of(g, 1, cs, 15, 0.5, 0);
+    tr_tensor *rm = tr_graph_input(g, TR_F32, 1, cs), *rv = tr_graph_input(g, TR_F32, 1, cs);
+    for (int64_t c = 0; c < OC; c++) set(rm, c, 0), set(rv, c, 1);
+    tr_tensor *y = tr_conv2d(g, x, cw, cb, 1, (int)pad), *yb = y;
+    if (y && (f & VIEW)) yb = tr_reshape(g, y, 4, y->shape);
+    tr_tensor *z = tr_batch_norm_pool_relu(g, yb, gm, bt, rm, rv, 0.1, 1e-5);
+    if (z && (f & TWO_USES)) z = tr_add(g, z, tr_max_pool2d(g, y, 2, 2, 0)); /* y read by a later op too */
+    int64_t nz = z ? tr_tensor_numel(z) : 0;
+    float *dout = malloc((size_t)(nz + 1) * sizeof(float));
+    for (int64_t i = 0; i < nz; i++) dout[i] = (float)test_value((uint64_t)i, 16);
+    tr_status st = z ? tr_backward(g, z, dout) : TR_ERR_INVALID;
+    CHECK(st == TR_OK, "handoff %lldx%lld f=%d: backward failed: %s", (long long)h, (long long)w, f, tr_error_msg());
+    if (st == TR_OK) {
+        int64_t nx = f & XGRAD ? N * h * w : 0;
+        r.v = calloc((size_t)(OC * 12 + nx), sizeof(float));
+        memcpy(r.v, cw->grad, OC * 9 * sizeof(float));
+        memcpy(r.v + OC * 9, cb->grad, OC * sizeof(float));
+        memcpy(r.v + OC * 10, gm->grad, OC * sizeof(float));
+        memcpy(r.v + OC * 11, bt->grad, OC * sizeof(float));
+        if (nx) memcpy(r.v + OC * 12, x->grad, (size_t)nx * sizeof(float));
+        r.conv_out_grad = y->grad != NULL;
+    }
+    free(dout);
+    tr_graph_destroy(g);
+    return r;
+}
+
+static void handoffs(void) {
+    static const int64_t sizes[][3] = {{28, 28, 1}, {13, 11, 1}, {20, 37, 0}}; /* h, w, padding */
+    for (unsigned k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        for (int f = 0; f < 16; f++) {
+            if (f & VIEW) continue; /* each case against its own VIEW twin */
+            int64_t h = sizes[k][0], w = sizes[k][1], pad = sizes[k][2];
+            grads a = handoff(h, w, pad, f), b = handoff(h, w, pad, f | VIEW);
+            if (!a.v || !b.v) {
+                free(a.v), free(b.v);
+                continue;
+            }
+            int64_t n = OC * 12 + (f & XGRAD ? N * h * w : 0), bad = 0;
+            for (int64_t i = 0; i < n; i++) bad += memcmp(&a.v[i], &b.v[i], sizeof(float)) != 0;
+            CHECK(bad == 0, "handoff %lldx%lld pad %lld f=%d: %lld of %lld gradient values differ from the view's", (long long)h,
+                  (long long)w, (long long)pad, f, (long long)bad, (long long)n);
+            int handed = !(f & (XGRAD | TWO_USES));
+#if defined(__AVX512F__)
+            CHECK(a.conv_out_grad == !handed, "handoff %lldx%lld f=%d: conv output gradient %s", (long long)h, (long long)w,
+                  f, a.conv_out_grad ? "written whole" : "never written");
+#else
+            (void)handed;
+#endif
+            CHECK(b.conv_out_grad, "handoff f=%d: the view's conv output has no gradient", f);
+            free(a.v), free(b.v);
+        }
+    }
+}
+
 int main(void) {
     static const conv_case cases[] = {{1, 1}, {3, 0}}; /* direct (f32, AVX-512) and im2col + GEMM */
     for (int threads = 1; threads <= 2; threads++) {
@@ -200,5 +288,9 @@ int main(void) {
                 for (int f = 0; f < 4; f++) run_case(dt ? TR_F64 : TR_F32, &cases[k], f);
     }
     stale();
+    for (int threads = 1; threads <= 2; threads++) {
+        tr_set_num_threads(threads);
+        handoffs();
+    }
     return test_finish();
 }
