@@ -69,6 +69,10 @@ direct_outputs(int64_t T, float *y, const float *base, const int64_t *off, const
         __m512 acc = _mm512_set1_ps(bias ? bias[o] : 0.0f);
         for (int64_t t = 0; t < T; t++) acc = _mm512_fmadd_ps(_mm512_set1_ps(w[t]), tap[t], acc);
         _mm512_mask_storeu_ps(y + o * plane, m, acc);
+        /* the plane's line 64 floats on (a few rows), for writing: OC planes are written side by side, more
+         * streams than the hardware prefetchers follow, and the stores otherwise wait on each
+         * line's fetch (FashionCNN's first conv: 3.3% of a step -> 2.4%) */
+        __builtin_prefetch(y + o * plane + 64, 1, 3);
     }
 }
 
