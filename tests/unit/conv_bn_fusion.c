@@ -13,14 +13,14 @@
  * - notes are taken only where they stay true: none in eval mode, none used once another op
  *   has begun since the conv, nor for another tensor (a bogus note is then never read).
  *
- * Backward: where the conv takes the direct path and its input needs no gradient, the fused
- * op hands its input gradient to the conv plane by plane (ops/batch_norm_pool.c,
- * conv_direct_backward_params_from_f32) and never writes it whole. Checked: the conv's
- * weight and bias gradients and the batch-norm's are bit for bit those of the same graph with
- * a reshape view between the two ops (which writes the whole gradient), the conv's output
- * then has no gradient buffer; sizes with a row and a column in no pooling window and 16-lane
- * tails, 1 and 2 threads, with and without a stat reducer; an input that needs a gradient, or
- * a conv output another op also reads, keeps the whole gradient (and the same values). */
+ * Backward: the fused op hands its input gradient to the conv that made its input plane by
+ * plane (ops/batch_norm_pool.c, conv2d_backward_from) and never writes it whole. Checked: the
+ * conv's weight, bias and input gradients and the batch-norm's are bit for bit those of the
+ * same graph with a reshape view between the two ops (which writes the whole gradient), and
+ * the conv's output then has no gradient buffer; both conv paths (direct, and im2col + GEMM),
+ * with and without an input gradient, sizes with a row and a column in no pooling window and
+ * 16-lane tails, 1 and 2 threads, with and without a stat reducer; a conv output another op
+ * also reads keeps the whole gradient (and the same values). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,7 +203,7 @@ static void stale(void) {
 }
 
 typedef struct grads {
-    float *v; /* dw (OC*9) | db (OC) | dgamma (OC) | dbeta (OC) | dx (N*H*W, when the input has one) */
+    float *v; /* dw (OC*C*9) | db (OC) | dgamma (OC) | dbeta (OC) | dx (N*C*H*W, when the input has one) */
     int conv_out_grad; /* the conv's output got a gradient buffer */
 } grads;
 
@@ -215,9 +215,9 @@ static tr_tensor *leaf_of(tr_graph *g, int ndim, const int64_t *shape, uint64_t 
     return t;
 }
 
-static grads handoff(int64_t h, int64_t w, int64_t pad, int f) {
+static grads handoff(int64_t ci, int64_t h, int64_t w, int64_t pad, int f) {
     grads r = {0};
-    int64_t xs[4] = {N, 1, h, w}, ws[4] = {OC, 1, 3, 3}, cs[1] = {OC};
+    int64_t xs[4] = {N, ci, h, w}, ws[4] = {OC, ci, 3, 3}, cs[1] = {OC};
     tr_graph *g;
     tr_graph_create(&g, 0);
     if (f & HSYNC) tr_graph_set_stat_reducer(g, add_replica, NULL);
@@ -237,13 +237,14 @@ static grads handoff(int64_t h, int64_t w, int64_t pad, int f) {
     tr_status st = z ? tr_backward(g, z, dout) : TR_ERR_INVALID;
     CHECK(st == TR_OK, "handoff %lldx%lld f=%d: backward failed: %s", (long long)h, (long long)w, f, tr_error_msg());
     if (st == TR_OK) {
-        int64_t nx = f & XGRAD ? N * h * w : 0;
-        r.v = calloc((size_t)(OC * 12 + nx), sizeof(float));
-        memcpy(r.v, cw->grad, OC * 9 * sizeof(float));
-        memcpy(r.v + OC * 9, cb->grad, OC * sizeof(float));
-        memcpy(r.v + OC * 10, gm->grad, OC * sizeof(float));
-        memcpy(r.v + OC * 11, bt->grad, OC * sizeof(float));
-        if (nx) memcpy(r.v + OC * 12, x->grad, (size_t)nx * sizeof(float));
+        int64_t nx = f & XGRAD ? N * ci * h * w : 0;
+        int64_t nw = OC * ci * 9;
+        r.v = calloc((size_t)(nw + OC * 3 + nx), sizeof(float));
+        memcpy(r.v, cw->grad, (size_t)nw * sizeof(float));
+        memcpy(r.v + nw, cb->grad, OC * sizeof(float));
+        memcpy(r.v + nw + OC, gm->grad, OC * sizeof(float));
+        memcpy(r.v + nw + OC * 2, bt->grad, OC * sizeof(float));
+        if (nx) memcpy(r.v + nw + OC * 3, x->grad, (size_t)nx * sizeof(float));
         r.conv_out_grad = y->grad != NULL;
     }
     free(dout);
@@ -252,21 +253,22 @@ static grads handoff(int64_t h, int64_t w, int64_t pad, int f) {
 }
 
 static void handoffs(void) {
-    static const int64_t sizes[][3] = {{28, 28, 1}, {13, 11, 1}, {20, 37, 0}}; /* h, w, padding */
+    /* input channels (1: the direct path; 3: im2col + GEMM), h, w, padding */
+    static const int64_t sizes[][4] = {{1, 28, 28, 1}, {1, 13, 11, 1}, {1, 20, 37, 0}, {3, 14, 14, 0}, {3, 15, 13, 1}};
     for (unsigned k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         for (int f = 0; f < 16; f++) {
             if (f & VIEW) continue; /* each case against its own VIEW twin */
-            int64_t h = sizes[k][0], w = sizes[k][1], pad = sizes[k][2];
-            grads a = handoff(h, w, pad, f), b = handoff(h, w, pad, f | VIEW);
+            int64_t ci = sizes[k][0], h = sizes[k][1], w = sizes[k][2], pad = sizes[k][3];
+            grads a = handoff(ci, h, w, pad, f), b = handoff(ci, h, w, pad, f | VIEW);
             if (!a.v || !b.v) {
                 free(a.v), free(b.v);
                 continue;
             }
-            int64_t n = OC * 12 + (f & XGRAD ? N * h * w : 0), bad = 0;
+            int64_t n = OC * (ci * 9 + 3) + (f & XGRAD ? N * ci * h * w : 0), bad = 0;
             for (int64_t i = 0; i < n; i++) bad += memcmp(&a.v[i], &b.v[i], sizeof(float)) != 0;
             CHECK(bad == 0, "handoff %lldx%lld pad %lld f=%d: %lld of %lld gradient values differ from the view's", (long long)h,
                   (long long)w, (long long)pad, f, (long long)bad, (long long)n);
-            int handed = !(f & (XGRAD | TWO_USES));
+            int handed = !(f & TWO_USES);
 #if defined(__AVX512F__)
             CHECK(a.conv_out_grad == !handed, "handoff %lldx%lld f=%d: conv output gradient %s", (long long)h, (long long)w,
                   f, a.conv_out_grad ? "written whole" : "never written");

@@ -13,6 +13,7 @@
  * and where the AVX-512 planes run (f32) the forward bit for bit and the gradients to rounding
  * (their sums take the winners' terms in another order). */
 #include <omp.h>
+#include <string.h>
 
 #include "autograd/node.h"
 #include "ops/batch_norm.h"
@@ -187,8 +188,9 @@ typedef struct bnp_dy_maker {
 
 /* Plane p of the input gradient into dy (S floats): bnp_backward_dx's plane, the same values
  * (acc 0: the gradient is set, nothing else has written it). */
-static void bnp_make_dy(void *ctx, int64_t p, float *dy) {
+static void bnp_make_dy(void *ctx, int64_t p, void *dyv) {
     const bnp_dy_maker *m = ctx;
+    float *dy = dyv;
     int64_t c = p % m->C;
     float mu = m->mean[c], is = m->invstd[c], a = (m->gamma ? m->gamma[c] : 1) * is;
     float b = m->batch ? (float)(m->sdy[c] / m->M) : 0, q = m->batch ? (float)(m->sdyx[c] / m->M) : 0;
@@ -198,38 +200,34 @@ static void bnp_make_dy(void *ctx, int64_t p, float *dy) {
 
 /* Whether the input gradient can go to the convolution that made x plane by plane, never
  * written whole: f32 planes in registers; x is the output of the node recorded just before
- * this one (so its backward runs next, and no op between them reads x's gradient), a conv2d
- * on the direct path that needs only its weight and bias gradients; x's gradient not yet
- * begun (no later op used x). Then *cd the conv's dims. */
-static int bnp_hands_to_conv(const tr_node *n, const tr_tensor *x, conv_dims *cd) {
+ * this one (so that node's backward runs next, and no op between them reads x's gradient);
+ * x's gradient not yet begun (no later op used x). */
+static int bnp_hands_to_conv(const tr_node *n, const tr_tensor *x) {
     return bnp_in_registers(x->dtype) && x->param < 0 && !x->view_of && !x->grad && x->requires_grad &&
-           n->prev && n->prev->out == x && conv2d_direct_params_node(n->prev, cd) && cd->N == x->shape[0] &&
-           cd->OC == x->shape[1] && cd->OH == x->shape[2] && cd->OW == x->shape[3];
+           n->prev && n->prev->out == x;
 }
 
-/* The conv's weight and bias gradients from the input gradient's planes as bnp_make_dy makes
- * them; the conv's node then has no output gradient and the backward pass skips it. */
-static void bnp_backward_into_conv(tr_graph *g, tr_node *n, const conv_dims *cd, const double *gs,
-                                   const pool_dims *d) {
-    tr_node *conv = n->prev;
-    tr_tensor *x = n->in[0], *gamma = n->in[1], *cx = conv->in[0], *cw = conv->in[1], *cb = conv->in[2];
-    if (!op_use(g, cx) || !op_use(g, cw) || (cb && !op_use(g, cb))) return;
-    float *dw = op_grad(g, cw), *db = cb ? op_grad(g, cb) : NULL;
-    float *sc = op_data(g, conv_direct_scratch(cd, sizeof(float)) * sizeof(float));
-    if (!sc || (!dw && !db)) return;
+/* The conv's backward, from the input gradient's planes as bnp_make_dy makes them; the conv's
+ * node then has no output gradient and the backward pass skips it. 0 when n->prev is not a
+ * conv2d (conv2d_backward_from tells; nothing done). */
+static int bnp_backward_into_conv(tr_graph *g, tr_node *n, const double *gs, const pool_dims *d) {
+    tr_tensor *x = n->in[0], *gamma = n->in[1];
     bnp_dy_maker m = {.dout = n->out->grad, .out = n->out->data, .x = x->data, .mean = n->saved[1],
                       .invstd = n->saved[2], .gamma = gamma ? gamma->data : NULL, .argmax = n->saved[0],
-                      .sdy = gs, .sdyx = gs + cd->OC, .M = (double)n->i[1], .batch = (int)n->i[0],
-                      .C = cd->OC, .S = d->H * d->W, .OHW = d->OH * d->OW, .d = d};
-    conv_direct_backward_params_from_f32(dw, db, NULL, bnp_make_dy, &m, cx->data, sc, cd);
+                      .sdy = gs, .sdyx = gs + x->shape[1], .M = (double)n->i[1], .batch = (int)n->i[0],
+                      .C = x->shape[1], .S = d->H * d->W, .OHW = d->OH * d->OW, .d = d};
+    tr_node *conv = n->prev;
+    if (strcmp(conv->name, "conv2d") != 0) return 0;
+    for (int i = 0; i < TR_NODE_MAX_IN; i++) /* the conv's reads, told to the use hook as its own node would */
+        if (conv->in[i] && !op_use(g, conv->in[i])) return 1;
+    return conv2d_backward_from(g, conv, bnp_make_dy, &m);
 }
 
 static void batch_norm_pool_relu_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
     void *dgamma = op_grad(g, gamma), *dbeta = op_grad(g, beta);
     int acc = 0, sync = (int)n->i[2];
-    conv_dims cd;
-    int hand = bnp_hands_to_conv(n, x, &cd);
+    int hand = bnp_hands_to_conv(n, x);
     void *dx = hand ? NULL : op_grad_write(g, x, &acc);
     /* A synchronised layer takes part in the replicas' reduction, gradients or not. */
     if (!dx && !hand && !dgamma && !dbeta && !sync) return;
@@ -250,7 +248,8 @@ static void batch_norm_pool_relu_backward(tr_graph *g, tr_node *n) {
         if (!bn_reduce_dsums(g, sums + 2 * C, sums, C)) return;
         gs = sums + 2 * C;
     }
-    if (hand) bnp_backward_into_conv(g, n, &cd, gs, &d);
+    if (hand && !bnp_backward_into_conv(g, n, gs, &d)) /* not a conv after all: the whole gradient */
+        dx = op_grad_write(g, x, &acc);
     if (dx)
         TR_DISPATCH(x->dtype, bnp_backward_dx, dx, gs, gs + C, M, n->out->grad, n->out->data,
                     n->saved[0], x->data, n->saved[1], n->saved[2], gm, (int)n->i[0], scratch, per,

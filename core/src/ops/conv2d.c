@@ -233,9 +233,12 @@ static conv_dims conv_dims_of(const tr_tensor *x, const tr_tensor *w, int64_t S,
     return d;
 }
 
-static void conv2d_backward(tr_graph *g, tr_node *n) {
+/* conv2d's backward, the output gradient read from n->out->grad, or (make not NULL) made plane
+ * by plane by make into the kernels' scratch (conv2d_backward_from). */
+static void conv2d_backward_with(tr_graph *g, tr_node *n, conv_dy_plane_fn make, void *ctx) {
     tr_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     conv_dims d = conv_dims_of(x, w, n->i[0], n->i[1]);
+    const void *dout = make ? NULL : n->out->grad;
     int acc;
     void *dx = op_grad_write(g, x, &acc), *dw = op_grad(g, w), *db = b ? op_grad(g, b) : NULL;
     if ((!dx && !dw && !db) || d.N == 0) return;
@@ -243,23 +246,23 @@ static void conv2d_backward(tr_graph *g, tr_node *n) {
     if (direct && (dw || db)) { /* few input channels: weight and bias gradients directly */
         float *sc = op_data(g, direct * sizeof(float));
         if (!sc) return;
-        conv_direct_backward_params_f32(dw, db, n->out->grad, x->data, sc, &d);
+        conv_direct_backward_params_from_f32(dw, db, dout, make, ctx, x->data, sc, &d);
         dw = db = NULL;
         if (!dx) return;
     }
     int64_t workers;
     void *scratch = conv_scratch(g, &d, elem, &workers);
     if (!scratch) return;
-    TR_DISPATCH(x->dtype, conv2d_backward, dx, dw, db, n->out->grad, x->data, w->data, scratch, &d,
+    TR_DISPATCH(x->dtype, conv2d_backward, dx, dw, db, dout, make, ctx, x->data, w->data, scratch, &d,
                 acc, workers);
 }
 
-int conv2d_direct_params_node(const tr_node *n, conv_dims *d) {
-    if (!n || n->backward != conv2d_backward) return 0;
-    const tr_tensor *x = n->in[0], *w = n->in[1];
-    if (x->requires_grad || x->dtype != TR_F32) return 0;
-    *d = conv_dims_of(x, w, n->i[0], n->i[1]);
-    return d->N > 0 && conv_direct_scratch(d, sizeof(float)) > 0;
+static void conv2d_backward(tr_graph *g, tr_node *n) { conv2d_backward_with(g, n, NULL, NULL); }
+
+int conv2d_backward_from(tr_graph *g, tr_node *n, conv_dy_plane_fn make, void *ctx) {
+    if (!n || n->backward != conv2d_backward || n->in[0]->dtype != TR_F32) return 0;
+    conv2d_backward_with(g, n, make, ctx);
+    return 1;
 }
 
 tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int stride,

@@ -35,21 +35,25 @@ int conv_direct_forward_f32(float *out, const float *inp, const float *weight, c
 int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *dout,
                                     const float *inp, float *scratch, const conv_dims *d);
 
-/* A producer of output-gradient planes: plane p = n * OC + o (OH * OW floats) into dy. */
-typedef void (*conv_dy_plane_fn)(void *ctx, int64_t p, float *dy);
+/* A producer of output-gradient planes: plane p = n * OC + o (OH * OW reals of the conv's
+ * dtype) into dy. */
+typedef void (*conv_dy_plane_fn)(void *ctx, int64_t p, void *dy);
 
 /* As conv_direct_backward_params_f32, the output gradient's planes made one at a time by
- * make(ctx, ...) into the thread's scratch (in cache) instead of read from dout: an op that
- * consumes the convolution's output hands its input gradient over plane by plane and never
- * writes it whole (batch_norm_pool.c). The same values, so the same results bit for bit. */
+ * make(ctx, ...) into the thread's scratch (in cache) instead of read from dout. The same
+ * values, so the same results bit for bit. */
 int conv_direct_backward_params_from_f32(float *dweight, float *dbias, const float *dout,
                                          conv_dy_plane_fn make, void *ctx, const float *inp,
                                          float *scratch, const conv_dims *d);
 
-/* Whether node n is a conv2d whose backward would only make the weight and bias gradients on
- * the direct path (its input needs no gradient, f32 dims the direct kernels take); then *d
- * its dims. (conv2d.c) */
+/* Runs the backward of conv2d node n (f32) with its output gradient made plane by plane by
+ * make, never read from n->out->grad: an op that consumes the convolution's output hands its
+ * input gradient over that way and never writes it whole (batch_norm_pool.c). The planes land
+ * where the kernels would have copied them (a chunk's dy buffer, or a thread's scratch), so
+ * the results are the same bit for bit. 0, doing nothing, when n is not such a node.
+ * (conv2d.c) */
 struct tr_node;
-int conv2d_direct_params_node(const struct tr_node *n, conv_dims *d);
+struct tr_graph;
+int conv2d_backward_from(struct tr_graph *g, struct tr_node *n, conv_dy_plane_fn make, void *ctx);
 
 #endif
