@@ -18,7 +18,7 @@
 #include "ops/batch_norm.h"
 
 #define BN_BLOCK 512
-#define BN_LANES 64 /* bn_sum's lanes: four 16-float vectors */
+#define BN_LANES 64 /* bn_sum's lanes: several vector accumulators (four of 16 floats) */
 
 /* A plane's statistics (bn_plane_stats) in AVX-512 vectors, f32: per block of BN_BLOCK values
  * four independent accumulators, a masked last vector, one horizontal add; the blocks added in
@@ -190,7 +190,7 @@ int bn_compute(tr_graph *g, tr_tensor *x, tr_tensor *running_mean, tr_tensor *ru
         }
         if (s->sync) {
             /* Global statistics: sums and the count over every replica, then squared deviations
-             * from the global mean (as one replica would make them). */
+             * from the global mean rounded to real (as batch_norm_stats takes them). */
             TR_DISPATCH(x->dtype, batch_norm_plane_sums, work, ps, N, C);
             work[C] = (double)M;
             if (tr_graph_reduce_stats_(g, work, (int)C + 1) < 0) return 0;

@@ -7,9 +7,11 @@
  * batch-norm's sums and input gradient. Here each thread normalises one plane into scratch
  * that stays in cache and pools it from there, and backward rebuilds a plane's gradient in
  * cache from the pooled one and the winners: the passes over full-size memory are batch-norm's
- * statistics, reading x once to pool it, and reading x and writing dx in backward. The
- * statistics, the running-statistics update and sync_batchnorm's reductions are batch_norm's
- * own (bn_check, bn_compute). The results equal the three ops': bit for bit in the plain loops,
+ * statistics (none after a conv, which notes them: op_note_plane_stats), reading x once to
+ * pool it, and reading x and writing dx in backward (dx not written whole where the conv that
+ * made x takes it plane by plane: bnp_backward_into_conv). The statistics, the
+ * running-statistics update and sync_batchnorm's reductions are batch_norm's own (bn_check,
+ * bn_compute). The results equal the three ops': bit for bit in the plain loops,
  * and where the AVX-512 planes run (f32) the forward bit for bit and the gradients to rounding
  * (their sums take the winners' terms in another order). */
 #include <omp.h>
@@ -211,15 +213,15 @@ static int bnp_hands_to_conv(const tr_node *n, const tr_tensor *x) {
  * node then has no output gradient and the backward pass skips it. 0 when n->prev is not a
  * conv2d (conv2d_backward_from tells; nothing done). */
 static int bnp_backward_into_conv(tr_graph *g, tr_node *n, const double *gs, const pool_dims *d) {
-    tr_tensor *x = n->in[0], *gamma = n->in[1];
-    bnp_dy_maker m = {.dout = n->out->grad, .out = n->out->data, .x = x->data, .mean = n->saved[1],
-                      .invstd = n->saved[2], .gamma = gamma ? gamma->data : NULL, .argmax = n->saved[0],
-                      .sdy = gs, .sdyx = gs + x->shape[1], .M = (double)n->i[1], .batch = (int)n->i[0],
-                      .C = x->shape[1], .S = d->H * d->W, .OHW = d->OH * d->OW, .d = d};
     tr_node *conv = n->prev;
     if (strcmp(conv->name, "conv2d") != 0) return 0;
     for (int i = 0; i < TR_NODE_MAX_IN; i++) /* the conv's reads, told to the use hook as its own node would */
         if (conv->in[i] && !op_use(g, conv->in[i])) return 1;
+    tr_tensor *x = n->in[0], *gamma = n->in[1]; /* read after the hook, which may place tensors */
+    bnp_dy_maker m = {.dout = n->out->grad, .out = n->out->data, .x = x->data, .mean = n->saved[1],
+                      .invstd = n->saved[2], .gamma = gamma ? gamma->data : NULL, .argmax = n->saved[0],
+                      .sdy = gs, .sdyx = gs + x->shape[1], .M = (double)n->i[1], .batch = (int)n->i[0],
+                      .C = x->shape[1], .S = d->H * d->W, .OHW = d->OH * d->OW, .d = d};
     return conv2d_backward_from(g, conv, bnp_make_dy, &m);
 }
 

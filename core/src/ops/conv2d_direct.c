@@ -20,9 +20,10 @@ static int64_t direct_wp(const conv_dims *d) { return direct_vecs(d) * 16 + d->K
 static int64_t direct_plane(const conv_dims *d) { return d->C * (d->H + 2 * d->P) * direct_wp(d); }
 /* A thread's scratch: its padded plane (rounded to an even count of floats), then the double
  * sums of the weight and bias gradients of every output channel, OC * (T + 1), then one plane
- * of the output gradient (made by a producer, conv_direct_backward_params_from_f32). */
+ * of the output gradient (made by a producer, conv_direct_backward_params_from_f32), also
+ * rounded to an even count: every thread's doubles stay 8-byte aligned. */
 static int64_t direct_per_thread(const conv_dims *d) {
-    return (direct_plane(d) + 1) / 2 * 2 + 2 * d->OC * (d->C * d->KH * d->KW + 1) + d->OH * d->OW;
+    return (direct_plane(d) + 1) / 2 * 2 + 2 * d->OC * (d->C * d->KH * d->KW + 1) + (d->OH * d->OW + 1) / 2 * 2;
 }
 
 static int direct_applies(const conv_dims *d, size_t elem) {
@@ -61,7 +62,7 @@ static int64_t direct_taps(int64_t *off, const conv_dims *d) {
  * taps of weight * tap. Inlined with a constant T, the T tap vectors stay in registers. */
 static inline __attribute__((always_inline)) void
 direct_outputs(int64_t T, float *y, const float *base, const int64_t *off, const float *weight,
-               const float *bias, int64_t OC, int64_t plane, __mmask16 m) {
+               const float *bias, int64_t OC, int64_t plane, __mmask16 m, int ahead) {
     __m512 tap[CONV_DIRECT_MAX_TAPS];
     for (int64_t t = 0; t < T; t++) tap[t] = _mm512_loadu_ps(base + off[t]);
     for (int64_t o = 0; o < OC; o++) {
@@ -69,10 +70,11 @@ direct_outputs(int64_t T, float *y, const float *base, const int64_t *off, const
         __m512 acc = _mm512_set1_ps(bias ? bias[o] : 0.0f);
         for (int64_t t = 0; t < T; t++) acc = _mm512_fmadd_ps(_mm512_set1_ps(w[t]), tap[t], acc);
         _mm512_mask_storeu_ps(y + o * plane, m, acc);
-        /* the plane's line 64 floats on (a few rows), for writing: OC planes are written side by side, more
-         * streams than the hardware prefetchers follow, and the stores otherwise wait on each
-         * line's fetch (FashionCNN's first conv: 3.3% of a step -> 2.4%) */
-        __builtin_prefetch(y + o * plane + 64, 1, 3);
+        /* the plane's line 64 floats on (a few rows; ahead: that is still in the plane), for
+         * writing: OC planes are written side by side, more streams than the hardware
+         * prefetchers follow, and the stores otherwise wait on each line's fetch (FashionCNN's
+         * first conv: 3.3% of a step -> 2.4%) */
+        if (ahead) __builtin_prefetch(y + o * plane + 64, 1, 3);
     }
 }
 
@@ -117,9 +119,10 @@ int conv_direct_forward_f32(float *out, const float *inp, const float *weight, c
                     float *y = out + (n * OC * OH + oh) * OW + v * 16;
                     const float *base = xp + oh * Wp + v * 16;
                     __mmask16 m = direct_mask(OW - v * 16);
+                    int ahead = oh * OW + v * 16 + 64 < OH * OW;
                     switch (T) { /* a constant tap count keeps the taps in registers */
-                    case 9: direct_outputs(9, y, base, off, weight, bias, OC, OH * OW, m); break;
-                    default: direct_outputs(T, y, base, off, weight, bias, OC, OH * OW, m); break;
+                    case 9: direct_outputs(9, y, base, off, weight, bias, OC, OH * OW, m, ahead); break;
+                    default: direct_outputs(T, y, base, off, weight, bias, OC, OH * OW, m, ahead); break;
                     }
                 }
             }
