@@ -18,7 +18,6 @@
 #include "ops/batch_norm.h"
 
 #define BN_BLOCK 512
-#define BN_LANES 64 /* bn_sum's lanes: several vector accumulators (four of 16 floats) */
 
 /* A plane's statistics (bn_plane_stats) in AVX-512 vectors, f32: per block of BN_BLOCK values
  * four independent accumulators, a masked last vector, one horizontal add; the blocks added in
@@ -188,22 +187,16 @@ int bn_compute(tr_graph *g, tr_tensor *x, tr_tensor *running_mean, tr_tensor *ru
             TR_DISPATCH(x->dtype, batch_norm_planes, work + 2 * C + 1, x->data, N * C, S);
             ps = work + 2 * C + 1;
         }
-        if (s->sync) {
-            /* Global statistics: sums and the count over every replica, then squared deviations
-             * from the global mean rounded to real (as batch_norm_stats takes them). */
-            TR_DISPATCH(x->dtype, batch_norm_plane_sums, work, ps, N, C);
-            work[C] = (double)M;
-            if (tr_graph_reduce_stats_(g, work, (int)C + 1) < 0) return 0;
-            M = (int64_t)work[C];
-            TR_DISPATCH(x->dtype, batch_norm_divide, mean, work, (double)M, C);
-            for (int64_t c = 0; c < C; c++)
-                work[c] = x->dtype == TR_F64 ? ((double *)mean)[c] : (double)((float *)mean)[c];
-            TR_DISPATCH(x->dtype, batch_norm_plane_sqdevs, work + C + 1, ps, work, N, C, S);
-            if (tr_graph_reduce_stats_(g, work + C + 1, (int)C) < 0) return 0;
-            TR_DISPATCH(x->dtype, batch_norm_divide, invstd, work + C + 1, (double)M, C);
-        } else {
-            TR_DISPATCH(x->dtype, batch_norm_stats, mean, invstd, ps, work, N, C, S);
-        }
+        /* the sums and the count (over every replica when synchronised: sync_batchnorm), the
+         * mean, then the squared deviations from the mean rounded to real (over every replica) */
+        TR_DISPATCH(x->dtype, batch_norm_plane_sums, work, ps, N, C);
+        work[C] = (double)M;
+        if (s->sync && tr_graph_reduce_stats_(g, work, (int)C + 1) < 0) return 0;
+        M = (int64_t)work[C];
+        TR_DISPATCH(x->dtype, batch_norm_divide, mean, work, (double)M, C);
+        TR_DISPATCH(x->dtype, batch_norm_plane_sqdevs, work + C + 1, ps, mean, N, C, S);
+        if (s->sync && tr_graph_reduce_stats_(g, work + C + 1, (int)C) < 0) return 0;
+        TR_DISPATCH(x->dtype, batch_norm_divide, invstd, work + C + 1, (double)M, C);
         if (running_mean && tr_graph_training(g))
             batch_norm_update(running_mean->data, running_var->data, mean, invstd, x->dtype, C,
                               momentum, M);

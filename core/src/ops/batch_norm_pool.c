@@ -15,7 +15,6 @@
  * and where the AVX-512 planes run (f32) the forward bit for bit and the gradients to rounding
  * (their sums take the winners' terms in another order). */
 #include <omp.h>
-#include <string.h>
 
 #include "autograd/node.h"
 #include "ops/batch_norm.h"
@@ -201,28 +200,24 @@ static void bnp_make_dy(void *ctx, int64_t p, void *dyv) {
 }
 
 /* Whether the input gradient can go to the convolution that made x plane by plane, never
- * written whole: f32 planes in registers; x is the output of the node recorded just before
- * this one (so that node's backward runs next, and no op between them reads x's gradient);
- * x's gradient not yet begun (no later op used x). */
+ * written whole: f32 planes in registers; x is the output of the conv2d node recorded just
+ * before this one (so that node's backward runs next, and no op between them reads x's
+ * gradient); x's gradient not yet begun (no later op used x). */
 static int bnp_hands_to_conv(const tr_node *n, const tr_tensor *x) {
     return bnp_in_registers(x->dtype) && x->param < 0 && !x->view_of && !x->grad && x->requires_grad &&
-           n->prev && n->prev->out == x;
+           n->prev && n->prev->out == x && conv2d_takes_planes(n->prev);
 }
 
-/* The conv's backward, from the input gradient's planes as bnp_make_dy makes them; the conv's
- * node then has no output gradient and the backward pass skips it. 0 when n->prev is not a
- * conv2d (conv2d_backward_from tells; nothing done). */
-static int bnp_backward_into_conv(tr_graph *g, tr_node *n, const double *gs, const pool_dims *d) {
-    tr_node *conv = n->prev;
-    if (strcmp(conv->name, "conv2d") != 0) return 0;
-    for (int i = 0; i < TR_NODE_MAX_IN; i++) /* the conv's reads, told to the use hook as its own node would */
-        if (conv->in[i] && !op_use(g, conv->in[i])) return 1;
-    tr_tensor *x = n->in[0], *gamma = n->in[1]; /* read after the hook, which may place tensors */
+/* The conv's backward, from the input gradient's planes as bnp_make_dy makes them (from this
+ * node's own data); the conv's node then has no output gradient and the backward pass skips
+ * it. */
+static void bnp_backward_into_conv(tr_graph *g, tr_node *n, const double *gs, const pool_dims *d) {
+    tr_tensor *x = n->in[0], *gamma = n->in[1];
     bnp_dy_maker m = {.dout = n->out->grad, .out = n->out->data, .x = x->data, .mean = n->saved[1],
                       .invstd = n->saved[2], .gamma = gamma ? gamma->data : NULL, .argmax = n->saved[0],
                       .sdy = gs, .sdyx = gs + x->shape[1], .M = (double)n->i[1], .batch = (int)n->i[0],
                       .C = x->shape[1], .S = d->H * d->W, .OHW = d->OH * d->OW, .d = d};
-    return conv2d_backward_from(g, conv, bnp_make_dy, &m);
+    conv2d_backward_from(g, n->prev, bnp_make_dy, &m);
 }
 
 static void batch_norm_pool_relu_backward(tr_graph *g, tr_node *n) {
@@ -250,8 +245,7 @@ static void batch_norm_pool_relu_backward(tr_graph *g, tr_node *n) {
         if (!bn_reduce_dsums(g, sums + 2 * C, sums, C)) return;
         gs = sums + 2 * C;
     }
-    if (hand && !bnp_backward_into_conv(g, n, gs, &d)) /* not a conv after all: the whole gradient */
-        dx = op_grad_write(g, x, &acc);
+    if (hand) bnp_backward_into_conv(g, n, gs, &d);
     if (dx)
         TR_DISPATCH(x->dtype, bnp_backward_dx, dx, gs, gs + C, M, n->out->grad, n->out->data,
                     n->saved[0], x->data, n->saved[1], n->saved[2], gm, (int)n->i[0], scratch, per,

@@ -246,7 +246,7 @@ static void conv2d_backward_with(tr_graph *g, tr_node *n, conv_dy_plane_fn make,
     if (direct && (dw || db)) { /* few input channels: weight and bias gradients directly */
         float *sc = op_data(g, direct * sizeof(float));
         if (!sc) return;
-        conv_direct_backward_params_from_f32(dw, db, dout, make, ctx, x->data, sc, &d);
+        conv_direct_backward_params_f32(dw, db, dout, make, ctx, x->data, sc, &d);
         dw = db = NULL;
         if (!dx) return;
     }
@@ -259,10 +259,14 @@ static void conv2d_backward_with(tr_graph *g, tr_node *n, conv_dy_plane_fn make,
 
 static void conv2d_backward(tr_graph *g, tr_node *n) { conv2d_backward_with(g, n, NULL, NULL); }
 
-int conv2d_backward_from(tr_graph *g, tr_node *n, conv_dy_plane_fn make, void *ctx) {
-    if (!n || n->backward != conv2d_backward || n->in[0]->dtype != TR_F32) return 0;
+int conv2d_takes_planes(const tr_node *n) {
+    return n && n->backward == conv2d_backward && n->in[0]->dtype == TR_F32;
+}
+
+void conv2d_backward_from(tr_graph *g, tr_node *n, conv_dy_plane_fn make, void *ctx) {
+    for (int i = 0; i < TR_NODE_MAX_IN; i++)
+        if (n->in[i] && !op_use(g, n->in[i])) return;
     conv2d_backward_with(g, n, make, ctx);
-    return 1;
 }
 
 tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int stride,

@@ -20,7 +20,7 @@ static int64_t direct_wp(const conv_dims *d) { return direct_vecs(d) * 16 + d->K
 static int64_t direct_plane(const conv_dims *d) { return d->C * (d->H + 2 * d->P) * direct_wp(d); }
 /* A thread's scratch: its padded plane (rounded to an even count of floats), then the double
  * sums of the weight and bias gradients of every output channel, OC * (T + 1), then one plane
- * of the output gradient (made by a producer, conv_direct_backward_params_from_f32), also
+ * of the output gradient (made by a producer, conv_direct_backward_params_f32), also
  * rounded to an even count: every thread's doubles stay 8-byte aligned. */
 static int64_t direct_per_thread(const conv_dims *d) {
     return (direct_plane(d) + 1) / 2 * 2 + 2 * d->OC * (d->C * d->KH * d->KW + 1) + (d->OH * d->OW + 1) / 2 * 2;
@@ -134,13 +134,8 @@ int conv_direct_forward_f32(float *out, const float *inp, const float *weight, c
 }
 
 int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *dout,
-                                    const float *inp, float *scratch, const conv_dims *d) {
-    return conv_direct_backward_params_from_f32(dweight, dbias, dout, NULL, NULL, inp, scratch, d);
-}
-
-int conv_direct_backward_params_from_f32(float *dweight, float *dbias, const float *dout,
-                                         conv_dy_plane_fn make, void *ctx, const float *inp,
-                                         float *scratch, const conv_dims *d) {
+                                    conv_dy_plane_fn make, void *ctx, const float *inp,
+                                    float *scratch, const conv_dims *d) {
     if (!direct_applies(d, sizeof(float))) return 0;
     if (!dweight && !dbias) return 1;
     int64_t off[CONV_DIRECT_MAX_TAPS], T = direct_taps(off, d);
@@ -197,13 +192,8 @@ int conv_direct_forward_f32(float *out, const float *inp, const float *weight, c
     return 0;
 }
 int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *dout,
-                                    const float *inp, float *scratch, const conv_dims *d) {
-    (void)dweight, (void)dbias, (void)dout, (void)inp, (void)scratch, (void)d;
-    return 0;
-}
-int conv_direct_backward_params_from_f32(float *dweight, float *dbias, const float *dout,
-                                         conv_dy_plane_fn make, void *ctx, const float *inp,
-                                         float *scratch, const conv_dims *d) {
+                                    conv_dy_plane_fn make, void *ctx, const float *inp,
+                                    float *scratch, const conv_dims *d) {
     (void)dweight, (void)dbias, (void)dout, (void)make, (void)ctx, (void)inp, (void)scratch, (void)d;
     return 0;
 }

@@ -31,29 +31,28 @@ size_t conv_direct_scratch(const conv_dims *d, size_t elem);
 int conv_direct_forward_f32(float *out, const float *inp, const float *weight, const float *bias,
                             float *scratch, double *ps, const conv_dims *d);
 
-/* dweight += the weight gradient, dbias += the bias gradient (either may be NULL). */
-int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *dout,
-                                    const float *inp, float *scratch, const conv_dims *d);
-
 /* A producer of output-gradient planes: plane p = n * OC + o (OH * OW reals of the conv's
  * dtype) into dy. */
 typedef void (*conv_dy_plane_fn)(void *ctx, int64_t p, void *dy);
 
-/* As conv_direct_backward_params_f32, the output gradient's planes made one at a time by
- * make(ctx, ...) into the thread's scratch (in cache) instead of read from dout. The same
- * values, so the same results bit for bit. */
-int conv_direct_backward_params_from_f32(float *dweight, float *dbias, const float *dout,
-                                         conv_dy_plane_fn make, void *ctx, const float *inp,
-                                         float *scratch, const conv_dims *d);
+/* dweight += the weight gradient, dbias += the bias gradient (either may be NULL), from the
+ * output gradient dout, or (make not NULL) from its planes made one at a time by make(ctx, ...)
+ * into the thread's scratch (in cache): the same values, so the same results bit for bit. */
+int conv_direct_backward_params_f32(float *dweight, float *dbias, const float *dout,
+                                    conv_dy_plane_fn make, void *ctx, const float *inp,
+                                    float *scratch, const conv_dims *d);
 
-/* Runs the backward of conv2d node n (f32) with its output gradient made plane by plane by
- * make, never read from n->out->grad: an op that consumes the convolution's output hands its
- * input gradient over that way and never writes it whole (batch_norm_pool.c). The planes land
- * where the kernels would have copied them (a chunk's dy buffer, or a thread's scratch), so
- * the results are the same bit for bit. 0, doing nothing, when n is not such a node.
- * (conv2d.c) */
+/* Whether node n is a conv2d (f32) whose backward conv2d_backward_from can run. (conv2d.c) */
 struct tr_node;
 struct tr_graph;
-int conv2d_backward_from(struct tr_graph *g, struct tr_node *n, conv_dy_plane_fn make, void *ctx);
+int conv2d_takes_planes(const struct tr_node *n);
+
+/* Runs the backward of such a node in place of the graph's backward pass (its inputs told to
+ * the use hook as its own node would), with its output gradient made plane by plane by make,
+ * never read from n->out->grad: an op that consumes the convolution's output hands its input
+ * gradient over that way and never writes it whole (batch_norm_pool.c). The planes land where
+ * the kernels would have copied them (a chunk's dy buffer, or a thread's scratch), so the
+ * results are the same bit for bit. (conv2d.c) */
+void conv2d_backward_from(struct tr_graph *g, struct tr_node *n, conv_dy_plane_fn make, void *ctx);
 
 #endif
