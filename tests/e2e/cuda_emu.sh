@@ -8,8 +8,12 @@
 #   strategy's (CUDA's expf/erff/tanhf and the tree sums differ from the CPU's by ulps);
 # - ddp on 2 emulated GPUs (one process each, buckets staged through the host over shm):
 #   within 1e-4 of cpu;
+# - a CNN (conv2d, batch-norm, ReLU, max-pool, dropout; SGD) on 1 emulated GPU within 1e-5 of
+#   cpu, and under ddp on 2 with sync_batchnorm (the statistics' sums downloaded, reduced over
+#   the ranks and uploaded) within 1e-5 of cpu's single process (the global batch's statistics);
 # - a model that does not fit the device stops naming the device and the memory; an op
-#   without a CUDA kernel yet (conv2d) stops naming the op and the device; both exit 1.
+#   without a CUDA kernel yet (the transformer's embedding) stops naming the op and the device;
+#   both exit 1.
 # usage: cuda_emu.sh TRAINER_BIN CUDA_EMU_PLUGIN_DIR
 set -u
 bin="$1"; emu="$2"; here="$(cd "$(dirname "$0")" && pwd)"
@@ -43,9 +47,23 @@ if [ $rc = 1 ] && grep -q "cuda_emu:0: out of device memory" <<<"$out"; then
     ok "a model larger than device memory: $(grep -o 'cuda_emu:0: out of device memory[^(]*' <<<"$out" | head -1)"
 else bad "model larger than the emulated GPU" "rc=$rc" "$out"; fi
 
-tiny_cnn_yaml "$t/cnn.yaml" "$t/cnn" cuda_emu
-out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" run "$t/cnn.yaml" 2>&1)"; rc=$?
-if [ $rc = 1 ] && grep -q "conv2d: device cuda_emu:0 has no kernel for this op" <<<"$out"; then
+cnn_device_yaml "$t/cnn.yaml" cuda_emu 1
+cmp5() { "$py" "$here/compare_runs.py" "$1" "$2" --tol 1e-5 2>&1; }
+out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_gpu" 2>&1)"; rc=$?
+out2="$(timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (cuda_emu:0" <<<"$out" && grep -q "done: 20 steps" <<<"$out" &&
+   cmp_out="$(cmp5 "$t/cnn_gpu/c/0" "$t/cnn_cpu/c/0")"; then
+    ok "a CNN (conv2d, batch-norm, max-pool) on the emulated CUDA device: 20 steps within 1e-5 of cpu ($cmp_out)"
+else bad "cnn on cuda_emu vs cpu" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
+out="$(TRAINER_CUDA_EMU_GPUS=2 timeout 180 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_ddp" strategy.sync_batchnorm=true 2>&1)"; rc=$?
+if [ $rc = 0 ] && grep -q "strategy ddp chosen: auto: found 2 GPUs" <<<"$out" && grep -q "done: 20 steps" <<<"$out" &&
+   cmp_out="$(cmp5 "$t/cnn_ddp/c/0" "$t/cnn_cpu/c/0")"; then
+    ok "the CNN under ddp on 2 emulated CUDA devices with sync_batchnorm: within 1e-5 of cpu's one process ($cmp_out)"
+else bad "cnn ddp sync_batchnorm on cuda_emu vs cpu" "rc=$rc" "${cmp_out:-}" "$out"; fi
+
+tiny_lm_yaml "$t/lm.yaml" "$t/lm" cuda_emu
+out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" run "$t/lm.yaml" 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "embedding: device cuda_emu:0 has no kernel for this op" <<<"$out"; then
     ok "an op without a CUDA kernel stops the run naming op and device"
-else bad "cnn on the emulated GPU" "rc=$rc" "$out"; fi
+else bad "transformer on the emulated GPU" "rc=$rc" "$out"; fi
 finish

@@ -37,13 +37,28 @@ trainer: {max_steps: 30, log_every: $3, grad_clip: 0.5, progress: lines, threads
 YAML
 }
 
-# A two-step CNN run on GPU backend $3 writing to $2, as config file $1: conv2d has no device
-# kernel yet, so the tests of device plugins use it for the refusal of a missing kernel.
-tiny_cnn_yaml() {
+# A CNN (two conv blocks: conv, batch-norm, ReLU, 2x2 max-pool; the first conv one channel in,
+# the second four; dropout after the first linear layer) on GPU backend $2, logging every $3
+# steps, as config file $1.
+cnn_device_yaml() {
     cat >"$1" <<YAML
-run: {name: c, seed: 1, output_dir: $2}
-model: {name: cnn, params: {channels: [4], fc: [8]}}
-data: {name: synthetic, params: {samples: 64, features: 64, classes: 3, shape: [1, 8, 8]}, batch_size: 16}
+run: {name: c, seed: 3}
+model: {name: cnn, params: {channels: [4, 6], fc: [16], dropout: 0.25}}
+data: {name: synthetic, params: {samples: 256, val_samples: 64, features: 144, classes: 4, shape: [1, 12, 12]}, batch_size: 16}
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+trainer: {max_steps: 20, log_every: $3, grad_clip: 1.0, progress: lines, threads: 1, gpu_backend: $2}
+YAML
+}
+
+# A two-step byte-level transformer LM run on GPU backend $3 writing to $2, as config file $1
+# (its text next to it): embedding and layer-norm have no device kernel yet, so the tests of
+# device plugins use it for the refusal of a missing kernel.
+tiny_lm_yaml() {
+    printf 'to be or not to be, that is the question. whether tis nobler in the mind to suffer\n%.0s' 1 2 3 4 >"$1.txt"
+    cat >"$1" <<YAML
+run: {name: l, seed: 1, output_dir: $2}
+model: {name: transformer, params: {mode: lm, d_model: 16, n_head: 2, n_layer: 1, dropout: 0.0}}
+data: {name: text, params: {path: $1.txt, mode: lm, seq_len: 8}, batch_size: 4}
 trainer: {max_steps: 2, progress: lines, threads: 1, gpu_backend: $3}
 YAML
 }

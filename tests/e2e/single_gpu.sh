@@ -12,6 +12,9 @@
 #   device, buckets staged through host memory over shm: byte-identical to ddp over as many
 #   CPU ranks with the same all-reduce update (shard_update=false; GPU ranks do not shard it);
 #   killed and resumed on the GPUs: byte-identical to the straight run.
+# - A CNN (conv2d, batch-norm, ReLU, max-pool, dropout; SGD) trains on the device within 1e-5
+#   of cpu (not byte for byte: on the CPU batch-norm, pool and ReLU are one fused op whose
+#   gradient sums run in another order; on a device they are the three ops).
 # - A model with an op the device has no kernel for stops with a message naming the op and
 #   the device; a model larger than the device's memory stops naming the memory; both exit 1.
 # usage: single_gpu.sh TRAINER_BIN FAKE_GPU_PLUGIN_DIR
@@ -92,12 +95,20 @@ if [ $rc1 != 0 ] && [ $rc = 0 ] && grep -q "resuming from .*step-00000020" <<<"$
     ok "ddp on 2 fake GPUs killed at step 20 and resumed: byte-identical to the straight run"
 else bad "ddp on fake GPUs: kill and resume" "rc1=$rc1 rc=$rc" "$out" "$(tail -3 "$t/dk1.log")"; fi
 
-# An op without a device kernel (conv2d here): a clear stop, not a wrong result.
-tiny_cnn_yaml "$t/cnn.yaml" "$t/cnn" fake_gpu
-out="$(TRAINER_FAKE_GPUS=1 timeout 60 "$bin" run "$t/cnn.yaml" 2>&1)"; rc=$?
-if [ $rc = 1 ] && grep -q "conv2d: device fake_gpu:0 has no kernel for this op" <<<"$out"; then
-    ok "an op the device has no kernel for stops the run naming op and device: $(grep -o 'conv2d: device[^(]*' <<<"$out" | head -1)"
-else bad "cnn on the fake GPU" "rc=$rc" "$out"; fi
+# A CNN through the device's conv2d, pool and batch-norm kernels.
+cnn_device_yaml "$t/cnn.yaml" fake_gpu 1
+out="$(TRAINER_FAKE_GPUS=1 timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_gpu" 2>&1)"; rc=$?
+out2="$(timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (fake_gpu:0" <<<"$out" &&
+   cmp_out="$(/usr/bin/python3 "$here/compare_runs.py" "$t/cnn_gpu/c/0" "$t/cnn_cpu/c/0" --tol 1e-5 2>&1)"; then
+    ok "a CNN (conv2d, batch-norm, max-pool) on the fake GPU: within 1e-5 of cpu ($cmp_out)"
+else bad "cnn on the fake GPU vs cpu" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
+# An op without a device kernel (the transformer's embedding here): a clear stop, not a wrong result.
+tiny_lm_yaml "$t/lm.yaml" "$t/lm" fake_gpu
+out="$(TRAINER_FAKE_GPUS=1 timeout 60 "$bin" run "$t/lm.yaml" 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "embedding: device fake_gpu:0 has no kernel for this op" <<<"$out"; then
+    ok "an op the device has no kernel for stops the run naming op and device: $(grep -o 'embedding: device[^(]*' <<<"$out" | head -1)"
+else bad "transformer on the fake GPU" "rc=$rc" "$out"; fi
 # A model larger than the device's memory (1 MiB): the allocation fails, named.
 out="$(TRAINER_FAKE_GPUS=1 TRAINER_FAKE_GPU_MIB=1 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/big" \
        "model.params.layers=[1024, 1024]" 2>&1)"; rc=$?

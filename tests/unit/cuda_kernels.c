@@ -1,7 +1,8 @@
 /* The CUDA plugin's kernel table against the core's CPU kernels (tr_cpu_kernels), entry by
  * entry: the same random inputs on the host and on the device, every output compared with
  * its normalised error printed (max|gpu - cpu| / max|cpu|) and bounded; dropout masks, the
- * loss total and column sums in the CPU's order must be equal.
+ * loss total and column sums in the CPU's order must be equal, and so must pooling (max-pool's
+ * winners too) and batch-norm's per-channel sums of the same plane statistics.
  *
  *   unit_cuda_kernels            the plugin over the CPU emulator of CUDA (test plugin
  *                                cuda_emu): kernels.cu, launches and memory, without a GPU
@@ -313,6 +314,205 @@ static void test_norm(void) {
     dfree_all();
 }
 
+/* Downloads device d (n doubles) and compares it with the host reference. */
+static void compare_f64(const char *name, void *d, const double *ref, size_t n, double tol) {
+    double *got = malloc((n ? n : 1) * sizeof *got);
+    CHECK(tr_accel_sync(A) == TR_OK, "%s: sync: %s", name, tr_error_msg());
+    CHECK(tr_accel_download(A, got, d, n * sizeof *got) == TR_OK, "%s: download: %s", name, tr_error_msg());
+    check_tensor_f64(name, got, ref, (int64_t)n, tol);
+    free(got);
+}
+
+/* Device scratch of `bytes` (zeroed). */
+static void *dev_zeros(size_t bytes) {
+    void *h = calloc(bytes ? bytes : 1, 1), *d = dev_of(h, bytes ? bytes : 1);
+    free(h);
+    return d;
+}
+
+/* conv2d: the GEMM path (18 taps), the CPU's direct path (9 taps), stride 2 without padding,
+ * and one whose chunk on the device holds 3 of 4 images (two chunks). */
+static void test_conv(void) {
+    const tr_conv2d_dims shapes[] = {
+        {.N = 3, .C = 2, .H = 7, .W = 6, .OC = 5, .KH = 3, .KW = 3, .S = 1, .P = 1},
+        {.N = 2, .C = 1, .H = 9, .W = 9, .OC = 4, .KH = 3, .KW = 3, .S = 1, .P = 1},
+        {.N = 2, .C = 3, .H = 8, .W = 9, .OC = 4, .KH = 3, .KW = 2, .S = 2, .P = 0},
+        {.N = 4, .C = 40, .H = 112, .W = 112, .OC = 4, .KH = 3, .KW = 3, .S = 1, .P = 1},
+    };
+    for (int s = 0; s < 4; s++) {
+        tr_conv2d_dims d = shapes[s];
+        d.OH = (d.H + 2 * d.P - d.KH) / d.S + 1, d.OW = (d.W + 2 * d.P - d.KW) / d.S + 1;
+        size_t nx = (size_t)(d.N * d.C * d.H * d.W), nw = (size_t)(d.OC * d.C * d.KH * d.KW);
+        size_t ny = (size_t)(d.N * d.OC * d.OH * d.OW);
+        float *x = hrand(nx, -1, 1), *w = hrand(nw, -1, 1), *b = hrand((size_t)d.OC, -1, 1), *dy = hrand(ny, -1, 1);
+        float *y = malloc(ny * 4), *dx = hrand(nx, -1, 1), *dw = hrand(nw, -1, 1), *db = hrand((size_t)d.OC, -1, 1);
+        void *rwork = malloc(R->conv2d_work(&d)), *gwork = dev_zeros(G->conv2d_work(&d));
+        void *gx = dev_of(x, nx * 4), *gw = dev_of(w, nw * 4), *gb = dev_of(b, (size_t)d.OC * 4);
+        void *gdy = dev_of(dy, ny * 4), *gy = dev_of(y, ny * 4), *gdx = dev_of(dx, nx * 4);
+        void *gdw = dev_of(dw, nw * 4), *gdb = dev_of(db, (size_t)d.OC * 4);
+        char name[96], what[48];
+        snprintf(what, sizeof what, "%lldx%lldx%lldx%lld k%lldx%lld s%lld p%lld", (long long)d.N, (long long)d.C,
+                 (long long)d.H, (long long)d.W, (long long)d.KH, (long long)d.KW, (long long)d.S, (long long)d.P);
+        R->conv2d_forward(y, x, w, b, rwork, &d), G->conv2d_forward(gy, gx, gw, gb, gwork, &d);
+        snprintf(name, sizeof name, "conv2d forward (%s)", what);
+        compare(name, gy, y, ny, 1e-5);
+        R->conv2d_forward(y, x, w, NULL, rwork, &d), G->conv2d_forward(gy, gx, gw, NULL, gwork, &d);
+        snprintf(name, sizeof name, "conv2d forward, no bias (%s)", what);
+        compare(name, gy, y, ny, 1e-5);
+        for (int acc = 0; acc < 2; acc++) {
+            R->conv2d_backward(dx, dw, db, dy, x, w, rwork, &d, acc);
+            G->conv2d_backward(gdx, gdw, gdb, gdy, gx, gw, gwork, &d, acc);
+            snprintf(name, sizeof name, "conv2d backward dx, acc %d (%s)", acc, what);
+            compare(name, gdx, dx, nx, 1e-5);
+            snprintf(name, sizeof name, "conv2d backward dw += (%s)", what);
+            compare(name, gdw, dw, nw, 1e-5);
+            snprintf(name, sizeof name, "conv2d backward db += (%s)", what);
+            compare(name, gdb, db, (size_t)d.OC, 1e-5);
+        }
+        /* only the input gradient, and only the parameters' */
+        R->conv2d_backward(dx, NULL, NULL, dy, x, w, rwork, &d, 0);
+        G->conv2d_backward(gdx, NULL, NULL, gdy, gx, gw, gwork, &d, 0);
+        R->conv2d_backward(NULL, dw, db, dy, x, w, rwork, &d, 0);
+        G->conv2d_backward(NULL, gdw, gdb, gdy, gx, gw, gwork, &d, 0);
+        snprintf(name, sizeof name, "conv2d backward dx alone (%s)", what);
+        compare(name, gdx, dx, nx, 1e-5);
+        snprintf(name, sizeof name, "conv2d backward dw alone (%s)", what);
+        compare(name, gdw, dw, nw, 1e-5);
+        dfree_all();
+        free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(rwork);
+    }
+}
+
+/* max and average pooling: 2x2 stride 2 on odd planes, overlapping 3x3 windows with padding;
+ * max-pool's winners equal, a NaN among the inputs. */
+static void test_pool(void) {
+    const tr_pool2d_dims shapes[] = {{.H = 7, .W = 9, .k = 2, .S = 2, .P = 0},
+                                     {.H = 10, .W = 8, .k = 3, .S = 2, .P = 1},
+                                     {.H = 5, .W = 6, .k = 3, .S = 1, .P = 1}};
+    const int64_t NC = 6;
+    for (int s = 0; s < 3; s++) {
+        tr_pool2d_dims d = shapes[s];
+        d.OH = (d.H + 2 * d.P - d.k) / d.S + 1, d.OW = (d.W + 2 * d.P - d.k) / d.S + 1;
+        size_t nx = (size_t)(NC * d.H * d.W), ny = (size_t)(NC * d.OH * d.OW);
+        float *x = hrand(nx, -1, 1), *dy = hrand(ny, -1, 1), *y = malloc(ny * 4), *dx = hrand(nx, -1, 1);
+        x[d.W + 1] = NAN; /* plane 0 */
+        for (size_t i = 7; i < nx; i += 13) x[i] = x[i - 1]; /* ties: the first in scan order wins */
+        int32_t *am = malloc(ny * 4), *gam_host = malloc(ny * 4);
+        void *gx = dev_of(x, nx * 4), *gdy = dev_of(dy, ny * 4), *gy = dev_of(y, ny * 4), *gdx = dev_of(dx, nx * 4);
+        void *gam = dev_of(am, ny * 4);
+        char name[96];
+        R->max_pool_forward(y, am, x, NC, &d), G->max_pool_forward(gy, gam, gx, NC, &d);
+        snprintf(name, sizeof name, "max_pool forward (%lldx%lld k%lld s%lld p%lld)", (long long)d.H, (long long)d.W,
+                 (long long)d.k, (long long)d.S, (long long)d.P);
+        float *got = malloc(ny * 4);
+        CHECK(tr_accel_download(A, got, gy, ny * 4) == TR_OK, "download");
+        int same = 1;
+        for (size_t i = 0; i < ny; i++) same &= (isnan(got[i]) && isnan(y[i])) || got[i] == y[i];
+        CHECK(same, "%s: values differ", name);
+        CHECK(tr_accel_download(A, gam_host, gam, ny * 4) == TR_OK && memcmp(gam_host, am, ny * 4) == 0,
+              "%s: the device's winners differ from the CPU's", name);
+        printf("  %-60s equal\n", name);
+        free(got);
+        for (int acc = 0; acc < 2; acc++) {
+            R->max_pool_backward(dx, dy, am, NC, &d, acc), G->max_pool_backward(gdx, gdy, gam, NC, &d, acc);
+            snprintf(name, sizeof name, "max_pool backward, acc %d (k%lld s%lld)", acc, (long long)d.k, (long long)d.S);
+            compare(name, gdx, dx, nx, 0);
+        }
+        /* average pooling of finite values */
+        for (size_t i = 0; i < nx; i++)
+            if (isnan(x[i])) x[i] = 0.5f;
+        CHECK(tr_accel_upload(A, gx, x, nx * 4) == TR_OK, "upload");
+        R->avg_pool_forward(y, x, NC, &d), G->avg_pool_forward(gy, gx, NC, &d);
+        snprintf(name, sizeof name, "avg_pool forward (k%lld s%lld p%lld)", (long long)d.k, (long long)d.S,
+                 (long long)d.P);
+        compare(name, gy, y, ny, 0);
+        R->avg_pool_backward(dx, dy, NC, &d), G->avg_pool_backward(gdx, gdy, NC, &d);
+        snprintf(name, sizeof name, "avg_pool backward += (k%lld s%lld p%lld)", (long long)d.k, (long long)d.S,
+                 (long long)d.P);
+        compare(name, gdx, dx, nx, 0);
+        dfree_all();
+        free(x), free(dy), free(y), free(dx), free(am), free(gam_host);
+    }
+}
+
+/* batch-norm's pieces in bn_compute's order, on (N, C, S) with planes shorter and longer
+ * than a block, and 2-D input (S = 1); the mean is offset so that the deviations cancel. */
+static void test_batch_norm(void) {
+    const int64_t shapes[3][3] = {{4, 3, 50}, {2, 2, 700}, {6, 5, 1}};
+    for (int s = 0; s < 3; s++) {
+        int64_t N = shapes[s][0], C = shapes[s][1], S = shapes[s][2], NC = N * C, M = N * S;
+        size_t n = (size_t)(N * C * S);
+        float *x = hrand(n, 99, 101), *dy = hrand(n, -1, 1), *gamma = hrand((size_t)C, 0.5f, 1.5f);
+        float *beta = hrand((size_t)C, -1, 1), *rm = hrand((size_t)C, -1, 1), *rv = hrand((size_t)C, 0.5f, 2);
+        float *mean = malloc((size_t)C * 4), *var = malloc((size_t)C * 4), *y = malloc(n * 4), *dx = hrand(n, -1, 1);
+        float *dg = hrand((size_t)C, -1, 1), *dbt = hrand((size_t)C, -1, 1);
+        double *ps = malloc((size_t)NC * 16), *sums = malloc((size_t)C * 8), *sq = malloc((size_t)C * 8);
+        double *dsum = malloc((size_t)C * 16), *gsum = malloc((size_t)C * 16);
+        void *gx = dev_of(x, n * 4), *gdy = dev_of(dy, n * 4), *ggamma = dev_of(gamma, (size_t)C * 4);
+        void *gbeta = dev_of(beta, (size_t)C * 4), *grm = dev_of(rm, (size_t)C * 4), *grv = dev_of(rv, (size_t)C * 4);
+        void *gmean = dev_zeros((size_t)C * 4), *gvar = dev_zeros((size_t)C * 4), *gy = dev_zeros(n * 4);
+        void *gdx = dev_of(dx, n * 4), *gdg = dev_of(dg, (size_t)C * 4), *gdbt = dev_of(dbt, (size_t)C * 4);
+        void *gps = dev_zeros((size_t)NC * 16), *gsums = dev_zeros((size_t)C * 8), *gsq = dev_zeros((size_t)C * 8);
+        void *gdsum = dev_zeros((size_t)C * 16), *ggsum = dev_zeros((size_t)C * 16);
+        char name[96], what[32];
+        snprintf(what, sizeof what, "%lldx%lldx%lld", (long long)N, (long long)C, (long long)S);
+#define BN_NAME(fmt) (snprintf(name, sizeof name, fmt " (%s)", what), name)
+        R->batch_norm_planes(ps, x, NC, S), G->batch_norm_planes(gps, gx, NC, S);
+        /* the CPU sums blocks of 512 in float, the device in double */
+        compare_f64(BN_NAME("batch_norm plane statistics"), gps, ps, (size_t)NC * 2, 1e-6);
+        /* the rest from the same plane statistics */
+        CHECK(tr_accel_upload(A, gps, ps, (size_t)NC * 16) == TR_OK, "upload");
+        R->batch_norm_plane_sums(sums, ps, N, C), G->batch_norm_plane_sums(gsums, gps, N, C);
+        compare_f64(BN_NAME("batch_norm sums"), gsums, sums, (size_t)C, 0);
+        R->batch_norm_divide(mean, sums, (double)M, C), G->batch_norm_divide(gmean, gsums, (double)M, C);
+        compare(BN_NAME("batch_norm mean"), gmean, mean, (size_t)C, 0);
+        R->batch_norm_plane_sqdevs(sq, ps, mean, N, C, S), G->batch_norm_plane_sqdevs(gsq, gps, gmean, N, C, S);
+        compare_f64(BN_NAME("batch_norm squared deviations"), gsq, sq, (size_t)C, 1e-12);
+        CHECK(tr_accel_upload(A, gsq, sq, (size_t)C * 8) == TR_OK, "upload");
+        R->batch_norm_divide(var, sq, (double)M, C), G->batch_norm_divide(gvar, gsq, (double)M, C);
+        R->batch_norm_finish(var, rm, rv, mean, C, 0.1, M, 1e-5), G->batch_norm_finish(gvar, grm, grv, gmean, C, 0.1, M, 1e-5);
+        compare(BN_NAME("batch_norm invstd"), gvar, var, (size_t)C, 1e-7);
+        compare(BN_NAME("batch_norm running mean"), grm, rm, (size_t)C, 1e-7);
+        compare(BN_NAME("batch_norm running var"), grv, rv, (size_t)C, 1e-7);
+        R->batch_norm_finish(rv, NULL, NULL, rm, C, 0.1, M, 1e-5), G->batch_norm_finish(grv, NULL, NULL, grm, C, 0.1, M, 1e-5);
+        compare(BN_NAME("batch_norm invstd of the running var"), grv, rv, (size_t)C, 1e-7);
+        CHECK(tr_accel_upload(A, gvar, var, (size_t)C * 4) == TR_OK, "upload");
+        for (int affine = 0; affine < 2; affine++) {
+            const float *g = affine ? gamma : NULL, *b = affine ? beta : NULL;
+            const void *gg = affine ? ggamma : NULL, *gb = affine ? gbeta : NULL;
+            R->batch_norm_forward(y, x, mean, var, g, b, N, C, S), G->batch_norm_forward(gy, gx, gmean, gvar, gg, gb, N, C, S);
+            /* x a + b cancels: x is about 100, its spread 1 (one rounding of x a is 1e-5 of y) */
+            compare(affine ? BN_NAME("batch_norm forward") : BN_NAME("batch_norm forward, no affine"), gy, y, n, 3e-5);
+        }
+        for (int k = 0; k < 3; k++) { /* batch statistics acc 0 and 1, running ones */
+            int batch = k < 2, acc = k == 1;
+            R->batch_norm_backward(dx, dg, dbt, dy, x, mean, var, gamma, batch, N, C, S, acc);
+            G->batch_norm_backward(gdx, gdg, gdbt, gdy, gx, gmean, gvar, ggamma, batch, N, C, S, acc);
+            snprintf(name, sizeof name, "batch_norm backward dx (batch %d, acc %d; %s)", batch, acc, what);
+            compare(name, gdx, dx, n, 1e-5);
+            compare(BN_NAME("batch_norm backward dgamma"), gdg, dg, (size_t)C, 1e-5);
+            compare(BN_NAME("batch_norm backward dbeta"), gdbt, dbt, (size_t)C, 1e-5); /* float blocks vs double */
+        }
+        R->batch_norm_dsums_all(dsum, dsum + C, dy, x, mean, var, N, C, S);
+        G->batch_norm_dsums_all(gdsum, (double *)gdsum + C, gdy, gx, gmean, gvar, N, C, S);
+        compare_f64(BN_NAME("batch_norm sync sums"), gdsum, dsum, (size_t)C * 2, 1e-5);
+        for (int64_t i = 0; i < 2 * C; i++) gsum[i] = 3 * dsum[i] + 1; /* as if from 3 replicas */
+        CHECK(tr_accel_upload(A, gdsum, dsum, (size_t)C * 16) == TR_OK && tr_accel_upload(A, ggsum, gsum, (size_t)C * 16) == TR_OK,
+              "upload");
+        R->batch_norm_sync_grads(dx, dg, dbt, dy, x, mean, var, gamma, dsum, dsum + C, gsum, gsum + C, 3.0 * (double)M, N,
+                                 C, S);
+        G->batch_norm_sync_grads(gdx, gdg, gdbt, gdy, gx, gmean, gvar, ggamma, gdsum, (double *)gdsum + C, ggsum,
+                                 (double *)ggsum + C, 3.0 * (double)M, N, C, S);
+        compare(BN_NAME("batch_norm sync dx +="), gdx, dx, n, 1e-5);
+        compare(BN_NAME("batch_norm sync dgamma"), gdg, dg, (size_t)C, 1e-6);
+        compare(BN_NAME("batch_norm sync dbeta"), gdbt, dbt, (size_t)C, 1e-5);
+#undef BN_NAME
+        dfree_all();
+        free(x), free(dy), free(gamma), free(beta), free(rm), free(rv), free(mean), free(var), free(y), free(dx);
+        free(dg), free(dbt), free(ps), free(sums), free(sq), free(dsum), free(gsum);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : CUDA_EMU;
     if (argc <= 1) setenv("TRAINER_CUDA_EMU_GPUS", "1", 1);
@@ -339,6 +539,9 @@ int main(int argc, char **argv) {
     test_rows();
     test_optim();
     test_norm();
+    test_conv();
+    test_pool();
+    test_batch_norm();
     CHECK(tr_accel_sync(A) == TR_OK, "final sync: %s", tr_error_msg());
     CHECK(tr_accel_allocated(A) == 0, "%zu bytes of device memory still allocated", tr_accel_allocated(A));
     tr_accel_close(A);

@@ -28,6 +28,20 @@
 extern "C" {
 #endif
 
+/* conv2d's sizes: input (N, C, H, W), weight (OC, C, KH, KW), one stride S and zero padding P
+ * for both dims, output (N, OC, OH, OW). */
+typedef struct tr_conv2d_dims {
+    int64_t N, C, H, W;
+    int64_t OC, KH, KW;
+    int64_t S, P;
+    int64_t OH, OW;
+} tr_conv2d_dims;
+
+/* A 2-D pool's planes: input H x W, output OH x OW, square window k, stride S, padding P. */
+typedef struct tr_pool2d_dims {
+    int64_t H, W, OH, OW, k, S, P;
+} tr_pool2d_dims;
+
 typedef struct tr_kernels {
     size_t size; /* sizeof the plugin's table */
 
@@ -102,6 +116,67 @@ typedef struct tr_kernels {
     double (*sumsq)(const float *g, size_t n);
     /* g[0, n) *= s. */
     void (*scale_inplace)(float *g, size_t n, float s);
+
+    /* ---- 2-D convolution, NCHW (d: host memory) ---- */
+    /* Bytes of device scratch (`work`) the two conv2d entries need for d. */
+    size_t (*conv2d_work)(const tr_conv2d_dims *d);
+    /* out = conv(inp, weight) + bias (NULL: none). */
+    void (*conv2d_forward)(float *out, const float *inp, const float *weight, const float *bias,
+                           void *work, const tr_conv2d_dims *d);
+    /* dinp (=, or += with acc), dweight +=, dbias +=; any may be NULL (not needed). */
+    void (*conv2d_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, void *work,
+                            const tr_conv2d_dims *d, int acc);
+
+    /* ---- 2-D pooling over NC planes (d: host memory) ---- */
+    /* Max: argmax gets each output's winning pixel ih * W + iw (the first in scan order; a
+     * NaN wins); padding never wins. Backward: dinp (=, or += with acc) gets dout at the
+     * winners, 0 elsewhere, each pixel's terms added in output order. */
+    void (*max_pool_forward)(float *out, int32_t *argmax, const float *inp, int64_t NC,
+                             const tr_pool2d_dims *d);
+    void (*max_pool_backward)(float *dinp, const float *dout, const int32_t *argmax, int64_t NC,
+                              const tr_pool2d_dims *d, int acc);
+    /* Average over k * k, padding counted as zeros; backward adds (+=) to dinp. */
+    void (*avg_pool_forward)(float *out, const float *inp, int64_t NC, const tr_pool2d_dims *d);
+    void (*avg_pool_backward)(float *dinp, const float *dout, int64_t NC, const tr_pool2d_dims *d);
+
+    /* ---- batch-norm over dim 1 of x viewed as (N, C, S); statistics in double ---- */
+    /* Plane statistics of NC planes of S values: ps[2p] = the sum, ps[2p + 1] = the squared
+     * deviations from that sum / S rounded to float. */
+    void (*batch_norm_planes)(double *ps, const float *inp, int64_t NC, int64_t S);
+    /* s[c] = sum over n of plane (n, c)'s sum, n in order. */
+    void (*batch_norm_plane_sums)(double *s, const double *ps, int64_t N, int64_t C);
+    /* q[c] = sum over channel c of (x - mean[c])^2, from the planes' statistics. */
+    void (*batch_norm_plane_sqdevs)(double *q, const double *ps, const float *mean, int64_t N,
+                                    int64_t C, int64_t S);
+    /* out[c] = (float)(s[c] / M). */
+    void (*batch_norm_divide)(float *out, const double *s, double M, int64_t C);
+    /* With running_mean (then running_var too): running = (1 - momentum) running + momentum
+     * batch, the variance unbiased by M / (M - 1); then invstd (holding the variance on entry)
+     * = 1 / sqrt(var + eps), in place. */
+    void (*batch_norm_finish)(float *invstd, float *running_mean, float *running_var,
+                              const float *mean, int64_t C, double momentum, int64_t M,
+                              double eps);
+    /* out = (inp - mean) invstd gamma + beta (gamma, beta NULL: 1, 0). */
+    void (*batch_norm_forward)(float *out, const float *inp, const float *mean,
+                               const float *invstd, const float *gamma, const float *beta,
+                               int64_t N, int64_t C, int64_t S);
+    /* dgamma, dbeta +=, dinp (=, or += with acc); batch: mean and invstd were the batch's. */
+    void (*batch_norm_backward)(float *dinp, float *dgamma, float *dbeta, const float *dout,
+                                const float *inp, const float *mean, const float *invstd,
+                                const float *gamma, int batch, int64_t N, int64_t C, int64_t S,
+                                int acc);
+    /* sync_batchnorm's backward: this replica's sums sdy[c] (of dout) and sdyx[c] (of dout
+     * xhat); then dgamma += lsdyx, dbeta += lsdy and dinp += the gradient from the global sums
+     * over the global count M. */
+    void (*batch_norm_dsums_all)(double *sdy, double *sdyx, const float *dout, const float *inp,
+                                 const float *mean, const float *invstd, int64_t N, int64_t C,
+                                 int64_t S);
+    void (*batch_norm_sync_grads)(float *dinp, float *dgamma, float *dbeta, const float *dout,
+                                  const float *inp, const float *mean, const float *invstd,
+                                  const float *gamma, const double *lsdy, const double *lsdyx,
+                                  const double *gsdy, const double *gsdyx, double M, int64_t N,
+                                  int64_t C, int64_t S);
 } tr_kernels;
 
 /* The core's CPU kernels as a table (every entry set): the reference for device kernels. */

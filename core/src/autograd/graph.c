@@ -125,6 +125,16 @@ int op_read(tr_graph *g, void *dst, const void *src, size_t bytes) {
     return st == TR_OK;
 }
 
+int op_write(tr_graph *g, void *dst, const void *src, size_t bytes) {
+    if (!g->accel) {
+        memmove(dst, src, bytes);
+        return 1;
+    }
+    tr_status st = tr_accel_upload(g->accel, dst, src, bytes);
+    if (st != TR_OK) op_fail(g, st, "%s", tr_error_msg());
+    return st == TR_OK;
+}
+
 int op_device_has(tr_graph *g, const char *op, int have) {
     if (!have) op_fail(g, TR_ERR_UNSUPPORTED, "%s: device %s has no kernel for this op (train this model on the CPU, "
                        "or on a device whose plugin has one)", op, tr_accel_name(g->accel));

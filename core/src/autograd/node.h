@@ -57,6 +57,8 @@ int op_device_has(tr_graph *g, const char *op, int have);
 /* Copies bytes of data memory (the device's on a device graph) to host dst; 0 after recording
  * a failed download. */
 int op_read(tr_graph *g, void *dst, const void *src, size_t bytes);
+/* Copies bytes of host src into data memory; 0 after recording a failed upload. */
+int op_write(tr_graph *g, void *dst, const void *src, size_t bytes);
 /* Zero-fills data memory of the graph (a device's, or the host's). */
 void op_zero(tr_graph *g, void *p, size_t bytes);
 

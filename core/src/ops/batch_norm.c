@@ -16,6 +16,7 @@
 
 #include "autograd/node.h"
 #include "ops/batch_norm.h"
+#include "ops/cpu_kernels.h"
 
 #define BN_BLOCK 512
 
@@ -71,52 +72,38 @@ static void batch_norm_backward(tr_graph *g, tr_node *n) {
     if (n->i[4]) { /* synchronised: every replica reduces its sums here, gradients or not */
         void *dx = op_grad(g, x);
         int64_t C = n->i[2];
-        double *acc = op_alloc(g, (size_t)(4 * C + 1) * sizeof(double)); /* host: the reducer reads it */
-        if (!acc) {
+        /* the data's: this replica's sums (2C), the global ones (2C); host: what the reducer
+         * reads (the same 4C, the graph's own memory on the CPU) */
+        double *sums = op_data(g, (size_t)(4 * C) * sizeof(double));
+        double *host = op_kernels(g) ? op_alloc(g, (size_t)(4 * C) * sizeof(double)) : sums;
+        if (!sums || !host) {
             op_fail(g, TR_ERR_NOMEM, "batch_norm backward: out of memory");
             return;
         }
-        TR_DISPATCH(x->dtype, batch_norm_dsums_all, acc, acc + C, n->out->grad, x->data, n->saved[0], n->saved[1],
-                    n->i[1], C, n->i[3]);
-        if (!bn_reduce_dsums(g, acc + 2 * C, acc, C)) return;
-        TR_DISPATCH(x->dtype, batch_norm_sync_grads, dx, dgamma, dbeta, n->out->grad, x->data, n->saved[0],
-                    n->saved[1], gamma ? gamma->data : NULL, acc, acc + C, acc + 2 * C, acc + 3 * C,
-                    (double)n->i[5], n->i[1], C, n->i[3]);
+        OP_RUN(g, x->dtype, batch_norm_dsums_all, sums, sums + C, n->out->grad, x->data, n->saved[0], n->saved[1],
+               n->i[1], C, n->i[3]);
+        if ((host != sums && !op_read(g, host, sums, (size_t)(2 * C) * sizeof(double))) ||
+            !bn_reduce_dsums(g, host + 2 * C, host, C) ||
+            (host != sums && !op_write(g, sums + 2 * C, host + 2 * C, (size_t)(2 * C) * sizeof(double))))
+            return;
+        OP_RUN(g, x->dtype, batch_norm_sync_grads, dx, dgamma, dbeta, n->out->grad, x->data, n->saved[0],
+               n->saved[1], gamma ? gamma->data : NULL, sums, sums + C, sums + 2 * C, sums + 3 * C,
+               (double)n->i[5], n->i[1], C, n->i[3]);
         return;
     }
     int acc;
     void *dx = op_grad_write(g, x, &acc);
     if (!dx && !dgamma && !dbeta) return;
-    TR_DISPATCH(x->dtype, batch_norm_backward, dx, dgamma, dbeta, n->out->grad, x->data,
-                n->saved[0], n->saved[1], gamma ? gamma->data : NULL, (int)n->i[0], n->i[1],
-                n->i[2], n->i[3], acc);
+    OP_RUN(g, x->dtype, batch_norm_backward, dx, dgamma, dbeta, n->out->grad, x->data, n->saved[0], n->saved[1],
+           gamma ? gamma->data : NULL, (int)n->i[0], n->i[1], n->i[2], n->i[3], acc);
 }
 
-/* invstd[c] = 1 / sqrt(var[c] + eps), in place. */
-static void batch_norm_invstd(void *var, tr_dtype dt, int64_t C, double eps) {
-    for (int64_t c = 0; c < C; c++) {
-        if (dt == TR_F64)
-            ((double *)var)[c] = 1.0 / sqrt(((double *)var)[c] + eps);
-        else
-            ((float *)var)[c] = (float)(1.0 / sqrt((double)((float *)var)[c] + eps));
-    }
-}
-
-static void batch_norm_update(void *rm, void *rv, const void *mean, const void *var,
-                              tr_dtype dt, int64_t C, double momentum, int64_t M) {
-    double unbias = (double)M / (double)(M - 1);
-    for (int64_t c = 0; c < C; c++) {
-        if (dt == TR_F64) {
-            double *m = rm, *v = rv;
-            m[c] = (1 - momentum) * m[c] + momentum * ((const double *)mean)[c];
-            v[c] = (1 - momentum) * v[c] + momentum * ((const double *)var)[c] * unbias;
-        } else {
-            float *m = rm, *v = rv;
-            m[c] = (float)((1 - momentum) * m[c] + momentum * ((const float *)mean)[c]);
-            v[c] = (float)((1 - momentum) * v[c] +
-                           momentum * ((const float *)var)[c] * unbias);
-        }
-    }
+/* Whether the graph's device has batch-norm's kernels; records the error when not. */
+static int bn_device_ok(tr_graph *g, const char *op) {
+    const tr_kernels *k = op_kernels(g);
+    return op_device_has(g, op, k->batch_norm_planes && k->batch_norm_plane_sums && k->batch_norm_plane_sqdevs &&
+                                    k->batch_norm_divide && k->batch_norm_finish && k->batch_norm_forward &&
+                                    k->batch_norm_backward && k->batch_norm_dsums_all && k->batch_norm_sync_grads);
 }
 
 static int bn_param_ok(const tr_tensor *t, int64_t C) {
@@ -135,7 +122,7 @@ int bn_check(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, tr_ten
                   np > 2 ? present[2] : NULL, np > 3 ? present[3] : NULL,
                   np > 4 ? present[4] : NULL))
         return 0;
-    if (!OP_HOST_ONLY(g, op)) return 0;
+    if (op_kernels(g) && !bn_device_ok(g, op)) return 0;
     if (x->ndim != 2 && x->ndim != 4) {
         op_fail(g, TR_ERR_INVALID, "%s: input %s must be (N, C) or (N, C, H, W)", op, op_shape(x));
         return 0;
@@ -172,39 +159,55 @@ int bn_check(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, tr_ten
     return 1;
 }
 
+/* n doubles at p (graph data memory) added over the replicas (sync_batchnorm), and with M the
+ * count *M as one more value; on a device through host (n + 1 doubles of host memory). */
+static int bn_reduce(tr_graph *g, double *p, double *host, int64_t n, int64_t *M) {
+    double *h = op_kernels(g) ? host : p;
+    if (h != p && !op_read(g, h, p, (size_t)n * sizeof(double))) return 0;
+    if (M) h[n] = (double)*M;
+    if (tr_graph_reduce_stats_(g, h, (int)n + !!M) < 0) return 0;
+    if (M) *M = (int64_t)h[n];
+    return h == p || op_write(g, p, h, (size_t)n * sizeof(double));
+}
+
 int bn_compute(tr_graph *g, tr_tensor *x, tr_tensor *running_mean, tr_tensor *running_var,
                double momentum, double eps, bn_stats *s) {
     int64_t N = s->N, C = s->C, S = s->S, M = s->M;
     size_t es = tr_dtype_size(x->dtype);
+    const tr_kernels *k = op_kernels(g);
     void *mean = op_data(g, (size_t)C * es + 1), *invstd = op_data(g, (size_t)C * es + 1);
     if (!mean || !invstd) return 0;
+    void *rm = NULL, *rv = NULL;
     if (s->batch) {
         /* the planes' sums and squared deviations: noted by the op that wrote x, or one read */
-        const double *ps = op_plane_stats(g, x);
-        double *work = op_alloc(g, (size_t)(2 * N * C * !ps + 2 * C + 1) * sizeof(double)); /* host: the reducer reads it */
-        if (!work) return 0;
+        const double *ps = k ? NULL : op_plane_stats(g, x);
+        /* the channels' sums and the count, their squared deviations; the planes' */
+        double *work = op_data(g, (size_t)(2 * N * C * !ps + 2 * C + 1) * sizeof(double));
+        /* host: what the reducer reads on a device */
+        double *host = k && s->sync ? op_alloc(g, (size_t)(C + 1) * sizeof(double)) : NULL;
+        if (!work || (k && s->sync && !host)) return 0;
         if (!ps) {
-            TR_DISPATCH(x->dtype, batch_norm_planes, work + 2 * C + 1, x->data, N * C, S);
+            OP_RUN(g, x->dtype, batch_norm_planes, work + 2 * C + 1, x->data, N * C, S);
             ps = work + 2 * C + 1;
         }
         /* the sums and the count (over every replica when synchronised: sync_batchnorm), the
          * mean, then the squared deviations from the mean rounded to real (over every replica) */
-        TR_DISPATCH(x->dtype, batch_norm_plane_sums, work, ps, N, C);
-        work[C] = (double)M;
-        if (s->sync && tr_graph_reduce_stats_(g, work, (int)C + 1) < 0) return 0;
-        M = (int64_t)work[C];
-        TR_DISPATCH(x->dtype, batch_norm_divide, mean, work, (double)M, C);
-        TR_DISPATCH(x->dtype, batch_norm_plane_sqdevs, work + C + 1, ps, mean, N, C, S);
-        if (s->sync && tr_graph_reduce_stats_(g, work + C + 1, (int)C) < 0) return 0;
-        TR_DISPATCH(x->dtype, batch_norm_divide, invstd, work + C + 1, (double)M, C);
-        if (running_mean && tr_graph_training(g))
-            batch_norm_update(running_mean->data, running_var->data, mean, invstd, x->dtype, C,
-                              momentum, M);
+        OP_RUN(g, x->dtype, batch_norm_plane_sums, work, ps, N, C);
+        if (s->sync && !bn_reduce(g, work, host, C, &M)) return 0;
+        OP_RUN(g, x->dtype, batch_norm_divide, mean, work, (double)M, C);
+        OP_RUN(g, x->dtype, batch_norm_plane_sqdevs, work + C + 1, ps, mean, N, C, S);
+        if (s->sync && !bn_reduce(g, work + C + 1, host, C, NULL)) return 0;
+        OP_RUN(g, x->dtype, batch_norm_divide, invstd, work + C + 1, (double)M, C);
+        if (running_mean && tr_graph_training(g)) rm = running_mean->data, rv = running_var->data;
+    } else if (k) {
+        k->copy(mean, running_mean->data, (size_t)C * es);
+        k->copy(invstd, running_var->data, (size_t)C * es);
     } else {
         memcpy(mean, running_mean->data, (size_t)C * es);
         memcpy(invstd, running_var->data, (size_t)C * es);
     }
-    batch_norm_invstd(invstd, x->dtype, C, eps);
+    /* invstd holds the variance until here */
+    OP_RUN(g, x->dtype, batch_norm_finish, invstd, rm, rv, mean, C, momentum, M, eps);
     s->mean = mean, s->invstd = invstd, s->M = M;
     return 1;
 }
@@ -222,7 +225,7 @@ tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
         return NULL;
     tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
     if (!y || !bn_compute(g, x, running_mean, running_var, momentum, eps, &s)) return NULL;
-    TR_DISPATCH(x->dtype, batch_norm_forward, y->data, x->data, s.mean, s.invstd,
+    OP_RUN(g, x->dtype, batch_norm_forward, y->data, x->data, s.mean, s.invstd,
                 gamma ? gamma->data : NULL, beta ? beta->data : NULL, s.N, s.C, s.S);
     /* A synchronised layer is recorded even without gradients to compute here: its backward
      * takes part in the replicas' reductions, which must stay in step. */
@@ -239,4 +242,16 @@ tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
         n->i[5] = s.M;
     }
     return y;
+}
+
+void ops_kernels_batch_norm(tr_kernels *k) {
+    k->batch_norm_planes = batch_norm_planes_f32;
+    k->batch_norm_plane_sums = batch_norm_plane_sums_f32;
+    k->batch_norm_plane_sqdevs = batch_norm_plane_sqdevs_f32;
+    k->batch_norm_divide = batch_norm_divide_f32;
+    k->batch_norm_finish = batch_norm_finish_f32;
+    k->batch_norm_forward = batch_norm_forward_f32;
+    k->batch_norm_backward = batch_norm_backward_f32;
+    k->batch_norm_dsums_all = batch_norm_dsums_all_f32;
+    k->batch_norm_sync_grads = batch_norm_sync_grads_f32;
 }

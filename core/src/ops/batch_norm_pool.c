@@ -264,6 +264,11 @@ tr_tensor *tr_batch_norm_pool_relu(tr_graph *g, tr_tensor *x, tr_tensor *gamma, 
                        "%s: input %s: the 2x2 pool needs planes of at least 2x2 and fewer "
                        "than 2^31 pixels",
                        op, op_shape(x));
+    /* On a device: the three ops, each its device's kernels (the same values; the fusion
+     * saves passes over host memory) */
+    if (op_kernels(g))
+        return tr_max_pool2d(g, tr_relu(g, tr_batch_norm(g, x, gamma, beta, running_mean, running_var, momentum, eps)),
+                             2, 2, 0);
     bn_stats s;
     if (!bn_check(g, op, x, gamma, beta, running_mean, running_var, momentum, eps, &s))
         return NULL;

@@ -12,6 +12,7 @@
 #include "autograd/node.h"
 #include "ops/batch_norm.h"
 #include "ops/conv2d_direct.h"
+#include "ops/cpu_kernels.h"
 #include "ops/gemm.h"
 
 /* A chunk's buffers, col (C*KH*KW, cols) and y (OC, cols), are sized to stay in a core's L2
@@ -242,6 +243,12 @@ static void conv2d_backward_with(tr_graph *g, tr_node *n, conv_dy_plane_fn make,
     int acc;
     void *dx = op_grad_write(g, x, &acc), *dw = op_grad(g, w), *db = b ? op_grad(g, b) : NULL;
     if ((!dx && !dw && !db) || d.N == 0) return;
+    const tr_kernels *k = op_kernels(g);
+    if (k) { /* a device's kernels, with their scratch */
+        void *work = op_data(g, k->conv2d_work(&d) + 1);
+        if (work) k->conv2d_backward(dx, dw, db, dout, x->data, w->data, work, &d, acc);
+        return;
+    }
     size_t elem = tr_dtype_size(x->dtype), direct = conv_direct_scratch(&d, elem);
     if (direct && (dw || db)) { /* few input channels: weight and bias gradients directly */
         float *sc = op_data(g, direct * sizeof(float));
@@ -260,7 +267,7 @@ static void conv2d_backward_with(tr_graph *g, tr_node *n, conv_dy_plane_fn make,
 static void conv2d_backward(tr_graph *g, tr_node *n) { conv2d_backward_with(g, n, NULL, NULL); }
 
 int conv2d_takes_planes(const tr_node *n) {
-    return n && n->backward == conv2d_backward && n->in[0]->dtype == TR_F32;
+    return n && n->backward == conv2d_backward && n->in[0]->dtype == TR_F32 && !n->in[0]->device.kind;
 }
 
 void conv2d_backward_from(tr_graph *g, tr_node *n, conv_dy_plane_fn make, void *ctx) {
@@ -272,7 +279,7 @@ void conv2d_backward_from(tr_graph *g, tr_node *n, conv_dy_plane_fn make, void *
 tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int stride,
                      int padding) {
     if (!op_check(g, "conv2d", b ? 3 : 2, x, w, b)) return NULL;
-    if (!OP_HOST_ONLY(g, "conv2d")) return NULL;
+    if (!OP_DEVICE(g, "conv2d", conv2d_work, conv2d_forward, conv2d_backward)) return NULL;
     if (x->ndim != 4 || w->ndim != 4)
         return op_fail(g, TR_ERR_INVALID,
                        "conv2d: input %s must be (N, C, H, W) and weight %s (OC, C, KH, KW)",
@@ -298,7 +305,12 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
     conv_dims d = conv_dims_of(x, w, stride, padding);
     tr_tensor *y = op_out(g, x->dtype, 4, (int64_t[]){d.N, d.OC, d.OH, d.OW});
     if (!y) return NULL;
-    if (d.N > 0) {
+    const tr_kernels *k = op_kernels(g);
+    if (d.N > 0 && k) { /* a device's kernels, with their scratch */
+        void *work = op_data(g, k->conv2d_work(&d) + 1);
+        if (!work) return NULL;
+        k->conv2d_forward(y->data, x->data, w->data, b ? b->data : NULL, work, &d);
+    } else if (d.N > 0) {
         size_t elem = tr_dtype_size(x->dtype), direct = conv_direct_scratch(&d, elem);
         float *dsc = direct ? op_data(g, direct * sizeof(float)) : NULL;
         /* in training, the output's plane statistics for a batch-norm that may follow */
@@ -320,4 +332,35 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
         n->i[1] = padding;
     }
     return y;
+}
+
+/* The kernel table's conv2d (tr_cpu_kernels: the fake test device, and the reference a
+ * device's kernels are tested against): the op's own kernels, direct where they apply, with
+ * one worker in the caller's scratch. */
+static size_t conv2d_work_f32(const conv_dims *d) {
+    size_t direct = conv_direct_scratch(d, sizeof(float)), gemm = (size_t)conv_worker_reals(d, sizeof(float));
+    return (direct > gemm ? direct : gemm) * sizeof(float);
+}
+
+static void conv2d_forward_table_f32(float *out, const float *inp, const float *weight, const float *bias, void *work,
+                                     const conv_dims *d) {
+    if (d->N == 0) return;
+    if (conv_direct_scratch(d, sizeof(float)) && conv_direct_forward_f32(out, inp, weight, bias, work, NULL, d)) return;
+    conv2d_forward_f32(out, inp, weight, bias, work, NULL, d, 1);
+}
+
+static void conv2d_backward_table_f32(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                      const float *weight, void *work, const conv_dims *d, int acc) {
+    if (d->N == 0) return;
+    if (conv_direct_scratch(d, sizeof(float)) && (dweight || dbias) &&
+        conv_direct_backward_params_f32(dweight, dbias, dout, NULL, NULL, inp, work, d))
+        dweight = dbias = NULL;
+    if (dinp || dweight || dbias)
+        conv2d_backward_f32(dinp, dweight, dbias, dout, NULL, NULL, inp, weight, work, d, acc, 1);
+}
+
+void ops_kernels_conv2d(tr_kernels *k) {
+    k->conv2d_work = conv2d_work_f32;
+    k->conv2d_forward = conv2d_forward_table_f32;
+    k->conv2d_backward = conv2d_backward_table_f32;
 }

@@ -12,12 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct conv_dims {
-    int64_t N, C, H, W;   /* input */
-    int64_t OC, KH, KW;   /* weight */
-    int64_t S, P;         /* stride, padding */
-    int64_t OH, OW;       /* output */
-} conv_dims;
+#include "trainer/kernels.h"
+
+/* input (N, C, H, W), weight (OC, C, KH, KW), stride S, padding P, output (N, OC, OH, OW) */
+typedef tr_conv2d_dims conv_dims;
 
 #define CONV_DIRECT_MAX_TAPS 16
 

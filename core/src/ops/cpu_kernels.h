@@ -17,5 +17,8 @@ void ops_kernels_sigmoid(tr_kernels *k);
 void ops_kernels_softmax(tr_kernels *k);
 void ops_kernels_cross_entropy(tr_kernels *k);
 void ops_kernels_dropout(tr_kernels *k);
+void ops_kernels_conv2d(tr_kernels *k);
+void ops_kernels_pool(tr_kernels *k);
+void ops_kernels_batch_norm(tr_kernels *k);
 
 #endif

@@ -27,6 +27,9 @@ static void fill(void) {
     ops_kernels_softmax(&table);
     ops_kernels_cross_entropy(&table);
     ops_kernels_dropout(&table);
+    ops_kernels_conv2d(&table);
+    ops_kernels_pool(&table);
+    ops_kernels_batch_norm(&table);
 }
 
 const tr_kernels *tr_cpu_kernels(void) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "ops/cpu_kernels.h"
 #include "ops/pool.h"
 
 /* The 2x2 stride-2 max-pool of one output row, forward and backward, on AVX-512: rows of
@@ -75,7 +76,6 @@ static pool_dims pool_dims_of(const tr_tensor *x, int64_t k, int64_t S, int64_t 
 static int pool_check(tr_graph *g, const char *op, tr_tensor *x, int kernel, int stride,
                       int padding) {
     if (!op_check(g, op, 1, x)) return 0;
-    if (!OP_HOST_ONLY(g, op)) return 0;
     if (x->ndim != 4) {
         op_fail(g, TR_ERR_INVALID, "%s: input %s must be (N, C, H, W)", op, op_shape(x));
         return 0;
@@ -105,19 +105,20 @@ static void max_pool2d_backward(tr_graph *g, tr_node *n) {
     void *dx = op_grad_write(g, x, &acc);
     if (!dx) return;
     pool_dims d = pool_dims_of(x, n->i[0], n->i[1], n->i[2]);
-    TR_DISPATCH(x->dtype, max_pool_backward, dx, n->out->grad, n->saved[0],
-                x->shape[0] * x->shape[1], &d, acc);
+    OP_RUN(g, x->dtype, max_pool_backward, dx, n->out->grad, n->saved[0], x->shape[0] * x->shape[1], &d, acc);
 }
 
 tr_tensor *tr_max_pool2d(tr_graph *g, tr_tensor *x, int kernel, int stride, int padding) {
-    if (!pool_check(g, "max_pool2d", x, kernel, stride, padding)) return NULL;
+    if (!pool_check(g, "max_pool2d", x, kernel, stride, padding) ||
+        !OP_DEVICE(g, "max_pool2d", max_pool_forward, max_pool_backward))
+        return NULL;
     pool_dims d = pool_dims_of(x, kernel, stride, padding);
     int64_t NC = x->shape[0] * x->shape[1];
     tr_tensor *y = op_out(g, x->dtype, 4, (int64_t[]){x->shape[0], x->shape[1], d.OH, d.OW});
     if (!y) return NULL;
     int32_t *argmax = op_data(g, (size_t)(NC * d.OH * d.OW) * sizeof(int32_t) + 1);
     if (!argmax) return NULL;
-    TR_DISPATCH(x->dtype, max_pool_forward, y->data, argmax, x->data, NC, &d);
+    OP_RUN(g, x->dtype, max_pool_forward, y->data, argmax, x->data, NC, &d);
     if (op_needs_grad(g, 1, x)) {
         tr_node *n = op_record(g, "max_pool2d", max_pool2d_backward, y, 1, x);
         if (!n) return NULL;
@@ -134,15 +135,17 @@ static void avg_pool2d_backward(tr_graph *g, tr_node *n) {
     void *dx = op_grad(g, x);
     if (!dx) return;
     pool_dims d = pool_dims_of(x, n->i[0], n->i[1], n->i[2]);
-    TR_DISPATCH(x->dtype, avg_pool_backward, dx, n->out->grad, x->shape[0] * x->shape[1], &d);
+    OP_RUN(g, x->dtype, avg_pool_backward, dx, n->out->grad, x->shape[0] * x->shape[1], &d);
 }
 
 tr_tensor *tr_avg_pool2d(tr_graph *g, tr_tensor *x, int kernel, int stride, int padding) {
-    if (!pool_check(g, "avg_pool2d", x, kernel, stride, padding)) return NULL;
+    if (!pool_check(g, "avg_pool2d", x, kernel, stride, padding) ||
+        !OP_DEVICE(g, "avg_pool2d", avg_pool_forward, avg_pool_backward))
+        return NULL;
     pool_dims d = pool_dims_of(x, kernel, stride, padding);
     tr_tensor *y = op_out(g, x->dtype, 4, (int64_t[]){x->shape[0], x->shape[1], d.OH, d.OW});
     if (!y) return NULL;
-    TR_DISPATCH(x->dtype, avg_pool_forward, y->data, x->data, x->shape[0] * x->shape[1], &d);
+    OP_RUN(g, x->dtype, avg_pool_forward, y->data, x->data, x->shape[0] * x->shape[1], &d);
     if (op_needs_grad(g, 1, x)) {
         tr_node *n = op_record(g, "avg_pool2d", avg_pool2d_backward, y, 1, x);
         if (!n) return NULL;
@@ -151,4 +154,11 @@ tr_tensor *tr_avg_pool2d(tr_graph *g, tr_tensor *x, int kernel, int stride, int 
         n->i[2] = padding;
     }
     return y;
+}
+
+void ops_kernels_pool(tr_kernels *k) {
+    k->max_pool_forward = max_pool_forward_f32;
+    k->max_pool_backward = max_pool_backward_f32;
+    k->avg_pool_forward = avg_pool_forward_f32;
+    k->avg_pool_backward = avg_pool_backward_f32;
 }

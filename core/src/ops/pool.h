@@ -5,10 +5,10 @@
 
 #include <stdint.h>
 
+#include "trainer/kernels.h"
+
 /* Input planes H x W, output OH x OW, square window k, stride S, padding P. */
-typedef struct pool_dims {
-    int64_t H, W, OH, OW, k, S, P;
-} pool_dims;
+typedef tr_pool2d_dims pool_dims;
 
 /* One plane: y (OH x OW) = the window maxima of x (H x W); am gets each output's winning
  * pixel, ih * W + iw (the first in scan order; a NaN wins). Single-threaded. */

@@ -9,6 +9,8 @@
 #ifndef TR_CUDA_KERNELS_H
 #define TR_CUDA_KERNELS_H
 
+#include <stdint.h>
+
 #define CUDA_BLOCK 256
 /* Most blocks of the first pass of the sum of squares (partial sums, then one block adds
  * them). */
@@ -41,7 +43,34 @@
     X(k_sgd, 0)                 \
     X(k_adam, 0)                \
     X(k_sumsq_part, 1)          \
-    X(k_sumsq_final, 1)
+    X(k_sumsq_final, 1)         \
+    X(k_im2col, 0)              \
+    X(k_col2im, 0)              \
+    X(k_conv_out, 0)            \
+    X(k_conv_dy, 0)             \
+    X(k_rowsum, 1)              \
+    X(k_maxpool_fwd, 0)         \
+    X(k_maxpool_bwd, 0)         \
+    X(k_avgpool_fwd, 0)         \
+    X(k_avgpool_bwd, 0)         \
+    X(k_bn_planes, 1)           \
+    X(k_bn_plane_sums, 0)       \
+    X(k_bn_plane_sqdevs, 0)     \
+    X(k_bn_divide, 0)           \
+    X(k_bn_finish, 0)           \
+    X(k_bn_fwd, 0)              \
+    X(k_bn_dsums, 1)            \
+    X(k_bn_dx, 0)               \
+    X(k_bn_param_grads, 0)
+
+/* conv2d's and a pool's sizes as the kernels take them (by value): the fields of
+ * tr_conv2d_dims and tr_pool2d_dims (trainer/kernels.h). */
+typedef struct cuda_conv {
+    int64_t N, C, H, W, OC, KH, KW, S, P, OH, OW;
+} cuda_conv;
+typedef struct cuda_pool {
+    int64_t H, W, OH, OW, k, S, P;
+} cuda_pool;
 
 typedef enum cuda_kernel {
 #define CUDA_KERNEL_ENUM(name, barrier) CUDA_##name,

@@ -51,13 +51,13 @@ static int gemm_dims_ok(cuda_device *d, int64_t B, int64_t C, int64_t OC) {
 }
 
 /* cuBLAS wants every leading dimension >= 1 and refuses nothing to compute; k == 0 still
- * scales C by beta (zero with beta 0), as the CPU kernel leaves it. */
-static void gemm(cuda_device *d, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A, int64_t lda,
-                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+ * scales C by beta (zero with beta 0), as the CPU kernel leaves it. what names the op. */
+static void gemm(cuda_device *d, const char *what, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A,
+                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     if (m == 0 || n == 0) return;
     lda = lda < 1 ? 1 : lda, ldb = ldb < 1 ? 1 : ldb;
     tr_status st = cu_sgemm(d->rt, ta, tb, (int)m, (int)n, (int)k, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
-    if (st != TR_OK) cuda_fail(d, st, "linear (cublasSgemm)");
+    if (st != TR_OK) cuda_fail(d, st, what);
 }
 
 /* A row-major (r, c) matrix is the column-major (c x r) transpose, leading dimension c.
@@ -66,7 +66,7 @@ static void linear_forward(float *out, const float *inp, const float *weight, co
                            int64_t C, int64_t OC) {
     cuda_device *d = cuda_current();
     if (!d || !gemm_dims_ok(d, B, C, OC)) return;
-    gemm(d, 1, 0, OC, B, C, weight, C, inp, C, 0.0f, out, OC);
+    gemm(d, "linear (cublasSgemm)", 1, 0, OC, B, C, weight, C, inp, C, 0.0f, out, OC);
     if (bias) LAUNCH("linear (bias)", k_add_fwd, blocks_for(B * OC), &out, &out, &bias, &B, &OC);
 }
 
@@ -77,8 +77,8 @@ static void linear_backward(float *dinp, float *dweight, float *dbias, const flo
                             const float *weight, int64_t B, int64_t C, int64_t OC, int acc, int wacc) {
     cuda_device *d = cuda_current();
     if (!d || !gemm_dims_ok(d, B, C, OC)) return;
-    if (dinp) gemm(d, 0, 0, C, B, OC, weight, C, dout, OC, acc ? 1.0f : 0.0f, dinp, C);
-    if (dweight) gemm(d, 0, 1, C, OC, B, inp, C, dout, OC, wacc ? 1.0f : 0.0f, dweight, C);
+    if (dinp) gemm(d, "linear (cublasSgemm)", 0, 0, C, B, OC, weight, C, dout, OC, acc ? 1.0f : 0.0f, dinp, C);
+    if (dweight) gemm(d, "linear (cublasSgemm)", 0, 1, C, OC, B, inp, C, dout, OC, wacc ? 1.0f : 0.0f, dweight, C);
     const float *none = NULL;
     if (dbias) LAUNCH("linear (bias gradient)", k_colsum, blocks_for(OC), &dbias, &dout, &none, &B, &OC);
 }
@@ -258,6 +258,176 @@ static void scale_inplace(float *g, size_t n, float s) {
     LAUNCH("gradient scaling", k_scale_inplace, blocks_for(nn), &g, &nn, &s);
 }
 
+/* ---- 2-D convolution: per chunk of images, im2col, a cuBLAS GEMM with the weight, and
+ * (backward) col2im; the chunk's col and y/dy are the scratch ---- */
+
+/* Floats of scratch a chunk of images may take (col and y together): 64 MiB. */
+#define CONV_WORK_FLOATS ((int64_t)16 << 20)
+
+/* Images per chunk: as many as fit CONV_WORK_FLOATS, at least one, at most N. */
+static int64_t conv_images(const tr_conv2d_dims *d) {
+    int64_t per = (d->C * d->KH * d->KW + d->OC) * d->OH * d->OW, nc = per > 0 ? CONV_WORK_FLOATS / per : 1;
+    if (nc > d->N) nc = d->N;
+    return nc < 1 ? 1 : nc;
+}
+
+static size_t conv2d_work(const tr_conv2d_dims *d) {
+    return (size_t)(conv_images(d) * (d->C * d->KH * d->KW + d->OC) * d->OH * d->OW) * sizeof(float);
+}
+
+static cuda_conv conv_of(const tr_conv2d_dims *d) {
+    return (cuda_conv){d->N, d->C, d->H, d->W, d->OC, d->KH, d->KW, d->S, d->P, d->OH, d->OW};
+}
+
+/* The chunk's GEMM dimensions fit cuBLAS's ints. */
+static int conv_dims_ok(cuda_device *d, const tr_conv2d_dims *cd, const char *what) {
+    int64_t cols = conv_images(cd) * cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW;
+    if (cols <= INT_MAX && CKK <= INT_MAX && cd->OC <= INT_MAX) return 1;
+    cuda_fail(d, tr_error_set(TR_ERR_UNSUPPORTED, "GEMMs of %lld x %lld x %lld are beyond cuBLAS's int dimensions",
+                              (long long)cd->OC, (long long)cols, (long long)CKK), what);
+    return 0;
+}
+
+/* y (OC, cols) = weight (OC, CKK) col (CKK, cols): column-major y^T (cols x OC) = col^T (cols x
+ * CKK) weight^T (CKK x OC), both stored that way: gemm(N, N). */
+static void conv2d_forward(float *out, const float *inp, const float *weight, const float *bias, void *work,
+                           const tr_conv2d_dims *cd) {
+    cuda_device *d = cuda_current();
+    if (!d || cd->N == 0 || !conv_dims_ok(d, cd, "conv2d")) return;
+    int64_t nc_max = conv_images(cd), P = cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW, OC = cd->OC;
+    cuda_conv k = conv_of(cd);
+    float *col = work, *y = col + CKK * nc_max * P;
+    for (int64_t n0 = 0; n0 < cd->N; n0 += nc_max) {
+        int64_t nc = cd->N - n0 < nc_max ? cd->N - n0 : nc_max, cols = nc * P;
+        LAUNCH("conv2d (im2col)", k_im2col, blocks_for(CKK * cols), &col, &inp, &k, &n0, &nc);
+        gemm(d, "conv2d (cublasSgemm)", 0, 0, cols, OC, CKK, col, cols, weight, CKK, 0.0f, y, cols);
+        LAUNCH("conv2d (output)", k_conv_out, blocks_for(OC * cols), &out, &y, &bias, &OC, &P, &n0, &nc);
+    }
+}
+
+/* dweight (OC, CKK) += dy (OC, cols) col^T: column-major dweight^T (CKK x OC) = col (CKK x cols,
+ * stored transposed) dy^T (cols x OC): gemm(T, N), beta 1. dcol (CKK, cols) = weight^T dy:
+ * column-major dcol^T (cols x CKK) = dy^T (cols x OC) weight (OC x CKK, stored transposed):
+ * gemm(N, T). */
+static void conv2d_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                            const float *weight, void *work, const tr_conv2d_dims *cd, int acc) {
+    cuda_device *d = cuda_current();
+    if (!d || cd->N == 0 || !conv_dims_ok(d, cd, "conv2d backward")) return;
+    int64_t nc_max = conv_images(cd), P = cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW, OC = cd->OC;
+    cuda_conv k = conv_of(cd);
+    float *col = work, *dy = col + CKK * nc_max * P;
+    for (int64_t n0 = 0; n0 < cd->N; n0 += nc_max) {
+        int64_t nc = cd->N - n0 < nc_max ? cd->N - n0 : nc_max, cols = nc * P;
+        LAUNCH("conv2d backward (dy)", k_conv_dy, blocks_for(OC * cols), &dy, &dout, &OC, &P, &n0, &nc);
+        if (dbias) LAUNCH("conv2d backward (bias)", k_rowsum, blocks_rows(OC), &dbias, &dy, &OC, &cols);
+        if (dweight) {
+            LAUNCH("conv2d backward (im2col)", k_im2col, blocks_for(CKK * cols), &col, &inp, &k, &n0, &nc);
+            gemm(d, "conv2d backward (cublasSgemm)", 1, 0, CKK, OC, cols, col, cols, dy, cols, 1.0f, dweight, CKK);
+        }
+        if (dinp) {
+            gemm(d, "conv2d backward (cublasSgemm)", 0, 1, cols, CKK, OC, dy, cols, weight, CKK, 0.0f, col, cols);
+            LAUNCH("conv2d backward (col2im)", k_col2im, blocks_for(nc * cd->C * cd->H * cd->W), &dinp, &col, &k, &n0,
+                   &nc, &acc);
+        }
+    }
+}
+
+/* ---- pooling ---- */
+
+static cuda_pool pool_of(const tr_pool2d_dims *d) { return (cuda_pool){d->H, d->W, d->OH, d->OW, d->k, d->S, d->P}; }
+
+static void max_pool_forward(float *out, int32_t *argmax, const float *inp, int64_t NC, const tr_pool2d_dims *pd) {
+    cuda_pool k = pool_of(pd);
+    LAUNCH("max_pool2d", k_maxpool_fwd, blocks_for(NC * pd->OH * pd->OW), &out, &argmax, &inp, &NC, &k);
+}
+
+static void max_pool_backward(float *dinp, const float *dout, const int32_t *argmax, int64_t NC,
+                              const tr_pool2d_dims *pd, int acc) {
+    cuda_pool k = pool_of(pd);
+    LAUNCH("max_pool2d backward", k_maxpool_bwd, blocks_for(NC * pd->H * pd->W), &dinp, &dout, &argmax, &NC, &k, &acc);
+}
+
+static void avg_pool_forward(float *out, const float *inp, int64_t NC, const tr_pool2d_dims *pd) {
+    cuda_pool k = pool_of(pd);
+    LAUNCH("avg_pool2d", k_avgpool_fwd, blocks_for(NC * pd->OH * pd->OW), &out, &inp, &NC, &k);
+}
+
+static void avg_pool_backward(float *dinp, const float *dout, int64_t NC, const tr_pool2d_dims *pd) {
+    cuda_pool k = pool_of(pd);
+    LAUNCH("avg_pool2d backward", k_avgpool_bwd, blocks_for(NC * pd->H * pd->W), &dinp, &dout, &NC, &k);
+}
+
+/* ---- batch-norm ---- */
+
+static void batch_norm_planes(double *ps, const float *inp, int64_t NC, int64_t S) {
+    LAUNCH("batch_norm (plane statistics)", k_bn_planes, blocks_rows(NC), &ps, &inp, &NC, &S);
+}
+
+static void batch_norm_plane_sums(double *s, const double *ps, int64_t N, int64_t C) {
+    LAUNCH("batch_norm (sums)", k_bn_plane_sums, blocks_for(C), &s, &ps, &N, &C);
+}
+
+static void batch_norm_plane_sqdevs(double *q, const double *ps, const float *mean, int64_t N, int64_t C, int64_t S) {
+    LAUNCH("batch_norm (squared deviations)", k_bn_plane_sqdevs, blocks_for(C), &q, &ps, &mean, &N, &C, &S);
+}
+
+static void batch_norm_divide(float *out, const double *s, double M, int64_t C) {
+    LAUNCH("batch_norm (divide)", k_bn_divide, blocks_for(C), &out, &s, &M, &C);
+}
+
+static void batch_norm_finish(float *invstd, float *running_mean, float *running_var, const float *mean, int64_t C,
+                              double momentum, int64_t M, double eps) {
+    double unbias = (double)M / (double)(M - 1);
+    LAUNCH("batch_norm (running statistics)", k_bn_finish, blocks_for(C), &invstd, &running_mean, &running_var, &mean,
+           &C, &momentum, &unbias, &eps);
+}
+
+static void batch_norm_forward(float *out, const float *inp, const float *mean, const float *invstd,
+                               const float *gamma, const float *beta, int64_t N, int64_t C, int64_t S) {
+    LAUNCH("batch_norm", k_bn_fwd, blocks_for(N * C * S), &out, &inp, &mean, &invstd, &gamma, &beta, &N, &C, &S);
+}
+
+static void batch_norm_dsums_all(double *sdy, double *sdyx, const float *dout, const float *inp, const float *mean,
+                                 const float *invstd, int64_t N, int64_t C, int64_t S) {
+    LAUNCH("batch_norm backward (sums)", k_bn_dsums, blocks_rows(C), &sdy, &sdyx, &dout, &inp, &mean, &invstd, &N, &C,
+           &S);
+}
+
+/* The sums into scratch of the caching allocator (freed in stream order: a later kernel may
+ * reuse it only after these ran). */
+static void batch_norm_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
+                                const float *mean, const float *invstd, const float *gamma, int batch, int64_t N,
+                                int64_t C, int64_t S, int acc) {
+    cuda_device *d = cuda_current();
+    double *sums = NULL;
+    if (!d) return;
+    tr_status st = cuda_alloc(d, (size_t)(2 * C) * sizeof(double), (void **)&sums);
+    if (st != TR_OK) {
+        cuda_fail(d, st, "batch_norm backward (scratch)");
+        return;
+    }
+    const double *sdy = sums, *sdyx = sums + C;
+    batch_norm_dsums_all(sums, sums + C, dout, inp, mean, invstd, N, C, S);
+    if (dgamma || dbeta) LAUNCH("batch_norm backward", k_bn_param_grads, blocks_for(C), &dgamma, &dbeta, &sdy, &sdyx, &C);
+    double M = (double)(N * S);
+    if (dinp)
+        LAUNCH("batch_norm backward", k_bn_dx, blocks_for(N * C * S), &dinp, &dout, &inp, &mean, &invstd, &gamma, &sdy,
+               &sdyx, &batch, &M, &N, &C, &S, &acc);
+    cuda_free(d, sums);
+}
+
+static void batch_norm_sync_grads(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
+                                  const float *mean, const float *invstd, const float *gamma, const double *lsdy,
+                                  const double *lsdyx, const double *gsdy, const double *gsdyx, double M, int64_t N,
+                                  int64_t C, int64_t S) {
+    if (dgamma || dbeta)
+        LAUNCH("batch_norm backward", k_bn_param_grads, blocks_for(C), &dgamma, &dbeta, &lsdy, &lsdyx, &C);
+    int batch = 1, acc = 1;
+    if (dinp)
+        LAUNCH("batch_norm backward", k_bn_dx, blocks_for(N * C * S), &dinp, &dout, &inp, &mean, &invstd, &gamma, &gsdy,
+               &gsdyx, &batch, &M, &N, &C, &S, &acc);
+}
+
 const tr_kernels cuda_kernel_table = {
     .size = sizeof(tr_kernels),
     .zero = zero,
@@ -292,4 +462,20 @@ const tr_kernels cuda_kernel_table = {
     .optim_update = optim_update,
     .sumsq = sumsq,
     .scale_inplace = scale_inplace,
+    .conv2d_work = conv2d_work,
+    .conv2d_forward = conv2d_forward,
+    .conv2d_backward = conv2d_backward,
+    .max_pool_forward = max_pool_forward,
+    .max_pool_backward = max_pool_backward,
+    .avg_pool_forward = avg_pool_forward,
+    .avg_pool_backward = avg_pool_backward,
+    .batch_norm_planes = batch_norm_planes,
+    .batch_norm_plane_sums = batch_norm_plane_sums,
+    .batch_norm_plane_sqdevs = batch_norm_plane_sqdevs,
+    .batch_norm_divide = batch_norm_divide,
+    .batch_norm_finish = batch_norm_finish,
+    .batch_norm_forward = batch_norm_forward,
+    .batch_norm_backward = batch_norm_backward,
+    .batch_norm_dsums_all = batch_norm_dsums_all,
+    .batch_norm_sync_grads = batch_norm_sync_grads,
 };
