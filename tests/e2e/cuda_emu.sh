@@ -49,14 +49,14 @@ else bad "model larger than the emulated GPU" "rc=$rc" "$out"; fi
 
 cnn_device_yaml "$t/cnn.yaml" cuda_emu 1
 cmp5() { "$py" "$here/compare_runs.py" "$1" "$2" --tol 1e-5 2>&1; }
-out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_gpu" 2>&1)"; rc=$?
-out2="$(timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
-if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (cuda_emu:0" <<<"$out" && grep -q "done: 20 steps" <<<"$out" &&
+out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 240 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_gpu" 2>&1)"; rc=$?
+out2="$(timeout 240 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (cuda_emu:0" <<<"$out" && grep -q "done: 12 steps" <<<"$out" &&
    cmp_out="$(cmp5 "$t/cnn_gpu/c/0" "$t/cnn_cpu/c/0")"; then
-    ok "a CNN (conv2d, batch-norm, max-pool) on the emulated CUDA device: 20 steps within 1e-5 of cpu ($cmp_out)"
+    ok "a CNN (conv2d, batch-norm, max-pool) on the emulated CUDA device: 12 steps within 1e-5 of cpu ($cmp_out)"
 else bad "cnn on cuda_emu vs cpu" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
-out="$(TRAINER_CUDA_EMU_GPUS=2 timeout 180 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_ddp" strategy.sync_batchnorm=true 2>&1)"; rc=$?
-if [ $rc = 0 ] && grep -q "strategy ddp chosen: auto: found 2 GPUs" <<<"$out" && grep -q "done: 20 steps" <<<"$out" &&
+out="$(TRAINER_CUDA_EMU_GPUS=2 timeout 240 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_ddp" strategy.sync_batchnorm=true 2>&1)"; rc=$?
+if [ $rc = 0 ] && grep -q "strategy ddp chosen: auto: found 2 GPUs" <<<"$out" && grep -q "done: 12 steps" <<<"$out" &&
    cmp_out="$(cmp5 "$t/cnn_ddp/c/0" "$t/cnn_cpu/c/0")"; then
     ok "the CNN under ddp on 2 emulated CUDA devices with sync_batchnorm: within 1e-5 of cpu's one process ($cmp_out)"
 else bad "cnn ddp sync_batchnorm on cuda_emu vs cpu" "rc=$rc" "${cmp_out:-}" "$out"; fi

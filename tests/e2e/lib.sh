@@ -44,9 +44,9 @@ cnn_device_yaml() {
     cat >"$1" <<YAML
 run: {name: c, seed: 3}
 model: {name: cnn, params: {channels: [4, 6], fc: [16], dropout: 0.25}}
-data: {name: synthetic, params: {samples: 256, val_samples: 64, features: 144, classes: 4, shape: [1, 12, 12]}, batch_size: 16}
+data: {name: synthetic, params: {samples: 96, val_samples: 32, features: 144, classes: 4, shape: [1, 12, 12]}, batch_size: 16}
 optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
-trainer: {max_steps: 20, log_every: $3, grad_clip: 1.0, progress: lines, threads: 1, gpu_backend: $2}
+trainer: {max_steps: 12, log_every: $3, grad_clip: 1.0, progress: lines, threads: 1, gpu_backend: $2}
 YAML
 }
 
