@@ -39,7 +39,8 @@ YAML
 
 # A CNN (two conv blocks: conv, batch-norm, ReLU, 2x2 max-pool; the first conv one channel in,
 # the second four; dropout after the first linear layer) on GPU backend $2, logging every $3
-# steps, as config file $1.
+# steps, as config file $1. SGD: a conv's bias before a batch-norm has a gradient of zero up to
+# rounding, which Adam would scale into full steps, so two correct runs would drift apart.
 cnn_device_yaml() {
     cat >"$1" <<YAML
 run: {name: c, seed: 3}
