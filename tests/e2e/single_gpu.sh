@@ -99,7 +99,7 @@ else bad "ddp on fake GPUs: kill and resume" "rc1=$rc1 rc=$rc" "$out" "$(tail -3
 cnn_device_yaml "$t/cnn.yaml" fake_gpu 1
 out="$(TRAINER_FAKE_GPUS=1 timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_gpu" 2>&1)"; rc=$?
 out2="$(timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
-if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (fake_gpu:0" <<<"$out" &&
+if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (fake_gpu:0" <<<"$out" && grep -q "done: 12 steps" <<<"$out" &&
    cmp_out="$(/usr/bin/python3 "$here/compare_runs.py" "$t/cnn_gpu/c/0" "$t/cnn_cpu/c/0" --tol 1e-5 2>&1)"; then
     ok "a CNN (conv2d, batch-norm, max-pool) on the fake GPU: within 1e-5 of cpu ($cmp_out)"
 else bad "cnn on the fake GPU vs cpu" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi

@@ -330,16 +330,18 @@ static void *dev_zeros(size_t bytes) {
     return d;
 }
 
-/* conv2d: the GEMM path (18 taps), the CPU's direct path (9 taps), stride 2 without padding,
- * and one whose chunk on the device holds 3 of 4 images (two chunks). */
+/* conv2d: the GEMM path (18 taps), the CPU's direct path (9 taps), stride 2 without and with
+ * padding (non-square kernels), and one whose chunk on the device holds 3 of 4 images (two
+ * chunks). */
 static void test_conv(void) {
     const tr_conv2d_dims shapes[] = {
         {.N = 3, .C = 2, .H = 7, .W = 6, .OC = 5, .KH = 3, .KW = 3, .S = 1, .P = 1},
         {.N = 2, .C = 1, .H = 9, .W = 9, .OC = 4, .KH = 3, .KW = 3, .S = 1, .P = 1},
         {.N = 2, .C = 3, .H = 8, .W = 9, .OC = 4, .KH = 3, .KW = 2, .S = 2, .P = 0},
+        {.N = 2, .C = 2, .H = 9, .W = 7, .OC = 3, .KH = 2, .KW = 3, .S = 2, .P = 1},
         {.N = 4, .C = 40, .H = 112, .W = 112, .OC = 4, .KH = 3, .KW = 3, .S = 1, .P = 1},
     };
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < 5; s++) {
         tr_conv2d_dims d = shapes[s];
         d.OH = (d.H + 2 * d.P - d.KH) / d.S + 1, d.OW = (d.W + 2 * d.P - d.KW) / d.S + 1;
         size_t nx = (size_t)(d.N * d.C * d.H * d.W), nw = (size_t)(d.OC * d.C * d.KH * d.KW);
@@ -378,6 +380,8 @@ static void test_conv(void) {
         compare(name, gdx, dx, nx, 1e-5);
         snprintf(name, sizeof name, "conv2d backward dw alone (%s)", what);
         compare(name, gdw, dw, nw, 1e-5);
+        snprintf(name, sizeof name, "conv2d backward db alone (%s)", what);
+        compare(name, gdb, db, (size_t)d.OC, 1e-5);
         dfree_all();
         free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(rwork);
     }
@@ -395,8 +399,8 @@ static void test_pool(void) {
         d.OH = (d.H + 2 * d.P - d.k) / d.S + 1, d.OW = (d.W + 2 * d.P - d.k) / d.S + 1;
         size_t nx = (size_t)(NC * d.H * d.W), ny = (size_t)(NC * d.OH * d.OW);
         float *x = hrand(nx, -1, 1), *dy = hrand(ny, -1, 1), *y = malloc(ny * 4), *dx = hrand(nx, -1, 1);
-        x[d.W + 1] = NAN; /* plane 0 */
         for (size_t i = 7; i < nx; i += 13) x[i] = x[i - 1]; /* ties: the first in scan order wins */
+        x[d.W + 1] = NAN; /* plane 0 */
         int32_t *am = malloc(ny * 4), *gam_host = malloc(ny * 4);
         void *gx = dev_of(x, nx * 4), *gdy = dev_of(dy, ny * 4), *gy = dev_of(y, ny * 4), *gdx = dev_of(dx, nx * 4);
         void *gam = dev_of(am, ny * 4);
@@ -458,8 +462,17 @@ static void test_batch_norm(void) {
         snprintf(what, sizeof what, "%lldx%lldx%lld", (long long)N, (long long)C, (long long)S);
 #define BN_NAME(fmt) (snprintf(name, sizeof name, fmt " (%s)", what), name)
         R->batch_norm_planes(ps, x, NC, S), G->batch_norm_planes(gps, gx, NC, S);
-        /* the CPU sums blocks of 512 in float, the device in double */
-        compare_f64(BN_NAME("batch_norm plane statistics"), gps, ps, (size_t)NC * 2, 1e-6);
+        /* the sums and the squared deviations apart (the sums are 100 S, the deviations about
+         * S / 3); the CPU sums blocks of 512 in float, the device in double */
+        {
+            double *got = malloc((size_t)NC * 16), *a = malloc((size_t)NC * 8), *b = malloc((size_t)NC * 8);
+            double *ra = malloc((size_t)NC * 8), *rb = malloc((size_t)NC * 8);
+            CHECK(tr_accel_download(A, got, gps, (size_t)NC * 16) == TR_OK, "download");
+            for (int64_t p = 0; p < NC; p++) a[p] = got[2 * p], b[p] = got[2 * p + 1], ra[p] = ps[2 * p], rb[p] = ps[2 * p + 1];
+            check_tensor_f64(BN_NAME("batch_norm plane sums"), a, ra, NC, 1e-6);
+            check_tensor_f64(BN_NAME("batch_norm plane squared deviations"), b, rb, NC, 1e-5);
+            free(got), free(a), free(b), free(ra), free(rb);
+        }
         /* the rest from the same plane statistics */
         CHECK(tr_accel_upload(A, gps, ps, (size_t)NC * 16) == TR_OK, "upload");
         R->batch_norm_plane_sums(sums, ps, N, C), G->batch_norm_plane_sums(gsums, gps, N, C);

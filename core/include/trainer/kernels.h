@@ -4,9 +4,10 @@
  *   static void relu_fwd(float *out, const float *inp, int64_t n) { ... launch ... }
  *   static const tr_kernels table = {.size = sizeof table, .relu_forward = relu_fwd, ...};
  *
- * Every entry has the arguments of the core's own CPU kernel of that name (core/src/ops), and
- * the core's CPU kernels fill the same table (tr_cpu_kernels): they are the reference a
- * device's kernels are tested against, entry by entry, and the fake test device runs them.
+ * Every entry has the arguments of the core's own CPU kernel of that name (core/src/ops;
+ * conv2d's without the CPU-only ones), and the core's CPU kernels fill the same table
+ * (tr_cpu_kernels): they are the reference a device's kernels are tested against, entry by
+ * entry, and the fake test device runs them.
  *
  * Pointers are device memory (from tr_device_ops.alloc, or inside it) unless an entry says
  * host; the core passes device pointers only. Kernels are asynchronous on the device's

@@ -265,7 +265,8 @@ tr_tensor *tr_batch_norm_pool_relu(tr_graph *g, tr_tensor *x, tr_tensor *gamma, 
                        "than 2^31 pixels",
                        op, op_shape(x));
     /* On a device: the three ops, each its device's kernels (the same values; the fusion
-     * saves passes over host memory) */
+     * saves passes over host memory). Their errors name them, and one from relu or the pool
+     * (out of device memory) comes after batch_norm updated the running statistics. */
     if (op_kernels(g))
         return tr_max_pool2d(g, tr_relu(g, tr_batch_norm(g, x, gamma, beta, running_mean, running_var, momentum, eps)),
                              2, 2, 0);

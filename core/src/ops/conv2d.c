@@ -6,6 +6,7 @@
  * columns or more, and the buffers (from the arena) stay small whatever the batch. Inputs
  * with few channels at stride 1 skip im2col for the output and the parameter gradients
  * (ops/conv2d_direct.c). */
+#include <assert.h>
 #include <omp.h>
 #include <string.h>
 
@@ -244,7 +245,8 @@ static void conv2d_backward_with(tr_graph *g, tr_node *n, conv_dy_plane_fn make,
     void *dx = op_grad_write(g, x, &acc), *dw = op_grad(g, w), *db = b ? op_grad(g, b) : NULL;
     if ((!dx && !dw && !db) || d.N == 0) return;
     const tr_kernels *k = op_kernels(g);
-    if (k) { /* a device's kernels, with their scratch */
+    if (k) { /* a device's kernels, with their scratch (no plane producer: conv2d_takes_planes) */
+        assert(!make);
         void *work = op_data(g, k->conv2d_work(&d) + 1);
         if (work) k->conv2d_backward(dx, dw, db, dout, x->data, w->data, work, &d, acc);
         return;

@@ -8,7 +8,7 @@
  * plugin embeds and loads through the driver (driver.c); the tests also compile this file
  * as C++ against a CPU emulator of the CUDA execution model (tests/plugins/cuda_emu), so
  * it uses only what that header provides: 1-D grids and blocks of CUDA_BLOCK threads,
- * __syncthreads, __shfl_xor_sync, static __shared__ arrays, and block-uniform control flow
+ * __syncthreads, __shfl_xor_sync, __fmul_rn, static __shared__ arrays, and block-uniform control flow
  * around every barrier and shuffle. */
 #include <math.h>
 #include <stdint.h>
@@ -500,7 +500,7 @@ extern "C" __global__ void k_avgpool_bwd(float *dx, const float *dy, int64_t NC,
         pool_covering(d, hw / d.W, hw % d.W, &o0, &o1, &p0, &p1);
         float v = dx[i];
         for (int64_t oh = o0; oh <= o1; oh++)
-            for (int64_t ow = p0; ow <= p1; ow++) v += dy[pl * OHW + oh * d.OW + ow] * scale;
+            for (int64_t ow = p0; ow <= p1; ow++) v += __fmul_rn(dy[pl * OHW + oh * d.OW + ow], scale); /* the CPU's rounding: no fma */
         dx[i] = v;
     }
 }
@@ -523,6 +523,21 @@ extern "C" __global__ void k_bn_planes(double *ps, const float *x, int64_t NC, i
         }
         q = block_sum(q, sh);
         if (threadIdx.x == 0) ps[2 * p] = s, ps[2 * p + 1] = q;
+    }
+}
+
+/* The same for planes of fewer than 32 values (2-D input: S = 1): a thread per plane. */
+extern "C" __global__ void k_bn_planes_short(double *ps, const float *x, int64_t NC, int64_t S) {
+    GRID_LOOP(p, NC) {
+        const float *xp = x + p * S;
+        double s = 0, q = 0;
+        for (int64_t j = 0; j < S; j++) s += (double)xp[j];
+        float m = (float)(s / (double)S);
+        for (int64_t j = 0; j < S; j++) {
+            float e = xp[j] - m;
+            q += (double)(e * e);
+        }
+        ps[2 * p] = s, ps[2 * p + 1] = q;
     }
 }
 

@@ -54,6 +54,7 @@
     X(k_avgpool_fwd, 0)         \
     X(k_avgpool_bwd, 0)         \
     X(k_bn_planes, 1)           \
+    X(k_bn_planes_short, 0)     \
     X(k_bn_plane_sums, 0)       \
     X(k_bn_plane_sqdevs, 0)     \
     X(k_bn_divide, 0)           \

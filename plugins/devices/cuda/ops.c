@@ -259,7 +259,9 @@ static void scale_inplace(float *g, size_t n, float s) {
 }
 
 /* ---- 2-D convolution: per chunk of images, im2col, a cuBLAS GEMM with the weight, and
- * (backward) col2im; the chunk's col and y/dy are the scratch ---- */
+ * (backward) col2im; the chunk's col and y/dy are scratch of the caching allocator, taken
+ * for the call and freed in stream order (the graph's arena would keep every conv's until
+ * the step ends), so conv2d_work asks the core for none ---- */
 
 /* Floats of scratch a chunk of images may take (col and y together): 64 MiB. */
 #define CONV_WORK_FLOATS ((int64_t)16 << 20)
@@ -272,7 +274,18 @@ static int64_t conv_images(const tr_conv2d_dims *d) {
 }
 
 static size_t conv2d_work(const tr_conv2d_dims *d) {
-    return (size_t)(conv_images(d) * (d->C * d->KH * d->KW + d->OC) * d->OH * d->OW) * sizeof(float);
+    (void)d;
+    return 0;
+}
+
+/* The chunks' scratch (cuda_free it after the launches that use it), or NULL after
+ * recording the failure. */
+static float *conv_scratch(cuda_device *d, const tr_conv2d_dims *cd, const char *what) {
+    void *p = NULL;
+    size_t bytes = (size_t)(conv_images(cd) * (cd->C * cd->KH * cd->KW + cd->OC) * cd->OH * cd->OW) * sizeof(float);
+    tr_status st = cuda_alloc(d, bytes, &p);
+    if (st != TR_OK) cuda_fail(d, st, what);
+    return p;
 }
 
 static cuda_conv conv_of(const tr_conv2d_dims *d) {
@@ -293,16 +306,19 @@ static int conv_dims_ok(cuda_device *d, const tr_conv2d_dims *cd, const char *wh
 static void conv2d_forward(float *out, const float *inp, const float *weight, const float *bias, void *work,
                            const tr_conv2d_dims *cd) {
     cuda_device *d = cuda_current();
+    (void)work;
     if (!d || cd->N == 0 || !conv_dims_ok(d, cd, "conv2d")) return;
     int64_t nc_max = conv_images(cd), P = cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW, OC = cd->OC;
     cuda_conv k = conv_of(cd);
-    float *col = work, *y = col + CKK * nc_max * P;
+    float *col = conv_scratch(d, cd, "conv2d (scratch)"), *y = col + CKK * nc_max * P;
+    if (!col) return;
     for (int64_t n0 = 0; n0 < cd->N; n0 += nc_max) {
         int64_t nc = cd->N - n0 < nc_max ? cd->N - n0 : nc_max, cols = nc * P;
         LAUNCH("conv2d (im2col)", k_im2col, blocks_for(CKK * cols), &col, &inp, &k, &n0, &nc);
         gemm(d, "conv2d (cublasSgemm)", 0, 0, cols, OC, CKK, col, cols, weight, CKK, 0.0f, y, cols);
         LAUNCH("conv2d (output)", k_conv_out, blocks_for(OC * cols), &out, &y, &bias, &OC, &P, &n0, &nc);
     }
+    cuda_free(d, col);
 }
 
 /* dweight (OC, CKK) += dy (OC, cols) col^T: column-major dweight^T (CKK x OC) = col (CKK x cols,
@@ -312,10 +328,12 @@ static void conv2d_forward(float *out, const float *inp, const float *weight, co
 static void conv2d_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, void *work, const tr_conv2d_dims *cd, int acc) {
     cuda_device *d = cuda_current();
+    (void)work;
     if (!d || cd->N == 0 || !conv_dims_ok(d, cd, "conv2d backward")) return;
     int64_t nc_max = conv_images(cd), P = cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW, OC = cd->OC;
     cuda_conv k = conv_of(cd);
-    float *col = work, *dy = col + CKK * nc_max * P;
+    float *col = conv_scratch(d, cd, "conv2d backward (scratch)"), *dy = col + CKK * nc_max * P;
+    if (!col) return;
     for (int64_t n0 = 0; n0 < cd->N; n0 += nc_max) {
         int64_t nc = cd->N - n0 < nc_max ? cd->N - n0 : nc_max, cols = nc * P;
         LAUNCH("conv2d backward (dy)", k_conv_dy, blocks_for(OC * cols), &dy, &dout, &OC, &P, &n0, &nc);
@@ -330,6 +348,7 @@ static void conv2d_backward(float *dinp, float *dweight, float *dbias, const flo
                    &nc, &acc);
         }
     }
+    cuda_free(d, col);
 }
 
 /* ---- pooling ---- */
@@ -359,8 +378,10 @@ static void avg_pool_backward(float *dinp, const float *dout, int64_t NC, const 
 
 /* ---- batch-norm ---- */
 
+/* A block per plane, or for planes shorter than a warp a thread per plane. */
 static void batch_norm_planes(double *ps, const float *inp, int64_t NC, int64_t S) {
-    LAUNCH("batch_norm (plane statistics)", k_bn_planes, blocks_rows(NC), &ps, &inp, &NC, &S);
+    if (S < 32) LAUNCH("batch_norm (plane statistics)", k_bn_planes_short, blocks_for(NC), &ps, &inp, &NC, &S);
+    else LAUNCH("batch_norm (plane statistics)", k_bn_planes, blocks_rows(NC), &ps, &inp, &NC, &S);
 }
 
 static void batch_norm_plane_sums(double *s, const double *ps, int64_t N, int64_t C) {
@@ -377,7 +398,7 @@ static void batch_norm_divide(float *out, const double *s, double M, int64_t C) 
 
 static void batch_norm_finish(float *invstd, float *running_mean, float *running_var, const float *mean, int64_t C,
                               double momentum, int64_t M, double eps) {
-    double unbias = (double)M / (double)(M - 1);
+    double unbias = running_mean ? (double)M / (double)(M - 1) : 0;
     LAUNCH("batch_norm (running statistics)", k_bn_finish, blocks_for(C), &invstd, &running_mean, &running_var, &mean,
            &C, &momentum, &unbias, &eps);
 }

@@ -1,5 +1,5 @@
 /* What plugins/devices/cuda/kernels.cu uses of CUDA C++, on the CPU (see emu.cc): the thread
- * and block indexes, __syncthreads, __shfl_xor_sync and __shared__ arrays. One block runs at a
+ * and block indexes, __syncthreads, __shfl_xor_sync, __fmul_rn and __shared__ arrays. One block runs at a
  * time on the calling thread; a kernel declared with barriers (kernels.h) runs its threads as
  * fibers that switch at each barrier, the others run their threads one after another. */
 #ifndef TR_CUDA_EMU_H
@@ -22,6 +22,9 @@ extern thread_local emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 #define __shared__ static thread_local
 
 void __syncthreads(void);
+
+/* A product rounded on its own (never contracted into a multiply-add): C++ does not contract. */
+static inline float __fmul_rn(float a, float b) { return a * b; }
 
 /* Lane exchange: every thread of the block posts its value, meets the others, reads its
  * partner's (lane ^ mask) and meets them again: the block-uniform use kernels.cu makes. */
