@@ -69,13 +69,23 @@ static void dfree_all(void) {
         if (live[i].d) dfree(live[i].d);
 }
 
-/* Downloads device d (n floats) and compares it with the host reference. */
-static void compare(const char *name, void *d, const float *ref, size_t n, double tol) {
-    float *got = malloc((n ? n : 1) * sizeof *got);
+/* Downloads device d (n floats, or doubles with elem 8) and compares it with the host
+ * reference. */
+static void compare_as(const char *name, void *d, const void *ref, size_t n, size_t elem, double tol) {
+    void *got = malloc((n ? n : 1) * elem);
     CHECK(tr_accel_sync(A) == TR_OK, "%s: sync: %s", name, tr_error_msg());
-    CHECK(tr_accel_download(A, got, d, n * sizeof *got) == TR_OK, "%s: download: %s", name, tr_error_msg());
-    check_tensor(name, got, ref, (int64_t)n, tol);
+    CHECK(tr_accel_download(A, got, d, n * elem) == TR_OK, "%s: download: %s", name, tr_error_msg());
+    if (elem == sizeof(double)) check_tensor_f64(name, got, ref, (int64_t)n, tol);
+    else check_tensor(name, got, ref, (int64_t)n, tol);
     free(got);
+}
+
+static void compare(const char *name, void *d, const float *ref, size_t n, double tol) {
+    compare_as(name, d, ref, n, sizeof(float), tol);
+}
+
+static void compare_f64(const char *name, void *d, const double *ref, size_t n, double tol) {
+    compare_as(name, d, ref, n, sizeof(double), tol);
 }
 
 /* out = f(x) style entries: unary forward, (dx, dout, y) backward with acc. */
@@ -312,15 +322,6 @@ static void test_norm(void) {
     G->zero(b, sizeof h);
     compare("zero", b, z, 100, 0);
     dfree_all();
-}
-
-/* Downloads device d (n doubles) and compares it with the host reference. */
-static void compare_f64(const char *name, void *d, const double *ref, size_t n, double tol) {
-    double *got = malloc((n ? n : 1) * sizeof *got);
-    CHECK(tr_accel_sync(A) == TR_OK, "%s: sync: %s", name, tr_error_msg());
-    CHECK(tr_accel_download(A, got, d, n * sizeof *got) == TR_OK, "%s: download: %s", name, tr_error_msg());
-    check_tensor_f64(name, got, ref, (int64_t)n, tol);
-    free(got);
 }
 
 /* Device scratch of `bytes` (zeroed). */
