@@ -119,7 +119,9 @@ typedef struct tr_kernels {
     void (*scale_inplace)(float *g, size_t n, float s);
 
     /* ---- 2-D convolution, NCHW (d: host memory) ---- */
-    /* Bytes of device scratch (`work`) the two conv2d entries need for d. */
+    /* Bytes of device scratch (`work`, from the graph's data memory, which keeps it until the
+     * step ends) the two conv2d entries need for d; 0: none (work NULL), as a plugin that
+     * takes its scratch per call from its own allocator says. */
     size_t (*conv2d_work)(const tr_conv2d_dims *d);
     /* out = conv(inp, weight) + bias (NULL: none). */
     void (*conv2d_forward)(float *out, const float *inp, const float *weight, const float *bias,

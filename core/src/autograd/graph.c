@@ -115,25 +115,19 @@ void op_zero(tr_graph *g, void *p, size_t bytes) {
     else memset(p, 0, bytes);
 }
 
-int op_read(tr_graph *g, void *dst, const void *src, size_t bytes) {
-    if (!g->accel) {
-        memcpy(dst, src, bytes);
-        return 1;
-    }
-    tr_status st = tr_accel_download(g->accel, dst, src, bytes);
-    if (st != TR_OK) op_fail(g, st, "%s", tr_error_msg());
-    return st == TR_OK;
-}
-
-int op_write(tr_graph *g, void *dst, const void *src, size_t bytes) {
+/* A copy between the host and the graph's data memory (plain memory on the CPU). */
+static int op_copy_host(tr_graph *g, void *dst, const void *src, size_t bytes, int upload) {
     if (!g->accel) {
         memmove(dst, src, bytes);
         return 1;
     }
-    tr_status st = tr_accel_upload(g->accel, dst, src, bytes);
+    tr_status st = upload ? tr_accel_upload(g->accel, dst, src, bytes) : tr_accel_download(g->accel, dst, src, bytes);
     if (st != TR_OK) op_fail(g, st, "%s", tr_error_msg());
     return st == TR_OK;
 }
+
+int op_read(tr_graph *g, void *dst, const void *src, size_t bytes) { return op_copy_host(g, dst, src, bytes, 0); }
+int op_write(tr_graph *g, void *dst, const void *src, size_t bytes) { return op_copy_host(g, dst, src, bytes, 1); }
 
 int op_device_has(tr_graph *g, const char *op, int have) {
     if (!have) op_fail(g, TR_ERR_UNSUPPORTED, "%s: device %s has no kernel for this op (train this model on the CPU, "

@@ -355,7 +355,7 @@ extern "C" __global__ void k_sumsq_final(double *out, const double *part, int n)
  * OW + ow holds image n0 + n's pixel under tap (kh, kw) at output (oh, ow), 0 in the padding;
  * its y and dy are (OC, nc * P) the same way. ---- */
 
-extern "C" __global__ void k_im2col(float *col, const float *x, cuda_conv d, int64_t n0, int64_t nc) {
+extern "C" __global__ void k_im2col(float *col, const float *x, tr_conv2d_dims d, int64_t n0, int64_t nc) {
     int64_t P = d.OH * d.OW, ld = nc * P, KK = d.KH * d.KW;
     GRID_LOOP(i, d.C * KK * ld) {
         int64_t r = i / ld, j = i - r * ld, n = j / P, p = j - n * P;
@@ -368,7 +368,7 @@ extern "C" __global__ void k_im2col(float *col, const float *x, cuda_conv d, int
 
 /* The adjoint, gathered: each input pixel of the chunk sums the dcol values that came from it,
  * taps in (kh, kw) order, and is set (acc 0) or added to (acc 1) once. */
-extern "C" __global__ void k_col2im(float *dx, const float *dcol, cuda_conv d, int64_t n0, int64_t nc, int acc) {
+extern "C" __global__ void k_col2im(float *dx, const float *dcol, tr_conv2d_dims d, int64_t n0, int64_t nc, int acc) {
     int64_t P = d.OH * d.OW, ld = nc * P, HW = d.H * d.W, CHW = d.C * HW;
     GRID_LOOP(i, nc * CHW) {
         int64_t n = i / CHW, r = i - n * CHW, c = r / HW, ih = (r - c * HW) / d.W, iw = r - c * HW - ih * d.W;
@@ -421,7 +421,7 @@ extern "C" __global__ void k_rowsum(float *out, const float *x, int64_t R, int64
  * gathered from the outputs whose window holds it, in output order: the CPU's order) ---- */
 
 /* The window of output (oh, ow) clipped to the plane: rows [*h0, *h1), columns [*w0, *w1). */
-__device__ void pool_window(const cuda_pool &d, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1, int64_t *w0,
+__device__ void pool_window(const tr_pool2d_dims &d, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1, int64_t *w0,
                             int64_t *w1) {
     *h0 = oh * d.S - d.P, *h1 = *h0 + d.k, *w0 = ow * d.S - d.P, *w1 = *w0 + d.k;
     if (*h0 < 0) *h0 = 0;
@@ -432,7 +432,7 @@ __device__ void pool_window(const cuda_pool &d, int64_t oh, int64_t ow, int64_t 
 
 /* The outputs whose window holds pixel (ih, iw): rows [*o0, *o1], columns [*p0, *p1] (empty
  * when a range's first exceeds its last). */
-__device__ void pool_covering(const cuda_pool &d, int64_t ih, int64_t iw, int64_t *o0, int64_t *o1, int64_t *p0,
+__device__ void pool_covering(const tr_pool2d_dims &d, int64_t ih, int64_t iw, int64_t *o0, int64_t *o1, int64_t *p0,
                               int64_t *p1) {
     int64_t a = ih + d.P - d.k + 1, b = iw + d.P - d.k + 1;
     *o0 = a <= 0 ? 0 : (a + d.S - 1) / d.S, *o1 = (ih + d.P) / d.S;
@@ -442,7 +442,7 @@ __device__ void pool_covering(const cuda_pool &d, int64_t ih, int64_t iw, int64_
 }
 
 /* The window's maximum in scan order, a larger value or a NaN taking the place. */
-extern "C" __global__ void k_maxpool_fwd(float *out, int32_t *am, const float *x, int64_t NC, cuda_pool d) {
+extern "C" __global__ void k_maxpool_fwd(float *out, int32_t *am, const float *x, int64_t NC, tr_pool2d_dims d) {
     int64_t OHW = d.OH * d.OW;
     GRID_LOOP(i, NC * OHW) {
         int64_t pl = i / OHW, oh = (i - pl * OHW) / d.OW, ow = i - pl * OHW - oh * d.OW, h0, h1, w0, w1;
@@ -460,7 +460,7 @@ extern "C" __global__ void k_maxpool_fwd(float *out, int32_t *am, const float *x
     }
 }
 
-extern "C" __global__ void k_maxpool_bwd(float *dx, const float *dy, const int32_t *am, int64_t NC, cuda_pool d,
+extern "C" __global__ void k_maxpool_bwd(float *dx, const float *dy, const int32_t *am, int64_t NC, tr_pool2d_dims d,
                                          int acc) {
     int64_t HW = d.H * d.W, OHW = d.OH * d.OW;
     GRID_LOOP(i, NC * HW) {
@@ -477,7 +477,7 @@ extern "C" __global__ void k_maxpool_bwd(float *dx, const float *dy, const int32
 }
 
 /* The window's average, padding counted as zeros (a k * k divisor). */
-extern "C" __global__ void k_avgpool_fwd(float *out, const float *x, int64_t NC, cuda_pool d) {
+extern "C" __global__ void k_avgpool_fwd(float *out, const float *x, int64_t NC, tr_pool2d_dims d) {
     int64_t OHW = d.OH * d.OW;
     float scale = 1.0f / (float)(d.k * d.k);
     GRID_LOOP(i, NC * OHW) {
@@ -492,7 +492,7 @@ extern "C" __global__ void k_avgpool_fwd(float *out, const float *x, int64_t NC,
 }
 
 /* dx += each covering output's dy / (k * k), added one by one in output order. */
-extern "C" __global__ void k_avgpool_bwd(float *dx, const float *dy, int64_t NC, cuda_pool d) {
+extern "C" __global__ void k_avgpool_bwd(float *dx, const float *dy, int64_t NC, tr_pool2d_dims d) {
     int64_t HW = d.H * d.W, OHW = d.OH * d.OW;
     float scale = 1.0f / (float)(d.k * d.k);
     GRID_LOOP(i, NC * HW) {

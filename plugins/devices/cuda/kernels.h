@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include "trainer/kernels.h" /* tr_conv2d_dims, tr_pool2d_dims: kernels take them by value */
+
 #define CUDA_BLOCK 256
 /* Most blocks of the first pass of the sum of squares (partial sums, then one block adds
  * them). */
@@ -63,15 +65,6 @@
     X(k_bn_dsums, 1)            \
     X(k_bn_dx, 0)               \
     X(k_bn_param_grads, 0)
-
-/* conv2d's and a pool's sizes as the kernels take them (by value): the fields of
- * tr_conv2d_dims and tr_pool2d_dims (trainer/kernels.h). */
-typedef struct cuda_conv {
-    int64_t N, C, H, W, OC, KH, KW, S, P, OH, OW;
-} cuda_conv;
-typedef struct cuda_pool {
-    int64_t H, W, OH, OW, k, S, P;
-} cuda_pool;
 
 typedef enum cuda_kernel {
 #define CUDA_KERNEL_ENUM(name, barrier) CUDA_##name,

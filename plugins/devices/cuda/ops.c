@@ -278,27 +278,22 @@ static size_t conv2d_work(const tr_conv2d_dims *d) {
     return 0;
 }
 
-/* The chunks' scratch (cuda_free it after the launches that use it), or NULL after
- * recording the failure. */
-static float *conv_scratch(cuda_device *d, const tr_conv2d_dims *cd, const char *what) {
-    void *p = NULL;
-    size_t bytes = (size_t)(conv_images(cd) * (cd->C * cd->KH * cd->KW + cd->OC) * cd->OH * cd->OW) * sizeof(float);
-    tr_status st = cuda_alloc(d, bytes, &p);
-    if (st != TR_OK) cuda_fail(d, st, what);
-    return p;
-}
-
-static cuda_conv conv_of(const tr_conv2d_dims *d) {
-    return (cuda_conv){d->N, d->C, d->H, d->W, d->OC, d->KH, d->KW, d->S, d->P, d->OH, d->OW};
-}
-
-/* The chunk's GEMM dimensions fit cuBLAS's ints. */
-static int conv_dims_ok(cuda_device *d, const tr_conv2d_dims *cd, const char *what) {
+/* The start of a conv entry: the chunks' scratch, col (CKK, images * P) then *second (OC,
+ * images * P) (cuda_free it after the launches that use it), or NULL with nothing to do or
+ * after recording the failure (GEMMs beyond cuBLAS's ints, or no memory). */
+static float *conv_begin(cuda_device *d, const tr_conv2d_dims *cd, const char *what, float **second) {
     int64_t cols = conv_images(cd) * cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW;
-    if (cols <= INT_MAX && CKK <= INT_MAX && cd->OC <= INT_MAX) return 1;
-    cuda_fail(d, tr_error_set(TR_ERR_UNSUPPORTED, "GEMMs of %lld x %lld x %lld are beyond cuBLAS's int dimensions",
-                              (long long)cd->OC, (long long)cols, (long long)CKK), what);
-    return 0;
+    void *p = NULL;
+    if (!d || cd->N == 0) return NULL;
+    if (cols > INT_MAX || CKK > INT_MAX || cd->OC > INT_MAX) {
+        cuda_fail(d, tr_error_set(TR_ERR_UNSUPPORTED, "GEMMs of %lld x %lld x %lld are beyond cuBLAS's int dimensions",
+                                  (long long)cd->OC, (long long)cols, (long long)CKK), what);
+        return NULL;
+    }
+    tr_status st = cuda_alloc(d, (size_t)((CKK + cd->OC) * cols) * sizeof(float), &p);
+    if (st != TR_OK) cuda_fail(d, st, what);
+    *second = p ? (float *)p + CKK * cols : NULL;
+    return p;
 }
 
 /* y (OC, cols) = weight (OC, CKK) col (CKK, cols): column-major y^T (cols x OC) = col^T (cols x
@@ -306,12 +301,11 @@ static int conv_dims_ok(cuda_device *d, const tr_conv2d_dims *cd, const char *wh
 static void conv2d_forward(float *out, const float *inp, const float *weight, const float *bias, void *work,
                            const tr_conv2d_dims *cd) {
     cuda_device *d = cuda_current();
+    float *y, *col = conv_begin(d, cd, "conv2d", &y);
     (void)work;
-    if (!d || cd->N == 0 || !conv_dims_ok(d, cd, "conv2d")) return;
-    int64_t nc_max = conv_images(cd), P = cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW, OC = cd->OC;
-    cuda_conv k = conv_of(cd);
-    float *col = conv_scratch(d, cd, "conv2d (scratch)"), *y = col + CKK * nc_max * P;
     if (!col) return;
+    int64_t nc_max = conv_images(cd), P = cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW, OC = cd->OC;
+    tr_conv2d_dims k = *cd;
     for (int64_t n0 = 0; n0 < cd->N; n0 += nc_max) {
         int64_t nc = cd->N - n0 < nc_max ? cd->N - n0 : nc_max, cols = nc * P;
         LAUNCH("conv2d (im2col)", k_im2col, blocks_for(CKK * cols), &col, &inp, &k, &n0, &nc);
@@ -328,12 +322,11 @@ static void conv2d_forward(float *out, const float *inp, const float *weight, co
 static void conv2d_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, void *work, const tr_conv2d_dims *cd, int acc) {
     cuda_device *d = cuda_current();
+    float *dy, *col = conv_begin(d, cd, "conv2d backward", &dy);
     (void)work;
-    if (!d || cd->N == 0 || !conv_dims_ok(d, cd, "conv2d backward")) return;
-    int64_t nc_max = conv_images(cd), P = cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW, OC = cd->OC;
-    cuda_conv k = conv_of(cd);
-    float *col = conv_scratch(d, cd, "conv2d backward (scratch)"), *dy = col + CKK * nc_max * P;
     if (!col) return;
+    int64_t nc_max = conv_images(cd), P = cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW, OC = cd->OC;
+    tr_conv2d_dims k = *cd;
     for (int64_t n0 = 0; n0 < cd->N; n0 += nc_max) {
         int64_t nc = cd->N - n0 < nc_max ? cd->N - n0 : nc_max, cols = nc * P;
         LAUNCH("conv2d backward (dy)", k_conv_dy, blocks_for(OC * cols), &dy, &dout, &OC, &P, &n0, &nc);
@@ -353,26 +346,24 @@ static void conv2d_backward(float *dinp, float *dweight, float *dbias, const flo
 
 /* ---- pooling ---- */
 
-static cuda_pool pool_of(const tr_pool2d_dims *d) { return (cuda_pool){d->H, d->W, d->OH, d->OW, d->k, d->S, d->P}; }
-
 static void max_pool_forward(float *out, int32_t *argmax, const float *inp, int64_t NC, const tr_pool2d_dims *pd) {
-    cuda_pool k = pool_of(pd);
+    tr_pool2d_dims k = *pd;
     LAUNCH("max_pool2d", k_maxpool_fwd, blocks_for(NC * pd->OH * pd->OW), &out, &argmax, &inp, &NC, &k);
 }
 
 static void max_pool_backward(float *dinp, const float *dout, const int32_t *argmax, int64_t NC,
                               const tr_pool2d_dims *pd, int acc) {
-    cuda_pool k = pool_of(pd);
+    tr_pool2d_dims k = *pd;
     LAUNCH("max_pool2d backward", k_maxpool_bwd, blocks_for(NC * pd->H * pd->W), &dinp, &dout, &argmax, &NC, &k, &acc);
 }
 
 static void avg_pool_forward(float *out, const float *inp, int64_t NC, const tr_pool2d_dims *pd) {
-    cuda_pool k = pool_of(pd);
+    tr_pool2d_dims k = *pd;
     LAUNCH("avg_pool2d", k_avgpool_fwd, blocks_for(NC * pd->OH * pd->OW), &out, &inp, &NC, &k);
 }
 
 static void avg_pool_backward(float *dinp, const float *dout, int64_t NC, const tr_pool2d_dims *pd) {
-    cuda_pool k = pool_of(pd);
+    tr_pool2d_dims k = *pd;
     LAUNCH("avg_pool2d backward", k_avgpool_bwd, blocks_for(NC * pd->H * pd->W), &dinp, &dout, &NC, &k);
 }
 
