@@ -61,7 +61,7 @@ if [ $rc = 0 ] && grep -q "strategy ddp chosen: auto: found 2 GPUs" <<<"$out" &&
     ok "the CNN under ddp on 2 emulated CUDA devices with sync_batchnorm: within 1e-5 of cpu's one process ($cmp_out)"
 else bad "cnn ddp sync_batchnorm on cuda_emu vs cpu" "rc=$rc" "${cmp_out:-}" "$out"; fi
 
-tiny_lm_yaml "$t/lm.yaml" "$t/lm" cuda_emu
+transformer_device_yaml "$t/lm.yaml" "$t/lm" cuda_emu lm
 out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" run "$t/lm.yaml" 2>&1)"; rc=$?
 if [ $rc = 1 ] && grep -q "embedding: device cuda_emu:0 has no kernel for this op" <<<"$out"; then
     ok "an op without a CUDA kernel stops the run naming op and device"

@@ -51,15 +51,26 @@ trainer: {max_steps: 12, log_every: $3, grad_clip: 1.0, progress: lines, threads
 YAML
 }
 
-# A two-step byte-level transformer LM run on GPU backend $3 writing to $2, as config file $1
-# (its text next to it): embedding and layer-norm have no device kernel yet, so the tests of
-# device plugins use it for the refusal of a missing kernel.
-tiny_lm_yaml() {
-    printf 'to be or not to be, that is the question. whether tis nobler in the mind to suffer\n%.0s' 1 2 3 4 >"$1.txt"
-    cat >"$1" <<YAML
-run: {name: l, seed: 1, output_dir: $2}
-model: {name: transformer, params: {mode: lm, d_model: 16, n_head: 2, n_layer: 1, dropout: 0.0}}
-data: {name: text, params: {path: $1.txt, mode: lm, seq_len: 8}, batch_size: 4}
-trainer: {max_steps: 2, progress: lines, threads: 1, gpu_backend: $3}
+# A small byte-level transformer in mode $4 (lm, classify or pairs) on GPU backend $3 writing
+# to $2, as config file $1 (its text next to it), 8 steps logged every step: every op the
+# transformers use on a device (embedding, layer-norm, attention, slice, GELU, dropout, mean
+# pooling, cross-entropy; cosine similarity and mse in mode pairs).
+transformer_device_yaml() {
+    local f="$1" dir="$2" backend="$3" mode="$4" extra=""
+    case "$mode" in
+    lm) printf 'to be or not to be, that is the question. whether tis nobler in the mind to suffer\n%.0s' 1 2 3 4 >"$f.txt" ;;
+    classify)
+        printf '0\tthe cat sat on the mat\n1\tstocks fell sharply today\n0\ta dog ran in the park\n1\tmarkets rallied at the close\n%.0s' 1 2 3 4 >"$f.txt"
+        extra=", vocab: 256" ;;
+    pairs)
+        printf '0.9\tred apple\tan apple that is red\n0.1\tred apple\tthe stock market\n0.8\tfast car\ta quick car\n0.2\tfast car\tslow tea\n%.0s' 1 2 3 4 >"$f.txt"
+        extra=", vocab: 256" ;;
+    esac
+    cat >"$f" <<YAML
+run: {name: l, seed: 1, output_dir: $dir}
+model: {name: transformer, params: {mode: $mode, d_model: 16, n_head: 2, n_layer: 2, dropout: 0.1$extra}}
+data: {name: text, params: {path: $f.txt, mode: $mode, seq_len: 8}, batch_size: 4}
+optimizer: {name: adamw, lr: 0.003}
+trainer: {max_steps: 8, log_every: 1, grad_clip: 1.0, progress: lines, threads: 1, gpu_backend: $backend}
 YAML
 }

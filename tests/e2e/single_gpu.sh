@@ -15,8 +15,11 @@
 # - A CNN (conv2d, batch-norm, ReLU, max-pool, dropout; SGD) trains on the device within 1e-5
 #   of cpu (not byte for byte: on the CPU batch-norm, pool and ReLU are one fused op whose
 #   gradient sums run in another order; on a device they are the three ops).
-# - A model with an op the device has no kernel for stops with a message naming the op and
-#   the device; a model larger than the device's memory stops naming the memory; both exit 1.
+# - The transformer in modes lm, classify and pairs (embedding, layer-norm, attention,
+#   slices, mean pooling, cosine, mse) on the device: byte-identical to cpu.
+# - A model with an op the device has no kernel for (a plugin built before that op's entries)
+#   stops with a message naming the op and the device; a model larger than the device's
+#   memory stops naming the memory; both exit 1.
 # usage: single_gpu.sh TRAINER_BIN FAKE_GPU_PLUGIN_DIR
 set -u
 bin="$1"; fake="$2"; here="$(cd "$(dirname "$0")" && pwd)"
@@ -31,7 +34,8 @@ echo 'checkpoint: {every_n_steps: 10}' >>"$t/mlp.yaml"
 last_ckpt() { ls -d "$1"/m/*/checkpoints/step-* 2>/dev/null | tail -1; }
 # Logged step and validation records without their timings (the memory record differs: on
 # a device the activation arena holds data only, tensor headers stay on the host).
-curve() { grep -v '"memory"' "$1"/m/*/metrics.jsonl | sed 's/"samples_per_sec": [0-9.e+]*//; s/"tokens_per_sec": [0-9.e+]*//'; }
+curve_of() { grep -v '"memory"' "$1" | sed 's/"samples_per_sec": [0-9.e+]*//; s/"tokens_per_sec": [0-9.e+]*//'; }
+curve() { curve_of "$1"/m/0/metrics.jsonl; }
 same_ckpt() {
     cmp -s "$1/model.safetensors" "$2/model.safetensors" && cmp -s "$1/optimizer.safetensors" "$2/optimizer.safetensors"
 }
@@ -103,12 +107,24 @@ if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (fake_gpu:0" <<<"
    cmp_out="$(/usr/bin/python3 "$here/compare_runs.py" "$t/cnn_gpu/c/0" "$t/cnn_cpu/c/0" --tol 1e-5 2>&1)"; then
     ok "a CNN (conv2d, batch-norm, max-pool) on the fake GPU: within 1e-5 of cpu ($cmp_out)"
 else bad "cnn on the fake GPU vs cpu" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
-# An op without a device kernel (the transformer's embedding here): a clear stop, not a wrong result.
-tiny_lm_yaml "$t/lm.yaml" "$t/lm" fake_gpu
-out="$(TRAINER_FAKE_GPUS=1 timeout 60 "$bin" run "$t/lm.yaml" 2>&1)"; rc=$?
+# The transformers through the device's kernels (embedding, layer-norm, attention, slices,
+# pooling, cosine, mse): the same kernels as cpu, so byte for byte.
+for mode in lm classify pairs; do
+    transformer_device_yaml "$t/tf_$mode.yaml" "$t/tf_$mode" fake_gpu $mode
+    out="$(TRAINER_FAKE_GPUS=1 timeout 120 "$bin" run "$t/tf_$mode.yaml" "run.output_dir=$t/tf_${mode}_gpu" 2>&1)"; rc=$?
+    out2="$(timeout 120 "$bin" run "$t/tf_$mode.yaml" "run.output_dir=$t/tf_${mode}_cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
+    a="$(ls -d "$t/tf_${mode}_gpu"/l/0/checkpoints/step-* 2>/dev/null | tail -1)"; b="${a/_gpu/_cpu}"
+    if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (fake_gpu:0" <<<"$out" && grep -q "done: 8 steps" <<<"$out" &&
+       [ -n "$a" ] && same_ckpt "$a" "$b" &&
+       diff <(curve_of "$t/tf_${mode}_gpu"/l/0/metrics.jsonl) <(curve_of "$t/tf_${mode}_cpu"/l/0/metrics.jsonl) >/dev/null; then
+        ok "a transformer (mode $mode) on the fake GPU: byte-identical to cpu after 8 steps, same loss curve"
+    else bad "transformer mode $mode on the fake GPU vs cpu" "rc=$rc rc2=$rc2" "$out" "$(tail -3 <<<"$out2")"; fi
+done
+# A device plugin built before the transformers' entries: a clear stop, not a wrong result.
+out="$(TRAINER_FAKE_GPUS=1 TRAINER_FAKE_GPU_OLD_KERNELS=1 timeout 60 "$bin" run "$t/tf_lm.yaml" 2>&1)"; rc=$?
 if [ $rc = 1 ] && grep -q "embedding: device fake_gpu:0 has no kernel for this op" <<<"$out"; then
     ok "an op the device has no kernel for stops the run naming op and device: $(grep -o 'embedding: device[^(]*' <<<"$out" | head -1)"
-else bad "transformer on the fake GPU" "rc=$rc" "$out"; fi
+else bad "transformer on a fake GPU without its kernels" "rc=$rc" "$out"; fi
 # A model larger than the device's memory (1 MiB): the allocation fails, named.
 out="$(TRAINER_FAKE_GPUS=1 TRAINER_FAKE_GPU_MIB=1 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/big" \
        "model.params.layers=[1024, 1024]" 2>&1)"; rc=$?

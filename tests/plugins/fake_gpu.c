@@ -207,10 +207,19 @@ static tr_plugin_desc desc = {
 
 /* The kernel table is the core's, which exists only at run time. With
  * TRAINER_FAKE_GPU_DISCOVERY_ONLY set the table ends at `info`, as a device plugin that can
- * list GPUs but not run on them (the state of plugins/devices/cuda today). */
+ * list GPUs but not run on them. With TRAINER_FAKE_GPU_OLD_KERNELS set the kernel table
+ * ends before copy_rows, as that of a plugin built before the transformers' entries were
+ * appended: the core must refuse those ops on it, naming them. */
+static tr_kernels old_kernels;
+
 __attribute__((constructor)) static void set_kernels(void) {
     ops.kernels = tr_cpu_kernels();
     if (getenv("TRAINER_FAKE_GPU_DISCOVERY_ONLY")) desc.ops_size = offsetof(tr_device_ops, open);
+    if (getenv("TRAINER_FAKE_GPU_OLD_KERNELS")) {
+        old_kernels = *tr_cpu_kernels();
+        old_kernels.size = offsetof(tr_kernels, copy_rows);
+        ops.kernels = &old_kernels;
+    }
 }
 
 TR_PLUGIN_DEFINE(desc)

@@ -6,7 +6,8 @@
  *   device gives bitwise the CPU graph's loss, logits and gradients; its outputs are device
  *   memory (the fake device refuses to download anything else);
  * - refusals name the op and the device: a host tensor into a device op, a view of host
- *   memory, an op without a device kernel, an f64 input, a device that does not exist;
+ *   memory, an op without a device kernel (the fake device with TRAINER_FAKE_GPU_OLD_KERNELS,
+ *   as a plugin built before layer_norm's entries), an f64 input, a device that does not exist;
  * - device memory comes back: nothing allocated after the graph and buffers are freed.
  * Skips (77) when the fake_gpu plugin has not been built. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -84,6 +85,7 @@ int main(void) {
     setenv("TRAINER_FAKE_GPUS", "1", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
     unsetenv("TRAINER_FAKE_GPU_DISCOVERY_ONLY");
+    setenv("TRAINER_FAKE_GPU_OLD_KERNELS", "1", 1); /* a table without layer_norm's entries */
     tr_plugin *p = NULL;
     CHECK(tr_plugin_open(FAKE_GPU, "test", &p) == TR_OK, "open fake_gpu: %s", tr_error_msg());
     if (!p) return test_finish();

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "trainer/optim.h"
+#include "trainer/tensor.h" /* TR_MAX_DIMS */
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,14 @@ typedef struct tr_conv2d_dims {
 typedef struct tr_pool2d_dims {
     int64_t H, W, OH, OW, k, S, P;
 } tr_pool2d_dims;
+
+/* A permutation's layout: the output's ndim dims shape[], and stride[k], the input stride
+ * (in elements) of output dim k. */
+typedef struct tr_permute_dims {
+    int64_t ndim;
+    int64_t shape[TR_MAX_DIMS];
+    int64_t stride[TR_MAX_DIMS];
+} tr_permute_dims;
 
 typedef struct tr_kernels {
     size_t size; /* sizeof the plugin's table */
@@ -180,6 +189,79 @@ typedef struct tr_kernels {
                                   const float *gamma, const double *lsdy, const double *lsdyx,
                                   const double *gsdy, const double *gsdyx, double M, int64_t N,
                                   int64_t C, int64_t S);
+
+    /* ---- copies and layouts ---- */
+    /* dst[r * dld + j] (=, or += with acc) src[r * sld + j], r < R, j < W: slice and concat,
+     * both directions. */
+    void (*copy_rows)(float *dst, int64_t dld, const float *src, int64_t sld, int64_t R, int64_t W,
+                      int acc);
+    /* out (d->shape) = inp permuted (d: host memory); with acc the roles flip: inp += out
+     * permuted back (the backward). */
+    void (*permute)(float *out, float *inp, const tr_permute_dims *d, int acc);
+
+    /* ---- matmul: out (batch, M, N) = a (batch, M, K) b (batch, K, N); backward da, db (each
+     * may be NULL) += (a b shared by the batch is batch 1 with the batch folded into M) ---- */
+    void (*matmul_forward)(float *out, const float *a, const float *b, int64_t batch, int64_t M,
+                           int64_t K, int64_t N);
+    void (*matmul_backward)(float *da, float *db, const float *dout, const float *a,
+                            const float *b, int64_t batch, int64_t M, int64_t K, int64_t N);
+
+    /* ---- embedding: out (N, C) = rows ids[i] of the table (ids all in range); backward
+     * dtable[ids[i]] += dout[i], i in order (repeated ids add up) ---- */
+    void (*embedding_forward)(float *out, const int32_t *ids, const float *table, int64_t N,
+                              int64_t C);
+    void (*embedding_backward)(float *dtable, const float *dout, const int32_t *ids, int64_t N,
+                               int64_t C);
+
+    /* ---- layer-norm over rows of C (biased variance, eps inside the root); gamma, beta
+     * NULL: 1, 0; mean and rstd (R) are kept for backward ---- */
+    void (*layer_norm_forward)(float *out, float *mean, float *rstd, const float *inp,
+                               const float *gamma, const float *beta, double eps, int64_t R,
+                               int64_t C);
+    /* Bytes of scratch (`work`, graph memory kept until the step ends) the backward needs; 0:
+     * none (work NULL). */
+    size_t (*layer_norm_work)(int64_t R, int64_t C);
+    /* dinp (=, or += with acc), dgamma +=, dbeta +=; any may be NULL (not needed). */
+    void (*layer_norm_backward)(float *dinp, float *dgamma, float *dbeta, const float *dout,
+                                const float *inp, const float *mean, const float *rstd,
+                                const float *gamma, void *work, int64_t R, int64_t C, int acc);
+
+    /* ---- attention: softmax(q k^T / sqrt(D)) v per head, q (B, T, C), k and v (B, S, C),
+     * C = NH * D, head h the columns [h D, (h + 1) D); att (B, NH, T, S) keeps the
+     * probabilities (0 where causal hides a key: query t sees keys s <= t) ---- */
+    void (*attention_forward)(float *out, float *att, const float *q, const float *k,
+                              const float *v, int64_t B, int64_t T, int64_t S, int64_t C,
+                              int64_t NH, int causal);
+    /* Bytes of scratch the backward needs, as layer_norm_work. */
+    size_t (*attention_work)(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH);
+    /* dq, dk, dv (each may be NULL) +=. */
+    void (*attention_backward)(float *dq, float *dk, float *dv, void *work, const float *dout,
+                               const float *att, const float *q, const float *k,
+                               const float *v, int64_t B, int64_t T, int64_t S, int64_t C,
+                               int64_t NH);
+
+    /* ---- reductions and losses (sums in double); dout of a scalar is device memory ---- */
+    /* out[0] = (float)(sum of x / normaliser). Backward: dx += (float)(scale dout[0]). */
+    void (*sum_all_forward)(float *out, const float *x, int64_t N, double normaliser);
+    void (*sum_all_backward)(float *dx, const float *dout, double scale, int64_t N);
+    /* x viewed as (outer, D, inner): out (outer, inner) = (float)(scale * sum over D);
+     * backward dx[o, d, i] += (float)scale dout[o, i]. */
+    void (*sum_dim_forward)(float *out, const float *x, double scale, int64_t outer, int64_t D,
+                            int64_t inner);
+    void (*sum_dim_backward)(float *dx, const float *dout, double scale, int64_t outer,
+                             int64_t D, int64_t inner);
+    /* out[0] = (float)(sum of (pred - target)^2 / normaliser); backward dpred +=
+     * (float)(2 (dout[0] / normaliser)) (pred - target). */
+    void (*mse_forward)(float *out, const float *pred, const float *target, int64_t N,
+                        double normaliser);
+    void (*mse_backward)(float *dpred, const float *dout, const float *pred, const float *target,
+                         double normaliser, int64_t N);
+    /* Cosine similarity of the rows of a and b (N, E) -> (N), each norm clamped below at eps;
+     * backward da, db (each may be NULL) +=. */
+    void (*cosine_forward)(float *out, const float *a, const float *b, int64_t N, int64_t E,
+                           double eps);
+    void (*cosine_backward)(float *da, float *db, const float *dout, const float *a,
+                            const float *b, int64_t N, int64_t E, double eps);
 } tr_kernels;
 
 /* The core's CPU kernels as a table (every entry set): the reference for device kernels. */

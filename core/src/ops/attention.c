@@ -9,6 +9,7 @@
 #endif
 
 #include "autograd/node.h"
+#include "ops/cpu_kernels.h"
 #include "ops/gemm.h"
 #include "ops/vmath.h"
 
@@ -41,11 +42,44 @@ static int parallel_heads(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH
     return max_threads() > 1 && B * NH >= max_threads();
 }
 
+/* The table's entries (trainer/kernels.h): heads one after another (par 0), one head's
+ * T x S scores of scratch. */
+static void att_forward(float *out, float *att, const float *q, const float *k, const float *v, int64_t B, int64_t T,
+                        int64_t S, int64_t C, int64_t NH, int causal) {
+    attention_forward_f32(out, att, q, k, v, B, T, S, C, NH, causal, 0);
+}
+
+static size_t att_work(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH) {
+    (void)B, (void)C, (void)NH;
+    return (size_t)(T * S) * sizeof(float);
+}
+
+static void att_backward(float *dq, float *dk, float *dv, void *work, const float *dout, const float *att,
+                         const float *q, const float *k, const float *v, int64_t B, int64_t T, int64_t S, int64_t C,
+                         int64_t NH) {
+    attention_backward_f32(dq, dk, dv, work, dout, att, q, k, v, B, T, S, C, NH, 0);
+}
+
+void ops_kernels_attention(tr_kernels *k) {
+    k->attention_forward = att_forward;
+    k->attention_work = att_work;
+    k->attention_backward = att_backward;
+}
+
 static void attention_backward(tr_graph *g, tr_node *n) {
     tr_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     int64_t B = n->i[0], T = n->i[1], S = n->i[2], C = n->i[3], NH = n->i[4];
     void *dq = op_grad(g, q), *dk = op_grad(g, k), *dv = op_grad(g, v);
-    if (tr_graph_status(g) != TR_OK) return;
+    if (tr_graph_status(g) != TR_OK || (!dq && !dk && !dv)) return;
+    const tr_kernels *kern = op_kernels(g);
+    if (kern) { /* a device's kernels, with the scratch they ask for */
+        size_t bytes = kern->attention_work(B, T, S, C, NH);
+        void *work = bytes ? op_data(g, bytes) : NULL;
+        if (!bytes || work)
+            kern->attention_backward(dq, dk, dv, work, n->out->grad, n->saved[0], q->data, k->data, v->data, B, T,
+                                     S, C, NH);
+        return;
+    }
     /* dq, dk, dv may be one buffer (self-attention, or views of one base: same numel, B and C,
      * hence T == S): the (b, h) blocks still coincide, so threads write disjoint blocks. */
     int par = parallel_heads(B, T, S, C, NH);
@@ -62,7 +96,7 @@ static void attention_backward(tr_graph *g, tr_node *n) {
 tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, int n_head,
                         int causal) {
     if (!op_check(g, "attention", 3, q, k, v)) return NULL;
-    if (!OP_HOST_ONLY(g, "attention")) return NULL;
+    if (!OP_DEVICE(g, "attention", attention_forward, attention_work, attention_backward)) return NULL;
     if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
         return op_fail(g, TR_ERR_INVALID,
                        "attention: q %s, k %s, v %s must be 3-D (B, T, C), (B, S, C), (B, S, C)",
@@ -85,8 +119,11 @@ tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, i
     size_t att_bytes = (size_t)(B * NH * T * S) * tr_dtype_size(q->dtype);
     void *att = op_data(g, att_bytes ? att_bytes : 1);
     if (!att) return NULL;
-    TR_DISPATCH(q->dtype, attention_forward, y->data, att, q->data, k->data, v->data, B, T, S,
-                C, NH, causal != 0, parallel_heads(B, T, S, C, NH));
+    if (op_kernels(g))
+        op_kernels(g)->attention_forward(y->data, att, q->data, k->data, v->data, B, T, S, C, NH, causal != 0);
+    else
+        TR_DISPATCH(q->dtype, attention_forward, y->data, att, q->data, k->data, v->data, B, T, S, C, NH, causal != 0,
+                    parallel_heads(B, T, S, C, NH));
     if (op_needs_grad(g, 3, q, k, v)) {
         tr_node *n = op_record(g, "attention", attention_backward, y, 3, q, k, v);
         if (!n) return NULL;

@@ -5,39 +5,26 @@
 #include <string.h>
 
 #include "autograd/node.h"
-#include "ops/gemm.h" /* TR_PAR_MIN */
+#include "ops/copy_rows.h"
 
 /* Each tensor seen as (outer, D_i, inner): out row o is the inputs' rows o side by side. */
 static void concat_backward(tr_graph *g, tr_node *n) {
     int64_t outer = n->i[0], inner = n->i[1], Dout = n->i[2];
     const tr_tensor *y = n->out;
+    size_t es = tr_dtype_size(y->dtype);
     int64_t off = 0;
     for (int k = 0; k < n->n_ins; k++) {
         tr_tensor *x = n->ins[k];
         int64_t m = x->shape[n->i[3]] * inner;
         void *dx = op_grad(g, x);
-        if (dx) {
-#pragma omp parallel for if (outer * m > TR_PAR_MIN) schedule(static)
-            for (int64_t o = 0; o < outer; o++) {
-                int64_t so = o * Dout * inner + off;
-                if (y->dtype == TR_F64) {
-                    double *d = (double *)dx + o * m;
-                    const double *s = (const double *)y->grad + so;
-                    for (int64_t j = 0; j < m; j++) d[j] += s[j];
-                } else {
-                    float *d = (float *)dx + o * m;
-                    const float *s = (const float *)y->grad + so;
-                    for (int64_t j = 0; j < m; j++) d[j] += s[j];
-                }
-            }
-        }
+        if (dx) OP_RUN(g, y->dtype, copy_rows, dx, m, (void *)((char *)y->grad + (size_t)off * es), Dout * inner, outer, m, 1);
         off += m;
     }
 }
 
 tr_tensor *tr_concat(tr_graph *g, tr_tensor *const *xs, int n, int dim) {
     if (tr_graph_status(g) != TR_OK) return NULL;
-    if (!OP_HOST_ONLY(g, "concat")) return NULL;
+    if (!OP_DEVICE(g, "concat", copy_rows)) return NULL;
     if (!xs || n < 1)
         return op_fail(g, TR_ERR_INVALID, "concat: %d inputs (at least 1 needed)", xs ? n : 0);
     op_begin(g);
@@ -77,16 +64,12 @@ tr_tensor *tr_concat(tr_graph *g, tr_tensor *const *xs, int n, int dim) {
     tr_tensor *y = op_out(g, x0->dtype, x0->ndim, shape);
     if (!y) return NULL;
     int64_t outer = tr_tensor_dims(x0, 0, d), inner = tr_tensor_dims(x0, d + 1, x0->ndim);
-    size_t es = tr_dtype_size(x0->dtype), orow = (size_t)(shape[d] * inner) * es, off = 0;
+    size_t es = tr_dtype_size(x0->dtype);
+    int64_t off = 0;
     for (int k = 0; k < n; k++) {
         int64_t m = xs[k]->shape[d] * inner;
-        size_t row = (size_t)m * es;
-        const char *src = xs[k]->data;
-        char *dst = (char *)y->data + off;
-#pragma omp parallel for if (outer * m > TR_PAR_MIN) schedule(static)
-        for (int64_t o = 0; o < outer; o++)
-            memcpy(dst + (size_t)o * orow, src + (size_t)o * row, row);
-        off += row;
+        OP_RUN(g, x0->dtype, copy_rows, (void *)((char *)y->data + (size_t)off * es), shape[d] * inner, xs[k]->data, m, outer, m, 0);
+        off += m;
     }
     if (need && tr_graph_grad_enabled(g)) {
         tr_tensor **ins = op_alloc(g, (size_t)n * sizeof *ins);

@@ -20,5 +20,14 @@ void ops_kernels_dropout(tr_kernels *k);
 void ops_kernels_conv2d(tr_kernels *k);
 void ops_kernels_pool(tr_kernels *k);
 void ops_kernels_batch_norm(tr_kernels *k);
+void ops_kernels_copy_rows(tr_kernels *k);
+void ops_kernels_permute(tr_kernels *k);
+void ops_kernels_matmul(tr_kernels *k);
+void ops_kernels_embedding(tr_kernels *k);
+void ops_kernels_layer_norm(tr_kernels *k);
+void ops_kernels_attention(tr_kernels *k);
+void ops_kernels_reduce(tr_kernels *k);
+void ops_kernels_mse(tr_kernels *k);
+void ops_kernels_cosine(tr_kernels *k);
 
 #endif

@@ -8,40 +8,19 @@
 #endif
 
 #include "autograd/node.h"
-#include "ops/gemm.h" /* TR_PAR_MIN */
+#include "ops/cpu_kernels.h"
 
-/* dtable[ids[i]] += dout[i] for the N ids. Threads split the channels, so two threads never
- * touch the same element even when ids repeat. */
-static void embedding_backward_kernel(tr_dtype dt, void *dtable, const void *dout,
-                                      const int32_t *ids, int64_t N, int64_t C) {
-#pragma omp parallel if (N * C > TR_PAR_MIN)
-    {
-        int64_t c0 = 0, c1 = C;
-#ifdef _OPENMP
-        int nt = omp_get_num_threads(), t = omp_get_thread_num();
-        c0 = C * t / nt;
-        c1 = C * (t + 1) / nt;
-#endif
-        for (int64_t i = 0; i < N; i++) {
-            int64_t r = ids[i];
-            if (dt == TR_F64) {
-                double *d = (double *)dtable + r * C;
-                const double *s = (const double *)dout + i * C;
-                for (int64_t c = c0; c < c1; c++) d[c] += s[c];
-            } else {
-                float *d = (float *)dtable + r * C;
-                const float *s = (const float *)dout + i * C;
-                for (int64_t c = c0; c < c1; c++) d[c] += s[c];
-            }
-        }
-    }
+#define TR_GENERIC "ops/embedding.inc"
+#include "ops/generic.h"
+
+void ops_kernels_embedding(tr_kernels *k) {
+    k->embedding_forward = embedding_forward_f32;
+    k->embedding_backward = embedding_backward_f32;
 }
 
 static void embedding_backward(tr_graph *g, tr_node *n) {
     void *dtable = op_grad(g, n->in[0]);
-    if (dtable)
-        embedding_backward_kernel(n->out->dtype, dtable, n->out->grad, n->saved[0], n->i[0],
-                                  n->i[1]);
+    if (dtable) OP_RUN(g, n->out->dtype, embedding_backward, dtable, n->out->grad, n->saved[0], n->i[0], n->i[1]);
 }
 
 /* "(1, 2)": the multi-index of flat position i in t, for messages. */
@@ -57,7 +36,7 @@ static const char *index_str(const tr_tensor *t, int64_t i, char *buf, size_t si
 
 tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table) {
     if (!op_check(g, "embedding", 1, table)) return NULL;
-    if (!OP_HOST_ONLY(g, "embedding")) return NULL;
+    if (!OP_DEVICE(g, "embedding", embedding_forward, embedding_backward)) return NULL;
     if (!ids)
         return op_fail(g, TR_ERR_INVALID, "embedding: ids are NULL (an earlier op failed?)");
     if (ids->dtype != TR_I32)
@@ -69,8 +48,17 @@ tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table) {
     if (ids->ndim >= TR_MAX_DIMS)
         return op_fail(g, TR_ERR_INVALID, "embedding: ids %s have %d dims (at most %d)",
                        op_shape(ids), ids->ndim, TR_MAX_DIMS - 1);
+    if ((ids->device.kind == TR_DEVICE_GPU) != (op_kernels(g) != NULL))
+        return op_fail(g, TR_ERR_INVALID, "embedding: ids %s are in %s memory, table %s in %s memory", op_shape(ids),
+                       ids->device.kind == TR_DEVICE_GPU ? "device" : "host", op_shape(table),
+                       table->device.kind == TR_DEVICE_GPU ? "device" : "host");
     int64_t V = table->shape[0], C = table->shape[1], N = tr_tensor_numel(ids);
-    const int32_t *id = ids->data;
+    const int32_t *id = ids->data; /* on the host, to check */
+    if (op_kernels(g)) {
+        int32_t *copy = op_alloc(g, (size_t)(N ? N : 1) * sizeof *copy);
+        if (!copy || !op_read(g, copy, ids->data, (size_t)N * sizeof *copy)) return NULL;
+        id = copy;
+    }
     for (int64_t i = 0; i < N; i++) {
         if (id[i] < 0 || id[i] >= V) {
             char at[96];
@@ -86,11 +74,7 @@ tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table) {
     shape[ids->ndim] = C;
     tr_tensor *y = op_out(g, table->dtype, ids->ndim + 1, shape);
     if (!y) return NULL;
-    size_t row = (size_t)C * tr_dtype_size(table->dtype);
-#pragma omp parallel for if (N * C > TR_PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < N; i++)
-        memcpy((char *)y->data + (size_t)i * row, (const char *)table->data + (size_t)id[i] * row,
-               row);
+    OP_RUN(g, table->dtype, embedding_forward, y->data, ids->data, table->data, N, C);
     if (op_needs_grad(g, 1, table)) {
         tr_node *n = op_record(g, "embedding", embedding_backward, y, 1, table);
         if (!n) return NULL;

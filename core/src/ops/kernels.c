@@ -30,6 +30,15 @@ static void fill(void) {
     ops_kernels_conv2d(&table);
     ops_kernels_pool(&table);
     ops_kernels_batch_norm(&table);
+    ops_kernels_copy_rows(&table);
+    ops_kernels_permute(&table);
+    ops_kernels_matmul(&table);
+    ops_kernels_embedding(&table);
+    ops_kernels_layer_norm(&table);
+    ops_kernels_attention(&table);
+    ops_kernels_reduce(&table);
+    ops_kernels_mse(&table);
+    ops_kernels_cosine(&table);
 }
 
 const tr_kernels *tr_cpu_kernels(void) {

@@ -4,47 +4,21 @@
 #include <string.h>
 
 #include "autograd/node.h"
-#include "ops/gemm.h" /* TR_PAR_MIN */
+#include "ops/copy_rows.h"
 
-/* x seen as (outer, D, inner); the window is rows [start, start+len) of D. */
-static void slice_forward(tr_dtype dt, void *out, const void *inp, int64_t outer, int64_t D,
-                          int64_t inner, int64_t start, int64_t len) {
-    size_t es = tr_dtype_size(dt), row = (size_t)(len * inner) * es;
-#pragma omp parallel for if (outer * len * inner > TR_PAR_MIN) schedule(static)
-    for (int64_t o = 0; o < outer; o++) {
-        const char *src = (const char *)inp + (size_t)((o * D + start) * inner) * es;
-        memcpy((char *)out + (size_t)o * row, src, row);
-    }
-}
-
-static void slice_backward_kernel(tr_dtype dt, void *dinp, const void *dout, int64_t outer,
-                                  int64_t D, int64_t inner, int64_t start, int64_t len) {
-    int64_t m = len * inner;
-#pragma omp parallel for if (outer * m > TR_PAR_MIN) schedule(static)
-    for (int64_t o = 0; o < outer; o++) {
-        int64_t di = (o * D + start) * inner, doff = o * m;
-        if (dt == TR_F64) {
-            double *d = (double *)dinp + di;
-            const double *s = (const double *)dout + doff;
-            for (int64_t j = 0; j < m; j++) d[j] += s[j];
-        } else {
-            float *d = (float *)dinp + di;
-            const float *s = (const float *)dout + doff;
-            for (int64_t j = 0; j < m; j++) d[j] += s[j];
-        }
-    }
-}
-
+/* x seen as (outer, D, inner); the window is rows [start, start+len) of D: outer rows of
+ * len * inner elements at start * inner of each row of D * inner. */
 static void slice_backward(tr_graph *g, tr_node *n) {
     void *dx = op_grad(g, n->in[0]);
-    if (dx)
-        slice_backward_kernel(n->out->dtype, dx, n->out->grad, n->i[0], n->i[1], n->i[2],
-                              n->i[3], n->i[4]);
+    if (!dx) return;
+    int64_t outer = n->i[0], D = n->i[1], inner = n->i[2], start = n->i[3], len = n->i[4];
+    void *at = (char *)dx + (size_t)(start * inner) * tr_dtype_size(n->out->dtype);
+    OP_RUN(g, n->out->dtype, copy_rows, at, D * inner, n->out->grad, len * inner, outer, len * inner, 1);
 }
 
 tr_tensor *tr_slice(tr_graph *g, tr_tensor *x, int dim, int64_t start, int64_t len) {
     if (!op_check(g, "slice", 1, x)) return NULL;
-    if (!OP_HOST_ONLY(g, "slice")) return NULL;
+    if (!OP_DEVICE(g, "slice", copy_rows)) return NULL;
     int d = dim < 0 ? dim + x->ndim : dim;
     if (d < 0 || d >= x->ndim)
         return op_fail(g, TR_ERR_INVALID, "slice: dim %d is out of range for %s", dim,
@@ -60,7 +34,8 @@ tr_tensor *tr_slice(tr_graph *g, tr_tensor *x, int dim, int64_t start, int64_t l
     tr_tensor *y = op_out(g, x->dtype, x->ndim, shape);
     if (!y) return NULL;
     int64_t outer = tr_tensor_dims(x, 0, d), inner = tr_tensor_dims(x, d + 1, x->ndim);
-    slice_forward(x->dtype, y->data, x->data, outer, D, inner, start, len);
+    const void *from = (const char *)x->data + (size_t)(start * inner) * tr_dtype_size(x->dtype);
+    OP_RUN(g, x->dtype, copy_rows, y->data, len * inner, from, D * inner, outer, len * inner, 0);
     if (op_needs_grad(g, 1, x)) {
         tr_node *n = op_record(g, "slice", slice_backward, y, 1, x);
         if (!n) return NULL;
