@@ -65,6 +65,8 @@ static struct {
     int (*blas_set_stream)(blas_handle, cu_stream);
     int (*blas_sgemm)(blas_handle, int, int, int, int, int, const float *, const float *, int, const float *, int,
                       const float *, float *, int);
+    int (*blas_sgemm_strided)(blas_handle, int, int, int, int, int, const float *, const float *, int, long long,
+                              const float *, int, long long, const float *, float *, int, long long, int);
 } api;
 
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
@@ -123,6 +125,7 @@ static void api_load(void) {
         {(void **)&api.blas_destroy, "cublasDestroy_v2"},
         {(void **)&api.blas_set_stream, "cublasSetStream_v2"},
         {(void **)&api.blas_sgemm, "cublasSgemm_v2"},
+        {(void **)&api.blas_sgemm_strided, "cublasSgemmStridedBatched"},
     };
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
         if (!resolve(blas, bs[i].slot, bs[i].name, "libcublas")) return;
@@ -289,5 +292,15 @@ tr_status cu_sgemm(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, c
     int s = api.blas_sgemm(r->blas, ta, tb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc);
     if (s != 0)
         return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemm (%d x %d x %d) failed: status %d", r->name, m, n, k, s);
+    return TR_OK;
+}
+
+tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                           long long sA, const float *B, int ldb, long long sB, float beta, float *C, int ldc,
+                           long long sC, int batch) {
+    int s = api.blas_sgemm_strided(r->blas, ta, tb, m, n, k, &alpha, A, lda, sA, B, ldb, sB, &beta, C, ldc, sC, batch);
+    if (s != 0)
+        return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemmStridedBatched (%d x %d x %d, batch %d) failed: status %d",
+                            r->name, m, n, k, batch, s);
     return TR_OK;
 }

@@ -331,13 +331,19 @@ extern "C" __global__ void k_adam(float *p, const float *g, float *m, float *v, 
     }
 }
 
-/* ---- sum of squares in double: up to CUDA_SUMSQ_PARTS block partials (their number set by
- * the length), then one block adds them: a fixed order, the same result every run ---- */
+/* ---- sums in double: up to CUDA_SUMSQ_PARTS block partials (their number set by the
+ * length), then one block (or k_loss_total's one thread) adds them: a fixed order, the same
+ * result every run ---- */
 
-extern "C" __global__ void k_sumsq_part(double *part, const float *g, int64_t n) {
+/* part[block] = the block's share of the sum of x (mode 0), x^2 (mode 1: the sum of squares)
+ * or (x - y)^2 (mode 2: mse), in double. */
+extern "C" __global__ void k_dsum_part(double *part, const float *x, const float *y, int64_t n, int mode) {
     __shared__ double sh[CUDA_BLOCK / 32];
     double s = 0;
-    GRID_LOOP(i, n) s += (double)g[i] * (double)g[i];
+    GRID_LOOP(i, n) {
+        double v = mode == 2 ? (double)x[i] - (double)y[i] : (double)x[i];
+        s += mode == 0 ? v : v * v;
+    }
     s = block_sum(s, sh);
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
@@ -630,3 +636,247 @@ extern "C" __global__ void k_bn_param_grads(float *dgamma, float *dbeta, const d
         if (dgamma) dgamma[c] += (float)sdyx[c];
     }
 }
+
+/* ---- copies and layouts ---- */
+
+/* dst[r * dld + j] (=, or += with acc) src[r * sld + j]: slice and concat. */
+extern "C" __global__ void k_copy_rows(float *dst, int64_t dld, const float *src, int64_t sld, int64_t R, int64_t W,
+                                       int acc) {
+    GRID_LOOP(i, R * W) {
+        int64_t r = i / W, j = i - r * W;
+        float v = src[r * sld + j], *d = dst + r * dld + j;
+        *d = acc ? *d + v : v;
+    }
+}
+
+/* out[i] = inp at output index i's input offset; with acc inp there += out[i]. n = numel. */
+extern "C" __global__ void k_permute(float *out, float *inp, tr_permute_dims p, int64_t n, int acc) {
+    GRID_LOOP(i, n) {
+        int64_t off = 0, r = i;
+        for (int64_t d = p.ndim - 1; d >= 0; d--) {
+            off += (r % p.shape[d]) * p.stride[d];
+            r /= p.shape[d];
+        }
+        if (acc) inp[off] += out[i];
+        else out[i] = inp[off];
+    }
+}
+
+/* ---- embedding ---- */
+
+extern "C" __global__ void k_embed_fwd(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C) {
+    GRID_LOOP(i, N * C) {
+        int64_t r = i / C;
+        out[i] = table[(int64_t)ids[r] * C + (i - r * C)];
+    }
+}
+
+/* dtable[ids[i]] += dout[i] without atomics, in the CPU's order: the block of token i goes on
+ * only if i is its id's first token; it then adds the rows of every token with that id, in
+ * token order. The ids pass through shared memory a block at a time. */
+extern "C" __global__ void k_embed_bwd(float *dtable, const float *dout, const int32_t *ids, int64_t N, int64_t C) {
+    __shared__ int32_t tile[CUDA_BLOCK];
+    __shared__ int earlier;
+    ROW_LOOP(i, N) {
+        int32_t id = ids[i];
+        float *row = dtable + (int64_t)id * C;
+        if (threadIdx.x == 0) earlier = 0;
+        __syncthreads();
+        for (int64_t j = threadIdx.x; j < i; j += blockDim.x)
+            if (ids[j] == id) earlier = 1; /* any thread, the same value */
+        __syncthreads();
+        int first = !earlier;
+        __syncthreads(); /* every thread has read it before the next row resets it */
+        if (!first) continue;
+        for (int64_t j0 = i; j0 < N; j0 += CUDA_BLOCK) {
+            int64_t len = N - j0 < CUDA_BLOCK ? N - j0 : CUDA_BLOCK;
+            tile[threadIdx.x] = threadIdx.x < len ? ids[j0 + threadIdx.x] : -1;
+            __syncthreads();
+            for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+                float a = row[c];
+                for (int64_t u = 0; u < len; u++)
+                    if (tile[u] == id) a += dout[(j0 + u) * C + c];
+                row[c] = a;
+            }
+            __syncthreads();
+        }
+    }
+}
+
+/* ---- layer-norm: a block per row, sums in double ---- */
+
+extern "C" __global__ void k_ln_fwd(float *out, float *mean, float *rstd, const float *x, const float *gamma,
+                                    const float *beta, double eps, int64_t R, int64_t C) {
+    __shared__ double sh[CUDA_BLOCK / 32];
+    ROW_LOOP(r, R) {
+        const float *xr = x + r * C;
+        float *o = out + r * C;
+        double s = 0, q = 0;
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += xr[j];
+        float m = (float)(block_sum(s, sh) / (double)C);
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+            float d = xr[j] - m;
+            q += (double)__fmul_rn(d, d);
+        }
+        float rs = (float)(1.0 / sqrt(block_sum(q, sh) / (double)C + eps));
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+            float xhat = (xr[j] - m) * rs;
+            o[j] = xhat * (gamma ? gamma[j] : 1.0f) + (beta ? beta[j] : 0.0f);
+        }
+        if (threadIdx.x == 0) mean[r] = m, rstd[r] = rs;
+    }
+}
+
+/* dx (=, or += with acc) rstd (g - mean(g) - xhat mean(g xhat)), g = dout gamma. */
+extern "C" __global__ void k_ln_dx(float *dx, const float *dout, const float *x, const float *mean, const float *rstd,
+                                   const float *gamma, int64_t R, int64_t C, int acc) {
+    __shared__ double sh[CUDA_BLOCK / 32];
+    ROW_LOOP(r, R) {
+        const float *xr = x + r * C, *dy = dout + r * C;
+        float *d = dx + r * C, m = mean[r], rs = rstd[r];
+        double s1 = 0, s2 = 0;
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+            float g = dy[j] * (gamma ? gamma[j] : 1.0f);
+            s1 += g;
+            s2 += (double)(g * ((xr[j] - m) * rs));
+        }
+        float a = (float)(block_sum(s1, sh) / (double)C), b = (float)(block_sum(s2, sh) / (double)C);
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+            float g = dy[j] * (gamma ? gamma[j] : 1.0f), v = rs * (g - a - (xr[j] - m) * rs * b);
+            d[j] = acc ? d[j] + v : v;
+        }
+    }
+}
+
+/* dgamma[c] += sum over rows of dout xhat, dbeta[c] += sum of dout (either may be NULL): a
+ * block per 32 columns, its 8 warps taking every 8th row, their partial sums added in warp
+ * order: the same result every run. */
+extern "C" __global__ void k_ln_params(float *dgamma, float *dbeta, const float *dout, const float *x,
+                                       const float *mean, const float *rstd, int64_t R, int64_t C) {
+    enum { LANES = CUDA_BLOCK / 32 };
+    __shared__ float pg[LANES][32], pb[LANES][32];
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int64_t c0 = (int64_t)blockIdx.x * 32; c0 < C; c0 += (int64_t)gridDim.x * 32) {
+        int64_t c = c0 + lane;
+        float sg = 0, sb = 0;
+        if (c < C)
+            for (int64_t r = w; r < R; r += LANES) {
+                float dy = dout[r * C + c];
+                sg += dy * ((x[r * C + c] - mean[r]) * rstd[r]);
+                sb += dy;
+            }
+        pg[w][lane] = sg, pb[w][lane] = sb;
+        __syncthreads();
+        if (w == 0 && c < C) {
+            float tg = 0, tb = 0;
+            for (int u = 0; u < LANES; u++) tg += pg[u][lane], tb += pb[u][lane];
+            if (dgamma) dgamma[c] += tg;
+            if (dbeta) dbeta[c] += tb;
+        }
+        __syncthreads();
+    }
+}
+
+/* ---- attention's softmax over rows of S scores (the GEMMs are cuBLAS's, ops.c) ---- */
+
+/* Row r is query t = r % T of its (b, h); causal: keys [0, t] seen (at least key 0), the rest
+ * 0. In place. */
+extern "C" __global__ void k_att_softmax(float *att, int64_t R, int64_t T, int64_t S, int causal) {
+    __shared__ float sh[CUDA_BLOCK / 32];
+    ROW_LOOP(r, R) {
+        float *a = att + r * S;
+        int64_t t = r % T, n = causal && t + 1 < S ? t + 1 : S;
+        float m = row_max(a, n, sh), s = 0;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+            float e = expf(a[j] - m);
+            a[j] = e;
+            s += e;
+        }
+        float inv = 1 / block_sum(s, sh);
+        for (int64_t j = threadIdx.x; j < S; j += blockDim.x) a[j] = j < n ? a[j] * inv : 0.0f;
+    }
+}
+
+/* d = a (d - sum(a d)) in place: the scores' gradient from the probabilities'. */
+extern "C" __global__ void k_att_softmax_bwd(float *d, const float *att, int64_t R, int64_t S) {
+    __shared__ float sh[CUDA_BLOCK / 32];
+    ROW_LOOP(r, R) {
+        const float *a = att + r * S;
+        float *g = d + r * S, dot = 0;
+        for (int64_t j = threadIdx.x; j < S; j += blockDim.x) dot += a[j] * g[j];
+        dot = block_sum(dot, sh);
+        for (int64_t j = threadIdx.x; j < S; j += blockDim.x) g[j] = a[j] * (g[j] - dot);
+    }
+}
+
+/* ---- reductions and losses ---- */
+
+/* x (O, D, I) -> out (O, I) = scale * the sum over D in double, a thread per output. */
+extern "C" __global__ void k_sum_dim_fwd(float *out, const float *x, double scale, int64_t O, int64_t D, int64_t I) {
+    GRID_LOOP(i, O * I) {
+        int64_t o = i / I, k = i - o * I;
+        double s = 0;
+        for (int64_t d = 0; d < D; d++) s += (double)x[(o * D + d) * I + k];
+        out[i] = (float)(s * scale);
+    }
+}
+
+extern "C" __global__ void k_sum_dim_bwd(float *dx, const float *dout, float scale, int64_t O, int64_t D, int64_t I) {
+    GRID_LOOP(i, O * D * I) {
+        int64_t o = i / (D * I), k = i % I;
+        dx[i] += scale * dout[o * I + k];
+    }
+}
+
+/* dx += (float)(scale dout[0]) */
+extern "C" __global__ void k_sum_all_bwd(float *dx, const float *dout, double scale, int64_t n) {
+    float d = (float)(scale * (double)dout[0]);
+    GRID_LOOP(i, n) dx[i] += d;
+}
+
+/* dpred += (float)(2 (dout[0] / normaliser)) (pred - target) */
+extern "C" __global__ void k_mse_bwd(float *dp, const float *dout, const float *p, const float *t, double normaliser,
+                                     int64_t n) {
+    float k = (float)(2 * ((double)dout[0] / normaliser));
+    GRID_LOOP(i, n) dp[i] += k * (p[i] - t[i]);
+}
+
+/* A row's a.b, |a| and |b| (clamped below at eps), in double, every thread of the block. */
+__device__ void cos_row(const float *a, const float *b, int64_t E, double eps, double *sh, double *dot, double *na,
+                        double *nb) {
+    double d = 0, x = 0, y = 0;
+    for (int64_t k = threadIdx.x; k < E; k += blockDim.x) {
+        d += (double)a[k] * (double)b[k];
+        x += (double)a[k] * (double)a[k];
+        y += (double)b[k] * (double)b[k];
+    }
+    d = block_sum(d, sh), x = sqrt(block_sum(x, sh)), y = sqrt(block_sum(y, sh));
+    *dot = d, *na = x > eps ? x : eps, *nb = y > eps ? y : eps;
+}
+
+extern "C" __global__ void k_cos_fwd(float *out, const float *a, const float *b, int64_t N, int64_t E, double eps) {
+    __shared__ double sh[CUDA_BLOCK / 32];
+    ROW_LOOP(i, N) {
+        double d, na, nb;
+        cos_row(a + i * E, b + i * E, E, eps, sh, &d, &na, &nb);
+        if (threadIdx.x == 0) out[i] = (float)(d / (na * nb));
+    }
+}
+
+/* da += dout (b / (|a||b|) - cos a / |a|^2), the second term only where |a| > eps; db alike. */
+extern "C" __global__ void k_cos_bwd(float *da, float *db, const float *dout, const float *a, const float *b, int64_t N,
+                                     int64_t E, double eps) {
+    __shared__ double sh[CUDA_BLOCK / 32];
+    ROW_LOOP(i, N) {
+        const float *ai = a + i * E, *bi = b + i * E;
+        double d, na, nb;
+        cos_row(ai, bi, E, eps, sh, &d, &na, &nb);
+        double go = (double)dout[i], inv = 1.0 / (na * nb), c = d * inv;
+        double ka = na > eps ? c / (na * na) : 0.0, kb = nb > eps ? c / (nb * nb) : 0.0;
+        for (int64_t k = threadIdx.x; k < E; k += blockDim.x) {
+            if (da) da[i * E + k] += (float)(go * ((double)bi[k] * inv - ka * (double)ai[k]));
+            if (db) db[i * E + k] += (float)(go * ((double)ai[k] * inv - kb * (double)bi[k]));
+        }
+    }
+}
+

@@ -44,7 +44,7 @@
     X(k_loss_total, 0)          \
     X(k_sgd, 0)                 \
     X(k_adam, 0)                \
-    X(k_sumsq_part, 1)          \
+    X(k_dsum_part, 1)           \
     X(k_sumsq_final, 1)         \
     X(k_im2col, 0)              \
     X(k_col2im, 0)              \
@@ -64,7 +64,22 @@
     X(k_bn_fwd, 0)              \
     X(k_bn_dsums, 1)            \
     X(k_bn_dx, 0)               \
-    X(k_bn_param_grads, 0)
+    X(k_bn_param_grads, 0)      \
+    X(k_copy_rows, 0)           \
+    X(k_permute, 0)             \
+    X(k_embed_fwd, 0)           \
+    X(k_embed_bwd, 1)           \
+    X(k_ln_fwd, 1)              \
+    X(k_ln_dx, 1)               \
+    X(k_ln_params, 1)           \
+    X(k_att_softmax, 1)         \
+    X(k_att_softmax_bwd, 1)     \
+    X(k_sum_dim_fwd, 0)         \
+    X(k_sum_dim_bwd, 0)         \
+    X(k_sum_all_bwd, 0)         \
+    X(k_mse_bwd, 0)             \
+    X(k_cos_fwd, 1)             \
+    X(k_cos_bwd, 1)
 
 typedef enum cuda_kernel {
 #define CUDA_KERNEL_ENUM(name, barrier) CUDA_##name,

@@ -237,15 +237,22 @@ static void optim_update(const tr_optim_config *cfg, int64_t steps, float *param
            &b2, &b2c, &inv_bc2_sqrt, &eps, &neg_step, &wd_mode);
 }
 
+/* Blocks of a sum's first pass: one per 2048 values, at most CUDA_SUMSQ_PARTS (a small tensor
+ * is one block). */
+static int sum_parts(int64_t n) {
+    int64_t want = (n + CUDA_BLOCK * 8 - 1) / (CUDA_BLOCK * 8);
+    return want < 1 ? 1 : want > CUDA_SUMSQ_PARTS ? CUDA_SUMSQ_PARTS : (int)want;
+}
+
 static double sumsq(const float *g, size_t n) {
     cuda_device *d = cuda_current();
     if (!d) return NAN;
     int64_t nn = (int64_t)n;
-    /* a block per 2048 values, at most CUDA_SUMSQ_PARTS (a small tensor is one block) */
-    int64_t want = (nn + CUDA_BLOCK * 8 - 1) / (CUDA_BLOCK * 8);
-    int parts = want < 1 ? 1 : want > CUDA_SUMSQ_PARTS ? CUDA_SUMSQ_PARTS : (int)want;
+    int parts = sum_parts(nn);
     double *part = d->scratch, *out = d->scratch + CUDA_SUMSQ_PARTS;
-    LAUNCH("gradient sum of squares", k_sumsq_part, (unsigned)parts, &part, &g, &nn);
+    const float *none = NULL;
+    int mode = 1;
+    LAUNCH("gradient sum of squares", k_dsum_part, (unsigned)parts, &part, &g, &none, &nn, &mode);
     LAUNCH("gradient sum of squares", k_sumsq_final, 1, &out, &part, &parts);
     tr_status st = cu_download(d->rt, d->scratch_host, out, sizeof(double));
     if (st != TR_OK) cuda_fail(d, st, "gradient sum of squares");
@@ -440,6 +447,198 @@ static void batch_norm_sync_grads(float *dinp, float *dgamma, float *dbeta, cons
                &gsdyx, &batch, &M, &N, &C, &S, &acc);
 }
 
+/* ---- copies and layouts ---- */
+
+static void copy_rows(float *dst, int64_t dld, const float *src, int64_t sld, int64_t R, int64_t W, int acc) {
+    LAUNCH("copy_rows (slice, concat)", k_copy_rows, blocks_for(R * W), &dst, &dld, &src, &sld, &R, &W, &acc);
+}
+
+static void permute(float *out, float *inp, const tr_permute_dims *pd, int acc) {
+    tr_permute_dims p = *pd;
+    int64_t n = 1;
+    for (int64_t i = 0; i < p.ndim; i++) n *= p.shape[i];
+    LAUNCH(acc ? "permute backward" : "permute", k_permute, blocks_for(n), &out, &inp, &p, &n, &acc);
+}
+
+/* ---- batched GEMMs of row-major matrices: C (M x N) = op(A) op(B) is column-major C^T =
+ * op(B)^T op(A)^T, so the operands swap; entry i of the batch at A + i sA, and so on ---- */
+
+static void rgemm(cuda_device *d, const char *what, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, int64_t sA, const float *B, int64_t ldb, int64_t sB, float beta, float *C,
+                  int64_t ldc, int64_t sC, int64_t batch) {
+    if (M == 0 || N == 0 || batch == 0) return;
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX || batch > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+        ldc > INT_MAX) {
+        cuda_fail(d, tr_error_set(TR_ERR_UNSUPPORTED, "a batch of %lld GEMMs of %lld x %lld x %lld is beyond cuBLAS's int dimensions",
+                                  (long long)batch, (long long)M, (long long)N, (long long)K), what);
+        return;
+    }
+    lda = lda < 1 ? 1 : lda, ldb = ldb < 1 ? 1 : ldb, ldc = ldc < 1 ? 1 : ldc;
+    tr_status st = cu_sgemm_batched(d->rt, tb, ta, (int)N, (int)M, (int)K, alpha, B, (int)ldb, sB, A, (int)lda, sA, beta,
+                                    C, (int)ldc, sC, (int)batch);
+    if (st != TR_OK) cuda_fail(d, st, what);
+}
+
+static void matmul_forward(float *out, const float *a, const float *b, int64_t batch, int64_t M, int64_t K, int64_t N) {
+    cuda_device *d = cuda_current();
+    if (!d) return;
+    if (K == 0) { /* an empty sum: zeros (cuBLAS would scale by beta 0 too; no call for it) */
+        zero(out, (size_t)(batch * M * N) * sizeof(float));
+        return;
+    }
+    rgemm(d, "matmul (cublasSgemmStridedBatched)", 0, 0, M, N, K, 1.0f, a, K, M * K, b, N, K * N, 0.0f, out, N, M * N,
+          batch);
+}
+
+static void matmul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t batch,
+                            int64_t M, int64_t K, int64_t N) {
+    cuda_device *d = cuda_current();
+    if (!d) return;
+    const char *what = "matmul backward (cublasSgemmStridedBatched)";
+    if (da) rgemm(d, what, 0, 1, M, K, N, 1.0f, dout, N, M * N, b, N, K * N, 1.0f, da, K, M * K, batch);
+    if (db) rgemm(d, what, 1, 0, K, N, M, 1.0f, a, K, M * K, dout, N, M * N, 1.0f, db, N, K * N, batch);
+}
+
+/* ---- embedding ---- */
+
+static void embedding_forward(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C) {
+    LAUNCH("embedding", k_embed_fwd, blocks_for(N * C), &out, &ids, &table, &N, &C);
+}
+
+static void embedding_backward(float *dtable, const float *dout, const int32_t *ids, int64_t N, int64_t C) {
+    LAUNCH("embedding backward", k_embed_bwd, blocks_rows(N), &dtable, &dout, &ids, &N, &C);
+}
+
+/* ---- layer-norm ---- */
+
+static void layer_norm_forward(float *out, float *mean, float *rstd, const float *inp, const float *gamma,
+                               const float *beta, double eps, int64_t R, int64_t C) {
+    LAUNCH("layer_norm", k_ln_fwd, blocks_rows(R), &out, &mean, &rstd, &inp, &gamma, &beta, &eps, &R, &C);
+}
+
+static size_t layer_norm_work(int64_t R, int64_t C) {
+    (void)R, (void)C;
+    return 0;
+}
+
+static void layer_norm_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
+                                const float *mean, const float *rstd, const float *gamma, void *work, int64_t R,
+                                int64_t C, int acc) {
+    (void)work;
+    if (dgamma || dbeta)
+        LAUNCH("layer_norm backward (gamma, beta)", k_ln_params, blocks_rows((C + 31) / 32), &dgamma, &dbeta, &dout,
+               &inp, &mean, &rstd, &R, &C);
+    if (dinp)
+        LAUNCH("layer_norm backward", k_ln_dx, blocks_rows(R), &dinp, &dout, &inp, &mean, &rstd, &gamma, &R, &C, &acc);
+}
+
+/* ---- attention: per head h, one batched GEMM over the batch for each product (head h of
+ * batch b is q's columns [h D, (h + 1) D) of rows b T.., read in place with leading dimension
+ * C), and the softmax over every row of att at once ---- */
+
+static void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int64_t B,
+                              int64_t T, int64_t S, int64_t C, int64_t NH, int causal) {
+    cuda_device *d = cuda_current();
+    if (!d) return;
+    int64_t D = C / NH, TS = T * S, R = B * NH * T;
+    float scale = 1.0f / sqrtf((float)D);
+    const char *what = "attention (cublasSgemmStridedBatched)";
+    for (int64_t h = 0; h < NH; h++) /* scores = q k^T / sqrt(D) */
+        rgemm(d, what, 0, 1, T, S, D, scale, q + h * D, C, T * C, k + h * D, C, S * C, 0.0f, att + h * TS, S, NH * TS, B);
+    LAUNCH("attention (softmax)", k_att_softmax, blocks_rows(R), &att, &R, &T, &S, &causal);
+    for (int64_t h = 0; h < NH; h++) /* out = att v */
+        rgemm(d, what, 0, 0, T, D, S, 1.0f, att + h * TS, S, NH * TS, v + h * D, C, S * C, 0.0f, out + h * D, C, T * C, B);
+}
+
+/* The scores' gradient (B, NH, T, S) is scratch of the caching allocator for the call (the
+ * graph's arena would keep one per layer until the step ends). */
+static size_t attention_work(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH) {
+    (void)B, (void)T, (void)S, (void)C, (void)NH;
+    return 0;
+}
+
+static void attention_backward(float *dq, float *dk, float *dv, void *work, const float *dout, const float *att,
+                               const float *q, const float *k, const float *v, int64_t B, int64_t T, int64_t S,
+                               int64_t C, int64_t NH) {
+    cuda_device *d = cuda_current();
+    (void)work;
+    if (!d) return;
+    int64_t D = C / NH, TS = T * S, R = B * NH * T;
+    float scale = 1.0f / sqrtf((float)D);
+    const char *what = "attention backward (cublasSgemmStridedBatched)";
+    for (int64_t h = 0; dv && h < NH; h++) /* dv += att^T dout */
+        rgemm(d, what, 1, 0, S, D, T, 1.0f, att + h * TS, S, NH * TS, dout + h * D, C, T * C, 1.0f, dv + h * D, C, S * C,
+              B);
+    if (!dq && !dk) return;
+    float *ds = NULL;
+    tr_status st = cuda_alloc(d, (size_t)(R * S) * sizeof(float), (void **)&ds);
+    if (st != TR_OK) {
+        cuda_fail(d, st, "attention backward (scratch)");
+        return;
+    }
+    for (int64_t h = 0; h < NH; h++) /* datt = dout v^T */
+        rgemm(d, what, 0, 1, T, S, D, 1.0f, dout + h * D, C, T * C, v + h * D, C, S * C, 0.0f, ds + h * TS, S, NH * TS, B);
+    LAUNCH("attention backward (softmax)", k_att_softmax_bwd, blocks_rows(R), &ds, &att, &R, &S);
+    for (int64_t h = 0; h < NH; h++) {
+        if (dq) /* dq += dscores k / sqrt(D) */
+            rgemm(d, what, 0, 0, T, D, S, scale, ds + h * TS, S, NH * TS, k + h * D, C, S * C, 1.0f, dq + h * D, C,
+                  T * C, B);
+        if (dk) /* dk += dscores^T q / sqrt(D) */
+            rgemm(d, what, 1, 0, S, D, T, scale, ds + h * TS, S, NH * TS, q + h * D, C, T * C, 1.0f, dk + h * D, C,
+                  S * C, B);
+    }
+    cuda_free(d, ds);
+}
+
+/* ---- reductions and losses: whole-tensor sums into the device's scratch partials, added in
+ * order by one thread into the float result ---- */
+
+static void sum_to(const char *what, float *out, const float *x, const float *y, int64_t n, int mode,
+                   double normaliser) {
+    cuda_device *d = cuda_current();
+    if (!d) return;
+    int parts = sum_parts(n);
+    int64_t np = parts;
+    double *part = d->scratch;
+    LAUNCH(what, k_dsum_part, (unsigned)parts, &part, &x, &y, &n, &mode);
+    LAUNCH(what, k_loss_total, 1, &out, &part, &np, &normaliser);
+}
+
+static void sum_all_forward(float *out, const float *x, int64_t N, double normaliser) {
+    sum_to("sum", out, x, NULL, N, 0, normaliser);
+}
+
+static void sum_all_backward(float *dx, const float *dout, double scale, int64_t N) {
+    LAUNCH("sum backward", k_sum_all_bwd, blocks_for(N), &dx, &dout, &scale, &N);
+}
+
+static void sum_dim_forward(float *out, const float *x, double scale, int64_t O, int64_t D, int64_t I) {
+    LAUNCH("sum_dim", k_sum_dim_fwd, blocks_for(O * I), &out, &x, &scale, &O, &D, &I);
+}
+
+static void sum_dim_backward(float *dx, const float *dout, double scale, int64_t O, int64_t D, int64_t I) {
+    float s = (float)scale;
+    LAUNCH("sum_dim backward", k_sum_dim_bwd, blocks_for(O * D * I), &dx, &dout, &s, &O, &D, &I);
+}
+
+static void mse_forward(float *out, const float *pred, const float *target, int64_t N, double normaliser) {
+    sum_to("mse", out, pred, target, N, 2, normaliser);
+}
+
+static void mse_backward(float *dpred, const float *dout, const float *pred, const float *target, double normaliser,
+                         int64_t N) {
+    LAUNCH("mse backward", k_mse_bwd, blocks_for(N), &dpred, &dout, &pred, &target, &normaliser, &N);
+}
+
+static void cosine_forward(float *out, const float *a, const float *b, int64_t N, int64_t E, double eps) {
+    LAUNCH("cosine_similarity", k_cos_fwd, blocks_rows(N), &out, &a, &b, &N, &E, &eps);
+}
+
+static void cosine_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t N,
+                            int64_t E, double eps) {
+    LAUNCH("cosine_similarity backward", k_cos_bwd, blocks_rows(N), &da, &db, &dout, &a, &b, &N, &E, &eps);
+}
+
 const tr_kernels cuda_kernel_table = {
     .size = sizeof(tr_kernels),
     .zero = zero,
@@ -490,4 +689,24 @@ const tr_kernels cuda_kernel_table = {
     .batch_norm_backward = batch_norm_backward,
     .batch_norm_dsums_all = batch_norm_dsums_all,
     .batch_norm_sync_grads = batch_norm_sync_grads,
+    .copy_rows = copy_rows,
+    .permute = permute,
+    .matmul_forward = matmul_forward,
+    .matmul_backward = matmul_backward,
+    .embedding_forward = embedding_forward,
+    .embedding_backward = embedding_backward,
+    .layer_norm_forward = layer_norm_forward,
+    .layer_norm_work = layer_norm_work,
+    .layer_norm_backward = layer_norm_backward,
+    .attention_forward = attention_forward,
+    .attention_work = attention_work,
+    .attention_backward = attention_backward,
+    .sum_all_forward = sum_all_forward,
+    .sum_all_backward = sum_all_backward,
+    .sum_dim_forward = sum_dim_forward,
+    .sum_dim_backward = sum_dim_backward,
+    .mse_forward = mse_forward,
+    .mse_backward = mse_backward,
+    .cosine_forward = cosine_forward,
+    .cosine_backward = cosine_backward,
 };

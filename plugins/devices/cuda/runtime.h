@@ -58,6 +58,10 @@ tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args);
  * beta 0, C is not read. */
 tr_status cu_sgemm(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc);
+/* batch such products, the i-th on A + i sA, B + i sB, C + i sC (cublasSgemmStridedBatched). */
+tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                           long long sA, const float *B, int ldb, long long sB, float beta, float *C, int ldc,
+                           long long sC, int batch);
 
 #ifdef __cplusplus
 }

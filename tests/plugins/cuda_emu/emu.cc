@@ -325,3 +325,16 @@ tr_status cu_sgemm(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, c
         }
     return TR_OK;
 }
+
+tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                           long long sA, const float *B, int ldb, long long sB, float beta, float *C, int ldc,
+                           long long sC, int batch) {
+    if (batch < 0)
+        return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemmStridedBatched (batch %d) failed: status 7 (invalid value)",
+                            r->name, batch);
+    for (int i = 0; i < batch; i++) {
+        tr_status st = cu_sgemm(r, ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
+        if (st != TR_OK) return st;
+    }
+    return TR_OK;
+}
