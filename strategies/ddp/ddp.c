@@ -77,6 +77,7 @@ typedef struct ddp {
     int issued_in_backward;  /* buckets whose all-reduce (reduce-scatter) started before backward returned */
     int issued_total;
     int trace;               /* TRAINER_DDP_TRACE: print the overlap of the first steps */
+    int gpu_shared;          /* GPU ranks: another rank shares this one's GPU (the testing mode) */
     int skip_nonfinite;      /* trainer.on_nan skip: no bucket is updated before the norm is known */
     int64_t steps;
     tr_accel *accel;         /* GPUs: this rank's device, else NULL */
@@ -254,7 +255,9 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
             st = tr_error_set(TR_ERR_INVALID, "ddp: accelerator gpu without a GPU chosen");
             goto fail;
         }
-        int id = env->gpu_ids[(ce.local_rank > 0 ? ce.local_rank : 0) % env->n_gpu_ids];
+        int id = env->gpu_ids[(ce.local_rank > 0 ? ce.local_rank : 0) % env->n_gpu_ids], same = 0;
+        for (int i = 0; i < env->n_gpu_ids; i++) same += env->gpu_ids[i] == id;
+        d->gpu_shared = same > 1 || env->n_gpu_ids < d->world;
         TR_CHECK_GOTO(tr_accel_open(env->gpu_backend, id, &d->accel), fail);
         TR_CHECK_GOTO(tr_accel_bind(d->accel), fail);
         TR_CHECK_GOTO(tr_replica_create_on(env->models, d->accel, &d->r), fail);
@@ -286,8 +289,10 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     TR_CHECK_GOTO(sync_from(d, 0), fail); /* rank 0's initial weights everywhere */
     *info = (tr_strategy_info){.rank = d->rank, .world = d->world, .data_rank = d->rank, .data_world = d->world};
     if (d->accel)
-        snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, one GPU each: this rank %s, %d buckets "
-                 "staged through host memory)", d->world, bname, tr_accel_name(d->accel), d->n_buckets);
+        snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %s: this rank %s, %d buckets "
+                 "staged through host memory)", d->world, bname,
+                 d->gpu_shared ? "ranks sharing GPUs (a testing mode)" : "one GPU each", tr_accel_name(d->accel),
+                 d->n_buckets);
     else
         snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %d threads each, %d buckets%s%s)",
                  d->world, bname, tr_get_num_threads(), d->n_buckets, d->shard ? ", sharded update" : "",

@@ -11,7 +11,8 @@
 # - ddp on GPUs: auto on 2 and 3 fake GPUs launches one process per GPU, each rank on its own
 #   device, buckets staged through host memory over shm: byte-identical to ddp over as many
 #   CPU ranks with the same all-reduce update (shard_update=false; GPU ranks do not shard it);
-#   killed and resumed on the GPUs: byte-identical to the straight run.
+#   killed and resumed on the GPUs: byte-identical to the straight run. Two ranks sharing one
+#   GPU (devices [0, 0], the one-GPU testing mode): the same.
 # - A CNN (conv2d, batch-norm, ReLU, max-pool, dropout; SGD) trains on the device within 1e-5
 #   of cpu (not byte for byte: on the CPU batch-norm, pool and ReLU are one fused op whose
 #   gradient sums run in another order; on a device they are the three ops).
@@ -90,6 +91,14 @@ for n in 2 3; do
         ok "ddp on $n fake GPUs (auto, one process each): byte-identical to ddp on $n CPU ranks, same loss curve"
     else bad "ddp on $n fake GPUs vs CPU ranks" "rc=$rc rc2=$rc2" "$out" "$(tail -3 <<<"$out2")"; fi
 done
+# The one-GPU testing mode: 2 ddp ranks sharing fake GPU 0 (devices [0, 0]).
+out="$(TRAINER_FAKE_GPUS=1 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddp00" trainer.strategy=ddp "trainer.devices=[0, 0]" \
+       strategy.first_bucket_mb=0.001 strategy.bucket_mb=0.002 2>&1)"; rc=$?
+e="$(last_ckpt "$t/ddp00")"; f="$(last_ckpt "$t/ddpc2")"
+if [ $rc = 0 ] && grep -q "2 ranks over shm, ranks sharing GPUs (a testing mode): this rank fake_gpu:0" <<<"$out" && [ -n "$e" ] &&
+   same_ckpt "$e" "$f" && diff <(curve "$t/ddp00") <(curve "$t/ddpc2") >/dev/null; then
+    ok "ddp with 2 ranks on one fake GPU (devices [0, 0], the testing mode): byte-identical to ddp on 2 CPU ranks"
+else bad "ddp with 2 ranks sharing one fake GPU" "rc=$rc" "$out"; fi
 (TRAINER_FAKE_GPUS=2 TRAINER_FAULT_KILL_AT_STEP=20 exec timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddpk" \
     strategy.first_bucket_mb=0.001 strategy.bucket_mb=0.002 >"$t/dk1.log" 2>&1); rc1=$?
 out="$(TRAINER_FAKE_GPUS=2 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddpk" strategy.first_bucket_mb=0.001 \

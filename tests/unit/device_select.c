@@ -76,7 +76,10 @@ int main(void) {
     refused(G, TR_DEVICES_AUTO, NULL, 0, "auto", 0, "gpu asked, but this machine found no GPU (no CUDA driver); accelerator cpu");
     refused(G, 4, NULL, 0, "auto", 2, "4 GPUs asked, but this machine found 2 GPUs (ids 0-1); devices: 2");
     refused(A, 0, far, 1, "auto", 2, "GPU id 5 does not exist: this machine found 2 GPUs");
-    refused(A, 0, same, 2, "ddp", 1, "GPU 0 is listed twice");
+    CHECK(choose(A, 0, same, 2, "ddp", 1, &c) == TR_OK && c.devices == 2 && c.ids[0] == 0 && c.ids[1] == 0,
+          "ddp on [0, 0] with 1 GPU (testing mode): %s", tr_error_msg());
+    refused(A, 0, same, 2, "auto", 1, "GPU 0 is listed twice (only strategies dataparallel, ddp and sharded");
+    refused(A, 0, same, 2, "single-gpu", 1, "GPU 0 is listed twice");
     refused(C, 0, two, 2, "auto", 8, "a list of device ids names GPUs, but the accelerator is cpu");
     refused(G, TR_DEVICES_AUTO, NULL, 0, "cpu", 1, "cpu trains on the CPU, but the accelerator is gpu");
     refused(C, 1, NULL, 0, "single-gpu", 4, "single-gpu needs a GPU");

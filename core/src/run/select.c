@@ -42,14 +42,18 @@ tr_status tr_choose_devices(const tr_device_request *rq, int gpus, const char *g
     if (rq->n_ids > 0) {
         if (rq->n_ids > TR_MAX_DEVICE_IDS)
             return tr_error_set(TR_ERR_INVALID, "trainer.devices: %d ids, at most %d", rq->n_ids, TR_MAX_DEVICE_IDS);
-        int repeats_ok = strcmp(strategy, "dataparallel") == 0;
+        /* The one-GPU testing modes: dataparallel's replicas on one device, ddp's and sharded's
+         * ranks sharing one over a host backend. */
+        int repeats_ok = strcmp(strategy, "dataparallel") == 0 || strcmp(strategy, "ddp") == 0 ||
+                         strcmp(strategy, "sharded") == 0;
         for (int i = 0; i < rq->n_ids; i++) {
             if (rq->ids[i] < 0 || rq->ids[i] >= gpus)
                 return tr_error_set(TR_ERR_INVALID, "trainer.devices: GPU id %d does not exist: this machine %s", rq->ids[i], f);
             for (int k = 0; k < i && !repeats_ok; k++)
                 if (rq->ids[k] == rq->ids[i])
-                    return tr_error_set(TR_ERR_INVALID, "trainer.devices: GPU %d is listed twice (only strategy "
-                                                        "dataparallel accepts that, as a one-GPU testing mode)", rq->ids[i]);
+                    return tr_error_set(TR_ERR_INVALID, "trainer.devices: GPU %d is listed twice (only strategies "
+                                                        "dataparallel, ddp and sharded accept that, named in "
+                                                        "trainer.strategy, as a one-GPU testing mode)", rq->ids[i]);
             out->ids[i] = rq->ids[i];
         }
         out->n_ids = out->devices = rq->n_ids;
