@@ -25,9 +25,18 @@
  * and the replicas' outputs (logits, pooled embeddings) are gathered in batch order into
  * buffers owned here, which grow to the largest batch once and are reused after.
  *
+ * On GPUs (accelerator gpu) replica i lives on GPU ids[i] (trainer.devices; an id may repeat:
+ * the one-GPU testing mode), its thread bound to that device, and the optimizer state on the
+ * primary's. The step goes through host memory: each replica downloads its gradient, the
+ * reduce above runs on the host copies (the same sums in the same order), the primary uploads
+ * the sum, clips and updates on its device, and its parameters and buffers are downloaded
+ * once and uploaded to every other replica (replicate). Inference outputs are copied to the
+ * host per replica and gathered as above.
+ *
  * Limits: OpenBLAS runs each replica's GEMMs on that replica's threads; with more than one
  * thread per replica its OpenMP build serialises concurrent threaded calls, so the default
- * gives each replica cores / n threads and is best with one thread per replica. */
+ * gives each replica cores / n threads and is best with one thread per replica. On GPUs the
+ * reduce and replicate are host-staged copies (no peer-to-peer or NCCL path yet). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -36,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/accel.h"
 #include "trainer/memory.h"
 #include "trainer/runtime.h"
 #include "trainer/strategy.h"
@@ -87,6 +97,11 @@ struct dp {
     size_t logits_cap, embedding_cap;
     float loss_value;
     tr_tensor t_loss, t_logits, t_embedding;
+    /* On GPUs (else NULL): each replica's opened device, its gradient's host copy, and the
+     * host copy of the primary's updated parameters and buffers that the others upload. */
+    tr_accel **accel;
+    float **h_grad;
+    float *h_params;
 };
 
 /* ---- barrier ---- */
@@ -145,12 +160,21 @@ static tr_status stat_reduce(void *user, double *values, int nv) {
     return barrier(d); /* nobody rewrites its sums before all have read them */
 }
 
+/* The loss value of a forward, from the device for a GPU replica. */
+static tr_status loss_of(dp *d, worker *w, const tr_tensor *loss, double *v) {
+    float f = ((const float *)loss->data)[0];
+    if (d->accel) TR_CHECK(tr_accel_download(d->accel[w->i], &f, loss->data, sizeof f));
+    *v = f;
+    return TR_OK;
+}
+
 static tr_status job_train(dp *d, worker *w) {
     const tr_micro_batch *mb = d->mb;
     tr_replica *r = d->r[w->i];
     w->loss = 0;
     if (w->i >= d->active) { /* no share of this batch: contributes zero */
-        if (mb->first) tr_params_zero_grad(r->P);
+        if (mb->first && d->accel) tr_accel_zero(d->accel[w->i], r->d_grad, tr_params_numel(r->P) * sizeof(float));
+        else if (mb->first) tr_params_zero_grad(r->P);
         return TR_OK;
     }
     int64_t lo, hi;
@@ -159,8 +183,7 @@ static tr_status job_train(dp *d, worker *w) {
     TR_CHECK(tr_replica_forward(r, mb->hb, lo, hi - lo, mb->normaliser, mb->step, 1, 1, &out));
     if (mb->first) TR_CHECK(tr_graph_write_param_grads(r->g)); /* no zero-fill pass */
     TR_CHECK(tr_backward(r->g, out.loss, NULL));
-    w->loss = ((const float *)out.loss->data)[0];
-    return TR_OK;
+    return loss_of(d, w, out.loss, &w->loss);
 }
 
 static tr_status job_step(dp *d, worker *w) {
@@ -190,6 +213,45 @@ static tr_status job_step(dp *d, worker *w) {
     return TR_OK;
 }
 
+/* The step on GPUs, the reduce on host copies of the gradients: download, reduce this
+ * worker's slice (as on the CPU), then the primary uploads the sum, clips and updates on its
+ * device and downloads the result, which every other replica uploads. */
+static tr_status job_step_gpu(dp *d, worker *w) {
+    tr_params *P0 = d->r[0]->P;
+    size_t n = tr_params_numel(P0), nb = tr_params_buffers_numel(P0), lo, hi;
+    tr_replica *r = d->r[w->i];
+    tr_accel *a = d->accel[w->i];
+    TR_CHECK(tr_accel_download(a, d->h_grad[w->i], r->d_grad, n * sizeof(float)));
+    TR_CHECK(barrier(d));
+    slice(n, d->n, w->i, &lo, &hi);
+    float *g0 = d->h_grad[0] + lo;
+    for (int i = 1; i < d->n; i++) {
+        const float *gi = d->h_grad[i] + lo;
+        for (size_t k = 0; k < hi - lo; k++) g0[k] += gi[k];
+    }
+    w->sumsq = tr_grad_sumsq(g0, hi - lo);
+    TR_CHECK(barrier(d));
+    if (w->i == 0) {
+        double sumsq = 0;
+        for (int i = 0; i < d->n; i++) sumsq += d->w[i].sumsq;
+        d->sumsq = sumsq;
+        /* the sum goes up even when the step is left out: nonfinite() looks at it */
+        TR_CHECK(tr_accel_upload(a, r->d_grad, d->h_grad[0], n * sizeof(float)));
+        if (isfinite(sumsq)) {
+            if (d->max_norm > 0) tr_accel_clip_grad_norm(a, r->d_grad, n, d->max_norm, sumsq);
+            TR_CHECK(tr_optim_step(d->opt, r->d_data, r->d_grad, n, d->lr));
+            TR_CHECK(tr_accel_download(a, d->h_params, r->d_data, n * sizeof(float)));
+        }
+        if (nb) TR_CHECK(tr_accel_download(a, d->h_params + n, r->d_buffers, nb * sizeof(float)));
+    }
+    TR_CHECK(barrier(d));
+    if (w->i > 0) {
+        if (isfinite(d->sumsq)) TR_CHECK(tr_accel_upload(a, r->d_data, d->h_params, n * sizeof(float)));
+        if (nb) TR_CHECK(tr_accel_upload(a, r->d_buffers, d->h_params + n, nb * sizeof(float)));
+    }
+    return tr_accel_sync(a);
+}
+
 static tr_status job_forward(dp *d, worker *w) {
     memset(&w->out, 0, sizeof w->out);
     w->loss = 0;
@@ -197,15 +259,16 @@ static tr_status job_forward(dp *d, worker *w) {
     int64_t lo, hi;
     share(d, d->hb->size, w->i, &lo, &hi);
     TR_CHECK(tr_replica_forward(d->r[w->i], d->hb, lo, hi - lo, 1.0, 0, 0, d->with_y, &w->out));
+    TR_CHECK(tr_replica_outputs_to_host(d->r[w->i], &w->out)); /* nothing on the CPU */
     if (w->out.loss) w->loss = ((const float *)w->out.loss->data)[0];
     return TR_OK;
 }
 
 static void run_job(dp *d, worker *w) {
-    tr_status st = TR_OK;
-    switch (d->kind) {
+    tr_status st = d->accel && d->kind != JOB_QUIT ? tr_accel_bind(d->accel[w->i]) : TR_OK;
+    if (st == TR_OK) switch (d->kind) {
     case JOB_TRAIN: st = job_train(d, w); break;
-    case JOB_STEP: st = job_step(d, w); break;
+    case JOB_STEP: st = d->accel ? job_step_gpu(d, w) : job_step(d, w); break;
     case JOB_FORWARD: st = job_forward(d, w); break;
     default: break;
     }
@@ -304,6 +367,11 @@ static void destroy(void *ctx) {
     for (int i = 0; d->r && i < d->n; i++) tr_replica_destroy(d->r[i]);
     for (int i = 0; d->w && i < d->n; i++) tr_free(d->w[i].stats);
     tr_optim_destroy(d->opt);
+    for (int i = 0; d->accel && i < d->n; i++) tr_accel_close(d->accel[i]);
+    for (int i = 0; d->h_grad && i < d->n; i++) tr_free(d->h_grad[i]);
+    tr_free(d->accel);
+    tr_free(d->h_grad);
+    tr_free(d->h_params);
     tr_free(d->r);
     tr_free(d->w);
     tr_free(d->logits);
@@ -341,8 +409,12 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         st = tr_error_set(TR_ERR_INVALID, "strategy.device_ids: %d devices, at most %d", n, MAX_REPLICAS);
         goto fail;
     }
-    if (n > 0) {
-        for (int i = 0; i < n; i++)
+    int gpu = env->accelerator == TR_ACCEL_GPU;
+    if (gpu && n <= 0) { /* trainer.devices' GPU ids */
+        n = env->n_gpu_ids;
+        for (int i = 0; i < n; i++) d->ids[i] = env->gpu_ids[i];
+    } else if (n > 0) {
+        for (int i = 0; i < n && !gpu; i++) /* GPU ids may repeat (the one-GPU testing mode) */
             for (int k = 0; k < i; k++)
                 if (d->ids[k] == d->ids[i]) {
                     st = tr_error_set(TR_ERR_INVALID, "strategy.device_ids: device %lld is listed twice", (long long)d->ids[i]);
@@ -367,12 +439,36 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         st = tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory");
         goto fail;
     }
+    if (gpu && (n < 1 || !env->gpu_backend)) {
+        st = tr_error_set(TR_ERR_INVALID, "dataparallel: accelerator gpu without a GPU chosen");
+        goto fail;
+    }
+    if (gpu) {
+        d->accel = tr_calloc((size_t)n, sizeof *d->accel);
+        d->h_grad = tr_calloc((size_t)n, sizeof *d->h_grad);
+        if (!d->accel || !d->h_grad) {
+            st = tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory");
+            goto fail;
+        }
+    }
     int sync_bn = tr_options_bool(o, "sync_batchnorm");
     for (int i = 0; i < n; i++) {
         worker *w = &d->w[i];
         w->d = d;
         w->i = i;
-        TR_CHECK_GOTO(tr_replica_create(env->models, &d->r[i]), fail);
+        if (gpu) { /* the replica made on its device, with this thread bound to it */
+            TR_CHECK_GOTO(tr_accel_open(env->gpu_backend, (int)d->ids[i], &d->accel[i]), fail);
+            TR_CHECK_GOTO(tr_accel_bind(d->accel[i]), fail);
+            TR_CHECK_GOTO(tr_replica_create_on(env->models, d->accel[i], &d->r[i]), fail);
+            size_t np = tr_params_numel(d->r[i]->P);
+            d->h_grad[i] = tr_malloc((np ? np : 1) * sizeof(float));
+            if (!d->h_grad[i]) {
+                st = tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory for replica %d's gradient copy", i);
+                goto fail;
+            }
+        } else {
+            TR_CHECK_GOTO(tr_replica_create(env->models, &d->r[i]), fail);
+        }
         if (sync_bn) {
             w->n_stats = max_stats(d->r[i]->P);
             w->stats = tr_calloc((size_t)w->n_stats, sizeof *w->stats);
@@ -384,6 +480,16 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         }
     }
     TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(d->r[0]->P)), fail);
+    if (gpu) { /* the optimizer state on the primary's device; the main thread runs the primary */
+        TR_CHECK_GOTO(tr_accel_bind(d->accel[0]), fail);
+        TR_CHECK_GOTO(tr_optim_place(d->opt, d->accel[0]), fail);
+        size_t np = tr_params_numel(d->r[0]->P) + tr_params_buffers_numel(d->r[0]->P);
+        d->h_params = tr_malloc((np ? np : 1) * sizeof(float));
+        if (!d->h_params) {
+            st = tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory for the parameters' host copy");
+            goto fail;
+        }
+    }
     for (int i = 1; i < n; i++) {
         if (pthread_create(&d->w[i].thread, NULL, worker_main, &d->w[i]) != 0) {
             st = tr_error_set(TR_ERR_NOMEM, "dataparallel: cannot start the thread of replica %d", i);
@@ -392,8 +498,17 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         d->w[i].started = 1;
     }
     *info = (tr_strategy_info){.rank = 0, .world = 1, .data_rank = 0, .data_world = 1};
-    snprintf(info->description, sizeof info->description, "dataparallel (%d CPU replica%s, %d thread%s each%s)", n,
-             n == 1 ? "" : "s", d->per_threads, d->per_threads == 1 ? "" : "s", sync_bn ? ", sync batch-norm" : "");
+    if (gpu) {
+        char where[160] = "";
+        for (int i = 0, at = 0; i < n && at < (int)sizeof where - 24; i++)
+            at += snprintf(where + at, sizeof where - (size_t)at, "%s%s", i ? ", " : "", tr_accel_name(d->accel[i]));
+        snprintf(info->description, sizeof info->description,
+                 "dataparallel (%d GPU replica%s on %s, reduced and replicated through host memory%s)", n,
+                 n == 1 ? "" : "s", where, sync_bn ? ", sync batch-norm" : "");
+    } else {
+        snprintf(info->description, sizeof info->description, "dataparallel (%d CPU replica%s, %d thread%s each%s)", n,
+                 n == 1 ? "" : "s", d->per_threads, d->per_threads == 1 ? "" : "s", sync_bn ? ", sync batch-norm" : "");
+    }
     *ctx = d;
     return TR_OK;
 fail:
@@ -418,7 +533,7 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     d->lr = lr;
     d->max_norm = max_norm;
     TR_CHECK(dispatch(d, JOB_STEP, d->n));
-    if (isfinite(d->sumsq)) tr_optim_step_done(d->opt);
+    if (isfinite(d->sumsq) && !d->accel) tr_optim_step_done(d->opt); /* tr_optim_step counted a GPU one */
     *grad_norm = sqrt(d->sumsq);
     return TR_OK;
 }
@@ -428,7 +543,8 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
 static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, size_t size) {
     dp *d = ctx;
     (void)n;
-    tr_params_find_nonfinite(d->r[0]->P, flags);
+    if (d->accel) tr_replica_find_nonfinite(d->r[0], flags, activation, size); /* from the device */
+    else tr_params_find_nonfinite(d->r[0]->P, flags);
     for (int i = 0; i < d->n; i++) {
         char what[256];
         if (!tr_graph_first_nonfinite(d->r[i]->g, what, sizeof what)) continue;
@@ -493,6 +609,11 @@ static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_mode
 
 static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
     dp *d = ctx;
+    if (d->accel) { /* the host copies checkpoints read */
+        TR_CHECK(tr_accel_bind(d->accel[0]));
+        TR_CHECK(tr_replica_download(d->r[0]));
+        TR_CHECK(tr_optim_download(d->opt));
+    }
     *P = d->r[0]->P;
     *opt = d->opt;
     return TR_OK;
@@ -502,6 +623,13 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
 static tr_status sync(void *ctx) {
     dp *d = ctx;
     for (int i = 1; i < d->n; i++) tr_replica_copy_params(d->r[i], d->r[0]);
+    for (int i = 0; d->accel && i < d->n; i++) { /* then onto the devices */
+        TR_CHECK(tr_accel_bind(d->accel[i]));
+        TR_CHECK(tr_replica_upload(d->r[i]));
+        if (i == 0) TR_CHECK(tr_optim_upload(d->opt));
+        TR_CHECK(tr_accel_sync(d->accel[i]));
+    }
+    if (d->accel) TR_CHECK(tr_accel_bind(d->accel[0]));
     return TR_OK;
 }
 
@@ -518,13 +646,10 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     return TR_OK;
 }
 
-/* Replicas are CPU threads: GPUs are refused (accelerator auto then falls back, saying why). */
+/* On GPUs the device plugin must be able to run kernels. */
 static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
     (void)o;
-    if (env->accelerator == TR_ACCEL_GPU)
-        return tr_error_set(TR_ERR_UNSUPPORTED, "dataparallel runs its replicas on the CPU only in this build (no GPU path "
-                                                "yet); accelerator cpu runs them on CPU threads");
-    return TR_OK;
+    return env->accelerator == TR_ACCEL_GPU ? tr_accel_probe(env->gpu_backend) : TR_OK;
 }
 
 /* `trainer plan`: replica 0 holds the optimizer state, every replica its parameters,

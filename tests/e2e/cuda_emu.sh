@@ -7,7 +7,8 @@
 #   clipping): weights, every logged loss and the validation metrics within 1e-4 of the cpu
 #   strategy's (CUDA's expf/erff/tanhf and the tree sums differ from the CPU's by ulps);
 # - ddp on 2 emulated GPUs (one process each, buckets staged through the host over shm):
-#   within 1e-4 of cpu;
+#   within 1e-4 of cpu; dataparallel with 2 replicas on one emulated GPU (devices [0, 0]):
+#   within 1e-4 of dataparallel's CPU replicas;
 # - a CNN (conv2d, batch-norm, ReLU, max-pool, dropout; SGD) on 1 emulated GPU within 1e-5 of
 #   cpu, and under ddp on 2 with sync_batchnorm (the statistics' sums downloaded, reduced over
 #   the ranks and uploaded) within 1e-5 of cpu's single process (the global batch's statistics);
@@ -40,6 +41,17 @@ if [ $rc = 0 ] && grep -q "strategy ddp chosen: auto: found 2 GPUs" <<<"$out" &&
    grep -q "one GPU each: this rank cuda_emu:0, [0-9]* buckets" <<<"$out" && cmp_out="$(compare "$t/ddp/m/0" "$t/cpu/m/0")"; then
     ok "ddp on 2 emulated CUDA devices (one process each): within 1e-4 of cpu ($cmp_out)"
 else bad "ddp on cuda_emu vs cpu" "rc=$rc" "${cmp_out:-}" "$out"; fi
+
+# dataparallel with 2 replicas on one emulated GPU (devices [0, 0], the testing mode): two
+# opened devices in one process, each replica's thread bound to its own.
+out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dp" trainer.strategy=dataparallel \
+       "trainer.devices=[0, 0]" 2>&1)"; rc=$?
+out2="$(timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dpc" trainer.strategy=dataparallel trainer.accelerator=cpu \
+        trainer.devices=2 2>&1)"; rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "dataparallel (2 GPU replicas on cuda_emu:0, cuda_emu:0" <<<"$out" &&
+   cmp_out="$(compare "$t/dp/m/0" "$t/dpc/m/0")"; then
+    ok "dataparallel with 2 replicas on 1 emulated CUDA device: within 1e-4 of 2 CPU replicas ($cmp_out)"
+else bad "dataparallel on cuda_emu [0, 0] vs CPU replicas" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
 
 out="$(TRAINER_CUDA_EMU_GPUS=1 TRAINER_CUDA_EMU_MIB=1 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/big" \
        "model.params.layers=[1024, 1024]" 2>&1)"; rc=$?

@@ -13,6 +13,9 @@
 #   CPU ranks with the same all-reduce update (shard_update=false; GPU ranks do not shard it);
 #   killed and resumed on the GPUs: byte-identical to the straight run. Two ranks sharing one
 #   GPU (devices [0, 0], the one-GPU testing mode): the same.
+# - dataparallel with GPU replicas (2 on 2 fake GPUs, 2 on one: devices [0, 0], 3 on 2):
+#   byte-identical to dataparallel's CPU replicas; killed and resumed: the same. The CNN with
+#   sync_batchnorm on 2 GPU replicas: within 1e-5 of its CPU replicas.
 # - A CNN (conv2d, batch-norm, ReLU, max-pool, dropout; SGD) trains on the device within 1e-5
 #   of cpu (not byte for byte: on the CPU batch-norm, pool and ReLU are one fused op whose
 #   gradient sums run in another order; on a device they are the three ops).
@@ -108,6 +111,30 @@ if [ $rc1 != 0 ] && [ $rc = 0 ] && grep -q "resuming from .*step-00000020" <<<"$
     ok "ddp on 2 fake GPUs killed at step 20 and resumed: byte-identical to the straight run"
 else bad "ddp on fake GPUs: kill and resume" "rc1=$rc1 rc=$rc" "$out" "$(tail -3 "$t/dk1.log")"; fi
 
+# dataparallel with GPU replicas (reduce to the primary and replicate through host memory):
+# on 2 fake GPUs, on one (devices [0, 0], the testing mode) and 3 replicas on 2; the same
+# bytes as dataparallel's CPU replicas.
+dp_cpu() { timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dpc$1" trainer.strategy=dataparallel trainer.accelerator=cpu \
+           trainer.devices=$1 >/dev/null 2>&1; }
+dp_cpu 2 && dp_cpu 3
+for spec in "2|[0, 1]|2" "1|[0, 0]|2" "2|[0, 1, 0]|3"; do
+    IFS='|' read -r gpus ids n <<<"$spec"
+    out="$(TRAINER_FAKE_GPUS=$gpus timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dpg$gpus$n" trainer.strategy=dataparallel \
+           "trainer.devices=$ids" 2>&1)"; rc=$?
+    e="$(last_ckpt "$t/dpg$gpus$n")"; f="$(last_ckpt "$t/dpc$n")"
+    if [ $rc = 0 ] && grep -q "strategy dataparallel ($n GPU replicas on fake_gpu:" <<<"$out" && [ -n "$e" ] && same_ckpt "$e" "$f" &&
+       diff <(curve "$t/dpg$gpus$n") <(curve "$t/dpc$n") >/dev/null; then
+        ok "dataparallel, $n GPU replicas on $gpus fake GPU(s) (devices $ids): byte-identical to $n CPU replicas, same loss curve"
+    else bad "dataparallel with $n replicas on $gpus fake GPUs vs CPU replicas" "rc=$rc" "$out"; fi
+done
+(TRAINER_FAKE_GPUS=1 TRAINER_FAULT_KILL_AT_STEP=20 exec timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dpk" \
+    trainer.strategy=dataparallel "trainer.devices=[0, 0]" >"$t/dpk1.log" 2>&1); rc1=$?
+out="$(TRAINER_FAKE_GPUS=1 timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dpk" trainer.strategy=dataparallel "trainer.devices=[0, 0]" 2>&1)"; rc=$?
+k="$(last_ckpt "$t/dpk")"
+if [ $rc1 = 137 ] && [ $rc = 0 ] && grep -q "resuming from .*step-00000020" <<<"$out" && [ -n "$k" ] && same_ckpt "$(last_ckpt "$t/dpc2")" "$k"; then
+    ok "dataparallel on GPU replicas killed at step 20 and resumed: byte-identical to the straight run"
+else bad "dataparallel on GPU replicas: kill and resume" "rc1=$rc1 rc=$rc" "$out" "$(tail -3 "$t/dpk1.log")"; fi
+
 # A CNN through the device's conv2d, pool and batch-norm kernels.
 cnn_device_yaml "$t/cnn.yaml" fake_gpu 1
 out="$(TRAINER_FAKE_GPUS=1 timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_gpu" 2>&1)"; rc=$?
@@ -116,6 +143,14 @@ if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (fake_gpu:0" <<<"
    cmp_out="$(/usr/bin/python3 "$here/compare_runs.py" "$t/cnn_gpu/c/0" "$t/cnn_cpu/c/0" --tol 1e-5 2>&1)"; then
     ok "a CNN (conv2d, batch-norm, max-pool) on the fake GPU: within 1e-5 of cpu ($cmp_out)"
 else bad "cnn on the fake GPU vs cpu" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
+out="$(TRAINER_FAKE_GPUS=1 timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_dpg" trainer.strategy=dataparallel \
+       "trainer.devices=[0, 0]" strategy.sync_batchnorm=true 2>&1)"; rc=$?
+out2="$(timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_dpc" trainer.strategy=dataparallel trainer.accelerator=cpu \
+        trainer.devices=2 strategy.sync_batchnorm=true 2>&1)"; rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "2 GPU replicas on fake_gpu:0, fake_gpu:0.*sync batch-norm" <<<"$out" &&
+   cmp_out="$(/usr/bin/python3 "$here/compare_runs.py" "$t/cnn_dpg/c/0" "$t/cnn_dpc/c/0" --tol 1e-5 2>&1)"; then
+    ok "the CNN under dataparallel on 2 GPU replicas with sync_batchnorm: within 1e-5 of 2 CPU replicas ($cmp_out)"
+else bad "cnn dataparallel sync_batchnorm on fake GPUs vs CPU replicas" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
 # The transformers through the device's kernels (embedding, layer-norm, attention, slices,
 # pooling, cosine, mse): the same kernels as cpu, so byte for byte.
 for mode in lm classify pairs; do
