@@ -188,20 +188,21 @@ __device__ float row_max(const float *xr, int64_t C, float *sh) {
     return block_max(m, sh);
 }
 
+/* o[0, n) = softmax of x[0, n), o[n, C) = 0 (a causal row's hidden keys); o may be x. */
+__device__ void softmax_row(float *o, const float *x, int64_t n, int64_t C, float *sh) {
+    float m = row_max(x, n, sh), s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        float e = expf(x[j] - m);
+        o[j] = e;
+        s += e;
+    }
+    float inv = 1 / block_sum(s, sh);
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) o[j] = j < n ? o[j] * inv : 0.0f;
+}
+
 extern "C" __global__ void k_softmax_fwd(float *out, const float *x, int64_t R, int64_t C) {
     __shared__ float sh[CUDA_BLOCK / 32];
-    ROW_LOOP(r, R) {
-        const float *xr = x + r * C;
-        float *o = out + r * C;
-        float m = row_max(xr, C, sh), s = 0;
-        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-            float e = expf(xr[j] - m);
-            o[j] = e;
-            s += e;
-        }
-        float inv = 1 / block_sum(s, sh);
-        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) o[j] *= inv;
-    }
+    ROW_LOOP(r, R) softmax_row(out + r * C, x + r * C, C, C, sh);
 }
 
 /* dx += out (dout - sum(dout out)) */
@@ -784,16 +785,8 @@ extern "C" __global__ void k_ln_params(float *dgamma, float *dbeta, const float 
 extern "C" __global__ void k_att_softmax(float *att, int64_t R, int64_t T, int64_t S, int causal) {
     __shared__ float sh[CUDA_BLOCK / 32];
     ROW_LOOP(r, R) {
-        float *a = att + r * S;
-        int64_t t = r % T, n = causal && t + 1 < S ? t + 1 : S;
-        float m = row_max(a, n, sh), s = 0;
-        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-            float e = expf(a[j] - m);
-            a[j] = e;
-            s += e;
-        }
-        float inv = 1 / block_sum(s, sh);
-        for (int64_t j = threadIdx.x; j < S; j += blockDim.x) a[j] = j < n ? a[j] * inv : 0.0f;
+        int64_t t = r % T;
+        softmax_row(att + r * S, att + r * S, causal && t + 1 < S ? t + 1 : S, S, sh);
     }
 }
 
