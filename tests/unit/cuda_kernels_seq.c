@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "device_compare.h"
+#include "trainer/trainer.h"
 
 #define F sizeof(float)
 
@@ -173,11 +174,15 @@ static void test_attention(void) {
 }
 
 /* Sums over everything (longer than one block's share) and over a middle or the last dim; mse;
- * cosine similarity with a zero row (its norm clamped). */
+ * cosine similarity, and apart a row of zeros (its norm clamped: a gradient of 1/eps scale).
+ * Each backward adds into a fresh random dx. */
 static void test_reductions(void) {
     enum { N = 5003, O = 6, D = 9, I = 11, E = 40, NR = 7 };
     float *x, *t, *dx, *dout, out[1], sd[O * I], *dsd;
     void *gx = rand_dev(&x, N, -1, 2), *gt = rand_dev(&t, N, -1, 1), *gdx = rand_dev(&dx, N, -1, 1);
+    float *dx0 = malloc(N * F);
+    memcpy(dx0, dx, N * F);
+#define FRESH_DX() (memcpy(dx, dx0, N * F), tr_accel_upload(dc_accel, gdx, dx0, N * F))
     void *gdout = rand_dev(&dout, 1, 0.5f, 2), *gout = dc_zeros(F), *gsd = dc_zeros(sizeof sd);
     dc_cpu->sum_all_forward(out, x, N, 1.0), dc_gpu->sum_all_forward(gout, gx, N, 1.0);
     dc_compare("sum", gout, out, 1, 1e-7);
@@ -187,6 +192,7 @@ static void test_reductions(void) {
     dc_compare("mean backward", gdx, dx, N, 0);
     dc_cpu->mse_forward(out, x, t, N, 3.0), dc_gpu->mse_forward(gout, gx, gt, N, 3.0);
     dc_compare("mse", gout, out, 1, 1e-7);
+    FRESH_DX();
     dc_cpu->mse_backward(dx, dout, x, t, 3.0, N), dc_gpu->mse_backward(gdx, gdout, gx, gt, 3.0, N);
     dc_compare("mse backward", gdx, dx, N, 1e-6); /* the CPU may fuse dx + k (p - t) into an fma */
     /* (O, D, I) over D, then (O * D, I) over its last dim (I) */
@@ -194,23 +200,67 @@ static void test_reductions(void) {
     void *gdsd = dc_dev(dsd, O * I * F);
     dc_cpu->sum_dim_forward(sd, x, 1.0 / D, O, D, I), dc_gpu->sum_dim_forward(gsd, gx, 1.0 / D, O, D, I);
     dc_compare("mean_dim (middle)", gsd, sd, O * I, 1e-7);
+    FRESH_DX();
     dc_cpu->sum_dim_backward(dx, dsd, 1.0 / D, O, D, I), dc_gpu->sum_dim_backward(gdx, gdsd, 1.0 / D, O, D, I);
-    dc_compare("mean_dim backward", gdx, dx, N, 1e-6);
+    dc_compare("mean_dim backward", gdx, dx, O * D * I, 1e-7);
     dc_cpu->sum_dim_forward(sd, x, 1.0, O, I, 1), dc_gpu->sum_dim_forward(gsd, gx, 1.0, O, I, 1);
     dc_compare("sum_dim (last)", gsd, sd, O, 1e-7);
-    /* cosine: row 2 of a is zeros */
+    /* cosine: rows of x and t, then row 0 of a replaced by zeros, compared apart */
     float *a = malloc(NR * E * F), cs[NR], *dcs = dc_rand(NR, -1, 1), *da, *db;
     memcpy(a, x, NR * E * F);
-    memset(a + 2 * E, 0, E * F);
     void *ga = dc_dev(a, NR * E * F), *gcs = dc_zeros(sizeof cs), *gdcs = dc_dev(dcs, NR * F);
     void *gda = rand_dev(&da, NR * E, -1, 1), *gdb = rand_dev(&db, NR * E, -1, 1);
     dc_cpu->cosine_forward(cs, a, t, NR, E, 1e-8), dc_gpu->cosine_forward(gcs, ga, gt, NR, E, 1e-8);
-    dc_compare("cosine_similarity (a zero row)", gcs, cs, NR, 1e-7);
+    dc_compare("cosine_similarity", gcs, cs, NR, 1e-7);
     dc_cpu->cosine_backward(da, db, dcs, a, t, NR, E, 1e-8), dc_gpu->cosine_backward(gda, gdb, gdcs, ga, gt, NR, E, 1e-8);
     dc_compare("cosine_similarity da", gda, da, NR * E, 1e-6);
     dc_compare("cosine_similarity db", gdb, db, NR * E, 1e-6);
+    memset(a, 0, E * F);
+    tr_accel_upload(dc_accel, ga, a, E * F);
+    dc_cpu->cosine_forward(cs, a, t, 1, E, 1e-8), dc_gpu->cosine_forward(gcs, ga, gt, 1, E, 1e-8);
+    dc_compare("cosine_similarity (a zero row)", gcs, cs, 1, 0);
+    dc_cpu->cosine_backward(da, db, dcs, a, t, 1, E, 1e-8), dc_gpu->cosine_backward(gda, gdb, gdcs, ga, gt, 1, E, 1e-8);
+    dc_compare("cosine_similarity da (zero row: |a| clamped)", gda, da, E, 1e-6);
+    dc_compare("cosine_similarity db (zero row)", gdb, db, E, 1e-6);
+#undef FRESH_DX
     dc_free_all();
-    free(x), free(t), free(dx), free(dout), free(dsd), free(a), free(dcs), free(da), free(db);
+    free(x), free(t), free(dx), free(dx0), free(dout), free(dsd), free(a), free(dcs), free(da), free(db);
+}
+
+/* The op on a device graph: embedding's ids are downloaded and checked (an id outside the
+ * table is named with its position), and ids in host memory are refused; an in-range lookup
+ * gives the table's rows. */
+static void test_embedding_graph(void) {
+    tr_graph *g = NULL;
+    CHECK(tr_graph_create(&g, 0) == TR_OK && tr_graph_set_accel(g, dc_accel) == TR_OK, "device graph: %s", tr_error_msg());
+    if (!g) return;
+    float tab[5 * 3];
+    for (int i = 0; i < 15; i++) tab[i] = (float)i;
+    int32_t good[6] = {4, 0, 2, 2, 1, 3}, bad[6] = {4, 0, 2, 5, 1, 3};
+    for (int k = 0; k < 3; k++) {
+        tr_tensor *table = tr_graph_leaf(g, TR_F32, 2, (int64_t[]){5, 3});
+        tr_tensor *ids = tr_graph_input(g, TR_I32, 2, (int64_t[]){2, 3});
+        CHECK(table && ids, "tensors: %s", tr_error_msg());
+        if (!table || !ids) break;
+        tr_accel_upload(dc_accel, table->data, tab, sizeof tab);
+        tr_accel_upload(dc_accel, ids->data, k == 1 ? bad : good, sizeof good);
+        if (k == 0) {
+            tr_tensor *y = tr_embedding(g, ids, table);
+            float got[18], want[18];
+            for (int i = 0; i < 6; i++)
+                for (int c = 0; c < 3; c++) want[i * 3 + c] = tab[good[i] * 3 + c];
+            CHECK(y && tr_accel_download(dc_accel, got, y->data, sizeof got) == TR_OK && memcmp(got, want, sizeof got) == 0,
+                  "embedding on the device graph: %s", tr_error_msg());
+            tr_graph_reset(g);
+        } else if (k == 1) {
+            CHECK_OP_ERROR(g, tr_embedding(g, ids, table), "embedding: id 5 at position (1, 0) of ids (2, 3)",
+                           "outside [0, 5)");
+        } else {
+            tr_tensor host = tr_tensor_view(good, TR_I32, 2, (int64_t[]){2, 3});
+            CHECK_OP_ERROR(g, tr_embedding(g, &host, table), "embedding: ids (2, 3) are in host memory", "device memory");
+        }
+    }
+    tr_graph_destroy(g);
 }
 
 int main(int argc, char **argv) {
@@ -222,5 +272,6 @@ int main(int argc, char **argv) {
     test_layer_norm();
     test_attention();
     test_reductions();
+    test_embedding_graph();
     return dc_close();
 }
