@@ -257,7 +257,7 @@ static void test_embedding_graph(void) {
                            "outside [0, 5)");
         } else {
             tr_tensor host = tr_tensor_view(good, TR_I32, 2, (int64_t[]){2, 3});
-            CHECK_OP_ERROR(g, tr_embedding(g, &host, table), "embedding: ids (2, 3) are in host memory", "device memory");
+            CHECK_OP_ERROR(g, tr_embedding(g, &host, table), "embedding: ids (2, 3) are in host memory", "table (5, 3) in device memory");
         }
     }
     tr_graph_destroy(g);

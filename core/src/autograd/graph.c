@@ -129,6 +129,21 @@ static int op_copy_host(tr_graph *g, void *dst, const void *src, size_t bytes, i
 int op_read(tr_graph *g, void *dst, const void *src, size_t bytes) { return op_copy_host(g, dst, src, bytes, 0); }
 int op_write(tr_graph *g, void *dst, const void *src, size_t bytes) { return op_copy_host(g, dst, src, bytes, 1); }
 
+const int32_t *op_host_indices(tr_graph *g, const char *op, const char *what, const tr_tensor *t,
+                               const char *with_what, const tr_tensor *with) {
+    int on_device = t->device.kind == TR_DEVICE_GPU;
+    if (on_device != (g->accel != NULL)) {
+        op_fail(g, TR_ERR_INVALID, "%s: %s %s are in %s memory, %s %s in %s memory", op, what, op_shape(t),
+                on_device ? "device" : "host", with_what, op_shape(with),
+                with->device.kind == TR_DEVICE_GPU ? "device" : "host");
+        return NULL;
+    }
+    if (!on_device) return t->data;
+    size_t n = (size_t)tr_tensor_numel(t);
+    int32_t *copy = op_alloc(g, (n ? n : 1) * sizeof *copy);
+    return copy && op_read(g, copy, t->data, n * sizeof *copy) ? copy : NULL;
+}
+
 int op_device_has(tr_graph *g, const char *op, int have) {
     if (!have) op_fail(g, TR_ERR_UNSUPPORTED, "%s: device %s has no kernel for this op (train this model on the CPU, "
                        "or on a device whose plugin has one)", op, tr_accel_name(g->accel));
@@ -345,6 +360,11 @@ void *op_data(tr_graph *g, size_t bytes) {
     void *p = tr_arena_alloc(g->data, bytes);
     if (!p && g->status == TR_OK) g->status = TR_ERR_NOMEM; /* message set by the arena */
     return p;
+}
+
+int op_work(tr_graph *g, size_t bytes, void **work) {
+    *work = bytes ? op_data(g, bytes) : NULL;
+    return !bytes || *work;
 }
 
 static tr_tensor *new_tensor(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape) {

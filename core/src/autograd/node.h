@@ -57,6 +57,12 @@ int op_device_has(tr_graph *g, const char *op, int have);
 /* Copies bytes of data memory (the device's on a device graph) to host dst; 0 after recording
  * a failed download. */
 int op_read(tr_graph *g, void *dst, const void *src, size_t bytes);
+/* The i32 indices t (what: "ids", "targets") of op on the host, to check: t->data on the CPU,
+ * a download into the graph's host memory on a device. NULL after recording the error: t in
+ * the other memory than the graph's (naming the tensor beside it too, e.g. "table") or a
+ * failed download. */
+const int32_t *op_host_indices(tr_graph *g, const char *op, const char *what, const tr_tensor *t,
+                               const char *with_what, const tr_tensor *with);
 /* Copies bytes of host src into data memory; 0 after recording a failed upload. */
 int op_write(tr_graph *g, void *dst, const void *src, size_t bytes);
 /* Zero-fills data memory of the graph (a device's, or the host's). */
@@ -82,6 +88,9 @@ void *op_alloc(tr_graph *g, size_t bytes);
 /* Memory kernels read and write (outputs, saved statistics, scratch): the device's on a
  * device graph, else as op_alloc. */
 void *op_data(tr_graph *g, size_t bytes);
+/* The scratch a device entry asked for (its *_work entry's bytes) from data memory: *work is
+ * NULL when it asked for none. 0 after recording out of memory. */
+int op_work(tr_graph *g, size_t bytes, void **work);
 /* Whether the op must record a node: grad mode on and any of the n inputs requires grad. */
 int op_needs_grad(tr_graph *g, int n, ...);
 /* Appends a node for `out` (which becomes requires_grad) with inputs in[0..n). */

@@ -73,9 +73,8 @@ static void attention_backward(tr_graph *g, tr_node *n) {
     if (tr_graph_status(g) != TR_OK || (!dq && !dk && !dv)) return;
     const tr_kernels *kern = op_kernels(g);
     if (kern) { /* a device's kernels, with the scratch they ask for */
-        size_t bytes = kern->attention_work(B, T, S, C, NH);
-        void *work = bytes ? op_data(g, bytes) : NULL;
-        if (!bytes || work)
+        void *work;
+        if (op_work(g, kern->attention_work(B, T, S, C, NH), &work))
             kern->attention_backward(dq, dk, dv, work, n->out->grad, n->saved[0], q->data, k->data, v->data, B, T,
                                      S, C, NH);
         return;

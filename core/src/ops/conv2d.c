@@ -235,14 +235,6 @@ static conv_dims conv_dims_of(const tr_tensor *x, const tr_tensor *w, int64_t S,
     return d;
 }
 
-/* The scratch a device's conv2d entries ask for (conv2d_work), from the graph's data memory;
- * none (NULL) when they ask for none. 0 after recording out of memory. */
-static int conv_device_work(tr_graph *g, const tr_kernels *k, const conv_dims *d, void **work) {
-    size_t bytes = k->conv2d_work(d);
-    *work = bytes ? op_data(g, bytes) : NULL;
-    return !bytes || *work;
-}
-
 /* conv2d's backward, the output gradient read from n->out->grad, or (make not NULL) made plane
  * by plane by make into the kernels' scratch (conv2d_backward_from). */
 static void conv2d_backward_with(tr_graph *g, tr_node *n, conv_dy_plane_fn make, void *ctx) {
@@ -256,7 +248,7 @@ static void conv2d_backward_with(tr_graph *g, tr_node *n, conv_dy_plane_fn make,
     if (k) { /* a device's kernels, with their scratch (no plane producer: conv2d_takes_planes) */
         assert(!make);
         void *work;
-        if (conv_device_work(g, k, &d, &work)) k->conv2d_backward(dx, dw, db, dout, x->data, w->data, work, &d, acc);
+        if (op_work(g, k->conv2d_work(&d), &work)) k->conv2d_backward(dx, dw, db, dout, x->data, w->data, work, &d, acc);
         return;
     }
     size_t elem = tr_dtype_size(x->dtype), direct = conv_direct_scratch(&d, elem);
@@ -318,7 +310,7 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
     const tr_kernels *k = op_kernels(g);
     if (d.N > 0 && k) { /* a device's kernels, with their scratch */
         void *work;
-        if (!conv_device_work(g, k, &d, &work)) return NULL;
+        if (!op_work(g, k->conv2d_work(&d), &work)) return NULL;
         k->conv2d_forward(y->data, x->data, w->data, b ? b->data : NULL, work, &d);
     } else if (d.N > 0) {
         size_t elem = tr_dtype_size(x->dtype), direct = conv_direct_scratch(&d, elem);

@@ -61,17 +61,9 @@ tr_tensor *tr_cross_entropy(tr_graph *g, tr_tensor *logits, tr_tensor *targets,
     if (!(label_smoothing >= 0 && label_smoothing <= 1))
         return op_fail(g, TR_ERR_INVALID, "cross_entropy: label_smoothing %g is not in [0, 1]",
                        label_smoothing);
-    if ((targets->device.kind == TR_DEVICE_GPU) != (op_kernels(g) != NULL))
-        return op_fail(g, TR_ERR_INVALID, "cross_entropy: targets are in %s memory, logits in %s memory",
-                       targets->device.kind == TR_DEVICE_GPU ? "device" : "host",
-                       logits->device.kind == TR_DEVICE_GPU ? "device" : "host");
     if (!OP_DEVICE(g, "cross_entropy", cross_entropy_forward, cross_entropy_backward, loss_total)) return NULL;
-    const int32_t *t = targets->data, *th = t; /* th: the targets on the host, to check */
-    if (op_kernels(g)) {
-        int32_t *copy = op_alloc(g, (size_t)(N ? N : 1) * sizeof *copy);
-        if (!copy || !op_read(g, copy, t, (size_t)N * sizeof *copy)) return NULL;
-        th = copy;
-    }
+    const int32_t *t = targets->data, *th = op_host_indices(g, "cross_entropy", "targets", targets, "logits", logits);
+    if (!th) return NULL;
     for (int64_t i = 0; i < N; i++)
         if (th[i] != ignore_index && (th[i] < 0 || th[i] >= C))
             return op_fail(g, TR_ERR_INVALID,

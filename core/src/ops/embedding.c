@@ -48,17 +48,9 @@ tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table) {
     if (ids->ndim >= TR_MAX_DIMS)
         return op_fail(g, TR_ERR_INVALID, "embedding: ids %s have %d dims (at most %d)",
                        op_shape(ids), ids->ndim, TR_MAX_DIMS - 1);
-    if ((ids->device.kind == TR_DEVICE_GPU) != (op_kernels(g) != NULL))
-        return op_fail(g, TR_ERR_INVALID, "embedding: ids %s are in %s memory, table %s in %s memory", op_shape(ids),
-                       ids->device.kind == TR_DEVICE_GPU ? "device" : "host", op_shape(table),
-                       table->device.kind == TR_DEVICE_GPU ? "device" : "host");
     int64_t V = table->shape[0], C = table->shape[1], N = tr_tensor_numel(ids);
-    const int32_t *id = ids->data; /* on the host, to check */
-    if (op_kernels(g)) {
-        int32_t *copy = op_alloc(g, (size_t)(N ? N : 1) * sizeof *copy);
-        if (!copy || !op_read(g, copy, ids->data, (size_t)N * sizeof *copy)) return NULL;
-        id = copy;
-    }
+    const int32_t *id = op_host_indices(g, "embedding", "ids", ids, "table", table);
+    if (!id) return NULL;
     for (int64_t i = 0; i < N; i++) {
         if (id[i] < 0 || id[i] >= V) {
             char at[96];

@@ -38,9 +38,8 @@ static void layer_norm_backward(tr_graph *g, tr_node *n) {
     int64_t R = n->i[0], C = n->i[1];
     const tr_kernels *k = op_kernels(g);
     if (k) { /* a device's kernels, with the scratch they ask for */
-        size_t bytes = k->layer_norm_work(R, C);
-        void *work = bytes ? op_data(g, bytes) : NULL;
-        if (!bytes || work)
+        void *work;
+        if (op_work(g, k->layer_norm_work(R, C), &work))
             k->layer_norm_backward(dx, dgamma, dbeta, n->out->grad, x->data, n->saved[0], n->saved[1],
                                    gamma ? gamma->data : NULL, work, R, C, acc);
         return;

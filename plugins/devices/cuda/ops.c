@@ -285,22 +285,39 @@ static size_t conv2d_work(const tr_conv2d_dims *d) {
     return 0;
 }
 
-/* The start of a conv entry: the chunks' scratch, col (CKK, images * P) then *second (OC,
- * images * P) (cuda_free it after the launches that use it), or NULL with nothing to do or
- * after recording the failure (GEMMs beyond cuBLAS's ints, or no memory). */
-static float *conv_begin(cuda_device *d, const tr_conv2d_dims *cd, const char *what, float **second) {
-    int64_t cols = conv_images(cd) * cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW;
-    void *p = NULL;
-    if (!d || cd->N == 0) return NULL;
-    if (cols > INT_MAX || CKK > INT_MAX || cd->OC > INT_MAX) {
+/* A conv entry's plan: the chunks' scratch, col (CKK, images * P) then y or dy (OC, images *
+ * P), freed with cuda_free(d, col) after the launches that use it; images per chunk, the
+ * sizes, and the dims as the kernels take them. */
+typedef struct conv_plan {
+    float *col, *second;
+    int64_t nc_max, P, CKK, OC;
+    tr_conv2d_dims k;
+} conv_plan;
+
+/* The start of a conv entry: 0 with nothing to do or after recording the failure (GEMMs
+ * beyond cuBLAS's ints, or no memory). */
+static int conv_begin(cuda_device *d, const tr_conv2d_dims *cd, const char *what, conv_plan *p) {
+    *p = (conv_plan){.nc_max = conv_images(cd), .P = cd->OH * cd->OW, .CKK = cd->C * cd->KH * cd->KW, .OC = cd->OC,
+                     .k = *cd};
+    int64_t cols = p->nc_max * p->P;
+    void *m = NULL;
+    if (!d || cd->N == 0) return 0;
+    if (cols > INT_MAX || p->CKK > INT_MAX || p->OC > INT_MAX) {
         cuda_fail(d, tr_error_set(TR_ERR_UNSUPPORTED, "GEMMs of %lld x %lld x %lld are beyond cuBLAS's int dimensions",
-                                  (long long)cd->OC, (long long)cols, (long long)CKK), what);
-        return NULL;
+                                  (long long)p->OC, (long long)cols, (long long)p->CKK), what);
+        return 0;
     }
-    tr_status st = cuda_alloc(d, (size_t)((CKK + cd->OC) * cols) * sizeof(float), &p);
+    tr_status st = cuda_alloc(d, (size_t)((p->CKK + p->OC) * cols) * sizeof(float), &m);
     if (st != TR_OK) cuda_fail(d, st, what);
-    *second = p ? (float *)p + CKK * cols : NULL;
-    return p;
+    p->col = m;
+    p->second = m ? p->col + p->CKK * cols : NULL;
+    return m != NULL;
+}
+
+/* Images in the chunk starting at image n0 (0 past the last). */
+static int64_t conv_chunk(const conv_plan *p, int64_t n0) {
+    int64_t left = p->k.N - n0;
+    return left < p->nc_max ? left : p->nc_max;
 }
 
 /* y (OC, cols) = weight (OC, CKK) col (CKK, cols): column-major y^T (cols x OC) = col^T (cols x
@@ -308,16 +325,15 @@ static float *conv_begin(cuda_device *d, const tr_conv2d_dims *cd, const char *w
 static void conv2d_forward(float *out, const float *inp, const float *weight, const float *bias, void *work,
                            const tr_conv2d_dims *cd) {
     cuda_device *d = cuda_current();
-    float *y, *col = conv_begin(d, cd, "conv2d", &y);
+    conv_plan p;
     (void)work;
-    if (!col) return;
-    int64_t nc_max = conv_images(cd), P = cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW, OC = cd->OC;
-    tr_conv2d_dims k = *cd;
-    for (int64_t n0 = 0; n0 < cd->N; n0 += nc_max) {
-        int64_t nc = cd->N - n0 < nc_max ? cd->N - n0 : nc_max, cols = nc * P;
-        LAUNCH("conv2d (im2col)", k_im2col, blocks_for(CKK * cols), &col, &inp, &k, &n0, &nc);
-        gemm(d, "conv2d (cublasSgemm)", 0, 0, cols, OC, CKK, col, cols, weight, CKK, 0.0f, y, cols);
-        LAUNCH("conv2d (output)", k_conv_out, blocks_for(OC * cols), &out, &y, &bias, &OC, &P, &n0, &nc);
+    if (!conv_begin(d, cd, "conv2d", &p)) return;
+    float *col = p.col, *y = p.second;
+    for (int64_t n0 = 0, nc; (nc = conv_chunk(&p, n0)) > 0; n0 += nc) {
+        int64_t cols = nc * p.P;
+        LAUNCH("conv2d (im2col)", k_im2col, blocks_for(p.CKK * cols), &col, &inp, &p.k, &n0, &nc);
+        gemm(d, "conv2d (cublasSgemm)", 0, 0, cols, p.OC, p.CKK, col, cols, weight, p.CKK, 0.0f, y, cols);
+        LAUNCH("conv2d (output)", k_conv_out, blocks_for(p.OC * cols), &out, &y, &bias, &p.OC, &p.P, &n0, &nc);
     }
     cuda_free(d, col);
 }
@@ -329,22 +345,22 @@ static void conv2d_forward(float *out, const float *inp, const float *weight, co
 static void conv2d_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, void *work, const tr_conv2d_dims *cd, int acc) {
     cuda_device *d = cuda_current();
-    float *dy, *col = conv_begin(d, cd, "conv2d backward", &dy);
+    conv_plan p;
     (void)work;
-    if (!col) return;
-    int64_t nc_max = conv_images(cd), P = cd->OH * cd->OW, CKK = cd->C * cd->KH * cd->KW, OC = cd->OC;
-    tr_conv2d_dims k = *cd;
-    for (int64_t n0 = 0; n0 < cd->N; n0 += nc_max) {
-        int64_t nc = cd->N - n0 < nc_max ? cd->N - n0 : nc_max, cols = nc * P;
-        LAUNCH("conv2d backward (dy)", k_conv_dy, blocks_for(OC * cols), &dy, &dout, &OC, &P, &n0, &nc);
-        if (dbias) LAUNCH("conv2d backward (bias)", k_rowsum, blocks_rows(OC), &dbias, &dy, &OC, &cols);
+    if (!conv_begin(d, cd, "conv2d backward", &p)) return;
+    float *col = p.col, *dy = p.second;
+    const char *what = "conv2d backward (cublasSgemm)";
+    for (int64_t n0 = 0, nc; (nc = conv_chunk(&p, n0)) > 0; n0 += nc) {
+        int64_t cols = nc * p.P;
+        LAUNCH("conv2d backward (dy)", k_conv_dy, blocks_for(p.OC * cols), &dy, &dout, &p.OC, &p.P, &n0, &nc);
+        if (dbias) LAUNCH("conv2d backward (bias)", k_rowsum, blocks_rows(p.OC), &dbias, &dy, &p.OC, &cols);
         if (dweight) {
-            LAUNCH("conv2d backward (im2col)", k_im2col, blocks_for(CKK * cols), &col, &inp, &k, &n0, &nc);
-            gemm(d, "conv2d backward (cublasSgemm)", 1, 0, CKK, OC, cols, col, cols, dy, cols, 1.0f, dweight, CKK);
+            LAUNCH("conv2d backward (im2col)", k_im2col, blocks_for(p.CKK * cols), &col, &inp, &p.k, &n0, &nc);
+            gemm(d, what, 1, 0, p.CKK, p.OC, cols, col, cols, dy, cols, 1.0f, dweight, p.CKK);
         }
         if (dinp) {
-            gemm(d, "conv2d backward (cublasSgemm)", 0, 1, cols, CKK, OC, dy, cols, weight, CKK, 0.0f, col, cols);
-            LAUNCH("conv2d backward (col2im)", k_col2im, blocks_for(nc * cd->C * cd->H * cd->W), &dinp, &col, &k, &n0,
+            gemm(d, what, 0, 1, cols, p.CKK, p.OC, dy, cols, weight, p.CKK, 0.0f, col, cols);
+            LAUNCH("conv2d backward (col2im)", k_col2im, blocks_for(nc * cd->C * cd->H * cd->W), &dinp, &col, &p.k, &n0,
                    &nc, &acc);
         }
     }
