@@ -124,8 +124,22 @@ static void check_reductions(tr_comm *c, size_t n, tr_dtype dt, tr_red_op op, in
     for (size_t i = 0; i < n && bad == n; i++)
         if (!close_enough(load(recv, i, dt), expected((size_t)rank * n + i, dt, op, salt + 2), dt)) bad = i;
     EXPECT(bad == n, "reduce_scatter %s %s n=%zu: element %zu wrong", dn, on, n, bad);
+    /* reduce_scatter with send == recv: the result lands at the start of the buffer */
+    for (size_t j = 0; j < (size_t)world * n; j++) store(send, j, dt, value(rank, j, op, salt + 2));
+    st = tr_comm_reduce_scatter(c, send, send, n, dt, op);
+    EXPECT(st == TR_OK && (n == 0 || memcmp(send, recv, n * es) == 0), "reduce_scatter %s %s n=%zu with send == recv: %s",
+           dn, on, n, st == TR_OK ? "differs from the out-of-place result" : tr_error_msg());
     tr_free(send);
     tr_free(recv);
+}
+
+/* The first element of buf (W blocks of n) that is not value(block, i), or W * n. */
+static size_t gathered_wrong(const void *buf, size_t n, tr_dtype dt, int salt) {
+    for (size_t j = 0; j < (size_t)world * n; j++) {
+        double want = value((int)(j / n), j % n, TR_RED_SUM, salt);
+        if (load(buf, j, dt) != (dt == TR_U8 ? fabs(want) : want)) return j;
+    }
+    return (size_t)world * n;
 }
 
 static void check_moves(tr_comm *c, size_t n, tr_dtype dt, int salt) {
@@ -173,6 +187,25 @@ static void check_moves(tr_comm *c, size_t n, tr_dtype dt, int salt) {
         if (load(recv, i, dt) != (dt == TR_U8 ? fabs(want) : want)) bad = i;
     }
     EXPECT(st == TR_OK && bad == n, "scatter %s n=%zu from %d: element %zu", dn, n, root, bad);
+    /* send == recv (the contribution at the start of the buffer; scatter's root gives from it) */
+    if (n) {
+        for (size_t i = 0; i < n; i++) store(recv, i, dt, value(rank, i, TR_RED_SUM, salt));
+        st = tr_comm_all_gather(c, recv, recv, n, dt);
+        bad = gathered_wrong(recv, n, dt, salt);
+        EXPECT(st == TR_OK && bad == W * n, "all_gather %s n=%zu with send == recv: element %zu", dn, n, bad);
+        for (size_t i = 0; i < n; i++) store(recv, i, dt, value(rank, i, TR_RED_SUM, salt));
+        st = tr_comm_gather(c, recv, recv, n, dt, root);
+        bad = rank == root ? gathered_wrong(recv, n, dt, salt) : W * n;
+        EXPECT(st == TR_OK && bad == W * n, "gather %s n=%zu to %d with send == recv: element %zu", dn, n, root, bad);
+        for (size_t j = 0; j < W * n; j++) store(recv, j, dt, rank == root ? value(7, j, TR_RED_SUM, salt) : -1);
+        st = tr_comm_scatter(c, recv, recv, n, dt, root);
+        bad = n;
+        for (size_t i = 0; i < n && bad == n; i++) {
+            double want = value(7, (size_t)rank * n + i, TR_RED_SUM, salt);
+            if (load(recv, i, dt) != (dt == TR_U8 ? fabs(want) : want)) bad = i;
+        }
+        EXPECT(st == TR_OK && bad == n, "scatter %s n=%zu from %d with send == recv: element %zu", dn, n, root, bad);
+    }
     tr_free(send);
     tr_free(recv);
 }

@@ -128,6 +128,11 @@ tr_status tr_comm_alloc(tr_comm *c, size_t bytes, void **ptr);
 void tr_comm_free(tr_comm *c, void *ptr);
 /* 1 when ptr came from tr_comm_alloc and the backend shares it (for tests and descriptions). */
 int tr_comm_is_shared(const tr_comm *c, const void *ptr);
+/* 1 when collectives take buffers in the GPU memory of the device bound (tr_accel_bind) on the
+ * thread that created the communicator, and wait for the work queued there first (nccl): a
+ * strategy then reduces its device gradients in place, with no staging through the host.
+ * Host buffers work with every backend. */
+int tr_comm_device_memory(const tr_comm *c);
 
 /* ---- synchronous collectives ---- */
 tr_status tr_comm_barrier(tr_comm *c);

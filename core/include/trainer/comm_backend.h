@@ -17,7 +17,9 @@
  *
  * A backend waits no longer than op->deadline (tr_now() seconds): then it fails with
  * TR_ERR_TIMEOUT and a message naming the ranks that did not arrive when it can tell. A peer
- * that died fails the call with TR_ERR_COMM naming it. AVG arrives as SUM (the core divides). */
+ * that died fails the call with TR_ERR_COMM naming it. AVG arrives as SUM (the core divides),
+ * except to a backend with TR_COMM_DEVICE_MEMORY, which gets AVG and divides itself (its
+ * buffers may be device memory the core cannot touch). */
 #ifndef TRAINER_COMM_BACKEND_H
 #define TRAINER_COMM_BACKEND_H
 
@@ -28,7 +30,7 @@ extern "C" {
 #endif
 
 typedef struct tr_comm_op {
-    tr_comm_call call;        /* AVG already turned into SUM */
+    tr_comm_call call;        /* AVG already turned into SUM (but see TR_COMM_DEVICE_MEMORY) */
     uint64_t seq;             /* 1, 2, ... per communicator, the same on every rank */
     double deadline;          /* tr_now() value past which the backend gives up */
 } tr_comm_op;
@@ -52,7 +54,14 @@ typedef struct tr_comm_backend_ops {
      * point of the operation sequence, with no operation on it pending. Appended in ABI 0.6. */
     tr_status (*alloc)(void *ctx, size_t bytes, double deadline, void **ptr);
     void (*free)(void *ctx, void *ptr);
+    /* TR_COMM_* capability bits. Appended in ABI 0.6 (an older plugin: 0). */
+    unsigned flags;
 } tr_comm_backend_ops;
+
+/* run takes buffers in the memory of the GPU whose context was current on the thread that
+ * called create (as well as host memory), orders itself after the work queued on that GPU
+ * before the call, and has finished with the buffers when it returns (nccl). */
+#define TR_COMM_DEVICE_MEMORY 1u
 
 #ifdef __cplusplus
 }

@@ -133,7 +133,7 @@ static void run_work(tr_comm *c, tr_comm_work *w) {
         return;
     }
     size_t n = reduced_count(c, &w->op.call);
-    if (w->user_op == TR_RED_AVG && n) tr_scale_div(w->op.call.recv, n, w->op.call.dtype, c->env.size);
+    if (w->user_op == TR_RED_AVG && w->op.call.op != TR_RED_AVG && n) tr_scale_div(w->op.call.recv, n, w->op.call.dtype, c->env.size);
 }
 
 static void *comm_thread(void *arg) {
@@ -200,7 +200,7 @@ tr_status tr_comm_issue(tr_comm *c, const tr_comm_call *call, tr_comm_work **out
     w->op.call = *call;
     if (call->kind == TR_COMM_BROADCAST) w->op.call.send = call->recv; /* one buffer */
     w->user_op = call->op;
-    if (call->op == TR_RED_AVG) w->op.call.op = TR_RED_SUM;
+    if (call->op == TR_RED_AVG && !(c->ops->flags & TR_COMM_DEVICE_MEMORY)) w->op.call.op = TR_RED_SUM;
     w->op.seq = ++c->seq;
     w->state = WORK_QUEUED;
     c->issued++;
@@ -407,6 +407,8 @@ void tr_comm_free(tr_comm *c, void *ptr) {
             return;
         }
 }
+
+int tr_comm_device_memory(const tr_comm *c) { return c && (c->ops->flags & TR_COMM_DEVICE_MEMORY) != 0; }
 
 int tr_comm_is_shared(const tr_comm *c, const void *ptr) {
     for (int i = 0; c && i < c->n_mem; i++)

@@ -1,0 +1,416 @@
+/* nccl_rt.h over libnccl.so.2 and the CUDA driver API, both opened with dlopen by the first
+ * communicator: the plugin links neither, so it loads everywhere and says what is missing. The
+ * communicator uses the GPU's primary context (the one the cuda device plugin and cuBLAS use),
+ * its own non-blocking stream, and device scratch of its own. */
+#define _GNU_SOURCE /* RTLD_NODELETE */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "nccl_rt.h"
+#include "trainer/memory.h"
+#include "trainer/runtime.h"
+
+typedef int cu_res;                 /* CUresult */
+typedef void *cu_ctx;               /* CUcontext */
+typedef void *cu_stream;            /* CUstream */
+typedef unsigned long long cu_ptr;  /* CUdeviceptr */
+typedef int nccl_res;               /* ncclResult_t */
+typedef void *nccl_comm;            /* ncclComm_t */
+typedef struct { char internal[NC_ID_BYTES]; } nccl_id; /* ncclUniqueId */
+
+enum { CU_NOT_READY = 600, CU_STREAM_NON_BLOCKING = 1, CU_PTR_MEMORY_TYPE = 2, CU_MEMTYPE_DEVICE = 2 };
+enum { NCCL_OK = 0, NCCL_IN_PROGRESS = 7 };
+
+static struct {
+    char why[256];
+    cu_res (*init)(unsigned);
+    cu_res (*device_count)(int *);
+    cu_res (*device_get)(int *, int);
+    cu_res (*bus_id)(char *, int, int);
+    cu_res (*primary_retain)(cu_ctx *, int);
+    cu_res (*primary_release)(int);
+    cu_res (*ctx_get_current)(cu_ctx *);
+    cu_res (*ctx_get_device)(int *);
+    cu_res (*ctx_set_current)(cu_ctx);
+    cu_res (*ctx_sync)(void);
+    cu_res (*stream_create)(cu_stream *, unsigned);
+    cu_res (*stream_destroy)(cu_stream);
+    cu_res (*stream_query)(cu_stream);
+    cu_res (*mem_alloc)(cu_ptr *, size_t);
+    cu_res (*mem_free)(cu_ptr);
+    cu_res (*htod_async)(cu_ptr, const void *, size_t, cu_stream);
+    cu_res (*dtod_async)(cu_ptr, cu_ptr, size_t, cu_stream);
+    cu_res (*dtoh)(void *, cu_ptr, size_t);
+    cu_res (*pointer_attr)(void *, int, cu_ptr);
+    cu_res (*error_string)(cu_res, const char **);
+    nccl_res (*get_version)(int *);
+    nccl_res (*get_unique_id)(nccl_id *);
+    nccl_res (*init_rank)(nccl_comm *, int, nccl_id, int);
+    nccl_res (*destroy)(nccl_comm);
+    nccl_res (*abort)(nccl_comm);
+    nccl_res (*async_error)(nccl_comm, nccl_res *);
+    const char *(*nccl_error)(nccl_res);
+    nccl_res (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm, cu_stream);
+    nccl_res (*reduce)(const void *, void *, size_t, int, int, int, nccl_comm, cu_stream);
+    nccl_res (*broadcast)(const void *, void *, size_t, int, int, nccl_comm, cu_stream);
+    nccl_res (*reduce_scatter)(const void *, void *, size_t, int, int, nccl_comm, cu_stream);
+    nccl_res (*all_gather)(const void *, void *, size_t, int, nccl_comm, cu_stream);
+    nccl_res (*send)(const void *, size_t, int, int, nccl_comm, cu_stream);
+    nccl_res (*recv)(void *, size_t, int, int, nccl_comm, cu_stream);
+    nccl_res (*group_start)(void);
+    nccl_res (*group_end)(void);
+    int version;
+} api;
+
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+
+static int resolve(void *lib, void **slot, const char *name, const char *libname) {
+    if ((*slot = dlsym(lib, name))) return 1;
+    snprintf(api.why, sizeof api.why, "%s lacks %s (too old a version)", libname, name);
+    return 0;
+}
+
+static void api_load(void) {
+    void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!cu) {
+        snprintf(api.why, sizeof api.why, "no CUDA driver (%s)", dlerror());
+        return;
+    }
+    struct { void **slot; const char *name; } cs[] = {
+        {(void **)&api.init, "cuInit"},
+        {(void **)&api.device_count, "cuDeviceGetCount"},
+        {(void **)&api.device_get, "cuDeviceGet"},
+        {(void **)&api.bus_id, "cuDeviceGetPCIBusId"},
+        {(void **)&api.primary_retain, "cuDevicePrimaryCtxRetain"},
+        {(void **)&api.primary_release, "cuDevicePrimaryCtxRelease_v2"},
+        {(void **)&api.ctx_get_current, "cuCtxGetCurrent"},
+        {(void **)&api.ctx_get_device, "cuCtxGetDevice"},
+        {(void **)&api.ctx_set_current, "cuCtxSetCurrent"},
+        {(void **)&api.ctx_sync, "cuCtxSynchronize"},
+        {(void **)&api.stream_create, "cuStreamCreate"},
+        {(void **)&api.stream_destroy, "cuStreamDestroy_v2"},
+        {(void **)&api.stream_query, "cuStreamQuery"},
+        {(void **)&api.mem_alloc, "cuMemAlloc_v2"},
+        {(void **)&api.mem_free, "cuMemFree_v2"},
+        {(void **)&api.htod_async, "cuMemcpyHtoDAsync_v2"},
+        {(void **)&api.dtod_async, "cuMemcpyDtoDAsync_v2"},
+        {(void **)&api.dtoh, "cuMemcpyDtoH_v2"},
+        {(void **)&api.pointer_attr, "cuPointerGetAttribute"},
+        {(void **)&api.error_string, "cuGetErrorString"},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        if (!resolve(cu, cs[i].slot, cs[i].name, "libcuda.so.1")) return;
+    void *nc = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!nc) {
+        snprintf(api.why, sizeof api.why, "NCCL not found (libnccl.so.2: %s)", dlerror());
+        return;
+    }
+    struct { void **slot; const char *name; } ns[] = {
+        {(void **)&api.get_version, "ncclGetVersion"},
+        {(void **)&api.get_unique_id, "ncclGetUniqueId"},
+        {(void **)&api.init_rank, "ncclCommInitRank"},
+        {(void **)&api.destroy, "ncclCommDestroy"},
+        {(void **)&api.abort, "ncclCommAbort"},
+        {(void **)&api.async_error, "ncclCommGetAsyncError"},
+        {(void **)&api.nccl_error, "ncclGetErrorString"},
+        {(void **)&api.all_reduce, "ncclAllReduce"},
+        {(void **)&api.reduce, "ncclReduce"},
+        {(void **)&api.broadcast, "ncclBroadcast"},
+        {(void **)&api.reduce_scatter, "ncclReduceScatter"},
+        {(void **)&api.all_gather, "ncclAllGather"},
+        {(void **)&api.send, "ncclSend"},
+        {(void **)&api.recv, "ncclRecv"},
+        {(void **)&api.group_start, "ncclGroupStart"},
+        {(void **)&api.group_end, "ncclGroupEnd"},
+    };
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        if (!resolve(nc, ns[i].slot, ns[i].name, "libnccl.so.2 (NCCL 2.7 or later is needed)")) return;
+    cu_res rc = api.init(0);
+    if (rc != 0) {
+        snprintf(api.why, sizeof api.why, "cuInit failed (CUDA error %d)", rc);
+        return;
+    }
+    api.get_version(&api.version);
+    api.why[0] = 0;
+}
+
+struct nc_comm {
+    nccl_comm comm;
+    int device, rank;
+    cu_ctx ctx;
+    cu_stream stream;
+    void *scratch;
+    size_t scratch_size;
+    atomic_int abort_requested, aborted;
+    double deadline;
+    nc_stop_fn stop;
+    void *stop_arg;
+};
+
+static tr_status cu_fail(cu_res rc, const char *what) {
+    const char *s = NULL;
+    if (api.error_string) api.error_string(rc, &s);
+    return tr_error_set(TR_ERR_DEVICE, "%s: %s (CUDA error %d)", what, s ? s : "unknown", rc);
+}
+
+static tr_status nccl_fail(nc_comm *c, nccl_res rc, const char *what) {
+    (void)c;
+    return tr_error_set(TR_ERR_COMM, "%s: %s (NCCL error %d)", what, api.nccl_error(rc), rc);
+}
+
+#define CU(call, what)                                                                                                 \
+    do {                                                                                                               \
+        cu_res rc_ = (call);                                                                                           \
+        if (rc_ != 0) return cu_fail(rc_, what);                                                                       \
+    } while (0)
+#define NC(c, call, what)                                                                                              \
+    do {                                                                                                               \
+        nccl_res rc_ = (call);                                                                                         \
+        if (rc_ != NCCL_OK && rc_ != NCCL_IN_PROGRESS) return nccl_fail(c, rc_, what);                                 \
+    } while (0)
+
+tr_status nc_load(void) {
+    pthread_once(&api_once, api_load);
+    if (api.why[0]) return tr_error_set(TR_ERR_UNSUPPORTED, "cannot run NCCL here: %s", api.why);
+    return TR_OK;
+}
+
+tr_status nc_unique_id(unsigned char id[NC_ID_BYTES]) {
+    nccl_id u;
+    NC(NULL, api.get_unique_id(&u), "ncclGetUniqueId");
+    memcpy(id, u.internal, NC_ID_BYTES);
+    return TR_OK;
+}
+
+tr_status nc_pick_device(int fallback, int *device, char key[NC_KEY_BYTES]) {
+    cu_ctx cur = NULL;
+    int dev = -1;
+    if (api.ctx_get_current(&cur) == 0 && cur) CU(api.ctx_get_device(&dev), "cuCtxGetDevice");
+    if (dev < 0) {
+        int n = 0;
+        CU(api.device_count(&n), "cuDeviceGetCount");
+        if (fallback >= n)
+            return tr_error_set(TR_ERR_INVALID, "no GPU is bound on this thread and local rank %d has no GPU of its own "
+                                "(%d visible)", fallback, n);
+        CU(api.device_get(&dev, fallback), "cuDeviceGet");
+    }
+    *device = dev;
+    memset(key, 0, NC_KEY_BYTES);
+    CU(api.bus_id(key, NC_KEY_BYTES - 1, dev), "cuDeviceGetPCIBusId");
+    return TR_OK;
+}
+
+tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device) {
+    *out = NULL;
+    nc_comm *c = tr_calloc(1, sizeof *c);
+    if (!c) return tr_error_set(TR_ERR_NOMEM, "out of memory");
+    c->device = device;
+    c->rank = rank;
+    cu_res rc = api.primary_retain(&c->ctx, device);
+    if (rc != 0) {
+        tr_free(c);
+        return cu_fail(rc, "cuDevicePrimaryCtxRetain");
+    }
+    tr_status st = TR_OK;
+    if ((rc = api.ctx_set_current(c->ctx)) != 0) st = cu_fail(rc, "cuCtxSetCurrent");
+    else if ((rc = api.stream_create(&c->stream, CU_STREAM_NON_BLOCKING)) != 0) st = cu_fail(rc, "cuStreamCreate");
+    if (st == TR_OK) {
+        nccl_id u;
+        memcpy(u.internal, id, NC_ID_BYTES);
+        nccl_res nr = api.init_rank(&c->comm, size, u, rank);
+        if (nr != NCCL_OK) {
+            c->comm = NULL;
+            st = nccl_fail(c, nr, "ncclCommInitRank");
+        }
+    }
+    if (st != TR_OK) {
+        nc_destroy(c, 1);
+        return st;
+    }
+    *out = c;
+    return TR_OK;
+}
+
+void nc_destroy(nc_comm *c, int abort_first) {
+    if (!c) return;
+    api.ctx_set_current(c->ctx);
+    if (c->comm && !atomic_load(&c->aborted)) {
+        if (abort_first || atomic_load(&c->abort_requested)) api.abort(c->comm);
+        else api.destroy(c->comm);
+    }
+    if (c->scratch) api.mem_free((cu_ptr)(uintptr_t)c->scratch);
+    if (c->stream) api.stream_destroy(c->stream);
+    api.primary_release(c->device);
+    tr_free(c);
+}
+
+/* From any thread: only a flag (ncclCommAbort from here could race the communicator thread's
+ * calls); the thread that runs operations aborts NCCL when it sees it. */
+void nc_abort(nc_comm *c) {
+    if (c) atomic_store(&c->abort_requested, 1);
+}
+
+static void abort_now(nc_comm *c) {
+    int was = 0;
+    if (atomic_compare_exchange_strong(&c->aborted, &was, 1)) api.abort(c->comm);
+}
+
+tr_status nc_begin(nc_comm *c, double deadline, nc_stop_fn stop, void *stop_arg) {
+    c->deadline = deadline;
+    c->stop = stop;
+    c->stop_arg = stop_arg;
+    if (atomic_load(&c->abort_requested) || atomic_load(&c->aborted))
+        return tr_error_set(TR_ERR_ABORTED, "the communicator was aborted");
+    CU(api.ctx_set_current(c->ctx), "cuCtxSetCurrent");
+    return TR_OK;
+}
+
+tr_status nc_wait_compute(nc_comm *c) {
+    (void)c;
+    CU(api.ctx_sync(), "waiting for the compute stream (cuCtxSynchronize)");
+    return TR_OK;
+}
+
+int nc_is_device(nc_comm *c, const void *p) {
+    (void)c;
+    unsigned type = 0;
+    return api.pointer_attr(&type, CU_PTR_MEMORY_TYPE, (cu_ptr)(uintptr_t)p) == 0 && type == CU_MEMTYPE_DEVICE;
+}
+
+tr_status nc_scratch(nc_comm *c, size_t bytes, void **p) {
+    if (bytes > c->scratch_size) { /* the stream is idle between operations */
+        if (c->scratch) api.mem_free((cu_ptr)(uintptr_t)c->scratch);
+        c->scratch = NULL;
+        c->scratch_size = 0;
+        cu_ptr d = 0;
+        cu_res rc = api.mem_alloc(&d, bytes);
+        if (rc != 0) return tr_error_set(TR_ERR_NOMEM, "GPU %d: no room for %zu bytes of staging (CUDA error %d)",
+                                         c->device, bytes, rc);
+        c->scratch = (void *)(uintptr_t)d;
+        c->scratch_size = bytes;
+    }
+    *p = c->scratch;
+    return TR_OK;
+}
+
+tr_status nc_upload(nc_comm *c, void *dst, const void *src, size_t bytes) {
+    CU(api.htod_async((cu_ptr)(uintptr_t)dst, src, bytes, c->stream), "staging upload");
+    return TR_OK;
+}
+
+tr_status nc_copy(nc_comm *c, void *dst, const void *src, size_t bytes) {
+    CU(api.dtod_async((cu_ptr)(uintptr_t)dst, (cu_ptr)(uintptr_t)src, bytes, c->stream), "device copy");
+    return TR_OK;
+}
+
+tr_status nc_download(nc_comm *c, void *dst, const void *src, size_t bytes) {
+    (void)c;
+    CU(api.dtoh(dst, (cu_ptr)(uintptr_t)src, bytes), "staging download");
+    return TR_OK;
+}
+
+/* ncclDataType_t and ncclRedOp_t. */
+static int nccl_type(tr_dtype dt) {
+    switch (dt) {
+    case TR_F32: return 7;
+    case TR_F64: return 8;
+    case TR_I32: return 2;
+    case TR_I64: return 4;
+    case TR_U8: return 1;
+    case TR_F16: return 6;
+    default: return 9; /* bf16 */
+    }
+}
+
+static int nccl_op(tr_red_op op) {
+    switch (op) {
+    case TR_RED_PROD: return 1;
+    case TR_RED_MAX: return 2;
+    case TR_RED_MIN: return 3;
+    case TR_RED_AVG: return 4;
+    default: return 0;
+    }
+}
+
+tr_status nc_all_reduce(nc_comm *c, const void *send, void *recv, size_t n, tr_dtype dt, tr_red_op op) {
+    NC(c, api.all_reduce(send, recv, n, nccl_type(dt), nccl_op(op), c->comm, c->stream), "ncclAllReduce");
+    return TR_OK;
+}
+
+tr_status nc_reduce(nc_comm *c, const void *send, void *recv, size_t n, tr_dtype dt, tr_red_op op, int root) {
+    NC(c, api.reduce(send, recv, n, nccl_type(dt), nccl_op(op), root, c->comm, c->stream), "ncclReduce");
+    return TR_OK;
+}
+
+tr_status nc_broadcast(nc_comm *c, const void *send, void *recv, size_t n, tr_dtype dt, int root) {
+    NC(c, api.broadcast(send, recv, n, nccl_type(dt), root, c->comm, c->stream), "ncclBroadcast");
+    return TR_OK;
+}
+
+tr_status nc_reduce_scatter(nc_comm *c, const void *send, void *recv, size_t n, tr_dtype dt, tr_red_op op) {
+    NC(c, api.reduce_scatter(send, recv, n, nccl_type(dt), nccl_op(op), c->comm, c->stream), "ncclReduceScatter");
+    return TR_OK;
+}
+
+tr_status nc_all_gather(nc_comm *c, const void *send, void *recv, size_t n, tr_dtype dt) {
+    NC(c, api.all_gather(send, recv, n, nccl_type(dt), c->comm, c->stream), "ncclAllGather");
+    return TR_OK;
+}
+
+tr_status nc_send(nc_comm *c, const void *buf, size_t n, tr_dtype dt, int peer) {
+    NC(c, api.send(buf, n, nccl_type(dt), peer, c->comm, c->stream), "ncclSend");
+    return TR_OK;
+}
+
+tr_status nc_recv(nc_comm *c, void *buf, size_t n, tr_dtype dt, int peer) {
+    NC(c, api.recv(buf, n, nccl_type(dt), peer, c->comm, c->stream), "ncclRecv");
+    return TR_OK;
+}
+
+tr_status nc_group_start(nc_comm *c) {
+    NC(c, api.group_start(), "ncclGroupStart");
+    return TR_OK;
+}
+
+tr_status nc_group_end(nc_comm *c) {
+    NC(c, api.group_end(), "ncclGroupEnd");
+    return TR_OK;
+}
+
+/* Polls the stream: spins (yielding) for the first 2 ms, then naps 50 us at a time, checking
+ * NCCL's asynchronous error, the stop callback and the deadline. */
+tr_status nc_finish(nc_comm *c) {
+    double start = tr_now();
+    for (;;) {
+        cu_res rc = api.stream_query(c->stream);
+        nccl_res async = NCCL_OK;
+        api.async_error(c->comm, &async);
+        if (async != NCCL_OK && async != NCCL_IN_PROGRESS) {
+            tr_status st = nccl_fail(c, async, "NCCL");
+            abort_now(c);
+            return st;
+        }
+        if (rc == 0) return TR_OK;
+        if (rc != CU_NOT_READY) return cu_fail(rc, "the communication stream");
+        if (atomic_load(&c->abort_requested)) {
+            abort_now(c);
+            return tr_error_set(TR_ERR_ABORTED, "the communicator was aborted");
+        }
+        if (c->stop && c->stop(c->stop_arg)) {
+            abort_now(c);
+            return tr_error_set(TR_ERR_ABORTED, "stopped");
+        }
+        double now = tr_now();
+        if (now > c->deadline) {
+            abort_now(c);
+            return tr_error_set(TR_ERR_TIMEOUT, "timed out");
+        }
+        if (now - start < 0.002) sched_yield();
+        else nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
