@@ -3,6 +3,7 @@
  *   kill R     all-reduce in a loop; rank R kills itself (SIGKILL) in the middle
  *   nojoin R   rank R never joins; the others must time out naming it
  *   abort R    rank R calls tr_comm_abort; the others' calls must fail naming it
+ *   stall R    rank R stops calling (alive, joined); the others must time out
  * A rank whose call fails prints the message and exits 3. */
 #include <signal.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: comm_fault PLUGIN_DIR BACKEND kill|nojoin|abort RANK\n");
+        fprintf(stderr, "usage: comm_fault PLUGIN_DIR BACKEND kill|nojoin|abort|stall RANK\n");
         return 2;
     }
     const char *mode = argv[3];
@@ -49,6 +50,10 @@ int main(int argc, char **argv) {
                 fflush(stdout);
                 sleep(3); /* let the others report before the launcher stops them */
                 rc = 4;
+                break;
+            }
+            if (strcmp(mode, "stall") == 0) {
+                sleep(120); /* the launcher stops it */
                 break;
             }
         }

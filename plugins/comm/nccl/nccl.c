@@ -77,6 +77,7 @@ typedef struct nccl_ctx {
     boot_header *boot;
     size_t boot_size;
     int unlinked, broken;
+    int mpi_initialized;             /* this communicator called MPI_Init (it finalizes) */
     double next_peer_check;
     tr_status stop_code;             /* why should_stop said stop: ABORTED or COMM (a peer died) */
     char stop_msg[256];
@@ -198,7 +199,10 @@ static tr_status join_over_mpi(nccl_ctx *x, const tr_comm_env *env, unsigned cha
 #ifdef TR_NCCL_MPI
     int inited = 0, rank = -1, size = 0;
     MPI_Initialized(&inited);
-    if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS) return tr_error_set(TR_ERR_COMM, "MPI_Init failed");
+    if (!inited) {
+        if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return tr_error_set(TR_ERR_COMM, "MPI_Init failed");
+        x->mpi_initialized = 1;
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank != env->rank || size != env->size)
@@ -207,7 +211,6 @@ static tr_status join_over_mpi(nccl_ctx *x, const tr_comm_env *env, unsigned cha
     if (rank == 0) TR_CHECK(nc_unique_id(id));
     if (MPI_Bcast(id, NC_ID_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
         return tr_error_set(TR_ERR_COMM, "MPI_Bcast of NCCL's unique id failed");
-    (void)x;
     return TR_OK;
 #else
     (void)x;
@@ -226,6 +229,10 @@ static void destroy(void *ctx) {
         if (x->rank == 0 && !x->unlinked) shm_unlink(x->name);
         munmap(x->boot, x->boot_size);
     }
+#ifdef TR_NCCL_MPI
+    int finalized = 0;
+    if (x->mpi_initialized && MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) MPI_Finalize();
+#endif
     tr_free(x);
 }
 

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The nccl backend (plugins/comm/nccl/nccl.c) over the emulated NCCL (nccl_emu): every
+# collective at world sizes 1-4 with device buffers and with host buffers (staged), the
+# unique id over MPI, two ranks on one GPU refused, a rank killed mid all-reduce, a rank that
+# never joins, one that stops calling, abort; and the real plugin's message where this machine
+# cannot run NCCL. Nothing may be left in /dev/shm.
+# usage: comm_nccl.sh TRAINER_BIN TESTS_DIR EMU_PLUGIN_DIR REAL_PLUGIN_DIR [MPIEXEC]
+set -u
+bin="$1"; tests="$2"; emu="$3"; real="$4"; mpiexec="${5:-}"
+t="$(mktemp -d /tmp/trainer-nccl-XXXXXX)"
+cleanup() { rm -rf "$t"; }
+trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
+shm_before="$(ls /dev/shm | grep '^trainer-')"
+export TRAINER_COMM_TIMEOUT=20
+
+every_rank_passed() { # OUT W: each of the W ranks printed "0 failed"
+    [ "$(grep -c ' 0 failed' <<<"$1")" = "$2" ]
+}
+for w in 1 2 3 4; do
+    out="$(timeout 300 "$bin" launch -n "$w" "$tests/comm_check" "$emu" nccl_emu 2>&1)"; rc=$?
+    if [ "$rc" = 0 ] && every_rank_passed "$out" "$w"; then ok "device buffers, world $w: $(grep -o '[0-9]* passed' <<<"$out" | head -1) per rank"
+    else bad "device buffers, world $w (exit $rc)" "$(grep FAIL <<<"$out" | head -5)" "$(tail -3 <<<"$out")"; fi
+done
+for w in 2 3; do
+    out="$(TRAINER_NCCL_EMU_HOST=1 timeout 300 "$bin" launch -n "$w" "$tests/comm_check" "$emu" nccl_emu 2>&1)"; rc=$?
+    if [ "$rc" = 0 ] && every_rank_passed "$out" "$w"; then ok "host buffers staged, world $w: $(grep -o '[0-9]* passed' <<<"$out" | head -1) per rank"
+    else bad "host buffers, world $w (exit $rc)" "$(grep FAIL <<<"$out" | head -5)" "$(tail -3 <<<"$out")"; fi
+done
+
+# The unique id over MPI: two ranks that each say they are alone on their host.
+if [ -n "$mpiexec" ]; then
+    out="$(timeout 300 "$mpiexec" --allow-run-as-root --oversubscribe -n 2 sh -c \
+        "RANK=\$OMPI_COMM_WORLD_RANK WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 exec '$tests/comm_check' '$emu' nccl_emu quick" 2>&1)"; rc=$?
+    if [ "$rc" = 0 ] && every_rank_passed "$out" 2; then ok "bootstrap over MPI (one rank per host): $(grep -o '[0-9]* passed' <<<"$out" | head -1) per rank"
+    else bad "bootstrap over MPI (exit $rc)" "$(tail -5 <<<"$out")"; fi
+fi
+
+# NCCL runs one rank per GPU: two ranks on GPU 0 are refused at join, naming them.
+out="$(TRAINER_NCCL_EMU_DEVICE=0 timeout 60 "$bin" launch -n 2 "$tests/comm_check" "$emu" nccl_emu 2>&1)"; rc=$?
+if [ "$rc" != 0 ] && grep -q "ranks 0 and 1 are both on GPU 0 (emu-gpu-0): NCCL needs a GPU per rank (to test several ranks on one GPU, use backend shm)" <<<"$out"
+then ok "two ranks on one GPU: $(grep -o 'ranks 0 and 1 are both.*' <<<"$out" | head -1 | cut -c1-70)..."
+else bad "two ranks on one GPU (exit $rc)" "$(tail -4 <<<"$out")"; fi
+
+# A rank killed in the middle of an all-reduce, without a launcher: the others fail promptly.
+pids=""
+for r in 0 1 2; do
+    RANK=$r WORLD_SIZE=3 TRAINER_JOB_ID="ncclfault$$" TRAINER_COMM_TIMEOUT=30 \
+        "$tests/comm_fault" "$emu" nccl_emu kill 1 >"$t/kill.$r" 2>&1 & pids="$pids $!"
+done
+start=$(date +%s); rcs=""
+for p in $pids; do wait "$p"; rcs="$rcs $?"; done
+secs=$(( $(date +%s) - start ))
+if [ "$rcs" = " 3 137 3" ] && grep -q "rank 1 (pid [0-9]*) died" "$t/kill.0" && grep -q "died" "$t/kill.2" && [ "$secs" -lt 20 ]; then
+    ok "rank 1 killed mid all-reduce: ranks 0 and 2 fail in ${secs}s: $(cat "$t/kill.0")"
+else bad "killed rank (exit codes$rcs, ${secs}s)" "$(cat "$t"/kill.*)"; fi
+
+out="$(TRAINER_COMM_TIMEOUT=2 timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$emu" nccl_emu nojoin 2 2>&1)"; rc=$?
+if [ "$rc" = 3 ] && grep -q "these ranks never joined: 2" <<<"$out"; then ok "never joined: $(grep -o 'timed out joining.*' <<<"$out" | head -1 | sed 's/ \/trainer-[^:]*//')"
+else bad "rank that never joins (exit $rc)" "$out"; fi
+
+out="$(TRAINER_COMM_TIMEOUT=3 timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$emu" nccl_emu stall 1 2>&1)"; rc=$?
+if [ "$rc" = 3 ] && grep -q "all_reduce #[0-9]* (1048576 x f32): timed out; ranks that did not arrive: 1" <<<"$out"; then
+    ok "a rank stops calling: $(grep -o 'all_reduce #.*' <<<"$out" | head -1)"
+else bad "stalled rank (exit $rc)" "$out"; fi
+
+out="$(timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$emu" nccl_emu abort 0 2>&1)"; rc=$?
+if [ "$rc" != 0 ] && grep -q "rank 0 aborted the job" <<<"$out"; then ok "abort: $(grep -o 'all_reduce.*aborted the job' <<<"$out" | head -1)"
+else bad "abort (exit $rc)" "$out"; fi
+
+# The real plugin where this machine has no GPU (or no NCCL): a clear message, not a crash.
+if [ "$("$bin" devices 2>/dev/null | awk '$1 == "gpu" {print $2}')" = 0 ]; then
+    out="$(timeout 60 "$bin" launch -n 1 "$tests/comm_check" "$real" nccl 2>&1)"; rc=$?
+    if [ "$rc" != 0 ] && grep -q "comm nccl rank 0 of 1: cannot run NCCL here: " <<<"$out"; then
+        ok "real nccl without a GPU: $(grep -o 'cannot run NCCL here: .*' <<<"$out" | head -1 | cut -c1-80)"
+    else bad "real nccl without a GPU (exit $rc)" "$out"; fi
+fi
+
+left="$(shm_new "$shm_before")"
+[ -z "$left" ] && ok "nothing left in /dev/shm" || bad "leftovers in /dev/shm" "$left"
+finish
