@@ -34,11 +34,15 @@
  * reducer sums batch-norm statistics over all ranks (torch's SyncBatchNorm), which makes the
  * step equal to the single-process one.
  *
- * On GPUs (accelerator gpu) each rank opens the GPU at its local rank and keeps its replica
- * and optimizer state there (tr_replica_create_on, tr_optim_place). Over the host `shm`
- * backend (one host, and the one-GPU testing mode of several ranks on one device) a ready
- * bucket is downloaded into a host staging buffer, all-reduced there and uploaded back before
- * the update; broadcasts go through the host copies the same way. */
+ * On GPUs (accelerator gpu) each rank opens the GPU at its local rank, binds it (so that a
+ * device backend's communicator takes that GPU) and keeps its replica and optimizer state
+ * there (tr_replica_create_on, tr_optim_place). Over `nccl` (a backend that takes device
+ * memory, tr_comm_device_memory) a ready bucket is all-reduced in place in the device's
+ * gradient buffer, after the gradients queued on the compute stream, and so are the buffers'
+ * broadcasts: no byte goes through the host. Over a host backend (`shm`: one host, and the
+ * one-GPU testing mode of several ranks on one device; `mpi`) a ready bucket is downloaded
+ * into a host staging buffer, all-reduced there and uploaded back before the update;
+ * broadcasts go through the host copies the same way. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +85,8 @@ typedef struct ddp {
     int skip_nonfinite;      /* trainer.on_nan skip: no bucket is updated before the norm is known */
     int64_t steps;
     tr_accel *accel;         /* GPUs: this rank's device, else NULL */
-    float *stage;            /* GPUs: host staging of the flat gradient buffer (the communicator's memory) */
+    int direct;              /* GPUs over a device backend (nccl): collectives on device memory */
+    float *stage;            /* GPUs over a host backend: host staging of the flat gradient buffer (the communicator's memory) */
     int shard;               /* sharded update: each rank updates its slice of every bucket */
     int state_stale;         /* sharded: the others' slices of the optimizer state are old here */
 } ddp;
@@ -111,12 +116,14 @@ static int processes(const tr_options *opts, int devices) {
 
 /* Issues every ready bucket from next_issue on, in index order. */
 static void issue_ready(ddp *d) {
-    /* On a device the sums are made in host staging; on the CPU in place. */
-    float *g = d->accel ? d->stage : tr_params_grad(d->r->P);
+    /* On a device over a host backend the sums are made in host staging; else in place (the
+     * device's gradients, or the CPU's). */
+    int staged = d->accel && !d->direct;
+    float *g = staged ? d->stage : tr_params_grad(tr_replica_params(d->r));
     while (d->next_issue < d->n_buckets && d->buckets[d->next_issue].pending == 0) {
         bucket *b = &d->buckets[d->next_issue];
         if (d->hook_status == TR_OK) {
-            tr_status st = d->accel ? tr_accel_download(d->accel, g + b->lo, tr_params_grad(tr_replica_params(d->r)) + b->lo,
+            tr_status st = staged ? tr_accel_download(d->accel, g + b->lo, tr_params_grad(tr_replica_params(d->r)) + b->lo,
                                                       (b->hi - b->lo) * sizeof *g)
                                     : TR_OK;
             if (st == TR_OK && d->shard)
@@ -183,12 +190,14 @@ static tr_status all_sum(void *ctx, double *v, int n) {
     return tr_comm_all_reduce(d->comm, v, v, (size_t)n, TR_F64, TR_RED_SUM);
 }
 
-/* Rank 0's buffers (batch-norm running statistics) everywhere; on GPUs through the host copy. */
+/* Rank 0's buffers (batch-norm running statistics) everywhere; on GPUs in place over a device
+ * backend, else through the host copy. */
 static tr_status broadcast_buffers(ddp *d) {
     tr_params *P = d->r->P;
     size_t n = tr_params_buffers_numel(P);
     if (!n) return TR_OK;
     float *dev = tr_params_buffers_data(tr_replica_params(d->r)), *host = tr_params_buffers_data(P);
+    if (d->direct) return tr_comm_broadcast(d->comm, dev, n, TR_F32, 0);
     if (d->accel) TR_CHECK(tr_accel_download(d->accel, host, dev, n * sizeof(float)));
     TR_CHECK(tr_comm_broadcast(d->comm, host, n, TR_F32, 0));
     if (d->accel) TR_CHECK(tr_accel_upload(d->accel, dev, host, n * sizeof(float)));
@@ -239,6 +248,19 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     tr_status st;
     tr_comm_env ce;
     const char *bname = tr_options_string(o, "backend");
+    TR_CHECK_GOTO(tr_comm_env_detect(&ce), fail);
+    if (env->accelerator == TR_ACCEL_GPU) { /* the GPU at this rank's local rank, bound before the communicator */
+        if (!env->gpu_backend || env->n_gpu_ids < 1) {
+            st = tr_error_set(TR_ERR_INVALID, "ddp: accelerator gpu without a GPU chosen");
+            goto fail;
+        }
+        int id = env->gpu_ids[(ce.local_rank > 0 ? ce.local_rank : 0) % env->n_gpu_ids], same = 0;
+        for (int i = 0; i < env->n_gpu_ids; i++) same += env->gpu_ids[i] == id;
+        d->gpu_shared = same > 1 || env->n_gpu_ids < ce.size;
+        TR_CHECK_GOTO(tr_accel_open(env->gpu_backend, id, &d->accel), fail);
+        TR_CHECK_GOTO(tr_accel_bind(d->accel), fail);
+        bname = tr_comm_resolve_backend(env->registry, bname, env->gpu_backend->desc->name, d->gpu_shared, &ce);
+    }
     TR_CHECK_GOTO(tr_comm_open(&d->comm, env->registry, bname, tr_options_float(o, "timeout_s"), &ce), fail);
     /* Each rank's share of the cores, unless trainer.threads says otherwise. */
     if (env->threads == 0) {
@@ -250,16 +272,8 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     d->broadcast_buffers = tr_options_bool(o, "broadcast_buffers");
     d->trace = getenv("TRAINER_DDP_TRACE") != NULL;
     d->skip_nonfinite = env->skip_nonfinite;
-    if (env->accelerator == TR_ACCEL_GPU) { /* the GPU at this rank's local rank */
-        if (!env->gpu_backend || env->n_gpu_ids < 1) {
-            st = tr_error_set(TR_ERR_INVALID, "ddp: accelerator gpu without a GPU chosen");
-            goto fail;
-        }
-        int id = env->gpu_ids[(ce.local_rank > 0 ? ce.local_rank : 0) % env->n_gpu_ids], same = 0;
-        for (int i = 0; i < env->n_gpu_ids; i++) same += env->gpu_ids[i] == id;
-        d->gpu_shared = same > 1 || env->n_gpu_ids < d->world;
-        TR_CHECK_GOTO(tr_accel_open(env->gpu_backend, id, &d->accel), fail);
-        TR_CHECK_GOTO(tr_accel_bind(d->accel), fail);
+    if (d->accel) {
+        d->direct = tr_comm_device_memory(d->comm);
         TR_CHECK_GOTO(tr_replica_create_on(env->models, d->accel, &d->r), fail);
     } else {
         /* The sharded update needs more than one rank and buckets of world equal slices. */
@@ -267,11 +281,12 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         TR_CHECK_GOTO(tr_replica_create_aligned(env->models, d->shard ? 16 * (size_t)d->world : 0, &d->r), fail);
     }
     TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(d->r->P)), fail);
-    /* What the all-reduces sum (the gradients, or on GPUs their host staging) lives in the
-     * communicator's memory: shm then reads and writes the peers' buffers in place instead of
-     * copying through its staging slots. Freed with the communicator. */
-    void *sums;
-    TR_CHECK_GOTO(tr_comm_alloc(d->comm, (tr_params_numel(d->r->P) + 1) * sizeof(float), &sums), fail);
+    /* What the all-reduces sum (the gradients, or on GPUs over a host backend their host
+     * staging) lives in the communicator's memory: shm then reads and writes the peers'
+     * buffers in place instead of copying through its staging slots. Freed with the
+     * communicator. Over a device backend the device's own gradient buffer is summed. */
+    void *sums = NULL;
+    if (!d->direct) TR_CHECK_GOTO(tr_comm_alloc(d->comm, (tr_params_numel(d->r->P) + 1) * sizeof(float), &sums), fail);
     if (d->accel) {
         TR_CHECK_GOTO(tr_optim_place(d->opt, d->accel), fail);
         d->stage = sums;
@@ -290,9 +305,9 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     *info = (tr_strategy_info){.rank = d->rank, .world = d->world, .data_rank = d->rank, .data_world = d->world};
     if (d->accel)
         snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %s: this rank %s, %d buckets "
-                 "staged through host memory)", d->world, bname,
+                 "%s)", d->world, bname,
                  d->gpu_shared ? "ranks sharing GPUs (a testing mode)" : "one GPU each", tr_accel_name(d->accel),
-                 d->n_buckets);
+                 d->n_buckets, d->direct ? "all-reduced in device memory" : "staged through host memory");
     else
         snprintf(info->description, sizeof info->description, "ddp (%d ranks over %s, %d threads each, %d buckets%s%s)",
                  d->world, bname, tr_get_num_threads(), d->n_buckets, d->shard ? ", sharded update" : "",
@@ -426,7 +441,7 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
         bucket *b = &d->buckets[i];
         if (b->work) {
             st = wait_work(&b->work, st);
-            if (st == TR_OK && d->accel) /* the sum, back onto the device */
+            if (st == TR_OK && d->accel && !d->direct) /* the sum, back onto the device */
                 st = tr_accel_upload(d->accel, g + b->lo, d->stage + b->lo, (b->hi - b->lo) * sizeof *g);
         }
         if (overlap && st == TR_OK) {
@@ -481,10 +496,8 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
 static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
     const char *backend = tr_options_string(o, "backend");
     if (env->accelerator == TR_ACCEL_GPU) {
-        if (strcmp(backend, "shm") != 0)
-            return tr_error_set(TR_ERR_UNSUPPORTED, "ddp on GPUs runs over backend shm only in this build (staged through host "
-                                                    "memory; no nccl backend yet), not '%s'", backend);
         TR_CHECK(tr_accel_probe(env->gpu_backend));
+        backend = tr_comm_resolve_backend(env->registry, backend, env->gpu_backend->desc->name, 0, NULL);
     }
     return tr_comm_probe(env->registry, backend);
 }

@@ -7,7 +7,8 @@
 #   clipping): weights, every logged loss and the validation metrics within 1e-4 of the cpu
 #   strategy's (CUDA's expf/erff/tanhf and the tree sums differ from the CPU's by ulps);
 # - ddp on 2 emulated GPUs (one process each, buckets staged through the host over shm):
-#   within 1e-4 of cpu; dataparallel with 2 replicas on one emulated GPU (devices [0, 0]):
+#   within 1e-4 of cpu; over nccl_emu (buckets all-reduced in device memory) equal to shm's
+#   (MLP, and the CNN with sync_batchnorm); dataparallel with 2 replicas on one emulated GPU (devices [0, 0]):
 #   within 1e-4 of dataparallel's CPU replicas;
 # - a CNN (conv2d, batch-norm, ReLU, max-pool, dropout; SGD) on 1 emulated GPU within 1e-5 of
 #   cpu, and under ddp on 2 with sync_batchnorm (the statistics' sums downloaded, reduced over
@@ -42,6 +43,16 @@ if [ $rc = 0 ] && grep -q "strategy ddp chosen: auto: found 2 GPUs" <<<"$out" &&
     ok "ddp on 2 emulated CUDA devices (one process each): within 1e-4 of cpu ($cmp_out)"
 else bad "ddp on cuda_emu vs cpu" "rc=$rc" "${cmp_out:-}" "$out"; fi
 
+# The same over the nccl backend (nccl_emu: the emulated NCCL): buckets all-reduced in the
+# devices' gradient buffers, nothing staged; with 2 ranks the sums are the same bits as shm's.
+exact() { "$py" "$here/compare_runs.py" "$1" "$2" --tol 0 2>&1; }
+out="$(TRAINER_CUDA_EMU_GPUS=2 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddp_nccl" strategy.first_bucket_mb=0.001 \
+       strategy.bucket_mb=0.002 strategy.backend=nccl_emu 2>&1)"; rc=$?
+if [ $rc = 0 ] && grep -q "2 ranks over nccl_emu, one GPU each: this rank cuda_emu:0, [0-9]* buckets all-reduced in device memory" <<<"$out" &&
+   cmp_out="$(exact "$t/ddp_nccl/m/0" "$t/ddp/m/0")"; then
+    ok "ddp on 2 emulated CUDA devices over nccl_emu (in device memory): equal to ddp over shm ($cmp_out)"
+else bad "ddp over nccl_emu vs shm" "rc=$rc" "${cmp_out:-}" "$out"; fi
+
 # dataparallel with 2 replicas on one emulated GPU (devices [0, 0], the testing mode): two
 # opened devices in one process, each replica's thread bound to its own.
 out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dp" trainer.strategy=dataparallel \
@@ -72,6 +83,12 @@ if [ $rc = 0 ] && grep -q "strategy ddp chosen: auto: found 2 GPUs" <<<"$out" &&
    cmp_out="$(cmp5 "$t/cnn_ddp/c/0" "$t/cnn_cpu/c/0")"; then
     ok "the CNN under ddp on 2 emulated CUDA devices with sync_batchnorm: within 1e-5 of cpu's one process ($cmp_out)"
 else bad "cnn ddp sync_batchnorm on cuda_emu vs cpu" "rc=$rc" "${cmp_out:-}" "$out"; fi
+out="$(TRAINER_CUDA_EMU_GPUS=2 timeout 240 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_ddp_nccl" strategy.sync_batchnorm=true \
+       strategy.backend=nccl_emu 2>&1)"; rc=$?
+if [ $rc = 0 ] && grep -q "all-reduced in device memory" <<<"$out" && grep -q "done: 12 steps" <<<"$out" &&
+   cmp_out="$(exact "$t/cnn_ddp_nccl/c/0" "$t/cnn_ddp/c/0")"; then
+    ok "the CNN under ddp over nccl_emu with sync_batchnorm (buffers broadcast on the device): equal to shm's ($cmp_out)"
+else bad "cnn ddp over nccl_emu vs shm" "rc=$rc" "${cmp_out:-}" "$out"; fi
 
 # The transformers: embedding, layer-norm, attention (cuBLAS's batched GEMMs), slices, mean
 # pooling, cosine and mse through the CUDA kernels, within 1e-5 as the CNN.

@@ -105,7 +105,7 @@ refused() {
 refused 0 "trainer.accelerator: gpu asked, but this machine found no GPU (fake_gpu: TRAINER_FAKE_GPUS=0); accelerator cpu or auto trains on the CPU" trainer.accelerator=gpu
 refused 2 "4 GPUs asked, but this machine found 2 GPUs (ids 0-1); devices: 2" trainer.accelerator=gpu trainer.devices=4
 refused 2 "GPU id 5 does not exist: this machine found 2 GPUs" "trainer.devices=[0, 5]"
-refused 2 "strategy ddp (.*) cannot run here: ddp on GPUs runs over backend shm only in this build (staged through host memory; no nccl backend yet), not 'mpi'" trainer.accelerator=gpu strategy.backend=mpi
+refused 2 "strategy ddp (.*) cannot run here: strategy.backend: no comm plugin named 'nosuch' (available: .*nccl" trainer.accelerator=gpu strategy.backend=nosuch
 TRAINER_FAKE_GPU_DISCOVERY_ONLY=1 refused 1 "strategy single-gpu (.*) cannot run here: device plugin fake_gpu (.*) can list its GPUs but not run on them" trainer.accelerator=gpu
 refused 2 "trainer.gpu_backend: no device plugin named 'nope' (available: .*fake_gpu" trainer.gpu_backend=nope
 

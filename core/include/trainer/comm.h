@@ -92,6 +92,12 @@ tr_status tr_comm_create(tr_comm **out, const tr_plugin *backend, const tr_optio
  * applies unless TRAINER_COMM_TIMEOUT is set. env_out (may be NULL) receives the job. */
 tr_status tr_comm_open(tr_comm **out, const tr_registry *registry, const char *backend, double timeout_s,
                        tr_comm_env *env_out);
+/* The backend a rank strategy's `backend` option names: "auto" is nccl for ranks on GPUs of
+ * their own driven by the `cuda` device plugin (gpu_plugin) when the registry holds nccl,
+ * else shm when the job is on one host (env NULL: one host), else mpi; any other name is
+ * itself. tr_comm_open and tr_comm_probe resolve "auto" this way for CPU ranks. */
+const char *tr_comm_resolve_backend(const tr_registry *registry, const char *backend, const char *gpu_plugin,
+                                    int gpus_shared, const tr_comm_env *env);
 /* For a strategy's probe: TR_OK when the registry holds the comm plugin `backend`; else
  * TR_ERR_NOT_FOUND "strategy.backend: ..." naming the backends that were found. */
 tr_status tr_comm_probe(const tr_registry *registry, const char *backend);

@@ -231,8 +231,9 @@ typedef struct tr_strategy_ops {
  * sharded): backend, timeout_s, sync_batchnorm, broadcast_buffers. In its option table:
  *   static const tr_option_spec opts[] = {TR_RANK_STRATEGY_OPTIONS, {.key = "mine", ...}}; */
 #define TR_RANK_STRATEGY_OPTIONS                                                                                 \
-    {.key = "backend", .type = TR_OPTION_STRING, .default_value = "shm",                                       \
-     .doc = "communication backend plugin: shm (one host) or mpi (hosts; run under mpirun/srun)"},              \
+    {.key = "backend", .type = TR_OPTION_STRING, .default_value = "auto",                                      \
+     .doc = "communication backend plugin: auto (nccl for ranks on CUDA GPUs of their own, shm on one host, "   \
+            "mpi across hosts), shm, mpi (run under mpirun/srun), nccl (one GPU per rank)"},                    \
     {.key = "timeout_s", .type = TR_OPTION_FLOAT, .default_value = "300", .min = 1, .max = 1e7,                \
      .doc = "a collective waiting longer fails naming the ranks that did not arrive (TRAINER_COMM_TIMEOUT "     \
             "overrides)"},                                                                                      \
