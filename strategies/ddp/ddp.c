@@ -495,11 +495,12 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
 /* Runs wherever its communication backend was found. */
 static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
     const char *backend = tr_options_string(o, "backend");
-    if (env->accelerator == TR_ACCEL_GPU) {
+    int gpu = env->accelerator == TR_ACCEL_GPU;
+    if (gpu) {
         TR_CHECK(tr_accel_probe(env->gpu_backend));
         backend = tr_comm_resolve_backend(env->registry, backend, env->gpu_backend->desc->name, 0, NULL);
     }
-    return tr_comm_probe(env->registry, backend);
+    return tr_comm_probe_ranks(env->registry, backend, gpu);
 }
 
 /* `trainer plan`: every rank holds a whole replica and computes its share of each batch. */

@@ -620,7 +620,7 @@ static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
     if (env->accelerator == TR_ACCEL_GPU)
         return tr_error_set(TR_ERR_UNSUPPORTED, "%s runs its ranks on the CPU only in this build (no GPU path yet); "
                                                 "accelerator cpu runs it over CPU ranks", "sharded");
-    return tr_comm_probe(env->registry, tr_options_string(o, "backend"));
+    return tr_comm_probe_ranks(env->registry, tr_options_string(o, "backend"), 0);
 }
 
 /* `trainer plan`: the ZeRO split of the flat buffer (aligned as create() aligns it) plus the

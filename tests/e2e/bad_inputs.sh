@@ -55,7 +55,7 @@ expect plugin_option_suggestion "model.params.layerz: unknown option \(did you m
 base "$c"; sed -i 's/layers: \[16\]/layers: [16, 0]/' "$c"
 expect plugin_option_range "model.params.layers: must be between 1 and [0-9]+, got 0" "$bin" run "$c"
 base "$c"; expect bad_override "command line:1:14: optimizer.lr: expected a number, got 'fast'" "$bin" run "$c" optimizer.lr=fast
-base "$c"; expect strategy_probe "strategy ddp \(.*\) cannot run here: strategy.backend: no comm plugin named 'nccl' \(available: .*shm\)" "$bin" run "$c" trainer.devices=2 strategy.backend=nccl
+base "$c"; expect strategy_probe "strategy ddp \(.*\) cannot run here: strategy.backend: no comm plugin named 'gloo' \(available: .*shm\)" "$bin" run "$c" trainer.devices=2 strategy.backend=gloo
 base "$c"; expect malformed_override "trainer.max_epochs" "$bin" run "$c" trainer.max_epochs
 # data files
 head -c 50000 /dev/urandom | gzip -c >"$t/whole.gz"

@@ -80,10 +80,14 @@ if grep -q "strategy ddp (auto: found no GPU (.*); 3 CPU devices -> ddp (one pro
    grep -q "world 3 (3 processes on this host), global batch 100, per-rank batch 34" <<<"$out"; then
     ok "plan: auto picks ddp with 3 processes for 3 devices (per-rank batch 34 of 100)"
 else bad "plan devices=3" "$out"; fi
-out="$("$bin" plan "$t/mlp.yaml" trainer.devices=2 strategy.backend=nccl 2>&1)"; rc=$?
-if [ $rc = 1 ] && grep -q "strategy ddp (.*) cannot run here: strategy.backend: no comm plugin named 'nccl'" <<<"$out"; then
+out="$("$bin" plan "$t/mlp.yaml" trainer.devices=2 strategy.backend=nosuch 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "strategy ddp (.*) cannot run here: strategy.backend: no comm plugin named 'nosuch'" <<<"$out"; then
     ok "plan: a strategy that cannot run here is refused with the reason"
 else bad "plan refusal" "rc=$rc" "$out"; fi
+out="$("$bin" plan "$t/mlp.yaml" trainer.devices=2 strategy.backend=nccl 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "strategy ddp (.*) cannot run here: strategy.backend: nccl joins GPU ranks (one GPU each); ranks on the CPU use shm (one host) or mpi (hosts)" <<<"$out"; then
+    ok "plan: nccl for CPU ranks is refused, naming the backends that fit"
+else bad "plan nccl on CPU ranks" "rc=$rc" "$out"; fi
 out="$("$bin" plan "$t/mlp.yaml" trainer.accelerator=gpu 2>&1)"; rc=$?
 if [ $rc = 1 ] && grep -q "trainer.accelerator: gpu asked, but this machine found no GPU (.*); accelerator cpu or auto trains on the CPU" <<<"$out"; then
     ok "plan: accelerator gpu without a GPU is refused, saying what was found and what would work"

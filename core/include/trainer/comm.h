@@ -101,6 +101,9 @@ const char *tr_comm_resolve_backend(const tr_registry *registry, const char *bac
 /* For a strategy's probe: TR_OK when the registry holds the comm plugin `backend`; else
  * TR_ERR_NOT_FOUND "strategy.backend: ..." naming the backends that were found. */
 tr_status tr_comm_probe(const tr_registry *registry, const char *backend);
+/* tr_comm_probe, and for ranks on the CPU (on_gpus 0) a backend that joins GPU ranks (nccl)
+ * refused, naming the ones that fit. */
+tr_status tr_comm_probe_ranks(const tr_registry *registry, const char *backend, int on_gpus);
 /* Waits for pending operations, then leaves. */
 void tr_comm_destroy(tr_comm *c);
 

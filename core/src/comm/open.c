@@ -1,8 +1,10 @@
 /* tr_comm_open: the communicator a distributed strategy runs on, from its options;
  * tr_comm_probe: whether it could be opened here. */
+#include <stddef.h>
 #include <string.h>
 
-#include "trainer/comm.h"
+#include "plugin/plugin_impl.h"
+#include "trainer/comm_backend.h"
 
 const char *tr_comm_resolve_backend(const tr_registry *registry, const char *backend, const char *gpu_plugin,
                                     int gpus_shared, const tr_comm_env *env) {
@@ -21,6 +23,20 @@ tr_status tr_comm_probe(const tr_registry *registry, const char *backend) {
     tr_status st = tr_registry_find(registry, TR_PLUGIN_COMM, backend, &plugin);
     if (st != TR_OK) tr_error_prefix("strategy.backend: ");
     return st;
+}
+
+tr_status tr_comm_probe_ranks(const tr_registry *registry, const char *backend, int on_gpus) {
+    backend = tr_comm_resolve_backend(registry, backend, NULL, 0, NULL);
+    TR_CHECK(tr_comm_probe(registry, backend));
+    const tr_plugin *plugin;
+    tr_comm_backend_ops ops;
+    TR_CHECK(tr_registry_find(registry, TR_PLUGIN_COMM, backend, &plugin));
+    TR_CHECK(plugin_copy_ops(plugin, &ops, sizeof ops, offsetof(tr_comm_backend_ops, abort), "comm backend",
+                             "create, destroy, run"));
+    if (!on_gpus && (ops.flags & TR_COMM_DEVICE_MEMORY))
+        return tr_error_set(TR_ERR_UNSUPPORTED, "strategy.backend: %s joins GPU ranks (one GPU each); ranks on the CPU "
+                            "use shm (one host) or mpi (hosts)", backend);
+    return TR_OK;
 }
 
 tr_status tr_comm_open(tr_comm **out, const tr_registry *registry, const char *backend, double timeout_s,
