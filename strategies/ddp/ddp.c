@@ -50,6 +50,7 @@
 
 #include "trainer/accel.h"
 #include "trainer/comm.h"
+#include "trainer/log.h"
 #include "trainer/memory.h"
 #include "trainer/runtime.h"
 #include "trainer/strategy.h"
@@ -209,6 +210,15 @@ static tr_status broadcast_buffers(ddp *d) {
  * and the optimizer state loaded on every rank goes up too). */
 static tr_status sync_from(ddp *d, int loaded) {
     tr_params *P = d->r->P;
+    if (d->direct) { /* on the devices, from rank 0's device (a loaded checkpoint uploaded first) */
+        tr_params *D = tr_replica_params(d->r);
+        if (loaded) TR_CHECK(tr_replica_upload(d->r));
+        TR_CHECK(tr_comm_broadcast(d->comm, tr_params_data(D), tr_params_numel(P), TR_F32, 0));
+        if (tr_params_buffers_numel(P))
+            TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(D), tr_params_buffers_numel(P), TR_F32, 0));
+        if (loaded) TR_CHECK(tr_optim_upload(d->opt));
+        return TR_OK;
+    }
     if (!loaded) TR_CHECK(tr_replica_download(d->r)); /* replica calls: nothing to do on the CPU */
     TR_CHECK(tr_comm_broadcast(d->comm, tr_params_data(P), tr_params_numel(P), TR_F32, 0));
     if (tr_params_buffers_numel(P))
@@ -256,12 +266,21 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         }
         int id = env->gpu_ids[(ce.local_rank > 0 ? ce.local_rank : 0) % env->n_gpu_ids], same = 0;
         for (int i = 0; i < env->n_gpu_ids; i++) same += env->gpu_ids[i] == id;
-        d->gpu_shared = same > 1 || env->n_gpu_ids < ce.size;
+        d->gpu_shared = same > 1 || env->n_gpu_ids < ce.local_size;
         TR_CHECK_GOTO(tr_accel_open(env->gpu_backend, id, &d->accel), fail);
         TR_CHECK_GOTO(tr_accel_bind(d->accel), fail);
         bname = tr_comm_resolve_backend(env->registry, bname, env->gpu_backend->desc->name, d->gpu_shared, &ce);
     }
-    TR_CHECK_GOTO(tr_comm_open(&d->comm, env->registry, bname, tr_options_float(o, "timeout_s"), &ce), fail);
+    st = tr_comm_open(&d->comm, env->registry, bname, tr_options_float(o, "timeout_s"), &ce);
+    if (st == TR_ERR_UNSUPPORTED && d->accel && !strcmp(tr_options_string(o, "backend"), "auto")) {
+        /* auto chose nccl, which cannot run here (no libnccl.so.2, one too old): every rank
+         * of the host fails alike at create, before any rendezvous, and all go on staged */
+        bname = tr_comm_resolve_backend(env->registry, "auto", NULL, 0, &ce);
+        tr_log(TR_LOG_WARN, "ddp: strategy.backend auto: %s; staging through host memory over %s instead",
+               tr_error_msg(), bname);
+        st = tr_comm_open(&d->comm, env->registry, bname, tr_options_float(o, "timeout_s"), &ce);
+    }
+    TR_CHECK_GOTO(st, fail);
     /* Each rank's share of the cores, unless trainer.threads says otherwise. */
     if (env->threads == 0) {
         int t = tr_cpu_count() / (ce.local_size > 0 ? ce.local_size : 1);

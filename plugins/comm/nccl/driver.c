@@ -129,13 +129,19 @@ static void api_load(void) {
         {(void **)&api.group_end, "ncclGroupEnd"},
     };
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
-        if (!resolve(nc, ns[i].slot, ns[i].name, "libnccl.so.2 (NCCL 2.7 or later is needed)")) return;
+        if (!resolve(nc, ns[i].slot, ns[i].name, "libnccl.so.2 (NCCL 2.10 or later is needed)")) return;
     cu_res rc = api.init(0);
     if (rc != 0) {
         snprintf(api.why, sizeof api.why, "cuInit failed (CUDA error %d)", rc);
         return;
     }
     api.get_version(&api.version);
+    if (api.version < 21000) { /* ncclAvg and ncclBfloat16 came in 2.10 */
+        int old = api.version < 10000; /* before 2.9 the code was X*1000 + Y*100 + Z */
+        snprintf(api.why, sizeof api.why, "libnccl.so.2 is NCCL %d.%d; 2.10 or later is needed",
+                 old ? api.version / 1000 : api.version / 10000, old ? api.version / 100 % 10 : api.version / 100 % 100);
+        return;
+    }
     api.why[0] = 0;
 }
 

@@ -76,7 +76,8 @@ typedef struct nccl_ctx {
     char name[200];                  /* the segment's; "" across hosts */
     boot_header *boot;
     size_t boot_size;
-    int unlinked, broken;
+    int unlinked;
+    atomic_int broken;               /* set by run's failures and by abort (any thread) */
     int mpi_initialized;             /* this communicator called MPI_Init (it finalizes) */
     double next_peer_check;
     tr_status stop_code;             /* why should_stop said stop: ABORTED or COMM (a peer died) */
@@ -189,7 +190,7 @@ static tr_status join_one_host(nccl_ctx *x, const tr_comm_env *env, double deadl
     for (int a = 0; a < x->world; a++) /* NCCL runs one rank per GPU */
         for (int b = a + 1; b < x->world; b++)
             if (!strncmp(x->boot->ranks[a].key, x->boot->ranks[b].key, NC_KEY_BYTES))
-                return tr_error_set(TR_ERR_UNSUPPORTED, "ranks %d and %d are both on GPU %d (%.64s): NCCL needs a GPU per "
+                return tr_error_set(TR_ERR_INVALID, "ranks %d and %d are both on GPU %d (%.64s): NCCL needs a GPU per "
                                     "rank (to test several ranks on one GPU, use backend shm)", a, b,
                                     x->boot->ranks[a].device, x->boot->ranks[a].key);
     return TR_OK;
@@ -305,11 +306,22 @@ static int nccl_in_place(const nccl_ctx *x, const tr_comm_call *k, const char *s
     }
 }
 
+/* Ends a group whatever happened inside it (NCCL's group state is per thread): st, or the
+ * end's own status. */
+static tr_status group_end(nc_comm *c, tr_status st) {
+    if (st == TR_OK) return nc_group_end(c);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", tr_error_msg());
+    (void)nc_group_end(c);
+    return tr_error_set(st, "%s", msg);
+}
+
 /* The call on device pointers s (send) and r (recv). */
 static tr_status queue(nccl_ctx *x, const tr_comm_call *k, const char *s, char *r) {
     nc_comm *c = x->nc;
     size_t n = k->count, b = n * tr_dtype_size(k->dtype), me = (size_t)x->rank;
     int root = k->root;
+    tr_status st = TR_OK;
     switch (k->kind) {
     case TR_COMM_SEND: return nc_send(c, s, n, k->dtype, root);
     case TR_COMM_RECV: return nc_recv(c, r, n, k->dtype, root);
@@ -322,15 +334,15 @@ static tr_status queue(nccl_ctx *x, const tr_comm_call *k, const char *s, char *
         if (x->rank != root) return nc_send(c, s, n, k->dtype, root);
         if (s != r + me * b) TR_CHECK(nc_copy(c, r + me * b, s, b));
         TR_CHECK(nc_group_start(c));
-        for (int q = 0; q < x->world; q++)
-            if (q != root) TR_CHECK(nc_recv(c, r + (size_t)q * b, n, k->dtype, q));
-        return nc_group_end(c);
+        for (int q = 0; q < x->world && st == TR_OK; q++)
+            if (q != root) st = nc_recv(c, r + (size_t)q * b, n, k->dtype, q);
+        return group_end(c, st);
     case TR_COMM_SCATTER:
         if (x->rank != root) return nc_recv(c, r, n, k->dtype, root);
         TR_CHECK(nc_group_start(c));
-        for (int q = 0; q < x->world; q++)
-            if (q != root) TR_CHECK(nc_send(c, s + (size_t)q * b, n, k->dtype, q));
-        TR_CHECK(nc_group_end(c));
+        for (int q = 0; q < x->world && st == TR_OK; q++)
+            if (q != root) st = nc_send(c, s + (size_t)q * b, n, k->dtype, q);
+        TR_CHECK(group_end(c, st));
         return r != s + me * b ? nc_copy(c, r, s + me * b, b) : TR_OK;
     default: return tr_error_set(TR_ERR_UNSUPPORTED, "operation %d", (int)k->kind);
     }
