@@ -142,6 +142,15 @@ static size_t gathered_wrong(const void *buf, size_t n, tr_dtype dt, int salt) {
     return (size_t)world * n;
 }
 
+/* The first of this rank's n scattered elements that is not the root's value(7, ...), or n. */
+static size_t scattered_wrong(const void *buf, size_t n, tr_dtype dt, int salt) {
+    for (size_t i = 0; i < n; i++) {
+        double want = value(7, (size_t)rank * n + i, TR_RED_SUM, salt);
+        if (load(buf, i, dt) != (dt == TR_U8 ? fabs(want) : want)) return i;
+    }
+    return n;
+}
+
 static void check_moves(tr_comm *c, size_t n, tr_dtype dt, int salt) {
     size_t es = tr_dtype_size(dt), W = (size_t)world;
     uint8_t *send = tr_malloc(W * n * es + 1), *recv = tr_malloc(W * n * es + 1);
@@ -181,11 +190,7 @@ static void check_moves(tr_comm *c, size_t n, tr_dtype dt, int salt) {
     /* scatter from the root: block r of its send buffer goes to rank r */
     for (size_t j = 0; j < W * n; j++) store(send, j, dt, rank == root ? value(7, j, TR_RED_SUM, salt) : -1);
     st = tr_comm_scatter(c, send, recv, n, dt, root);
-    bad = n;
-    for (size_t i = 0; i < n && bad == n; i++) {
-        double want = value(7, (size_t)rank * n + i, TR_RED_SUM, salt);
-        if (load(recv, i, dt) != (dt == TR_U8 ? fabs(want) : want)) bad = i;
-    }
+    bad = scattered_wrong(recv, n, dt, salt);
     EXPECT(st == TR_OK && bad == n, "scatter %s n=%zu from %d: element %zu", dn, n, root, bad);
     /* send == recv (the contribution at the start of the buffer; scatter's root gives from it) */
     if (n) {
@@ -199,11 +204,7 @@ static void check_moves(tr_comm *c, size_t n, tr_dtype dt, int salt) {
         EXPECT(st == TR_OK && bad == W * n, "gather %s n=%zu to %d with send == recv: element %zu", dn, n, root, bad);
         for (size_t j = 0; j < W * n; j++) store(recv, j, dt, rank == root ? value(7, j, TR_RED_SUM, salt) : -1);
         st = tr_comm_scatter(c, recv, recv, n, dt, root);
-        bad = n;
-        for (size_t i = 0; i < n && bad == n; i++) {
-            double want = value(7, (size_t)rank * n + i, TR_RED_SUM, salt);
-            if (load(recv, i, dt) != (dt == TR_U8 ? fabs(want) : want)) bad = i;
-        }
+        bad = scattered_wrong(recv, n, dt, salt);
         EXPECT(st == TR_OK && bad == n, "scatter %s n=%zu from %d with send == recv: element %zu", dn, n, root, bad);
     }
     tr_free(send);

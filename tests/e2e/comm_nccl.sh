@@ -43,30 +43,15 @@ then ok "two ranks on one GPU: $(grep -o 'ranks 0 and 1 are both.*' <<<"$out" | 
 else bad "two ranks on one GPU (exit $rc)" "$(tail -4 <<<"$out")"; fi
 
 # A rank killed in the middle of an all-reduce, without a launcher: the others fail promptly.
-pids=""
-for r in 0 1 2; do
-    RANK=$r WORLD_SIZE=3 TRAINER_JOB_ID="ncclfault$$" TRAINER_COMM_TIMEOUT=30 \
-        "$tests/comm_fault" "$emu" nccl_emu kill 1 >"$t/kill.$r" 2>&1 & pids="$pids $!"
-done
-start=$(date +%s); rcs=""
-for p in $pids; do wait "$p"; rcs="$rcs $?"; done
-secs=$(( $(date +%s) - start ))
-if [ "$rcs" = " 3 137 3" ] && grep -q "rank 1 (pid [0-9]*) died" "$t/kill.0" && grep -q "died" "$t/kill.2" && [ "$secs" -lt 20 ]; then
-    ok "rank 1 killed mid all-reduce: ranks 0 and 2 fail in ${secs}s: $(cat "$t/kill.0")"
-else bad "killed rank (exit codes$rcs, ${secs}s)" "$(cat "$t"/kill.*)"; fi
+comm_killed_rank "$tests" "$emu" nccl_emu "$t"
 
-out="$(TRAINER_COMM_TIMEOUT=2 timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$emu" nccl_emu nojoin 2 2>&1)"; rc=$?
-if [ "$rc" = 3 ] && grep -q "these ranks never joined: 2" <<<"$out"; then ok "never joined: $(grep -o 'timed out joining.*' <<<"$out" | head -1 | sed 's/ \/trainer-[^:]*//')"
-else bad "rank that never joins (exit $rc)" "$out"; fi
 
 out="$(TRAINER_COMM_TIMEOUT=3 timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$emu" nccl_emu stall 1 2>&1)"; rc=$?
 if [ "$rc" = 3 ] && grep -q "all_reduce #[0-9]* (1048576 x f32): timed out; ranks that did not arrive: 1" <<<"$out"; then
     ok "a rank stops calling: $(grep -o 'all_reduce #.*' <<<"$out" | head -1)"
 else bad "stalled rank (exit $rc)" "$out"; fi
 
-out="$(timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$emu" nccl_emu abort 0 2>&1)"; rc=$?
-if [ "$rc" != 0 ] && grep -q "rank 0 aborted the job" <<<"$out"; then ok "abort: $(grep -o 'all_reduce.*aborted the job' <<<"$out" | head -1)"
-else bad "abort (exit $rc)" "$out"; fi
+comm_never_joins_and_abort "$bin" "$tests" "$emu" nccl_emu
 
 # The real plugin where this machine has no GPU (or no NCCL): a clear message, not a crash.
 if [ "$("$bin" devices 2>/dev/null | awk '$1 == "gpu" {print $2}')" = 0 ]; then

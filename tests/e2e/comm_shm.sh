@@ -20,32 +20,15 @@ for w in 1 2 3 4; do
 done
 
 # A rank killed in the middle of an all-reduce, without a launcher: the others fail promptly.
-pids=""
-for r in 0 1 2; do
-    RANK=$r WORLD_SIZE=3 TRAINER_JOB_ID="fault$$" TRAINER_COMM_TIMEOUT=30 \
-        "$tests/comm_fault" "$plugins" shm kill 1 >"$t/kill.$r" 2>&1 & pids="$pids $!"
-done
-start=$(date +%s); rcs=""
-for p in $pids; do wait "$p"; rcs="$rcs $?"; done
-secs=$(( $(date +%s) - start ))
-if [ "$rcs" = " 3 137 3" ] && grep -q "rank 1 (pid [0-9]*) died" "$t/kill.0" && grep -q "died" "$t/kill.2" && [ "$secs" -lt 20 ]; then
-    ok "rank 1 killed mid all-reduce: ranks 0 and 2 fail in ${secs}s: $(cat "$t/kill.0")"
-else bad "killed rank (exit codes$rcs, ${secs}s)" "$(cat "$t"/kill.*)"; fi
+comm_killed_rank "$tests" "$plugins" shm "$t"
 
 # The same under the launcher: it names the rank and its signal and stops the rest.
 out="$(timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$plugins" shm kill 2 2>&1)"; rc=$?
 if [ "$rc" = 137 ] && grep -q "rank 2 was killed by signal 9" <<<"$out"; then ok "launcher: $(grep -o 'rank 2 was killed.*' <<<"$out" | cut -c1-60)"
 else bad "launcher with a killed rank (exit $rc)" "$out"; fi
 
-# A rank that never joins: the others time out naming it.
-out="$(TRAINER_COMM_TIMEOUT=2 timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$plugins" shm nojoin 2 2>&1)"; rc=$?
-if [ "$rc" = 3 ] && grep -q "these ranks never joined: 2" <<<"$out"; then ok "never joined: $(grep -o 'timed out joining.*' <<<"$out" | head -1 | sed 's/ \/trainer-[^:]*//')"
-else bad "rank that never joins (exit $rc)" "$out"; fi
-
-# Abort: every other rank's call fails naming the rank that aborted.
-out="$(timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$plugins" shm abort 0 2>&1)"; rc=$?
-if [ "$rc" != 0 ] && grep -q "rank 0 aborted the job" <<<"$out"; then ok "abort: $(grep -o 'all_reduce.*aborted the job' <<<"$out" | head -1)"
-else bad "abort (exit $rc)" "$out"; fi
+# A rank that never joins: the others time out naming it; abort: the others fail naming rank 0.
+comm_never_joins_and_abort "$bin" "$tests" "$plugins" shm
 
 # Launcher contract.
 out="$("$bin" launch -n 3 -- sh -c 'echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR ${TRAINER_JOB_ID:+job}"; echo to-stderr >&2' 2>&1)"; rc=$?

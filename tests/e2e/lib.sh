@@ -76,3 +76,31 @@ optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
 trainer: {max_steps: 8, log_every: 1, grad_clip: 1.0, progress: lines, threads: 1, gpu_backend: $backend}
 YAML
 }
+
+# comm_killed_rank TESTS PLUGINS BACKEND DIR: 3 ranks without a launcher, rank 1 killed in the
+# middle of an all-reduce; ranks 0 and 2 must fail promptly naming it.
+comm_killed_rank() {
+    local tests="$1" plugins="$2" backend="$3" dir="$4" pids="" rcs="" start secs
+    for r in 0 1 2; do
+        RANK=$r WORLD_SIZE=3 TRAINER_JOB_ID="fault$backend$$" TRAINER_COMM_TIMEOUT=30 \
+            "$tests/comm_fault" "$plugins" "$backend" kill 1 >"$dir/kill.$r" 2>&1 & pids="$pids $!"
+    done
+    start=$(date +%s)
+    for p in $pids; do wait "$p" 2>/dev/null; rcs="$rcs $?"; done
+    secs=$(( $(date +%s) - start ))
+    if [ "$rcs" = " 3 137 3" ] && grep -q "rank 1 (pid [0-9]*) died" "$dir/kill.0" && grep -q "died" "$dir/kill.2" && [ "$secs" -lt 20 ]; then
+        ok "rank 1 killed mid all-reduce: ranks 0 and 2 fail in ${secs}s: $(cat "$dir/kill.0")"
+    else bad "killed rank (exit codes$rcs, ${secs}s)" "$(cat "$dir"/kill.*)"; fi
+}
+
+# comm_never_joins_and_abort BIN TESTS PLUGINS BACKEND: a rank that never joins (the others
+# time out naming it), then an abort (every other rank's call fails naming rank 0).
+comm_never_joins_and_abort() {
+    local bin="$1" tests="$2" plugins="$3" backend="$4" out rc
+    out="$(TRAINER_COMM_TIMEOUT=2 timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$plugins" "$backend" nojoin 2 2>&1)"; rc=$?
+    if [ "$rc" = 3 ] && grep -q "these ranks never joined: 2" <<<"$out"; then ok "never joined: $(grep -o 'timed out joining.*' <<<"$out" | head -1 | sed 's/ \/trainer-[^:]*//')"
+    else bad "rank that never joins (exit $rc)" "$out"; fi
+    out="$(timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$plugins" "$backend" abort 0 2>&1)"; rc=$?
+    if [ "$rc" != 0 ] && grep -q "rank 0 aborted the job" <<<"$out"; then ok "abort: $(grep -o 'all_reduce.*aborted the job' <<<"$out" | head -1)"
+    else bad "abort (exit $rc)" "$out"; fi
+}
