@@ -121,6 +121,21 @@ typedef struct tr_plugin {
 tr_status tr_plugin_open(const char *path, const char *origin, tr_plugin **out);
 void tr_plugin_close(tr_plugin *p);
 
+/* For plugins that open a vendor library at run time (a GPU driver, cuBLAS, NCCL) so that they
+ * load where it is missing: the entries they use, resolved in one call.
+ *
+ *   tr_lib_symbol syms[] = {{(void **)&api.init, "cuInit"}, ...};
+ *   const char *missing = tr_lib_resolve(lib, syms, sizeof syms / sizeof syms[0]);
+ *   if (missing) snprintf(why, size, "libcuda.so.1 lacks %s (too old a driver)", missing);
+ */
+typedef struct tr_lib_symbol {
+    void **slot;                  /* where the address goes */
+    const char *name;
+} tr_lib_symbol;
+/* dlsym for each entry in order: NULL when all were found, else the first missing name
+ * (its slot and the later ones are left NULL). */
+const char *tr_lib_resolve(void *lib, const tr_lib_symbol *syms, size_t n);
+
 typedef struct tr_registry tr_registry;
 
 tr_status tr_registry_create(tr_registry **out);

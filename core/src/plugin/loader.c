@@ -154,3 +154,10 @@ void tr_plugin_close(tr_plugin *p) {
     if (p->handle) dlclose(p->handle);
     tr_free(p);
 }
+
+const char *tr_lib_resolve(void *lib, const tr_lib_symbol *syms, size_t n) {
+    for (size_t i = 0; i < n; i++) *syms[i].slot = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!(*syms[i].slot = dlsym(lib, syms[i].name))) return syms[i].name;
+    return NULL;
+}

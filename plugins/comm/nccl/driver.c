@@ -13,6 +13,7 @@
 
 #include "nccl_rt.h"
 #include "trainer/memory.h"
+#include "trainer/plugin.h"
 #include "trainer/runtime.h"
 
 typedef int cu_res;                 /* CUresult */
@@ -69,10 +70,11 @@ static struct {
 
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 
-static int resolve(void *lib, void **slot, const char *name, const char *libname) {
-    if ((*slot = dlsym(lib, name))) return 1;
-    snprintf(api.why, sizeof api.why, "%s lacks %s (too old a version)", libname, name);
-    return 0;
+/* Resolves a table; 0 with api.why naming the missing entry. */
+static int resolve(void *lib, const tr_lib_symbol *syms, size_t n, const char *libname) {
+    const char *missing = tr_lib_resolve(lib, syms, n);
+    if (missing) snprintf(api.why, sizeof api.why, "%s lacks %s (too old a version)", libname, missing);
+    return !missing;
 }
 
 static void api_load(void) {
@@ -81,7 +83,7 @@ static void api_load(void) {
         snprintf(api.why, sizeof api.why, "no CUDA driver (%s)", dlerror());
         return;
     }
-    struct { void **slot; const char *name; } cs[] = {
+    const tr_lib_symbol cs[] = {
         {(void **)&api.init, "cuInit"},
         {(void **)&api.device_count, "cuDeviceGetCount"},
         {(void **)&api.device_get, "cuDeviceGet"},
@@ -103,14 +105,13 @@ static void api_load(void) {
         {(void **)&api.pointer_attr, "cuPointerGetAttribute"},
         {(void **)&api.error_string, "cuGetErrorString"},
     };
-    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
-        if (!resolve(cu, cs[i].slot, cs[i].name, "libcuda.so.1")) return;
+    if (!resolve(cu, cs, sizeof cs / sizeof cs[0], "libcuda.so.1")) return;
     void *nc = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!nc) {
         snprintf(api.why, sizeof api.why, "NCCL not found (libnccl.so.2: %s)", dlerror());
         return;
     }
-    struct { void **slot; const char *name; } ns[] = {
+    const tr_lib_symbol ns[] = {
         {(void **)&api.get_version, "ncclGetVersion"},
         {(void **)&api.get_unique_id, "ncclGetUniqueId"},
         {(void **)&api.init_rank, "ncclCommInitRank"},
@@ -128,8 +129,7 @@ static void api_load(void) {
         {(void **)&api.group_start, "ncclGroupStart"},
         {(void **)&api.group_end, "ncclGroupEnd"},
     };
-    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
-        if (!resolve(nc, ns[i].slot, ns[i].name, "libnccl.so.2 (NCCL 2.10 or later is needed)")) return;
+    if (!resolve(nc, ns, sizeof ns / sizeof ns[0], "libnccl.so.2 (NCCL 2.10 or later is needed)")) return;
     cu_res rc = api.init(0);
     if (rc != 0) {
         snprintf(api.why, sizeof api.why, "cuInit failed (CUDA error %d)", rc);

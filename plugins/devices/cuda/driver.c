@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runtime.h"
+#include "trainer/plugin.h"
 
 extern const unsigned char cuda_fatbin[]; /* fatbin.S */
 
@@ -71,11 +72,11 @@ static struct {
 
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 
-static int resolve(void *lib, void **slot, const char *name, const char *libname) {
-    *slot = dlsym(lib, name);
-    if (*slot) return 1;
-    snprintf(api.why, sizeof api.why, "%s lacks %s (too old a version)", libname, name);
-    return 0;
+/* Resolves a table; 0 with api.why naming the missing entry. */
+static int resolve(void *lib, const tr_lib_symbol *syms, size_t n, const char *libname) {
+    const char *missing = tr_lib_resolve(lib, syms, n);
+    if (missing) snprintf(api.why, sizeof api.why, "%s lacks %s (too old a version)", libname, missing);
+    return !missing;
 }
 
 static void api_load(void) {
@@ -84,7 +85,7 @@ static void api_load(void) {
         snprintf(api.why, sizeof api.why, "no CUDA driver (%s)", dlerror());
         return;
     }
-    struct { void **slot; const char *name; } cs[] = {
+    const tr_lib_symbol cs[] = {
         {(void **)&api.init, "cuInit"},
         {(void **)&api.device_get, "cuDeviceGet"},
         {(void **)&api.primary_retain, "cuDevicePrimaryCtxRetain"},
@@ -111,8 +112,7 @@ static void api_load(void) {
         {(void **)&api.event_sync, "cuEventSynchronize"},
         {(void **)&api.error_string, "cuGetErrorString"},
     };
-    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
-        if (!resolve(cu, cs[i].slot, cs[i].name, "libcuda.so.1")) return;
+    if (!resolve(cu, cs, sizeof cs / sizeof cs[0], "libcuda.so.1")) return;
     const char *blas_names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
     void *blas = NULL;
     for (size_t i = 0; i < 3 && !blas; i++) blas = dlopen(blas_names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
@@ -120,15 +120,14 @@ static void api_load(void) {
         snprintf(api.why, sizeof api.why, "cuBLAS not found (libcublas.so.13 or .12: %s)", dlerror());
         return;
     }
-    struct { void **slot; const char *name; } bs[] = {
+    const tr_lib_symbol bs[] = {
         {(void **)&api.blas_create, "cublasCreate_v2"},
         {(void **)&api.blas_destroy, "cublasDestroy_v2"},
         {(void **)&api.blas_set_stream, "cublasSetStream_v2"},
         {(void **)&api.blas_sgemm, "cublasSgemm_v2"},
         {(void **)&api.blas_sgemm_strided, "cublasSgemmStridedBatched"},
     };
-    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
-        if (!resolve(blas, bs[i].slot, bs[i].name, "libcublas")) return;
+    if (!resolve(blas, bs, sizeof bs / sizeof bs[0], "libcublas")) return;
     if (api.init(0) != 0) {
         snprintf(api.why, sizeof api.why, "the CUDA driver did not start (cuInit)");
         return;

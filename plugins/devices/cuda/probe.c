@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "probe.h"
+#include "trainer/plugin.h"
 
 /* The few driver API entries used, with their C types (cuda.h: CUresult is an enum, CUdevice
  * an int). */
@@ -37,7 +38,7 @@ static int driver_open(cuda_driver *d, char *why, size_t size) {
         snprintf(why, size, "no CUDA driver (%s)", e ? e : "libcuda.so.1 not found");
         return 0;
     }
-    struct { void **slot; const char *name; } syms[] = {
+    const tr_lib_symbol syms[] = {
         {(void **)&d->init, "cuInit"},
         {(void **)&d->device_count, "cuDeviceGetCount"},
         {(void **)&d->device_get, "cuDeviceGet"},
@@ -47,13 +48,11 @@ static int driver_open(cuda_driver *d, char *why, size_t size) {
         {(void **)&d->error_name, "cuGetErrorName"},
         {(void **)&d->driver_version, "cuDriverGetVersion"},
     };
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        *syms[i].slot = dlsym(d->lib, syms[i].name);
-        if (!*syms[i].slot) {
-            snprintf(why, size, "the CUDA driver libcuda.so.1 lacks %s (too old a driver)", syms[i].name);
-            dlclose(d->lib);
-            return 0;
-        }
+    const char *missing = tr_lib_resolve(d->lib, syms, sizeof syms / sizeof syms[0]);
+    if (missing) {
+        snprintf(why, size, "the CUDA driver libcuda.so.1 lacks %s (too old a driver)", missing);
+        dlclose(d->lib);
+        return 0;
     }
     cu_result r = d->init(0);
     if (r != CU_SUCCESS) {
