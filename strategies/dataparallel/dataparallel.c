@@ -160,14 +160,6 @@ static tr_status stat_reduce(void *user, double *values, int nv) {
     return barrier(d); /* nobody rewrites its sums before all have read them */
 }
 
-/* The loss value of a forward, from the device for a GPU replica. */
-static tr_status loss_of(dp *d, worker *w, const tr_tensor *loss, double *v) {
-    float f = ((const float *)loss->data)[0];
-    if (d->accel) TR_CHECK(tr_accel_download(d->accel[w->i], &f, loss->data, sizeof f));
-    *v = f;
-    return TR_OK;
-}
-
 static tr_status job_train(dp *d, worker *w) {
     const tr_micro_batch *mb = d->mb;
     tr_replica *r = d->r[w->i];
@@ -183,7 +175,10 @@ static tr_status job_train(dp *d, worker *w) {
     TR_CHECK(tr_replica_forward(r, mb->hb, lo, hi - lo, mb->normaliser, mb->step, 1, 1, &out));
     if (mb->first) TR_CHECK(tr_graph_write_param_grads(r->g)); /* no zero-fill pass */
     TR_CHECK(tr_backward(r->g, out.loss, NULL));
-    return loss_of(d, w, out.loss, &w->loss);
+    float f; /* the loss, from the device for a GPU replica (a NULL accel copies host memory) */
+    TR_CHECK(tr_accel_download(d->accel ? d->accel[w->i] : NULL, &f, out.loss->data, sizeof f));
+    w->loss = f;
+    return TR_OK;
 }
 
 static tr_status job_step(dp *d, worker *w) {

@@ -50,7 +50,6 @@
 
 #include "trainer/accel.h"
 #include "trainer/comm.h"
-#include "trainer/log.h"
 #include "trainer/memory.h"
 #include "trainer/runtime.h"
 #include "trainer/strategy.h"
@@ -257,7 +256,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     if (!d) return tr_error_set(TR_ERR_NOMEM, "ddp: out of memory");
     tr_status st;
     tr_comm_env ce;
-    const char *bname = tr_options_string(o, "backend");
+    tr_comm_ranks ranks = {0}; /* where the ranks run, for strategy.backend auto */
     TR_CHECK_GOTO(tr_comm_env_detect(&ce), fail);
     if (env->accelerator == TR_ACCEL_GPU) { /* the GPU at this rank's local rank, bound before the communicator */
         if (!env->gpu_backend || env->n_gpu_ids < 1) {
@@ -269,18 +268,11 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         d->gpu_shared = same > 1 || env->n_gpu_ids < ce.local_size;
         TR_CHECK_GOTO(tr_accel_open(env->gpu_backend, id, &d->accel), fail);
         TR_CHECK_GOTO(tr_accel_bind(d->accel), fail);
-        bname = tr_comm_resolve_backend(env->registry, bname, env->gpu_backend->desc->name, d->gpu_shared, &ce);
+        ranks = (tr_comm_ranks){.gpu_plugin = env->gpu_backend->desc->name, .gpus_shared = d->gpu_shared};
     }
-    st = tr_comm_open(&d->comm, env->registry, bname, tr_options_float(o, "timeout_s"), &ce);
-    if (st == TR_ERR_UNSUPPORTED && d->accel && !strcmp(tr_options_string(o, "backend"), "auto")) {
-        /* auto chose nccl, which cannot run here (no libnccl.so.2, one too old): every rank
-         * of the host fails alike at create, before any rendezvous, and all go on staged */
-        bname = tr_comm_resolve_backend(env->registry, "auto", NULL, 0, &ce);
-        tr_log(TR_LOG_WARN, "ddp: strategy.backend auto: %s; staging through host memory over %s instead",
-               tr_error_msg(), bname);
-        st = tr_comm_open(&d->comm, env->registry, bname, tr_options_float(o, "timeout_s"), &ce);
-    }
-    TR_CHECK_GOTO(st, fail);
+    TR_CHECK_GOTO(tr_comm_open_ranks(&d->comm, env->registry, tr_options_string(o, "backend"), &ranks,
+                                     tr_options_float(o, "timeout_s"), &ce), fail);
+    const char *bname = tr_comm_backend_name(d->comm);
     /* Each rank's share of the cores, unless trainer.threads says otherwise. */
     if (env->threads == 0) {
         int t = tr_cpu_count() / (ce.local_size > 0 ? ce.local_size : 1);
@@ -513,13 +505,12 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
 
 /* Runs wherever its communication backend was found. */
 static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
-    const char *backend = tr_options_string(o, "backend");
-    int gpu = env->accelerator == TR_ACCEL_GPU;
-    if (gpu) {
+    tr_comm_ranks ranks = {0};
+    if (env->accelerator == TR_ACCEL_GPU) {
         TR_CHECK(tr_accel_probe(env->gpu_backend));
-        backend = tr_comm_resolve_backend(env->registry, backend, env->gpu_backend->desc->name, 0, NULL);
+        ranks.gpu_plugin = env->gpu_backend->desc->name;
     }
-    return tr_comm_probe_ranks(env->registry, backend, gpu);
+    return tr_comm_probe_ranks(env->registry, tr_options_string(o, "backend"), &ranks);
 }
 
 /* `trainer plan`: every rank holds a whole replica and computes its share of each batch. */

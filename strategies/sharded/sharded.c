@@ -392,8 +392,8 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     z->current = -1;
     tr_status st;
     tr_comm_env ce;
-    const char *bname = tr_options_string(o, "backend");
-    TR_CHECK_GOTO(tr_comm_open(&z->comm, env->registry, bname, tr_options_float(o, "timeout_s"), &ce), fail);
+    TR_CHECK_GOTO(tr_comm_open(&z->comm, env->registry, tr_options_string(o, "backend"), tr_options_float(o, "timeout_s"),
+                               &ce), fail);
     if (env->threads == 0) {
         int t = tr_cpu_count() / (ce.local_size > 0 ? ce.local_size : 1);
         tr_set_num_threads(t > 0 ? t : 1);
@@ -439,7 +439,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     }
     *info = (tr_strategy_info){.rank = z->rank, .world = z->world, .data_rank = z->rank, .data_world = z->world};
     snprintf(info->description, sizeof info->description,
-             "sharded (ZeRO stage %d, %d ranks over %s, %d threads each, %d units)", z->stage, z->world, bname,
+             "sharded (ZeRO stage %d, %d ranks over %s, %d threads each, %d units)", z->stage, z->world, tr_comm_backend_name(z->comm),
              tr_get_num_threads(), z->n_units);
     *ctx = z;
     return TR_OK;
@@ -620,7 +620,7 @@ static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
     if (env->accelerator == TR_ACCEL_GPU)
         return tr_error_set(TR_ERR_UNSUPPORTED, "%s runs its ranks on the CPU only in this build (no GPU path yet); "
                                                 "accelerator cpu runs it over CPU ranks", "sharded");
-    return tr_comm_probe_ranks(env->registry, tr_options_string(o, "backend"), 0);
+    return tr_comm_probe(env->registry, tr_options_string(o, "backend"));
 }
 
 /* `trainer plan`: the ZeRO split of the flat buffer (aligned as create() aligns it) plus the

@@ -86,24 +86,38 @@ typedef struct tr_comm_work tr_comm_work;
  * (NULL: its defaults). Blocks until every rank has joined or the deadline passes. */
 tr_status tr_comm_create(tr_comm **out, const tr_plugin *backend, const tr_options *opts,
                          const tr_comm_env *env);
-/* For strategies: detects the job (tr_comm_env_detect), finds the backend plugin called
- * `backend` among the registry's comm plugins (a miss is an error prefixed
- * "strategy.backend: ") and creates the communicator with its default options. timeout_s
- * applies unless TRAINER_COMM_TIMEOUT is set. env_out (may be NULL) receives the job. */
+/* Where a rank strategy's ranks run, for choosing and checking its backend: gpu_plugin is the
+ * device plugin of their GPUs (NULL: ranks on the CPU); gpus_shared is 1 when ranks share a
+ * GPU (the one-GPU testing mode). */
+typedef struct tr_comm_ranks {
+    const char *gpu_plugin;
+    int gpus_shared;
+} tr_comm_ranks;
+/* The backend a rank strategy's `backend` option names: "auto" is nccl for ranks on GPUs of
+ * their own driven by the `cuda` device plugin when the registry holds nccl, else shm when
+ * the job is on one host (env NULL: one host), else mpi; any other name is itself. ranks
+ * NULL: ranks on the CPU. Sets no error. */
+const char *tr_comm_resolve_backend(const tr_registry *registry, const char *backend, const tr_comm_ranks *ranks,
+                                    const tr_comm_env *env);
+/* For strategies: detects the job (tr_comm_env_detect), resolves `backend` for these ranks,
+ * finds its plugin among the registry's comm plugins (a miss is an error prefixed
+ * "strategy.backend: ") and creates the communicator with its default options. When auto
+ * chose nccl and it cannot run here (no library: TR_ERR_UNSUPPORTED at create, alike on every
+ * rank of the host, before any rendezvous), it says so in the log and opens what auto picks
+ * for CPU ranks. timeout_s applies unless TRAINER_COMM_TIMEOUT is set. env_out (may be NULL)
+ * receives the job. */
+tr_status tr_comm_open_ranks(tr_comm **out, const tr_registry *registry, const char *backend,
+                             const tr_comm_ranks *ranks, double timeout_s, tr_comm_env *env_out);
+/* tr_comm_open_ranks for ranks on the CPU. */
 tr_status tr_comm_open(tr_comm **out, const tr_registry *registry, const char *backend, double timeout_s,
                        tr_comm_env *env_out);
-/* The backend a rank strategy's `backend` option names: "auto" is nccl for ranks on GPUs of
- * their own driven by the `cuda` device plugin (gpu_plugin) when the registry holds nccl,
- * else shm when the job is on one host (env NULL: one host), else mpi; any other name is
- * itself. tr_comm_open and tr_comm_probe resolve "auto" this way for CPU ranks. */
-const char *tr_comm_resolve_backend(const tr_registry *registry, const char *backend, const char *gpu_plugin,
-                                    int gpus_shared, const tr_comm_env *env);
-/* For a strategy's probe: TR_OK when the registry holds the comm plugin `backend`; else
- * TR_ERR_NOT_FOUND "strategy.backend: ..." naming the backends that were found. */
+/* For a strategy's probe: TR_OK when the registry holds the comm plugin `backend` resolves to
+ * for these ranks (NULL: on the CPU), and it fits them (a backend that joins GPU ranks, nccl,
+ * is refused for ranks on the CPU, naming the ones that fit); else an error prefixed
+ * "strategy.backend: " (a miss names the backends that were found). */
+tr_status tr_comm_probe_ranks(const tr_registry *registry, const char *backend, const tr_comm_ranks *ranks);
+/* tr_comm_probe_ranks for ranks on the CPU. */
 tr_status tr_comm_probe(const tr_registry *registry, const char *backend);
-/* tr_comm_probe, and for ranks on the CPU (on_gpus 0) a backend that joins GPU ranks (nccl)
- * refused, naming the ones that fit. */
-tr_status tr_comm_probe_ranks(const tr_registry *registry, const char *backend, int on_gpus);
 /* Waits for pending operations, then leaves. */
 void tr_comm_destroy(tr_comm *c);
 

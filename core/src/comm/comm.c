@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/fault.h"
+#include "comm/comm_impl.h"
 #include "plugin/plugin_impl.h"
 #include "trainer/comm_backend.h"
 #include "trainer/log.h"
@@ -133,7 +134,7 @@ static void run_work(tr_comm *c, tr_comm_work *w) {
         return;
     }
     size_t n = reduced_count(c, &w->op.call);
-    if (w->user_op == TR_RED_AVG && w->op.call.op != TR_RED_AVG && n) tr_scale_div(w->op.call.recv, n, w->op.call.dtype, c->env.size);
+    if (w->user_op == TR_RED_AVG && !(c->ops->flags & TR_COMM_DEVICE_MEMORY) && n) tr_scale_div(w->op.call.recv, n, w->op.call.dtype, c->env.size);
 }
 
 static void *comm_thread(void *arg) {
@@ -423,14 +424,18 @@ void tr_comm_abort(tr_comm *c) {
     if (c->ops->abort) c->ops->abort(c->ctx);
 }
 
+tr_status comm_backend_ops(const tr_plugin *p, tr_comm_backend_ops *ops) {
+    return plugin_copy_ops(p, ops, sizeof *ops, offsetof(tr_comm_backend_ops, abort), "comm backend",
+                           "create, destroy, run");
+}
+
 tr_status tr_comm_create(tr_comm **out, const tr_plugin *backend, const tr_options *opts, const tr_comm_env *env) {
     *out = NULL;
     if (!backend || backend->desc->kind != TR_PLUGIN_COMM)
         return tr_error_set(TR_ERR_INVALID, "comm: %s is not a communication backend plugin",
                             backend ? backend->desc->name : "(null)");
     tr_comm_backend_ops ops_copy; /* an older plugin's shorter table, zero-extended */
-    TR_CHECK(plugin_copy_ops(backend, &ops_copy, sizeof ops_copy, offsetof(tr_comm_backend_ops, abort), "comm backend",
-                             "create, destroy, run"));
+    TR_CHECK(comm_backend_ops(backend, &ops_copy));
     if (!ops_copy.create || !ops_copy.destroy || !ops_copy.run)
         return tr_error_set(TR_ERR_PLUGIN, "%s: comm backend %s lacks create, destroy or run", backend->path,
                             backend->desc->name);
