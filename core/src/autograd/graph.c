@@ -115,6 +115,11 @@ void op_zero(tr_graph *g, void *p, size_t bytes) {
     else memset(p, 0, bytes);
 }
 
+void op_copy(tr_graph *g, void *dst, const void *src, size_t bytes) {
+    if (g->kern) g->kern->copy(dst, src, bytes);
+    else memcpy(dst, src, bytes);
+}
+
 /* A copy between the host and the graph's data memory (plain memory on the CPU). */
 static int op_copy_host(tr_graph *g, void *dst, const void *src, size_t bytes, int upload) {
     if (!g->accel) {

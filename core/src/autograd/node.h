@@ -46,14 +46,20 @@ const tr_kernels *op_kernels(const tr_graph *g);
 /* On a device graph: whether the device has every kernel the op needs (the entries named);
  * when not, records "op: device X has no kernel for this op" and is 0. 1 on the CPU. */
 #define OP_DEVICE(g, op, ...) (!op_kernels(g) || op_device_has(g, op, OP_HAS_(g, __VA_ARGS__)))
-#define OP_HAS_(g, ...) OP_HAS_N_(__VA_ARGS__, OP_HAS_3_, OP_HAS_2_, OP_HAS_1_, ~)(g, __VA_ARGS__)
-#define OP_HAS_N_(a, b, c, d, ...) d
+#define OP_HAS_(g, ...)                                                                                  \
+    OP_HAS_N_(__VA_ARGS__, OP_HAS_9_, OP_HAS_8_, OP_HAS_7_, OP_HAS_6_, OP_HAS_5_, OP_HAS_4_, OP_HAS_3_, OP_HAS_2_, \
+              OP_HAS_1_, ~)(g, __VA_ARGS__)
+#define OP_HAS_N_(_1, _2, _3, _4, _5, _6, _7, _8, _9, N, ...) N
 #define OP_HAS_1_(g, a) (op_kernels(g)->a != NULL)
-#define OP_HAS_2_(g, a, b) (op_kernels(g)->a != NULL && op_kernels(g)->b != NULL)
-#define OP_HAS_3_(g, a, b, c) (op_kernels(g)->a != NULL && op_kernels(g)->b != NULL && op_kernels(g)->c != NULL)
+#define OP_HAS_2_(g, a, ...) (OP_HAS_1_(g, a) && OP_HAS_1_(g, __VA_ARGS__))
+#define OP_HAS_3_(g, a, ...) (OP_HAS_1_(g, a) && OP_HAS_2_(g, __VA_ARGS__))
+#define OP_HAS_4_(g, a, ...) (OP_HAS_1_(g, a) && OP_HAS_3_(g, __VA_ARGS__))
+#define OP_HAS_5_(g, a, ...) (OP_HAS_1_(g, a) && OP_HAS_4_(g, __VA_ARGS__))
+#define OP_HAS_6_(g, a, ...) (OP_HAS_1_(g, a) && OP_HAS_5_(g, __VA_ARGS__))
+#define OP_HAS_7_(g, a, ...) (OP_HAS_1_(g, a) && OP_HAS_6_(g, __VA_ARGS__))
+#define OP_HAS_8_(g, a, ...) (OP_HAS_1_(g, a) && OP_HAS_7_(g, __VA_ARGS__))
+#define OP_HAS_9_(g, a, ...) (OP_HAS_1_(g, a) && OP_HAS_8_(g, __VA_ARGS__))
 int op_device_has(tr_graph *g, const char *op, int have);
-/* An op with no device kernels yet: 1 on the CPU, the error above on a device. */
-#define OP_HOST_ONLY(g, op) (!op_kernels(g) || op_device_has(g, op, 0))
 /* Copies bytes of data memory (the device's on a device graph) to host dst; 0 after recording
  * a failed download. */
 int op_read(tr_graph *g, void *dst, const void *src, size_t bytes);
@@ -67,6 +73,8 @@ const int32_t *op_host_indices(tr_graph *g, const char *op, const char *what, co
 int op_write(tr_graph *g, void *dst, const void *src, size_t bytes);
 /* Zero-fills data memory of the graph (a device's, or the host's). */
 void op_zero(tr_graph *g, void *p, size_t bytes);
+/* Copies bytes within data memory (disjoint ranges). */
+void op_copy(tr_graph *g, void *dst, const void *src, size_t bytes);
 
 /* Records the first error of the step and returns NULL. */
 tr_tensor *op_fail(tr_graph *g, tr_status s, const char *fmt, ...)

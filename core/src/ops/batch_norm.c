@@ -73,19 +73,17 @@ static void batch_norm_backward(tr_graph *g, tr_node *n) {
         void *dx = op_grad(g, x);
         int64_t C = n->i[2];
         /* the data's: this replica's sums (2C), the global ones (2C); host: what the reducer
-         * reads (the same 4C, the graph's own memory on the CPU) */
+         * reads on a device (2C) */
         double *sums = op_data(g, (size_t)(4 * C) * sizeof(double));
-        double *host = op_kernels(g) ? op_alloc(g, (size_t)(4 * C) * sizeof(double)) : sums;
-        if (!sums || !host) {
+        double *host = op_kernels(g) ? op_alloc(g, (size_t)(2 * C) * sizeof(double)) : NULL;
+        if (!sums || (op_kernels(g) && !host)) {
             op_fail(g, TR_ERR_NOMEM, "batch_norm backward: out of memory");
             return;
         }
         OP_RUN(g, x->dtype, batch_norm_dsums_all, sums, sums + C, n->out->grad, x->data, n->saved[0], n->saved[1],
                n->i[1], C, n->i[3]);
-        if ((host != sums && !op_read(g, host, sums, (size_t)(2 * C) * sizeof(double))) ||
-            !bn_reduce_dsums(g, host + 2 * C, host, C) ||
-            (host != sums && !op_write(g, sums + 2 * C, host + 2 * C, (size_t)(2 * C) * sizeof(double))))
-            return;
+        op_copy(g, sums + 2 * C, sums, (size_t)(2 * C) * sizeof(double));
+        if (!bn_reduce(g, sums + 2 * C, host, 2 * C, NULL)) return;
         OP_RUN(g, x->dtype, batch_norm_sync_grads, dx, dgamma, dbeta, n->out->grad, x->data, n->saved[0],
                n->saved[1], gamma ? gamma->data : NULL, sums, sums + C, sums + 2 * C, sums + 3 * C,
                (double)n->i[5], n->i[1], C, n->i[3]);
@@ -100,10 +98,9 @@ static void batch_norm_backward(tr_graph *g, tr_node *n) {
 
 /* Whether the graph's device has batch-norm's kernels; records the error when not. */
 static int bn_device_ok(tr_graph *g, const char *op) {
-    const tr_kernels *k = op_kernels(g);
-    return op_device_has(g, op, k->batch_norm_planes && k->batch_norm_plane_sums && k->batch_norm_plane_sqdevs &&
-                                    k->batch_norm_divide && k->batch_norm_finish && k->batch_norm_forward &&
-                                    k->batch_norm_backward && k->batch_norm_dsums_all && k->batch_norm_sync_grads);
+    return OP_DEVICE(g, op, batch_norm_planes, batch_norm_plane_sums, batch_norm_plane_sqdevs, batch_norm_divide,
+                     batch_norm_finish, batch_norm_forward, batch_norm_backward, batch_norm_dsums_all,
+                     batch_norm_sync_grads);
 }
 
 static int bn_param_ok(const tr_tensor *t, int64_t C) {
@@ -122,7 +119,7 @@ int bn_check(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, tr_ten
                   np > 2 ? present[2] : NULL, np > 3 ? present[3] : NULL,
                   np > 4 ? present[4] : NULL))
         return 0;
-    if (op_kernels(g) && !bn_device_ok(g, op)) return 0;
+    if (!bn_device_ok(g, op)) return 0;
     if (x->ndim != 2 && x->ndim != 4) {
         op_fail(g, TR_ERR_INVALID, "%s: input %s must be (N, C) or (N, C, H, W)", op, op_shape(x));
         return 0;
@@ -159,9 +156,7 @@ int bn_check(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, tr_ten
     return 1;
 }
 
-/* n doubles at p (graph data memory) added over the replicas (sync_batchnorm), and with M the
- * count *M as one more value; on a device through host (n + 1 doubles of host memory). */
-static int bn_reduce(tr_graph *g, double *p, double *host, int64_t n, int64_t *M) {
+int bn_reduce(tr_graph *g, double *p, double *host, int64_t n, int64_t *M) {
     double *h = op_kernels(g) ? host : p;
     if (h != p && !op_read(g, h, p, (size_t)n * sizeof(double))) return 0;
     if (M) h[n] = (double)*M;
@@ -199,12 +194,9 @@ int bn_compute(tr_graph *g, tr_tensor *x, tr_tensor *running_mean, tr_tensor *ru
         if (s->sync && !bn_reduce(g, work + C + 1, host, C, NULL)) return 0;
         OP_RUN(g, x->dtype, batch_norm_divide, invstd, work + C + 1, (double)M, C);
         if (running_mean && tr_graph_training(g)) rm = running_mean->data, rv = running_var->data;
-    } else if (k) {
-        k->copy(mean, running_mean->data, (size_t)C * es);
-        k->copy(invstd, running_var->data, (size_t)C * es);
     } else {
-        memcpy(mean, running_mean->data, (size_t)C * es);
-        memcpy(invstd, running_var->data, (size_t)C * es);
+        op_copy(g, mean, running_mean->data, (size_t)C * es);
+        op_copy(g, invstd, running_var->data, (size_t)C * es);
     }
     /* invstd holds the variance until here */
     OP_RUN(g, x->dtype, batch_norm_finish, invstd, rm, rv, mean, C, momentum, M, eps);
@@ -212,10 +204,6 @@ int bn_compute(tr_graph *g, tr_tensor *x, tr_tensor *running_mean, tr_tensor *ru
     return 1;
 }
 
-int bn_reduce_dsums(tr_graph *g, double *global, const double *sums, int64_t C) {
-    memcpy(global, sums, (size_t)(2 * C) * sizeof(double));
-    return tr_graph_reduce_stats_(g, global, (int)(2 * C)) >= 0;
-}
 
 tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
                          tr_tensor *running_mean, tr_tensor *running_var, double momentum,

@@ -32,9 +32,10 @@ int bn_check(tr_graph *g, const char *op, tr_tensor *x, tr_tensor *gamma, tr_ten
 int bn_compute(tr_graph *g, tr_tensor *x, tr_tensor *running_mean, tr_tensor *running_var,
                double momentum, double eps, bn_stats *s);
 
-/* sums (2C doubles: sum of dy, then of dy * xhat, per channel) summed over the replicas into
- * global (2C): 0 after recording the error. */
-int bn_reduce_dsums(tr_graph *g, double *global, const double *sums, int64_t C);
+/* n doubles at p (graph data memory) added over the replicas (sync_batchnorm), and with M the
+ * count *M as one more value; on a device through host (n + 1 doubles of host memory; NULL
+ * on the CPU). 0 after recording the error. */
+int bn_reduce(tr_graph *g, double *p, double *host, int64_t n, int64_t *M);
 
 /* ps[0] = the sum of plane x's S values, ps[1] = their squared deviations from its mean
  * rounded to the element type (the plane statistics of op_note_plane_stats): an op that has

@@ -242,7 +242,8 @@ static void batch_norm_pool_relu_backward(tr_graph *g, tr_node *n) {
     const double *gs = sums; /* the sums dx is made from */
     double M = (double)n->i[1]; /* N H W, or the global count when synced */
     if (sync) {
-        if (!bn_reduce_dsums(g, sums + 2 * C, sums, C)) return;
+        op_copy(g, sums + 2 * C, sums, (size_t)(2 * C) * sizeof(double));
+        if (!bn_reduce(g, sums + 2 * C, NULL, 2 * C, NULL)) return;
         gs = sums + 2 * C;
     }
     if (hand) bnp_backward_into_conv(g, n, gs, &d);
