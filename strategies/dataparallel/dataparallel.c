@@ -97,11 +97,9 @@ struct dp {
     size_t logits_cap, embedding_cap;
     float loss_value;
     tr_tensor t_loss, t_logits, t_embedding;
-    /* On GPUs (else NULL): each replica's opened device, its gradient's host copy, and the
-     * host copy of the primary's updated parameters and buffers that the others upload. */
+    /* On GPUs (else NULL): each replica's opened device. Each replica's host P holds its
+     * gradient's host copy, and the primary's the updated parameters the others upload. */
     tr_accel **accel;
-    float **h_grad;
-    float *h_params;
 };
 
 /* ---- barrier ---- */
@@ -208,20 +206,22 @@ static tr_status job_step(dp *d, worker *w) {
     return TR_OK;
 }
 
-/* The step on GPUs, the reduce on host copies of the gradients: download, reduce this
- * worker's slice (as on the CPU), then the primary uploads the sum, clips and updates on its
- * device and downloads the result, which every other replica uploads. */
+/* The step on GPUs, the reduce on host copies of the gradients (each replica's host P):
+ * download, reduce this worker's slice (as on the CPU), then the primary uploads the sum,
+ * clips and updates on its device and downloads the result into its host P, which every other
+ * replica uploads. */
 static tr_status job_step_gpu(dp *d, worker *w) {
     tr_params *P0 = d->r[0]->P;
     size_t n = tr_params_numel(P0), nb = tr_params_buffers_numel(P0), lo, hi;
     tr_replica *r = d->r[w->i];
     tr_accel *a = d->accel[w->i];
-    TR_CHECK(tr_accel_download(a, d->h_grad[w->i], r->d_grad, n * sizeof(float)));
+    float *h0 = tr_params_data(P0), *hb0 = tr_params_buffers_data(P0);
+    TR_CHECK(tr_accel_download(a, tr_params_grad(r->P), r->d_grad, n * sizeof(float)));
     TR_CHECK(barrier(d));
     slice(n, d->n, w->i, &lo, &hi);
-    float *g0 = d->h_grad[0] + lo;
+    float *g0 = tr_params_grad(P0) + lo;
     for (int i = 1; i < d->n; i++) {
-        const float *gi = d->h_grad[i] + lo;
+        const float *gi = tr_params_grad(d->r[i]->P) + lo;
         for (size_t k = 0; k < hi - lo; k++) g0[k] += gi[k];
     }
     w->sumsq = tr_grad_sumsq(g0, hi - lo);
@@ -231,18 +231,18 @@ static tr_status job_step_gpu(dp *d, worker *w) {
         for (int i = 0; i < d->n; i++) sumsq += d->w[i].sumsq;
         d->sumsq = sumsq;
         /* the sum goes up even when the step is left out: nonfinite() looks at it */
-        TR_CHECK(tr_accel_upload(a, r->d_grad, d->h_grad[0], n * sizeof(float)));
+        TR_CHECK(tr_accel_upload(a, r->d_grad, tr_params_grad(P0), n * sizeof(float)));
         if (isfinite(sumsq)) {
             if (d->max_norm > 0) tr_accel_clip_grad_norm(a, r->d_grad, n, d->max_norm, sumsq);
-            TR_CHECK(tr_optim_step(d->opt, r->d_data, r->d_grad, n, d->lr));
-            TR_CHECK(tr_accel_download(a, d->h_params, r->d_data, n * sizeof(float)));
+            TR_CHECK(tr_optim_step_part(d->opt, r->d_data, r->d_grad, 0, n, d->lr));
+            TR_CHECK(tr_accel_download(a, h0, r->d_data, n * sizeof(float)));
         }
-        if (nb) TR_CHECK(tr_accel_download(a, d->h_params + n, r->d_buffers, nb * sizeof(float)));
+        if (nb) TR_CHECK(tr_accel_download(a, hb0, r->d_buffers, nb * sizeof(float)));
     }
     TR_CHECK(barrier(d));
     if (w->i > 0) {
-        if (isfinite(d->sumsq)) TR_CHECK(tr_accel_upload(a, r->d_data, d->h_params, n * sizeof(float)));
-        if (nb) TR_CHECK(tr_accel_upload(a, r->d_buffers, d->h_params + n, nb * sizeof(float)));
+        if (isfinite(d->sumsq)) TR_CHECK(tr_accel_upload(a, r->d_data, h0, n * sizeof(float)));
+        if (nb) TR_CHECK(tr_accel_upload(a, r->d_buffers, hb0, nb * sizeof(float)));
     }
     return tr_accel_sync(a);
 }
@@ -363,10 +363,7 @@ static void destroy(void *ctx) {
     for (int i = 0; d->w && i < d->n; i++) tr_free(d->w[i].stats);
     tr_optim_destroy(d->opt);
     for (int i = 0; d->accel && i < d->n; i++) tr_accel_close(d->accel[i]);
-    for (int i = 0; d->h_grad && i < d->n; i++) tr_free(d->h_grad[i]);
     tr_free(d->accel);
-    tr_free(d->h_grad);
-    tr_free(d->h_params);
     tr_free(d->r);
     tr_free(d->w);
     tr_free(d->logits);
@@ -440,8 +437,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     }
     if (gpu) {
         d->accel = tr_calloc((size_t)n, sizeof *d->accel);
-        d->h_grad = tr_calloc((size_t)n, sizeof *d->h_grad);
-        if (!d->accel || !d->h_grad) {
+        if (!d->accel) {
             st = tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory");
             goto fail;
         }
@@ -455,12 +451,6 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
             TR_CHECK_GOTO(tr_accel_open(env->gpu_backend, (int)d->ids[i], &d->accel[i]), fail);
             TR_CHECK_GOTO(tr_accel_bind(d->accel[i]), fail);
             TR_CHECK_GOTO(tr_replica_create_on(env->models, d->accel[i], &d->r[i]), fail);
-            size_t np = tr_params_numel(d->r[i]->P);
-            d->h_grad[i] = tr_malloc((np ? np : 1) * sizeof(float));
-            if (!d->h_grad[i]) {
-                st = tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory for replica %d's gradient copy", i);
-                goto fail;
-            }
         } else {
             TR_CHECK_GOTO(tr_replica_create(env->models, &d->r[i]), fail);
         }
@@ -478,12 +468,6 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     if (gpu) { /* the optimizer state on the primary's device; the main thread runs the primary */
         TR_CHECK_GOTO(tr_accel_bind(d->accel[0]), fail);
         TR_CHECK_GOTO(tr_optim_place(d->opt, d->accel[0]), fail);
-        size_t np = tr_params_numel(d->r[0]->P) + tr_params_buffers_numel(d->r[0]->P);
-        d->h_params = tr_malloc((np ? np : 1) * sizeof(float));
-        if (!d->h_params) {
-            st = tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory for the parameters' host copy");
-            goto fail;
-        }
     }
     for (int i = 1; i < n; i++) {
         if (pthread_create(&d->w[i].thread, NULL, worker_main, &d->w[i]) != 0) {
@@ -528,7 +512,7 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     d->lr = lr;
     d->max_norm = max_norm;
     TR_CHECK(dispatch(d, JOB_STEP, d->n));
-    if (isfinite(d->sumsq) && !d->accel) tr_optim_step_done(d->opt); /* tr_optim_step counted a GPU one */
+    if (isfinite(d->sumsq)) tr_optim_step_done(d->opt);
     *grad_norm = sqrt(d->sumsq);
     return TR_OK;
 }
@@ -538,8 +522,7 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
 static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, size_t size) {
     dp *d = ctx;
     (void)n;
-    if (d->accel) tr_replica_find_nonfinite(d->r[0], flags, activation, size); /* from the device */
-    else tr_params_find_nonfinite(d->r[0]->P, flags);
+    tr_replica_find_nonfinite(d->r[0], flags, activation, size); /* from the device on GPUs */
     for (int i = 0; i < d->n; i++) {
         char what[256];
         if (!tr_graph_first_nonfinite(d->r[i]->g, what, sizeof what)) continue;
