@@ -36,6 +36,9 @@ int tr_set_flush_denormals(int on);
 double tr_now(void);
 /* Cores this process may run on (its affinity mask). */
 int tr_cpu_count(void);
+/* 1 when process pid (> 0) has ended: it no longer exists, or it is an exited child not yet
+ * reaped (a zombie still answers kill(pid, 0)); for backends watching their peers. */
+int tr_process_gone(int pid);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,14 @@
-/* Version and CPU thread settings shared by the OpenMP kernels and OpenBLAS. */
+/* Version and CPU thread settings shared by the OpenMP kernels and OpenBLAS; the clock, the
+ * core count and whether a process has ended. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <omp.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include <cblas.h>
@@ -91,4 +97,19 @@ double tr_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int tr_process_gone(int pid) {
+    if (pid <= 0) return 0;
+    if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
+    /* An exited child not yet reaped still answers kill(): look for the zombie state. */
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }

@@ -27,7 +27,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -84,8 +83,6 @@ typedef struct nccl_ctx {
     char stop_msg[256];
 } nccl_ctx;
 
-static int pid_gone(uint32_t pid) { return pid && kill((pid_t)pid, 0) != 0 && errno == ESRCH; }
-
 /* The stop callback: another rank aborted, or died (checked every 20 ms). */
 static int should_stop(void *arg) {
     nccl_ctx *x = arg;
@@ -101,7 +98,7 @@ static int should_stop(void *arg) {
     x->next_peer_check = now + 0.02;
     for (int r = 0; r < x->world; r++) {
         uint32_t pid = atomic_load(&x->boot->ranks[r].pid);
-        if (r != x->rank && pid_gone(pid)) {
+        if (r != x->rank && tr_process_gone((int)pid)) {
             x->stop_code = TR_ERR_COMM;
             snprintf(x->stop_msg, sizeof x->stop_msg, "rank %d (pid %u) died", r, (unsigned)pid);
             return 1;
@@ -140,7 +137,7 @@ static int boot_open(nccl_ctx *x) {
     if (m == MAP_FAILED) return EAGAIN;
     boot_header *h = m;
     if (!atomic_load(&h->ready) || h->magic != BOOT_MAGIC || h->world != (uint32_t)x->world ||
-        pid_gone(h->creator_pid)) { /* not ready yet, or a dead run's */
+        tr_process_gone((int)h->creator_pid)) { /* not ready yet, or a dead run's */
         munmap(m, x->boot_size);
         return EAGAIN;
     }

@@ -34,7 +34,6 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,20 +125,6 @@ static void cpu_relax(void) {
 #endif
 }
 
-static int pid_gone(pid_t pid) {
-    if (pid <= 0) return 0;
-    if (kill(pid, 0) != 0) return errno == ESRCH;
-    /* An exited child not yet reaped still answers kill(): look for the zombie state. */
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
 
 static const char *op_label(const shm *s, char *buf, size_t size) {
     if (!s->op) return s->activity;
@@ -157,7 +142,7 @@ static tr_status check_health(shm *s, double deadline, uint64_t target) {
     for (int r = 0; r < s->world; r++) {
         if (r == s->rank || atomic_load_explicit(&s->ranks[r].arrive, memory_order_acquire) >= target) continue;
         pid_t pid = atomic_load_explicit(&s->ranks[r].pid, memory_order_relaxed);
-        if (pid_gone(pid)) {
+        if (tr_process_gone(pid)) {
             uint64_t at = atomic_load_explicit(&s->ranks[r].seq, memory_order_relaxed);
             return tr_error_set(TR_ERR_COMM, "rank %d (pid %d) died %s this operation", r, (int)pid,
                                 s->op && at == s->op->seq ? "in the middle of" : "before reaching");
@@ -753,7 +738,7 @@ static tr_status join(shm *s, double deadline) {
             if (seg_open(s->name, &got, &p) == 0) {
                 shm_header *h = p;
                 if (got >= sizeof(shm_header) && atomic_load_explicit(&h->ready, memory_order_acquire) &&
-                    h->magic == SHM_MAGIC && !pid_gone((pid_t)h->creator_pid)) {
+                    h->magic == SHM_MAGIC && !tr_process_gone((int)h->creator_pid)) {
                     if (h->world != (uint32_t)s->world || h->total_bytes != (uint64_t)got || h->chunk_bytes != s->chunk ||
                         h->p2p_bytes != s->p2p_bytes) {
                         unsigned hw = h->world;
@@ -783,7 +768,7 @@ static tr_status join(shm *s, double deadline) {
                 if (!atomic_load(&s->ranks[r].pid)) len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", len ? ", " : "", r);
             return tr_error_set(TR_ERR_TIMEOUT, "timed out joining %s: these ranks never joined: %s", s->name, missing);
         }
-        if (s->rank != 0 && pid_gone((pid_t)s->h->creator_pid))
+        if (s->rank != 0 && tr_process_gone((int)s->h->creator_pid))
             return tr_error_set(TR_ERR_COMM, "rank 0 (pid %u) died while the job was joining", s->h->creator_pid);
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
