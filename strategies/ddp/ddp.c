@@ -190,39 +190,31 @@ static tr_status all_sum(void *ctx, double *v, int n) {
     return tr_comm_all_reduce(d->comm, v, v, (size_t)n, TR_F64, TR_RED_SUM);
 }
 
-/* Rank 0's buffers (batch-norm running statistics) everywhere; on GPUs in place over a device
- * backend, else through the host copy. */
-static tr_status broadcast_buffers(ddp *d) {
-    tr_params *P = d->r->P;
-    size_t n = tr_params_buffers_numel(P);
+/* Rank 0's n floats at dev (the replica's memory) everywhere: in place on the CPU and over a
+ * device backend, else through host (the host copy of the same floats). */
+static tr_status bcast(ddp *d, float *dev, float *host, size_t n) {
     if (!n) return TR_OK;
-    float *dev = tr_params_buffers_data(tr_replica_params(d->r)), *host = tr_params_buffers_data(P);
-    if (d->direct) return tr_comm_broadcast(d->comm, dev, n, TR_F32, 0);
-    if (d->accel) TR_CHECK(tr_accel_download(d->accel, host, dev, n * sizeof(float)));
+    if (!d->accel || d->direct) return tr_comm_broadcast(d->comm, dev, n, TR_F32, 0);
+    TR_CHECK(tr_accel_download(d->accel, host, dev, n * sizeof(float)));
     TR_CHECK(tr_comm_broadcast(d->comm, host, n, TR_F32, 0));
-    if (d->accel) TR_CHECK(tr_accel_upload(d->accel, dev, host, n * sizeof(float)));
-    return TR_OK;
+    return tr_accel_upload(d->accel, dev, host, n * sizeof(float));
 }
 
-/* Rank 0's parameters and buffers everywhere (on GPUs from and onto the device through the
- * host copies: after a checkpoint was loaded into state()'s host copies, those are current,
- * and the optimizer state loaded on every rank goes up too). */
+/* Rank 0's buffers (batch-norm running statistics) everywhere. */
+static tr_status broadcast_buffers(ddp *d) {
+    tr_params *P = d->r->P;
+    return bcast(d, tr_params_buffers_data(tr_replica_params(d->r)), tr_params_buffers_data(P),
+                 tr_params_buffers_numel(P));
+}
+
+/* Rank 0's parameters and buffers everywhere. After a checkpoint was loaded into state()'s
+ * host copies (loaded), those go up to the device first, and so does the optimizer state
+ * loaded on every rank. */
 static tr_status sync_from(ddp *d, int loaded) {
     tr_params *P = d->r->P;
-    if (d->direct) { /* on the devices, from rank 0's device (a loaded checkpoint uploaded first) */
-        tr_params *D = tr_replica_params(d->r);
-        if (loaded) TR_CHECK(tr_replica_upload(d->r));
-        TR_CHECK(tr_comm_broadcast(d->comm, tr_params_data(D), tr_params_numel(P), TR_F32, 0));
-        if (tr_params_buffers_numel(P))
-            TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(D), tr_params_buffers_numel(P), TR_F32, 0));
-        if (loaded) TR_CHECK(tr_optim_upload(d->opt));
-        return TR_OK;
-    }
-    if (!loaded) TR_CHECK(tr_replica_download(d->r)); /* replica calls: nothing to do on the CPU */
-    TR_CHECK(tr_comm_broadcast(d->comm, tr_params_data(P), tr_params_numel(P), TR_F32, 0));
-    if (tr_params_buffers_numel(P))
-        TR_CHECK(tr_comm_broadcast(d->comm, tr_params_buffers_data(P), tr_params_buffers_numel(P), TR_F32, 0));
-    TR_CHECK(tr_replica_upload(d->r));
+    if (loaded) TR_CHECK(tr_replica_upload(d->r)); /* replica calls: nothing to do on the CPU */
+    TR_CHECK(bcast(d, tr_params_data(tr_replica_params(d->r)), tr_params_data(P), tr_params_numel(P)));
+    TR_CHECK(broadcast_buffers(d));
     if (loaded) TR_CHECK(tr_optim_upload(d->opt));
     return TR_OK;
 }
