@@ -133,11 +133,15 @@ static void check_reductions(tr_comm *c, size_t n, tr_dtype dt, tr_red_op op, in
     tr_free(recv);
 }
 
+/* Whether element i of buf is exactly want (as stored: u8 keeps magnitudes). */
+static int holds(const void *buf, size_t i, tr_dtype dt, double want) {
+    return load(buf, i, dt) == (dt == TR_U8 ? fabs(want) : want);
+}
+
 /* The first element of buf (W blocks of n) that is not value(block, i), or W * n. */
 static size_t gathered_wrong(const void *buf, size_t n, tr_dtype dt, int salt) {
     for (size_t j = 0; j < (size_t)world * n; j++) {
-        double want = value((int)(j / n), j % n, TR_RED_SUM, salt);
-        if (load(buf, j, dt) != (dt == TR_U8 ? fabs(want) : want)) return j;
+        if (!holds(buf, j, dt, value((int)(j / n), j % n, TR_RED_SUM, salt))) return j;
     }
     return (size_t)world * n;
 }
@@ -145,8 +149,7 @@ static size_t gathered_wrong(const void *buf, size_t n, tr_dtype dt, int salt) {
 /* The first of this rank's n scattered elements that is not the root's value(7, ...), or n. */
 static size_t scattered_wrong(const void *buf, size_t n, tr_dtype dt, int salt) {
     for (size_t i = 0; i < n; i++) {
-        double want = value(7, (size_t)rank * n + i, TR_RED_SUM, salt);
-        if (load(buf, i, dt) != (dt == TR_U8 ? fabs(want) : want)) return i;
+        if (!holds(buf, i, dt, value(7, (size_t)rank * n + i, TR_RED_SUM, salt))) return i;
     }
     return n;
 }
@@ -159,33 +162,19 @@ static void check_moves(tr_comm *c, size_t n, tr_dtype dt, int salt) {
         for (size_t i = 0; i < n; i++) store(recv, i, dt, rank == root ? value(root, i, TR_RED_SUM, salt) : 99);
         tr_status st = tr_comm_broadcast(c, recv, n, dt, root);
         size_t bad = n;
-        for (size_t i = 0; i < n && bad == n; i++) {
-            double want = value(root, i, TR_RED_SUM, salt);
-            if (load(recv, i, dt) != (dt == TR_U8 ? fabs(want) : want)) bad = i;
-        }
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (!holds(recv, i, dt, value(root, i, TR_RED_SUM, salt))) bad = i;
         EXPECT(st == TR_OK && bad == n, "broadcast %s n=%zu root %d: element %zu", dn, n, root, bad);
     }
     /* all_gather and gather: rank r contributes value(r, i) */
     for (size_t i = 0; i < n; i++) store(send, i, dt, value(rank, i, TR_RED_SUM, salt));
     tr_status st = tr_comm_all_gather(c, send, recv, n, dt);
-    size_t bad = W * n;
-    for (size_t j = 0; j < W * n && bad == W * n; j++) {
-        double want = value((int)(j / (n ? n : 1)), j % (n ? n : 1), TR_RED_SUM, salt);
-        if (load(recv, j, dt) != (dt == TR_U8 ? fabs(want) : want)) bad = j;
-    }
+    size_t bad = gathered_wrong(recv, n, dt, salt);
     EXPECT(st == TR_OK && bad == W * n, "all_gather %s n=%zu: element %zu", dn, n, bad);
     int root = world / 2;
     memset(recv, 0, W * n * es);
     st = tr_comm_gather(c, send, recv, n, dt, root);
-    if (rank == root) {
-        bad = W * n;
-        for (size_t j = 0; j < W * n && bad == W * n; j++) {
-            double want = value((int)(j / (n ? n : 1)), j % (n ? n : 1), TR_RED_SUM, salt);
-            if (load(recv, j, dt) != (dt == TR_U8 ? fabs(want) : want)) bad = j;
-        }
-    } else {
-        bad = W * n;
-    }
+    bad = rank == root ? gathered_wrong(recv, n, dt, salt) : W * n;
     EXPECT(st == TR_OK && bad == W * n, "gather %s n=%zu to %d: element %zu", dn, n, root, bad);
     /* scatter from the root: block r of its send buffer goes to rank r */
     for (size_t j = 0; j < W * n; j++) store(send, j, dt, rank == root ? value(7, j, TR_RED_SUM, salt) : -1);
