@@ -14,26 +14,15 @@ trap cleanup EXIT
 shm_before="$(ls /dev/shm | grep '^trainer-')"
 export TRAINER_COMM_TIMEOUT=20
 
-every_rank_passed() { # OUT W: each of the W ranks printed "0 failed"
-    [ "$(grep -c ' 0 failed' <<<"$1")" = "$2" ]
-}
-for w in 1 2 3 4; do
-    out="$(timeout 300 "$bin" launch -n "$w" "$tests/comm_check" "$emu" nccl_emu 2>&1)"; rc=$?
-    if [ "$rc" = 0 ] && every_rank_passed "$out" "$w"; then ok "device buffers, world $w: $(grep -o '[0-9]* passed' <<<"$out" | head -1) per rank"
-    else bad "device buffers, world $w (exit $rc)" "$(grep FAIL <<<"$out" | head -5)" "$(tail -3 <<<"$out")"; fi
-done
-for w in 2 3; do
-    out="$(TRAINER_NCCL_EMU_HOST=1 timeout 300 "$bin" launch -n "$w" "$tests/comm_check" "$emu" nccl_emu 2>&1)"; rc=$?
-    if [ "$rc" = 0 ] && every_rank_passed "$out" "$w"; then ok "host buffers staged, world $w: $(grep -o '[0-9]* passed' <<<"$out" | head -1) per rank"
-    else bad "host buffers, world $w (exit $rc)" "$(grep FAIL <<<"$out" | head -5)" "$(tail -3 <<<"$out")"; fi
-done
+for w in 1 2 3 4; do comm_check_world "$bin" "$tests" "$emu" nccl_emu "$w" "device buffers"; done
+for w in 2 3; do TRAINER_NCCL_EMU_HOST=1 comm_check_world "$bin" "$tests" "$emu" nccl_emu "$w" "host buffers staged"; done
 
 # The unique id over MPI: two ranks that each say they are alone on their host.
 if [ -n "$mpiexec" ]; then
     # OpenMPI leaks by design at exit (as in comm_mpi.sh): no leak report under ASan here.
     out="$(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 "$mpiexec" --allow-run-as-root --oversubscribe -n 2 sh -c \
         "RANK=\$OMPI_COMM_WORLD_RANK WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 exec '$tests/comm_check' '$emu' nccl_emu quick" 2>&1)"; rc=$?
-    if [ "$rc" = 0 ] && every_rank_passed "$out" 2; then ok "bootstrap over MPI (one rank per host): $(grep -o '[0-9]* passed' <<<"$out" | head -1) per rank"
+    if [ "$rc" = 0 ] && [ "$(grep -c ' 0 failed' <<<"$out")" = 2 ]; then ok "bootstrap over MPI (one rank per host): $(grep -o '[0-9]* passed' <<<"$out" | head -1) per rank"
     else bad "bootstrap over MPI (exit $rc)" "$(tail -5 <<<"$out")"; fi
 fi
 
@@ -55,7 +44,7 @@ else bad "stalled rank (exit $rc)" "$out"; fi
 comm_never_joins_and_abort "$bin" "$tests" "$emu" nccl_emu
 
 # The real plugin where this machine has no GPU (or no NCCL): a clear message, not a crash.
-if [ "$("$bin" devices 2>/dev/null | awk '$1 == "gpu" {print $2}')" = 0 ]; then
+if [ "$(gpu_count "$bin")" = 0 ]; then
     out="$(timeout 60 "$bin" launch -n 1 "$tests/comm_check" "$real" nccl 2>&1)"; rc=$?
     if [ "$rc" != 0 ] && grep -q "comm nccl rank 0 of 1: cannot run NCCL here: " <<<"$out"; then
         ok "real nccl without a GPU: $(grep -o 'cannot run NCCL here: .*' <<<"$out" | head -1 | cut -c1-80)"

@@ -12,12 +12,7 @@ trap cleanup EXIT
 shm_before="$(ls /dev/shm | grep '^trainer-')"
 export TRAINER_COMM_TIMEOUT=20
 
-for w in 1 2 3 4; do
-    out="$(timeout 300 "$bin" launch -n "$w" "$tests/comm_check" "$plugins" shm 2>&1)"; rc=$?
-    n="$(grep -c ' 0 failed' <<<"$out")"
-    if [ "$rc" = 0 ] && [ "$n" = "$w" ]; then ok "world $w: $(grep -o '[0-9]* passed' <<<"$out" | head -1) per rank, every collective"
-    else bad "world $w (exit $rc)" "$(tail -5 <<<"$out")"; fi
-done
+for w in 1 2 3 4; do comm_check_world "$bin" "$tests" "$plugins" shm "$w" "every collective"; done
 
 # A rank killed in the middle of an all-reduce, without a launcher: the others fail promptly.
 comm_killed_rank "$tests" "$plugins" shm "$t"

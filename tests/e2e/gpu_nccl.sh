@@ -6,17 +6,13 @@
 set -u
 bin="$1"; tests="$2"; plugins="$3"; here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
-gpus="$("$bin" devices 2>/dev/null | awk '$1 == "gpu" {print $2}')"
-if [ "${gpus:-0}" = 0 ]; then echo "no GPU here: skipped"; exit 77; fi
+gpus="$(gpu_count "$bin")"
+if [ "$gpus" = 0 ]; then echo "no GPU here: skipped"; exit 77; fi
 t="$(mktemp -d /tmp/trainer-gpu-nccl-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
 export TRAINER_COMM_TIMEOUT=60
 worlds=1; [ "$gpus" -ge 2 ] && worlds="1 2"
-for w in $worlds; do
-    out="$(timeout 300 "$bin" launch -n "$w" "$tests/comm_check" "$plugins" nccl 2>&1)"; rc=$?
-    if [ "$rc" = 0 ] && [ "$(grep -c ' 0 failed' <<<"$out")" = "$w" ]; then ok "nccl on $w GPU(s): $(grep -o '[0-9]* passed' <<<"$out" | head -1) per rank"
-    else bad "nccl on $w GPU(s) (exit $rc)" "$(tail -5 <<<"$out")"; fi
-done
+for w in $worlds; do comm_check_world "$bin" "$tests" "$plugins" nccl "$w" "nccl, a GPU per rank"; done
 if [ "$gpus" -ge 2 ]; then
     mlp_device_yaml "$t/mlp.yaml" cuda 1
     out="$(timeout 300 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddp" trainer.devices=2 2>&1)"; rc=$?

@@ -104,3 +104,16 @@ comm_never_joins_and_abort() {
     if [ "$rc" != 0 ] && grep -q "rank 0 aborted the job" <<<"$out"; then ok "abort: $(grep -o 'all_reduce.*aborted the job' <<<"$out" | head -1)"
     else bad "abort (exit $rc)" "$out"; fi
 }
+
+# comm_check_world BIN TESTS PLUGINS BACKEND W LABEL: comm_check (every collective) at world W
+# under trainer launch; ok when each of the W ranks passed all its checks.
+comm_check_world() {
+    local bin="$1" tests="$2" plugins="$3" backend="$4" w="$5" label="$6" out rc
+    out="$(timeout 300 "$bin" launch -n "$w" "$tests/comm_check" "$plugins" "$backend" 2>&1)"; rc=$?
+    if [ "$rc" = 0 ] && [ "$(grep -c ' 0 failed' <<<"$out")" = "$w" ]; then
+        ok "$label, world $w: $(grep -o '[0-9]* passed' <<<"$out" | head -1) per rank"
+    else bad "$label, world $w (exit $rc)" "$(grep FAIL <<<"$out" | head -5)" "$(tail -3 <<<"$out")"; fi
+}
+
+# gpu_count BIN: the GPUs `trainer devices` counts here (0 without one).
+gpu_count() { "$1" devices 2>/dev/null | awk '$1 == "gpu" {n = $2} END {print n + 0}'; }
