@@ -26,30 +26,28 @@ trap 'rm -rf "$t"' EXIT
 export TRAINER_PLUGIN_PATH="$emu"
 unset CUDA_VISIBLE_DEVICES TRAINER_CUDA_EMU_GPUS TRAINER_CUDA_EMU_MIB
 mlp_device_yaml "$t/mlp.yaml" cuda_emu 1
-compare() { "$py" "$here/compare_runs.py" "$1" "$2" --tol 1e-4 2>&1; }
 
 out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/gpu" 2>&1)"; rc=$?
 out2="$(timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
 if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu chosen: auto: found 1 GPU (id 0)" <<<"$out" &&
    grep -q "strategy single-gpu (cuda_emu:0, CUDA emulator 0)" <<<"$out" && grep -q "done: 30 steps" <<<"$out" &&
-   cmp_out="$(compare "$t/gpu/m/0" "$t/cpu/m/0")"; then
+   cmp_out="$(cmp_runs "$t/gpu/m/0" "$t/cpu/m/0" --tol 1e-4 2>&1)"; then
     ok "single-gpu on the emulated CUDA device under auto: 30 steps within 1e-4 of cpu ($cmp_out)"
 else bad "single-gpu on cuda_emu vs cpu" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
 
 out="$(TRAINER_CUDA_EMU_GPUS=2 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddp" strategy.first_bucket_mb=0.001 \
        strategy.bucket_mb=0.002 2>&1)"; rc=$?
 if [ $rc = 0 ] && grep -q "strategy ddp chosen: auto: found 2 GPUs" <<<"$out" &&
-   grep -q "one GPU each: this rank cuda_emu:0, [0-9]* buckets" <<<"$out" && cmp_out="$(compare "$t/ddp/m/0" "$t/cpu/m/0")"; then
+   grep -q "one GPU each: this rank cuda_emu:0, [0-9]* buckets" <<<"$out" && cmp_out="$(cmp_runs "$t/ddp/m/0" "$t/cpu/m/0" --tol 1e-4 2>&1)"; then
     ok "ddp on 2 emulated CUDA devices (one process each): within 1e-4 of cpu ($cmp_out)"
 else bad "ddp on cuda_emu vs cpu" "rc=$rc" "${cmp_out:-}" "$out"; fi
 
 # The same over the nccl backend (nccl_emu: the emulated NCCL): buckets all-reduced in the
 # devices' gradient buffers, nothing staged; with 2 ranks the sums are the same bits as shm's.
-exact() { "$py" "$here/compare_runs.py" "$1" "$2" --tol 0 2>&1; }
 out="$(TRAINER_CUDA_EMU_GPUS=2 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddp_nccl" strategy.first_bucket_mb=0.001 \
        strategy.bucket_mb=0.002 strategy.backend=nccl_emu 2>&1)"; rc=$?
 if [ $rc = 0 ] && grep -q "2 ranks over nccl_emu, one GPU each: this rank cuda_emu:0, [0-9]* buckets all-reduced in device memory" <<<"$out" &&
-   cmp_out="$(exact "$t/ddp_nccl/m/0" "$t/ddp/m/0")"; then
+   cmp_out="$(cmp_runs "$t/ddp_nccl/m/0" "$t/ddp/m/0" --tol 0 2>&1)"; then
     ok "ddp on 2 emulated CUDA devices over nccl_emu (in device memory): equal to ddp over shm ($cmp_out)"
 else bad "ddp over nccl_emu vs shm" "rc=$rc" "${cmp_out:-}" "$out"; fi
 
@@ -60,7 +58,7 @@ out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_
 out2="$(timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dpc" trainer.strategy=dataparallel trainer.accelerator=cpu \
         trainer.devices=2 2>&1)"; rc2=$?
 if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "dataparallel (2 GPU replicas on cuda_emu:0, cuda_emu:0" <<<"$out" &&
-   cmp_out="$(compare "$t/dp/m/0" "$t/dpc/m/0")"; then
+   cmp_out="$(cmp_runs "$t/dp/m/0" "$t/dpc/m/0" --tol 1e-4 2>&1)"; then
     ok "dataparallel with 2 replicas on 1 emulated CUDA device: within 1e-4 of 2 CPU replicas ($cmp_out)"
 else bad "dataparallel on cuda_emu [0, 0] vs CPU replicas" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
 
@@ -71,22 +69,21 @@ if [ $rc = 1 ] && grep -q "cuda_emu:0: out of device memory" <<<"$out"; then
 else bad "model larger than the emulated GPU" "rc=$rc" "$out"; fi
 
 cnn_device_yaml "$t/cnn.yaml" cuda_emu 1
-cmp5() { "$py" "$here/compare_runs.py" "$1" "$2" --tol 1e-5 2>&1; }
 out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 240 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_gpu" 2>&1)"; rc=$?
 out2="$(timeout 240 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
 if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (cuda_emu:0" <<<"$out" && grep -q "done: 12 steps" <<<"$out" &&
-   cmp_out="$(cmp5 "$t/cnn_gpu/c/0" "$t/cnn_cpu/c/0")"; then
+   cmp_out="$(cmp_runs "$t/cnn_gpu/c/0" "$t/cnn_cpu/c/0" --tol 1e-5 2>&1)"; then
     ok "a CNN (conv2d, batch-norm, max-pool) on the emulated CUDA device: 12 steps within 1e-5 of cpu ($cmp_out)"
 else bad "cnn on cuda_emu vs cpu" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
 out="$(TRAINER_CUDA_EMU_GPUS=2 timeout 240 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_ddp" strategy.sync_batchnorm=true 2>&1)"; rc=$?
 if [ $rc = 0 ] && grep -q "strategy ddp chosen: auto: found 2 GPUs" <<<"$out" && grep -q "done: 12 steps" <<<"$out" &&
-   cmp_out="$(cmp5 "$t/cnn_ddp/c/0" "$t/cnn_cpu/c/0")"; then
+   cmp_out="$(cmp_runs "$t/cnn_ddp/c/0" "$t/cnn_cpu/c/0" --tol 1e-5 2>&1)"; then
     ok "the CNN under ddp on 2 emulated CUDA devices with sync_batchnorm: within 1e-5 of cpu's one process ($cmp_out)"
 else bad "cnn ddp sync_batchnorm on cuda_emu vs cpu" "rc=$rc" "${cmp_out:-}" "$out"; fi
 out="$(TRAINER_CUDA_EMU_GPUS=2 timeout 240 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_ddp_nccl" strategy.sync_batchnorm=true \
        strategy.backend=nccl_emu 2>&1)"; rc=$?
 if [ $rc = 0 ] && grep -q "all-reduced in device memory" <<<"$out" && grep -q "done: 12 steps" <<<"$out" &&
-   cmp_out="$(exact "$t/cnn_ddp_nccl/c/0" "$t/cnn_ddp/c/0")"; then
+   cmp_out="$(cmp_runs "$t/cnn_ddp_nccl/c/0" "$t/cnn_ddp/c/0" --tol 0 2>&1)"; then
     ok "the CNN under ddp over nccl_emu with sync_batchnorm (buffers broadcast on the device): equal to shm's ($cmp_out)"
 else bad "cnn ddp over nccl_emu vs shm" "rc=$rc" "${cmp_out:-}" "$out"; fi
 
@@ -97,7 +94,7 @@ for mode in lm classify pairs; do
     out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 240 "$bin" run "$t/tf_$mode.yaml" "run.output_dir=$t/tf_${mode}_gpu" 2>&1)"; rc=$?
     out2="$(timeout 120 "$bin" run "$t/tf_$mode.yaml" "run.output_dir=$t/tf_${mode}_cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
     if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (cuda_emu:0" <<<"$out" && grep -q "done: 8 steps" <<<"$out" &&
-       cmp_out="$(cmp5 "$t/tf_${mode}_gpu/l/0" "$t/tf_${mode}_cpu/l/0")"; then
+       cmp_out="$(cmp_runs "$t/tf_${mode}_gpu/l/0" "$t/tf_${mode}_cpu/l/0" --tol 1e-5 2>&1)"; then
         ok "a transformer (mode $mode) on the emulated CUDA device: 8 steps within 1e-5 of cpu ($cmp_out)"
     else bad "transformer mode $mode on cuda_emu vs cpu" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
 done

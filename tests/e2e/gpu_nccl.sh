@@ -18,7 +18,7 @@ if [ "$gpus" -ge 2 ]; then
     out="$(timeout 300 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddp" trainer.devices=2 2>&1)"; rc=$?
     out2="$(timeout 300 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
     if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "over nccl, one GPU each: .* all-reduced in device memory" <<<"$out" &&
-       cmp_out="$(/usr/bin/python3 "$here/compare_runs.py" "$t/ddp/m/0" "$t/cpu/m/0" --tol 1e-4 2>&1)"; then
+       cmp_out="$(cmp_runs "$t/ddp/m/0" "$t/cpu/m/0" --tol 1e-4 2>&1)"; then
         ok "ddp over nccl on 2 GPUs: within 1e-4 of cpu ($cmp_out)"
     else bad "ddp over nccl on 2 GPUs" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$(tail -5 <<<"$out")"; fi
 fi

@@ -117,3 +117,7 @@ comm_check_world() {
 
 # gpu_count BIN: the GPUs `trainer devices` counts here (0 without one).
 gpu_count() { "$1" devices 2>/dev/null | awk '$1 == "gpu" {n = $2} END {print n + 0}'; }
+
+# cmp_runs RUN_A RUN_B [--tol T] [--weights-only]: compare_runs.py on two runs (exit 0 when
+# within tol; prints the differences).
+cmp_runs() { "${py:-/usr/bin/python3}" "$(dirname "${BASH_SOURCE[0]}")/compare_runs.py" "$@"; }

@@ -21,7 +21,6 @@ optimizer: {name: adamw, lr: 0.01}
 trainer: {max_steps: 20, log_every: 1, progress: lines, threads: 1}
 checkpoint: {every_n_steps: 4}
 YAML
-cmp_runs() { "$py" "$(dirname "$0")/compare_runs.py" "$@"; }
 run() { # run NAME [overrides...]: output in $t/NAME.log, exit code in rc
     local name="$1"; shift
     local s0=$SECONDS

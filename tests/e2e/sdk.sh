@@ -85,7 +85,6 @@ run() { # run NAME OVERRIDES...: a run of the example config that must succeed
         trainer.threads=1 data.params.samples=4096 "$@" >"$t/$name.log" 2>&1 ||
         { bad "$name: run failed" "$(tail -3 "$t/$name.log")"; return 1; }
 }
-cmp_runs() { "$py" "$here/compare_runs.py" "$@"; }
 if out="$("$T" plan "$cfg" 2>&1)" && grep -Eq '^\* local_sgd +2 +64 ' <<<"$out" && grep -q "named in trainer.strategy" <<<"$out"; then
     ok "trainer plan estimates the out-of-tree strategy (2 ranks, 64 samples each)"
 else bad "plan of local_sgd" "$out"; fi

@@ -29,7 +29,6 @@ optimizer: {name: adamw, lr: 0.003}
 trainer: {max_steps: 40, log_every: 1, grad_clip: 1.0, progress: lines, threads: 1}
 checkpoint: {every_n_steps: 10, keep_last: 10}
 YAML
-cmp_runs() { "$py" "$here/compare_runs.py" "$@"; }
 # train NAME OUTDIR [overrides...]: a run that must succeed
 train() {
     local name="$1" out="$2"; shift 2

@@ -140,7 +140,7 @@ cnn_device_yaml "$t/cnn.yaml" fake_gpu 1
 out="$(TRAINER_FAKE_GPUS=1 timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_gpu" 2>&1)"; rc=$?
 out2="$(timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_cpu" trainer.accelerator=cpu 2>&1)"; rc2=$?
 if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "strategy single-gpu (fake_gpu:0" <<<"$out" && grep -q "done: 12 steps" <<<"$out" &&
-   cmp_out="$(/usr/bin/python3 "$here/compare_runs.py" "$t/cnn_gpu/c/0" "$t/cnn_cpu/c/0" --tol 1e-5 2>&1)"; then
+   cmp_out="$(cmp_runs "$t/cnn_gpu/c/0" "$t/cnn_cpu/c/0" --tol 1e-5 2>&1)"; then
     ok "a CNN (conv2d, batch-norm, max-pool) on the fake GPU: within 1e-5 of cpu ($cmp_out)"
 else bad "cnn on the fake GPU vs cpu" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
 out="$(TRAINER_FAKE_GPUS=1 timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_dpg" trainer.strategy=dataparallel \
@@ -148,7 +148,7 @@ out="$(TRAINER_FAKE_GPUS=1 timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=
 out2="$(timeout 120 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_dpc" trainer.strategy=dataparallel trainer.accelerator=cpu \
         trainer.devices=2 strategy.sync_batchnorm=true 2>&1)"; rc2=$?
 if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "2 GPU replicas on fake_gpu:0, fake_gpu:0.*sync batch-norm" <<<"$out" &&
-   cmp_out="$(/usr/bin/python3 "$here/compare_runs.py" "$t/cnn_dpg/c/0" "$t/cnn_dpc/c/0" --tol 1e-5 2>&1)"; then
+   cmp_out="$(cmp_runs "$t/cnn_dpg/c/0" "$t/cnn_dpc/c/0" --tol 1e-5 2>&1)"; then
     ok "the CNN under dataparallel on 2 GPU replicas with sync_batchnorm: within 1e-5 of 2 CPU replicas ($cmp_out)"
 else bad "cnn dataparallel sync_batchnorm on fake GPUs vs CPU replicas" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
 # The transformers through the device's kernels (embedding, layer-norm, attention, slices,

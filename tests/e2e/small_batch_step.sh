@@ -42,7 +42,7 @@ same() { # same NAME TOL CONFIG [overrides...]: cpu and ddp x1 end alike (relati
     if ! timeout 300 "$bin" run "$cfg" "run.output_dir=$t/ddp" trainer.strategy=ddp trainer.devices=1 "$@" >"$t/ddp.log" 2>&1; then
         bad "$name: ddp x1 run" "$(tail -3 "$t/ddp.log")"; return
     fi
-    if out="$("$py" "$(dirname "$0")/compare_runs.py" "$t/cpu/m/0" "$t/ddp/m/0" --tol "$tol")"; then ok "$name: $out"
+    if out="$(cmp_runs "$t/cpu/m/0" "$t/ddp/m/0" --tol "$tol")"; then ok "$name: $out"
     else bad "$name" "$out"; fi
     rm -rf "$t/cpu" "$t/ddp"
 }
