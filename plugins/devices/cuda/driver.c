@@ -64,8 +64,6 @@ static struct {
     int (*blas_create)(blas_handle *);
     int (*blas_destroy)(blas_handle);
     int (*blas_set_stream)(blas_handle, cu_stream);
-    int (*blas_sgemm)(blas_handle, int, int, int, int, int, const float *, const float *, int, const float *, int,
-                      const float *, float *, int);
     int (*blas_sgemm_strided)(blas_handle, int, int, int, int, int, const float *, const float *, int, long long,
                               const float *, int, long long, const float *, float *, int, long long, int);
 } api;
@@ -124,7 +122,6 @@ static void api_load(void) {
         {(void **)&api.blas_create, "cublasCreate_v2"},
         {(void **)&api.blas_destroy, "cublasDestroy_v2"},
         {(void **)&api.blas_set_stream, "cublasSetStream_v2"},
-        {(void **)&api.blas_sgemm, "cublasSgemm_v2"},
         {(void **)&api.blas_sgemm_strided, "cublasSgemmStridedBatched"},
     };
     if (!resolve(blas, bs, sizeof bs / sizeof bs[0], "libcublas")) return;
@@ -283,14 +280,6 @@ tr_status cu_sync(cu_rt *r) {
 
 tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
     CU(r, kernel_names[k], api.launch(r->fn[k], grid, 1, 1, CUDA_BLOCK, 1, 1, 0, r->stream, args, NULL));
-    return TR_OK;
-}
-
-tr_status cu_sgemm(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc) {
-    int s = api.blas_sgemm(r->blas, ta, tb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc);
-    if (s != 0)
-        return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemm (%d x %d x %d) failed: status %d", r->name, m, n, k, s);
     return TR_OK;
 }
 

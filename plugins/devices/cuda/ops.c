@@ -43,21 +43,31 @@ static void copy(void *dst, const void *src, size_t bytes) {
 
 /* ---- linear: cuBLAS, row-major tensors as column-major transposes ---- */
 
-static int gemm_dims_ok(cuda_device *d, int64_t B, int64_t C, int64_t OC) {
-    if (B <= INT_MAX && C <= INT_MAX && OC <= INT_MAX) return 1;
-    cuda_fail(d, tr_error_set(TR_ERR_UNSUPPORTED, "(%lld, %lld) x (%lld) is beyond cuBLAS's int dimensions",
-                              (long long)B, (long long)C, (long long)OC), "linear");
-    return 0;
+/* batch column-major products C = alpha op(A) op(B) + beta C (cuBLAS's convention; ta, tb: 1
+ * transposes), entry i at A + i sA, B + i sB, C + i sC. cuBLAS wants int sizes and leading
+ * dimensions >= 1, and nothing to compute is no call; k == 0 still scales C by beta (zeros
+ * with beta 0), as the CPU kernels leave it. what names the op. 0 after recording a failure. */
+static int cgemm(cuda_device *d, const char *what, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float *A, int64_t lda, int64_t sA, const float *B, int64_t ldb, int64_t sB, float beta, float *C,
+                 int64_t ldc, int64_t sC, int64_t batch) {
+    if (m == 0 || n == 0 || batch == 0) return 1;
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+        ldc > INT_MAX) {
+        cuda_fail(d, tr_error_set(TR_ERR_UNSUPPORTED, "a batch of %lld GEMMs of %lld x %lld x %lld is beyond cuBLAS's "
+                                  "int dimensions", (long long)batch, (long long)m, (long long)n, (long long)k), what);
+        return 0;
+    }
+    lda = lda < 1 ? 1 : lda, ldb = ldb < 1 ? 1 : ldb;
+    tr_status st = cu_sgemm_batched(d->rt, ta, tb, (int)m, (int)n, (int)k, alpha, A, (int)lda, sA, B, (int)ldb, sB, beta,
+                                    C, (int)ldc, sC, (int)batch);
+    if (st != TR_OK) cuda_fail(d, st, what);
+    return st == TR_OK;
 }
 
-/* cuBLAS wants every leading dimension >= 1 and refuses nothing to compute; k == 0 still
- * scales C by beta (zero with beta 0), as the CPU kernel leaves it. what names the op. */
-static void gemm(cuda_device *d, const char *what, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A,
-                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    if (m == 0 || n == 0) return;
-    lda = lda < 1 ? 1 : lda, ldb = ldb < 1 ? 1 : ldb;
-    tr_status st = cu_sgemm(d->rt, ta, tb, (int)m, (int)n, (int)k, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
-    if (st != TR_OK) cuda_fail(d, st, what);
+/* One column-major product with alpha 1. */
+static int gemm(cuda_device *d, const char *what, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A,
+                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    return cgemm(d, what, ta, tb, m, n, k, 1.0f, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 
 /* A row-major (r, c) matrix is the column-major (c x r) transpose, leading dimension c.
@@ -65,8 +75,7 @@ static void gemm(cuda_device *d, const char *what, int ta, int tb, int64_t m, in
 static void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int64_t B,
                            int64_t C, int64_t OC) {
     cuda_device *d = cuda_current();
-    if (!d || !gemm_dims_ok(d, B, C, OC)) return;
-    gemm(d, "linear (cublasSgemm)", 1, 0, OC, B, C, weight, C, inp, C, 0.0f, out, OC);
+    if (!d || !gemm(d, "linear (cuBLAS)", 1, 0, OC, B, C, weight, C, inp, C, 0.0f, out, OC)) return;
     if (bias) LAUNCH("linear (bias)", k_add_fwd, blocks_for(B * OC), &out, &out, &bias, &B, &OC);
 }
 
@@ -76,9 +85,9 @@ static void linear_forward(float *out, const float *inp, const float *weight, co
 static void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, int64_t B, int64_t C, int64_t OC, int acc, int wacc) {
     cuda_device *d = cuda_current();
-    if (!d || !gemm_dims_ok(d, B, C, OC)) return;
-    if (dinp) gemm(d, "linear (cublasSgemm)", 0, 0, C, B, OC, weight, C, dout, OC, acc ? 1.0f : 0.0f, dinp, C);
-    if (dweight) gemm(d, "linear (cublasSgemm)", 0, 1, C, OC, B, inp, C, dout, OC, wacc ? 1.0f : 0.0f, dweight, C);
+    if (!d) return;
+    if (dinp && !gemm(d, "linear (cuBLAS)", 0, 0, C, B, OC, weight, C, dout, OC, acc ? 1.0f : 0.0f, dinp, C)) return;
+    if (dweight && !gemm(d, "linear (cuBLAS)", 0, 1, C, OC, B, inp, C, dout, OC, wacc ? 1.0f : 0.0f, dweight, C)) return;
     const float *none = NULL;
     if (dbias) LAUNCH("linear (bias gradient)", k_colsum, blocks_for(OC), &dbias, &dout, &none, &B, &OC);
 }
@@ -332,7 +341,7 @@ static void conv2d_forward(float *out, const float *inp, const float *weight, co
     for (int64_t n0 = 0, nc; (nc = conv_chunk(&p, n0)) > 0; n0 += nc) {
         int64_t cols = nc * p.P;
         LAUNCH("conv2d (im2col)", k_im2col, blocks_for(p.CKK * cols), &col, &inp, &p.k, &n0, &nc);
-        gemm(d, "conv2d (cublasSgemm)", 0, 0, cols, p.OC, p.CKK, col, cols, weight, p.CKK, 0.0f, y, cols);
+        gemm(d, "conv2d (cuBLAS)", 0, 0, cols, p.OC, p.CKK, col, cols, weight, p.CKK, 0.0f, y, cols);
         LAUNCH("conv2d (output)", k_conv_out, blocks_for(p.OC * cols), &out, &y, &bias, &p.OC, &p.P, &n0, &nc);
     }
     cuda_free(d, col);
@@ -349,7 +358,7 @@ static void conv2d_backward(float *dinp, float *dweight, float *dbias, const flo
     (void)work;
     if (!conv_begin(d, cd, "conv2d backward", &p)) return;
     float *col = p.col, *dy = p.second;
-    const char *what = "conv2d backward (cublasSgemm)";
+    const char *what = "conv2d backward (cuBLAS)";
     for (int64_t n0 = 0, nc; (nc = conv_chunk(&p, n0)) > 0; n0 += nc) {
         int64_t cols = nc * p.P;
         LAUNCH("conv2d backward (dy)", k_conv_dy, blocks_for(p.OC * cols), &dy, &dout, &p.OC, &p.P, &n0, &nc);
@@ -482,27 +491,13 @@ static void permute(float *out, float *inp, const tr_permute_dims *pd, int acc) 
 static void rgemm(cuda_device *d, const char *what, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, int64_t sA, const float *B, int64_t ldb, int64_t sB, float beta, float *C,
                   int64_t ldc, int64_t sC, int64_t batch) {
-    if (M == 0 || N == 0 || batch == 0) return;
-    if (M > INT_MAX || N > INT_MAX || K > INT_MAX || batch > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
-        ldc > INT_MAX) {
-        cuda_fail(d, tr_error_set(TR_ERR_UNSUPPORTED, "a batch of %lld GEMMs of %lld x %lld x %lld is beyond cuBLAS's int dimensions",
-                                  (long long)batch, (long long)M, (long long)N, (long long)K), what);
-        return;
-    }
-    lda = lda < 1 ? 1 : lda, ldb = ldb < 1 ? 1 : ldb, ldc = ldc < 1 ? 1 : ldc;
-    tr_status st = cu_sgemm_batched(d->rt, tb, ta, (int)N, (int)M, (int)K, alpha, B, (int)ldb, sB, A, (int)lda, sA, beta,
-                                    C, (int)ldc, sC, (int)batch);
-    if (st != TR_OK) cuda_fail(d, st, what);
+    cgemm(d, what, tb, ta, N, M, K, alpha, B, ldb, sB, A, lda, sA, beta, C, ldc, sC, batch);
 }
 
 static void matmul_forward(float *out, const float *a, const float *b, int64_t batch, int64_t M, int64_t K, int64_t N) {
     cuda_device *d = cuda_current();
     if (!d) return;
-    if (K == 0) { /* an empty sum: zeros (cuBLAS would scale by beta 0 too; no call for it) */
-        zero(out, (size_t)(batch * M * N) * sizeof(float));
-        return;
-    }
-    rgemm(d, "matmul (cublasSgemmStridedBatched)", 0, 0, M, N, K, 1.0f, a, K, M * K, b, N, K * N, 0.0f, out, N, M * N,
+    rgemm(d, "matmul (cuBLAS)", 0, 0, M, N, K, 1.0f, a, K, M * K, b, N, K * N, 0.0f, out, N, M * N,
           batch);
 }
 
@@ -510,7 +505,7 @@ static void matmul_backward(float *da, float *db, const float *dout, const float
                             int64_t M, int64_t K, int64_t N) {
     cuda_device *d = cuda_current();
     if (!d) return;
-    const char *what = "matmul backward (cublasSgemmStridedBatched)";
+    const char *what = "matmul backward (cuBLAS)";
     if (da) rgemm(d, what, 0, 1, M, K, N, 1.0f, dout, N, M * N, b, N, K * N, 1.0f, da, K, M * K, batch);
     if (db) rgemm(d, what, 1, 0, K, N, M, 1.0f, a, K, M * K, dout, N, M * N, 1.0f, db, N, K * N, batch);
 }
@@ -558,7 +553,7 @@ static void attention_forward(float *out, float *att, const float *q, const floa
     if (!d) return;
     int64_t D = C / NH, TS = T * S, R = B * NH * T;
     float scale = 1.0f / sqrtf((float)D);
-    const char *what = "attention (cublasSgemmStridedBatched)";
+    const char *what = "attention (cuBLAS)";
     for (int64_t h = 0; h < NH; h++) /* scores = q k^T / sqrt(D) */
         rgemm(d, what, 0, 1, T, S, D, scale, q + h * D, C, T * C, k + h * D, C, S * C, 0.0f, att + h * TS, S, NH * TS, B);
     LAUNCH("attention (softmax)", k_att_softmax, blocks_rows(R), &att, &R, &T, &S, &causal);
@@ -581,7 +576,7 @@ static void attention_backward(float *dq, float *dk, float *dv, void *work, cons
     if (!d) return;
     int64_t D = C / NH, TS = T * S, R = B * NH * T;
     float scale = 1.0f / sqrtf((float)D);
-    const char *what = "attention backward (cublasSgemmStridedBatched)";
+    const char *what = "attention backward (cuBLAS)";
     for (int64_t h = 0; dv && h < NH; h++) /* dv += att^T dout */
         rgemm(d, what, 1, 0, S, D, T, 1.0f, att + h * TS, S, NH * TS, dout + h * D, C, T * C, 1.0f, dv + h * D, C, S * C,
               B);

@@ -54,11 +54,9 @@ tr_status cu_sync(cu_rt *r);
  * pointer per kernel parameter, to a value of exactly that parameter's type. */
 tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args);
 
-/* C = alpha op(A) op(B) + beta C, column-major, as cublasSgemm (ta, tb: 1 transposes); with
- * beta 0, C is not read. */
-tr_status cu_sgemm(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc);
-/* batch such products, the i-th on A + i sA, B + i sB, C + i sC (cublasSgemmStridedBatched). */
+/* batch products C = alpha op(A) op(B) + beta C, column-major as cuBLAS documents them (ta,
+ * tb: 1 transposes; with beta 0, C is not read), the i-th on A + i sA, B + i sB, C + i sC
+ * (cublasSgemmStridedBatched; batch 1 is one product). */
 tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                            long long sA, const float *B, int ldb, long long sB, float beta, float *C, int ldc,
                            long long sC, int batch);

@@ -7,7 +7,8 @@
  * Devices: TRAINER_CUDA_EMU_GPUS of them (unset: none), each with TRAINER_CUDA_EMU_MIB MiB of
  * memory (default 1024). Memory is host memory, copies are memcpy, every call completes
  * before it returns; kernels run block after block on the calling thread (emu_cuda.h).
- * cu_sgemm is the column-major product cublasSgemm documents, in plain loops. */
+ * cu_sgemm_batched is the column-major products cublasSgemmStridedBatched documents, in plain
+ * loops. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <utility>
@@ -306,8 +307,9 @@ tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
     return TR_OK;
 }
 
-tr_status cu_sgemm(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc) {
+/* One column-major product, as cublasSgemm documents it. */
+static tr_status sgemm_one(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                           const float *B, int ldb, float beta, float *C, int ldc) {
     if (m < 0 || n < 0 || k < 0 || ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) ||
         ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1))
         return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemm (%d x %d x %d) failed: status 7 (invalid value)", r->name,
@@ -333,7 +335,7 @@ tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float 
         return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemmStridedBatched (batch %d) failed: status 7 (invalid value)",
                             r->name, batch);
     for (int i = 0; i < batch; i++) {
-        tr_status st = cu_sgemm(r, ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
+        tr_status st = sgemm_one(r, ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
         if (st != TR_OK) return st;
     }
     return TR_OK;
