@@ -41,6 +41,15 @@ static void copy(void *dst, const void *src, size_t bytes) {
     if (st != TR_OK) cuda_fail(d, st, "copy");
 }
 
+/* bytes of scratch from the caching allocator for one call, given back with cuda_free after
+ * the launches that use it (in stream order); NULL after recording the failure. */
+static void *scratch(cuda_device *d, size_t bytes, const char *what) {
+    void *p = NULL;
+    tr_status st = cuda_alloc(d, bytes, &p);
+    if (st != TR_OK) cuda_fail(d, st, what);
+    return st == TR_OK ? p : NULL;
+}
+
 /* ---- linear: cuBLAS, row-major tensors as column-major transposes ---- */
 
 /* batch column-major products C = alpha op(A) op(B) + beta C (cuBLAS's convention; ta, tb: 1
@@ -309,15 +318,14 @@ static int conv_begin(cuda_device *d, const tr_conv2d_dims *cd, const char *what
     *p = (conv_plan){.nc_max = conv_images(cd), .P = cd->OH * cd->OW, .CKK = cd->C * cd->KH * cd->KW, .OC = cd->OC,
                      .k = *cd};
     int64_t cols = p->nc_max * p->P;
-    void *m = NULL;
+    void *m;
     if (!d || cd->N == 0) return 0;
     if (cols > INT_MAX || p->CKK > INT_MAX || p->OC > INT_MAX) {
         cuda_fail(d, tr_error_set(TR_ERR_UNSUPPORTED, "GEMMs of %lld x %lld x %lld are beyond cuBLAS's int dimensions",
                                   (long long)p->OC, (long long)cols, (long long)p->CKK), what);
         return 0;
     }
-    tr_status st = cuda_alloc(d, (size_t)((p->CKK + p->OC) * cols) * sizeof(float), &m);
-    if (st != TR_OK) cuda_fail(d, st, what);
+    m = scratch(d, (size_t)((p->CKK + p->OC) * cols) * sizeof(float), what);
     p->col = m;
     p->second = m ? p->col + p->CKK * cols : NULL;
     return m != NULL;
@@ -443,13 +451,9 @@ static void batch_norm_backward(float *dinp, float *dgamma, float *dbeta, const 
                                 const float *mean, const float *invstd, const float *gamma, int batch, int64_t N,
                                 int64_t C, int64_t S, int acc) {
     cuda_device *d = cuda_current();
-    double *sums = NULL;
     if (!d) return;
-    tr_status st = cuda_alloc(d, (size_t)(2 * C) * sizeof(double), (void **)&sums);
-    if (st != TR_OK) {
-        cuda_fail(d, st, "batch_norm backward (scratch)");
-        return;
-    }
+    double *sums = scratch(d, (size_t)(2 * C) * sizeof(double), "batch_norm backward (scratch)");
+    if (!sums) return;
     const double *sdy = sums, *sdyx = sums + C;
     batch_norm_dsums_all(sums, sums + C, dout, inp, mean, invstd, N, C, S);
     if (dgamma || dbeta) LAUNCH("batch_norm backward", k_bn_param_grads, blocks_for(C), &dgamma, &dbeta, &sdy, &sdyx, &C);
@@ -581,12 +585,8 @@ static void attention_backward(float *dq, float *dk, float *dv, void *work, cons
         rgemm(d, what, 1, 0, S, D, T, 1.0f, att + h * TS, S, NH * TS, dout + h * D, C, T * C, 1.0f, dv + h * D, C, S * C,
               B);
     if (!dq && !dk) return;
-    float *ds = NULL;
-    tr_status st = cuda_alloc(d, (size_t)(R * S) * sizeof(float), (void **)&ds);
-    if (st != TR_OK) {
-        cuda_fail(d, st, "attention backward (scratch)");
-        return;
-    }
+    float *ds = scratch(d, (size_t)(R * S) * sizeof(float), "attention backward (scratch)");
+    if (!ds) return;
     for (int64_t h = 0; h < NH; h++) /* datt = dout v^T */
         rgemm(d, what, 0, 1, T, S, D, 1.0f, dout + h * D, C, T * C, v + h * D, C, S * C, 0.0f, ds + h * TS, S, NH * TS, B);
     LAUNCH("attention backward (softmax)", k_att_softmax_bwd, blocks_rows(R), &ds, &att, &R, &S);
