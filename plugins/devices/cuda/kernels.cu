@@ -200,20 +200,29 @@ __device__ void softmax_row(float *o, const float *x, int64_t n, int64_t C, floa
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) o[j] = j < n ? o[j] * inv : 0.0f;
 }
 
-extern "C" __global__ void k_softmax_fwd(float *out, const float *x, int64_t R, int64_t C) {
+/* Softmax of each row; causal: row r is query r % T of its group and sees keys [0, r % T]
+ * (attention's probabilities, rows of C = S keys). out may be x. */
+extern "C" __global__ void k_softmax_fwd(float *out, const float *x, int64_t R, int64_t T, int64_t C, int causal) {
     __shared__ float sh[CUDA_BLOCK / 32];
-    ROW_LOOP(r, R) softmax_row(out + r * C, x + r * C, C, C, sh);
+    ROW_LOOP(r, R) {
+        int64_t t = r % T;
+        softmax_row(out + r * C, x + r * C, causal && t + 1 < C ? t + 1 : C, C, sh);
+    }
 }
 
-/* dx += out (dout - sum(dout out)) */
-extern "C" __global__ void k_softmax_bwd(float *dx, const float *dout, const float *out, int64_t R, int64_t C) {
+/* dx (+)= out (dout - sum(dout out)); with acc 0, dx may be dout (each thread rewrites only the
+ * elements it read, after the row's sum). */
+extern "C" __global__ void k_softmax_bwd(float *dx, const float *dout, const float *out, int64_t R, int64_t C, int acc) {
     __shared__ float sh[CUDA_BLOCK / 32];
     ROW_LOOP(r, R) {
         const float *d = dout + r * C, *o = out + r * C;
         float *g = dx + r * C, dot = 0;
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x) dot += d[j] * o[j];
         dot = block_sum(dot, sh);
-        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) g[j] += o[j] * (d[j] - dot);
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+            float v = o[j] * (d[j] - dot);
+            g[j] = acc ? g[j] + v : v;
+        }
     }
 }
 
@@ -779,28 +788,6 @@ extern "C" __global__ void k_ln_params(float *dgamma, float *dbeta, const float 
 }
 
 /* ---- attention's softmax over rows of S scores (the GEMMs are cuBLAS's, ops.c) ---- */
-
-/* Row r is query t = r % T of its (b, h); causal: keys [0, t] seen (at least key 0), the rest
- * 0. In place. */
-extern "C" __global__ void k_att_softmax(float *att, int64_t R, int64_t T, int64_t S, int causal) {
-    __shared__ float sh[CUDA_BLOCK / 32];
-    ROW_LOOP(r, R) {
-        int64_t t = r % T;
-        softmax_row(att + r * S, att + r * S, causal && t + 1 < S ? t + 1 : S, S, sh);
-    }
-}
-
-/* d = a (d - sum(a d)) in place: the scores' gradient from the probabilities'. */
-extern "C" __global__ void k_att_softmax_bwd(float *d, const float *att, int64_t R, int64_t S) {
-    __shared__ float sh[CUDA_BLOCK / 32];
-    ROW_LOOP(r, R) {
-        const float *a = att + r * S;
-        float *g = d + r * S, dot = 0;
-        for (int64_t j = threadIdx.x; j < S; j += blockDim.x) dot += a[j] * g[j];
-        dot = block_sum(dot, sh);
-        for (int64_t j = threadIdx.x; j < S; j += blockDim.x) g[j] = a[j] * (g[j] - dot);
-    }
-}
 
 /* ---- reductions and losses ---- */
 

@@ -72,8 +72,6 @@
     X(k_ln_fwd, 1)              \
     X(k_ln_dx, 1)               \
     X(k_ln_params, 1)           \
-    X(k_att_softmax, 1)         \
-    X(k_att_softmax_bwd, 1)     \
     X(k_sum_dim_fwd, 0)         \
     X(k_sum_dim_bwd, 0)         \
     X(k_sum_all_bwd, 0)         \

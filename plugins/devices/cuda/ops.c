@@ -196,11 +196,14 @@ static void dropout_backward(float *dx, const float *dout, const uint8_t *mask, 
 /* ---- rows ---- */
 
 static void softmax_forward(float *out, const float *x, int64_t R, int64_t C) {
-    LAUNCH("softmax", k_softmax_fwd, blocks_rows(R), &out, &x, &R, &C);
+    int64_t one = 1;
+    int causal = 0;
+    LAUNCH("softmax", k_softmax_fwd, blocks_rows(R), &out, &x, &R, &one, &C, &causal);
 }
 
 static void softmax_backward(float *dx, const float *dout, const float *out, int64_t R, int64_t C) {
-    LAUNCH("softmax backward", k_softmax_bwd, blocks_rows(R), &dx, &dout, &out, &R, &C);
+    int acc = 1;
+    LAUNCH("softmax backward", k_softmax_bwd, blocks_rows(R), &dx, &dout, &out, &R, &C, &acc);
 }
 
 static void log_softmax_forward(float *out, const float *x, int64_t R, int64_t C) {
@@ -560,7 +563,7 @@ static void attention_forward(float *out, float *att, const float *q, const floa
     const char *what = "attention (cuBLAS)";
     for (int64_t h = 0; h < NH; h++) /* scores = q k^T / sqrt(D) */
         rgemm(d, what, 0, 1, T, S, D, scale, q + h * D, C, T * C, k + h * D, C, S * C, 0.0f, att + h * TS, S, NH * TS, B);
-    LAUNCH("attention (softmax)", k_att_softmax, blocks_rows(R), &att, &R, &T, &S, &causal);
+    LAUNCH("attention (softmax)", k_softmax_fwd, blocks_rows(R), &att, &att, &R, &T, &S, &causal);
     for (int64_t h = 0; h < NH; h++) /* out = att v */
         rgemm(d, what, 0, 0, T, D, S, 1.0f, att + h * TS, S, NH * TS, v + h * D, C, S * C, 0.0f, out + h * D, C, T * C, B);
 }
@@ -589,7 +592,8 @@ static void attention_backward(float *dq, float *dk, float *dv, void *work, cons
     if (!ds) return;
     for (int64_t h = 0; h < NH; h++) /* datt = dout v^T */
         rgemm(d, what, 0, 1, T, S, D, 1.0f, dout + h * D, C, T * C, v + h * D, C, S * C, 0.0f, ds + h * TS, S, NH * TS, B);
-    LAUNCH("attention backward (softmax)", k_att_softmax_bwd, blocks_rows(R), &ds, &att, &R, &S);
+    int acc = 0; /* the scores' gradient from the probabilities', in place */
+    LAUNCH("attention backward (softmax)", k_softmax_bwd, blocks_rows(R), &ds, &ds, &att, &R, &S, &acc);
     for (int64_t h = 0; h < NH; h++) {
         if (dq) /* dq += dscores k / sqrt(D) */
             rgemm(d, what, 0, 0, T, D, S, scale, ds + h * TS, S, NH * TS, k + h * D, C, S * C, 1.0f, dq + h * D, C,
