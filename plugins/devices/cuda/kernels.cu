@@ -523,21 +523,31 @@ extern "C" __global__ void k_avgpool_bwd(float *dx, const float *dy, int64_t NC,
 
 /* ---- batch-norm over x viewed as (N, C, S): core/src/ops/batch_norm.inc's sequence ---- */
 
+/* The sum of x[0, n) in double, and the sum in double of the squared deviations from its
+ * float mean (each product rounded to float): the mean. A block's threads together (sh: its
+ * shared scratch; every thread gets the sums), or one thread alone (sh NULL). */
+__device__ float row_moments(const float *x, int64_t n, double *sum, double *sqdev, double *sh) {
+    int64_t j0 = sh ? threadIdx.x : 0, step = sh ? blockDim.x : 1;
+    double s = 0, q = 0;
+    for (int64_t j = j0; j < n; j += step) s += (double)x[j];
+    if (sh) s = block_sum(s, sh);
+    float m = (float)(s / (double)n);
+    for (int64_t j = j0; j < n; j += step) {
+        float e = x[j] - m;
+        q += (double)__fmul_rn(e, e);
+    }
+    if (sh) q = block_sum(q, sh);
+    *sum = s, *sqdev = q;
+    return m;
+}
+
 /* Plane p's sum and its squared deviations from (float)(sum / S), in double: a block per
  * plane. */
 extern "C" __global__ void k_bn_planes(double *ps, const float *x, int64_t NC, int64_t S) {
     __shared__ double sh[CUDA_BLOCK / 32];
     ROW_LOOP(p, NC) {
-        const float *xp = x + p * S;
-        double s = 0, q = 0;
-        for (int64_t j = threadIdx.x; j < S; j += blockDim.x) s += (double)xp[j];
-        s = block_sum(s, sh);
-        float m = (float)(s / (double)S);
-        for (int64_t j = threadIdx.x; j < S; j += blockDim.x) {
-            float e = xp[j] - m;
-            q += (double)(e * e);
-        }
-        q = block_sum(q, sh);
+        double s, q;
+        row_moments(x + p * S, S, &s, &q, sh);
         if (threadIdx.x == 0) ps[2 * p] = s, ps[2 * p + 1] = q;
     }
 }
@@ -545,14 +555,8 @@ extern "C" __global__ void k_bn_planes(double *ps, const float *x, int64_t NC, i
 /* The same for planes of fewer than 32 values (2-D input: S = 1): a thread per plane. */
 extern "C" __global__ void k_bn_planes_short(double *ps, const float *x, int64_t NC, int64_t S) {
     GRID_LOOP(p, NC) {
-        const float *xp = x + p * S;
-        double s = 0, q = 0;
-        for (int64_t j = 0; j < S; j++) s += (double)xp[j];
-        float m = (float)(s / (double)S);
-        for (int64_t j = 0; j < S; j++) {
-            float e = xp[j] - m;
-            q += (double)(e * e);
-        }
+        double s, q;
+        row_moments(x + p * S, S, &s, &q, NULL);
         ps[2 * p] = s, ps[2 * p + 1] = q;
     }
 }
@@ -721,14 +725,9 @@ extern "C" __global__ void k_ln_fwd(float *out, float *mean, float *rstd, const 
     ROW_LOOP(r, R) {
         const float *xr = x + r * C;
         float *o = out + r * C;
-        double s = 0, q = 0;
-        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += xr[j];
-        float m = (float)(block_sum(s, sh) / (double)C);
-        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-            float d = xr[j] - m;
-            q += (double)__fmul_rn(d, d);
-        }
-        float rs = (float)(1.0 / sqrt(block_sum(q, sh) / (double)C + eps));
+        double s, q;
+        float m = row_moments(xr, C, &s, &q, sh);
+        float rs = (float)(1.0 / sqrt(q / (double)C + eps));
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
             float xhat = (xr[j] - m) * rs;
             o[j] = xhat * (gamma ? gamma[j] : 1.0f) + (beta ? beta[j] : 0.0f);
