@@ -258,22 +258,24 @@ static void optim_update(const tr_optim_config *cfg, int64_t steps, float *param
            &b2, &b2c, &inv_bc2_sqrt, &eps, &neg_step, &wd_mode);
 }
 
-/* Blocks of a sum's first pass: one per 2048 values, at most CUDA_SUMSQ_PARTS (a small tensor
- * is one block). */
-static int sum_parts(int64_t n) {
+/* A sum's first pass (k_dsum_part: mode 0 x, 1 x^2, 2 (x - y)^2) into the device's scratch:
+ * one block per 2048 values, at most CUDA_SUMSQ_PARTS (a small tensor is one block); the
+ * partial sums, *parts of them. */
+static double *dsum_parts(cuda_device *d, const char *what, const float *x, const float *y, int64_t n, int mode,
+                          int *parts) {
     int64_t want = (n + CUDA_BLOCK * 8 - 1) / (CUDA_BLOCK * 8);
-    return want < 1 ? 1 : want > CUDA_SUMSQ_PARTS ? CUDA_SUMSQ_PARTS : (int)want;
+    *parts = want < 1 ? 1 : want > CUDA_SUMSQ_PARTS ? CUDA_SUMSQ_PARTS : (int)want;
+    double *part = d->scratch;
+    LAUNCH(what, k_dsum_part, (unsigned)*parts, &part, &x, &y, &n, &mode);
+    return part;
 }
 
 static double sumsq(const float *g, size_t n) {
     cuda_device *d = cuda_current();
     if (!d) return NAN;
-    int64_t nn = (int64_t)n;
-    int parts = sum_parts(nn);
-    double *part = d->scratch, *out = d->scratch + CUDA_SUMSQ_PARTS;
-    const float *none = NULL;
-    int mode = 1;
-    LAUNCH("gradient sum of squares", k_dsum_part, (unsigned)parts, &part, &g, &none, &nn, &mode);
+    int parts;
+    double *part = dsum_parts(d, "gradient sum of squares", g, NULL, (int64_t)n, 1, &parts);
+    double *out = d->scratch + CUDA_SUMSQ_PARTS;
     LAUNCH("gradient sum of squares", k_sumsq_final, 1, &out, &part, &parts);
     tr_status st = cu_download(d->rt, d->scratch_host, out, sizeof(double));
     if (st != TR_OK) cuda_fail(d, st, "gradient sum of squares");
@@ -612,10 +614,9 @@ static void sum_to(const char *what, float *out, const float *x, const float *y,
                    double normaliser) {
     cuda_device *d = cuda_current();
     if (!d) return;
-    int parts = sum_parts(n);
+    int parts;
+    double *part = dsum_parts(d, what, x, y, n, mode, &parts);
     int64_t np = parts;
-    double *part = d->scratch;
-    LAUNCH(what, k_dsum_part, (unsigned)parts, &part, &x, &y, &n, &mode);
     LAUNCH(what, k_loss_total, 1, &out, &part, &np, &normaliser);
 }
 
