@@ -134,16 +134,21 @@ static int op_copy_host(tr_graph *g, void *dst, const void *src, size_t bytes, i
 int op_read(tr_graph *g, void *dst, const void *src, size_t bytes) { return op_copy_host(g, dst, src, bytes, 0); }
 int op_write(tr_graph *g, void *dst, const void *src, size_t bytes) { return op_copy_host(g, dst, src, bytes, 1); }
 
+/* Whether t lies in the graph's memory: the host's on the CPU, its device's on a device. */
+static int in_graph_memory(const tr_graph *g, const tr_tensor *t) {
+    if (!g->accel) return t->device.kind != TR_DEVICE_GPU;
+    return t->device.kind == TR_DEVICE_GPU && t->device.index == tr_accel_device(g->accel).index;
+}
+
 const int32_t *op_host_indices(tr_graph *g, const char *op, const char *what, const tr_tensor *t,
                                const char *with_what, const tr_tensor *with) {
-    int on_device = t->device.kind == TR_DEVICE_GPU;
-    if (on_device != (g->accel != NULL)) {
+    if (!in_graph_memory(g, t)) {
         op_fail(g, TR_ERR_INVALID, "%s: %s %s are in %s memory, %s %s in %s memory", op, what, op_shape(t),
-                on_device ? "device" : "host", with_what, op_shape(with),
+                t->device.kind == TR_DEVICE_GPU ? "device" : "host", with_what, op_shape(with),
                 with->device.kind == TR_DEVICE_GPU ? "device" : "host");
         return NULL;
     }
-    if (!on_device) return t->data;
+    if (!g->accel) return t->data;
     size_t n = (size_t)tr_tensor_numel(t);
     int32_t *copy = op_alloc(g, (n ? n : 1) * sizeof *copy);
     return copy && op_read(g, copy, t->data, n * sizeof *copy) ? copy : NULL;
@@ -332,8 +337,7 @@ int op_check(tr_graph *g, const char *op, int n, ...) {
             op_fail(g, TR_ERR_UNSUPPORTED, "%s: input %d has dtype %s; expected f32 or f64", op,
                     i, tr_dtype_name(t->dtype));
             ok = 0;
-        } else if ((t->device.kind == TR_DEVICE_GPU) != (g->accel != NULL) ||
-                   (g->accel && t->device.index != tr_accel_device(g->accel).index)) {
+        } else if (!in_graph_memory(g, t)) {
             op_fail(g, TR_ERR_INVALID, "%s: input %d is in %s memory but the graph runs on %s", op, i,
                     t->device.kind != TR_DEVICE_GPU ? "host" : g->accel ? "another device's" : "device",
                     g->accel ? tr_accel_name(g->accel) : "the CPU");
