@@ -48,9 +48,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/accel.h"
-#include "trainer/comm.h"
 #include "trainer/memory.h"
+#include "trainer/rank.h"
 #include "trainer/runtime.h"
 #include "trainer/strategy.h"
 
@@ -247,29 +246,8 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     ddp *d = tr_calloc(1, sizeof *d);
     if (!d) return tr_error_set(TR_ERR_NOMEM, "ddp: out of memory");
     tr_status st;
-    tr_comm_env ce;
-    tr_comm_ranks ranks = {0}; /* where the ranks run, for strategy.backend auto */
-    TR_CHECK_GOTO(tr_comm_env_detect(&ce), fail);
-    if (env->accelerator == TR_ACCEL_GPU) { /* the GPU at this rank's local rank, bound before the communicator */
-        if (!env->gpu_backend || env->n_gpu_ids < 1) {
-            st = tr_error_set(TR_ERR_INVALID, "ddp: accelerator gpu without a GPU chosen");
-            goto fail;
-        }
-        int id = env->gpu_ids[(ce.local_rank > 0 ? ce.local_rank : 0) % env->n_gpu_ids], same = 0;
-        for (int i = 0; i < env->n_gpu_ids; i++) same += env->gpu_ids[i] == id;
-        d->gpu_shared = same > 1 || env->n_gpu_ids < ce.local_size;
-        TR_CHECK_GOTO(tr_accel_open(env->gpu_backend, id, &d->accel), fail);
-        TR_CHECK_GOTO(tr_accel_bind(d->accel), fail);
-        ranks = (tr_comm_ranks){.gpu_plugin = env->gpu_backend->desc->name, .gpus_shared = d->gpu_shared};
-    }
-    TR_CHECK_GOTO(tr_comm_open_ranks(&d->comm, env->registry, tr_options_string(o, "backend"), &ranks,
-                                     tr_options_float(o, "timeout_s"), &ce), fail);
+    TR_CHECK_GOTO(tr_rank_open(o, env, &d->comm, &d->accel, &d->gpu_shared), fail);
     const char *bname = tr_comm_backend_name(d->comm);
-    /* Each rank's share of the cores, unless trainer.threads says otherwise. */
-    if (env->threads == 0) {
-        int t = tr_cpu_count() / (ce.local_size > 0 ? ce.local_size : 1);
-        tr_set_num_threads(t > 0 ? t : 1);
-    }
     d->rank = tr_comm_rank(d->comm);
     d->world = tr_comm_size(d->comm);
     d->broadcast_buffers = tr_options_bool(o, "broadcast_buffers");
@@ -496,14 +474,7 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
 }
 
 /* Runs wherever its communication backend was found. */
-static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
-    tr_comm_ranks ranks = {0};
-    if (env->accelerator == TR_ACCEL_GPU) {
-        TR_CHECK(tr_accel_probe(env->gpu_backend));
-        ranks.gpu_plugin = env->gpu_backend->desc->name;
-    }
-    return tr_comm_probe_ranks(env->registry, tr_options_string(o, "backend"), &ranks);
-}
+static tr_status probe(const tr_options *o, const tr_strategy_probe *env) { return tr_rank_probe(o, env); }
 
 /* `trainer plan`: every rank holds a whole replica and computes its share of each batch. */
 static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {

@@ -28,14 +28,27 @@
  * waits for the ones after it), and no decision depends on timing. Clipping: the global norm
  * is the square root of an all-reduce of each rank's shard sum of squares. Buffers (batch-norm
  * statistics) are replicated and follow rank 0 as in ddp. Checkpoints: each rank writes the
- * pieces of its shard (the `shards` op), any world size or strategy can load them. */
+ * pieces of its shard (the `shards` op), any world size or strategy can load them.
+ *
+ * On GPUs (accelerator gpu) each rank opens the GPU at its local rank (trainer/rank.h) and
+ * everything above lives in its memory: the replica without the full buffers the stage
+ * shards (tr_replica_create_on_aligned: no full gradient buffer at stages 2-3, no full
+ * parameter buffer at stage 3; a released unit's tensors point nowhere), the shards, the
+ * unit buffers and the optimizer state (tr_optim_place). Over a backend that takes device
+ * memory (nccl) the collectives run in place on it as above. Over a host backend (shm: one
+ * host, and the one-GPU testing mode of several ranks on one device; mpi) each goes through
+ * the host P's flat buffers, moved into communicator memory: a unit's gradients (or this
+ * rank's parameter slice) are downloaded to their place there, the collective runs in place
+ * in host memory, and its result is uploaded when it is waited. Checkpoints download this
+ * rank's slices into the host P (and the optimizer state into its host copies), loads
+ * upload them back. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/comm.h"
 #include "trainer/memory.h"
+#include "trainer/rank.h"
 #include "trainer/runtime.h"
 #include "trainer/strategy.h"
 
@@ -51,6 +64,7 @@ typedef struct unit {
     int pslot, gslot;      /* stages 2-3: the pool buffers holding its parameters / gradients (-1: none) */
     uint64_t last_op;      /* stage 3: the last op that read it */
     tr_comm_work *gather;  /* all-gather of its parameters not yet waited */
+    float *gdst;           /* where that all-gather's unit goes (staged: uploaded there when waited) */
     tr_comm_work *rs;      /* reduce-scatter of its gradients not yet waited */
 } unit;
 
@@ -59,6 +73,7 @@ typedef struct unit {
  * back each step; a unit takes the smallest free buffer it fits in, and a new one of its own
  * size when none does, so the pool settles at the units needed at once. */
 typedef struct pool {
+    tr_accel *accel;       /* whose memory the buffers are (NULL: host) */
     float **buf;
     size_t *cap;           /* floats */
     int *busy;
@@ -70,6 +85,9 @@ typedef struct sharded {
     tr_replica *r;
     tr_optim *opt;             /* over the shard */
     tr_comm *comm;
+    tr_accel *accel;           /* GPUs: this rank's device, else NULL */
+    int staged;                /* GPUs over a host backend: collectives through the host P's buffers */
+    int gpu_shared;            /* GPUs: another rank of this host has this one's (the testing mode) */
     int rank, world, stage, prefetch, broadcast_buffers;
     unit units[MAX_UNITS];
     int n_units;
@@ -90,9 +108,15 @@ typedef struct sharded {
     int n_pieces;
 } sharded;
 
-static float *F(sharded *z) { return tr_params_data(z->r->P); }
-static float *G(sharded *z) { return tr_params_grad(z->r->P); }
+/* The full flat buffers the replica's ops use (on a device: NULL where the stage shards them,
+ * F at stage 3 and G at stages 2-3; on the CPU their pages are given back instead). */
+static float *F(sharded *z) { return tr_params_data(tr_replica_params(z->r)); }
+static float *G(sharded *z) { return tr_params_grad(tr_replica_params(z->r)); }
 static float *slice(sharded *z, float *base, const unit *u) { return base + u->lo + (size_t)z->rank * u->len; }
+/* The host P's flat buffers: on GPUs over a host backend the collectives' staging. */
+static float *hostF(sharded *z) { return tr_params_data(z->r->P); }
+static float *hostG(sharded *z) { return tr_params_grad(z->r->P); }
+static size_t bytes(size_t floats) { return floats * sizeof(float); }
 
 static void hook_fail(sharded *z, tr_status st) {
     if (z->hook_status != TR_OK) return;
@@ -100,71 +124,117 @@ static void hook_fail(sharded *z, tr_status st) {
     snprintf(z->hook_msg, sizeof z->hook_msg, "%s", tr_error_msg());
 }
 
-static int pool_get(pool *pl, size_t size) {
+/* A free buffer of at least size floats, marked busy, in *slot; what: for the error. */
+static tr_status pool_get(pool *pl, size_t size, const char *what, int *slot) {
     int best = -1;
     for (int i = 0; i < pl->n; i++)
         if (!pl->busy[i] && pl->cap[i] >= size && (best < 0 || pl->cap[i] < pl->cap[best])) best = i;
     if (best >= 0) {
         pl->busy[best] = 1;
-        return best;
+        *slot = best;
+        return TR_OK;
     }
-    if (pl->n == 2 * MAX_UNITS) return -1;
+    if (pl->n == 2 * MAX_UNITS) return tr_error_set(TR_ERR_INTERNAL, "sharded: %d buffers for %s in use", pl->n, what);
     if (!pl->buf) {
         pl->buf = tr_calloc(2 * MAX_UNITS, sizeof *pl->buf);
         pl->cap = tr_calloc(2 * MAX_UNITS, sizeof *pl->cap);
         pl->busy = tr_calloc(2 * MAX_UNITS, sizeof *pl->busy);
-        if (!pl->buf || !pl->cap || !pl->busy) return -1;
+        if (!pl->buf || !pl->cap || !pl->busy) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory");
     }
-    if (!(pl->buf[pl->n] = tr_calloc(size ? size : 1, sizeof(float)))) return -1;
+    tr_status st = tr_accel_alloc(pl->accel, bytes(size), (void **)&pl->buf[pl->n]);
+    if (st != TR_OK) {
+        tr_error_prefix("sharded: %s (%d buffers of %.1f MiB held): ", what, pl->n, pl->bytes / 1048576.0);
+        return st;
+    }
+    tr_accel_zero(pl->accel, pl->buf[pl->n], bytes(size));
     pl->cap[pl->n] = size;
     pl->busy[pl->n] = 1;
-    pl->bytes += size * sizeof(float);
-    return pl->n++;
+    pl->bytes += bytes(size);
+    *slot = pl->n++;
+    return TR_OK;
 }
 
 static void pool_free(pool *pl) {
-    for (int i = 0; i < pl->n; i++) tr_free(pl->buf[i]);
+    for (int i = 0; i < pl->n; i++) tr_accel_free(pl->accel, pl->buf[i], bytes(pl->cap[i]));
     tr_free(pl->buf);
     tr_free(pl->cap);
     tr_free(pl->busy);
 }
 
-/* Points the unit's parameter tensors' data (or grad) at base + their offset in the unit. */
+/* Points the unit's parameter tensors' data (or grad) at base + their offset in the unit
+ * (base NULL: at nothing). */
 static void point(sharded *z, const unit *u, float *base, int grads) {
-    tr_params *P = z->r->P;
+    tr_params *P = tr_replica_params(z->r);
     for (int p = u->p0; p < u->p0 + u->np; p++) {
         tr_tensor *t = tr_params_get(P, p);
-        float *at = base + (tr_params_offset(P, p) - u->lo);
+        float *at = base ? base + (tr_params_offset(P, p) - u->lo) : NULL;
         if (grads) t->grad = at;
         else t->data = at;
     }
 }
 
-/* ---- parameters (stage 3: gather and release; stages 1-2: wait for the step's gather) ---- */
+/* Where a released unit's tensors point: the full buffer (base F or G), or nothing where
+ * the device holds none. */
+static float *home(const unit *u, float *base) { return base ? base + u->lo : NULL; }
 
-static tr_status wait_gather(unit *u) {
+/* ---- collectives on a unit: in place in the replica's memory (the CPU's, or a device's
+ * over a device backend), else staged through the host P's buffers ---- */
+
+/* Issues the all-gather of this rank's slice src of unit u into dst (the unit's hi - lo
+ * floats; in place when src is dst's slice `rank`). */
+static tr_status gather_issue(sharded *z, unit *u, const float *src, float *dst) {
+    u->gdst = dst;
+    if (!z->staged) return tr_comm_iall_gather(z->comm, src, dst, u->len, TR_F32, &u->gather);
+    float *h = hostF(z) + u->lo, *mine = h + (size_t)z->rank * u->len;
+    TR_CHECK(tr_accel_download(z->accel, mine, src, bytes(u->len)));
+    return tr_comm_iall_gather(z->comm, mine, h, u->len, TR_F32, &u->gather);
+}
+
+static tr_status wait_gather(sharded *z, unit *u) {
     if (!u->gather) return TR_OK;
     tr_status st = tr_comm_wait(u->gather);
     u->gather = NULL;
+    if (st == TR_OK && z->staged) st = tr_accel_upload(z->accel, u->gdst, hostF(z) + u->lo, bytes(u->hi - u->lo));
     if (st == TR_OK) u->state = GATHERED;
     return st;
 }
 
+/* Issues the reduce-scatter of unit u's full gradients g: the sum of slice `rank` lands
+ * there (staged: once finished by rs_wait). */
+static tr_status rs_issue(sharded *z, unit *u, float *g) {
+    float *h = g;
+    if (z->staged) {
+        h = hostG(z) + u->lo;
+        TR_CHECK(tr_accel_download(z->accel, h, g, bytes(u->hi - u->lo)));
+    }
+    return tr_comm_ireduce_scatter(z->comm, h, h + (size_t)z->rank * u->len, u->len, TR_F32, TR_RED_SUM, &u->rs);
+}
+
+static tr_status rs_wait(sharded *z, unit *u, float *g) {
+    tr_status st = tr_comm_wait(u->rs);
+    u->rs = NULL;
+    size_t at = (size_t)z->rank * u->len;
+    if (st == TR_OK && z->staged) st = tr_accel_upload(z->accel, g + at, hostG(z) + u->lo + at, bytes(u->len));
+    return st;
+}
+
+/* ---- parameters (stage 3: gather and release; stages 1-2: wait for the step's gather) ---- */
+
 static tr_status issue_gather(sharded *z, unit *u) {
-    int k = pool_get(&z->params, u->hi - u->lo);
-    if (k < 0) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for a unit's parameters");
+    int k;
+    TR_CHECK(pool_get(&z->params, u->hi - u->lo, "a unit's gathered parameters", &k));
     u->pslot = k;
     u->state = GATHERING;
     point(z, u, z->params.buf[k], 0);
-    return tr_comm_iall_gather(z->comm, z->ps + u->soff, z->params.buf[k], u->len, TR_F32, &u->gather);
+    return gather_issue(z, u, z->ps + u->soff, z->params.buf[k]);
 }
 
 static tr_status release(sharded *z, unit *u) {
     if (u->state == RELEASED) return TR_OK;
-    TR_CHECK(wait_gather(u));
+    TR_CHECK(wait_gather(z, u));
     z->params.busy[u->pslot] = 0;
     u->pslot = -1;
-    point(z, u, F(z) + u->lo, 0); /* the flat buffer: never touched at stage 3 */
+    point(z, u, home(u, F(z)), 0); /* the flat buffer: never touched at stage 3 */
     u->state = RELEASED;
     return TR_OK;
 }
@@ -188,8 +258,7 @@ static tr_status grad_buffer(sharded *z, unit *u) {
         if (!z->grads.busy[i] && z->grads.cap[i] >= u->hi - u->lo) k = i;
     /* None fits: wait for the oldest reduce-scatter in flight rather than grow the pool. */
     if (k < 0 && z->next_done > z->next_rs) TR_CHECK(finish_rs(z, z->next_done, 1));
-    k = pool_get(&z->grads, u->hi - u->lo);
-    if (k < 0) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for a unit's gradients");
+    TR_CHECK(pool_get(&z->grads, u->hi - u->lo, "a unit's gradients", &k));
     u->gslot = k;
     point(z, u, z->grads.buf[k], 1);
     return TR_OK;
@@ -210,22 +279,18 @@ static tr_status finish_rs(sharded *z, int down_to, int block) {
             int done = 1;
             if (!block && tr_comm_test(u->rs, &done) != TR_OK) done = 1; /* the wait reports it */
             if (!done) break;
-            st = tr_comm_wait(u->rs);
-            u->rs = NULL;
+            st = rs_wait(z, u, unit_grads(z, u));
         }
-        if (st != TR_OK || z->stage < 2) continue;
+        if (st != TR_OK || z->stage < 2 || u->gslot < 0) continue; /* no buffer: its issue failed (reported) */
         /* Stages 2-3: the rank's slice of the sum joins the gradient shard; the unit's buffer
          * is cleared for its next user. */
         float *buf = unit_grads(z, u), *src = buf + (size_t)z->rank * u->len, *dst = z->gs + u->soff;
-        if (z->first_micro) {
-            memcpy(dst, src, u->len * sizeof(float));
-        } else {
-            for (size_t i = 0; i < u->len; i++) dst[i] += src[i];
-        }
-        memset(buf, 0, (u->hi - u->lo) * sizeof(float));
+        if (z->first_micro) tr_accel_copy(z->accel, dst, src, bytes(u->len));
+        else st = tr_accel_add(z->accel, dst, src, u->len);
+        tr_accel_zero(z->accel, buf, bytes(u->hi - u->lo));
         z->grads.busy[u->gslot] = 0;
         u->gslot = -1;
-        point(z, u, G(z) + u->lo, 1); /* the flat buffer: never touched at stages 2-3 */
+        point(z, u, home(u, G(z)), 1); /* the flat buffer: never touched at stages 2-3 */
     }
     return st;
 }
@@ -239,9 +304,7 @@ static void issue_ready(sharded *z) {
             /* A unit whose parameters backward never reached still sends its (zero) share. */
             tr_status st = z->stage >= 2 ? grad_buffer(z, u) : TR_OK;
             if (st == TR_OK) {
-                float *g = unit_grads(z, u);
-                st = tr_comm_ireduce_scatter(z->comm, g, g + (size_t)z->rank * u->len, u->len, TR_F32, TR_RED_SUM,
-                                             &u->rs);
+                st = rs_issue(z, u, unit_grads(z, u));
                 if (st != TR_OK) u->rs = NULL;
             }
             /* Stage 3: backward is done with the unit's parameters. */
@@ -271,9 +334,9 @@ static tr_status use(void *user, int param, int in_backward, uint64_t op) {
     int ui = z->unit_of[param];
     unit *u = &z->units[ui];
     if (in_backward && z->stage >= 2) TR_CHECK(grad_buffer(z, u));
-    if (z->stage < 3) return wait_gather(u);
+    if (z->stage < 3) return wait_gather(z, u);
     if (u->state == RELEASED) TR_CHECK(issue_gather(z, u));
-    TR_CHECK(wait_gather(u));
+    TR_CHECK(wait_gather(z, u));
     u->last_op = op;
     if (ui == z->current) return TR_OK;
     z->current = ui;
@@ -330,23 +393,42 @@ static tr_status all_sum(void *ctx, double *v, int n) {
     return tr_comm_all_reduce(z->comm, v, v, (size_t)n, TR_F64, TR_RED_SUM);
 }
 
+/* Rank 0's buffers (batch-norm running statistics) everywhere: in place on the CPU and over a
+ * device backend, else through the host P's buffers. */
 static tr_status broadcast_buffers(sharded *z) {
-    tr_params *P = z->r->P;
-    if (!tr_params_buffers_numel(P)) return TR_OK;
-    return tr_comm_broadcast(z->comm, tr_params_buffers_data(P), tr_params_buffers_numel(P), TR_F32, 0);
+    size_t n = tr_params_buffers_numel(z->r->P);
+    float *dev = tr_params_buffers_data(tr_replica_params(z->r)), *host = tr_params_buffers_data(z->r->P);
+    if (!n) return TR_OK;
+    if (!z->staged) return tr_comm_broadcast(z->comm, dev, n, TR_F32, 0);
+    TR_CHECK(tr_accel_download(z->accel, host, dev, bytes(n)));
+    TR_CHECK(tr_comm_broadcast(z->comm, host, n, TR_F32, 0));
+    return tr_accel_upload(z->accel, dev, host, bytes(n));
 }
 
-/* Makes every rank's view whole again from the shards: stages 1-2 all-gather every unit in
- * place (waited lazily by the next forward); stage 3 has nothing to do. Buffers follow
- * rank 0. */
+/* This rank's parameter slice of unit u, where the step updates it. */
+static float *param_slice(sharded *z, const unit *u) { return z->stage == 3 ? z->ps + u->soff : slice(z, F(z), u); }
+
+/* Makes every rank's view whole again from the shards, after a checkpoint was loaded into
+ * shards()' pieces (on GPUs the host P and the optimizer's host copies: uploaded first; the
+ * buffers too, then rank 0's go everywhere): stages 1-2 all-gather every unit in place
+ * (waited lazily by the next forward); stage 3 has nothing more to do. */
 static tr_status sync(void *ctx) {
     sharded *z = ctx;
+    if (z->accel) {
+        for (int i = 0; i < z->n_units; i++) {
+            unit *u = &z->units[i];
+            TR_CHECK(tr_accel_upload(z->accel, param_slice(z, u), slice(z, hostF(z), u), bytes(u->len)));
+        }
+        TR_CHECK(tr_optim_upload(z->opt));
+        TR_CHECK(tr_accel_upload(z->accel, tr_params_buffers_data(tr_replica_params(z->r)),
+                                 tr_params_buffers_data(z->r->P), bytes(tr_params_buffers_numel(z->r->P))));
+    }
     TR_CHECK(broadcast_buffers(z));
     if (z->stage == 3) return TR_OK;
     for (int i = 0; i < z->n_units; i++) {
         unit *u = &z->units[i];
-        TR_CHECK(wait_gather(u));
-        TR_CHECK(tr_comm_iall_gather(z->comm, slice(z, F(z), u), F(z) + u->lo, u->len, TR_F32, &u->gather));
+        TR_CHECK(wait_gather(z, u));
+        TR_CHECK(gather_issue(z, u, slice(z, F(z), u), F(z) + u->lo));
     }
     return TR_OK;
 }
@@ -356,7 +438,7 @@ static tr_status drain(sharded *z) {
     tr_status st = TR_OK;
     for (int i = 0; i < z->n_units; i++) {
         unit *u = &z->units[i];
-        tr_status a = wait_gather(u), b = TR_OK;
+        tr_status a = wait_gather(z, u), b = TR_OK;
         if (u->rs) b = tr_comm_wait(u->rs);
         u->rs = NULL;
         if (st == TR_OK) st = a != TR_OK ? a : b;
@@ -368,15 +450,18 @@ static void destroy(void *ctx) {
     sharded *z = ctx;
     if (!z) return;
     if (z->comm) drain(z);
+    /* The communicator first: its thread must stop before the memory it owns (the host P's
+     * buffers when staged) goes; the replica never touches them when it is destroyed. */
     tr_comm_destroy(z->comm);
     tr_optim_destroy(z->opt);
-    tr_replica_destroy(z->r);
-    tr_free(z->ps);
-    tr_free(z->gs);
-    tr_free(z->unit_of);
-    tr_free(z->pieces);
+    tr_accel_free(z->accel, z->ps, bytes(z->S));
+    tr_accel_free(z->accel, z->gs, bytes(z->S));
     pool_free(&z->params);
     pool_free(&z->grads);
+    tr_replica_destroy(z->r);
+    tr_accel_close(z->accel); /* after what holds its memory */
+    tr_free(z->unit_of);
+    tr_free(z->pieces);
     tr_free(z);
 }
 
@@ -385,62 +470,87 @@ static int processes(const tr_options *opts, int devices) {
     return devices > 1 ? devices : 1;
 }
 
+/* A shard of S floats in the replica's memory (zeroed). */
+static tr_status shard_alloc(sharded *z, float **out, const char *what) {
+    tr_status st = tr_accel_alloc(z->accel, bytes(z->S), (void **)out);
+    if (st != TR_OK) {
+        tr_error_prefix("sharded: the %s shard: ", what);
+        return st;
+    }
+    tr_accel_zero(z->accel, *out, bytes(z->S));
+    return TR_OK;
+}
+
 static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *env, tr_strategy_info *info) {
     *ctx = NULL;
     sharded *z = tr_calloc(1, sizeof *z);
     if (!z) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory");
     z->current = -1;
     tr_status st;
-    tr_comm_env ce;
-    TR_CHECK_GOTO(tr_comm_open(&z->comm, env->registry, tr_options_string(o, "backend"), tr_options_float(o, "timeout_s"),
-                               &ce), fail);
-    if (env->threads == 0) {
-        int t = tr_cpu_count() / (ce.local_size > 0 ? ce.local_size : 1);
-        tr_set_num_threads(t > 0 ? t : 1);
-    }
+    TR_CHECK_GOTO(tr_rank_open(o, env, &z->comm, &z->accel, &z->gpu_shared), fail);
+    z->params.accel = z->grads.accel = z->accel;
+    z->staged = z->accel && !tr_comm_device_memory(z->comm);
     z->rank = tr_comm_rank(z->comm);
     z->world = tr_comm_size(z->comm);
     z->stage = (int)tr_options_int(o, "stage");
     z->prefetch = tr_options_bool(o, "prefetch");
     z->broadcast_buffers = tr_options_bool(o, "broadcast_buffers");
-    /* Every parameter on a multiple of 16 x world floats: units split into equal slices. */
     z->skip_nonfinite = env->skip_nonfinite;
-    TR_CHECK_GOTO(tr_replica_create_aligned(env->models, 16 * (size_t)z->world, &z->r), fail);
+    /* Every parameter on a multiple of 16 x world floats: units split into equal slices. */
+    size_t align = 16 * (size_t)z->world;
+    if (z->accel) { /* without the full buffers the stage shards */
+        unsigned flags = (z->stage >= 2 ? TR_REPLICA_NO_DEVICE_GRAD : 0) | (z->stage == 3 ? TR_REPLICA_NO_DEVICE_DATA : 0);
+        TR_CHECK_GOTO(tr_replica_create_on_aligned(env->models, z->accel, align, flags, &z->r), fail);
+    } else {
+        TR_CHECK_GOTO(tr_replica_create_aligned(env->models, align, &z->r), fail);
+    }
+    size_t numel = tr_params_numel(z->r->P);
     TR_CHECK_GOTO(make_units(z, tr_options_float(o, "unit_mb")), fail);
     TR_CHECK_GOTO(tr_optim_create(&z->opt, &env->optim, z->S), fail);
+    if (z->accel) TR_CHECK_GOTO(tr_optim_place(z->opt, z->accel), fail);
+    if (z->staged) { /* the host P's buffers, where the collectives run, in communicator memory */
+        void *h = NULL;
+        TR_CHECK_GOTO(tr_comm_alloc(z->comm, bytes(numel + 1), &h), fail);
+        TR_CHECK_GOTO(tr_params_set_data_buffer(z->r->P, h), fail);
+        TR_CHECK_GOTO(tr_comm_alloc(z->comm, bytes(numel + 1), &h), fail);
+        TR_CHECK_GOTO(tr_params_set_grad_buffer(z->r->P, h), fail);
+    }
     if (z->stage >= 2) {
-        z->gs = tr_calloc(z->S ? z->S : 1, sizeof(float));
-        if (!z->gs) {
-            st = tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for the gradient shard");
-            goto fail;
-        }
-        /* Gradients go to pool buffers: the flat gradient buffer is never touched. */
-        tr_pages_discard(G(z), tr_params_numel(z->r->P) * sizeof(float));
+        TR_CHECK_GOTO(shard_alloc(z, &z->gs, "gradient"), fail);
+        /* Gradients go to pool buffers: the flat gradient buffer is never touched (on a
+         * device there is none). */
+        if (!z->accel) tr_pages_discard(G(z), bytes(numel));
     }
     tr_graph_set_grad_hook(z->r->g, grad_ready, z);
     tr_graph_set_use_hook(z->r->g, use, z);
     if (tr_options_bool(o, "sync_batchnorm")) tr_graph_set_stat_reducer(z->r->g, all_sum, z);
-    /* Rank 0's initial weights everywhere, then (stage 3) each rank keeps its slices only. */
-    TR_CHECK_GOTO(tr_comm_broadcast(z->comm, F(z), tr_params_numel(z->r->P), TR_F32, 0), fail);
+    /* Rank 0's initial weights everywhere (the host P's, from the run seed), then each rank's
+     * view: the full buffer (stages 1-2) or its slices only (stage 3). */
+    TR_CHECK_GOTO(tr_comm_broadcast(z->comm, hostF(z), numel, TR_F32, 0), fail);
+    if (z->accel && z->stage < 3) TR_CHECK_GOTO(tr_accel_upload(z->accel, F(z), hostF(z), bytes(numel)), fail);
     TR_CHECK_GOTO(broadcast_buffers(z), fail);
     if (z->stage == 3) {
-        z->ps = tr_calloc(z->S ? z->S : 1, sizeof(float));
-        if (!z->ps) {
-            st = tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for the parameter shard");
-            goto fail;
-        }
+        TR_CHECK_GOTO(shard_alloc(z, &z->ps, "parameter"), fail);
         for (int i = 0; i < z->n_units; i++) {
             unit *u = &z->units[i];
-            memcpy(z->ps + u->soff, slice(z, F(z), u), u->len * sizeof(float));
+            TR_CHECK_GOTO(tr_accel_upload(z->accel, z->ps + u->soff, slice(z, hostF(z), u), bytes(u->len)), fail);
             u->state = RELEASED;
+            point(z, u, home(u, F(z)), 0);
         }
         /* Parameters go to pool buffers while gathered: the flat buffer is never touched. */
-        tr_pages_discard(F(z), tr_params_numel(z->r->P) * sizeof(float));
+        if (!z->accel) tr_pages_discard(F(z), bytes(numel));
     }
     *info = (tr_strategy_info){.rank = z->rank, .world = z->world, .data_rank = z->rank, .data_world = z->world};
-    snprintf(info->description, sizeof info->description,
-             "sharded (ZeRO stage %d, %d ranks over %s, %d threads each, %d units)", z->stage, z->world, tr_comm_backend_name(z->comm),
-             tr_get_num_threads(), z->n_units);
+    if (z->accel)
+        snprintf(info->description, sizeof info->description,
+                 "sharded (ZeRO stage %d, %d ranks over %s, %s: this rank %s, %d units %s)", z->stage, z->world,
+                 tr_comm_backend_name(z->comm), z->gpu_shared ? "ranks sharing GPUs (a testing mode)" : "one GPU each",
+                 tr_accel_name(z->accel), z->n_units,
+                 z->staged ? "staged through host memory" : "gathered and reduce-scattered in device memory");
+    else
+        snprintf(info->description, sizeof info->description,
+                 "sharded (ZeRO stage %d, %d ranks over %s, %d threads each, %d units)", z->stage, z->world,
+                 tr_comm_backend_name(z->comm), tr_get_num_threads(), z->n_units);
     *ctx = z;
     return TR_OK;
 fail:
@@ -450,19 +560,28 @@ fail:
 
 /* ---- the step ---- */
 
+/* A failure inside the step: this rank may have left out collectives its peers issued, so the
+ * communicator is broken everywhere (the peers fail at once rather than at the deadline) and
+ * what is in flight drained. st, with its message. */
+static tr_status broke(sharded *z, tr_status st) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", tr_error_msg());
+    tr_comm_abort(z->comm);
+    drain(z);
+    return tr_error_set(st, "%s", msg);
+}
+
 static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
     sharded *z = ctx;
     TR_CHECK(finish_rs(z, 0, 1)); /* the last micro-batch's reduce-scatters (stages 2-3) */
     if (mb->first) {
         if (z->broadcast_buffers) TR_CHECK(broadcast_buffers(z));
-        if (z->stage == 1) tr_params_zero_grad(z->r->P);
+        if (z->stage == 1 && z->accel) tr_accel_zero(z->accel, G(z), bytes(tr_params_numel(z->r->P)));
+        else if (z->stage == 1) tr_params_zero_grad(z->r->P);
     }
     tr_model_out out;
     tr_status st = tr_replica_forward(z->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out);
-    if (st != TR_OK) {
-        drain(z);
-        return st;
-    }
+    if (st != TR_OK) return broke(z, st);
     z->syncing = z->stage >= 2 || mb->last;
     z->first_micro = mb->first;
     if (z->syncing) {
@@ -479,11 +598,10 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
         if (z->hook_status != TR_OK) st = tr_error_set(z->hook_status, "%s", z->hook_msg);
     }
     if (st == TR_OK && z->stage == 3) st = release_all(z); /* prefetched units nobody used */
-    if (st != TR_OK) {
-        drain(z);
-        return st;
-    }
-    *loss = ((const float *)out.loss->data)[0];
+    float v = 0;
+    if (st == TR_OK) st = tr_accel_download(z->accel, &v, out.loss->data, sizeof v);
+    if (st != TR_OK) return broke(z, st);
+    *loss = v;
     return TR_OK;
 }
 
@@ -493,11 +611,9 @@ static float *grad_slice(sharded *z, const unit *u) { return z->stage >= 2 ? z->
 /* Updates this rank's slice of a unit (unless apply is 0: its gradient is not finite) and,
  * below stage 3, starts the all-gather of the slices, which every rank issues either way. */
 static tr_status update_unit(sharded *z, unit *u, double lr, int apply) {
-    float *p = z->stage == 3 ? z->ps + u->soff : slice(z, F(z), u);
+    float *p = param_slice(z, u);
     if (apply) TR_CHECK(tr_optim_step_at(z->opt, p, grad_slice(z, u), u->soff, u->soff + u->len, lr));
-    if (z->stage < 3) /* the updated slices back to every rank, waited by the next forward */
-        TR_CHECK(tr_comm_iall_gather(z->comm, slice(z, F(z), u), F(z) + u->lo, u->len, TR_F32,
-                                     &u->gather));
+    if (z->stage < 3) TR_CHECK(gather_issue(z, u, p, F(z) + u->lo)); /* waited by the next forward */
     return TR_OK;
 }
 
@@ -513,30 +629,34 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
         unit *u = &z->units[i];
         st = finish_rs(z, i, 1); /* this unit's reduce-scatter (later units' are done) */
         if (st != TR_OK) break;
-        double s = tr_grad_sumsq(grad_slice(z, u), u->len);
+        double s = tr_accel_grad_sumsq(z->accel, grad_slice(z, u), u->len);
         sumsq += s;
         if (overlap) st = update_unit(z, u, lr, isfinite(s));
     }
     if (st == TR_OK) st = tr_comm_all_reduce(z->comm, &sumsq, &sumsq, 1, TR_F64, TR_RED_SUM);
-    if (st != TR_OK) {
-        drain(z);
-        return st;
-    }
+    if (st != TR_OK) return broke(z, st);
     *grad_norm = sqrt(sumsq);
     if (!isfinite(sumsq)) return TR_OK; /* every rank agrees: the trainer stops or skips the step */
     if (!overlap) {
         for (int i = z->n_units - 1; i >= 0; i--) {
             unit *u = &z->units[i];
-            if (max_norm > 0) tr_clip_grad_norm(grad_slice(z, u), u->len, max_norm, sumsq);
+            if (max_norm > 0) tr_accel_clip_grad_norm(z->accel, grad_slice(z, u), u->len, max_norm, sumsq);
             st = update_unit(z, u, lr, 1);
-            if (st != TR_OK) {
-                drain(z);
-                return st;
-            }
+            if (st != TR_OK) return broke(z, st);
         }
     }
     tr_optim_step_done(z->opt);
     return TR_OK;
+}
+
+/* This rank's slice of unit u (its parameters, or with grads its summed gradients) as host
+ * memory: on a device downloaded into the host P at the slice's flat offset. */
+static tr_status host_slice(sharded *z, const unit *u, int grads, float **out) {
+    float *src = grads ? grad_slice(z, u) : param_slice(z, u);
+    *out = src;
+    if (!z->accel) return TR_OK;
+    *out = slice(z, grads ? hostG(z) : hostF(z), u);
+    return tr_accel_download(z->accel, *out, src, bytes(u->len));
 }
 
 /* This rank's slices of the parameters and of their gradients. */
@@ -547,8 +667,11 @@ static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, si
     for (int i = 0; i < z->n_units; i++) {
         unit *u = &z->units[i];
         size_t a = u->lo + (size_t)z->rank * u->len;
-        tr_params_mark_nonfinite(z->r->P, z->stage == 3 ? z->ps + u->soff : F(z) + a, a, a + u->len, flags);
-        tr_params_mark_nonfinite(z->r->P, grad_slice(z, u), a, a + u->len, flags + n);
+        float *p, *g;
+        TR_CHECK(host_slice(z, u, 0, &p));
+        TR_CHECK(host_slice(z, u, 1, &g));
+        tr_params_mark_nonfinite(z->r->P, p, a, a + u->len, flags);
+        tr_params_mark_nonfinite(z->r->P, g, a, a + u->len, flags + n);
     }
     return TR_OK;
 }
@@ -557,8 +680,8 @@ static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_mode
     sharded *z = ctx;
     tr_status st = tr_replica_forward(z->r, hb, 0, hb->size, 1.0, 0, 0, with_y, out);
     if (z->stage == 3 && st == TR_OK) st = release_all(z);
-    if (st != TR_OK) drain(z);
-    return st;
+    if (st == TR_OK) st = tr_replica_outputs_to_host(z->r, out);
+    return st == TR_OK ? TR_OK : broke(z, st);
 }
 
 /* The full state lives on no rank (sharded checkpoints go through `shards`). */
@@ -570,7 +693,8 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
     return TR_OK;
 }
 
-/* The pieces of every parameter this rank's shard holds, with their optimizer state. */
+/* The pieces of every parameter this rank's shard holds, with their optimizer state (on a
+ * device: host copies, downloaded now; a load writes them and sync() uploads them). */
 static tr_status shards(void *ctx, tr_state_shards *out) {
     sharded *z = ctx;
     TR_CHECK(drain(z));
@@ -581,10 +705,16 @@ static tr_status shards(void *ctx, tr_state_shards *out) {
         z->pieces = tr_calloc((size_t)tr_params_count(P) + 1, sizeof *z->pieces);
         if (!z->pieces) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory");
     }
+    TR_CHECK(tr_optim_download(z->opt));
+    /* The buffers (batch-norm statistics) a checkpoint saves from the host P. */
+    TR_CHECK(tr_accel_download(z->accel, tr_params_buffers_data(P), tr_params_buffers_data(tr_replica_params(z->r)),
+                               bytes(tr_params_buffers_numel(P))));
     int n = 0;
     for (int i = 0; i < z->n_units; i++) {
         const unit *u = &z->units[i];
         size_t a0 = u->lo + (size_t)z->rank * u->len, b0 = a0 + u->len;
+        float *data;
+        TR_CHECK(host_slice(z, u, 0, &data));
         for (int p = u->p0; p < u->p0 + u->np; p++) {
             size_t off = tr_params_offset(P, p), end = off + (size_t)tr_tensor_numel(tr_params_get(P, p));
             size_t a = a0 > off ? a0 : off, b = b0 < end ? b0 : end;
@@ -592,7 +722,7 @@ static tr_status shards(void *ctx, tr_state_shards *out) {
             size_t at = u->soff + (a - a0); /* position in the shard */
             tr_ckpt_piece *pc = &z->pieces[n++];
             *pc = (tr_ckpt_piece){.param = p, .start = (int64_t)(a - off), .count = (int64_t)(b - a),
-                                   .data = z->stage == 3 ? z->ps + at : F(z) + a};
+                                   .data = data + (a - a0)};
             for (int s = 0; s < ns; s++) pc->state[s] = tr_optim_state(z->opt, s) + at;
         }
     }
@@ -604,7 +734,7 @@ static tr_status shards(void *ctx, tr_state_shards *out) {
 static tr_status memory(void *ctx, tr_strategy_memory *m) {
     sharded *z = ctx;
     *m = (tr_strategy_memory){0};
-    tr_replica_memory(z->r, z->opt, m); /* the resident pages of the full buffers */
+    tr_replica_memory(z->r, z->opt, m); /* the resident pages of the full buffers (a device's: those it holds) */
     uint64_t shard = (uint64_t)z->S * sizeof(float);
     if (z->ps) m->params += shard;
     if (z->gs) m->grads += shard;
@@ -615,13 +745,8 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     return TR_OK;
 }
 
-/* Runs wherever its communication backend was found. */
-static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
-    if (env->accelerator == TR_ACCEL_GPU)
-        return tr_error_set(TR_ERR_UNSUPPORTED, "%s runs its ranks on the CPU only in this build (no GPU path yet); "
-                                                "accelerator cpu runs it over CPU ranks", "sharded");
-    return tr_comm_probe(env->registry, tr_options_string(o, "backend"));
-}
+/* Runs wherever its communication backend was found, on CPU ranks or GPU ranks. */
+static tr_status probe(const tr_options *o, const tr_strategy_probe *env) { return tr_rank_probe(o, env); }
 
 /* `trainer plan`: the ZeRO split of the flat buffer (aligned as create() aligns it) plus the
  * unit buffers of stages 2-3, estimated from the largest unit: stage 2 keeps about two units

@@ -125,8 +125,7 @@ static tr_status dev_alloc(void *dev, size_t bytes, void **p) {
     fake_dev *d = dev;
     *p = NULL;
     if (bytes > d->capacity - d->used)
-        return tr_error_set(TR_ERR_NOMEM, "fake_gpu:%d: out of device memory: %zu bytes asked, %llu of %llu in use",
-                            d->index, bytes, (unsigned long long)d->used, (unsigned long long)d->capacity);
+        return tr_error_set(TR_ERR_NOMEM, "out of device memory: %zu bytes asked, %llu of %llu in use", bytes, (unsigned long long)d->used, (unsigned long long)d->capacity);
     if (d->n_blocks == d->cap_blocks) {
         size_t cap = d->cap_blocks ? 2 * d->cap_blocks : 64;
         block *b = realloc(d->blocks, cap * sizeof *b);

@@ -45,8 +45,8 @@ const tr_kernels *tr_accel_kernels(const tr_accel *a);
 /* What tensors in its memory say: {TR_DEVICE_GPU, the GPU id}. */
 tr_device tr_accel_device(const tr_accel *a);
 
-/* Copies, sync and the gradient helpers below also take a NULL accel, meaning host memory
- * (memcpy, nothing to wait for, tr_grad_sumsq, tr_clip_grad_norm): code that holds a replica
+/* Every call below also takes a NULL accel, meaning host memory (tr_malloc/tr_free, memcpy,
+ * memset, nothing to wait for, tr_grad_sumsq, tr_clip_grad_norm): code that holds a replica
  * calls them with r->accel and runs on the CPU and on a device alike. */
 tr_status tr_accel_alloc(tr_accel *a, size_t bytes, void **p);
 /* bytes: what was asked of tr_accel_alloc (for the accounting). */
@@ -55,6 +55,11 @@ tr_status tr_accel_upload(tr_accel *a, void *dst, const void *src, size_t bytes)
 tr_status tr_accel_download(tr_accel *a, void *dst, const void *src, size_t bytes);
 /* Zero-fills device memory (queued like a kernel). */
 void tr_accel_zero(tr_accel *a, void *p, size_t bytes);
+/* Device memory to device memory (queued like a kernel; the ranges must not overlap). */
+void tr_accel_copy(tr_accel *a, void *dst, const void *src, size_t bytes);
+/* dst[i] += src[i] for i < n, f32 device memory (queued like a kernel, through the table's
+ * copy_rows: an error naming the device when it has none). */
+tr_status tr_accel_add(tr_accel *a, float *dst, const float *src, size_t n);
 /* Waits for queued work; the first kernel error. */
 tr_status tr_accel_sync(tr_accel *a);
 /* Makes a the device this thread's kernels run on. */

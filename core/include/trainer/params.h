@@ -59,10 +59,11 @@ size_t tr_params_align(const tr_params *P);
 tr_status tr_params_finalize(tr_params *P, uint64_t seed);
 
 /* A registry with P's names, shapes and layout whose tensors view borrowed flat buffers laid
- * out as P's: data and grad (tr_params_numel floats each; grad may be NULL) and buffers
- * (tr_params_buffers_numel floats), e.g. a device's memory (device.kind TR_DEVICE_GPU: the
- * tensors say so, the core never touches their bytes and tr_params_zero_grad does nothing).
- * The clone frees only itself. */
+ * out as P's: data and grad (tr_params_numel floats each; either may be NULL: the tensors'
+ * pointers are then NULL until their owner points them somewhere, as a sharded strategy
+ * does) and buffers (tr_params_buffers_numel floats), e.g. a device's memory (device.kind
+ * TR_DEVICE_GPU: the tensors say so, the core never touches their bytes and
+ * tr_params_zero_grad does nothing). The clone frees only itself. */
 tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, float *buffers,
                                tr_device device, tr_params **out);
 

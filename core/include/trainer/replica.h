@@ -67,6 +67,15 @@ tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_
  * tr_replica_upload pushes it back). accel is borrowed and must outlive the replica. */
 struct tr_accel;
 tr_status tr_replica_create_on(const tr_model_factory *f, struct tr_accel *accel, tr_replica **out);
+/* Which flat buffers tr_replica_create_on_aligned leaves off the device: a sharded strategy
+ * keeps the parameters (stage 3) or gradients (stages 2-3) in buffers of its own and points
+ * dP's tensors at them (NULL until it does; d_data or d_grad stays NULL). */
+enum { TR_REPLICA_NO_DEVICE_DATA = 1, TR_REPLICA_NO_DEVICE_GRAD = 2 };
+/* tr_replica_create_on with every parameter starting on a multiple of `align` floats (0: the
+ * default) and without the buffers `flags` names. tr_replica_upload and _download then move
+ * only what is on the device. */
+tr_status tr_replica_create_on_aligned(const tr_model_factory *f, struct tr_accel *accel, size_t align,
+                                       unsigned flags, tr_replica **out);
 /* For a forward's outputs that the host reads (validation, predict): on a device replica
  * copies out's loss, logits and embedding into host memory the replica owns (valid until the
  * next call) and points out at them; nothing for a CPU replica. */
@@ -87,7 +96,7 @@ tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t off
                              int with_y, tr_model_out *out);
 
 /* Adds r's parameters, gradients (the pages of their buffers in memory: measured, not the
- * buffers' sizes) and activation peak, and opt's state when opt is not NULL (bytes), into m
+ * buffers' sizes; on a device the buffers it holds) and activation peak, and opt's state when opt is not NULL (bytes), into m
  * (all_devices too). */
 void tr_replica_memory(const tr_replica *r, const tr_optim *opt, tr_strategy_memory *m);
 

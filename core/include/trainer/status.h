@@ -37,7 +37,8 @@ typedef enum tr_status {
 /* A short constant name for a status ("invalid argument"). */
 const char *tr_status_str(tr_status s);
 
-/* Sets this thread's message (printf format) and returns s, so `return tr_error_set(...)`. */
+/* Sets this thread's message (printf format; an argument may be tr_error_msg()) and returns s,
+ * so `return tr_error_set(...)`. */
 tr_status tr_error_set(tr_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prepends context to this thread's message: "config.yaml: " + message. */

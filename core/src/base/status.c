@@ -32,10 +32,13 @@ const char *tr_status_str(tr_status s) {
 }
 
 tr_status tr_error_set(tr_status s, const char *fmt, ...) {
+    /* Formatted aside first: an argument may be tr_error_msg() itself. */
+    char msg[MSG_CAP];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(tl_msg, msg, sizeof msg);
     tl_trace[0] = '\0';
     return s;
 }

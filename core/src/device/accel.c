@@ -95,6 +95,10 @@ tr_device tr_accel_device(const tr_accel *a) { return (tr_device){.kind = TR_DEV
 
 tr_status tr_accel_alloc(tr_accel *a, size_t bytes, void **p) {
     *p = NULL;
+    if (!a) {
+        if (!(*p = tr_malloc(bytes ? bytes : 1))) return tr_error_set(TR_ERR_NOMEM, "out of memory for %zu bytes", bytes);
+        return TR_OK;
+    }
     tr_status st = a->ops.alloc(a->dev, bytes ? bytes : 1, p);
     if (st != TR_OK) {
         tr_error_prefix("%s: ", a->name);
@@ -107,6 +111,10 @@ tr_status tr_accel_alloc(tr_accel *a, size_t bytes, void **p) {
 
 void tr_accel_free(tr_accel *a, void *p, size_t bytes) {
     if (!p) return;
+    if (!a) {
+        tr_free(p);
+        return;
+    }
     a->ops.free(a->dev, p);
     a->allocated -= bytes < a->allocated ? bytes : a->allocated;
 }
@@ -134,7 +142,26 @@ tr_status tr_accel_download(tr_accel *a, void *dst, const void *src, size_t byte
 }
 
 void tr_accel_zero(tr_accel *a, void *p, size_t bytes) {
-    if (bytes) a->kern.zero(p, bytes);
+    if (!bytes) return;
+    if (a) a->kern.zero(p, bytes);
+    else memset(p, 0, bytes);
+}
+
+void tr_accel_copy(tr_accel *a, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    if (a) a->kern.copy(dst, src, bytes);
+    else memcpy(dst, src, bytes);
+}
+
+tr_status tr_accel_add(tr_accel *a, float *dst, const float *src, size_t n) {
+    if (!n) return TR_OK;
+    if (!a) {
+        for (size_t i = 0; i < n; i++) dst[i] += src[i];
+        return TR_OK;
+    }
+    if (!a->kern.copy_rows) return tr_error_set(TR_ERR_UNSUPPORTED, "%s: its kernel table has no 'copy_rows' kernel", a->name);
+    a->kern.copy_rows(dst, (int64_t)n, src, (int64_t)n, 1, (int64_t)n, 1);
+    return TR_OK;
 }
 
 tr_status tr_accel_sync(tr_accel *a) {

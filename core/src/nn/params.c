@@ -209,7 +209,7 @@ static tr_status clone_table(table *dst, const table *src, float *data, float *g
     memcpy(dst->e, src->e, (size_t)src->n * sizeof *dst->e);
     for (int i = 0; i < src->n; i++) {
         tr_tensor *t = &dst->e[i].t;
-        t->data = data + dst->e[i].offset;
+        t->data = data ? data + dst->e[i].offset : NULL;
         t->grad = grad ? grad + dst->e[i].offset : NULL;
         t->device = device;
         t->uses = 0;

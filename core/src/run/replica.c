@@ -83,27 +83,34 @@ tr_status tr_replica_outputs_to_host(tr_replica *r, tr_model_out *out) {
 
 tr_status tr_replica_upload(tr_replica *r) {
     if (!r->accel) return TR_OK;
-    TR_CHECK(tr_accel_upload(r->accel, r->d_data, tr_params_data(r->P), param_bytes(r)));
+    if (r->d_data) TR_CHECK(tr_accel_upload(r->accel, r->d_data, tr_params_data(r->P), param_bytes(r)));
     return tr_accel_upload(r->accel, r->d_buffers, tr_params_buffers_data(r->P), buffer_bytes(r));
 }
 
 tr_status tr_replica_download(tr_replica *r) {
     if (!r->accel) return TR_OK;
-    TR_CHECK(tr_accel_download(r->accel, tr_params_data(r->P), r->d_data, param_bytes(r)));
+    if (r->d_data) TR_CHECK(tr_accel_download(r->accel, tr_params_data(r->P), r->d_data, param_bytes(r)));
     return tr_accel_download(r->accel, tr_params_buffers_data(r->P), r->d_buffers, buffer_bytes(r));
 }
 
 tr_status tr_replica_create_on(const tr_model_factory *f, tr_accel *accel, tr_replica **out) {
+    return tr_replica_create_on_aligned(f, accel, 0, 0, out);
+}
+
+tr_status tr_replica_create_on_aligned(const tr_model_factory *f, tr_accel *accel, size_t align, unsigned flags,
+                                       tr_replica **out) {
     *out = NULL;
     tr_replica *r;
-    TR_CHECK(tr_replica_create(f, &r));
+    TR_CHECK(tr_replica_create_aligned(f, align, &r));
     r->accel = accel;
     tr_status st;
-    TR_CHECK_GOTO(tr_accel_alloc(accel, param_bytes(r), (void **)&r->d_data), fail);
-    TR_CHECK_GOTO(tr_accel_alloc(accel, param_bytes(r), (void **)&r->d_grad), fail);
+    if (!(flags & TR_REPLICA_NO_DEVICE_DATA)) TR_CHECK_GOTO(tr_accel_alloc(accel, param_bytes(r), (void **)&r->d_data), fail);
+    if (!(flags & TR_REPLICA_NO_DEVICE_GRAD)) {
+        TR_CHECK_GOTO(tr_accel_alloc(accel, param_bytes(r), (void **)&r->d_grad), fail);
+        /* The alignment gaps of the gradient stay zero, as on the host. */
+        tr_accel_zero(accel, r->d_grad, param_bytes(r));
+    }
     TR_CHECK_GOTO(tr_accel_alloc(accel, buffer_bytes(r), (void **)&r->d_buffers), fail);
-    /* The alignment gaps of the gradient stay zero, as on the host. */
-    tr_accel_zero(accel, r->d_grad, param_bytes(r));
     TR_CHECK_GOTO(tr_replica_upload(r), fail);
     TR_CHECK_GOTO(tr_params_clone_view(r->P, r->d_data, r->d_grad, r->d_buffers, tr_accel_device(accel), &r->dP), fail);
     TR_CHECK_GOTO(tr_graph_set_accel(r->g, accel), fail);
@@ -193,13 +200,13 @@ void tr_replica_copy_params(tr_replica *dst, tr_replica *src) {
 
 void tr_replica_memory(const tr_replica *r, const tr_optim *opt, tr_strategy_memory *m) {
     /* Measured: the pages of the parameter and gradient buffers in memory now (on a device:
-     * the buffers' sizes, all allocated). */
+     * the sizes of the buffers it holds). */
     uint64_t p = tr_pages_resident(tr_params_data(r->P), tr_params_numel(r->P) * sizeof(float)) +
                  tr_params_buffers_numel(r->P) * sizeof(float);
     uint64_t g = tr_pages_resident(tr_params_grad(r->P), tr_params_numel(r->P) * sizeof(float));
     if (r->accel) {
-        p = (tr_params_numel(r->P) + tr_params_buffers_numel(r->P)) * sizeof(float);
-        g = tr_params_numel(r->P) * sizeof(float);
+        p = ((r->d_data ? tr_params_numel(r->P) : 0) + tr_params_buffers_numel(r->P)) * sizeof(float);
+        g = r->d_grad ? tr_params_numel(r->P) * sizeof(float) : 0;
     }
     uint64_t a = tr_graph_activation_peak(r->g);
     uint64_t o = tr_optim_state_bytes(opt);
@@ -214,9 +221,9 @@ void tr_replica_find_nonfinite(const tr_replica *r, double *flags, char *activat
     if (r->accel) { /* copies of the device's parameters and gradients (a failed copy finds nothing) */
         size_t n = tr_params_numel(r->P);
         float *h = tr_malloc((n ? n : 1) * sizeof *h);
-        if (h && tr_accel_download(r->accel, h, r->d_data, n * sizeof *h) == TR_OK)
+        if (h && r->d_data && tr_accel_download(r->accel, h, r->d_data, n * sizeof *h) == TR_OK)
             tr_params_mark_nonfinite(r->P, h, 0, n, flags);
-        if (h && tr_accel_download(r->accel, h, r->d_grad, n * sizeof *h) == TR_OK)
+        if (h && r->d_grad && tr_accel_download(r->accel, h, r->d_grad, n * sizeof *h) == TR_OK)
             tr_params_mark_nonfinite(r->P, h, 0, n, flags + tr_params_count(r->P));
         tr_free(h);
         tr_graph_first_nonfinite(r->g, activation, size);

@@ -67,8 +67,8 @@ tr_status cuda_alloc(void *dev, size_t bytes, void **p) {
         release_free(d); /* what the cache holds goes back, then once more */
         st = cu_mem_alloc(d->rt, want, &q);
         if (st == TR_ERR_NOMEM)
-            return tr_error_set(TR_ERR_NOMEM, "%s: out of device memory: %zu bytes requested with %zu in use (%s)",
-                                d->name, bytes, d->reserved, tr_error_msg());
+            return tr_error_set(TR_ERR_NOMEM, "out of device memory: %zu bytes requested with %zu in use (%s)", bytes,
+                                d->reserved, tr_error_msg());
     }
     if (st != TR_OK) return st; /* not memory: a device error (its message names the call) */
     d->blocks[d->n_blocks++] = (cuda_block){.p = q, .size = want, .used = 1};
@@ -102,8 +102,7 @@ static const cuda_block *block_of(const cuda_device *d, const void *p, size_t by
 tr_status cuda_upload(void *dev, void *dst, const void *src, size_t bytes) {
     cuda_device *d = dev;
     if (bytes && !block_of(d, dst, bytes))
-        return tr_error_set(TR_ERR_INVALID, "%s: upload of %zu bytes to %p, which is not memory of this device",
-                            d->name, bytes, dst);
+        return tr_error_set(TR_ERR_INVALID, "the destination %p is not memory of this device", dst);
     /* Through the two staging buffers in turn: the caller's memory may be reused on return,
      * and a copy from page-locked memory overlaps the next chunk's memcpy. */
     for (size_t off = 0; off < bytes; off += CUDA_STAGE_BYTES) {
@@ -121,8 +120,7 @@ tr_status cuda_upload(void *dev, void *dst, const void *src, size_t bytes) {
 tr_status cuda_download(void *dev, void *dst, const void *src, size_t bytes) {
     cuda_device *d = dev;
     if (bytes && !block_of(d, src, bytes))
-        return tr_error_set(TR_ERR_INVALID, "%s: download of %zu bytes from %p, which is not memory of this device",
-                            d->name, bytes, src);
+        return tr_error_set(TR_ERR_INVALID, "the source %p is not memory of this device", src);
     return cu_download(d->rt, dst, src, bytes);
 }
 

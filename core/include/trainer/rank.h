@@ -1,0 +1,41 @@
+/* A strategy with one process per rank over a communicator (ddp, sharded): the setup every
+ * such strategy repeats, on the CPU and on GPUs alike.
+ *
+ *   tr_comm *comm;
+ *   tr_accel *accel;      // this rank's GPU, or NULL on the CPU
+ *   int shared;
+ *   TR_CHECK(tr_rank_open(o, env, &comm, &accel, &shared));
+ *   ...
+ *   tr_comm_destroy(comm);
+ *   tr_accel_close(accel);  // after everything that holds its memory
+ *
+ * probe: tr_rank_probe(o, env). The options are TR_RANK_STRATEGY_OPTIONS' (backend,
+ * timeout_s). */
+#ifndef TRAINER_RANK_H
+#define TRAINER_RANK_H
+
+#include "trainer/accel.h"
+#include "trainer/comm.h"
+#include "trainer/strategy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* On GPUs (env->accelerator TR_ACCEL_GPU) opens the GPU at this rank's local rank
+ * (env->gpu_ids[local_rank % n_gpu_ids]) and binds it to the calling thread, so that a device
+ * backend's communicator takes that GPU; *shared says whether another rank of this host
+ * opens it too (the one-GPU testing mode); on the CPU *accel is NULL and *shared 0. Then
+ * opens the communicator for these ranks (tr_comm_open_ranks with the options backend and
+ * timeout_s) and, unless trainer.threads says otherwise, gives each rank its share of the
+ * host's cores. On failure nothing stays open. */
+tr_status tr_rank_open(const tr_options *o, const tr_strategy_env *env, tr_comm **comm, tr_accel **accel,
+                       int *shared);
+/* For the strategy's probe: on GPUs the device plugin must run kernels (tr_accel_probe), and
+ * the backend must exist and fit the ranks (tr_comm_probe_ranks). */
+tr_status tr_rank_probe(const tr_options *o, const tr_strategy_probe *env);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
