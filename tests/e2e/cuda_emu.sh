@@ -27,6 +27,7 @@ py=/usr/bin/python3
 t="$(mktemp -d /tmp/trainer-cuda-emu-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
 export TRAINER_PLUGIN_PATH="$emu"
+export TRAINER_NCCL_EMU_STREAM=1 # nccl_emu: the ranks must hand over their device's compute stream
 unset CUDA_VISIBLE_DEVICES TRAINER_CUDA_EMU_GPUS TRAINER_CUDA_EMU_MIB
 mlp_device_yaml "$t/mlp.yaml" cuda_emu 1
 

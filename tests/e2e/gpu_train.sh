@@ -17,7 +17,9 @@
 set -u
 bin="$1"; dev="$2"; py="${3:-/usr/bin/python3}"; here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
-nccl=nccl; [ "$dev" = cuda_emu ] && nccl=nccl_emu
+nccl=nccl
+# The emulated NCCL then also checks that the ranks hand it their device's compute stream.
+[ "$dev" = cuda_emu ] && nccl=nccl_emu && export TRAINER_NCCL_EMU_STREAM=1
 gpus="$("$bin" devices 2>/dev/null | grep -cE "^gpu +1 .*\(device plugin $dev, id")"
 if [ "$gpus" = 0 ]; then echo "skipped: the $dev device plugin sees no GPU here"; exit 77; fi
 t="$(mktemp -d /tmp/trainer-gpu-train-XXXXXX)"

@@ -64,6 +64,11 @@ tr_status tr_accel_add(tr_accel *a, float *dst, const float *src, size_t n);
 tr_status tr_accel_sync(tr_accel *a);
 /* Makes a the device this thread's kernels run on. */
 tr_status tr_accel_bind(tr_accel *a);
+/* The native compute stream (tr_device_ops.stream) of the device last bound on this thread
+ * and not closed since, or NULL (none bound, or its plugin gives none): for a device
+ * communication backend created on that thread (nccl) to order its collectives after the
+ * kernels that make their buffers. */
+void *tr_accel_bound_stream(void);
 /* tr_grad_sumsq and tr_clip_grad_norm (trainer/optim.h) on device memory, by the device's
  * sumsq and scale_inplace kernels (the same rule; the sum waits for its value). */
 double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n);

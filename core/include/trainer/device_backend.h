@@ -82,6 +82,12 @@ typedef struct tr_device_ops {
     tr_status (*bind)(void *dev);
     /* The device's kernels. */
     const struct tr_kernels *kernels;
+    /* ---- appended in ABI 0.6: may be NULL ---- */
+    /* The native handle of dev's compute stream (a CUstream for CUDA), where its kernels and
+     * copies are queued: a communication backend on the same device records an event there
+     * and orders its own stream after it instead of waiting for the whole device. NULL:
+     * none to give (the backend then waits for everything queued on the device). */
+    void *(*stream)(void *dev);
 } tr_device_ops;
 
 #ifdef __cplusplus

@@ -18,6 +18,9 @@ struct tr_accel {
     size_t allocated, peak;
 };
 
+/* The device last bound on this thread (tr_accel_bound_stream). */
+static _Thread_local tr_accel *tl_bound;
+
 /* The execution entries a device needs, in table order; NULL when all are present. */
 static const char *missing_entry(const tr_device_ops *o) {
     return !o->open ? "open" : !o->close ? "close" : !o->alloc ? "alloc" : !o->free ? "free"
@@ -84,6 +87,7 @@ tr_status tr_accel_open(const tr_plugin *backend, int index, tr_accel **out) {
 
 void tr_accel_close(tr_accel *a) {
     if (!a) return;
+    if (tl_bound == a) tl_bound = NULL;
     a->ops.close(a->dev);
     tr_free(a);
 }
@@ -174,7 +178,12 @@ tr_status tr_accel_sync(tr_accel *a) {
 tr_status tr_accel_bind(tr_accel *a) {
     tr_status st = a->ops.bind(a->dev);
     if (st != TR_OK) tr_error_prefix("%s: ", a->name);
+    else tl_bound = a;
     return st;
+}
+
+void *tr_accel_bound_stream(void) {
+    return tl_bound && tl_bound->ops.stream ? tl_bound->ops.stream(tl_bound->dev) : NULL;
 }
 
 double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n) {

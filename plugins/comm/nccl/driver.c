@@ -19,12 +19,14 @@
 typedef int cu_res;                 /* CUresult */
 typedef void *cu_ctx;               /* CUcontext */
 typedef void *cu_stream;            /* CUstream */
+typedef void *cu_event;             /* CUevent */
 typedef unsigned long long cu_ptr;  /* CUdeviceptr */
 typedef int nccl_res;               /* ncclResult_t */
 typedef void *nccl_comm;            /* ncclComm_t */
 typedef struct { char internal[NC_ID_BYTES]; } nccl_id; /* ncclUniqueId */
 
-enum { CU_NOT_READY = 600, CU_STREAM_NON_BLOCKING = 1, CU_PTR_MEMORY_TYPE = 2, CU_MEMTYPE_DEVICE = 2 };
+enum { CU_NOT_READY = 600, CU_STREAM_NON_BLOCKING = 1, CU_EVENT_DISABLE_TIMING = 2, CU_PTR_MEMORY_TYPE = 2,
+       CU_MEMTYPE_DEVICE = 2 };
 enum { NCCL_OK = 0, NCCL_IN_PROGRESS = 7 };
 
 static struct {
@@ -42,6 +44,10 @@ static struct {
     cu_res (*stream_create)(cu_stream *, unsigned);
     cu_res (*stream_destroy)(cu_stream);
     cu_res (*stream_query)(cu_stream);
+    cu_res (*stream_wait_event)(cu_stream, cu_event, unsigned);
+    cu_res (*event_create)(cu_event *, unsigned);
+    cu_res (*event_destroy)(cu_event);
+    cu_res (*event_record)(cu_event, cu_stream);
     cu_res (*mem_alloc)(cu_ptr *, size_t);
     cu_res (*mem_free)(cu_ptr);
     cu_res (*htod_async)(cu_ptr, const void *, size_t, cu_stream);
@@ -97,6 +103,10 @@ static void api_load(void) {
         {(void **)&api.stream_create, "cuStreamCreate"},
         {(void **)&api.stream_destroy, "cuStreamDestroy_v2"},
         {(void **)&api.stream_query, "cuStreamQuery"},
+        {(void **)&api.stream_wait_event, "cuStreamWaitEvent"},
+        {(void **)&api.event_create, "cuEventCreate"},
+        {(void **)&api.event_destroy, "cuEventDestroy_v2"},
+        {(void **)&api.event_record, "cuEventRecord"},
         {(void **)&api.mem_alloc, "cuMemAlloc_v2"},
         {(void **)&api.mem_free, "cuMemFree_v2"},
         {(void **)&api.htod_async, "cuMemcpyHtoDAsync_v2"},
@@ -150,6 +160,8 @@ struct nc_comm {
     int device, rank;
     cu_ctx ctx;
     cu_stream stream;
+    cu_stream compute;  /* the device plugin's compute stream (NULL: unknown, wait for the device) */
+    cu_event ready;     /* recorded on compute, waited by stream */
     void *scratch;
     size_t scratch_size;
     atomic_int abort_requested, aborted;
@@ -211,7 +223,7 @@ tr_status nc_pick_device(int fallback, int *device, char key[NC_KEY_BYTES]) {
     return TR_OK;
 }
 
-tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device) {
+tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device, void *compute) {
     *out = NULL;
     nc_comm *c = tr_calloc(1, sizeof *c);
     if (!c) return tr_error_set(TR_ERR_NOMEM, "out of memory");
@@ -225,6 +237,8 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     tr_status st = TR_OK;
     if ((rc = api.ctx_set_current(c->ctx)) != 0) st = cu_fail(rc, "cuCtxSetCurrent");
     else if ((rc = api.stream_create(&c->stream, CU_STREAM_NON_BLOCKING)) != 0) st = cu_fail(rc, "cuStreamCreate");
+    else if (compute && (rc = api.event_create(&c->ready, CU_EVENT_DISABLE_TIMING)) != 0) st = cu_fail(rc, "cuEventCreate");
+    c->compute = compute;
     if (st == TR_OK) {
         nccl_id u;
         memcpy(u.internal, id, NC_ID_BYTES);
@@ -250,6 +264,7 @@ void nc_destroy(nc_comm *c, int abort_first) {
         else api.destroy(c->comm);
     }
     if (c->scratch) api.mem_free((cu_ptr)(uintptr_t)c->scratch);
+    if (c->ready) api.event_destroy(c->ready);
     if (c->stream) api.stream_destroy(c->stream);
     api.primary_release(c->device);
     tr_free(c);
@@ -277,8 +292,14 @@ tr_status nc_begin(nc_comm *c, double deadline, nc_stop_fn stop, void *stop_arg)
 }
 
 tr_status nc_wait_compute(nc_comm *c) {
-    (void)c;
-    CU(api.ctx_sync(), "waiting for the compute stream (cuCtxSynchronize)");
+    if (!c->compute) {
+        CU(api.ctx_sync(), "waiting for the device's work (cuCtxSynchronize)");
+        return TR_OK;
+    }
+    /* An event after what the compute stream holds now; the collective's stream waits for it
+     * on the device, the host does not. */
+    CU(api.event_record(c->ready, c->compute), "cuEventRecord on the compute stream");
+    CU(api.stream_wait_event(c->stream, c->ready, 0), "cuStreamWaitEvent");
     return TR_OK;
 }
 

@@ -13,9 +13,11 @@
  *
  * The GPU is the one whose context is current on the thread that makes the communicator
  * (strategies bind their device first), else the GPU at the local rank. Each operation runs
- * on the communicator's own stream: it first waits for the work queued on the device so far
- * (the gradients it reduces are computed on the compute stream), runs, and the communicator
- * thread waits for it, bounded by the deadline and watching the abort word and the peers.
+ * on the communicator's own stream: with device buffers it is first ordered after the work
+ * queued on the compute stream so far (an event recorded on the stream of the device bound at
+ * creation, tr_accel_bound_stream; without one, a wait for the whole device), since the
+ * gradients it reduces are computed there; it runs, and the communicator thread waits for it,
+ * bounded by the deadline and watching the abort word and the peers.
  *
  * Buffers may be device memory of that GPU (straight to NCCL) or host memory (staged through
  * the communicator's device scratch: uploaded, reduced, downloaded), so every caller of the
@@ -40,6 +42,7 @@
 #endif
 
 #include "nccl_rt.h"
+#include "trainer/accel.h"
 #include "trainer/comm_backend.h"
 #include "trainer/memory.h"
 #include "trainer/runtime.h"
@@ -256,7 +259,9 @@ static tr_status create(void **ctx, const tr_options *o, const tr_comm_env *env,
     unsigned char id[NC_ID_BYTES];
     tr_status st = nc_pick_device(env->local_rank, &x->device, x->key);
     if (st == TR_OK) st = over_mpi ? join_over_mpi(x, env, id) : join_one_host(x, env, deadline, id);
-    if (st == TR_OK) st = nc_init(&x->nc, x->world, x->rank, id, x->device);
+    /* The bound device's compute stream (the GPU nc_pick_device took): collectives wait for it
+     * with an event, not for the whole device. */
+    if (st == TR_OK) st = nc_init(&x->nc, x->world, x->rank, id, x->device, tr_accel_bound_stream());
     if (st != TR_OK) {
         destroy(x);
         return st;

@@ -33,8 +33,10 @@ tr_status nc_unique_id(unsigned char id[NC_ID_BYTES]);
  * strategy binds its device before it opens the communicator), else visible GPU `fallback`.
  * key: what tells GPUs apart on this host (the PCI bus id), for the one-rank-per-GPU check. */
 tr_status nc_pick_device(int fallback, int *device, char key[NC_KEY_BYTES]);
-/* Joins the communicator of `size` ranks named by id, on `device`, with its own stream. */
-tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device);
+/* Joins the communicator of `size` ranks named by id, on `device`, with its own stream;
+ * compute: the native compute stream of the device plugin on that GPU (tr_accel_bound_stream),
+ * or NULL. */
+tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device, void *compute);
 /* Ends it; abort_first: after a failure (ncclCommAbort, nothing waited for). */
 void nc_destroy(nc_comm *c, int abort_first);
 /* Breaks its pending and later work (from any thread). */
@@ -43,8 +45,9 @@ void nc_abort(nc_comm *c);
 /* Before each operation, on the thread that runs it: the device made current there, and the
  * deadline (tr_now() seconds) and stop callback that bound every wait until the next nc_begin. */
 tr_status nc_begin(nc_comm *c, double deadline, nc_stop_fn stop, void *stop_arg);
-/* Waits for the work queued on the device's other streams so far (the gradients a collective
- * reduces are computed there). */
+/* Orders what is queued next after the work queued on the compute stream so far (the gradients
+ * a collective reduces are computed there): an event waited by the communication stream on
+ * the device; without a compute stream, a wait for everything queued on the device. */
 tr_status nc_wait_compute(nc_comm *c);
 /* 1 when p is memory of the communicator's GPU that NCCL can use directly; 0: host memory. */
 int nc_is_device(nc_comm *c, const void *p);

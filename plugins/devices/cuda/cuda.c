@@ -26,6 +26,7 @@ static const tr_device_ops ops = {
     .sync = cuda_sync,
     .bind = cuda_bind,
     .kernels = &cuda_kernel_table,
+    .stream = cuda_stream,
 #endif
 };
 

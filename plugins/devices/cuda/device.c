@@ -134,6 +134,8 @@ tr_status cuda_sync(void *dev) {
     return st;
 }
 
+void *cuda_stream(void *dev) { return cu_native_stream(((cuda_device *)dev)->rt); }
+
 tr_status cuda_bind(void *dev) {
     cuda_device *d = dev;
     TR_CHECK(cu_bind(d->rt));

@@ -46,6 +46,7 @@ tr_status cuda_upload(void *dev, void *dst, const void *src, size_t bytes);
 tr_status cuda_download(void *dev, void *dst, const void *src, size_t bytes);
 tr_status cuda_sync(void *dev);
 tr_status cuda_bind(void *dev);
+void *cuda_stream(void *dev);
 
 /* The device bound on this thread (the last open or bind here), or NULL. */
 cuda_device *cuda_current(void);

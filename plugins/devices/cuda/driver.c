@@ -278,6 +278,8 @@ tr_status cu_sync(cu_rt *r) {
     return TR_OK;
 }
 
+void *cu_native_stream(cu_rt *r) { return r->stream; }
+
 tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
     CU(r, kernel_names[k], api.launch(r->fn[k], grid, 1, 1, CUDA_BLOCK, 1, 1, 0, r->stream, args, NULL));
     return TR_OK;

@@ -49,6 +49,8 @@ tr_status cu_event_record(cu_rt *r, int slot);
 tr_status cu_event_wait(cu_rt *r, int slot);
 /* Waits for everything queued. */
 tr_status cu_sync(cu_rt *r);
+/* The stream's native handle (a CUstream), for tr_device_ops.stream. */
+void *cu_native_stream(cu_rt *r);
 
 /* Queues kernel k on grid blocks of CUDA_BLOCK threads; args as cuLaunchKernel's: one
  * pointer per kernel parameter, to a value of exactly that parameter's type. */

@@ -285,6 +285,10 @@ tr_status cu_event_record(cu_rt *, int) { return TR_OK; }
 tr_status cu_event_wait(cu_rt *, int) { return TR_OK; }
 tr_status cu_sync(cu_rt *) { return TR_OK; }
 
+/* No stream of its own (every call completes before it returns): the runtime itself stands
+ * for it, so a backend handed it can check where it came from. */
+void *cu_native_stream(cu_rt *r) { return r; }
+
 tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
     if ((int)k < 0 || k >= CUDA_N_KERNELS || grid == 0)
         return tr_error_set(TR_ERR_DEVICE, "%s: cuLaunchKernel: invalid kernel %d or grid %u", r->name, (int)k, grid);

@@ -6,6 +6,8 @@
  * "Device memory" is host memory. TRAINER_NCCL_EMU_HOST=1 makes every buffer count as host
  * memory (the staging path); otherwise every buffer counts as device memory.
  * TRAINER_NCCL_EMU_DEVICE=N puts every rank on GPU N (to see the one-rank-per-GPU refusal).
+ * TRAINER_NCCL_EMU_STREAM=1 refuses to wait for device work without the compute stream of a
+ * bound device (what a strategy that bound its GPU must hand over, tr_accel_bound_stream).
  *
  * A communicator is a shared-memory segment named by the unique id: a header, then one slot of
  * EMU_SLOT bytes per rank. Each call runs to the end before it returns: a collective is "copy
@@ -55,6 +57,7 @@ struct nc_comm {
     emu_seg *seg;
     size_t size;
     int rank, world, unlinked;
+    void *compute; /* the bound device's compute stream, or NULL */
     uint64_t seq;
     void *scratch;
     size_t scratch_size;
@@ -107,7 +110,7 @@ static tr_status wait_all(nc_comm *c, _Atomic uint64_t *first, size_t stride, ui
 
 static tr_status wait_one(nc_comm *c, _Atomic uint64_t *v, uint64_t target) { return wait_all(c, v, 0, target); }
 
-tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device) {
+tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device, void *compute) {
     (void)device;
     *out = NULL;
     if (size > EMU_MAX) return tr_error_set(TR_ERR_UNSUPPORTED, "the emulated NCCL takes at most %d ranks", EMU_MAX);
@@ -115,6 +118,7 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     if (!c) return tr_error_set(TR_ERR_NOMEM, "out of memory");
     c->rank = rank;
     c->world = size;
+    c->compute = compute;
     c->size = EMU_HEADER + (size_t)size * EMU_SLOT;
     snprintf(c->name, sizeof c->name, "/trainer-ncclemu-%.60s", (const char *)id);
     int fd = shm_open(c->name, O_CREAT | O_RDWR, 0600);
@@ -171,7 +175,10 @@ tr_status nc_begin(nc_comm *c, double deadline, nc_stop_fn stop, void *stop_arg)
 }
 
 tr_status nc_wait_compute(nc_comm *c) {
-    (void)c;
+    const char *s = getenv("TRAINER_NCCL_EMU_STREAM");
+    if (s && *s && *s != '0' && !c->compute)
+        return tr_error_set(TR_ERR_INVALID, "emulated NCCL: no compute stream was handed over to wait for "
+                                            "(TRAINER_NCCL_EMU_STREAM)");
     return TR_OK;
 }
 
