@@ -489,6 +489,12 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     tr_status st;
     TR_CHECK_GOTO(tr_rank_open(o, env, &z->comm, &z->accel, &z->gpu_shared), fail);
     z->params.accel = z->grads.accel = z->accel;
+    if (z->accel && (int)tr_options_int(o, "stage") >= 2 && !tr_accel_kernels(z->accel)->copy_rows) {
+        /* Stages 2-3 add each micro-batch's gradient slice into the shard (tr_accel_add). */
+        st = tr_error_set(TR_ERR_UNSUPPORTED, "sharded: stage %d on %s needs its 'copy_rows' kernel, which this device "
+                          "plugin lacks (stage 1 runs without it)", (int)tr_options_int(o, "stage"), tr_accel_name(z->accel));
+        goto fail;
+    }
     z->staged = z->accel && !tr_comm_device_memory(z->comm);
     z->rank = tr_comm_rank(z->comm);
     z->world = tr_comm_size(z->comm);
@@ -573,14 +579,15 @@ static tr_status broke(sharded *z, tr_status st) {
 
 static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
     sharded *z = ctx;
-    TR_CHECK(finish_rs(z, 0, 1)); /* the last micro-batch's reduce-scatters (stages 2-3) */
+    tr_status st = finish_rs(z, 0, 1); /* the last micro-batch's reduce-scatters (stages 2-3) */
+    if (st == TR_OK && mb->first && z->broadcast_buffers) st = broadcast_buffers(z);
+    if (st != TR_OK) return broke(z, st);
     if (mb->first) {
-        if (z->broadcast_buffers) TR_CHECK(broadcast_buffers(z));
         if (z->stage == 1 && z->accel) tr_accel_zero(z->accel, G(z), bytes(tr_params_numel(z->r->P)));
         else if (z->stage == 1) tr_params_zero_grad(z->r->P);
     }
     tr_model_out out;
-    tr_status st = tr_replica_forward(z->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out);
+    st = tr_replica_forward(z->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out);
     if (st != TR_OK) return broke(z, st);
     z->syncing = z->stage >= 2 || mb->last;
     z->first_micro = mb->first;
@@ -706,9 +713,10 @@ static tr_status shards(void *ctx, tr_state_shards *out) {
         if (!z->pieces) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory");
     }
     TR_CHECK(tr_optim_download(z->opt));
-    /* The buffers (batch-norm statistics) a checkpoint saves from the host P. */
-    TR_CHECK(tr_accel_download(z->accel, tr_params_buffers_data(P), tr_params_buffers_data(tr_replica_params(z->r)),
-                               bytes(tr_params_buffers_numel(P))));
+    /* On a device: the buffers (batch-norm statistics) a checkpoint saves from the host P. */
+    if (z->accel)
+        TR_CHECK(tr_accel_download(z->accel, tr_params_buffers_data(P), tr_params_buffers_data(tr_replica_params(z->r)),
+                                   bytes(tr_params_buffers_numel(P))));
     int n = 0;
     for (int i = 0; i < z->n_units; i++) {
         const unit *u = &z->units[i];

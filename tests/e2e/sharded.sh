@@ -26,7 +26,7 @@ run: {name: z, seed: 11}
 model: {name: mlp, params: {layers: [48, 32], dropout: 0.1}}
 data: {name: synthetic, params: {samples: 600, val_samples: 97, features: 20, classes: 4, noise: 1.5}, batch_size: 60}
 optimizer: {name: adamw, lr: 0.003}
-trainer: {max_steps: 40, log_every: 1, grad_clip: 1.0, progress: lines, threads: 1}
+trainer: {max_steps: 40, log_every: 1, grad_clip: 1.0, progress: lines, threads: 1, accelerator: cpu}
 checkpoint: {every_n_steps: 10, keep_last: 10}
 YAML
 # train NAME OUTDIR [overrides...]: a run that must succeed

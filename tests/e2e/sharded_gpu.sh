@@ -8,11 +8,16 @@
 # - The transformer LM at stage 3 in small units (tied embedding, views of gathered weights):
 #   byte-identical to CPU ranks; the CNN with sync_batchnorm at stage 2 (buffers broadcast
 #   through the host): within 1e-5 (on a device batch-norm, ReLU and pooling are three ops).
-# - Killed at step 20 (stage 3 on 2 fake GPUs) and resumed: the straight run's bytes.
+# - Stage 2 with gradient accumulation (2 micro-batches: the slices added on the device) and
+#   no clipping (each unit updated as soon as its sum is in): byte-identical to CPU ranks.
+# - Killed at step 20 (stage 3 on 2 fake GPUs) and resumed: the straight run's bytes; a CPU
+#   run's checkpoint at step 20 resumed on 2 fake GPUs: the same bytes.
+# - A device plugin without the copy_rows kernel (an older table): stage 2 refused at start
+#   naming the kernel.
 # - ZeRO's point: a 0.92M-parameter MLP with AdamW on 4 fake GPUs of 12 MiB each: ddp runs
 #   out of device memory (16 bytes a parameter), sharded stage 3 trains, each rank reporting
-#   16/N bytes of model state a parameter. One that does not fit even at stage 3 (a unit's
-#   gradients cannot be allocated inside backward) fails with the device's message and
+#   16/N bytes of model state a parameter (rank 0's record). One that does not fit even at
+#   stage 3 (a unit's gradients cannot be allocated inside backward) fails with the device's message and
 #   exit 1 on every rank, no crash, nothing left in /dev/shm.
 # usage: sharded_gpu.sh TRAINER_BIN FAKE_GPU_PLUGIN_DIR PYTHON
 set -u
@@ -75,12 +80,29 @@ if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "done: 12 steps" "$t/cnng.log" &&
     ok "the CNN with sync_batchnorm at stage 2 on 2 fake GPUs: within 1e-5 of 2 CPU ranks ($cmp_out)"
 else bad "cnn stage 2 sync_batchnorm on fake GPUs vs CPU ranks" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$(tail -3 "$t/cnng.log")"; fi
 
+run acc2 2 "$t/mlp.yaml" strategy.stage=2 strategy.unit_mb=0.001 trainer.devices=2 trainer.grad_accum=2 trainer.grad_clip=0; rc=$?
+run acc2c 0 "$t/mlp.yaml" strategy.stage=2 strategy.unit_mb=0.001 trainer.devices=2 trainer.grad_accum=2 trainer.grad_clip=0; rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 0 ] && same_shards "$(last_ckpt "$t/acc2")" "$(last_ckpt "$t/acc2c")" &&
+   diff <(curve "$t/acc2") <(curve "$t/acc2c") >/dev/null; then
+    ok "stage 2 with 2 micro-batches a step and no clipping on 2 fake GPUs: byte-identical to 2 CPU ranks"
+else bad "stage 2 grad_accum 2 on fake GPUs vs CPU ranks" "rc=$rc rc2=$rc2" "$(tail -3 "$t/acc2.log")"; fi
+
 TRAINER_FAULT_KILL_AT_STEP=20 run kill 2 "$t/mlp.yaml" strategy.stage=3 strategy.unit_mb=0.001 trainer.devices=2; rc1=$?
 run kill 2 "$t/mlp.yaml" strategy.stage=3 strategy.unit_mb=0.001 trainer.devices=2; rc=$?
 if [ $rc1 != 0 ] && [ $rc = 0 ] && grep -q "resuming from .*step-00000020" "$t/kill.log" &&
    same_shards "$(last_ckpt "$t/kill")" "$(last_ckpt "$t/g3")" && diff <(curve "$t/kill" | tail -3) <(curve "$t/g3" | tail -3) >/dev/null; then
     ok "stage 3 on 2 fake GPUs killed at step 20 and resumed: the straight run's shards"
 else bad "stage 3 on fake GPUs: kill and resume" "rc1=$rc1 rc=$rc" "$(tail -3 "$t/kill.log")"; fi
+TRAINER_FAULT_KILL_AT_STEP=20 run x 0 "$t/mlp.yaml" strategy.stage=3 strategy.unit_mb=0.001 trainer.devices=2; rc1=$?
+run x 2 "$t/mlp.yaml" strategy.stage=3 strategy.unit_mb=0.001 trainer.devices=2; rc=$?
+if [ $rc1 != 0 ] && [ $rc = 0 ] && grep -q "resuming from .*step-00000020" "$t/x.log" && grep -q "this rank fake_gpu:0" "$t/x.log" &&
+   same_shards "$(last_ckpt "$t/x")" "$(last_ckpt "$t/g3")"; then
+    ok "a CPU run's stage-3 checkpoint at step 20 resumed on 2 fake GPUs: the straight run's shards"
+else bad "CPU checkpoint resumed on fake GPUs" "rc1=$rc1 rc=$rc" "$(tail -3 "$t/x.log")"; fi
+TRAINER_FAKE_GPU_OLD_KERNELS=1 run old 2 "$t/mlp.yaml" strategy.stage=2 trainer.devices=2; rc=$?
+if [ $rc = 1 ] && grep -q "stage 2 on fake_gpu:[01] needs its 'copy_rows' kernel" "$t/old.log"; then
+    ok "stage 2 on a device without copy_rows: refused at start ($(grep -o "needs its 'copy_rows' kernel[^(]*" "$t/old.log" | head -1))"
+else bad "stage 2 without copy_rows" "rc=$rc" "$(tail -3 "$t/old.log")"; fi
 
 # ZeRO on small devices: 4 fake GPUs of 12 MiB, a model whose ddp state needs about 14 MiB.
 big=(model.params.layers=[512,512,512,512] model.params.dropout=0 data.params.features=256 data.params.samples=256
@@ -102,9 +124,9 @@ PY
 else bad "ZeRO on small fake GPUs" "rc1=$rc1 rc=$rc" "$(grep -o 'out of device memory[^;]*' "$t/bigddp.log" | head -1)" \
          "$(tail -3 "$t/big3.log")" "${out:-}"; fi
 TRAINER_FAKE_GPU_MIB=12 run big4 4 "$t/mlp.yaml" strategy.stage=3 "${big[@]}" model.params.layers=[1024,1024]; rc=$?
-if [ $rc = 1 ] && grep -q "sharded: a unit's .*fake_gpu:[0-3]: out of device memory" "$t/big4.log" &&
+if [ $rc = 1 ] && grep -q "sharded: a unit's gradients .*fake_gpu:[0-3]: out of device memory" "$t/big4.log" &&
    ! grep -q "signal" "$t/big4.log"; then
-    ok "a model that does not fit at stage 3: exit 1, $(grep -o "sharded: a unit's.*in use" "$t/big4.log" | head -1)"
+    ok "a model that does not fit at stage 3: exit 1, $(grep -o "sharded: a unit's gradients.*in use" "$t/big4.log" | head -1)"
 else bad "out of device memory inside backward" "rc=$rc" "$(tail -3 "$t/big4.log")"; fi
 left="$(shm_new "$shm_before")"
 if [ -z "$left" ]; then ok "nothing left in /dev/shm"; else bad "segments left in /dev/shm" "$left"; fi

@@ -45,9 +45,10 @@ const tr_kernels *tr_accel_kernels(const tr_accel *a);
 /* What tensors in its memory say: {TR_DEVICE_GPU, the GPU id}. */
 tr_device tr_accel_device(const tr_accel *a);
 
-/* Every call below also takes a NULL accel, meaning host memory (tr_malloc/tr_free, memcpy,
- * memset, nothing to wait for, tr_grad_sumsq, tr_clip_grad_norm): code that holds a replica
- * calls them with r->accel and runs on the CPU and on a device alike. */
+/* The memory calls, sync and the gradient helpers below (all but bind, allocated and peak)
+ * also take a NULL accel, meaning host memory (tr_malloc/tr_free, memcpy, memset, nothing to
+ * wait for, tr_grad_sumsq, tr_clip_grad_norm): code that holds a replica calls them with
+ * r->accel and runs on the CPU and on a device alike. */
 tr_status tr_accel_alloc(tr_accel *a, size_t bytes, void **p);
 /* bytes: what was asked of tr_accel_alloc (for the accounting). */
 void tr_accel_free(tr_accel *a, void *p, size_t bytes);
