@@ -11,50 +11,21 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda_api.h"
 #include "nccl_rt.h"
 #include "trainer/memory.h"
 #include "trainer/plugin.h"
 #include "trainer/runtime.h"
 
-typedef int cu_res;                 /* CUresult */
-typedef void *cu_ctx;               /* CUcontext */
-typedef void *cu_stream;            /* CUstream */
-typedef void *cu_event;             /* CUevent */
-typedef unsigned long long cu_ptr;  /* CUdeviceptr */
 typedef int nccl_res;               /* ncclResult_t */
 typedef void *nccl_comm;            /* ncclComm_t */
 typedef struct { char internal[NC_ID_BYTES]; } nccl_id; /* ncclUniqueId */
 
-enum { CU_NOT_READY = 600, CU_STREAM_NON_BLOCKING = 1, CU_EVENT_DISABLE_TIMING = 2, CU_PTR_MEMORY_TYPE = 2,
-       CU_MEMTYPE_DEVICE = 2 };
 enum { NCCL_OK = 0, NCCL_IN_PROGRESS = 7 };
 
 static struct {
     char why[256];
-    cu_res (*init)(unsigned);
-    cu_res (*device_count)(int *);
-    cu_res (*device_get)(int *, int);
-    cu_res (*bus_id)(char *, int, int);
-    cu_res (*primary_retain)(cu_ctx *, int);
-    cu_res (*primary_release)(int);
-    cu_res (*ctx_get_current)(cu_ctx *);
-    cu_res (*ctx_get_device)(int *);
-    cu_res (*ctx_set_current)(cu_ctx);
-    cu_res (*ctx_sync)(void);
-    cu_res (*stream_create)(cu_stream *, unsigned);
-    cu_res (*stream_destroy)(cu_stream);
-    cu_res (*stream_query)(cu_stream);
-    cu_res (*stream_wait_event)(cu_stream, cu_event, unsigned);
-    cu_res (*event_create)(cu_event *, unsigned);
-    cu_res (*event_destroy)(cu_event);
-    cu_res (*event_record)(cu_event, cu_stream);
-    cu_res (*mem_alloc)(cu_ptr *, size_t);
-    cu_res (*mem_free)(cu_ptr);
-    cu_res (*htod_async)(cu_ptr, const void *, size_t, cu_stream);
-    cu_res (*dtod_async)(cu_ptr, cu_ptr, size_t, cu_stream);
-    cu_res (*dtoh)(void *, cu_ptr, size_t);
-    cu_res (*pointer_attr)(void *, int, cu_ptr);
-    cu_res (*error_string)(cu_res, const char **);
+    const cu_api *cu; /* the driver (plugins/common/cuda_api.h) */
     nccl_res (*get_version)(int *);
     nccl_res (*get_unique_id)(nccl_id *);
     nccl_res (*init_rank)(nccl_comm *, int, nccl_id, int);
@@ -76,46 +47,8 @@ static struct {
 
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 
-/* Resolves a table; 0 with api.why naming the missing entry. */
-static int resolve(void *lib, const tr_lib_symbol *syms, size_t n, const char *libname) {
-    const char *missing = tr_lib_resolve(lib, syms, n);
-    if (missing) snprintf(api.why, sizeof api.why, "%s lacks %s (too old a version)", libname, missing);
-    return !missing;
-}
-
 static void api_load(void) {
-    void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (!cu) {
-        snprintf(api.why, sizeof api.why, "no CUDA driver (%s)", dlerror());
-        return;
-    }
-    const tr_lib_symbol cs[] = {
-        {(void **)&api.init, "cuInit"},
-        {(void **)&api.device_count, "cuDeviceGetCount"},
-        {(void **)&api.device_get, "cuDeviceGet"},
-        {(void **)&api.bus_id, "cuDeviceGetPCIBusId"},
-        {(void **)&api.primary_retain, "cuDevicePrimaryCtxRetain"},
-        {(void **)&api.primary_release, "cuDevicePrimaryCtxRelease_v2"},
-        {(void **)&api.ctx_get_current, "cuCtxGetCurrent"},
-        {(void **)&api.ctx_get_device, "cuCtxGetDevice"},
-        {(void **)&api.ctx_set_current, "cuCtxSetCurrent"},
-        {(void **)&api.ctx_sync, "cuCtxSynchronize"},
-        {(void **)&api.stream_create, "cuStreamCreate"},
-        {(void **)&api.stream_destroy, "cuStreamDestroy_v2"},
-        {(void **)&api.stream_query, "cuStreamQuery"},
-        {(void **)&api.stream_wait_event, "cuStreamWaitEvent"},
-        {(void **)&api.event_create, "cuEventCreate"},
-        {(void **)&api.event_destroy, "cuEventDestroy_v2"},
-        {(void **)&api.event_record, "cuEventRecord"},
-        {(void **)&api.mem_alloc, "cuMemAlloc_v2"},
-        {(void **)&api.mem_free, "cuMemFree_v2"},
-        {(void **)&api.htod_async, "cuMemcpyHtoDAsync_v2"},
-        {(void **)&api.dtod_async, "cuMemcpyDtoDAsync_v2"},
-        {(void **)&api.dtoh, "cuMemcpyDtoH_v2"},
-        {(void **)&api.pointer_attr, "cuPointerGetAttribute"},
-        {(void **)&api.error_string, "cuGetErrorString"},
-    };
-    if (!resolve(cu, cs, sizeof cs / sizeof cs[0], "libcuda.so.1")) return;
+    if (!(api.cu = cu_api_load(api.why, sizeof api.why))) return;
     void *nc = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!nc) {
         snprintf(api.why, sizeof api.why, "NCCL not found (libnccl.so.2: %s)", dlerror());
@@ -139,8 +72,12 @@ static void api_load(void) {
         {(void **)&api.group_start, "ncclGroupStart"},
         {(void **)&api.group_end, "ncclGroupEnd"},
     };
-    if (!resolve(nc, ns, sizeof ns / sizeof ns[0], "libnccl.so.2 (NCCL 2.10 or later is needed)")) return;
-    cu_res rc = api.init(0);
+    const char *missing = tr_lib_resolve(nc, ns, sizeof ns / sizeof ns[0]);
+    if (missing) {
+        snprintf(api.why, sizeof api.why, "%s lacks %s (too old a version)", "libnccl.so.2 (NCCL 2.10 or later is needed)", missing);
+        return;
+    }
+    cu_res rc = api.cu->init(0);
     if (rc != 0) {
         snprintf(api.why, sizeof api.why, "cuInit failed (CUDA error %d)", rc);
         return;
@@ -172,7 +109,7 @@ struct nc_comm {
 
 static tr_status cu_fail(cu_res rc, const char *what) {
     const char *s = NULL;
-    if (api.error_string) api.error_string(rc, &s);
+    if (api.cu->error_string) api.cu->error_string(rc, &s);
     return tr_error_set(TR_ERR_DEVICE, "%s: %s (CUDA error %d)", what, s ? s : "unknown", rc);
 }
 
@@ -208,18 +145,18 @@ tr_status nc_unique_id(unsigned char id[NC_ID_BYTES]) {
 tr_status nc_pick_device(int fallback, int *device, char key[NC_KEY_BYTES]) {
     cu_ctx cur = NULL;
     int dev = -1;
-    if (api.ctx_get_current(&cur) == 0 && cur) CU(api.ctx_get_device(&dev), "cuCtxGetDevice");
+    if (api.cu->ctx_get_current(&cur) == 0 && cur) CU(api.cu->ctx_get_device(&dev), "cuCtxGetDevice");
     if (dev < 0) {
         int n = 0;
-        CU(api.device_count(&n), "cuDeviceGetCount");
+        CU(api.cu->device_count(&n), "cuDeviceGetCount");
         if (fallback >= n)
             return tr_error_set(TR_ERR_INVALID, "no GPU is bound on this thread and local rank %d has no GPU of its own "
                                 "(%d visible)", fallback, n);
-        CU(api.device_get(&dev, fallback), "cuDeviceGet");
+        CU(api.cu->device_get(&dev, fallback), "cuDeviceGet");
     }
     *device = dev;
     memset(key, 0, NC_KEY_BYTES);
-    CU(api.bus_id(key, NC_KEY_BYTES - 1, dev), "cuDeviceGetPCIBusId");
+    CU(api.cu->bus_id(key, NC_KEY_BYTES - 1, dev), "cuDeviceGetPCIBusId");
     return TR_OK;
 }
 
@@ -229,15 +166,15 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     if (!c) return tr_error_set(TR_ERR_NOMEM, "out of memory");
     c->device = device;
     c->rank = rank;
-    cu_res rc = api.primary_retain(&c->ctx, device);
+    cu_res rc = api.cu->primary_retain(&c->ctx, device);
     if (rc != 0) {
         tr_free(c);
         return cu_fail(rc, "cuDevicePrimaryCtxRetain");
     }
     tr_status st = TR_OK;
-    if ((rc = api.ctx_set_current(c->ctx)) != 0) st = cu_fail(rc, "cuCtxSetCurrent");
-    else if ((rc = api.stream_create(&c->stream, CU_STREAM_NON_BLOCKING)) != 0) st = cu_fail(rc, "cuStreamCreate");
-    else if (compute && (rc = api.event_create(&c->ready, CU_EVENT_DISABLE_TIMING)) != 0) st = cu_fail(rc, "cuEventCreate");
+    if ((rc = api.cu->ctx_set_current(c->ctx)) != 0) st = cu_fail(rc, "cuCtxSetCurrent");
+    else if ((rc = api.cu->stream_create(&c->stream, CU_STREAM_NON_BLOCKING)) != 0) st = cu_fail(rc, "cuStreamCreate");
+    else if (compute && (rc = api.cu->event_create(&c->ready, CU_EVENT_DISABLE_TIMING)) != 0) st = cu_fail(rc, "cuEventCreate");
     c->compute = compute;
     if (st == TR_OK) {
         nccl_id u;
@@ -258,15 +195,15 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
 
 void nc_destroy(nc_comm *c, int abort_first) {
     if (!c) return;
-    api.ctx_set_current(c->ctx);
+    api.cu->ctx_set_current(c->ctx);
     if (c->comm && !atomic_load(&c->aborted)) {
         if (abort_first || atomic_load(&c->abort_requested)) api.abort(c->comm);
         else api.destroy(c->comm);
     }
-    if (c->scratch) api.mem_free((cu_ptr)(uintptr_t)c->scratch);
-    if (c->ready) api.event_destroy(c->ready);
-    if (c->stream) api.stream_destroy(c->stream);
-    api.primary_release(c->device);
+    if (c->scratch) api.cu->mem_free((cu_ptr)(uintptr_t)c->scratch);
+    if (c->ready) api.cu->event_destroy(c->ready);
+    if (c->stream) api.cu->stream_destroy(c->stream);
+    api.cu->primary_release(c->device);
     tr_free(c);
 }
 
@@ -287,35 +224,35 @@ tr_status nc_begin(nc_comm *c, double deadline, nc_stop_fn stop, void *stop_arg)
     c->stop_arg = stop_arg;
     if (atomic_load(&c->abort_requested) || atomic_load(&c->aborted))
         return tr_error_set(TR_ERR_ABORTED, "the communicator was aborted");
-    CU(api.ctx_set_current(c->ctx), "cuCtxSetCurrent");
+    CU(api.cu->ctx_set_current(c->ctx), "cuCtxSetCurrent");
     return TR_OK;
 }
 
 tr_status nc_wait_compute(nc_comm *c) {
     if (!c->compute) {
-        CU(api.ctx_sync(), "waiting for the device's work (cuCtxSynchronize)");
+        CU(api.cu->ctx_sync(), "waiting for the device's work (cuCtxSynchronize)");
         return TR_OK;
     }
     /* An event after what the compute stream holds now; the collective's stream waits for it
      * on the device, the host does not. */
-    CU(api.event_record(c->ready, c->compute), "cuEventRecord on the compute stream");
-    CU(api.stream_wait_event(c->stream, c->ready, 0), "cuStreamWaitEvent");
+    CU(api.cu->event_record(c->ready, c->compute), "cuEventRecord on the compute stream");
+    CU(api.cu->stream_wait_event(c->stream, c->ready, 0), "cuStreamWaitEvent");
     return TR_OK;
 }
 
 int nc_is_device(nc_comm *c, const void *p) {
     (void)c;
     unsigned type = 0;
-    return api.pointer_attr(&type, CU_PTR_MEMORY_TYPE, (cu_ptr)(uintptr_t)p) == 0 && type == CU_MEMTYPE_DEVICE;
+    return api.cu->pointer_attr(&type, CU_PTR_MEMORY_TYPE, (cu_ptr)(uintptr_t)p) == 0 && type == CU_MEMTYPE_DEVICE;
 }
 
 tr_status nc_scratch(nc_comm *c, size_t bytes, void **p) {
     if (bytes > c->scratch_size) { /* the stream is idle between operations */
-        if (c->scratch) api.mem_free((cu_ptr)(uintptr_t)c->scratch);
+        if (c->scratch) api.cu->mem_free((cu_ptr)(uintptr_t)c->scratch);
         c->scratch = NULL;
         c->scratch_size = 0;
         cu_ptr d = 0;
-        cu_res rc = api.mem_alloc(&d, bytes);
+        cu_res rc = api.cu->mem_alloc(&d, bytes);
         if (rc != 0) return tr_error_set(TR_ERR_NOMEM, "GPU %d: no room for %zu bytes of staging (CUDA error %d)",
                                          c->device, bytes, rc);
         c->scratch = (void *)(uintptr_t)d;
@@ -326,18 +263,18 @@ tr_status nc_scratch(nc_comm *c, size_t bytes, void **p) {
 }
 
 tr_status nc_upload(nc_comm *c, void *dst, const void *src, size_t bytes) {
-    CU(api.htod_async((cu_ptr)(uintptr_t)dst, src, bytes, c->stream), "staging upload");
+    CU(api.cu->htod_async((cu_ptr)(uintptr_t)dst, src, bytes, c->stream), "staging upload");
     return TR_OK;
 }
 
 tr_status nc_copy(nc_comm *c, void *dst, const void *src, size_t bytes) {
-    CU(api.dtod_async((cu_ptr)(uintptr_t)dst, (cu_ptr)(uintptr_t)src, bytes, c->stream), "device copy");
+    CU(api.cu->dtod_async((cu_ptr)(uintptr_t)dst, (cu_ptr)(uintptr_t)src, bytes, c->stream), "device copy");
     return TR_OK;
 }
 
 tr_status nc_download(nc_comm *c, void *dst, const void *src, size_t bytes) {
     (void)c;
-    CU(api.dtoh(dst, (cu_ptr)(uintptr_t)src, bytes), "staging download");
+    CU(api.cu->dtoh(dst, (cu_ptr)(uintptr_t)src, bytes), "staging download");
     return TR_OK;
 }
 
@@ -414,7 +351,7 @@ tr_status nc_group_end(nc_comm *c) {
 tr_status nc_finish(nc_comm *c) {
     double start = tr_now();
     for (;;) {
-        cu_res rc = api.stream_query(c->stream);
+        cu_res rc = api.cu->stream_query(c->stream);
         nccl_res async = NCCL_OK;
         api.async_error(c->comm, &async);
         if (async != NCCL_OK && async != NCCL_IN_PROGRESS) {

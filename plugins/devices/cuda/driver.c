@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_api.h"
 #include "runtime.h"
 #include "trainer/plugin.h"
 
@@ -19,48 +20,13 @@ extern const unsigned char cuda_fatbin[]; /* fatbin.S */
 #define TR_CUDA_BUILD_VERSION "?"
 #endif
 
-typedef int cu_res;          /* CUresult */
-typedef int cu_dev;          /* CUdevice */
-typedef void *cu_ctx;        /* CUcontext */
-typedef void *cu_stream;     /* CUstream */
-typedef void *cu_module;     /* CUmodule */
-typedef void *cu_function;   /* CUfunction */
-typedef void *cu_event;      /* CUevent */
-typedef unsigned long long cu_ptr; /* CUdeviceptr */
-typedef void *blas_handle;   /* cublasHandle_t */
-
-enum { CU_STREAM_NON_BLOCKING = 1, CU_EVENT_DISABLE_TIMING = 2 };
+typedef void *blas_handle; /* cublasHandle_t */
 
 /* The driver and cuBLAS entries used, resolved once. */
 static struct {
     int ready;
     char why[256];
-    cu_res (*init)(unsigned);
-    cu_res (*device_get)(cu_dev *, int);
-    cu_res (*primary_retain)(cu_ctx *, cu_dev);
-    cu_res (*primary_release)(cu_dev);
-    cu_res (*ctx_set_current)(cu_ctx);
-    cu_res (*stream_create)(cu_stream *, unsigned);
-    cu_res (*stream_destroy)(cu_stream);
-    cu_res (*stream_sync)(cu_stream);
-    cu_res (*module_load_data)(cu_module *, const void *);
-    cu_res (*module_unload)(cu_module);
-    cu_res (*module_get_function)(cu_function *, cu_module, const char *);
-    cu_res (*launch)(cu_function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, cu_stream,
-                     void **, void **);
-    cu_res (*mem_alloc)(cu_ptr *, size_t);
-    cu_res (*mem_free)(cu_ptr);
-    cu_res (*host_alloc)(void **, size_t);
-    cu_res (*host_free)(void *);
-    cu_res (*htod_async)(cu_ptr, const void *, size_t, cu_stream);
-    cu_res (*dtoh)(void *, cu_ptr, size_t);
-    cu_res (*dtod_async)(cu_ptr, cu_ptr, size_t, cu_stream);
-    cu_res (*memset_async)(cu_ptr, unsigned char, size_t, cu_stream);
-    cu_res (*event_create)(cu_event *, unsigned);
-    cu_res (*event_destroy)(cu_event);
-    cu_res (*event_record)(cu_event, cu_stream);
-    cu_res (*event_sync)(cu_event);
-    cu_res (*error_string)(cu_res, const char **);
+    const cu_api *cu; /* the driver (plugins/common/cuda_api.h) */
     int (*blas_create)(blas_handle *);
     int (*blas_destroy)(blas_handle);
     int (*blas_set_stream)(blas_handle, cu_stream);
@@ -70,47 +36,8 @@ static struct {
 
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 
-/* Resolves a table; 0 with api.why naming the missing entry. */
-static int resolve(void *lib, const tr_lib_symbol *syms, size_t n, const char *libname) {
-    const char *missing = tr_lib_resolve(lib, syms, n);
-    if (missing) snprintf(api.why, sizeof api.why, "%s lacks %s (too old a version)", libname, missing);
-    return !missing;
-}
-
 static void api_load(void) {
-    void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (!cu) {
-        snprintf(api.why, sizeof api.why, "no CUDA driver (%s)", dlerror());
-        return;
-    }
-    const tr_lib_symbol cs[] = {
-        {(void **)&api.init, "cuInit"},
-        {(void **)&api.device_get, "cuDeviceGet"},
-        {(void **)&api.primary_retain, "cuDevicePrimaryCtxRetain"},
-        {(void **)&api.primary_release, "cuDevicePrimaryCtxRelease_v2"},
-        {(void **)&api.ctx_set_current, "cuCtxSetCurrent"},
-        {(void **)&api.stream_create, "cuStreamCreate"},
-        {(void **)&api.stream_destroy, "cuStreamDestroy_v2"},
-        {(void **)&api.stream_sync, "cuStreamSynchronize"},
-        {(void **)&api.module_load_data, "cuModuleLoadData"},
-        {(void **)&api.module_unload, "cuModuleUnload"},
-        {(void **)&api.module_get_function, "cuModuleGetFunction"},
-        {(void **)&api.launch, "cuLaunchKernel"},
-        {(void **)&api.mem_alloc, "cuMemAlloc_v2"},
-        {(void **)&api.mem_free, "cuMemFree_v2"},
-        {(void **)&api.host_alloc, "cuMemAllocHost_v2"},
-        {(void **)&api.host_free, "cuMemFreeHost"},
-        {(void **)&api.htod_async, "cuMemcpyHtoDAsync_v2"},
-        {(void **)&api.dtoh, "cuMemcpyDtoH_v2"},
-        {(void **)&api.dtod_async, "cuMemcpyDtoDAsync_v2"},
-        {(void **)&api.memset_async, "cuMemsetD8Async"},
-        {(void **)&api.event_create, "cuEventCreate"},
-        {(void **)&api.event_destroy, "cuEventDestroy_v2"},
-        {(void **)&api.event_record, "cuEventRecord"},
-        {(void **)&api.event_sync, "cuEventSynchronize"},
-        {(void **)&api.error_string, "cuGetErrorString"},
-    };
-    if (!resolve(cu, cs, sizeof cs / sizeof cs[0], "libcuda.so.1")) return;
+    if (!(api.cu = cu_api_load(api.why, sizeof api.why))) return;
     const char *blas_names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
     void *blas = NULL;
     for (size_t i = 0; i < 3 && !blas; i++) blas = dlopen(blas_names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
@@ -124,8 +51,12 @@ static void api_load(void) {
         {(void **)&api.blas_set_stream, "cublasSetStream_v2"},
         {(void **)&api.blas_sgemm_strided, "cublasSgemmStridedBatched"},
     };
-    if (!resolve(blas, bs, sizeof bs / sizeof bs[0], "libcublas")) return;
-    if (api.init(0) != 0) {
+    const char *missing = tr_lib_resolve(blas, bs, sizeof bs / sizeof bs[0]);
+    if (missing) {
+        snprintf(api.why, sizeof api.why, "%s lacks %s (too old a version)", "libcublas", missing);
+        return;
+    }
+    if (api.cu->init(0) != 0) {
         snprintf(api.why, sizeof api.why, "the CUDA driver did not start (cuInit)");
         return;
     }
@@ -153,7 +84,7 @@ static const char *const kernel_names[CUDA_N_KERNELS] = {
 /* A failed driver call as an error naming the device and the call. */
 static tr_status fail(const cu_rt *r, const char *call, cu_res e) {
     const char *s = NULL;
-    if (api.error_string(e, &s) != 0 || !s) s = "unknown error";
+    if (api.cu->error_string(e, &s) != 0 || !s) s = "unknown error";
     return tr_error_set(e == 2 ? TR_ERR_NOMEM : TR_ERR_DEVICE, "%s: %s: %s (CUDA error %d)", r->name, call, s, e);
 }
 
@@ -174,17 +105,17 @@ tr_status cu_open(int index, const char *name, cu_rt **out) {
     tr_status st = TR_OK;
     cu_res e;
     const char *call = NULL;
-    if ((e = api.device_get(&r->dev, index)) != 0) call = "cuDeviceGet";
-    else if ((e = api.primary_retain(&r->ctx, r->dev)) != 0) call = "cuDevicePrimaryCtxRetain";
-    else if ((e = api.ctx_set_current(r->ctx)) != 0) call = "cuCtxSetCurrent";
-    else if ((e = api.stream_create(&r->stream, CU_STREAM_NON_BLOCKING)) != 0) call = "cuStreamCreate";
-    else if ((e = api.module_load_data(&r->module, cuda_fatbin)) != 0)
+    if ((e = api.cu->device_get(&r->dev, index)) != 0) call = "cuDeviceGet";
+    else if ((e = api.cu->primary_retain(&r->ctx, r->dev)) != 0) call = "cuDevicePrimaryCtxRetain";
+    else if ((e = api.cu->ctx_set_current(r->ctx)) != 0) call = "cuCtxSetCurrent";
+    else if ((e = api.cu->stream_create(&r->stream, CU_STREAM_NON_BLOCKING)) != 0) call = "cuStreamCreate";
+    else if ((e = api.cu->module_load_data(&r->module, cuda_fatbin)) != 0)
         call = "cuModuleLoadData (the plugin's kernels: built for compute capability 7.5 to 9.0 and later through "
                "PTX, with CUDA " TR_CUDA_BUILD_VERSION ", which needs a driver at least as new)";
-    else if ((e = api.event_create(&r->ev[0], CU_EVENT_DISABLE_TIMING)) != 0) call = "cuEventCreate";
-    else if ((e = api.event_create(&r->ev[1], CU_EVENT_DISABLE_TIMING)) != 0) call = "cuEventCreate";
+    else if ((e = api.cu->event_create(&r->ev[0], CU_EVENT_DISABLE_TIMING)) != 0) call = "cuEventCreate";
+    else if ((e = api.cu->event_create(&r->ev[1], CU_EVENT_DISABLE_TIMING)) != 0) call = "cuEventCreate";
     for (int k = 0; !call && k < CUDA_N_KERNELS; k++)
-        if ((e = api.module_get_function(&r->fn[k], r->module, kernel_names[k])) != 0) call = kernel_names[k];
+        if ((e = api.cu->module_get_function(&r->fn[k], r->module, kernel_names[k])) != 0) call = kernel_names[k];
     if (call) st = fail(r, call, e);
     if (st == TR_OK) {
         int b = api.blas_create(&r->blas);
@@ -201,87 +132,87 @@ tr_status cu_open(int index, const char *name, cu_rt **out) {
 
 void cu_close(cu_rt *r) {
     if (!r) return;
-    if (r->ctx) api.ctx_set_current(r->ctx);
-    if (r->stream) api.stream_sync(r->stream);
+    if (r->ctx) api.cu->ctx_set_current(r->ctx);
+    if (r->stream) api.cu->stream_sync(r->stream);
     if (r->blas) api.blas_destroy(r->blas);
     for (int s = 0; s < 2; s++)
-        if (r->ev[s]) api.event_destroy(r->ev[s]);
-    if (r->module) api.module_unload(r->module);
-    if (r->stream) api.stream_destroy(r->stream);
-    if (r->ctx) api.primary_release(r->dev);
+        if (r->ev[s]) api.cu->event_destroy(r->ev[s]);
+    if (r->module) api.cu->module_unload(r->module);
+    if (r->stream) api.cu->stream_destroy(r->stream);
+    if (r->ctx) api.cu->primary_release(r->dev);
     free(r);
 }
 
 tr_status cu_bind(cu_rt *r) {
-    CU(r, "cuCtxSetCurrent", api.ctx_set_current(r->ctx));
+    CU(r, "cuCtxSetCurrent", api.cu->ctx_set_current(r->ctx));
     return TR_OK;
 }
 
 tr_status cu_mem_alloc(cu_rt *r, size_t bytes, void **p) {
     cu_ptr d = 0;
-    CU(r, "cuMemAlloc", api.mem_alloc(&d, bytes));
+    CU(r, "cuMemAlloc", api.cu->mem_alloc(&d, bytes));
     *p = (void *)(uintptr_t)d;
     return TR_OK;
 }
 
 void cu_mem_free(cu_rt *r, void *p) {
     (void)r;
-    if (p) api.mem_free((cu_ptr)(uintptr_t)p);
+    if (p) api.cu->mem_free((cu_ptr)(uintptr_t)p);
 }
 
 tr_status cu_host_alloc(cu_rt *r, size_t bytes, void **p) {
-    CU(r, "cuMemAllocHost", api.host_alloc(p, bytes));
+    CU(r, "cuMemAllocHost", api.cu->host_alloc(p, bytes));
     return TR_OK;
 }
 
 void cu_host_free(cu_rt *r, void *p) {
     (void)r;
-    if (p) api.host_free(p);
+    if (p) api.cu->host_free(p);
 }
 
 tr_status cu_upload_async(cu_rt *r, void *dst, const void *src, size_t bytes) {
-    CU(r, "cuMemcpyHtoDAsync", api.htod_async((cu_ptr)(uintptr_t)dst, src, bytes, r->stream));
+    CU(r, "cuMemcpyHtoDAsync", api.cu->htod_async((cu_ptr)(uintptr_t)dst, src, bytes, r->stream));
     return TR_OK;
 }
 
 tr_status cu_copy_async(cu_rt *r, void *dst, const void *src, size_t bytes) {
-    CU(r, "cuMemcpyDtoDAsync", api.dtod_async((cu_ptr)(uintptr_t)dst, (cu_ptr)(uintptr_t)src, bytes, r->stream));
+    CU(r, "cuMemcpyDtoDAsync", api.cu->dtod_async((cu_ptr)(uintptr_t)dst, (cu_ptr)(uintptr_t)src, bytes, r->stream));
     return TR_OK;
 }
 
 tr_status cu_zero_async(cu_rt *r, void *p, size_t bytes) {
-    CU(r, "cuMemsetD8Async", api.memset_async((cu_ptr)(uintptr_t)p, 0, bytes, r->stream));
+    CU(r, "cuMemsetD8Async", api.cu->memset_async((cu_ptr)(uintptr_t)p, 0, bytes, r->stream));
     return TR_OK;
 }
 
 tr_status cu_download(cu_rt *r, void *dst, const void *src, size_t bytes) {
-    CU(r, "cuStreamSynchronize", api.stream_sync(r->stream));
-    if (bytes) CU(r, "cuMemcpyDtoH", api.dtoh(dst, (cu_ptr)(uintptr_t)src, bytes));
+    CU(r, "cuStreamSynchronize", api.cu->stream_sync(r->stream));
+    if (bytes) CU(r, "cuMemcpyDtoH", api.cu->dtoh(dst, (cu_ptr)(uintptr_t)src, bytes));
     return TR_OK;
 }
 
 tr_status cu_event_record(cu_rt *r, int slot) {
-    CU(r, "cuEventRecord", api.event_record(r->ev[slot], r->stream));
+    CU(r, "cuEventRecord", api.cu->event_record(r->ev[slot], r->stream));
     r->ev_pending[slot] = 1;
     return TR_OK;
 }
 
 tr_status cu_event_wait(cu_rt *r, int slot) {
     if (!r->ev_pending[slot]) return TR_OK;
-    CU(r, "cuEventSynchronize", api.event_sync(r->ev[slot]));
+    CU(r, "cuEventSynchronize", api.cu->event_sync(r->ev[slot]));
     r->ev_pending[slot] = 0;
     return TR_OK;
 }
 
 tr_status cu_sync(cu_rt *r) {
-    CU(r, "cuStreamSynchronize", api.stream_sync(r->stream));
+    CU(r, "cuStreamSynchronize", api.cu->stream_sync(r->stream));
     return TR_OK;
 }
 
 void *cu_native_stream(cu_rt *r) { return r->stream; }
 
 tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
-    CU(r, kernel_names[k], api.launch(r->fn[k], grid, 1, 1, CUDA_BLOCK, 1, 1, 0, r->stream, args, NULL));
+    CU(r, kernel_names[k], api.cu->launch(r->fn[k], grid, 1, 1, CUDA_BLOCK, 1, 1, 0, r->stream, args, NULL));
     return TR_OK;
 }
 
