@@ -166,35 +166,26 @@ static void check_moves(tr_comm *c, size_t n, tr_dtype dt, int salt) {
             if (!holds(recv, i, dt, value(root, i, TR_RED_SUM, salt))) bad = i;
         EXPECT(st == TR_OK && bad == n, "broadcast %s n=%zu root %d: element %zu", dn, n, root, bad);
     }
-    /* all_gather and gather: rank r contributes value(r, i) */
-    for (size_t i = 0; i < n; i++) store(send, i, dt, value(rank, i, TR_RED_SUM, salt));
-    tr_status st = tr_comm_all_gather(c, send, recv, n, dt);
-    size_t bad = gathered_wrong(recv, n, dt, salt);
-    EXPECT(st == TR_OK && bad == W * n, "all_gather %s n=%zu: element %zu", dn, n, bad);
+    /* all_gather and gather (rank r contributes value(r, i)) and scatter from the root (block r
+     * of its buffer goes to rank r); then again with send == recv (the contribution at the
+     * start of the buffer; scatter's root gives from it). */
     int root = world / 2;
-    memset(recv, 0, W * n * es);
-    st = tr_comm_gather(c, send, recv, n, dt, root);
-    bad = rank == root ? gathered_wrong(recv, n, dt, salt) : W * n;
-    EXPECT(st == TR_OK && bad == W * n, "gather %s n=%zu to %d: element %zu", dn, n, root, bad);
-    /* scatter from the root: block r of its send buffer goes to rank r */
-    for (size_t j = 0; j < W * n; j++) store(send, j, dt, rank == root ? value(7, j, TR_RED_SUM, salt) : -1);
-    st = tr_comm_scatter(c, send, recv, n, dt, root);
-    bad = scattered_wrong(recv, n, dt, salt);
-    EXPECT(st == TR_OK && bad == n, "scatter %s n=%zu from %d: element %zu", dn, n, root, bad);
-    /* send == recv (the contribution at the start of the buffer; scatter's root gives from it) */
-    if (n) {
-        for (size_t i = 0; i < n; i++) store(recv, i, dt, value(rank, i, TR_RED_SUM, salt));
-        st = tr_comm_all_gather(c, recv, recv, n, dt);
-        bad = gathered_wrong(recv, n, dt, salt);
-        EXPECT(st == TR_OK && bad == W * n, "all_gather %s n=%zu with send == recv: element %zu", dn, n, bad);
-        for (size_t i = 0; i < n; i++) store(recv, i, dt, value(rank, i, TR_RED_SUM, salt));
-        st = tr_comm_gather(c, recv, recv, n, dt, root);
+    for (int same = 0; same < 2 && (same == 0 || n); same++) {
+        uint8_t *src = same ? recv : send;
+        const char *how = same ? " with send == recv" : "";
+        for (size_t i = 0; i < n; i++) store(src, i, dt, value(rank, i, TR_RED_SUM, salt));
+        tr_status st = tr_comm_all_gather(c, src, recv, n, dt);
+        size_t bad = gathered_wrong(recv, n, dt, salt);
+        EXPECT(st == TR_OK && bad == W * n, "all_gather %s n=%zu%s: element %zu", dn, n, how, bad);
+        for (size_t i = 0; i < n; i++) store(src, i, dt, value(rank, i, TR_RED_SUM, salt));
+        if (!same) memset(recv, 0, W * n * es);
+        st = tr_comm_gather(c, src, recv, n, dt, root);
         bad = rank == root ? gathered_wrong(recv, n, dt, salt) : W * n;
-        EXPECT(st == TR_OK && bad == W * n, "gather %s n=%zu to %d with send == recv: element %zu", dn, n, root, bad);
-        for (size_t j = 0; j < W * n; j++) store(recv, j, dt, rank == root ? value(7, j, TR_RED_SUM, salt) : -1);
-        st = tr_comm_scatter(c, recv, recv, n, dt, root);
+        EXPECT(st == TR_OK && bad == W * n, "gather %s n=%zu to %d%s: element %zu", dn, n, root, how, bad);
+        for (size_t j = 0; j < W * n; j++) store(src, j, dt, rank == root ? value(7, j, TR_RED_SUM, salt) : -1);
+        st = tr_comm_scatter(c, src, recv, n, dt, root);
         bad = scattered_wrong(recv, n, dt, salt);
-        EXPECT(st == TR_OK && bad == n, "scatter %s n=%zu from %d with send == recv: element %zu", dn, n, root, bad);
+        EXPECT(st == TR_OK && bad == n, "scatter %s n=%zu from %d%s: element %zu", dn, n, root, how, bad);
     }
     tr_free(send);
     tr_free(recv);
