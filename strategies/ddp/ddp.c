@@ -189,21 +189,12 @@ static tr_status all_sum(void *ctx, double *v, int n) {
     return tr_comm_all_reduce(d->comm, v, v, (size_t)n, TR_F64, TR_RED_SUM);
 }
 
-/* Rank 0's n floats at dev (the replica's memory) everywhere: in place on the CPU and over a
- * device backend, else through host (the host copy of the same floats). */
-static tr_status bcast(ddp *d, float *dev, float *host, size_t n) {
-    if (!n) return TR_OK;
-    if (!d->accel || d->direct) return tr_comm_broadcast(d->comm, dev, n, TR_F32, 0);
-    TR_CHECK(tr_accel_download(d->accel, host, dev, n * sizeof(float)));
-    TR_CHECK(tr_comm_broadcast(d->comm, host, n, TR_F32, 0));
-    return tr_accel_upload(d->accel, dev, host, n * sizeof(float));
-}
-
-/* Rank 0's buffers (batch-norm running statistics) everywhere. */
+/* Rank 0's buffers (batch-norm running statistics) everywhere (on GPUs over a host backend
+ * through their host copies). */
 static tr_status broadcast_buffers(ddp *d) {
     tr_params *P = d->r->P;
-    return bcast(d, tr_params_buffers_data(tr_replica_params(d->r)), tr_params_buffers_data(P),
-                 tr_params_buffers_numel(P));
+    return tr_rank_broadcast(d->comm, d->accel, tr_params_buffers_data(tr_replica_params(d->r)),
+                             tr_params_buffers_data(P), tr_params_buffers_numel(P), 0);
 }
 
 /* Rank 0's parameters and buffers everywhere. After a checkpoint was loaded into state()'s
@@ -212,7 +203,8 @@ static tr_status broadcast_buffers(ddp *d) {
 static tr_status sync_from(ddp *d, int loaded) {
     tr_params *P = d->r->P;
     if (loaded) TR_CHECK(tr_replica_upload(d->r)); /* replica calls: nothing to do on the CPU */
-    TR_CHECK(bcast(d, tr_params_data(tr_replica_params(d->r)), tr_params_data(P), tr_params_numel(P)));
+    TR_CHECK(tr_rank_broadcast(d->comm, d->accel, tr_params_data(tr_replica_params(d->r)), tr_params_data(P),
+                               tr_params_numel(P), 0));
     TR_CHECK(broadcast_buffers(d));
     if (loaded) TR_CHECK(tr_optim_upload(d->opt));
     return TR_OK;

@@ -396,13 +396,8 @@ static tr_status all_sum(void *ctx, double *v, int n) {
 /* Rank 0's buffers (batch-norm running statistics) everywhere: in place on the CPU and over a
  * device backend, else through the host P's buffers. */
 static tr_status broadcast_buffers(sharded *z) {
-    size_t n = tr_params_buffers_numel(z->r->P);
-    float *dev = tr_params_buffers_data(tr_replica_params(z->r)), *host = tr_params_buffers_data(z->r->P);
-    if (!n) return TR_OK;
-    if (!z->staged) return tr_comm_broadcast(z->comm, dev, n, TR_F32, 0);
-    TR_CHECK(tr_accel_download(z->accel, host, dev, bytes(n)));
-    TR_CHECK(tr_comm_broadcast(z->comm, host, n, TR_F32, 0));
-    return tr_accel_upload(z->accel, dev, host, bytes(n));
+    return tr_rank_broadcast(z->comm, z->accel, tr_params_buffers_data(tr_replica_params(z->r)),
+                             tr_params_buffers_data(z->r->P), tr_params_buffers_numel(z->r->P), 0);
 }
 
 /* This rank's parameter slice of unit u, where the step updates it. */
@@ -583,8 +578,7 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
     if (st == TR_OK && mb->first && z->broadcast_buffers) st = broadcast_buffers(z);
     if (st != TR_OK) return broke(z, st);
     if (mb->first) {
-        if (z->stage == 1 && z->accel) tr_accel_zero(z->accel, G(z), bytes(tr_params_numel(z->r->P)));
-        else if (z->stage == 1) tr_params_zero_grad(z->r->P);
+        if (z->stage == 1) tr_accel_zero(z->accel, G(z), bytes(tr_params_numel(z->r->P)));
     }
     tr_model_out out;
     st = tr_replica_forward(z->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out);

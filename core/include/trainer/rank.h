@@ -31,6 +31,10 @@ extern "C" {
  * host's cores. On failure nothing stays open. */
 tr_status tr_rank_open(const tr_options *o, const tr_strategy_env *env, tr_comm **comm, tr_accel **accel,
                        int *shared);
+/* Broadcasts root's n floats at dev (memory of a, or host memory when a is NULL): in place on
+ * the host and over a backend that takes device memory (tr_comm_device_memory), else through
+ * the n floats at host, which it overwrites (downloaded, broadcast, uploaded). */
+tr_status tr_rank_broadcast(tr_comm *c, tr_accel *a, float *dev, float *host, size_t n, int root);
 /* For the strategy's probe: on GPUs the device plugin must run kernels (tr_accel_probe), and
  * the backend must exist and fit the ranks (tr_comm_probe_ranks). */
 tr_status tr_rank_probe(const tr_options *o, const tr_strategy_probe *env);

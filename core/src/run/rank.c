@@ -40,6 +40,14 @@ tr_status tr_rank_open(const tr_options *o, const tr_strategy_env *env, tr_comm 
     return TR_OK;
 }
 
+tr_status tr_rank_broadcast(tr_comm *c, tr_accel *a, float *dev, float *host, size_t n, int root) {
+    if (!n) return TR_OK;
+    if (!a || tr_comm_device_memory(c)) return tr_comm_broadcast(c, dev, n, TR_F32, root);
+    TR_CHECK(tr_accel_download(a, host, dev, n * sizeof(float)));
+    TR_CHECK(tr_comm_broadcast(c, host, n, TR_F32, root));
+    return tr_accel_upload(a, dev, host, n * sizeof(float));
+}
+
 tr_status tr_rank_probe(const tr_options *o, const tr_strategy_probe *env) {
     tr_comm_ranks ranks = {0};
     if (env->accelerator == TR_ACCEL_GPU) {
