@@ -465,9 +465,6 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     return TR_OK;
 }
 
-/* Runs wherever its communication backend was found. */
-static tr_status probe(const tr_options *o, const tr_strategy_probe *env) { return tr_rank_probe(o, env); }
-
 /* `trainer plan`: every rank holds a whole replica and computes its share of each batch. */
 static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
     out->world = processes(o, env->devices);
@@ -501,7 +498,7 @@ static const tr_strategy_ops ops = {
     .all_sum = all_sum,
     .processes = processes,
     .memory = memory,
-    .probe = probe,
+    .probe = tr_rank_probe, /* wherever its backend was found, on CPU ranks or GPU ranks */
     .estimate = estimate,
     .nonfinite = nonfinite,
     .settle = settle,

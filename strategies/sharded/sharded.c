@@ -64,7 +64,6 @@ typedef struct unit {
     int pslot, gslot;      /* stages 2-3: the pool buffers holding its parameters / gradients (-1: none) */
     uint64_t last_op;      /* stage 3: the last op that read it */
     tr_comm_work *gather;  /* all-gather of its parameters not yet waited */
-    float *gdst;           /* where that all-gather's unit goes (staged: uploaded there when waited) */
     tr_comm_work *rs;      /* reduce-scatter of its gradients not yet waited */
 } unit;
 
@@ -177,14 +176,27 @@ static void point(sharded *z, const unit *u, float *base, int grads) {
  * the device holds none. */
 static float *home(const unit *u, float *base) { return base ? base + u->lo : NULL; }
 
+/* The unit's full parameters while gathered: the pool buffer (stage 3) or the flat buffer. */
+static float *unit_params(sharded *z, const unit *u) {
+    return z->stage == 3 ? z->params.buf[u->pslot] : F(z) + u->lo;
+}
+
+/* The unit's full gradients: the pool buffer (stages 2-3) or the flat buffer (stage 1). */
+static float *unit_grads(sharded *z, const unit *u) {
+    return z->stage >= 2 ? z->grads.buf[u->gslot] : G(z) + u->lo;
+}
+
+/* This rank's parameter slice of unit u, where the step updates it. */
+static float *param_slice(sharded *z, const unit *u) { return z->stage == 3 ? z->ps + u->soff : slice(z, F(z), u); }
+
 /* ---- collectives on a unit: in place in the replica's memory (the CPU's, or a device's
  * over a device backend), else staged through the host P's buffers ---- */
 
-/* Issues the all-gather of this rank's slice src of unit u into dst (the unit's hi - lo
- * floats; in place when src is dst's slice `rank`). */
-static tr_status gather_issue(sharded *z, unit *u, const float *src, float *dst) {
-    u->gdst = dst;
-    if (!z->staged) return tr_comm_iall_gather(z->comm, src, dst, u->len, TR_F32, &u->gather);
+/* Issues the all-gather of this rank's parameter slice into the unit's full parameters (in
+ * place below stage 3). */
+static tr_status gather_issue(sharded *z, unit *u) {
+    const float *src = param_slice(z, u);
+    if (!z->staged) return tr_comm_iall_gather(z->comm, src, unit_params(z, u), u->len, TR_F32, &u->gather);
     float *h = hostF(z) + u->lo, *mine = h + (size_t)z->rank * u->len;
     TR_CHECK(tr_accel_download(z->accel, mine, src, bytes(u->len)));
     return tr_comm_iall_gather(z->comm, mine, h, u->len, TR_F32, &u->gather);
@@ -194,15 +206,16 @@ static tr_status wait_gather(sharded *z, unit *u) {
     if (!u->gather) return TR_OK;
     tr_status st = tr_comm_wait(u->gather);
     u->gather = NULL;
-    if (st == TR_OK && z->staged) st = tr_accel_upload(z->accel, u->gdst, hostF(z) + u->lo, bytes(u->hi - u->lo));
+    if (st == TR_OK && z->staged)
+        st = tr_accel_upload(z->accel, unit_params(z, u), hostF(z) + u->lo, bytes(u->hi - u->lo));
     if (st == TR_OK) u->state = GATHERED;
     return st;
 }
 
-/* Issues the reduce-scatter of unit u's full gradients g: the sum of slice `rank` lands
- * there (staged: once finished by rs_wait). */
-static tr_status rs_issue(sharded *z, unit *u, float *g) {
-    float *h = g;
+/* Issues the reduce-scatter of unit u's full gradients: the sum of slice `rank` lands there
+ * (staged: once finished by rs_wait). */
+static tr_status rs_issue(sharded *z, unit *u) {
+    float *g = unit_grads(z, u), *h = g;
     if (z->staged) {
         h = hostG(z) + u->lo;
         TR_CHECK(tr_accel_download(z->accel, h, g, bytes(u->hi - u->lo)));
@@ -210,11 +223,12 @@ static tr_status rs_issue(sharded *z, unit *u, float *g) {
     return tr_comm_ireduce_scatter(z->comm, h, h + (size_t)z->rank * u->len, u->len, TR_F32, TR_RED_SUM, &u->rs);
 }
 
-static tr_status rs_wait(sharded *z, unit *u, float *g) {
+static tr_status rs_wait(sharded *z, unit *u) {
     tr_status st = tr_comm_wait(u->rs);
     u->rs = NULL;
     size_t at = (size_t)z->rank * u->len;
-    if (st == TR_OK && z->staged) st = tr_accel_upload(z->accel, g + at, hostG(z) + u->lo + at, bytes(u->len));
+    if (st == TR_OK && z->staged)
+        st = tr_accel_upload(z->accel, unit_grads(z, u) + at, hostG(z) + u->lo + at, bytes(u->len));
     return st;
 }
 
@@ -226,7 +240,7 @@ static tr_status issue_gather(sharded *z, unit *u) {
     u->pslot = k;
     u->state = GATHERING;
     point(z, u, z->params.buf[k], 0);
-    return gather_issue(z, u, z->ps + u->soff, z->params.buf[k]);
+    return gather_issue(z, u);
 }
 
 static tr_status release(sharded *z, unit *u) {
@@ -264,11 +278,6 @@ static tr_status grad_buffer(sharded *z, unit *u) {
     return TR_OK;
 }
 
-/* The unit's full gradients: the pool buffer (stages 2-3) or the flat buffer (stage 1). */
-static float *unit_grads(sharded *z, const unit *u) {
-    return z->stage >= 2 ? z->grads.buf[u->gslot] : G(z) + u->lo;
-}
-
 /* Finishes the issued reduce-scatters from next_done down to unit `down_to`, in order: all
  * of them (block) or while they are done. */
 static tr_status finish_rs(sharded *z, int down_to, int block) {
@@ -279,7 +288,7 @@ static tr_status finish_rs(sharded *z, int down_to, int block) {
             int done = 1;
             if (!block && tr_comm_test(u->rs, &done) != TR_OK) done = 1; /* the wait reports it */
             if (!done) break;
-            st = rs_wait(z, u, unit_grads(z, u));
+            st = rs_wait(z, u);
         }
         if (st != TR_OK || z->stage < 2 || u->gslot < 0) continue; /* no buffer: its issue failed (reported) */
         /* Stages 2-3: the rank's slice of the sum joins the gradient shard; the unit's buffer
@@ -304,7 +313,7 @@ static void issue_ready(sharded *z) {
             /* A unit whose parameters backward never reached still sends its (zero) share. */
             tr_status st = z->stage >= 2 ? grad_buffer(z, u) : TR_OK;
             if (st == TR_OK) {
-                st = rs_issue(z, u, unit_grads(z, u));
+                st = rs_issue(z, u);
                 if (st != TR_OK) u->rs = NULL;
             }
             /* Stage 3: backward is done with the unit's parameters. */
@@ -400,9 +409,6 @@ static tr_status broadcast_buffers(sharded *z) {
                              tr_params_buffers_data(z->r->P), tr_params_buffers_numel(z->r->P), 0);
 }
 
-/* This rank's parameter slice of unit u, where the step updates it. */
-static float *param_slice(sharded *z, const unit *u) { return z->stage == 3 ? z->ps + u->soff : slice(z, F(z), u); }
-
 /* Makes every rank's view whole again from the shards, after a checkpoint was loaded into
  * shards()' pieces (on GPUs the host P and the optimizer's host copies: uploaded first; the
  * buffers too, then rank 0's go everywhere): stages 1-2 all-gather every unit in place
@@ -423,7 +429,7 @@ static tr_status sync(void *ctx) {
     for (int i = 0; i < z->n_units; i++) {
         unit *u = &z->units[i];
         TR_CHECK(wait_gather(z, u));
-        TR_CHECK(gather_issue(z, u, slice(z, F(z), u), F(z) + u->lo));
+        TR_CHECK(gather_issue(z, u));
     }
     return TR_OK;
 }
@@ -484,16 +490,15 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     tr_status st;
     TR_CHECK_GOTO(tr_rank_open(o, env, &z->comm, &z->accel, &z->gpu_shared), fail);
     z->params.accel = z->grads.accel = z->accel;
-    if (z->accel && (int)tr_options_int(o, "stage") >= 2 && !tr_accel_kernels(z->accel)->copy_rows) {
-        /* Stages 2-3 add each micro-batch's gradient slice into the shard (tr_accel_add). */
-        st = tr_error_set(TR_ERR_UNSUPPORTED, "sharded: stage %d on %s needs its 'copy_rows' kernel, which this device "
-                          "plugin lacks (stage 1 runs without it)", (int)tr_options_int(o, "stage"), tr_accel_name(z->accel));
+    z->stage = (int)tr_options_int(o, "stage");
+    /* Stages 2-3 add each micro-batch's gradient slice into the shard (tr_accel_add). */
+    if (z->stage >= 2 && (st = tr_accel_can_add(z->accel)) != TR_OK) {
+        tr_error_prefix("sharded: stage %d adds gradient slices on the device (stage 1 does not): ", z->stage);
         goto fail;
     }
     z->staged = z->accel && !tr_comm_device_memory(z->comm);
     z->rank = tr_comm_rank(z->comm);
     z->world = tr_comm_size(z->comm);
-    z->stage = (int)tr_options_int(o, "stage");
     z->prefetch = tr_options_bool(o, "prefetch");
     z->broadcast_buffers = tr_options_bool(o, "broadcast_buffers");
     z->skip_nonfinite = env->skip_nonfinite;
@@ -577,11 +582,11 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
     tr_status st = finish_rs(z, 0, 1); /* the last micro-batch's reduce-scatters (stages 2-3) */
     if (st == TR_OK && mb->first && z->broadcast_buffers) st = broadcast_buffers(z);
     if (st != TR_OK) return broke(z, st);
-    if (mb->first) {
-        if (z->stage == 1) tr_accel_zero(z->accel, G(z), bytes(tr_params_numel(z->r->P)));
-    }
     tr_model_out out;
     st = tr_replica_forward(z->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out);
+    /* Stage 1: the step's first backward writes the flat gradients, with no zero-fill pass
+     * (the alignment gaps hold sums of zeros); stages 2-3 move them to zeroed unit buffers. */
+    if (st == TR_OK && mb->first && z->stage == 1) st = tr_graph_write_param_grads(z->r->g);
     if (st != TR_OK) return broke(z, st);
     z->syncing = z->stage >= 2 || mb->last;
     z->first_micro = mb->first;
@@ -614,7 +619,7 @@ static float *grad_slice(sharded *z, const unit *u) { return z->stage >= 2 ? z->
 static tr_status update_unit(sharded *z, unit *u, double lr, int apply) {
     float *p = param_slice(z, u);
     if (apply) TR_CHECK(tr_optim_step_at(z->opt, p, grad_slice(z, u), u->soff, u->soff + u->len, lr));
-    if (z->stage < 3) TR_CHECK(gather_issue(z, u, p, F(z) + u->lo)); /* waited by the next forward */
+    if (z->stage < 3) TR_CHECK(gather_issue(z, u)); /* waited by the next forward */
     return TR_OK;
 }
 
@@ -747,9 +752,6 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     return TR_OK;
 }
 
-/* Runs wherever its communication backend was found, on CPU ranks or GPU ranks. */
-static tr_status probe(const tr_options *o, const tr_strategy_probe *env) { return tr_rank_probe(o, env); }
-
 /* `trainer plan`: the ZeRO split of the flat buffer (aligned as create() aligns it) plus the
  * unit buffers of stages 2-3, estimated from the largest unit: stage 2 keeps about two units
  * of gradients (one filling, one being reduce-scattered), stage 3 also about three of
@@ -807,7 +809,7 @@ static const tr_strategy_ops ops = {
     .processes = processes,
     .memory = memory,
     .shards = shards,
-    .probe = probe,
+    .probe = tr_rank_probe, /* wherever its backend was found, on CPU ranks or GPU ranks */
     .estimate = estimate,
     .nonfinite = nonfinite,
 };

@@ -61,6 +61,9 @@ void tr_accel_copy(tr_accel *a, void *dst, const void *src, size_t bytes);
 /* dst[i] += src[i] for i < n, f32 device memory (queued like a kernel, through the table's
  * copy_rows: an error naming the device when it has none). */
 tr_status tr_accel_add(tr_accel *a, float *dst, const float *src, size_t n);
+/* TR_OK when tr_accel_add runs on a (always on the host), else the error it would give: for a
+ * strategy to refuse at setup rather than mid-step. */
+tr_status tr_accel_can_add(const tr_accel *a);
 /* Waits for queued work; the first kernel error. */
 tr_status tr_accel_sync(tr_accel *a);
 /* Makes a the device this thread's kernels run on. */

@@ -157,14 +157,19 @@ void tr_accel_copy(tr_accel *a, void *dst, const void *src, size_t bytes) {
     else memcpy(dst, src, bytes);
 }
 
+tr_status tr_accel_can_add(const tr_accel *a) {
+    if (a && !a->kern.copy_rows)
+        return tr_error_set(TR_ERR_UNSUPPORTED, "%s: its kernel table has no 'copy_rows' kernel (a device plugin "
+                            "older than the transformers' entries)", a->name);
+    return TR_OK;
+}
+
 tr_status tr_accel_add(tr_accel *a, float *dst, const float *src, size_t n) {
     if (!n) return TR_OK;
-    if (!a) {
-        for (size_t i = 0; i < n; i++) dst[i] += src[i];
-        return TR_OK;
-    }
-    if (!a->kern.copy_rows) return tr_error_set(TR_ERR_UNSUPPORTED, "%s: its kernel table has no 'copy_rows' kernel", a->name);
-    a->kern.copy_rows(dst, (int64_t)n, src, (int64_t)n, 1, (int64_t)n, 1);
+    TR_CHECK(tr_accel_can_add(a));
+    /* One row of n: dst += src, by the device's copy_rows or the core's. */
+    const tr_kernels *k = a ? &a->kern : tr_cpu_kernels();
+    k->copy_rows(dst, (int64_t)n, src, (int64_t)n, 1, (int64_t)n, 1);
     return TR_OK;
 }
 

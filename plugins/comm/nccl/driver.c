@@ -74,7 +74,7 @@ static void api_load(void) {
     };
     const char *missing = tr_lib_resolve(nc, ns, sizeof ns / sizeof ns[0]);
     if (missing) {
-        snprintf(api.why, sizeof api.why, "%s lacks %s (too old a version)", "libnccl.so.2 (NCCL 2.10 or later is needed)", missing);
+        snprintf(api.why, sizeof api.why, "libnccl.so.2 lacks %s (NCCL 2.10 or later is needed)", missing);
         return;
     }
     cu_res rc = api.cu->init(0);
@@ -109,7 +109,7 @@ struct nc_comm {
 
 static tr_status cu_fail(cu_res rc, const char *what) {
     const char *s = NULL;
-    if (api.cu->error_string) api.cu->error_string(rc, &s);
+    api.cu->error_string(rc, &s);
     return tr_error_set(TR_ERR_DEVICE, "%s: %s (CUDA error %d)", what, s ? s : "unknown", rc);
 }
 

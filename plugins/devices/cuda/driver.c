@@ -53,7 +53,7 @@ static void api_load(void) {
     };
     const char *missing = tr_lib_resolve(blas, bs, sizeof bs / sizeof bs[0]);
     if (missing) {
-        snprintf(api.why, sizeof api.why, "%s lacks %s (too old a version)", "libcublas", missing);
+        snprintf(api.why, sizeof api.why, "libcublas lacks %s (too old a version)", missing);
         return;
     }
     if (api.cu->init(0) != 0) {

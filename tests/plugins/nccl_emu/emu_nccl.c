@@ -57,7 +57,8 @@ struct nc_comm {
     emu_seg *seg;
     size_t size;
     int rank, world, unlinked;
-    void *compute; /* the bound device's compute stream, or NULL */
+    void *compute;      /* the bound device's compute stream, or NULL */
+    int require_stream; /* TRAINER_NCCL_EMU_STREAM */
     uint64_t seq;
     void *scratch;
     size_t scratch_size;
@@ -119,6 +120,8 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     c->rank = rank;
     c->world = size;
     c->compute = compute;
+    const char *rs = getenv("TRAINER_NCCL_EMU_STREAM");
+    c->require_stream = rs && *rs && *rs != '0';
     c->size = EMU_HEADER + (size_t)size * EMU_SLOT;
     snprintf(c->name, sizeof c->name, "/trainer-ncclemu-%.60s", (const char *)id);
     int fd = shm_open(c->name, O_CREAT | O_RDWR, 0600);
@@ -175,8 +178,7 @@ tr_status nc_begin(nc_comm *c, double deadline, nc_stop_fn stop, void *stop_arg)
 }
 
 tr_status nc_wait_compute(nc_comm *c) {
-    const char *s = getenv("TRAINER_NCCL_EMU_STREAM");
-    if (s && *s && *s != '0' && !c->compute)
+    if (c->require_stream && !c->compute)
         return tr_error_set(TR_ERR_INVALID, "emulated NCCL: no compute stream was handed over to wait for "
                                             "(TRAINER_NCCL_EMU_STREAM)");
     return TR_OK;
