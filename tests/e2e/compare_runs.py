@@ -1,8 +1,9 @@
 """Compares two training runs (run directories): the final weights (relative L2 over every
 parameter and buffer), the loss at every logged step and the validation metrics.
 
-    compare_runs.py RUN_A RUN_B [--tol 1e-5] [--weights-only]
-                                                  exit 0 when all three (or the weights) are within tol
+    compare_runs.py RUN_A RUN_B [--tol 1e-5] [--weights-only | --losses-only]
+                                                  exit 0 when all three (or the weights, or the
+                                                  logged losses: the loss curve) are within tol
     (a RUN may also be a .safetensors file: its weights, with --weights-only)
     compare_runs.py --weights CHECKPOINT_OR_FILE  prints name, shape, sum of each tensor
 
@@ -96,6 +97,8 @@ def main():
     va, vb = val(a), val(b)
     dv = max(abs(x[0] - y[0]) + abs(x[1] - y[1]) for x, y in zip(va, vb)) if len(va) == len(vb) and va else float("inf")
     print(f"weights rel L2 {rel:.2e}, max loss diff {dl:.2e} over {len(la)} steps, validation diff {dv:.2e}")
+    if "--losses-only" in sys.argv:
+        return 0 if dl <= tol else 1
     return 0 if rel <= tol and dl <= tol and dv <= tol else 1
 
 

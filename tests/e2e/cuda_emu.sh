@@ -98,4 +98,17 @@ if [ $rc = 0 ] && grep -q "all-reduced in device memory" <<<"$out" && grep -q "d
    cmp_out="$(cmp_runs "$t/cnn_ddp_nccl/c/0" "$t/cnn_ddp/c/0" --tol 0 2>&1)"; then
     ok "the CNN under ddp over nccl_emu with sync_batchnorm (buffers broadcast on the device): equal to shm's ($cmp_out)"
 else bad "cnn ddp over nccl_emu vs shm" "rc=$rc" "${cmp_out:-}" "$out"; fi
+# trainer.precision bf16-mixed where it cannot run: a GPU without bf16 tensor cores (the
+# emulator claiming compute capability 7.5), and the CPU. Both stop before training, naming why.
+out="$(TRAINER_CUDA_EMU_GPUS=1 TRAINER_CUDA_EMU_CC=7 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/bf_old" \
+       trainer.precision=bf16-mixed 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "trainer.precision bf16-mixed: cuda_emu:0: bf16 GEMMs need compute capability 8.0" <<<"$out" &&
+   [ ! -e "$t/bf_old/m/0/checkpoints" ]; then
+    ok "bf16-mixed on a GPU older than compute capability 8.0 refused: $(grep -o 'cuda_emu:0: bf16 GEMMs.*' <<<"$out")"
+else bad "bf16-mixed on compute capability 7" "rc=$rc" "$out"; fi
+out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/bf_cpu" trainer.precision=bf16-mixed \
+       trainer.accelerator=cpu 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "command line:1:19: trainer.precision: bf16-mixed runs on GPUs, and this run is on the CPU" <<<"$out"; then
+    ok "bf16-mixed on the CPU refused: $out"
+else bad "bf16-mixed on the CPU" "rc=$rc" "$out"; fi
 finish

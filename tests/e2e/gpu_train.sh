@@ -12,7 +12,12 @@
 #   devices [0, 0] (2 replicas in one process), ddp with 2 ranks on GPU 0 and sharded
 #   (stage 3) with 2 ranks on GPU 0 (both staged through host memory over shm);
 # - with 2 GPUs or more: ddp and sharded (stage 3) with a rank per GPU over the NCCL backend
-#   (collectives in device memory), against cpu. Every run must exit 0.
+#   (collectives in device memory), against cpu;
+# - trainer.precision bf16-mixed: single-gpu on the transformer lm (20 steps), the CNN and
+#   the MLP: the loss curve (every logged loss) within 3e-2 of fp32's single-gpu run, and not
+#   the same run (weights more than 1e-6 apart: the GEMMs did round); ddp with 2 ranks on
+#   GPU 0 in bf16-mixed within the tolerance above of single-gpu's bf16-mixed run. Every run
+#   must exit 0.
 # usage: gpu_train.sh TRAINER_BIN DEVICE_PLUGIN (cuda or cuda_emu) [PYTHON]
 set -u
 bin="$1"; dev="$2"; py="${3:-/usr/bin/python3}"; here="$(cd "$(dirname "$0")" && pwd)"
@@ -60,6 +65,29 @@ train ddp00 "$t/mlp.yaml" trainer.strategy=ddp "trainer.devices=[0, 0]" strategy
 near ddp00 mlp_gpu "ddp with 2 ranks on $dev:0 (devices [0, 0])" "ranks sharing GPUs (a testing mode).* staged through host memory"
 train z00 "$t/mlp.yaml" trainer.strategy=sharded "trainer.devices=[0, 0]" strategy.stage=3 strategy.unit_mb=0.001
 near z00 mlp_gpu "sharded stage 3 with 2 ranks on $dev:0 (devices [0, 0])" "ranks sharing GPUs (a testing mode).* staged through host memory"
+
+# bf16-mixed against fp32: close, not equal.
+# bf16 NAME REF WHAT: NAME exited 0 in bf16-mixed, its loss curve within 3e-2 of REF's (fp32),
+# its weights not REF's.
+bf16() {
+    local name="$1" ref="$2" what="$3" d near_out far_out
+    d="$(ls -d "$t/$name"/*/0 2>/dev/null | head -1)"
+    if [ "$(cat "$t/$name.rc")" = 0 ] && [ -n "$d" ] && grep -q "precision bf16-mixed: the GEMMs" "$t/$name.log" &&
+       near_out="$(cmp_runs "$d" "${d/\/$name\//\/$ref\/}" --tol 3e-2 --losses-only 2>&1)" &&
+       ! far_out="$(cmp_runs "$d" "${d/\/$name\//\/$ref\/}" --tol 1e-6 --weights-only 2>&1)"; then
+        ok "$what: loss curve within 3e-2 of fp32's, weights not fp32's ($near_out)"
+    else bad "$what" "rc=$(cat "$t/$name.rc")" "${near_out:-}" "${far_out:-}" "$(tail -3 "$t/$name.log")"; fi
+}
+train lm20 "$t/lm.yaml" trainer.strategy=single-gpu trainer.devices=1 trainer.max_steps=20
+train lm20_bf16 "$t/lm.yaml" trainer.strategy=single-gpu trainer.devices=1 trainer.max_steps=20 trainer.precision=bf16-mixed
+bf16 lm20_bf16 lm20 "transformer lm in bf16-mixed on $dev:0 (20 steps)"
+for c in cnn mlp; do
+    train ${c}_bf16 "$t/$c.yaml" trainer.strategy=single-gpu trainer.devices=1 trainer.precision=bf16-mixed
+    bf16 ${c}_bf16 ${c}_gpu "$c in bf16-mixed on $dev:0"
+done
+train ddp00_bf16 "$t/mlp.yaml" trainer.strategy=ddp "trainer.devices=[0, 0]" trainer.precision=bf16-mixed \
+    strategy.first_bucket_mb=0.001 strategy.bucket_mb=0.002
+near ddp00_bf16 mlp_bf16 "ddp in bf16-mixed with 2 ranks on $dev:0" "ranks sharing GPUs (a testing mode)"
 
 # A rank per GPU over NCCL.
 if [ "$gpus" -ge 2 ]; then

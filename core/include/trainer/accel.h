@@ -22,6 +22,7 @@
 #include "trainer/device_backend.h"
 #include "trainer/kernels.h"
 #include "trainer/plugin.h"
+#include "trainer/runtime.h"
 #include "trainer/status.h"
 #include "trainer/tensor.h"
 
@@ -31,9 +32,10 @@ extern "C" {
 
 typedef struct tr_accel tr_accel;
 
-/* Opens device `index` of the device plugin `backend`. An error names the plugin and says
- * why: a plugin without the execution entries (discovery only), no such device, the
- * plugin's own open error. */
+/* Opens device `index` of the device plugin `backend`, computing in the process's precision
+ * (tr_get_precision, trainer/runtime.h). An error names the plugin and says why: a plugin
+ * without the execution entries (discovery only), one that cannot compute in that precision,
+ * no such device, the plugin's own open error. */
 tr_status tr_accel_open(const tr_plugin *backend, int index, tr_accel **out);
 /* Whether backend can run kernels at all (has the execution entries), without opening
  * anything: TR_OK, or open's error. For a strategy's probe. */
@@ -42,6 +44,8 @@ void tr_accel_close(tr_accel *a);
 /* "fake_gpu:0" */
 const char *tr_accel_name(const tr_accel *a);
 const tr_kernels *tr_accel_kernels(const tr_accel *a);
+/* What a's GEMMs compute in (fixed at open); FP32 for NULL (the host). */
+tr_precision tr_accel_precision(const tr_accel *a);
 /* What tensors in its memory say: {TR_DEVICE_GPU, the GPU id}. */
 tr_device tr_accel_device(const tr_accel *a);
 

@@ -88,6 +88,12 @@ typedef struct tr_device_ops {
      * and orders its own stream after it instead of waiting for the whole device. NULL:
      * none to give (the backend then waits for everything queued on the device). */
     void *(*stream)(void *dev);
+    /* The arithmetic of dev's GEMM kernels from now on: precision is a tr_precision
+     * (trainer/runtime.h); TR_PRECISION_BF16_MIXED makes linear, matmul, attention and conv2d
+     * multiply bf16 roundings (to nearest even) of their operands, accumulating in fp32, and
+     * leaves every other kernel in fp32. An error when the device cannot (it then keeps its
+     * arithmetic). NULL: fp32 only (the core refuses bf16-mixed on such a device). */
+    tr_status (*set_precision)(void *dev, int precision);
 } tr_device_ops;
 
 #ifdef __cplusplus

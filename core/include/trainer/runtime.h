@@ -1,4 +1,4 @@
-/* Process-wide runtime settings: version and CPU thread count.
+/* Process-wide runtime settings: version, CPU thread count, denormals, the devices' precision.
  *
  *   tr_set_num_threads(2);   // OpenMP kernels and OpenBLAS both use 2 threads
  *
@@ -32,6 +32,17 @@ void tr_set_thread_local_threads(int n);
  * later inherit the calling thread's setting. Returns 1 where the CPU has the control, else 0.
  * The trainer turns it on for every run (trainer.flush_denormals, default true). */
 int tr_set_flush_denormals(int on);
+/* The arithmetic of devices opened from now on (tr_accel_open; trainer.precision). FP32: every
+ * kernel in fp32. BF16_MIXED: the GEMMs (linear, matmul, attention's products, conv2d) multiply
+ * bf16 roundings of their operands with fp32 accumulation and fp32 results; every other
+ * kernel, the parameters (master weights), gradients and optimizer state stay fp32. The CPU
+ * computes in fp32 only: the setting is for devices, and a device whose plugin cannot honour it
+ * is refused when opened (tr_accel_open, tr_accel_probe). */
+typedef enum tr_precision { TR_PRECISION_FP32 = 0, TR_PRECISION_BF16_MIXED = 1 } tr_precision;
+void tr_set_precision(tr_precision p);
+tr_precision tr_get_precision(void);
+/* "fp32", "bf16-mixed" (the config's spelling). */
+const char *tr_precision_name(tr_precision p);
 /* Seconds on a monotonic clock (for rates and durations). */
 double tr_now(void);
 /* Cores this process may run on (its affinity mask). */

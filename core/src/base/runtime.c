@@ -23,6 +23,7 @@
 #endif
 
 static int num_threads;
+static tr_precision precision;
 
 const char *tr_version(void) { return TRAINER_VERSION; }
 
@@ -92,6 +93,10 @@ int tr_get_num_threads(void) {
     if (num_threads == 0) tr_set_num_threads(0);
     return num_threads;
 }
+
+void tr_set_precision(tr_precision p) { precision = p; }
+tr_precision tr_get_precision(void) { return precision; }
+const char *tr_precision_name(tr_precision p) { return p == TR_PRECISION_BF16_MIXED ? "bf16-mixed" : "fp32"; }
 
 double tr_now(void) {
     struct timespec ts;

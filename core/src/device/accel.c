@@ -8,12 +8,14 @@
 #include "trainer/devices.h"
 #include "trainer/memory.h"
 #include "trainer/optim.h"
+#include "trainer/runtime.h"
 
 struct tr_accel {
     tr_device_ops ops;  /* the plugin's table, full size */
     void *dev;          /* the plugin's handle */
     tr_kernels kern;    /* the plugin's kernels, full size */
     int index;          /* the GPU id */
+    tr_precision precision; /* what its GEMMs compute in (tr_get_precision at open) */
     char name[96];
     size_t allocated, peak;
 };
@@ -48,6 +50,10 @@ static tr_status exec_ops(const tr_plugin *backend, tr_device_ops *ops, tr_kerne
     if (need)
         return tr_error_set(TR_ERR_PLUGIN, "device plugin %s (%s): its kernel table (%zu bytes) has no '%s' kernel",
                             backend->desc->name, backend->path, ops->kernels->size, need);
+    if (tr_get_precision() != TR_PRECISION_FP32 && !ops->set_precision)
+        return tr_error_set(TR_ERR_UNSUPPORTED, "device plugin %s (%s) computes in fp32 only: its table has no "
+                            "'set_precision' entry for trainer.precision %s", backend->desc->name, backend->path,
+                            tr_precision_name(tr_get_precision()));
     return TR_OK;
 }
 
@@ -81,6 +87,13 @@ tr_status tr_accel_open(const tr_plugin *backend, int index, tr_accel **out) {
         tr_free(a);
         return st;
     }
+    a->precision = tr_get_precision();
+    if (a->precision != TR_PRECISION_FP32 && (st = a->ops.set_precision(a->dev, (int)a->precision)) != TR_OK) {
+        tr_error_prefix("trainer.precision %s: ", tr_precision_name(a->precision));
+        a->ops.close(a->dev);
+        tr_free(a);
+        return st;
+    }
     *out = a;
     return TR_OK;
 }
@@ -95,6 +108,7 @@ void tr_accel_close(tr_accel *a) {
 const char *tr_accel_name(const tr_accel *a) { return a->name; }
 
 const tr_kernels *tr_accel_kernels(const tr_accel *a) { return &a->kern; }
+tr_precision tr_accel_precision(const tr_accel *a) { return a ? a->precision : TR_PRECISION_FP32; }
 tr_device tr_accel_device(const tr_accel *a) { return (tr_device){.kind = TR_DEVICE_GPU, .index = a->index}; }
 
 tr_status tr_accel_alloc(tr_accel *a, size_t bytes, void **p) {

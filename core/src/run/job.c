@@ -326,13 +326,12 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_int(j, "trainer.threads", 0, 0, 4096, &s->threads));
     TR_CHECK(get_choice(j, "trainer.progress", "auto|bar|lines", "auto", &s->progress));
     TR_CHECK(get_bool(j, "trainer.flush_denormals", 1, &s->flush_denormals));
-    int precision;
     TR_CHECK(get_choice(j, "trainer.accelerator", "auto|cpu|gpu", "auto", &s->accelerator));
     TR_CHECK(read_devices(j, s));
     TR_CHECK(get_int(j, "trainer.max_restarts", 0, 0, 1000, &s->max_restarts));
     TR_CHECK(get_choice(j, "trainer.on_nan", "stop|skip", "stop", &s->on_nan));
     TR_CHECK(get_int(j, "trainer.max_consecutive_skips", 10, 0, INT64_MAX, &s->max_consecutive_skips));
-    TR_CHECK(get_choice(j, "trainer.precision", "fp32", "fp32", &precision));
+    TR_CHECK(get_choice(j, "trainer.precision", "fp32|bf16-mixed", "fp32", &s->precision));
     int sched_kind;
     TR_CHECK(get_choice(j, "scheduler.name", "constant|step|cosine", "constant", &sched_kind));
     s->sched.kind = (tr_sched_kind)sched_kind;
@@ -491,11 +490,22 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(job_read_settings(j));
     tr_set_num_threads((int)j->s.threads);
     tr_set_flush_denormals(j->s.flush_denormals);
+    tr_set_precision((tr_precision)j->s.precision);
 
     TR_CHECK(find_plugins(j, plugin_dirs));
     TR_CHECK(plugin_for(j, "model", TR_PLUGIN_MODEL, &j->model_p));
     TR_CHECK(plugin_for(j, "data", TR_PLUGIN_DATASET, &j->data_p));
-    return choose_strategy(j);
+    TR_CHECK(choose_strategy(j));
+    /* bf16-mixed is the devices' arithmetic (tr_accel_open applies it; a device plugin that
+     * cannot was refused by the strategy's probe, tr_accel_probe): the CPU computes in fp32. */
+    if (j->s.precision != TR_PRECISION_FP32 && j->accelerator != TR_ACCEL_GPU) {
+        const tr_cfg_node *n = tr_config_find(j->cfg, "trainer.precision");
+        return tr_error_set(TR_ERR_UNSUPPORTED, "%s:%d:%d: trainer.precision: %s runs on GPUs, and this run is on the CPU "
+                                                "(strategy %s%s%s): the CPU computes in fp32; set precision: fp32 to train here",
+                            tr_cfg_source(n), tr_cfg_line(n), tr_cfg_column(n),
+                            tr_precision_name((tr_precision)j->s.precision), j->picked, j->why[0] ? ": " : "", j->why);
+    }
+    return TR_OK;
 }
 
 /* The validation split must hold samples the model built from the train split accepts (the

@@ -21,6 +21,7 @@ typedef struct job_settings {
     double val_fraction, grad_clip;
     int shuffle, drop_last, progress;
     int flush_denormals;  /* tr_set_flush_denormals for the run's threads */
+    int precision;        /* tr_precision: tr_set_precision for the devices the run opens */
     int64_t val_every_n_steps;
     tr_sched_config sched;
     tr_optim_config optim;

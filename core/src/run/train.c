@@ -493,6 +493,9 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
             (long long)j->train_sampler.n,
             (long long)(j->val_ds ? ((const tr_dataset_ops *)j->data_p->desc->ops)->size(j->val_ds) : 0),
             (long long)s->batch, (long long)lp.per_epoch, (long long)s->max_epochs);
+    if (s->precision == TR_PRECISION_BF16_MIXED)
+        job_say(j, "precision bf16-mixed: the GEMMs multiply bf16 roundings of their operands, accumulating in fp32; "
+                   "weights, gradients, activations and optimizer state stay fp32");
     TR_CHECK(train_loop(&lp, res));
     report_memory(j);
     return job_io_status(j);

@@ -27,6 +27,7 @@ static const tr_device_ops ops = {
     .bind = cuda_bind,
     .kernels = &cuda_kernel_table,
     .stream = cuda_stream,
+    .set_precision = cuda_set_precision,
 #endif
 };
 

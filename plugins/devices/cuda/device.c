@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/runtime.h"
+
 static _Thread_local cuda_device *current;
 
 cuda_device *cuda_current(void) { return current; }
@@ -135,6 +137,15 @@ tr_status cuda_sync(void *dev) {
 }
 
 void *cuda_stream(void *dev) { return cu_native_stream(((cuda_device *)dev)->rt); }
+
+tr_status cuda_set_precision(void *dev, int precision) {
+    cuda_device *d = dev;
+    if (precision != TR_PRECISION_FP32 && precision != TR_PRECISION_BF16_MIXED)
+        return tr_error_set(TR_ERR_UNSUPPORTED, "%s: no precision %d", d->name, precision);
+    if (precision == TR_PRECISION_BF16_MIXED) TR_CHECK(cu_bf16_check(d->rt));
+    d->bf16 = precision == TR_PRECISION_BF16_MIXED;
+    return TR_OK;
+}
 
 tr_status cuda_bind(void *dev) {
     cuda_device *d = dev;

@@ -31,6 +31,7 @@ typedef struct cuda_device {
     int stage_next;
     double *scratch;         /* device: the sum of squares' partials and result */
     double *scratch_host;    /* page-locked: the result read back */
+    int bf16;                /* GEMMs on bf16 operands (tr_device_ops.set_precision) */
     /* The first error a kernel call raised since the last sync (kernel entries return
      * nothing: tr_device_ops.sync reports it). */
     tr_status err;
@@ -47,6 +48,7 @@ tr_status cuda_download(void *dev, void *dst, const void *src, size_t bytes);
 tr_status cuda_sync(void *dev);
 tr_status cuda_bind(void *dev);
 void *cuda_stream(void *dev);
+tr_status cuda_set_precision(void *dev, int precision);
 
 /* The device bound on this thread (the last open or bind here), or NULL. */
 cuda_device *cuda_current(void);

@@ -32,7 +32,13 @@ static struct {
     int (*blas_set_stream)(blas_handle, cu_stream);
     int (*blas_sgemm_strided)(blas_handle, int, int, int, int, int, const float *, const float *, int, long long,
                               const float *, int, long long, const float *, float *, int, long long, int);
+    int (*blas_gemm_strided_ex)(blas_handle, int, int, int, int, int, const void *, const void *, int, int, long long,
+                                const void *, int, int, long long, const void *, void *, int, int, long long, int,
+                                int, int);
 } api;
+
+/* cuBLAS's enumerators (cublas_api.h, library_types.h). */
+enum { BLAS_R_32F = 0, BLAS_COMPUTE_32F_FAST_16BF = 75, BLAS_GEMM_DEFAULT = -1 };
 
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 
@@ -50,6 +56,7 @@ static void api_load(void) {
         {(void **)&api.blas_destroy, "cublasDestroy_v2"},
         {(void **)&api.blas_set_stream, "cublasSetStream_v2"},
         {(void **)&api.blas_sgemm_strided, "cublasSgemmStridedBatched"},
+        {(void **)&api.blas_gemm_strided_ex, "cublasGemmStridedBatchedEx"},
     };
     const char *missing = tr_lib_resolve(blas, bs, sizeof bs / sizeof bs[0]);
     if (missing) {
@@ -218,10 +225,24 @@ tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
 
 tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                            long long sA, const float *B, int ldb, long long sB, float beta, float *C, int ldc,
-                           long long sC, int batch) {
-    int s = api.blas_sgemm_strided(r->blas, ta, tb, m, n, k, &alpha, A, lda, sA, B, ldb, sB, &beta, C, ldc, sC, batch);
+                           long long sC, int batch, int bf16) {
+    int s = bf16 ? api.blas_gemm_strided_ex(r->blas, ta, tb, m, n, k, &alpha, A, BLAS_R_32F, lda, sA, B, BLAS_R_32F, ldb,
+                                            sB, &beta, C, BLAS_R_32F, ldc, sC, batch, BLAS_COMPUTE_32F_FAST_16BF,
+                                            BLAS_GEMM_DEFAULT)
+                 : api.blas_sgemm_strided(r->blas, ta, tb, m, n, k, &alpha, A, lda, sA, B, ldb, sB, &beta, C, ldc, sC,
+                                          batch);
     if (s != 0)
-        return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemmStridedBatched (%d x %d x %d, batch %d) failed: status %d",
-                            r->name, m, n, k, batch, s);
+        return tr_error_set(TR_ERR_DEVICE, "%s: %s (%d x %d x %d, batch %d) failed: status %d", r->name,
+                            bf16 ? "cublasGemmStridedBatchedEx (bf16 compute)" : "cublasSgemmStridedBatched", m, n, k,
+                            batch, s);
+    return TR_OK;
+}
+
+tr_status cu_bf16_check(cu_rt *r) {
+    int major = 0;
+    CU(r, "cuDeviceGetAttribute", api.cu->device_attribute(&major, CU_ATTR_CC_MAJOR, r->dev));
+    if (major < 8)
+        return tr_error_set(TR_ERR_UNSUPPORTED, "%s: bf16 GEMMs need compute capability 8.0 or later (bf16 tensor "
+                            "cores), this GPU has %d.x", r->name, major);
     return TR_OK;
 }

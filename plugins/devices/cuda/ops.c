@@ -68,7 +68,7 @@ static int cgemm(cuda_device *d, const char *what, int ta, int tb, int64_t m, in
     }
     lda = lda < 1 ? 1 : lda, ldb = ldb < 1 ? 1 : ldb;
     tr_status st = cu_sgemm_batched(d->rt, ta, tb, (int)m, (int)n, (int)k, alpha, A, (int)lda, sA, B, (int)ldb, sB, beta,
-                                    C, (int)ldc, sC, (int)batch);
+                                    C, (int)ldc, sC, (int)batch, d->bf16);
     if (st != TR_OK) cuda_fail(d, st, what);
     return st == TR_OK;
 }

@@ -58,10 +58,15 @@ tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args);
 
 /* batch products C = alpha op(A) op(B) + beta C, column-major as cuBLAS documents them (ta,
  * tb: 1 transposes; with beta 0, C is not read), the i-th on A + i sA, B + i sB, C + i sC
- * (cublasSgemmStridedBatched; batch 1 is one product). */
+ * (cublasSgemmStridedBatched; batch 1 is one product). bf16: the products multiply bf16
+ * roundings of A's and B's elements, accumulating in fp32 (cublasGemmStridedBatchedEx with
+ * CUBLAS_COMPUTE_32F_FAST_16BF: fp32 in memory, bf16 tensor cores); C stays fp32. */
 tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                            long long sA, const float *B, int ldb, long long sB, float beta, float *C, int ldc,
-                           long long sC, int batch);
+                           long long sC, int batch, int bf16);
+/* TR_OK when cu_sgemm_batched can take bf16 on r's GPU (compute capability 8.0 or later: bf16
+ * tensor cores), else an error saying why. */
+tr_status cu_bf16_check(cu_rt *r);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,8 @@
  * memory (default 1024). Memory is host memory, copies are memcpy, every call completes
  * before it returns; kernels run block after block on the calling thread (emu_cuda.h).
  * cu_sgemm_batched is the column-major products cublasSgemmStridedBatched documents, in plain
- * loops. */
+ * loops (with bf16, on the bf16 roundings of the operands). TRAINER_CUDA_EMU_CC sets the
+ * compute capability's major version the devices claim (default 9; below 8 refuses bf16). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "../../../plugins/devices/cuda/kernels.cu"
 #include "../../../plugins/devices/cuda/probe.h"
 #include "../../../plugins/devices/cuda/runtime.h"
+#include "trainer/half.h"
 
 thread_local emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 thread_local unsigned char emu_lanes[1024][8];
@@ -311,9 +313,13 @@ tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
     return TR_OK;
 }
 
-/* One column-major product, as cublasSgemm documents it. */
+/* x as its bf16 rounding (to nearest even) reads back. */
+static float bf16_round(float x) { return tr_bf16_to_f32(tr_f32_to_bf16(x)); }
+
+/* One column-major product, as cublasSgemm documents it; bf16: on the bf16 roundings of A's
+ * and B's elements, accumulated in fp32 (what CUBLAS_COMPUTE_32F_FAST_16BF allows). */
 static tr_status sgemm_one(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
-                           const float *B, int ldb, float beta, float *C, int ldc) {
+                           const float *B, int ldb, float beta, float *C, int ldc, int bf16) {
     if (m < 0 || n < 0 || k < 0 || ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) ||
         ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1))
         return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemm (%d x %d x %d) failed: status 7 (invalid value)", r->name,
@@ -324,7 +330,7 @@ static tr_status sgemm_one(cu_rt *r, int ta, int tb, int m, int n, int k, float 
             for (int l = 0; l < k; l++) {
                 float a = ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda];
                 float b = tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb];
-                s += a * b;
+                s += bf16 ? bf16_round(a) * bf16_round(b) : a * b;
             }
             float *c = &C[i + (size_t)j * ldc];
             *c = beta == 0.0f ? alpha * s : alpha * s + beta * *c;
@@ -334,13 +340,22 @@ static tr_status sgemm_one(cu_rt *r, int ta, int tb, int m, int n, int k, float 
 
 tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                            long long sA, const float *B, int ldb, long long sB, float beta, float *C, int ldc,
-                           long long sC, int batch) {
+                           long long sC, int batch, int bf16) {
     if (batch < 0)
         return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemmStridedBatched (batch %d) failed: status 7 (invalid value)",
                             r->name, batch);
     for (int i = 0; i < batch; i++) {
-        tr_status st = sgemm_one(r, ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
+        tr_status st =
+            sgemm_one(r, ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc, bf16);
         if (st != TR_OK) return st;
     }
+    return TR_OK;
+}
+
+tr_status cu_bf16_check(cu_rt *r) {
+    long major = env_count("TRAINER_CUDA_EMU_CC", 9);
+    if (major < 8)
+        return tr_error_set(TR_ERR_UNSUPPORTED, "%s: bf16 GEMMs need compute capability 8.0 or later (bf16 tensor "
+                            "cores), this GPU has %ld.x", r->name, major);
     return TR_OK;
 }
