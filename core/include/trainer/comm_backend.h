@@ -56,6 +56,16 @@ typedef struct tr_comm_backend_ops {
     void (*free)(void *ctx, void *ptr);
     /* TR_COMM_* capability bits. Appended in ABI 0.6 (an older plugin: 0). */
     unsigned flags;
+    /* Optional (appended in ABI 0.6; NULL: nothing to do). Called by tr_comm_issue on the
+     * issuing thread, in issue order, before the operation can reach run: the point where
+     * its buffers are ready, as far as the work queued on that thread goes. A device
+     * backend records there what run must wait for (nccl: an event on the compute stream,
+     * right after the kernels that made a bucket's gradients, rather than wherever the
+     * compute stream is when the communicator thread takes the operation). op->deadline is
+     * not set yet. At most TR_COMM_MAX_PENDING operations are outstanding (issued, not yet
+     * waited), so per-operation state can live in slot (op->seq - 1) % TR_COMM_MAX_PENDING.
+     * An error fails the issue: nothing is queued. */
+    tr_status (*issued)(void *ctx, const tr_comm_op *op);
 } tr_comm_backend_ops;
 
 /* run takes buffers in the memory of the GPU whose context was current on the thread that

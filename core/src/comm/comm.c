@@ -202,7 +202,17 @@ tr_status tr_comm_issue(tr_comm *c, const tr_comm_call *call, tr_comm_work **out
     if (call->kind == TR_COMM_BROADCAST) w->op.call.send = call->recv; /* one buffer */
     w->user_op = call->op;
     if (call->op == TR_RED_AVG && !(c->ops->flags & TR_COMM_DEVICE_MEMORY)) w->op.call.op = TR_RED_SUM;
-    w->op.seq = ++c->seq;
+    w->op.seq = c->seq + 1;
+    if (c->ops->issued) {
+        tr_status st = c->ops->issued(c->ctx, &w->op);
+        if (st != TR_OK) {
+            w->state = WORK_FREE;
+            pthread_mutex_unlock(&c->mu);
+            tr_error_prefix("comm %s: issuing %s: ", c->plugin->desc->name, tr_comm_kind_name(call->kind));
+            return st;
+        }
+    }
+    c->seq++;
     w->state = WORK_QUEUED;
     c->issued++;
     if (c->group_depth == 0) {

@@ -98,7 +98,8 @@ struct nc_comm {
     cu_ctx ctx;
     cu_stream stream;
     cu_stream compute;  /* the device plugin's compute stream (NULL: unknown, wait for the device) */
-    cu_event ready;     /* recorded on compute, waited by stream */
+    cu_event ready[NC_SLOTS]; /* per operation: recorded on compute at issue, waited by stream */
+    _Atomic unsigned char marked[NC_SLOTS]; /* ready[slot] holds the mark of the operation in slot */
     void *scratch;
     size_t scratch_size;
     atomic_int abort_requested, aborted;
@@ -174,7 +175,8 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     tr_status st = TR_OK;
     if ((rc = api.cu->ctx_set_current(c->ctx)) != 0) st = cu_fail(rc, "cuCtxSetCurrent");
     else if ((rc = api.cu->stream_create(&c->stream, CU_STREAM_NON_BLOCKING)) != 0) st = cu_fail(rc, "cuStreamCreate");
-    else if (compute && (rc = api.cu->event_create(&c->ready, CU_EVENT_DISABLE_TIMING)) != 0) st = cu_fail(rc, "cuEventCreate");
+    for (int i = 0; compute && st == TR_OK && i < NC_SLOTS; i++)
+        if ((rc = api.cu->event_create(&c->ready[i], CU_EVENT_DISABLE_TIMING)) != 0) st = cu_fail(rc, "cuEventCreate");
     c->compute = compute;
     if (st == TR_OK) {
         nccl_id u;
@@ -201,7 +203,8 @@ void nc_destroy(nc_comm *c, int abort_first) {
         else api.destroy(c->comm);
     }
     if (c->scratch) api.cu->mem_free((cu_ptr)(uintptr_t)c->scratch);
-    if (c->ready) api.cu->event_destroy(c->ready);
+    for (int i = 0; i < NC_SLOTS; i++)
+        if (c->ready[i]) api.cu->event_destroy(c->ready[i]);
     if (c->stream) api.cu->stream_destroy(c->stream);
     api.cu->primary_release(c->device);
     tr_free(c);
@@ -228,15 +231,24 @@ tr_status nc_begin(nc_comm *c, double deadline, nc_stop_fn stop, void *stop_arg)
     return TR_OK;
 }
 
-tr_status nc_wait_compute(nc_comm *c) {
+tr_status nc_mark_ready(nc_comm *c, unsigned slot) {
+    if (!c->compute) return TR_OK;
+    /* The issuing thread has the device bound: its context is the primary one, as ours. */
+    CU(api.cu->event_record(c->ready[slot], c->compute), "cuEventRecord on the compute stream");
+    atomic_store(&c->marked[slot], 1);
+    return TR_OK;
+}
+
+tr_status nc_wait_compute(nc_comm *c, unsigned slot) {
     if (!c->compute) {
         CU(api.cu->ctx_sync(), "waiting for the device's work (cuCtxSynchronize)");
         return TR_OK;
     }
-    /* An event after what the compute stream holds now; the collective's stream waits for it
-     * on the device, the host does not. */
-    CU(api.cu->event_record(c->ready, c->compute), "cuEventRecord on the compute stream");
-    CU(api.cu->stream_wait_event(c->stream, c->ready, 0), "cuStreamWaitEvent");
+    /* The collective's stream waits on the device for the point marked at issue (else for
+     * what the compute stream holds now); the host does not wait. */
+    if (!atomic_exchange(&c->marked[slot], 0))
+        CU(api.cu->event_record(c->ready[slot], c->compute), "cuEventRecord on the compute stream");
+    CU(api.cu->stream_wait_event(c->stream, c->ready[slot], 0), "cuStreamWaitEvent");
     return TR_OK;
 }
 

@@ -14,10 +14,12 @@
  * The GPU is the one whose context is current on the thread that makes the communicator
  * (strategies bind their device first), else the GPU at the local rank. Each operation runs
  * on the communicator's own stream: with device buffers it is first ordered after the work
- * queued on the compute stream so far (an event recorded on the stream of the device bound at
- * creation, tr_accel_bound_stream; without one, a wait for the whole device), since the
- * gradients it reduces are computed there; it runs, and the communicator thread waits for it,
- * bounded by the deadline and watching the abort word and the peers.
+ * queued on the compute stream when it was issued (an event recorded, on the issuing thread,
+ * on the stream of the device bound at creation, tr_accel_bound_stream; without one, a wait
+ * for the whole device), since the gradients it reduces are computed there: a bucket's
+ * all-reduce waits for the kernels that made its gradients, not for the rest of the backward
+ * queued since; it runs, and the communicator thread waits for it, bounded by the deadline
+ * and watching the abort word and the peers.
  *
  * Buffers may be device memory of that GPU (straight to NCCL) or host memory (staged through
  * the communicator's device scratch: uploaded, reduced, downloaded), so every caller of the
@@ -359,14 +361,14 @@ typedef struct pending_download {
     size_t bytes;
 } pending_download;
 
-static tr_status place_and_queue(nccl_ctx *x, const tr_comm_call *k, pending_download *back) {
+static tr_status place_and_queue(nccl_ctx *x, const tr_comm_call *k, unsigned slot, pending_download *back) {
     nc_comm *c = x->nc;
     size_t sb, rb;
     extents(x, k, &sb, &rb);
     const char *s = sb ? k->send : NULL;
     char *r = rb ? k->recv : NULL;
     int hs = sb && !nc_is_device(c, s), hr = rb && !nc_is_device(c, r);
-    if ((sb && !hs) || (rb && !hr)) TR_CHECK(nc_wait_compute(c)); /* the buffers may be in the making */
+    if ((sb && !hs) || (rb && !hr)) TR_CHECK(nc_wait_compute(c, slot)); /* the buffers may be in the making */
     const char *lo = NULL;
     size_t span = 0, s_at = 0, r_at = 0, copy_at, need = 0;
     if (hs && hr && overlap(s, sb, r, rb)) { /* one window over both */
@@ -420,7 +422,7 @@ static tr_status run(void *ctx, const tr_comm_op *op) {
         st = nc_scratch(x->nc, sizeof(float), &one);
         if (st == TR_OK) st = nc_all_reduce(x->nc, one, one, 1, TR_F32, TR_RED_SUM);
     } else if (st == TR_OK) {
-        st = place_and_queue(x, k, &back);
+        st = place_and_queue(x, k, (unsigned)((op->seq - 1) % NC_SLOTS), &back);
     }
     if (st == TR_OK) st = nc_finish(x->nc);
     if (st == TR_OK && back.bytes) st = nc_download(x->nc, back.dst, back.src, back.bytes);
@@ -442,12 +444,20 @@ static tr_status run(void *ctx, const tr_comm_op *op) {
     return st;
 }
 
+/* On the issuing thread (the one that queued the kernels making the buffers): the point of
+ * the compute stream the operation waits for. */
+static tr_status issued(void *ctx, const tr_comm_op *op) {
+    nccl_ctx *x = ctx;
+    return nc_mark_ready(x->nc, (unsigned)((op->seq - 1) % NC_SLOTS));
+}
+
 static const tr_option_spec opts[] = {
     {.key = "bootstrap", .type = TR_OPTION_CHOICE, .default_value = "auto", .choices = "auto|shm|mpi",
      .doc = "how NCCL's unique id reaches the ranks: auto (shared memory on one host, MPI across hosts), shm, mpi"},
 };
 static const tr_comm_backend_ops ops = {
-    .create = create, .destroy = destroy, .run = run, .abort = abort_all, .flags = TR_COMM_DEVICE_MEMORY};
+    .create = create, .destroy = destroy, .run = run, .abort = abort_all, .flags = TR_COMM_DEVICE_MEMORY,
+    .issued = issued};
 static const tr_plugin_desc desc = {
     TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_COMM, .name = NCCL_PLUGIN_NAME, .version = "0.1.0",
     .description = NCCL_PLUGIN_DESCRIPTION,

@@ -45,10 +45,18 @@ void nc_abort(nc_comm *c);
 /* Before each operation, on the thread that runs it: the device made current there, and the
  * deadline (tr_now() seconds) and stop callback that bound every wait until the next nc_begin. */
 tr_status nc_begin(nc_comm *c, double deadline, nc_stop_fn stop, void *stop_arg);
-/* Orders what is queued next after the work queued on the compute stream so far (the gradients
- * a collective reduces are computed there): an event waited by the communication stream on
- * the device; without a compute stream, a wait for everything queued on the device. */
-tr_status nc_wait_compute(nc_comm *c);
+/* Slots of per-operation events: the operation with sequence number seq uses slot
+ * (seq - 1) % NC_SLOTS (at most that many are outstanding: TR_COMM_MAX_PENDING). */
+#define NC_SLOTS TR_COMM_MAX_PENDING
+/* On the thread that issues operation `slot`, when it is issued: marks the point of the
+ * compute stream its buffers are ready at (an event recorded there). Nothing without a
+ * compute stream. */
+tr_status nc_mark_ready(nc_comm *c, unsigned slot);
+/* Before operation `slot` queues work on device buffers: the communication stream waits, on
+ * the device, for the point nc_mark_ready marked; unmarked, for the work queued on the compute
+ * stream so far; without a compute stream the host waits for everything queued on the
+ * device. */
+tr_status nc_wait_compute(nc_comm *c, unsigned slot);
 /* 1 when p is memory of the communicator's GPU that NCCL can use directly; 0: host memory. */
 int nc_is_device(nc_comm *c, const void *p);
 /* Device memory of at least `bytes`, the communicator's own, valid until the next call (it

@@ -7,7 +7,9 @@
  * memory (the staging path); otherwise every buffer counts as device memory.
  * TRAINER_NCCL_EMU_DEVICE=N puts every rank on GPU N (to see the one-rank-per-GPU refusal).
  * TRAINER_NCCL_EMU_STREAM=1 refuses to wait for device work without the compute stream of a
- * bound device (what a strategy that bound its GPU must hand over, tr_accel_bound_stream).
+ * bound device (what a strategy that bound its GPU must hand over, tr_accel_bound_stream), and
+ * an operation on device buffers that was not marked ready when it was issued (the backend's
+ * `issued` entry, called by tr_comm_issue on the issuing thread).
  *
  * A communicator is a shared-memory segment named by the unique id: a header, then one slot of
  * EMU_SLOT bytes per rank. Each call runs to the end before it returns: a collective is "copy
@@ -59,6 +61,7 @@ struct nc_comm {
     int rank, world, unlinked;
     void *compute;      /* the bound device's compute stream, or NULL */
     int require_stream; /* TRAINER_NCCL_EMU_STREAM */
+    _Atomic unsigned char marked[NC_SLOTS]; /* nc_mark_ready's marks, per operation slot */
     uint64_t seq;
     void *scratch;
     size_t scratch_size;
@@ -177,10 +180,19 @@ tr_status nc_begin(nc_comm *c, double deadline, nc_stop_fn stop, void *stop_arg)
     return TR_OK;
 }
 
-tr_status nc_wait_compute(nc_comm *c) {
+tr_status nc_mark_ready(nc_comm *c, unsigned slot) {
+    if (c->compute) atomic_store(&c->marked[slot], 1);
+    return TR_OK;
+}
+
+tr_status nc_wait_compute(nc_comm *c, unsigned slot) {
+    int marked = atomic_exchange(&c->marked[slot], 0);
     if (c->require_stream && !c->compute)
         return tr_error_set(TR_ERR_INVALID, "emulated NCCL: no compute stream was handed over to wait for "
                                             "(TRAINER_NCCL_EMU_STREAM)");
+    if (c->require_stream && !marked)
+        return tr_error_set(TR_ERR_INVALID, "emulated NCCL: operation slot %u on device buffers was not marked ready "
+                                            "when it was issued (TRAINER_NCCL_EMU_STREAM)", slot);
     return TR_OK;
 }
 
