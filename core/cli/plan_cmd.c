@@ -8,6 +8,7 @@
 #include "plan_cmd.h"
 #include "plugins_cmd.h"
 #include "trainer/run.h"
+#include "trainer/runtime.h"
 
 static double mib(uint64_t b) { return (double)b / 1048576.0; }
 
@@ -27,6 +28,8 @@ static void print_json(const tr_plan_report *r) {
     json_str(r->strategy);
     printf(", \"reason\": ");
     json_str(r->reason);
+    printf(", \"precision\": ");
+    json_str(tr_precision_name(tr_get_precision())); /* the config's, set by the plan */
     printf(", \"model\": ");
     json_str(r->model);
     printf(", \"params\": %zu, \"world\": %d, \"processes\": %d, \"global_batch\": %lld, \"rank_batch\": %lld, "
@@ -78,6 +81,9 @@ int trainer_plan_cmd(int argc, char **argv) {
     printf("  model %s: %zu parameters; data %s: %lld train samples\n", r.model, r.params, r.data,
            (long long)r.train_samples);
     printf("  strategy %s (%s)\n", r.strategy, r.reason);
+    if (tr_get_precision() != TR_PRECISION_FP32) /* the config's, set by the plan */
+        printf("  precision %s: the GEMMs on bf16 operands with fp32 accumulation; weights, gradients, activations and "
+               "optimizer state fp32 (the memory below)\n", tr_precision_name(tr_get_precision()));
     printf("  world %d (%d process%s on this host), global batch %lld, per-rank batch %lld, grad_accum %lld\n", r.world,
            r.processes, r.processes == 1 ? "" : "es", (long long)r.global_batch, (long long)r.rank_batch,
            (long long)r.grad_accum);

@@ -98,6 +98,13 @@ if [ $rc = 0 ] && grep -q "all-reduced in device memory" <<<"$out" && grep -q "d
    cmp_out="$(cmp_runs "$t/cnn_ddp_nccl/c/0" "$t/cnn_ddp/c/0" --tol 0 2>&1)"; then
     ok "the CNN under ddp over nccl_emu with sync_batchnorm (buffers broadcast on the device): equal to shm's ($cmp_out)"
 else bad "cnn ddp over nccl_emu vs shm" "rc=$rc" "${cmp_out:-}" "$out"; fi
+# trainer plan says the precision.
+out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" plan "$t/mlp.yaml" trainer.precision=bf16-mixed 2>&1)"; rc=$?
+json="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" plan "$t/mlp.yaml" trainer.precision=bf16-mixed --json 2>&1)"
+if [ $rc = 0 ] && grep -q "^  precision bf16-mixed: the GEMMs on bf16 operands" <<<"$out" &&
+   grep -q '"precision": "bf16-mixed"' <<<"$json"; then
+    ok "trainer plan names the precision: $(grep '^  precision' <<<"$out")"
+else bad "trainer plan with bf16-mixed" "rc=$rc" "$out" "$json"; fi
 # trainer.precision bf16-mixed where it cannot run: a GPU without bf16 tensor cores (the
 # emulator claiming compute capability 7.5), and the CPU. Both stop before training, naming why.
 out="$(TRAINER_CUDA_EMU_GPUS=1 TRAINER_CUDA_EMU_CC=7 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/bf_old" \
