@@ -49,7 +49,7 @@ static void test_linear(void) {
     float *rx = rounded(x, B * C), *rw = rounded(w, OC * C), *rdy = rounded(dy, B * OC);
     float *y = malloc(B * OC * F), *y32 = malloc(B * OC * F);
     float *dx = malloc(B * C * F), *dw = malloc(OC * C * F), *db = malloc(OC * F);
-    float *dx32 = malloc(B * C * F), *dw32 = malloc(OC * C * F), *db32 = malloc(OC * F);
+    float *dx32 = malloc(B * C * F), *dw32 = malloc(OC * C * F), *db32 = calloc(OC, F); /* dbias adds */
     void *gx = dc_dev(x, B * C * F), *gw = dc_dev(w, OC * C * F), *gb = dc_dev(bias, OC * F), *gdy = dc_dev(dy, B * OC * F);
     void *gy = dc_zeros(B * OC * F), *gdx = dc_zeros(B * C * F), *gdw = dc_zeros(OC * C * F), *gdb = dc_zeros(OC * F);
 
