@@ -12,6 +12,7 @@
 #define CUDA_EMU TRAINER_BINARY_DIR "/test_plugins/cuda_emu/cuda_emu.so"
 
 tr_accel *dc_accel;
+int dc_no_skip;
 const tr_kernels *dc_gpu, *dc_cpu;
 static tr_plugin *plugin;
 
@@ -32,6 +33,10 @@ void dc_open(int argc, char **argv) {
     if (tr_accel_probe(plugin) != TR_OK || tr_accel_open(plugin, 0, &dc_accel) != TR_OK) {
         snprintf(why, sizeof why, "%s cannot run kernels here: %s", path, tr_error_msg());
         tr_plugin_close(plugin);
+        if (dc_no_skip) {
+            CHECK(0, "%s", why);
+            exit(test_finish());
+        }
         test_skip(why);
     }
     printf("device %s\n", tr_accel_name(dc_accel));

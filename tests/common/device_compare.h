@@ -22,6 +22,9 @@
 #include "trainer/kernels.h"
 
 extern tr_accel *dc_accel;
+/* Set before dc_open: a device that cannot be opened fails the test instead of skipping it
+ * (the emulator, which must always open). */
+extern int dc_no_skip;
 extern const tr_kernels *dc_gpu, *dc_cpu; /* the device's table, the reference */
 
 /* Opens device 0 of the plugin argv[1] (no argument: the CUDA emulator test plugin, one GPU)

@@ -98,6 +98,14 @@ if [ $rc = 0 ] && grep -q "all-reduced in device memory" <<<"$out" && grep -q "d
    cmp_out="$(cmp_runs "$t/cnn_ddp_nccl/c/0" "$t/cnn_ddp/c/0" --tol 0 2>&1)"; then
     ok "the CNN under ddp over nccl_emu with sync_batchnorm (buffers broadcast on the device): equal to shm's ($cmp_out)"
 else bad "cnn ddp over nccl_emu vs shm" "rc=$rc" "${cmp_out:-}" "$out"; fi
+# A bf16-mixed run's checkpoint (fp32 master weights) resumed on the CPU in fp32.
+out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/bfr" trainer.precision=bf16-mixed \
+       trainer.max_steps=10 2>&1)"; rc=$?
+out2="$(TRAINER_CUDA_EMU_GPUS=1 timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/bfr" trainer.accelerator=cpu \
+        trainer.max_steps=20 2>&1)"; rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "resuming from .*step-00000010" <<<"$out2" && grep -q "done: 20 steps" <<<"$out2"; then
+    ok "a bf16-mixed checkpoint resumed on the CPU in fp32: $(grep -o 'resuming from.*' <<<"$out2")"
+else bad "bf16-mixed checkpoint resumed in fp32 on the CPU" "rc=$rc rc2=$rc2" "$out" "$out2"; fi
 # trainer plan says the precision.
 out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" plan "$t/mlp.yaml" trainer.precision=bf16-mixed 2>&1)"; rc=$?
 json="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" plan "$t/mlp.yaml" trainer.precision=bf16-mixed --json 2>&1)"

@@ -62,9 +62,13 @@ typedef struct tr_comm_backend_ops {
      * backend records there what run must wait for (nccl: an event on the compute stream,
      * right after the kernels that made a bucket's gradients, rather than wherever the
      * compute stream is when the communicator thread takes the operation). op->deadline is
-     * not set yet. At most TR_COMM_MAX_PENDING operations are outstanding (issued, not yet
-     * waited), so per-operation state can live in slot (op->seq - 1) % TR_COMM_MAX_PENDING.
-     * An error fails the issue: nothing is queued. */
+     * not set yet. It runs with the communicator's lock held, while run may be running
+     * earlier operations on the communicator thread: it must be short and call no tr_comm_*
+     * function. A device backend may assume the issuing thread has the device bound (the
+     * strategies issue from the thread that queued the kernels). At most
+     * TR_COMM_MAX_PENDING operations are outstanding (issued, not yet waited), so
+     * per-operation state can live in slot (op->seq - 1) % TR_COMM_MAX_PENDING. An error
+     * fails the issue: nothing is queued. */
     tr_status (*issued)(void *ctx, const tr_comm_op *op);
 } tr_comm_backend_ops;
 

@@ -89,8 +89,9 @@ typedef struct tr_device_ops {
      * none to give (the backend then waits for everything queued on the device). */
     void *(*stream)(void *dev);
     /* The arithmetic of dev's GEMM kernels from now on: precision is a tr_precision
-     * (trainer/runtime.h); TR_PRECISION_BF16_MIXED makes linear, matmul, attention and conv2d
-     * multiply bf16 roundings (to nearest even) of their operands, accumulating in fp32, and
+     * (trainer/runtime.h); TR_PRECISION_BF16_MIXED lets linear, matmul, attention and conv2d
+     * multiply their operands in bf16 (bf16 roundings, as bf16 tensor cores do; the device's
+     * library may keep a shape in a more precise arithmetic), accumulating in fp32, and
      * leaves every other kernel in fp32. An error when the device cannot (it then keeps its
      * arithmetic). NULL: fp32 only (the core refuses bf16-mixed on such a device). */
     tr_status (*set_precision)(void *dev, int precision);

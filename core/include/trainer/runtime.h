@@ -34,7 +34,8 @@ void tr_set_thread_local_threads(int n);
 int tr_set_flush_denormals(int on);
 /* The arithmetic of devices opened from now on (tr_accel_open; trainer.precision). FP32: every
  * kernel in fp32. BF16_MIXED: the GEMMs (linear, matmul, attention's products, conv2d) multiply
- * bf16 roundings of their operands with fp32 accumulation and fp32 results; every other
+ * their operands in bf16 (device_backend.h: set_precision) with fp32 accumulation and fp32
+ * results; every other
  * kernel, the parameters (master weights), gradients and optimizer state stay fp32. The CPU
  * computes in fp32 only: the setting is for devices, and a device whose plugin cannot honour it
  * is refused when opened (tr_accel_open, tr_accel_probe). */

@@ -89,10 +89,11 @@ tr_status tr_accel_open(const tr_plugin *backend, int index, tr_accel **out) {
     }
     a->precision = tr_get_precision();
     if (a->precision != TR_PRECISION_FP32 && (st = a->ops.set_precision(a->dev, (int)a->precision)) != TR_OK) {
-        tr_error_prefix("trainer.precision %s: ", tr_precision_name(a->precision));
+        char msg[512]; /* closing may set errors of its own */
+        snprintf(msg, sizeof msg, "%s", tr_error_msg());
         a->ops.close(a->dev);
         tr_free(a);
-        return st;
+        return tr_error_set(st, "trainer.precision %s: %s", tr_precision_name(tr_get_precision()), msg);
     }
     *out = a;
     return TR_OK;

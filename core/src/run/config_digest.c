@@ -1,7 +1,9 @@
 /* The config digest a checkpoint records, and the list of keys that changed when a resumed
  * run's config differs from the one its checkpoint was written with. Keys that do not change
  * the math of a step (lengths, cadence, paths, threads, the strategy: DESIGN.md decisions 5
- * and 11) are left out, so extending a run or resuming under another strategy is allowed. */
+ * and 11), or only its roundings (the accelerator, trainer.precision), are left out, so
+ * extending a run or resuming under another strategy, on other devices or in another
+ * precision (a bf16-mixed run's fp32 checkpoint on the CPU) is allowed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,7 @@
 static const char *const ignored[] = {
     "run.name", "run.output_dir", "data.prefetch", "data.workers", "trainer.max_epochs", "trainer.max_steps",
     "trainer.log_every", "trainer.val_every_n_steps", "trainer.threads", "trainer.progress",
-    "trainer.strategy", "trainer.accelerator", "trainer.devices", "trainer.max_restarts", "strategy", "checkpoint", "plugins"};
+    "trainer.strategy", "trainer.accelerator", "trainer.precision", "trainer.devices", "trainer.max_restarts", "strategy", "checkpoint", "plugins"};
 
 static int is_ignored(const char *path) {
     for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) {

@@ -501,7 +501,7 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     if (j->s.precision != TR_PRECISION_FP32 && j->accelerator != TR_ACCEL_GPU) {
         const tr_cfg_node *n = tr_config_find(j->cfg, "trainer.precision");
         return tr_error_set(TR_ERR_UNSUPPORTED, "%s:%d:%d: trainer.precision: %s runs on GPUs, and this run is on the CPU "
-                                                "(strategy %s%s%s): the CPU computes in fp32; set precision: fp32 to train here",
+                                                "(strategy %s%s%s): the CPU computes in fp32; run with trainer.precision=fp32",
                             tr_cfg_source(n), tr_cfg_line(n), tr_cfg_column(n),
                             tr_precision_name((tr_precision)j->s.precision), j->picked, j->why[0] ? ": " : "", j->why);
     }

@@ -316,10 +316,9 @@ tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
 /* x as its bf16 rounding (to nearest even) reads back. */
 static float bf16_round(float x) { return tr_bf16_to_f32(tr_f32_to_bf16(x)); }
 
-/* One column-major product, as cublasSgemm documents it; bf16: on the bf16 roundings of A's
- * and B's elements, accumulated in fp32 (what CUBLAS_COMPUTE_32F_FAST_16BF allows). */
+/* One column-major product, as cublasSgemm documents it. */
 static tr_status sgemm_one(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
-                           const float *B, int ldb, float beta, float *C, int ldc, int bf16) {
+                           const float *B, int ldb, float beta, float *C, int ldc) {
     if (m < 0 || n < 0 || k < 0 || ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) ||
         ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1))
         return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemm (%d x %d x %d) failed: status 7 (invalid value)", r->name,
@@ -330,7 +329,7 @@ static tr_status sgemm_one(cu_rt *r, int ta, int tb, int m, int n, int k, float 
             for (int l = 0; l < k; l++) {
                 float a = ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda];
                 float b = tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb];
-                s += bf16 ? bf16_round(a) * bf16_round(b) : a * b;
+                s += a * b;
             }
             float *c = &C[i + (size_t)j * ldc];
             *c = beta == 0.0f ? alpha * s : alpha * s + beta * *c;
@@ -344,12 +343,26 @@ tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float 
     if (batch < 0)
         return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemmStridedBatched (batch %d) failed: status 7 (invalid value)",
                             r->name, batch);
-    for (int i = 0; i < batch; i++) {
-        tr_status st =
-            sgemm_one(r, ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc, bf16);
-        if (st != TR_OK) return st;
+    /* bf16: the span each operand's products read, rounded once into a copy with its layout. */
+    float *rA = NULL, *rB = NULL;
+    if (bf16 && m > 0 && n > 0 && k > 0 && batch > 0) {
+        size_t spanA = (size_t)(batch - 1) * (size_t)sA + (size_t)lda * (size_t)((ta ? m : k) - 1) + (size_t)(ta ? k : m);
+        size_t spanB = (size_t)(batch - 1) * (size_t)sB + (size_t)ldb * (size_t)((tb ? k : n) - 1) + (size_t)(tb ? n : k);
+        rA = static_cast<float *>(malloc(spanA * sizeof *rA));
+        rB = static_cast<float *>(malloc(spanB * sizeof *rB));
+        if (!rA || !rB) {
+            free(rA), free(rB);
+            return tr_error_set(TR_ERR_NOMEM, "%s: cublasGemmStridedBatchedEx: out of host memory", r->name);
+        }
+        for (size_t i = 0; i < spanA; i++) rA[i] = bf16_round(A[i]);
+        for (size_t i = 0; i < spanB; i++) rB[i] = bf16_round(B[i]);
+        A = rA, B = rB;
     }
-    return TR_OK;
+    tr_status st = TR_OK;
+    for (int i = 0; i < batch && st == TR_OK; i++)
+        st = sgemm_one(r, ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
+    free(rA), free(rB);
+    return st;
 }
 
 tr_status cu_bf16_check(cu_rt *r) {
