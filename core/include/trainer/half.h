@@ -27,6 +27,9 @@ static inline uint16_t tr_f32_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
+/* x as its bf16 rounding reads back (round to nearest even). */
+static inline float tr_bf16_round(float x) { return tr_bf16_to_f32(tr_f32_to_bf16(x)); }
+
 static inline float tr_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
     if (e == 0) {

@@ -445,13 +445,12 @@ static tr_status run(void *ctx, const tr_comm_op *op) {
 }
 
 /* On the issuing thread (the one that queued the kernels making the buffers, its device bound):
- * the point of the compute stream an operation on device buffers waits for. Nothing for the
- * others (host buffers, barriers), nor once the communicator broke (run reports that). */
+ * the point of the compute stream the operation waits for if its buffers are device memory
+ * (run tells; a mark it does not use costs one event record). Nothing for a barrier, nor once
+ * the communicator broke (run reports that). */
 static tr_status issued(void *ctx, const tr_comm_op *op) {
     nccl_ctx *x = ctx;
-    const tr_comm_call *k = &op->call;
-    if (x->broken || !((k->send && nc_is_device(x->nc, k->send)) || (k->recv && nc_is_device(x->nc, k->recv))))
-        return TR_OK;
+    if (x->broken || op->call.kind == TR_COMM_BARRIER) return TR_OK;
     return nc_mark_ready(x->nc, (unsigned)((op->seq - 1) % NC_SLOTS));
 }
 

@@ -313,9 +313,6 @@ tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
     return TR_OK;
 }
 
-/* x as its bf16 rounding (to nearest even) reads back. */
-static float bf16_round(float x) { return tr_bf16_to_f32(tr_f32_to_bf16(x)); }
-
 /* One column-major product, as cublasSgemm documents it. */
 static tr_status sgemm_one(cu_rt *r, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                            const float *B, int ldb, float beta, float *C, int ldc) {
@@ -354,8 +351,8 @@ tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float 
             free(rA), free(rB);
             return tr_error_set(TR_ERR_NOMEM, "%s: cublasGemmStridedBatchedEx: out of host memory", r->name);
         }
-        for (size_t i = 0; i < spanA; i++) rA[i] = bf16_round(A[i]);
-        for (size_t i = 0; i < spanB; i++) rB[i] = bf16_round(B[i]);
+        for (size_t i = 0; i < spanA; i++) rA[i] = tr_bf16_round(A[i]);
+        for (size_t i = 0; i < spanB; i++) rB[i] = tr_bf16_round(B[i]);
         A = rA, B = rB;
     }
     tr_status st = TR_OK;
