@@ -370,12 +370,10 @@ static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, 
     d->state_stale |= gathers;
     if (st != TR_OK) {
         /* This rank may have left out collectives its peers issued (a failed update): break
-         * the communicator everywhere rather than leave them waiting for the deadline. */
-        tr_status keep = st;
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", tr_error_msg());
+         * the communicator everywhere rather than leave them waiting for the deadline (the
+         * error message stays st's). */
         tr_comm_abort(d->comm);
-        return tr_error_set(keep, "%s", msg);
+        return st;
     }
     if (isfinite(sumsq)) tr_optim_step_done(d->opt);
     *grad_norm = sqrt(sumsq);

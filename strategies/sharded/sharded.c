@@ -530,10 +530,15 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     tr_graph_set_grad_hook(z->r->g, grad_ready, z);
     tr_graph_set_use_hook(z->r->g, use, z);
     if (tr_options_bool(o, "sync_batchnorm")) tr_graph_set_stat_reducer(z->r->g, all_sum, z);
-    /* Rank 0's initial weights everywhere (the host P's, from the run seed), then each rank's
-     * view: the full buffer (stages 1-2) or its slices only (stage 3). */
-    TR_CHECK_GOTO(tr_comm_broadcast(z->comm, hostF(z), numel, TR_F32, 0), fail);
-    if (z->accel && z->stage < 3) TR_CHECK_GOTO(tr_accel_upload(z->accel, F(z), hostF(z), bytes(numel)), fail);
+    /* Rank 0's initial weights (from the run seed) everywhere. Stages 1-2: the full buffer, on
+     * a device in place where the backend can. Stage 3: the host P's (no full device buffer), a
+     * unit at a time, so that a backend staging host memory through device scratch (nccl)
+     * keeps no more than the largest unit there; then each rank uploads its slices. */
+    if (z->stage < 3) TR_CHECK_GOTO(tr_rank_broadcast(z->comm, z->accel, F(z), hostF(z), numel, 0), fail);
+    for (int i = 0; z->stage == 3 && i < z->n_units; i++) {
+        const unit *u = &z->units[i];
+        TR_CHECK_GOTO(tr_comm_broadcast(z->comm, hostF(z) + u->lo, u->hi - u->lo, TR_F32, 0), fail);
+    }
     TR_CHECK_GOTO(broadcast_buffers(z), fail);
     if (z->stage == 3) {
         TR_CHECK_GOTO(shard_alloc(z, &z->ps, "parameter"), fail);
@@ -570,7 +575,7 @@ fail:
  * communicator is broken everywhere (the peers fail at once rather than at the deadline) and
  * what is in flight drained. st, with its message. */
 static tr_status broke(sharded *z, tr_status st) {
-    char msg[1024];
+    char msg[1024]; /* drain's waits fail with messages of their own */
     snprintf(msg, sizeof msg, "%s", tr_error_msg());
     tr_comm_abort(z->comm);
     drain(z);

@@ -41,17 +41,30 @@ static double rel_err(const char *name, double max_diff, double max_ref, int fin
     return err;
 }
 
-double check_tensor(const char *name, const float *ours, const float *ref, int64_t n,
-                    double tol) {
-    double md = 0, mr = 0;
+/* max|ours - ref| and max|ref|; whether every value is finite. */
+static int diff_f32(const float *ours, const float *ref, int64_t n, double *md, double *mr) {
     int finite = 1;
+    *md = *mr = 0;
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(ours[i]) || !isfinite(ref[i])) finite = 0;
         double d = fabs((double)ours[i] - (double)ref[i]);
-        if (d > md) md = d;
-        if (fabs((double)ref[i]) > mr) mr = fabs((double)ref[i]);
+        if (d > *md) *md = d;
+        if (fabs((double)ref[i]) > *mr) *mr = fabs((double)ref[i]);
     }
+    return finite;
+}
+
+double check_tensor(const char *name, const float *ours, const float *ref, int64_t n,
+                    double tol) {
+    double md, mr;
+    int finite = diff_f32(ours, ref, n, &md, &mr);
     return rel_err(name, md, mr, finite, tol);
+}
+
+double tensor_error(const float *ours, const float *ref, int64_t n) {
+    double md, mr;
+    if (!diff_f32(ours, ref, n, &md, &mr)) return NAN;
+    return mr > 0 ? md / mr : md;
 }
 
 double check_tensor_f64(const char *name, const double *ours, const double *ref, int64_t n,

@@ -41,6 +41,8 @@ double check_tensor(const char *name, const float *ours, const float *ref, int64
                     double tol);
 double check_tensor_f64(const char *name, const double *ours, const double *ref, int64_t n,
                         double tol);
+/* The same normalised error, unchecked and unprinted: NaN when a value is not finite. */
+double tensor_error(const float *ours, const float *ref, int64_t n);
 
 struct tr_graph;
 struct tr_tensor;

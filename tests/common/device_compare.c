@@ -2,7 +2,6 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "device_compare.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -114,13 +113,8 @@ void dc_compare_f64(const char *name, void *d, const double *ref, size_t n, doub
 
 double dc_error(void *d, const float *ref, size_t n) {
     float *got = malloc((n ? n : 1) * sizeof *got);
-    double md = 0, mr = 0;
     CHECK(tr_accel_download(dc_accel, got, d, n * sizeof *got) == TR_OK, "download: %s", tr_error_msg());
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - (double)ref[i]);
-        md = e > md || isnan(e) ? e : md;
-        mr = fabs((double)ref[i]) > mr ? fabs((double)ref[i]) : mr;
-    }
+    double e = tensor_error(got, ref, (int64_t)n);
     free(got);
-    return mr > 0 ? md / mr : md;
+    return e;
 }

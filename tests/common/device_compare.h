@@ -46,8 +46,8 @@ void dc_free_all(void);
  * (tol: the normalised error allowed; 0: equal). */
 void dc_compare(const char *name, void *d, const float *ref, size_t n, double tol);
 void dc_compare_f64(const char *name, void *d, const double *ref, size_t n, double tol);
-/* The normalised error of device d against ref (max|d - ref| / max|ref|), checked by nothing:
- * for a test that asserts a result is NOT close to something. */
+/* The normalised error of device d against ref (tensor_error: NaN when a value is not
+ * finite), checked by nothing: for a test that asserts a result is NOT close to something. */
 double dc_error(void *d, const float *ref, size_t n);
 
 #endif

@@ -54,7 +54,7 @@ static void test_linear(void) {
     float *x = dc_rand(B * C, -1, 1), *w = dc_rand(OC * C, -1, 1), *bias = dc_rand(OC, -1, 1), *dy = dc_rand(B * OC, -1, 1);
     float *rx = rounded(x, B * C), *rw = rounded(w, OC * C), *rdy = rounded(dy, B * OC);
     float *y = malloc(B * OC * F), *y32 = malloc(B * OC * F);
-    float *dx = malloc(B * C * F), *dw = malloc(OC * C * F), *db = malloc(OC * F);
+    float *dx = malloc(B * C * F), *dw = malloc(OC * C * F);
     float *dx32 = malloc(B * C * F), *dw32 = malloc(OC * C * F), *db32 = calloc(OC, F); /* dbias adds */
     void *gx = dc_dev(x, B * C * F), *gw = dc_dev(w, OC * C * F), *gb = dc_dev(bias, OC * F), *gdy = dc_dev(dy, B * OC * F);
     void *gy = dc_zeros(B * OC * F), *gdx = dc_zeros(B * C * F), *gdw = dc_zeros(OC * C * F), *gdb = dc_zeros(OC * F);
@@ -70,7 +70,7 @@ static void test_linear(void) {
     dc_compare("linear backward db (a column sum: fp32)", gdb, db32, OC, 1e-5);
     dc_free_all();
     free(x), free(w), free(bias), free(dy), free(rx), free(rw), free(rdy), free(y), free(y32);
-    free(dx), free(dw), free(db), free(dx32), free(dw32), free(db32);
+    free(dx), free(dw), free(dx32), free(dw32), free(db32);
 }
 
 static void test_matmul(void) {

@@ -130,7 +130,8 @@ const char *tr_comm_backend_name(const tr_comm *c);
 const char *tr_comm_last_error(const tr_comm *c);
 /* Breaks the communicator on every rank: their pending and later calls fail with
  * TR_ERR_ABORTED naming this rank. Safe from any thread and from a signal handler's
- * deferred context (not from the handler itself). */
+ * deferred context (not from the handler itself). Leaves the calling thread's error message
+ * (tr_error_msg) as it was: a caller failing a step aborts and returns its own error. */
 void tr_comm_abort(tr_comm *c);
 
 /* Memory for buffers that collectives will use again and again (a flat gradient buffer): the

@@ -43,7 +43,8 @@ typedef struct tr_comm_backend_ops {
     /* Runs one operation to completion on the calling (communicator) thread. */
     tr_status (*run)(void *ctx, const tr_comm_op *op);
     /* From any thread: make this and every other rank's pending and later operations fail
-     * with TR_ERR_ABORTED. NULL: the backend cannot (only this rank stops). */
+     * with TR_ERR_ABORTED. Sets no error message (tr_comm_abort keeps the caller's). NULL:
+     * the backend cannot (only this rank stops). */
     void (*abort)(void *ctx);
     /* Optional (NULL, or a plugin built before they existed: plain memory). Collective: every
      * rank calls alloc with the same bytes in the same order, on the thread that issues

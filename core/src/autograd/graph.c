@@ -110,15 +110,8 @@ tr_status tr_graph_set_accel(tr_graph *g, tr_accel *a) {
 tr_accel *tr_graph_accel(const tr_graph *g) { return g->accel; }
 const tr_kernels *op_kernels(const tr_graph *g) { return g->kern; }
 
-void op_zero(tr_graph *g, void *p, size_t bytes) {
-    if (g->kern) g->kern->zero(p, bytes);
-    else memset(p, 0, bytes);
-}
-
-void op_copy(tr_graph *g, void *dst, const void *src, size_t bytes) {
-    if (g->kern) g->kern->copy(dst, src, bytes);
-    else memcpy(dst, src, bytes);
-}
+void op_zero(tr_graph *g, void *p, size_t bytes) { tr_accel_zero(g->accel, p, bytes); }
+void op_copy(tr_graph *g, void *dst, const void *src, size_t bytes) { tr_accel_copy(g->accel, dst, src, bytes); }
 
 /* A copy between the host and the graph's data memory (plain memory on the CPU). */
 static int op_copy_host(tr_graph *g, void *dst, const void *src, size_t bytes, int upload) {
