@@ -2,11 +2,12 @@
  *
  * The cpu strategy's step (the core's one-replica step, trainer/solo.h) with the replica made
  * on the device: parameters, gradients, buffers, activations and the optimizer state live in
- * the device's memory and every op runs the device's kernels. Per step the host uploads the
- * batch and downloads the loss, each parameter's gradient sum of squares (one waiting call
- * each, in the cpu strategy's order), the targets for cross-entropy's range check and its
- * seed gradient. The host keeps a copy of the parameters and optimizer state for
- * checkpoints, refreshed by state() and pushed back by sync(). */
+ * the device's memory and every op runs the device's kernels. Per micro-batch the host
+ * uploads the batch and waits once, downloading the loss (in the step's last micro-batch
+ * with every parameter's gradient sum of squares, queued into device memory as backward made
+ * each gradient); the update is queued without waiting (docs/gpu.md, "How often a step
+ * waits"). The host keeps a copy of the parameters and optimizer state for checkpoints,
+ * refreshed by state() and pushed back by sync(). */
 #include <stdio.h>
 
 #include "trainer/solo.h"

@@ -126,4 +126,28 @@ out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_d
 if [ $rc = 1 ] && grep -q "command line:1:19: trainer.precision: bf16-mixed runs on GPUs, and this run is on the CPU" <<<"$out"; then
     ok "bf16-mixed on the CPU refused: $out"
 else bad "bf16-mixed on the CPU" "rc=$rc" "$out"; fi
+# How often a single-gpu step makes the host wait for the device's queue (the emulator counts
+# the downloads and syncs that had work queued before them): once a micro-batch, for its loss
+# and in the last one every parameter's gradient sum with it. Not once per parameter for the
+# norm, nor for cross-entropy's targets and embedding's ids (checked in the batch's host
+# memory), nor for the seed gradient, nor after the update (the host goes on to the next
+# batch while it runs). Counted as the difference between runs of 8 and 4 steps.
+transformer_device_yaml "$t/lm.yaml" "$t/lm" cuda_emu lm
+# waits NAME CONFIG STEPS [overrides...]: the count of a single-gpu run, or "rc=N".
+waits() {
+    local name="$1" cfg="$2" n="$3"; shift 3
+    local o; o="$(TRAINER_CUDA_EMU_GPUS=1 TRAINER_CUDA_EMU_WAITS=1 timeout 120 "$bin" run "$cfg" \
+                  "run.output_dir=$t/$name$n" trainer.strategy=single-gpu trainer.max_steps="$n" "$@" 2>&1)" ||
+        { echo "rc=$?"; return; }
+    sed -n 's/^cuda_emu: cuda_emu:0: the host waited for queued work \([0-9]*\) times$/\1/p' <<<"$o"
+}
+for w in "lm $t/lm.yaml 1" "mlp $t/mlp.yaml 1" "mlp_accum $t/mlp.yaml 2 trainer.grad_accum=2 data.batch_size=16"; do
+    set -- $w
+    name="$1" cfg="$2" per="$3"; shift 3
+    w4="$(waits "$name" "$cfg" 4 "$@")"; w8="$(waits "$name" "$cfg" 8 "$@")"
+    if [[ "$w4" =~ ^[0-9]+$ && "$w8" =~ ^[0-9]+$ ]] && [ $(( (w8 - w4) / 4 )) = "$per" ] &&
+       [ $(( (w8 - w4) % 4 )) = 0 ]; then
+        ok "single-gpu ($name) waits for the device $per time(s) a step ($w4 waits in 4 steps, $w8 in 8)"
+    else bad "single-gpu ($name): waits a step, expected $per" "4 steps: $w4" "8 steps: $w8"; fi
+done
 finish

@@ -21,6 +21,7 @@
 #   gradient sums run in another order; on a device they are the three ops).
 # - The transformer in modes lm, classify and pairs (embedding, layer-norm, attention,
 #   slices, mean pooling, cosine, mse) on the device: byte-identical to cpu.
+# - A kernel table without sumsq_to (a plugin built before it): the same bytes as cpu.
 # - A model with an op the device has no kernel for (a plugin built before that op's entries)
 #   stops with a message naming the op and the device; a model larger than the device's
 #   memory stops naming the memory; both exit 1.
@@ -169,6 +170,14 @@ out="$(TRAINER_FAKE_GPUS=1 TRAINER_FAKE_GPU_OLD_KERNELS=1 timeout 60 "$bin" run 
 if [ $rc = 1 ] && grep -q "embedding: device fake_gpu:0 has no kernel for this op" <<<"$out"; then
     ok "an op the device has no kernel for stops the run naming op and device: $(grep -o 'embedding: device[^(]*' <<<"$out" | head -1)"
 else bad "transformer on a fake GPU without its kernels" "rc=$rc" "$out"; fi
+# A kernel table from before sumsq_to (which queues each parameter's gradient sum into device
+# memory): the core sums with sumsq and uploads each value instead; the same bytes as cpu.
+out="$(TRAINER_FAKE_GPUS=1 TRAINER_FAKE_GPU_OLD_KERNELS=1 timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/old" 2>&1)"; rc=$?
+a="$(last_ckpt "$t/old")"; b="$(last_ckpt "$t/cpu")"
+if [ $rc = 0 ] && [ -n "$a" ] && [ "$(basename "$a")" = "$(basename "$b")" ] && same_ckpt "$a" "$b" &&
+   diff <(curve "$t/old") <(curve "$t/cpu") >/dev/null; then
+    ok "a device without sumsq_to: gradient norms summed and uploaded, byte-identical to cpu ($(basename "$a"))"
+else bad "single-gpu on a kernel table without sumsq_to" "rc=$rc" "$out"; fi
 # A model larger than the device's memory (1 MiB): the allocation fails, named.
 out="$(TRAINER_FAKE_GPUS=1 TRAINER_FAKE_GPU_MIB=1 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/big" \
        "model.params.layers=[1024, 1024]" 2>&1)"; rc=$?

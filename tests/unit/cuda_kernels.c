@@ -238,6 +238,12 @@ static void test_norm(void) {
         double want = dc_cpu->sumsq(g, n), got = dc_gpu->sumsq(gg, n);
         printf("  sumsq (%zu) %.17g vs %.17g\n", n, got, want);
         CHECK(fabs(got - want) <= 1e-12 * want, "sumsq of %zu: %.17g, expected %.17g", n, got, want);
+        /* queued into device memory: the same value, and the slots beside it untouched */
+        double slots[3] = {-1, -1, -1};
+        void *gs = dc_dev(slots, sizeof slots);
+        dc_gpu->sumsq_to((double *)gs + 1, gg, n);
+        slots[1] = got;
+        dc_compare_f64("sumsq_to", gs, slots, 3, 0);
         dc_cpu->scale_inplace(g, n, 0.37f), dc_gpu->scale_inplace(gg, n, 0.37f);
         dc_compare("scale_inplace", gg, g, n, 0);
         dc_free(gg);

@@ -80,6 +80,10 @@ void *tr_accel_bound_stream(void);
 /* tr_grad_sumsq and tr_clip_grad_norm (trainer/optim.h) on device memory, by the device's
  * sumsq and scale_inplace kernels (the same rule; the sum waits for its value). */
 double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n);
+/* The same sum into a's memory at out (device memory; host memory for NULL), queued without
+ * waiting where the device's table has sumsq_to (else summed, waiting, and uploaded): a step
+ * collects every parameter's sum and downloads them at once. */
+tr_status tr_accel_grad_sumsq_to(tr_accel *a, double *out, const float *g, size_t n);
 double tr_accel_clip_grad_norm(tr_accel *a, float *g, size_t n, double max_norm, double sumsq);
 /* Bytes of device memory allocated through a now, and the most at once. */
 size_t tr_accel_allocated(const tr_accel *a);

@@ -97,6 +97,14 @@ void tr_graph_set_stat_reducer(tr_graph *g, tr_stat_reducer_fn fn, void *user);
 
 /* A tensor in the arena with uninitialised data and no gradient (a batch, targets). */
 tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
+/* A tensor holding host `data` (no gradient): on the CPU a view of it (tr_graph_view), on a
+ * device an upload of it into the graph's memory. There the graph keeps `data` as the
+ * tensor's host copy (for the first TR_GRAPH_HOST_COPIES inputs of a step): ops that check
+ * values on the host (cross-entropy's targets, embedding's ids) read them there instead of
+ * waiting for a download. Either way `data` must stay valid and unchanged until the next
+ * reset, and no op may write the tensor. A batch's inputs and targets. */
+#define TR_GRAPH_HOST_COPIES 8
+tr_tensor *tr_graph_input_from(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape);
 /* A tensor in the arena viewing borrowed `data` (no copy, no gradient): e.g. a loader's batch
  * buffer, which must stay valid and unchanged until the next reset. */
 tr_tensor *tr_graph_view(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape);

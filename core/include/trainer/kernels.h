@@ -262,6 +262,12 @@ typedef struct tr_kernels {
                            double eps);
     void (*cosine_backward)(float *da, float *db, const float *dout, const float *a,
                             const float *b, int64_t N, int64_t E, double eps);
+
+    /* ---- the gradient norm without waiting ---- */
+    /* out[0] = what sumsq returns for g[0, n), into device memory, queued like any kernel: a
+     * step collects each parameter's sum and downloads them together. NULL: the core calls
+     * sumsq and uploads its value (a wait for each). */
+    void (*sumsq_to)(double *out, const float *g, size_t n);
 } tr_kernels;
 
 /* The core's CPU kernels as a table (every entry set): the reference for device kernels. */

@@ -20,7 +20,10 @@
  * A non-finite norm leaves the
  * step out. On a device the replica, its optimizer state and its activations live there
  * (tr_replica_create_on, tr_optim_place); state() refreshes the host copies checkpoints read,
- * sync() pushes them back, forward() copies its outputs to the host. Each entry below has the
+ * sync() pushes them back, forward() copies its outputs to the host. There a micro-batch
+ * waits for the device once (its loss; in the last one every parameter's gradient sum with
+ * it, queued by the hook into device memory) and optim_step queues the update without
+ * waiting: a kernel error surfaces at the next train_micro, forward or state. Each entry below has the
  * signature of the tr_strategy_ops entry of that name; ctx is the tr_solo. */
 #ifndef TRAINER_SOLO_H
 #define TRAINER_SOLO_H

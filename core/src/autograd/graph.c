@@ -7,6 +7,13 @@
 #include "trainer/accel.h"
 #include "trainer/params.h"
 
+/* An input uploaded by tr_graph_input_from: its device memory and the host's copy. */
+typedef struct host_copy {
+    const char *dev;
+    const void *host;
+    size_t bytes;
+} host_copy;
+
 struct tr_graph {
     tr_arena *arena;          /* host: tensor headers, tape nodes; and data without a device */
     tr_arena *data;           /* with a device: activations, gradients, kernel scratch on it */
@@ -43,6 +50,11 @@ struct tr_graph {
     const void *ps_data;      /* the op (op_seq) that noted them */
     const double *ps;
     uint64_t ps_seq;
+    host_copy host_copies[TR_GRAPH_HOST_COPIES]; /* tr_graph_input_from on a device */
+    int n_host_copies;
+    const tr_tensor *root;    /* during tr_backward on a device: its output, and the value */
+    double root_seed;         /* its one-element seed gradient has (root_known) */
+    int root_known;
 };
 
 /* A parameter used through a reshape view is a use of the parameter itself. */
@@ -89,6 +101,8 @@ void tr_graph_reset(tr_graph *g) {
     g->n_fresh = 0;
     tr_graph_drop_deferred_(g); /* their data is gone */
     g->ps_t = NULL, g->ps_data = NULL, g->ps = NULL;
+    g->n_host_copies = 0;
+    g->root = NULL;
 }
 
 tr_arena *tr_graph_arena(tr_graph *g) { return g->arena; }
@@ -133,6 +147,28 @@ static int in_graph_memory(const tr_graph *g, const tr_tensor *t) {
     return t->device.kind == TR_DEVICE_GPU && t->device.index == tr_accel_device(g->accel).index;
 }
 
+/* The host's copy of [p, p + bytes) of device memory (tr_graph_input_from), or NULL. */
+static const void *host_copy_of(const tr_graph *g, const void *p, size_t bytes) {
+    const char *c = p;
+    for (int i = 0; i < g->n_host_copies; i++) {
+        const host_copy *h = &g->host_copies[i];
+        if (c >= h->dev && bytes <= h->bytes && (size_t)(c - h->dev) <= h->bytes - bytes)
+            return (const char *)h->host + (c - h->dev);
+    }
+    return NULL;
+}
+
+int op_read_grad_scalar(tr_graph *g, const tr_tensor *t, double *v) {
+    if (g->accel && t == g->root && g->root_known) {
+        *v = g->root_seed;
+        return 1;
+    }
+    union { float f; double d; } u;
+    if (!op_read(g, &u, t->grad, tr_dtype_size(t->dtype))) return 0;
+    *v = t->dtype == TR_F64 ? u.d : (double)u.f;
+    return 1;
+}
+
 const int32_t *op_host_indices(tr_graph *g, const char *op, const char *what, const tr_tensor *t,
                                const char *with_what, const tr_tensor *with) {
     if (!in_graph_memory(g, t)) {
@@ -143,6 +179,8 @@ const int32_t *op_host_indices(tr_graph *g, const char *op, const char *what, co
     }
     if (!g->accel) return t->data;
     size_t n = (size_t)tr_tensor_numel(t);
+    const int32_t *known = host_copy_of(g, t->data, n * sizeof *known);
+    if (known) return known; /* the batch's own host memory: no wait for the device */
     int32_t *copy = op_alloc(g, (n ? n : 1) * sizeof *copy);
     return copy && op_read(g, copy, t->data, n * sizeof *copy) ? copy : NULL;
 }
@@ -394,6 +432,15 @@ tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *
     return new_tensor(g, dtype, ndim, shape);
 }
 
+tr_tensor *tr_graph_input_from(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape) {
+    if (!g->accel) return tr_graph_view(g, data, dtype, ndim, shape);
+    tr_tensor *t = new_tensor(g, dtype, ndim, shape);
+    if (!t || !op_write(g, t->data, data, tr_tensor_bytes(t))) return NULL;
+    if (g->n_host_copies < TR_GRAPH_HOST_COPIES) /* more: their checks download, as before */
+        g->host_copies[g->n_host_copies++] = (host_copy){t->data, data, tr_tensor_bytes(t)};
+    return t;
+}
+
 tr_tensor *tr_graph_view(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape) {
     if (g->status != TR_OK) return NULL;
     if (ndim < 0 || ndim > TR_MAX_DIMS)
@@ -609,6 +656,9 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
         if (!dout && !ones) return g->status;
         for (int64_t i = 0; ones && i < n; i++) ones[i] = 1.0f; /* device graphs are f32 */
         TR_CHECK(tr_accel_upload(g->accel, d, dout ? dout : ones, tr_tensor_bytes(out)));
+        g->root = out; /* op_read_grad_scalar: its gradient is this seed throughout */
+        g->root_known = n == 1 && out->dtype == TR_F32;
+        g->root_seed = dout ? (double)*(const float *)dout : 1.0;
     } else if (dout) {
         memcpy(d, dout, tr_tensor_bytes(out));
     } else if (out->dtype == TR_F64) {
@@ -632,6 +682,7 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
         for (int i = 0; i < node->n_ins; i++) release(g, node->ins[i]);
     }
     g->in_backward = 0;
+    g->root = NULL;
     if (g->status != TR_OK) return g->status;
     /* Parameters the step never touched have final gradients too: unchanged, or zero when
      * they were to be written. */

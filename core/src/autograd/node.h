@@ -63,12 +63,16 @@ int op_device_has(tr_graph *g, const char *op, int have);
 /* Copies bytes of data memory (the device's on a device graph) to host dst; 0 after recording
  * a failed download. */
 int op_read(tr_graph *g, void *dst, const void *src, size_t bytes);
-/* The i32 indices t (what: "ids", "targets") of op on the host, to check: t->data on the CPU,
- * a download into the graph's host memory on a device. NULL after recording the error: t in
- * the other memory than the graph's (naming the tensor beside it too, e.g. "table") or a
- * failed download. */
+/* The i32 indices t (what: "ids", "targets") of op on the host, to check: t->data on the CPU;
+ * on a device the host's copy of an input (tr_graph_input_from), else a download into the
+ * graph's host memory. NULL after recording the error: t in the other memory than the
+ * graph's (naming the tensor beside it too, e.g. "table") or a failed download. */
 const int32_t *op_host_indices(tr_graph *g, const char *op, const char *what, const tr_tensor *t,
                                const char *with_what, const tr_tensor *with);
+/* The gradient of one-element t (f32 or f64) as a double: on a device, when t is what
+ * tr_backward runs from, the seed it was given (no download); else read. 0 after recording a
+ * failed download. */
+int op_read_grad_scalar(tr_graph *g, const tr_tensor *t, double *v);
 /* Copies bytes of host src into data memory; 0 after recording a failed upload. */
 int op_write(tr_graph *g, void *dst, const void *src, size_t bytes);
 /* Zero-fills data memory of the graph (a device's, or the host's). */

@@ -210,6 +210,19 @@ double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n) {
     return a ? a->kern.sumsq(g, n) : tr_grad_sumsq(g, n);
 }
 
+tr_status tr_accel_grad_sumsq_to(tr_accel *a, double *out, const float *g, size_t n) {
+    if (!a) {
+        *out = tr_grad_sumsq(g, n);
+        return TR_OK;
+    }
+    if (a->kern.sumsq_to) {
+        a->kern.sumsq_to(out, g, n);
+        return TR_OK;
+    }
+    double v = a->kern.sumsq(g, n);
+    return tr_accel_upload(a, out, &v, sizeof v);
+}
+
 double tr_accel_clip_grad_norm(tr_accel *a, float *g, size_t n, double max_norm, double sumsq) {
     if (!a) return tr_clip_grad_norm(g, n, max_norm, sumsq);
     double coef = tr_clip_coef(max_norm, sumsq);

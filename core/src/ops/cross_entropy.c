@@ -30,9 +30,8 @@ static void cross_entropy_total_f32(float *out, const double *loss, int64_t n, d
 static void cross_entropy_backward(tr_graph *g, tr_node *n) {
     tr_tensor *x = n->in[0];
     void *dx = op_grad(g, x);
-    union { float f; double d; } v;
-    if (!dx || !op_read(g, &v, n->out->grad, tr_dtype_size(x->dtype))) return;
-    double dout = x->dtype == TR_F64 ? v.d : (double)v.f;
+    double dout;
+    if (!dx || !op_read_grad_scalar(g, n->out, &dout)) return;
     OP_RUN(g, x->dtype, cross_entropy_backward, dx, x->data, n->saved[0], n->saved[1],
                 dout / n->f[0], n->i[0], n->i[1], (int)n->i[2], n->f[1]);
 }

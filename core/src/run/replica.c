@@ -153,15 +153,11 @@ fail:
     return st;
 }
 
-/* A batch tensor: a view of the loader's host memory, or on a device an upload of it. */
+/* A batch tensor: a view of the loader's host memory, or on a device an upload of it (whose
+ * indices the ops then check in that host memory). */
 static tr_status batch_tensor(tr_replica *r, void *host, tr_dtype dtype, int ndim, const int64_t *shape, tr_tensor **out) {
-    if (!r->accel) {
-        *out = tr_graph_view(r->g, host, dtype, ndim, shape);
-        return tr_graph_status(r->g);
-    }
-    *out = tr_graph_input(r->g, dtype, ndim, shape);
-    if (!*out) return tr_graph_status(r->g);
-    return tr_accel_upload(r->accel, (*out)->data, host, tr_tensor_bytes(*out));
+    *out = tr_graph_input_from(r->g, host, dtype, ndim, shape);
+    return tr_graph_status(r->g);
 }
 
 tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t offset,

@@ -2,6 +2,8 @@
 #include "trainer/solo.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "autograd/node.h"
 #include "trainer/memory.h"
@@ -13,14 +15,34 @@ struct tr_solo {
     double *sumsq;    /* per parameter, from the last micro-batch's ready hook */
     int last;         /* the backward running is the step's last */
     int defer;        /* tr_solo_set_defer */
+    /* On a device the step waits for it once a micro-batch: the hook queues each parameter's
+     * sum into res (device memory: a double per parameter, then the loss as a float), and
+     * train_micro downloads res into hres at the end. */
+    double *res, *hres;
+    unsigned char *queued; /* per parameter: its sum is in res this step */
+    tr_status hook_status; /* the first failure in the hook, its message in hook_msg */
+    char hook_msg[256];
 };
+
+/* res's bytes: a sum per parameter, then the loss (a double's room). */
+static size_t res_bytes(const tr_solo *s) { return ((size_t)tr_params_count(s->r->P) + 1) * sizeof(double); }
 
 static void grad_ready(void *user, int p) {
     tr_solo *s = user;
     if (!s->last) return;
     tr_tensor *t = tr_params_get(tr_replica_params(s->r), p);
-    if (!tr_graph_grad_sumsq_(s->r->g, p, &s->sumsq[p])) /* else the op that wrote it summed it */
-        s->sumsq[p] = tr_accel_grad_sumsq(s->accel, t->grad, (size_t)tr_tensor_numel(t));
+    if (s->queued) s->queued[p] = 0;
+    if (tr_graph_grad_sumsq_(s->r->g, p, &s->sumsq[p])) return; /* the op that wrote it summed it */
+    if (!s->accel) {
+        s->sumsq[p] = tr_grad_sumsq(t->grad, (size_t)tr_tensor_numel(t));
+        return;
+    }
+    tr_status st = tr_accel_grad_sumsq_to(s->accel, &s->res[p], t->grad, (size_t)tr_tensor_numel(t));
+    s->queued[p] = st == TR_OK;
+    if (st != TR_OK && s->hook_status == TR_OK) {
+        s->hook_status = st;
+        snprintf(s->hook_msg, sizeof s->hook_msg, "%s", tr_error_msg());
+    }
 }
 
 void tr_solo_destroy(void *ctx) {
@@ -28,7 +50,10 @@ void tr_solo_destroy(void *ctx) {
     if (!s) return;
     tr_optim_destroy(s->opt);
     tr_replica_destroy(s->r);
+    if (s->res) tr_accel_free(s->accel, s->res, res_bytes(s));
     tr_accel_close(s->accel); /* after what holds its memory */
+    tr_free(s->hres);
+    tr_free(s->queued);
     tr_free(s->sumsq);
     tr_free(s);
 }
@@ -51,7 +76,12 @@ tr_status tr_solo_create(const tr_strategy_env *env, tr_accel *accel, tr_solo **
     TR_CHECK_GOTO(tr_optim_create(&s->opt, &env->optim, tr_params_numel(s->r->P)), fail);
     if (accel) TR_CHECK_GOTO(tr_optim_place(s->opt, accel), fail);
     s->sumsq = tr_calloc((size_t)tr_params_count(s->r->P) + 1, sizeof *s->sumsq);
-    if (!s->sumsq) {
+    if (accel) {
+        s->hres = tr_calloc(res_bytes(s), 1);
+        s->queued = tr_calloc((size_t)tr_params_count(s->r->P) + 1, 1);
+        if (s->hres && s->queued) TR_CHECK_GOTO(tr_accel_alloc(accel, res_bytes(s), (void **)&s->res), fail);
+    }
+    if (!s->sumsq || (accel && (!s->hres || !s->queued))) {
         st = tr_error_set(TR_ERR_NOMEM, "strategy: out of memory");
         goto fail;
     }
@@ -76,13 +106,26 @@ tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss)
     TR_CHECK(tr_graph_defer_grads_(s->r->g, s->defer && mb->first && mb->last));
     s->last = mb->last;
     TR_CHECK(tr_graph_note_grad_sumsq_(s->r->g, mb->last)); /* what grad_ready reads */
+    s->hook_status = TR_OK;
     tr_status st = tr_backward(s->r->g, out.loss, NULL);
     s->last = 0;
     TR_CHECK(st);
+    if (s->hook_status != TR_OK) return tr_error_set(s->hook_status, "%s", s->hook_msg);
+    if (!s->accel) {
+        *loss = *(const float *)out.loss->data;
+        return TR_OK;
+    }
+    /* The one wait of the step (of each micro-batch): the loss, and in the last micro-batch
+     * the gradients' sums with it. */
+    size_t np = (size_t)tr_params_count(s->r->P), from = mb->last ? 0 : np;
+    tr_accel_copy(s->accel, &s->res[np], out.loss->data, sizeof(float));
+    TR_CHECK(tr_accel_download(s->accel, &s->hres[from], &s->res[from], (np + 1 - from) * sizeof(double)));
     float v;
-    TR_CHECK(tr_accel_download(s->accel, &v, out.loss->data, sizeof v));
+    memcpy(&v, &s->hres[np], sizeof v);
     *loss = v;
-    return tr_accel_sync(s->accel);
+    for (size_t p = 0; mb->last && p < np; p++)
+        if (s->queued[p]) s->sumsq[p] = s->hres[p];
+    return tr_accel_sync(s->accel); /* a kernel's error, if any (nothing left to wait for) */
 }
 
 /* The stored gradients [lo, hi): clipped, then updated. */
@@ -130,20 +173,23 @@ tr_status tr_solo_optim_step(void *ctx, double lr, double max_norm, double *grad
     }
     if (tr_graph_deferred_any_(s->r->g)) return step_deferred(s, p, g, lr, max_norm, sumsq);
     if (max_norm > 0) tr_accel_clip_grad_norm(s->accel, g, n, max_norm, sumsq);
-    TR_CHECK(tr_optim_step(s->opt, p, g, n, lr));
-    return tr_accel_sync(s->accel);
+    /* Queued, not waited for: the host goes on to the next batch (its loading and upload
+     * overlap the update), whose train_micro reports a kernel error; so do forward and state. */
+    return tr_optim_step(s->opt, p, g, n, lr);
 }
 
 tr_status tr_solo_forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out) {
     tr_solo *s = ctx;
     TR_CHECK(tr_replica_forward(s->r, hb, 0, hb->size, 1.0, 0, 0, with_y, out));
-    return tr_replica_outputs_to_host(s->r, out);
+    TR_CHECK(tr_replica_outputs_to_host(s->r, out));
+    return tr_accel_sync(s->accel);
 }
 
 tr_status tr_solo_state(void *ctx, tr_params **P, tr_optim **opt) {
     tr_solo *s = ctx;
     TR_CHECK(tr_replica_download(s->r));
     TR_CHECK(tr_optim_download(s->opt));
+    TR_CHECK(tr_accel_sync(s->accel)); /* what a checkpoint gets came from error-free steps */
     *P = s->r->P;
     *opt = s->opt;
     return TR_OK;

@@ -283,6 +283,14 @@ static double sumsq(const float *g, size_t n) {
     return d->err == TR_OK ? d->scratch_host[0] : NAN;
 }
 
+static void sumsq_to(double *out, const float *g, size_t n) {
+    cuda_device *d = cuda_current();
+    if (!d) return;
+    int parts;
+    double *part = dsum_parts(d, "gradient sum of squares", g, NULL, (int64_t)n, 1, &parts);
+    LAUNCH("gradient sum of squares", k_sumsq_final, 1, &out, &part, &parts);
+}
+
 static void scale_inplace(float *g, size_t n, float s) {
     int64_t nn = (int64_t)n;
     LAUNCH("gradient scaling", k_scale_inplace, blocks_for(nn), &g, &nn, &s);
@@ -689,6 +697,7 @@ const tr_kernels cuda_kernel_table = {
     .optim_update = optim_update,
     .sumsq = sumsq,
     .scale_inplace = scale_inplace,
+    .sumsq_to = sumsq_to,
     .conv2d_work = conv2d_work,
     .conv2d_forward = conv2d_forward,
     .conv2d_backward = conv2d_backward,

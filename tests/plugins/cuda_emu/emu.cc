@@ -9,7 +9,10 @@
  * before it returns; kernels run block after block on the calling thread (emu_cuda.h).
  * cu_sgemm_batched is the column-major products cublasSgemmStridedBatched documents, in plain
  * loops (with bf16, on the bf16 roundings of the operands). TRAINER_CUDA_EMU_CC sets the
- * compute capability's major version the devices claim (default 9; below 8 refuses bf16). */
+ * compute capability's major version the devices claim (default 9; below 8 refuses bf16).
+ * TRAINER_CUDA_EMU_WAITS set: closing a device prints how often the host waited for queued
+ * work (a cu_download or cu_sync with work queued since the last), for tests that count the
+ * times a step drains a GPU's queue. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <utility>
@@ -177,7 +180,17 @@ struct cu_rt {
     size_t limit, used;
     emu_alloc *allocs;
     size_t n_allocs, cap_allocs;
+    /* Host waits for queued work: a cu_download or cu_sync with work queued since the last
+     * one (a launch, GEMM, upload, copy or zero-fill), where a GPU's queue would drain. */
+    unsigned long waits;
+    int queued;
 };
+
+static void queue(cu_rt *r) { r->queued = 1; }
+static void wait_queue(cu_rt *r) {
+    r->waits += r->queued;
+    r->queued = 0;
+}
 
 static long env_count(const char *name, long dflt) {
     const char *s = getenv(name);
@@ -220,6 +233,8 @@ tr_status cu_open(int index, const char *name, cu_rt **out) {
 
 void cu_close(cu_rt *r) {
     if (!r) return;
+    if (getenv("TRAINER_CUDA_EMU_WAITS"))
+        fprintf(stderr, "cuda_emu: %s: the host waited for queued work %lu times\n", r->name, r->waits);
     for (size_t i = 0; i < r->n_allocs; i++) free(r->allocs[i].p);
     free(r->allocs);
     free(r);
@@ -263,29 +278,36 @@ tr_status cu_host_alloc(cu_rt *r, size_t bytes, void **p) {
 
 void cu_host_free(cu_rt *, void *p) { free(p); }
 
-tr_status cu_upload_async(cu_rt *, void *dst, const void *src, size_t bytes) {
+tr_status cu_upload_async(cu_rt *r, void *dst, const void *src, size_t bytes) {
+    queue(r);
     memcpy(dst, src, bytes);
     return TR_OK;
 }
 
-tr_status cu_copy_async(cu_rt *, void *dst, const void *src, size_t bytes) {
+tr_status cu_copy_async(cu_rt *r, void *dst, const void *src, size_t bytes) {
+    queue(r);
     memmove(dst, src, bytes);
     return TR_OK;
 }
 
-tr_status cu_zero_async(cu_rt *, void *p, size_t bytes) {
+tr_status cu_zero_async(cu_rt *r, void *p, size_t bytes) {
+    queue(r);
     memset(p, 0, bytes);
     return TR_OK;
 }
 
-tr_status cu_download(cu_rt *, void *dst, const void *src, size_t bytes) {
+tr_status cu_download(cu_rt *r, void *dst, const void *src, size_t bytes) {
+    wait_queue(r);
     memcpy(dst, src, bytes);
     return TR_OK;
 }
 
 tr_status cu_event_record(cu_rt *, int) { return TR_OK; }
 tr_status cu_event_wait(cu_rt *, int) { return TR_OK; }
-tr_status cu_sync(cu_rt *) { return TR_OK; }
+tr_status cu_sync(cu_rt *r) {
+    wait_queue(r);
+    return TR_OK;
+}
 
 /* No stream of its own (every call completes before it returns): the runtime itself stands
  * for it, so a backend handed it can check where it came from. */
@@ -294,6 +316,7 @@ void *cu_native_stream(cu_rt *r) { return r; }
 tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
     if ((int)k < 0 || k >= CUDA_N_KERNELS || grid == 0)
         return tr_error_set(TR_ERR_DEVICE, "%s: cuLaunchKernel: invalid kernel %d or grid %u", r->name, (int)k, grid);
+    queue(r);
     running = &emu_kernels[k];
     running_args = args;
     gridDim = {grid, 1, 1};
@@ -355,6 +378,7 @@ tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float 
         for (size_t i = 0; i < spanB; i++) rB[i] = tr_bf16_round(B[i]);
         A = rA, B = rB;
     }
+    queue(r);
     tr_status st = TR_OK;
     for (int i = 0; i < batch && st == TR_OK; i++)
         st = sgemm_one(r, ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
