@@ -27,16 +27,23 @@
  *
  * On GPUs (accelerator gpu) replica i lives on GPU ids[i] (trainer.devices; an id may repeat:
  * the one-GPU testing mode), its thread bound to that device, and the optimizer state on the
- * primary's. The step goes through host memory: each replica downloads its gradient, the
- * reduce above runs on the host copies (the same sums in the same order), the primary uploads
- * the sum, clips and updates on its device, and its parameters and buffers are downloaded
- * once and uploaded to every other replica (replicate). Inference outputs are copied to the
- * host per replica and gathered as above.
+ * primary's. The step then goes one of two ways (option `backend`):
+ *   - over a communication backend that takes device memory (nccl: single-process
+ *     multi-device, a rank per replica's thread, each with a communicator made on that thread
+ *     with its device bound): the gradients are reduced onto the primary in device memory
+ *     (tr_comm_reduce, in place), the primary clips and updates on its device, and its
+ *     parameters and buffers are broadcast to every replica (DataParallel's reduce_add and
+ *     broadcast_coalesced). The default on distinct GPUs of the cuda plugin where the nccl
+ *     plugin is installed and libnccl opens;
+ *   - through host memory (`host`; the one-GPU testing mode, and wherever nccl cannot run):
+ *     each replica downloads its gradient, the reduce above runs on the host copies (the same
+ *     sums in the same order), the primary uploads the sum, clips and updates on its device,
+ *     and its parameters and buffers are downloaded once and uploaded to every other replica.
+ * Inference outputs are copied to the host per replica and gathered as above.
  *
  * Limits: OpenBLAS runs each replica's GEMMs on that replica's threads; with more than one
  * thread per replica its OpenMP build serialises concurrent threaded calls, so the default
- * gives each replica cores / n threads and is best with one thread per replica. On GPUs the
- * reduce and replicate are host-staged copies (no peer-to-peer or NCCL path yet). */
+ * gives each replica cores / n threads and is best with one thread per replica. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -44,14 +51,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "trainer/accel.h"
+#include "trainer/comm.h"
+#include "trainer/log.h"
 #include "trainer/memory.h"
 #include "trainer/runtime.h"
 #include "trainer/strategy.h"
 
 enum { MAX_REPLICAS = 256, MSG = 512 };
-enum { JOB_TRAIN, JOB_STEP, JOB_FORWARD, JOB_QUIT };
+enum { JOB_TRAIN, JOB_STEP, JOB_FORWARD, JOB_COMM, JOB_QUIT };
 
 typedef struct dp dp;
 
@@ -67,6 +77,8 @@ typedef struct worker {
     double sumsq;            /* of its gradient slice (JOB_STEP) */
     double *stats;           /* sync batch-norm: this replica's sums, read by all */
     int n_stats;
+    tr_comm *comm;           /* GPUs over a device backend: this replica's rank (made and
+                              * destroyed on its thread) */
 } worker;
 
 struct dp {
@@ -100,6 +112,10 @@ struct dp {
     /* On GPUs (else NULL): each replica's opened device. Each replica's host P holds its
      * gradient's host copy, and the primary's the updated parameters the others upload. */
     tr_accel **accel;
+    /* GPUs over a device backend (else NULL): its plugin, and the job the replicas' ranks
+     * join (JOB_COMM); then every worker's comm is set. */
+    const tr_plugin *comm_plugin;
+    tr_comm_env comm_env;
 };
 
 /* ---- barrier ---- */
@@ -247,6 +263,38 @@ static tr_status job_step_gpu(dp *d, worker *w) {
     return tr_accel_sync(a);
 }
 
+/* The step on GPUs over a device backend: the gradients summed onto the primary in device
+ * memory, updated there, the parameters and buffers broadcast to every replica. */
+static tr_status job_step_comm(dp *d, worker *w) {
+    tr_replica *r = d->r[w->i];
+    tr_accel *a = d->accel[w->i];
+    size_t n = tr_params_numel(r->P), nb = tr_params_buffers_numel(r->P);
+    TR_CHECK(tr_comm_reduce(w->comm, r->d_grad, r->d_grad, n, TR_F32, TR_RED_SUM, 0));
+    if (w->i == 0) { /* the sum stays even when the step is left out: nonfinite() looks at it */
+        double sumsq = tr_accel_grad_sumsq(a, r->d_grad, n);
+        d->sumsq = sumsq;
+        if (isfinite(sumsq)) {
+            if (d->max_norm > 0) tr_accel_clip_grad_norm(a, r->d_grad, n, d->max_norm, sumsq);
+            TR_CHECK(tr_optim_step_part(d->opt, r->d_data, r->d_grad, 0, n, d->lr));
+        }
+    }
+    /* every rank joins, also after a step left out (the parameters are then unchanged) */
+    TR_CHECK(tr_comm_broadcast(w->comm, r->d_data, n, TR_F32, 0));
+    if (nb) TR_CHECK(tr_comm_broadcast(w->comm, r->d_buffers, nb, TR_F32, 0));
+    return tr_accel_sync(a);
+}
+
+/* Joins this replica's rank of the device backend (its device bound on this thread). */
+static tr_status job_comm(dp *d, worker *w) {
+    tr_comm_env env = d->comm_env;
+    env.rank = env.local_rank = w->i;
+    TR_CHECK(tr_comm_create(&w->comm, d->comm_plugin, NULL, &env));
+    if (!tr_comm_device_memory(w->comm))
+        return tr_error_set(TR_ERR_INVALID, "strategy.backend: %s reduces host memory; GPU replicas use a backend "
+                            "that takes device memory (nccl), or host", d->comm_plugin->desc->name);
+    return TR_OK;
+}
+
 static tr_status job_forward(dp *d, worker *w) {
     memset(&w->out, 0, sizeof w->out);
     w->loss = 0;
@@ -263,14 +311,19 @@ static void run_job(dp *d, worker *w) {
     tr_status st = d->accel && d->kind != JOB_QUIT ? tr_accel_bind(d->accel[w->i]) : TR_OK;
     if (st == TR_OK) switch (d->kind) {
     case JOB_TRAIN: st = job_train(d, w); break;
-    case JOB_STEP: st = d->accel ? job_step_gpu(d, w) : job_step(d, w); break;
+    case JOB_STEP: st = !d->accel ? job_step(d, w) : d->comm_plugin ? job_step_comm(d, w) : job_step_gpu(d, w); break;
     case JOB_FORWARD: st = job_forward(d, w); break;
+    case JOB_COMM: st = job_comm(d, w); break;
     default: break;
     }
     w->st = st;
     if (st != TR_OK) {
         snprintf(w->msg, sizeof w->msg, "%s", tr_error_msg());
         barrier_break(d);
+        /* the others' collectives fail now instead of at their deadline (abort is for any
+         * thread; a rank still joining fails its create on the deadline) */
+        for (int i = 0; i < d->n; i++)
+            if (i != w->i && d->w[i].comm) tr_comm_abort(d->w[i].comm);
     }
 }
 
@@ -301,6 +354,11 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&d->mu);
         if (++d->finished == d->n - 1) pthread_cond_signal(&d->done);
         pthread_mutex_unlock(&d->mu);
+    }
+    if (w->comm) { /* on the thread that made it, its device bound */
+        if (d->accel) tr_accel_bind(d->accel[w->i]);
+        tr_comm_destroy(w->comm);
+        w->comm = NULL;
     }
     return NULL;
 }
@@ -359,6 +417,11 @@ static void destroy(void *ctx) {
         for (int i = 1; i < d->n; i++)
             if (d->w[i].started) pthread_join(d->w[i].thread, NULL);
     }
+    for (int i = 0; d->w && i < d->n; i++)
+        if (d->w[i].comm) { /* the primary's (and any a worker that never started left) */
+            if (d->accel) tr_accel_bind(d->accel[i]);
+            tr_comm_destroy(d->w[i].comm);
+        }
     for (int i = 0; d->r && i < d->n; i++) tr_replica_destroy(d->r[i]);
     for (int i = 0; d->w && i < d->n; i++) tr_free(d->w[i].stats);
     tr_optim_destroy(d->opt);
@@ -384,6 +447,61 @@ static int max_stats(tr_params *P) {
         if (k > m) m = k;
     }
     return (int)(2 * m + 2);
+}
+
+/* Whether a GPU id repeats among the replicas' (the one-GPU testing mode); *id: which. */
+static int ids_repeat(const dp *d, int64_t *id) {
+    for (int i = 0; i < d->n; i++)
+        for (int k = 0; k < i; k++)
+            if (d->ids[k] == d->ids[i]) {
+                *id = d->ids[i];
+                return 1;
+            }
+    return 0;
+}
+
+/* The option `backend`: on GPUs the device backend the replicas' step goes over
+ * (d->comm_plugin), or none (through host memory). */
+static tr_status choose_backend(dp *d, const tr_options *o, const tr_strategy_env *env) {
+    const char *b = tr_options_string(o, "backend");
+    int gpu = env->accelerator == TR_ACCEL_GPU, host = !strcmp(b, "host"), aut = !strcmp(b, "auto");
+    d->comm_plugin = NULL;
+    if (!gpu && !host && !aut)
+        return tr_error_set(TR_ERR_INVALID, "strategy.backend: %s joins GPU replicas; CPU replicas reduce in this "
+                            "process's memory (auto or host)", b);
+    if (!gpu || host) return TR_OK;
+    int64_t twice;
+    int shared = ids_repeat(d, &twice);
+    tr_comm_ranks ranks = {.gpu_plugin = env->gpu_backend->desc->name, .gpus_shared = shared};
+    const char *name = tr_comm_resolve_backend(env->registry, b, &ranks, NULL);
+    if (aut && strcmp(name, "nccl") != 0) return TR_OK; /* auto picked a host backend: host memory */
+    if (shared)
+        return tr_error_set(TR_ERR_INVALID, "strategy.backend: %s takes one replica per GPU, and GPU %lld is listed "
+                            "twice (the one-GPU testing mode goes through host memory: backend host)", name,
+                            (long long)twice);
+    tr_status st = tr_registry_find(env->registry, TR_PLUGIN_COMM, name, &d->comm_plugin);
+    if (st != TR_OK) tr_error_prefix("strategy.backend: ");
+    return st;
+}
+
+/* The replicas' ranks of the device backend, each joined on its replica's thread. Under auto
+ * a backend that cannot run here (no library: TR_ERR_UNSUPPORTED on every rank, before any
+ * rendezvous) leaves the step in host memory, with a warning saying why. */
+static tr_status join_backend(dp *d, const tr_options *o, int *fell_back) {
+    static _Atomic unsigned instances;
+    tr_comm_env detected;
+    double timeout = tr_comm_env_detect(&detected) == TR_OK ? detected.timeout_s : 0; /* TRAINER_COMM_TIMEOUT */
+    d->comm_env = (tr_comm_env){.size = d->n, .local_size = d->n, .timeout_s = timeout};
+    snprintf(d->comm_env.job_id, sizeof d->comm_env.job_id, "dp%ld-%u", (long)getpid(), atomic_fetch_add(&instances, 1));
+    tr_status st = dispatch(d, JOB_COMM, d->n);
+    if (st == TR_OK || strcmp(tr_options_string(o, "backend"), "auto") != 0) return st;
+    for (int i = 0; i < d->n; i++)
+        if (d->w[i].st != TR_ERR_UNSUPPORTED) return st;
+    tr_log(TR_LOG_WARN, "dataparallel: backend auto: %s: %s; the GPU replicas reduce through host memory instead",
+           d->comm_plugin->desc->name, d->w[0].msg);
+    *fell_back = 1;
+    d->comm_plugin = NULL;
+    return TR_OK;
 }
 
 static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *env, tr_strategy_info *info) {
@@ -421,6 +539,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         for (int i = 0; i < n; i++) d->ids[i] = i;
     }
     d->n = n;
+    TR_CHECK_GOTO(choose_backend(d, o, env), fail);
     int total = env->threads > 0 ? env->threads : tr_cpu_count();
     d->per_threads = total / n > 0 ? total / n : 1;
     /* This thread runs the primary: its OpenMP and OpenBLAS share, like every worker's. */
@@ -476,14 +595,19 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         }
         d->w[i].started = 1;
     }
+    int fell_back = 0;
+    if (d->comm_plugin) TR_CHECK_GOTO(join_backend(d, o, &fell_back), fail);
     *info = (tr_strategy_info){.rank = 0, .world = 1, .data_rank = 0, .data_world = 1};
     if (gpu) {
-        char where[160] = "";
+        char where[96] = "", how[128];
         for (int i = 0, at = 0; i < n && at < (int)sizeof where - 24; i++)
             at += snprintf(where + at, sizeof where - (size_t)at, "%s%s", i ? ", " : "", tr_accel_name(d->accel[i]));
-        snprintf(info->description, sizeof info->description,
-                 "dataparallel (%d GPU replica%s on %s, reduced and replicated through host memory%s)", n,
-                 n == 1 ? "" : "s", where, sync_bn ? ", sync batch-norm" : "");
+        if (d->comm_plugin)
+            snprintf(how, sizeof how, "reduced and broadcast over %s in device memory", d->comm_plugin->desc->name);
+        else
+            snprintf(how, sizeof how, "reduced and replicated through host memory%s", fell_back ? ", nccl unavailable" : "");
+        snprintf(info->description, sizeof info->description, "dataparallel (%d GPU replica%s on %s, %s%s)", n,
+                 n == 1 ? "" : "s", where, how, sync_bn ? ", sync batch-norm" : "");
     } else {
         snprintf(info->description, sizeof info->description, "dataparallel (%d CPU replica%s, %d thread%s each%s)", n,
                  n == 1 ? "" : "s", d->per_threads, d->per_threads == 1 ? "" : "s", sync_bn ? ", sync batch-norm" : "");
@@ -598,7 +722,7 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
 }
 
 /* After a checkpoint was loaded into the primary: every replica takes its weights. */
-static tr_status sync(void *ctx) {
+static tr_status sync_replicas(void *ctx) {
     dp *d = ctx;
     for (int i = 1; i < d->n; i++) tr_replica_copy_params(d->r[i], d->r[0]);
     for (int i = 0; d->accel && i < d->n; i++) { /* then onto the devices */
@@ -624,10 +748,20 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
     return TR_OK;
 }
 
-/* On GPUs the device plugin must be able to run kernels. */
+/* On GPUs the device plugin must be able to run kernels, and a backend named must exist; on
+ * the CPU none is (the replicas reduce in this process's memory). */
 static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
-    (void)o;
-    return env->accelerator == TR_ACCEL_GPU ? tr_accel_probe(env->gpu_backend) : TR_OK;
+    const char *b = tr_options_string(o, "backend");
+    int named = strcmp(b, "auto") != 0 && strcmp(b, "host") != 0;
+    if (env->accelerator != TR_ACCEL_GPU) {
+        if (named)
+            return tr_error_set(TR_ERR_UNSUPPORTED, "strategy.backend: %s joins GPU replicas; CPU replicas reduce in "
+                                "this process's memory (auto or host)", b);
+        return TR_OK;
+    }
+    TR_CHECK(tr_accel_probe(env->gpu_backend));
+    tr_comm_ranks ranks = {.gpu_plugin = env->gpu_backend ? env->gpu_backend->desc->name : NULL};
+    return named ? tr_comm_probe_ranks(env->registry, b, &ranks) : TR_OK;
 }
 
 /* `trainer plan`: replica 0 holds the optimizer state, every replica its parameters,
@@ -650,6 +784,10 @@ static const tr_option_spec opts[] = {
      .doc = "the devices that hold replicas, the first is the primary (empty: trainer.devices of them)"},
     {.key = "sync_batchnorm", .type = TR_OPTION_BOOL, .default_value = "false",
      .doc = "batch-norm statistics over the whole batch instead of each replica's share"},
+    {.key = "backend", .type = TR_OPTION_STRING, .default_value = "auto",
+     .doc = "GPU replicas: how gradients reach the primary and parameters the replicas. auto: nccl (single-process "
+            "multi-device, in device memory) on distinct GPUs of the cuda plugin where nccl runs, else host; host: "
+            "through host memory (the one-GPU testing mode); or a comm backend that takes device memory by name"},
 };
 
 static const tr_strategy_ops ops = {
@@ -659,7 +797,7 @@ static const tr_strategy_ops ops = {
     .optim_step = optim_step,
     .forward = forward,
     .state = state,
-    .sync = sync,
+    .sync = sync_replicas,
     .memory = memory,
     .probe = probe,
     .estimate = estimate,

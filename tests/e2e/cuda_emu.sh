@@ -10,13 +10,17 @@
 #   within 1e-4 of cpu; over nccl_emu (buckets all-reduced in device memory) equal to shm's
 #   (MLP, and the CNN with sync_batchnorm); dataparallel with 2 replicas on one emulated GPU (devices [0, 0]):
 #   within 1e-4 of dataparallel's CPU replicas;
+# - dataparallel single-process multi-device over nccl_emu (2 and 3 GPUs, the CNN with
+#   sync_batchnorm, a resumed run): equal to its host-memory path; nccl_emu refused on
+#   devices [0, 0] and on CPU replicas;
 # - sharded stage 3 on 2 emulated GPUs (units gathered and reduce-scattered through the host
 #   over shm): within 1e-4 of cpu; over nccl_emu (in device memory): equal to shm's;
 # - a CNN (conv2d, batch-norm, ReLU, max-pool, dropout; SGD) under ddp on 2 with
 #   sync_batchnorm (the statistics' sums downloaded, reduced over the ranks and uploaded)
 #   within 1e-5 of cpu's single process (the global batch's statistics), over nccl_emu equal
 #   to shm's;
-# - a model that does not fit the device stops naming the device and the memory (exit 1).
+# - a model that does not fit the device stops naming the device and the memory (exit 1);
+# - a single-gpu step waits for the device once a micro-batch (the emulator counts).
 # Single-gpu on the CNN and the transformers, and the one-GPU testing modes against
 # single-gpu: gpu_train.sh (e2e_gpu_train_emu runs it on this emulator).
 # usage: cuda_emu.sh TRAINER_BIN CUDA_EMU_PLUGIN_DIR
@@ -78,6 +82,48 @@ if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "dataparallel (2 GPU replicas on cuda_
     ok "dataparallel with 2 replicas on 1 emulated CUDA device: within 1e-4 of 2 CPU replicas ($cmp_out)"
 else bad "dataparallel on cuda_emu [0, 0] vs CPU replicas" "rc=$rc rc2=$rc2" "${cmp_out:-}" "$out" "$(tail -3 <<<"$out2")"; fi
 
+# dataparallel single-process multi-device over nccl_emu: a rank per replica's thread, the
+# gradients reduced onto the primary and the parameters broadcast in device memory, against
+# the same replicas through host memory (backend host). The emulator sums in rank order, the
+# host in replica order: the same bits, for 2 and 3 replicas. Stopped after 10 steps and
+# resumed (sync() uploads to every replica), it ends where the straight run does.
+for n in 2 3; do
+    for b in host nccl_emu; do
+        out="$(TRAINER_CUDA_EMU_GPUS=$n timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dp${n}_$b" \
+               trainer.strategy=dataparallel trainer.devices=$n strategy.backend=$b 2>&1)"
+        echo $? >"$t/dp${n}_$b.rc"; printf '%s\n' "$out" >"$t/dp${n}_$b.log"
+    done
+    if [ "$(cat "$t/dp${n}_host.rc")" = 0 ] && [ "$(cat "$t/dp${n}_nccl_emu.rc")" = 0 ] &&
+       grep -q "reduced and replicated through host memory)" "$t/dp${n}_host.log" &&
+       grep -q "dataparallel ($n GPU replicas on cuda_emu:0, cuda_emu:1.*, reduced and broadcast over nccl_emu in device memory)" \
+           "$t/dp${n}_nccl_emu.log" && cmp_out="$(cmp_runs "$t/dp${n}_nccl_emu/m/0" "$t/dp${n}_host/m/0" --tol 0 2>&1)"; then
+        ok "dataparallel, $n replicas on $n emulated GPUs over nccl_emu (device memory): equal to host memory's ($cmp_out)"
+    else bad "dataparallel on $n GPUs over nccl_emu vs host" "${cmp_out:-}" "$(tail -3 "$t/dp${n}_nccl_emu.log")" \
+             "$(tail -3 "$t/dp${n}_host.log")"; fi
+done
+(TRAINER_CUDA_EMU_GPUS=2 TRAINER_FAULT_KILL_AT_STEP=15 exec timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dp_res" \
+    trainer.strategy=dataparallel trainer.devices=2 strategy.backend=nccl_emu >"$t/dp_res1.log" 2>&1); rc=$?
+out2="$(TRAINER_CUDA_EMU_GPUS=2 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dp_res" trainer.strategy=dataparallel \
+        trainer.devices=2 strategy.backend=nccl_emu 2>&1)"; rc2=$?
+a="$(ls -d "$t"/dp_res/m/0/checkpoints/step-* 2>/dev/null | tail -1)"; b="$(ls -d "$t"/dp2_nccl_emu/m/0/checkpoints/step-* | tail -1)"
+if [ $rc != 0 ] && [ $rc2 = 0 ] && grep -q "resuming from .*step-00000010" <<<"$out2" && [ -n "$a" ] &&
+   [ "$(basename "$a")" = "$(basename "$b")" ] && cmp -s "$a/model.safetensors" "$b/model.safetensors" &&
+   cmp -s "$a/optimizer.safetensors" "$b/optimizer.safetensors"; then
+    ok "dataparallel over nccl_emu killed at step 15 and resumed from step 10: the straight run's $(basename "$a"), byte for byte"
+else bad "dataparallel over nccl_emu resumed" "rc=$rc rc2=$rc2" "$(tail -2 "$t/dp_res1.log")" "$(tail -3 <<<"$out2")"; fi
+# nccl takes one replica per GPU: the testing mode [0, 0] with it named is refused, naming the
+# way that works; on the CPU a device backend is refused by the probe.
+out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dp_twice" trainer.strategy=dataparallel \
+       "trainer.devices=[0, 0]" strategy.backend=nccl_emu 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "strategy.backend: nccl_emu takes one replica per GPU, and GPU 0 is listed twice (the one-GPU testing mode goes through host memory: backend host)" <<<"$out"; then
+    ok "dataparallel over nccl_emu on devices [0, 0] refused: $(grep -o 'strategy.backend: nccl_emu takes[^(]*' <<<"$out")"
+else bad "dataparallel over nccl_emu on [0, 0]" "rc=$rc" "$out"; fi
+out="$(timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dp_cpu_nccl" trainer.strategy=dataparallel trainer.devices=2 \
+       trainer.accelerator=cpu strategy.backend=nccl_emu 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "strategy.backend: nccl_emu joins GPU replicas; CPU replicas reduce in this process's memory (auto or host)" <<<"$out"; then
+    ok "dataparallel on CPU replicas with a GPU backend refused: $(grep -o 'strategy.backend: nccl_emu joins[^;]*' <<<"$out")"
+else bad "dataparallel on the CPU with backend nccl_emu" "rc=$rc" "$out"; fi
+
 out="$(TRAINER_CUDA_EMU_GPUS=1 TRAINER_CUDA_EMU_MIB=1 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/big" \
        "model.params.layers=[1024, 1024]" 2>&1)"; rc=$?
 if [ $rc = 1 ] && grep -q "cuda_emu:0: out of device memory" <<<"$out"; then
@@ -98,6 +144,18 @@ if [ $rc = 0 ] && grep -q "all-reduced in device memory" <<<"$out" && grep -q "d
    cmp_out="$(cmp_runs "$t/cnn_ddp_nccl/c/0" "$t/cnn_ddp/c/0" --tol 0 2>&1)"; then
     ok "the CNN under ddp over nccl_emu with sync_batchnorm (buffers broadcast on the device): equal to shm's ($cmp_out)"
 else bad "cnn ddp over nccl_emu vs shm" "rc=$rc" "${cmp_out:-}" "$out"; fi
+# The CNN's batch-norm running statistics (buffers) broadcast with the parameters, and its
+# sums reduced across the replicas' threads (sync_batchnorm), under dataparallel over nccl_emu.
+for b in host nccl_emu; do
+    TRAINER_CUDA_EMU_GPUS=2 timeout 240 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/cnn_dp_$b" trainer.strategy=dataparallel \
+        trainer.devices=2 strategy.sync_batchnorm=true strategy.backend=$b >"$t/cnn_dp_$b.log" 2>&1
+    echo $? >"$t/cnn_dp_$b.rc"
+done
+if [ "$(cat "$t/cnn_dp_host.rc")" = 0 ] && [ "$(cat "$t/cnn_dp_nccl_emu.rc")" = 0 ] &&
+   grep -q "broadcast over nccl_emu in device memory, sync batch-norm" "$t/cnn_dp_nccl_emu.log" &&
+   cmp_out="$(cmp_runs "$t/cnn_dp_nccl_emu/c/0" "$t/cnn_dp_host/c/0" --tol 0 2>&1)"; then
+    ok "the CNN under dataparallel over nccl_emu with sync_batchnorm: equal to host memory's ($cmp_out)"
+else bad "cnn dataparallel over nccl_emu vs host" "${cmp_out:-}" "$(tail -3 "$t/cnn_dp_nccl_emu.log")"; fi
 # A bf16-mixed run's checkpoint (fp32 master weights) resumed on the CPU in fp32.
 out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/bfr" trainer.precision=bf16-mixed \
        trainer.max_steps=10 2>&1)"; rc=$?
