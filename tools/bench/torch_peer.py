@@ -46,7 +46,7 @@ WORKLOADS = {
     "encoder": (32, "encoder", 0.1),
     "gpt": (16, "gpt", 0.1),
 }
-D, H, L, FF = 256, 4, 4, 1024  # transformer width, heads, layers, FFN
+D, H, L, FF = 256, 4, 4, 1024  # transformer width, heads, layers, FFN (gpu_vs_torch.py sets its own)
 
 
 # ---- data -------------------------------------------------------------------------------
@@ -113,20 +113,25 @@ def cnn(p, x, drop, train, bufs):
     return F.linear(h, p["fc3.weight"], p["fc3.bias"])
 
 
-def transformer(p, ids, drop, train, causal):
+def transformer(p, ids, drop, train, causal, sdpa=False):
+    """sdpa: attention by F.scaled_dot_product_attention (torch's fused kernels, same math)
+    instead of the scores written out, as trainer's attention op does."""
     B, T = ids.shape
     hd = D // H
     x = F.dropout(F.embedding(ids, p["wte.weight"]) + p["wpe.weight"][:T], drop, train)
-    mask = torch.ones(T, T, dtype=torch.bool).triu(1) if causal else None
+    mask = torch.ones(T, T, dtype=torch.bool, device=ids.device).triu(1) if causal else None
     for i in range(L):
         k = f"h.{i}."
         h = F.layer_norm(x, (D,), p[k + "ln1.weight"], p[k + "ln1.bias"], 1e-5)
         q, kk, v = F.linear(h, p[k + "attn.qkv.weight"], p[k + "attn.qkv.bias"]).split(D, dim=2)
         q, kk, v = (t.view(B, T, H, hd).transpose(1, 2) for t in (q, kk, v))
-        att = (q @ kk.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-        if causal:
-            att = att.masked_fill(mask, float("-inf"))
-        a = (att.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)
+        if sdpa:
+            a = F.scaled_dot_product_attention(q, kk, v, is_causal=causal).transpose(1, 2).reshape(B, T, D)
+        else:
+            att = (q @ kk.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+            if causal:
+                att = att.masked_fill(mask, float("-inf"))
+            a = (att.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)
         x = x + F.dropout(F.linear(a, p[k + "attn.proj.weight"], p[k + "attn.proj.bias"]), drop, train)
         h = F.layer_norm(x, (D,), p[k + "ln2.weight"], p[k + "ln2.bias"], 1e-5)
         h = F.gelu(F.linear(h, p[k + "mlp.fc.weight"], p[k + "mlp.fc.bias"]), approximate="tanh")
@@ -231,7 +236,11 @@ def flops(name):
     if model == "cnn":
         macs = [28 * 28 * 32 * 9, 12 * 12 * 64 * 32 * 9, 2304 * 600, 600 * 120, 120 * 10]
         return 6 * sum(macs) - 2 * macs[0]
-    T = SEQ
+    return transformer_flops(model, SEQ)
+
+
+def transformer_flops(model, T):
+    """GEMM-shaped FLOPs of one training sample of T tokens at the module's D, L, FF."""
     scores = T * T if model == "encoder" else T * (T + 1) // 2
     per_layer = T * D * 3 * D + T * D * D + 2 * T * D * FF + 2 * scores * D
     head = T * D * 256 if model == "gpt" else D * N_CLASSES_TEXT
