@@ -288,7 +288,11 @@ static tr_status job_step_comm(dp *d, worker *w) {
 static tr_status job_comm(dp *d, worker *w) {
     tr_comm_env env = d->comm_env;
     env.rank = env.local_rank = w->i;
-    TR_CHECK(tr_comm_create(&w->comm, d->comm_plugin, NULL, &env));
+    tr_comm *c;
+    TR_CHECK(tr_comm_create(&c, d->comm_plugin, NULL, &env));
+    pthread_mutex_lock(&d->bmu); /* published whole: a failing replica aborts it (run_job) */
+    w->comm = c;
+    pthread_mutex_unlock(&d->bmu);
     if (!tr_comm_device_memory(w->comm))
         return tr_error_set(TR_ERR_INVALID, "strategy.backend: %s reduces host memory; GPU replicas use a backend "
                             "that takes device memory (nccl), or host", d->comm_plugin->desc->name);
@@ -322,8 +326,10 @@ static void run_job(dp *d, worker *w) {
         barrier_break(d);
         /* the others' collectives fail now instead of at their deadline (abort is for any
          * thread; a rank still joining fails its create on the deadline) */
+        pthread_mutex_lock(&d->bmu);
         for (int i = 0; i < d->n; i++)
             if (i != w->i && d->w[i].comm) tr_comm_abort(d->w[i].comm);
+        pthread_mutex_unlock(&d->bmu);
     }
 }
 
@@ -489,9 +495,9 @@ static tr_status choose_backend(dp *d, const tr_options *o, const tr_strategy_en
  * rendezvous) leaves the step in host memory, with a warning saying why. */
 static tr_status join_backend(dp *d, const tr_options *o, int *fell_back) {
     static _Atomic unsigned instances;
-    tr_comm_env detected;
-    double timeout = tr_comm_env_detect(&detected) == TR_OK ? detected.timeout_s : 0; /* TRAINER_COMM_TIMEOUT */
-    d->comm_env = (tr_comm_env){.size = d->n, .local_size = d->n, .timeout_s = timeout};
+    tr_comm_env detected; /* for TRAINER_COMM_TIMEOUT (a bad value is an error, as for ddp) */
+    TR_CHECK(tr_comm_env_detect(&detected));
+    d->comm_env = (tr_comm_env){.size = d->n, .local_size = d->n, .timeout_s = detected.timeout_s};
     snprintf(d->comm_env.job_id, sizeof d->comm_env.job_id, "dp%ld-%u", (long)getpid(), atomic_fetch_add(&instances, 1));
     tr_status st = dispatch(d, JOB_COMM, d->n);
     if (st == TR_OK || strcmp(tr_options_string(o, "backend"), "auto") != 0) return st;
@@ -539,7 +545,6 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         for (int i = 0; i < n; i++) d->ids[i] = i;
     }
     d->n = n;
-    TR_CHECK_GOTO(choose_backend(d, o, env), fail);
     int total = env->threads > 0 ? env->threads : tr_cpu_count();
     d->per_threads = total / n > 0 ? total / n : 1;
     /* This thread runs the primary: its OpenMP and OpenBLAS share, like every worker's. */
@@ -554,6 +559,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         st = tr_error_set(TR_ERR_INVALID, "dataparallel: accelerator gpu without a GPU chosen");
         goto fail;
     }
+    TR_CHECK_GOTO(choose_backend(d, o, env), fail);
     if (gpu) {
         d->accel = tr_calloc((size_t)n, sizeof *d->accel);
         if (!d->accel) {

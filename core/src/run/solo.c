@@ -19,13 +19,14 @@ struct tr_solo {
      * sum into res (device memory: a double per parameter, then the loss as a float), and
      * train_micro downloads res into hres at the end. */
     double *res, *hres;
+    size_t np;             /* parameters: res holds np + 1 doubles */
     unsigned char *queued; /* per parameter: its sum is in res this step */
     tr_status hook_status; /* the first failure in the hook, its message in hook_msg */
     char hook_msg[256];
 };
 
 /* res's bytes: a sum per parameter, then the loss (a double's room). */
-static size_t res_bytes(const tr_solo *s) { return ((size_t)tr_params_count(s->r->P) + 1) * sizeof(double); }
+static size_t res_bytes(const tr_solo *s) { return (s->np + 1) * sizeof(double); }
 
 static void grad_ready(void *user, int p) {
     tr_solo *s = user;
@@ -76,6 +77,7 @@ tr_status tr_solo_create(const tr_strategy_env *env, tr_accel *accel, tr_solo **
     TR_CHECK_GOTO(tr_optim_create(&s->opt, &env->optim, tr_params_numel(s->r->P)), fail);
     if (accel) TR_CHECK_GOTO(tr_optim_place(s->opt, accel), fail);
     s->sumsq = tr_calloc((size_t)tr_params_count(s->r->P) + 1, sizeof *s->sumsq);
+    s->np = (size_t)tr_params_count(s->r->P);
     if (accel) {
         s->hres = tr_calloc(res_bytes(s), 1);
         s->queued = tr_calloc((size_t)tr_params_count(s->r->P) + 1, 1);
@@ -117,7 +119,7 @@ tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss)
     }
     /* The one wait of the step (of each micro-batch): the loss, and in the last micro-batch
      * the gradients' sums with it. */
-    size_t np = (size_t)tr_params_count(s->r->P), from = mb->last ? 0 : np;
+    size_t np = s->np, from = mb->last ? 0 : np;
     tr_accel_copy(s->accel, &s->res[np], out.loss->data, sizeof(float));
     TR_CHECK(tr_accel_download(s->accel, &s->hres[from], &s->res[from], (np + 1 - from) * sizeof(double)));
     float v;
