@@ -222,6 +222,16 @@ static tr_status job_step(dp *d, worker *w) {
     return TR_OK;
 }
 
+/* The primary's update on its device from the summed gradient (left out when the norm is not
+ * finite: the trainer stops or skips the step). */
+static tr_status update_primary(dp *d, double sumsq) {
+    tr_replica *r = d->r[0];
+    size_t n = tr_params_numel(r->P);
+    if (!isfinite(sumsq)) return TR_OK;
+    if (d->max_norm > 0) tr_accel_clip_grad_norm(d->accel[0], r->d_grad, n, d->max_norm, sumsq);
+    return tr_optim_step_part(d->opt, r->d_data, r->d_grad, 0, n, d->lr);
+}
+
 /* The step on GPUs, the reduce on host copies of the gradients (each replica's host P):
  * download, reduce this worker's slice (as on the CPU), then the primary uploads the sum,
  * clips and updates on its device and downloads the result into its host P, which every other
@@ -248,11 +258,8 @@ static tr_status job_step_gpu(dp *d, worker *w) {
         d->sumsq = sumsq;
         /* the sum goes up even when the step is left out: nonfinite() looks at it */
         TR_CHECK(tr_accel_upload(a, r->d_grad, tr_params_grad(P0), n * sizeof(float)));
-        if (isfinite(sumsq)) {
-            if (d->max_norm > 0) tr_accel_clip_grad_norm(a, r->d_grad, n, d->max_norm, sumsq);
-            TR_CHECK(tr_optim_step_part(d->opt, r->d_data, r->d_grad, 0, n, d->lr));
-            TR_CHECK(tr_accel_download(a, h0, r->d_data, n * sizeof(float)));
-        }
+        TR_CHECK(update_primary(d, sumsq));
+        if (isfinite(sumsq)) TR_CHECK(tr_accel_download(a, h0, r->d_data, n * sizeof(float)));
         if (nb) TR_CHECK(tr_accel_download(a, hb0, r->d_buffers, nb * sizeof(float)));
     }
     TR_CHECK(barrier(d));
@@ -271,12 +278,8 @@ static tr_status job_step_comm(dp *d, worker *w) {
     size_t n = tr_params_numel(r->P), nb = tr_params_buffers_numel(r->P);
     TR_CHECK(tr_comm_reduce(w->comm, r->d_grad, r->d_grad, n, TR_F32, TR_RED_SUM, 0));
     if (w->i == 0) { /* the sum stays even when the step is left out: nonfinite() looks at it */
-        double sumsq = tr_accel_grad_sumsq(a, r->d_grad, n);
-        d->sumsq = sumsq;
-        if (isfinite(sumsq)) {
-            if (d->max_norm > 0) tr_accel_clip_grad_norm(a, r->d_grad, n, d->max_norm, sumsq);
-            TR_CHECK(tr_optim_step_part(d->opt, r->d_data, r->d_grad, 0, n, d->lr));
-        }
+        d->sumsq = tr_accel_grad_sumsq(a, r->d_grad, n);
+        TR_CHECK(update_primary(d, d->sumsq));
     }
     /* every rank joins, also after a step left out (the parameters are then unchanged) */
     TR_CHECK(tr_comm_broadcast(w->comm, r->d_data, n, TR_F32, 0));
@@ -343,6 +346,14 @@ static void spin_while_gen(dp *d, uint64_t seen) {
     }
 }
 
+/* Destroys w's communicator, if any, with its device bound (on the thread that made it). */
+static void drop_comm(dp *d, worker *w) {
+    if (!w->comm) return;
+    if (d->accel) tr_accel_bind(d->accel[w->i]);
+    tr_comm_destroy(w->comm);
+    w->comm = NULL;
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     dp *d = w->d;
@@ -361,11 +372,7 @@ static void *worker_main(void *arg) {
         if (++d->finished == d->n - 1) pthread_cond_signal(&d->done);
         pthread_mutex_unlock(&d->mu);
     }
-    if (w->comm) { /* on the thread that made it, its device bound */
-        if (d->accel) tr_accel_bind(d->accel[w->i]);
-        tr_comm_destroy(w->comm);
-        w->comm = NULL;
-    }
+    drop_comm(d, w);
     return NULL;
 }
 
@@ -423,11 +430,7 @@ static void destroy(void *ctx) {
         for (int i = 1; i < d->n; i++)
             if (d->w[i].started) pthread_join(d->w[i].thread, NULL);
     }
-    for (int i = 0; d->w && i < d->n; i++)
-        if (d->w[i].comm) { /* the primary's (and any a worker that never started left) */
-            if (d->accel) tr_accel_bind(d->accel[i]);
-            tr_comm_destroy(d->w[i].comm);
-        }
+    for (int i = 0; d->w && i < d->n; i++) drop_comm(d, &d->w[i]); /* the primary's, and any left */
     for (int i = 0; d->r && i < d->n; i++) tr_replica_destroy(d->r[i]);
     for (int i = 0; d->w && i < d->n; i++) tr_free(d->w[i].stats);
     tr_optim_destroy(d->opt);
@@ -470,12 +473,9 @@ static int ids_repeat(const dp *d, int64_t *id) {
  * (d->comm_plugin), or none (through host memory). */
 static tr_status choose_backend(dp *d, const tr_options *o, const tr_strategy_env *env) {
     const char *b = tr_options_string(o, "backend");
-    int gpu = env->accelerator == TR_ACCEL_GPU, host = !strcmp(b, "host"), aut = !strcmp(b, "auto");
+    int gpu = env->accelerator == TR_ACCEL_GPU, aut = !strcmp(b, "auto");
     d->comm_plugin = NULL;
-    if (!gpu && !host && !aut)
-        return tr_error_set(TR_ERR_INVALID, "strategy.backend: %s joins GPU replicas; CPU replicas reduce in this "
-                            "process's memory (auto or host)", b);
-    if (!gpu || host) return TR_OK;
+    if (!gpu || !strcmp(b, "host")) return TR_OK; /* a named backend on the CPU: refused by probe() */
     int64_t twice;
     int shared = ids_repeat(d, &twice);
     tr_comm_ranks ranks = {.gpu_plugin = env->gpu_backend->desc->name, .gpus_shared = shared};
@@ -529,14 +529,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     if (gpu && n <= 0) { /* trainer.devices' GPU ids */
         n = env->n_gpu_ids;
         for (int i = 0; i < n; i++) d->ids[i] = env->gpu_ids[i];
-    } else if (n > 0) {
-        for (int i = 0; i < n && !gpu; i++) /* GPU ids may repeat (the one-GPU testing mode) */
-            for (int k = 0; k < i; k++)
-                if (d->ids[k] == d->ids[i]) {
-                    st = tr_error_set(TR_ERR_INVALID, "strategy.device_ids: device %lld is listed twice", (long long)d->ids[i]);
-                    goto fail;
-                }
-    } else {
+    } else if (n <= 0) {
         n = env->devices > 0 ? env->devices : 1;
         if (n > MAX_REPLICAS) {
             st = tr_error_set(TR_ERR_INVALID, "dataparallel: %d replicas asked for, at most %d", n, MAX_REPLICAS);
@@ -545,6 +538,11 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         for (int i = 0; i < n; i++) d->ids[i] = i;
     }
     d->n = n;
+    int64_t twice;
+    if (!gpu && ids_repeat(d, &twice)) { /* GPU ids may repeat (the one-GPU testing mode) */
+        st = tr_error_set(TR_ERR_INVALID, "strategy.device_ids: device %lld is listed twice", (long long)twice);
+        goto fail;
+    }
     int total = env->threads > 0 ? env->threads : tr_cpu_count();
     d->per_threads = total / n > 0 ? total / n : 1;
     /* This thread runs the primary: its OpenMP and OpenBLAS share, like every worker's. */

@@ -123,6 +123,12 @@ out="$(timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dp_cpu_nccl" train
 if [ $rc = 1 ] && grep -q "strategy.backend: nccl_emu joins GPU replicas; CPU replicas reduce in this process's memory (auto or host)" <<<"$out"; then
     ok "dataparallel on CPU replicas with a GPU backend refused: $(grep -o 'strategy.backend: nccl_emu joins[^;]*' <<<"$out")"
 else bad "dataparallel on the CPU with backend nccl_emu" "rc=$rc" "$out"; fi
+# CPU replicas are worker threads: a device id listed twice means nothing there, refused.
+out="$(timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dp_cpu_twice" trainer.strategy=dataparallel \
+       trainer.accelerator=cpu "strategy.device_ids=[1, 1]" 2>&1)"; rc=$?
+if [ $rc = 1 ] && grep -q "strategy.device_ids: device 1 is listed twice" <<<"$out"; then
+    ok "dataparallel on CPU replicas with a device listed twice refused: $(grep -o 'strategy.device_ids: .*' <<<"$out")"
+else bad "dataparallel on the CPU with device_ids [1, 1]" "rc=$rc" "$out"; fi
 
 out="$(TRAINER_CUDA_EMU_GPUS=1 TRAINER_CUDA_EMU_MIB=1 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/big" \
        "model.params.layers=[1024, 1024]" 2>&1)"; rc=$?

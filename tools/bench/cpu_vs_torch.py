@@ -24,13 +24,13 @@ Prints a markdown table (docs/benchmarks.md keeps the latest). Exit 1 when a los
 or a run fails; a missed speed target is reported, never an error.
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
+
+from trainer_runs import read_run, run, worst_relative
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PEER = os.path.join(ROOT, "tools", "bench", "torch_peer.py")
@@ -46,13 +46,6 @@ WORKLOADS = {
 }
 CHECK_STEPS = 5
 CHECK_RTOL = 1e-4
-
-
-def run(cmd, what):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"cpu_vs_torch: {what} failed (exit {r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-    return r.stdout
 
 
 def data_overrides(w, data):
@@ -78,10 +71,7 @@ class Bench:
             self.bin, "run", os.path.join(ROOT, "tools", "bench", "configs", f"vs_torch_{w}.yaml"),
             f"run.output_dir={out}", "data.workers=0", "trainer.max_epochs=100000"] + data_overrides(w, self.data) + extra
         run(cmd, f"trainer {w}")
-        (name,) = os.listdir(out)
-        rows = [json.loads(l) for l in open(os.path.join(out, name, "0", "metrics.jsonl"))]
-        ck = os.path.join(out, name, "0", "checkpoints")
-        return [r for r in rows if "samples_per_sec" in r], os.path.join(ck, sorted(os.listdir(ck))[-1])
+        return read_run(out)
 
     def init_weights(self, w):
         _, ck = self.trainer(w, ["optimizer.lr=1e-12", "trainer.max_steps=1"])
@@ -92,8 +82,8 @@ class Bench:
                                    "model.params.dropout=0"])
         ours = [r["loss"] for r in rows]
         theirs = [float(v) for v in run([PY, PEER, "check", w, self.data, weights, str(CHECK_STEPS)], f"torch check {w}").split()]
-        worst = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(ours, theirs))
-        if len(ours) != CHECK_STEPS or len(theirs) != CHECK_STEPS or not worst <= CHECK_RTOL:
+        worst = worst_relative(ours, theirs, CHECK_STEPS)
+        if not worst <= CHECK_RTOL:
             sys.exit(f"cpu_vs_torch: {w}: the loss curves differ (worst relative {worst:.2e}):\n"
                      f"  trainer {ours}\n  torch   {theirs}")
         return worst

@@ -36,16 +36,15 @@ exit 77 without a GPU, without the trainer's cuda plugin seeing one, or without 
 has CUDA. A missed target (at least torch eager's tokens/s) is reported, never an error.
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 
+from trainer_runs import read_run, run, worst_relative
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 # size: (layers, d_model, heads, ffn, tokens, batch)
@@ -56,13 +55,6 @@ PEAKS = {("H200", "bf16-mixed"): 989.0, ("H200", "fp32"): 67.0, ("H100", "bf16-m
 CHECK_STEPS = 5
 CHECK_RTOL = 1e-3
 SAMPLES = 1024  # LM samples in the data file
-
-
-def run(cmd, what, env=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit(f"gpu_vs_torch: {what} failed (exit {r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-    return r.stdout
 
 
 def skip(why):
@@ -76,15 +68,16 @@ class Bench:
         self.tmp = tmp
         self.n = 0
         self.layers, self.d, self.heads, self.ffn, self.T, self.batch = SIZES[args.size]
-        self.data = os.path.join(tmp, "lm.bin")
-        with open(self.data, "wb") as f:
+        self.data = os.path.join(tmp, "data")  # lm.txt in it, as torch_peer.load_data reads it
+        os.makedirs(self.data)
+        with open(os.path.join(self.data, "lm.txt"), "wb") as f:
             f.write(os.urandom(SAMPLES * self.T + 1))
         self.config = os.path.join(tmp, "gpt.yaml")
         with open(self.config, "w") as f:
             f.write(f"run: {{name: gpu_vs_torch, seed: 1}}\n"
                     f"model: {{name: transformer, params: {{mode: lm, d_model: {self.d}, n_head: {self.heads}, "
                     f"n_layer: {self.layers}, d_ff: {self.ffn}, dropout: 0.1}}}}\n"
-                    f"data: {{name: text, params: {{path: {self.data}, mode: lm, seq_len: {self.T}}}, val_fraction: 0, "
+                    f"data: {{name: text, params: {{path: {self.data}/lm.txt, mode: lm, seq_len: {self.T}}}, val_fraction: 0, "
                     f"batch_size: {self.batch}, workers: 0}}\n"
                     f"optimizer: {{name: adamw, lr: 1.0e-3, weight_decay: 0.01}}\n"
                     f"trainer: {{strategy: single-gpu, devices: 1, max_epochs: 100000, progress: lines}}\n"
@@ -94,10 +87,7 @@ class Bench:
         self.n += 1
         out = os.path.join(self.tmp, f"run{self.n}")
         run([self.bin, "run", self.config, f"run.output_dir={out}"] + extra, "trainer run")
-        (name,) = os.listdir(out)
-        rows = [json.loads(l) for l in open(os.path.join(out, name, "0", "metrics.jsonl"))]
-        ck = os.path.join(out, name, "0", "checkpoints")
-        return [r for r in rows if "tokens_per_sec" in r], os.path.join(ck, sorted(os.listdir(ck))[-1])
+        return read_run(out)
 
     def torch(self, *args):
         return run([PY, os.path.abspath(__file__), "--peer", self.data, str(self.layers), str(self.d), str(self.heads),
@@ -121,16 +111,13 @@ def peer(argv):
     cuda = dev.type == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    raw = open(data, "rb").read()
-    ids = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(torch.int64)
-    n = (len(raw) - (tp.SEQ + 1)) // tp.SEQ + 1
-    idx = torch.arange(n)[:, None] * tp.SEQ + torch.arange(tp.SEQ)[None, :]
-    x, y = ids[idx].to(dev), ids[idx + 1].to(dev)
+    x, y = (t.to(dev) for t in tp.load_data("gpt", data))
+    n = x.shape[0]
 
     def setup(weights):
         params, _ = tp.weights(weights)
         params = {k: v.detach().to(dev).requires_grad_(True) for k, v in params.items()}
-        return params, torch.optim.AdamW(list(params.values()), lr=1e-3, weight_decay=0.01)
+        return params, tp.optimizer(params)
 
     def step(params, opt, xb, yb, drop, bf16, sdpa):
         opt.zero_grad(set_to_none=True)
@@ -204,8 +191,8 @@ def main():
                              "model.params.dropout=0", "trainer.precision=fp32"])
         ours = [r["loss"] for r in rows]
         theirs = [float(v) for v in b.torch("check", weights, CHECK_STEPS).split()]
-        worst = max(abs(a - c) / max(abs(c), 1e-12) for a, c in zip(ours, theirs))
-        if len(ours) != CHECK_STEPS or len(theirs) != CHECK_STEPS or not worst <= CHECK_RTOL:
+        worst = worst_relative(ours, theirs, CHECK_STEPS)
+        if not worst <= CHECK_RTOL:
             sys.exit(f"gpu_vs_torch: the fp32 loss curves differ (worst relative {worst:.2e}):\n"
                      f"  trainer {ours}\n  torch   {theirs}")
         print(f"loss check: {CHECK_STEPS} steps in fp32, worst relative difference {worst:.1e}", flush=True)

@@ -270,25 +270,24 @@ static double *dsum_parts(cuda_device *d, const char *what, const float *x, cons
     return part;
 }
 
-static double sumsq(const float *g, size_t n) {
-    cuda_device *d = cuda_current();
-    if (!d) return NAN;
-    int parts;
-    double *part = dsum_parts(d, "gradient sum of squares", g, NULL, (int64_t)n, 1, &parts);
-    double *out = d->scratch + CUDA_SUMSQ_PARTS;
-    LAUNCH("gradient sum of squares", k_sumsq_final, 1, &out, &part, &parts);
-    tr_status st = cu_download(d->rt, d->scratch_host, out, sizeof(double));
-    if (st != TR_OK) cuda_fail(d, st, "gradient sum of squares");
-    /* after any failed call the result would be a previous one: not a number instead */
-    return d->err == TR_OK ? d->scratch_host[0] : NAN;
-}
-
 static void sumsq_to(double *out, const float *g, size_t n) {
     cuda_device *d = cuda_current();
     if (!d) return;
     int parts;
     double *part = dsum_parts(d, "gradient sum of squares", g, NULL, (int64_t)n, 1, &parts);
     LAUNCH("gradient sum of squares", k_sumsq_final, 1, &out, &part, &parts);
+}
+
+/* sumsq_to into the device's scratch, then waited for and downloaded. */
+static double sumsq(const float *g, size_t n) {
+    cuda_device *d = cuda_current();
+    if (!d) return NAN;
+    double *out = d->scratch + CUDA_SUMSQ_PARTS;
+    sumsq_to(out, g, n);
+    tr_status st = cu_download(d->rt, d->scratch_host, out, sizeof(double));
+    if (st != TR_OK) cuda_fail(d, st, "gradient sum of squares");
+    /* after any failed call the result would be a previous one: not a number instead */
+    return d->err == TR_OK ? d->scratch_host[0] : NAN;
 }
 
 static void scale_inplace(float *g, size_t n, float s) {
