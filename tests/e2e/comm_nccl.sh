@@ -2,7 +2,7 @@
 # The nccl backend (plugins/comm/nccl/nccl.c) over the emulated NCCL (nccl_emu): every
 # collective at world sizes 1-4 with device buffers and with host buffers (staged), the
 # unique id over MPI, two ranks on one GPU refused, a rank killed mid all-reduce, a rank that
-# never joins, one that stops calling, abort; and the real plugin's message where this machine
+# never joins, one that fails or dies in NCCL's join, one that stops calling, abort; and the real plugin's message where this machine
 # cannot run NCCL. Nothing may be left in /dev/shm.
 # usage: comm_nccl.sh TRAINER_BIN TESTS_DIR EMU_PLUGIN_DIR REAL_PLUGIN_DIR [MPIEXEC]
 set -u
@@ -35,6 +35,26 @@ else bad "two ranks on one GPU (exit $rc)" "$(tail -4 <<<"$out")"; fi
 # A rank killed in the middle of an all-reduce, without a launcher: the others fail promptly.
 comm_killed_rank "$tests" "$emu" nccl_emu "$t"
 
+# A rank that fails, or dies, inside NCCL's join of the ranks (ncclCommInitRank), without a
+# launcher to stop the others: they must leave their own joins promptly, naming it, long
+# before their deadline (NCCL's blocking join would wait for ever).
+init_fault() { # VARIABLE EXPECTED_CODES PATTERN LABEL
+    local pids="" rcs="" start secs
+    for r in 0 1 2; do
+        env "$1=1" RANK=$r WORLD_SIZE=3 TRAINER_JOB_ID="init$$" TRAINER_COMM_TIMEOUT=60 \
+            timeout 120 "$tests/comm_fault" "$emu" nccl_emu stall -1 >"$t/init.$r" 2>&1 & pids="$pids $!"
+    done
+    start=$(date +%s)
+    for p in $pids; do wait "$p" 2>/dev/null; rcs="$rcs $?"; done
+    secs=$(( $(date +%s) - start ))
+    if [ "$rcs" = "$2" ] && grep -q "$3" "$t/init.0" && grep -q "$3" "$t/init.2" && [ "$secs" -lt 30 ]; then
+        ok "$4: ranks 0 and 2 leave NCCL's join in ${secs}s: $(cut -c1-110 "$t/init.0")"
+    else bad "$4 (exit codes$rcs, ${secs}s)" "$(cat "$t"/init.*)"; fi
+}
+init_fault TRAINER_NCCL_EMU_INIT_FAIL " 3 3 3" "rank 1 aborted the job while NCCL was joining the ranks" \
+    "a rank whose NCCL join fails"
+init_fault TRAINER_NCCL_EMU_INIT_DIE " 3 9 3" "rank 1 (pid [0-9]*) died while NCCL was joining the ranks" \
+    "a rank that dies in NCCL's join"
 
 out="$(TRAINER_COMM_TIMEOUT=3 timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$emu" nccl_emu stall 1 2>&1)"; rc=$?
 if [ "$rc" = 3 ] && grep -q "all_reduce #[0-9]* (1048576 x f32): timed out; ranks that did not arrive: 1" <<<"$out"; then

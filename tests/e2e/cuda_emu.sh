@@ -11,7 +11,8 @@
 #   (MLP, and the CNN with sync_batchnorm); dataparallel with 2 replicas on one emulated GPU (devices [0, 0]):
 #   within 1e-4 of dataparallel's CPU replicas;
 # - dataparallel single-process multi-device over nccl_emu (2 and 3 GPUs, the CNN with
-#   sync_batchnorm, a resumed run): equal to its host-memory path; nccl_emu refused on
+#   sync_batchnorm, a resumed run): equal to its host-memory path; a replica whose NCCL join
+#   fails stops the run at once; nccl_emu refused on
 #   devices [0, 0] and on CPU replicas;
 # - sharded stage 3 on 2 emulated GPUs (units gathered and reduce-scattered through the host
 #   over shm): within 1e-4 of cpu; over nccl_emu (in device memory): equal to shm's;
@@ -111,6 +112,15 @@ if [ $rc != 0 ] && [ $rc2 = 0 ] && grep -q "resuming from .*step-00000010" <<<"$
    cmp -s "$a/optimizer.safetensors" "$b/optimizer.safetensors"; then
     ok "dataparallel over nccl_emu killed at step 15 and resumed from step 10: the straight run's $(basename "$a"), byte for byte"
 else bad "dataparallel over nccl_emu resumed" "rc=$rc rc2=$rc2" "$(tail -2 "$t/dp_res1.log")" "$(tail -3 <<<"$out2")"; fi
+# A replica whose NCCL join fails: the other replica leaves its own join at once (not at the
+# deadline; NCCL's blocking join would wait for ever) and the run fails naming the cause.
+start=$(date +%s)
+out="$(TRAINER_CUDA_EMU_GPUS=3 TRAINER_NCCL_EMU_INIT_FAIL=1 TRAINER_COMM_TIMEOUT=60 timeout 120 "$bin" run "$t/mlp.yaml" \
+       "run.output_dir=$t/dp_initfail" trainer.strategy=dataparallel trainer.devices=3 strategy.backend=nccl_emu 2>&1)"; rc=$?
+secs=$(( $(date +%s) - start ))
+if [ $rc = 1 ] && [ "$secs" -lt 30 ] && grep -q "emulated ncclCommInitRank failed on rank 1" <<<"$out"; then
+    ok "dataparallel over nccl_emu, replica 1's NCCL join failing: the run stops in ${secs}s: $(grep -o 'replica 1 .*' <<<"$out" | head -1 | cut -c1-120)"
+else bad "dataparallel with a failing NCCL join (rc=$rc, ${secs}s)" "$out"; fi
 # nccl takes one replica per GPU: the testing mode [0, 0] with it named is refused, naming the
 # way that works; on the CPU a device backend is refused by the probe.
 out="$(TRAINER_CUDA_EMU_GPUS=1 timeout 60 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dp_twice" trainer.strategy=dataparallel \

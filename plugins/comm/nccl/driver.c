@@ -1,7 +1,9 @@
 /* nccl_rt.h over libnccl.so.2 and the CUDA driver API, both opened with dlopen by the first
  * communicator: the plugin links neither, so it loads everywhere and says what is missing. The
  * communicator uses the GPU's primary context (the one the cuda device plugin and cuBLAS use),
- * its own non-blocking stream, and device scratch of its own. */
+ * its own non-blocking stream, and device scratch of its own. It is a non-blocking communicator
+ * (NCCL 2.14 and later): its initialisation, and any call NCCL finishes in the background,
+ * is polled against the deadline, the abort flag and the stop callback. */
 #define _GNU_SOURCE /* RTLD_NODELETE */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -23,12 +25,26 @@ typedef struct { char internal[NC_ID_BYTES]; } nccl_id; /* ncclUniqueId */
 
 enum { NCCL_OK = 0, NCCL_IN_PROGRESS = 7 };
 
+/* ncclConfig_t as NCCL 2.14 laid it out: NCCL reads `size` bytes of it and, by `version`, takes
+ * the fields a later release appended at their defaults. blocking 0: calls on the communicator
+ * (its initialisation first) may return ncclInProgress and finish in the background, their
+ * state polled with ncclCommGetAsyncError. */
+typedef struct nccl_config_v21400 {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int blocking;
+} nccl_config_v21400;
+#define NCCL_CONFIG_MAGIC 0xcafebeefu
+#define NCCL_VERSION_2_14 21400u
+
 static struct {
     char why[256];
     const cu_api *cu; /* the driver (plugins/common/cuda_api.h) */
     nccl_res (*get_version)(int *);
     nccl_res (*get_unique_id)(nccl_id *);
     nccl_res (*init_rank)(nccl_comm *, int, nccl_id, int);
+    nccl_res (*init_rank_config)(nccl_comm *, int, nccl_id, int, void *); /* NCCL 2.14+, else NULL */
     nccl_res (*destroy)(nccl_comm);
     nccl_res (*abort)(nccl_comm);
     nccl_res (*async_error)(nccl_comm, nccl_res *);
@@ -77,6 +93,8 @@ static void api_load(void) {
         snprintf(api.why, sizeof api.why, "libnccl.so.2 lacks %s (NCCL 2.10 or later is needed)", missing);
         return;
     }
+    /* Non-blocking initialisation (bounded by the deadline) needs ncclCommInitRankConfig. */
+    *(void **)&api.init_rank_config = dlsym(nc, "ncclCommInitRankConfig");
     cu_res rc = api.cu->init(0);
     if (rc != 0) {
         snprintf(api.why, sizeof api.why, "cuInit failed (CUDA error %d)", rc);
@@ -124,10 +142,14 @@ static tr_status nccl_fail(nc_comm *c, nccl_res rc, const char *what) {
         cu_res rc_ = (call);                                                                                           \
         if (rc_ != 0) return cu_fail(rc_, what);                                                                       \
     } while (0)
+static tr_status settle(nc_comm *c, const char *what);
+/* A call on the communicator: one that goes on in the background (ncclInProgress, a
+ * non-blocking communicator) is waited for, bounded, before the next call may be made. */
 #define NC(c, call, what)                                                                                              \
     do {                                                                                                               \
         nccl_res rc_ = (call);                                                                                         \
-        if (rc_ != NCCL_OK && rc_ != NCCL_IN_PROGRESS) return nccl_fail(c, rc_, what);                                 \
+        if (rc_ == NCCL_IN_PROGRESS && (c)) TR_CHECK(settle((c), what));                                               \
+        else if (rc_ != NCCL_OK && rc_ != NCCL_IN_PROGRESS) return nccl_fail(c, rc_, what);                            \
     } while (0)
 
 tr_status nc_load(void) {
@@ -161,7 +183,8 @@ tr_status nc_pick_device(int fallback, int *device, char key[NC_KEY_BYTES]) {
     return TR_OK;
 }
 
-tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device, void *compute) {
+tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device, void *compute,
+                  double deadline, nc_stop_fn stop, void *stop_arg) {
     *out = NULL;
     nc_comm *c = tr_calloc(1, sizeof *c);
     if (!c) return tr_error_set(TR_ERR_NOMEM, "out of memory");
@@ -178,7 +201,19 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     for (int i = 0; compute && st == TR_OK && i < NC_SLOTS; i++)
         if ((rc = api.cu->event_create(&c->ready[i], CU_EVENT_DISABLE_TIMING)) != 0) st = cu_fail(rc, "cuEventCreate");
     c->compute = compute;
-    if (st == TR_OK) {
+    c->deadline = deadline;
+    c->stop = stop;
+    c->stop_arg = stop_arg;
+    if (st == TR_OK && api.init_rank_config) {
+        /* Non-blocking: NCCL joins the ranks in the background while this thread watches the
+         * deadline and the peers (a blocking ncclCommInitRank waits for a dead rank for ever). */
+        nccl_id u;
+        memcpy(u.internal, id, NC_ID_BYTES);
+        nccl_config_v21400 cfg = {sizeof cfg, NCCL_CONFIG_MAGIC, NCCL_VERSION_2_14, 0};
+        nccl_res nr = api.init_rank_config(&c->comm, size, u, rank, &cfg);
+        if (nr == NCCL_IN_PROGRESS && c->comm) st = settle(c, "ncclCommInitRankConfig");
+        else if (nr != NCCL_OK) st = nccl_fail(c, nr, "ncclCommInitRankConfig");
+    } else if (st == TR_OK) { /* before NCCL 2.14: blocking, unbounded */
         nccl_id u;
         memcpy(u.internal, id, NC_ID_BYTES);
         nccl_res nr = api.init_rank(&c->comm, size, u, rank);
@@ -358,12 +393,48 @@ tr_status nc_group_end(nc_comm *c) {
     return TR_OK;
 }
 
-/* Polls the stream: spins (yielding) for the first 2 ms, then naps 50 us at a time, checking
- * NCCL's asynchronous error, the stop callback and the deadline. */
+/* Between two polls: TR_OK to poll again (after a yield for the first 2 ms since start, then
+ * 50 us naps), or the communicator aborted because the abort flag, the stop callback or the
+ * deadline said to stop. */
+static tr_status pause_or_stop(nc_comm *c, double start) {
+    if (atomic_load(&c->abort_requested)) {
+        abort_now(c);
+        return tr_error_set(TR_ERR_ABORTED, "the communicator was aborted");
+    }
+    if (c->stop && c->stop(c->stop_arg)) {
+        abort_now(c);
+        return tr_error_set(TR_ERR_ABORTED, "stopped");
+    }
+    double now = tr_now();
+    if (now > c->deadline) {
+        abort_now(c);
+        return tr_error_set(TR_ERR_TIMEOUT, "timed out");
+    }
+    if (now - start < 0.002) sched_yield();
+    else nanosleep(&(struct timespec){0, 50000}, NULL);
+    return TR_OK;
+}
+
+/* Waits for a call that went on in the background (ncclInProgress) to finish. */
+static tr_status settle(nc_comm *c, const char *what) {
+    double start = tr_now();
+    for (;;) {
+        nccl_res state = NCCL_OK, rc = api.async_error(c->comm, &state);
+        if (rc == NCCL_OK && state == NCCL_OK) return TR_OK;
+        if (rc != NCCL_OK || state != NCCL_IN_PROGRESS) {
+            tr_status st = nccl_fail(c, rc != NCCL_OK ? rc : state, what);
+            abort_now(c);
+            return st;
+        }
+        TR_CHECK(pause_or_stop(c, start));
+    }
+}
+
+/* Polls the stream and NCCL's asynchronous state (a call still in progress counts as queued
+ * work), bounded as pause_or_stop says. */
 tr_status nc_finish(nc_comm *c) {
     double start = tr_now();
     for (;;) {
-        cu_res rc = api.cu->stream_query(c->stream);
         nccl_res async = NCCL_OK;
         api.async_error(c->comm, &async);
         if (async != NCCL_OK && async != NCCL_IN_PROGRESS) {
@@ -371,22 +442,11 @@ tr_status nc_finish(nc_comm *c) {
             abort_now(c);
             return st;
         }
-        if (rc == 0) return TR_OK;
-        if (rc != CU_NOT_READY) return cu_fail(rc, "the communication stream");
-        if (atomic_load(&c->abort_requested)) {
-            abort_now(c);
-            return tr_error_set(TR_ERR_ABORTED, "the communicator was aborted");
+        if (async == NCCL_OK) {
+            cu_res rc = api.cu->stream_query(c->stream);
+            if (rc == 0) return TR_OK;
+            if (rc != CU_NOT_READY) return cu_fail(rc, "the communication stream");
         }
-        if (c->stop && c->stop(c->stop_arg)) {
-            abort_now(c);
-            return tr_error_set(TR_ERR_ABORTED, "stopped");
-        }
-        double now = tr_now();
-        if (now > c->deadline) {
-            abort_now(c);
-            return tr_error_set(TR_ERR_TIMEOUT, "timed out");
-        }
-        if (now - start < 0.002) sched_yield();
-        else nanosleep(&(struct timespec){0, 50000}, NULL);
+        TR_CHECK(pause_or_stop(c, start));
     }
 }

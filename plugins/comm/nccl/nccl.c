@@ -70,6 +70,7 @@ typedef struct boot_header {
     unsigned char id[NC_ID_BYTES];
     _Atomic uint32_t ready;          /* set by rank 0 once id is written */
     _Atomic int32_t aborted_by;      /* rank + 1 of the rank that aborted, 0 */
+    _Atomic int32_t died;            /* rank + 1 of the first rank seen dead, 0 */
     boot_rank ranks[];
 } boot_header;
 
@@ -101,15 +102,21 @@ static int should_stop(void *arg) {
     double now = tr_now();
     if (now < x->next_peer_check) return 0;
     x->next_peer_check = now + 0.02;
-    for (int r = 0; r < x->world; r++) {
-        uint32_t pid = atomic_load(&x->boot->ranks[r].pid);
-        if (r != x->rank && tr_process_gone((int)pid)) {
-            x->stop_code = TR_ERR_COMM;
-            snprintf(x->stop_msg, sizeof x->stop_msg, "rank %d (pid %u) died", r, (unsigned)pid);
-            return 1;
+    /* The first death any rank saw is the one named: the ranks that stop because of it exit
+     * too, and are not the cause. */
+    int dead = atomic_load(&x->boot->died) - 1;
+    for (int r = 0; r < x->world && dead < 0; r++) {
+        if (r != x->rank && tr_process_gone((int)atomic_load(&x->boot->ranks[r].pid))) {
+            int32_t none = 0;
+            atomic_compare_exchange_strong(&x->boot->died, &none, r + 1);
+            dead = atomic_load(&x->boot->died) - 1;
         }
     }
-    return 0;
+    if (dead < 0) return 0;
+    x->stop_code = TR_ERR_COMM;
+    snprintf(x->stop_msg, sizeof x->stop_msg, "rank %d (pid %u) died", dead,
+             (unsigned)atomic_load(&x->boot->ranks[dead].pid));
+    return 1;
 }
 
 /* ---- rendezvous ---- */
@@ -239,12 +246,16 @@ static void destroy(void *ctx) {
     tr_free(x);
 }
 
+/* Tells the ranks on this host that this one gave up (the first to say so is named). */
+static void say_aborted(nccl_ctx *x) {
+    if (!x->boot) return;
+    int32_t none = 0;
+    atomic_compare_exchange_strong(&x->boot->aborted_by, &none, x->rank + 1);
+}
+
 static void abort_all(void *ctx) {
     nccl_ctx *x = ctx;
-    if (x->boot) {
-        int32_t none = 0;
-        atomic_compare_exchange_strong(&x->boot->aborted_by, &none, x->rank + 1);
-    }
+    say_aborted(x);
     x->broken = 1;
     if (x->nc) nc_abort(x->nc);
 }
@@ -262,9 +273,20 @@ static tr_status create(void **ctx, const tr_options *o, const tr_comm_env *env,
     tr_status st = nc_pick_device(env->local_rank, &x->device, x->key);
     if (st == TR_OK) st = over_mpi ? join_over_mpi(x, env, id) : join_one_host(x, env, deadline, id);
     /* The bound device's compute stream (the GPU nc_pick_device took): collectives wait for it
-     * with an event, not for the whole device. */
-    if (st == TR_OK) st = nc_init(&x->nc, x->world, x->rank, id, x->device, tr_accel_bound_stream());
+     * with an event, not for the whole device. NCCL's join of the ranks is bounded as a
+     * collective is: by the deadline, a peer's death and a peer's abort. */
+    if (st == TR_OK) {
+        st = nc_init(&x->nc, x->world, x->rank, id, x->device, tr_accel_bound_stream(), deadline, should_stop, x);
+        if (st == TR_ERR_ABORTED && x->stop_code)
+            st = tr_error_set(x->stop_code, "%s while NCCL was joining the ranks", x->stop_msg);
+        else if (st == TR_ERR_TIMEOUT)
+            st = tr_error_set(st, "timed out in NCCL's join of the ranks (a rank stalled or failed in it)");
+    }
     if (st != TR_OK) {
+        /* A rank that fails once it has joined the segment tells the others, which would
+         * otherwise wait in NCCL's join for it until their deadline (one that stopped because
+         * of a peer leaves the peer named). */
+        if (!x->stop_code) say_aborted(x);
         destroy(x);
         return st;
     }

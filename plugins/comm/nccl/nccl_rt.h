@@ -35,8 +35,11 @@ tr_status nc_unique_id(unsigned char id[NC_ID_BYTES]);
 tr_status nc_pick_device(int fallback, int *device, char key[NC_KEY_BYTES]);
 /* Joins the communicator of `size` ranks named by id, on `device`, with its own stream;
  * compute: the native compute stream of the device plugin on that GPU (tr_accel_bound_stream),
- * or NULL. */
-tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device, void *compute);
+ * or NULL. The join waits for every rank; the wait is bounded by deadline (tr_now() seconds)
+ * and stop, as nc_finish's (NCCL's initialisation runs in the background and is polled):
+ * TR_ERR_TIMEOUT, or TR_ERR_ABORTED when stop said so, the communicator then aborted. */
+tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device, void *compute,
+                  double deadline, nc_stop_fn stop, void *stop_arg);
 /* Ends it; abort_first: after a failure (ncclCommAbort, nothing waited for). */
 void nc_destroy(nc_comm *c, int abort_first);
 /* Breaks its pending and later work (from any thread). */

@@ -6,6 +6,8 @@
  * "Device memory" is host memory. TRAINER_NCCL_EMU_HOST=1 makes every buffer count as host
  * memory (the staging path); otherwise every buffer counts as device memory.
  * TRAINER_NCCL_EMU_DEVICE=N puts every rank on GPU N (to see the one-rank-per-GPU refusal).
+ * TRAINER_NCCL_EMU_INIT_FAIL=R makes rank R's nc_init fail, TRAINER_NCCL_EMU_INIT_DIE=R makes
+ * rank R's process exit there (status 9): the others' joins must stop promptly.
  * TRAINER_NCCL_EMU_STREAM=1 refuses to wait for device work without the compute stream of a
  * bound device (what a strategy that bound its GPU must hand over, tr_accel_bound_stream), and
  * an operation on device buffers that was not marked ready when it was issued (the backend's
@@ -114,10 +116,21 @@ static tr_status wait_all(nc_comm *c, _Atomic uint64_t *first, size_t stride, ui
 
 static tr_status wait_one(nc_comm *c, _Atomic uint64_t *v, uint64_t target) { return wait_all(c, v, 0, target); }
 
-tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device, void *compute) {
+/* Whether the environment variable `name` names this rank (fault injection). */
+static int env_names_rank(const char *name, int rank) {
+    const char *v = getenv(name);
+    return v && *v && atoi(v) == rank;
+}
+
+tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_ID_BYTES], int device, void *compute,
+                  double deadline, nc_stop_fn stop, void *stop_arg) {
     (void)device;
     *out = NULL;
     if (size > EMU_MAX) return tr_error_set(TR_ERR_UNSUPPORTED, "the emulated NCCL takes at most %d ranks", EMU_MAX);
+    if (env_names_rank("TRAINER_NCCL_EMU_INIT_DIE", rank)) _exit(9);
+    if (env_names_rank("TRAINER_NCCL_EMU_INIT_FAIL", rank))
+        return tr_error_set(TR_ERR_COMM, "emulated ncclCommInitRank failed on rank %d (TRAINER_NCCL_EMU_INIT_FAIL)",
+                            rank);
     nc_comm *c = tr_calloc(1, sizeof *c);
     if (!c) return tr_error_set(TR_ERR_NOMEM, "out of memory");
     c->rank = rank;
@@ -143,11 +156,16 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     }
     c->seg = m;
     atomic_fetch_add(&c->seg->joined, 1);
-    double deadline = tr_now() + 60;
+    /* NCCL's join waits for every rank; the driver polls it against the deadline and stop. */
     while (atomic_load(&c->seg->joined) < (uint32_t)size) {
-        if (tr_now() > deadline) {
+        tr_status st = TR_OK;
+        if (stop && stop(stop_arg)) st = tr_error_set(TR_ERR_ABORTED, "stopped");
+        else if (tr_now() > deadline) st = tr_error_set(TR_ERR_TIMEOUT, "timed out");
+        if (st != TR_OK) { /* the name is of no use now: whoever leaves removes it */
+            shm_unlink(c->name);
+            c->unlinked = 1;
             nc_destroy(c, 1);
-            return tr_error_set(TR_ERR_TIMEOUT, "emulated ncclCommInitRank: not every rank came");
+            return st;
         }
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
