@@ -205,23 +205,27 @@ else bad "bf16-mixed on the CPU" "rc=$rc" "$out"; fi
 # and in the last one every parameter's gradient sum with it. Not once per parameter for the
 # norm, nor for cross-entropy's targets and embedding's ids (checked in the batch's host
 # memory), nor for the seed gradient, nor after the update (the host goes on to the next
-# batch while it runs). Counted as the difference between runs of 8 and 4 steps.
+# batch while it runs). Counted as the difference between runs of 8 and 4 steps. And the
+# batch's inputs (x and y) are copied beside the compute stream, into the input half the step
+# before last used, while the previous step's update runs (the emulator checks that no work
+# queued after the mark a copy waits for used its memory).
 transformer_device_yaml "$t/lm.yaml" "$t/lm" cuda_emu lm
-# waits NAME CONFIG STEPS [overrides...]: the count of a single-gpu run, or "rc=N".
+# waits NAME CONFIG STEPS [overrides...]: "WAITS COPIES_BESIDE" of a single-gpu run, or "rc=N".
 waits() {
     local name="$1" cfg="$2" n="$3"; shift 3
     local o; o="$(TRAINER_CUDA_EMU_GPUS=1 TRAINER_CUDA_EMU_WAITS=1 timeout 120 "$bin" run "$cfg" \
                   "run.output_dir=$t/$name$n" trainer.strategy=single-gpu trainer.max_steps="$n" "$@" 2>&1)" ||
         { echo "rc=$?"; return; }
-    sed -n 's/^cuda_emu: cuda_emu:0: the host waited for queued work \([0-9]*\) times$/\1/p' <<<"$o"
+    sed -n 's/^cuda_emu: cuda_emu:0: the host waited for queued work \([0-9]*\) times; \([0-9]*\) copies beside the compute stream$/\1 \2/p' <<<"$o"
 }
 for w in "lm $t/lm.yaml 1" "mlp $t/mlp.yaml 1" "mlp_accum $t/mlp.yaml 2 trainer.grad_accum=2 data.batch_size=16"; do
     set -- $w
     name="$1" cfg="$2" per="$3"; shift 3
-    w4="$(waits "$name" "$cfg" 4 "$@")"; w8="$(waits "$name" "$cfg" 8 "$@")"
-    if [[ "$w4" =~ ^[0-9]+$ && "$w8" =~ ^[0-9]+$ ]] && [ $(( (w8 - w4) / 4 )) = "$per" ] &&
-       [ $(( (w8 - w4) % 4 )) = 0 ]; then
-        ok "single-gpu ($name) waits for the device $per time(s) a step ($w4 waits in 4 steps, $w8 in 8)"
-    else bad "single-gpu ($name): waits a step, expected $per" "4 steps: $w4" "8 steps: $w8"; fi
+    r4="$(waits "$name" "$cfg" 4 "$@")"; r8="$(waits "$name" "$cfg" 8 "$@")"
+    w4="${r4% *}" c4="${r4#* }" w8="${r8% *}" c8="${r8#* }"
+    if [[ "$r4" =~ ^[0-9]+\ [0-9]+$ && "$r8" =~ ^[0-9]+\ [0-9]+$ ]] && [ $(( (w8 - w4) / 4 )) = "$per" ] &&
+       [ $(( (w8 - w4) % 4 )) = 0 ] && [ $(( c8 - c4 )) = $(( 4 * 2 * per )) ]; then
+        ok "single-gpu ($name) waits for the device $per time(s) a step ($w4 waits in 4 steps, $w8 in 8); its inputs copied beside the compute stream ($c4 copies in 4 steps, $c8 in 8)"
+    else bad "single-gpu ($name): waits a step, expected $per; inputs beside, expected $(( 2 * per )) a step" "4 steps: $r4" "8 steps: $r8"; fi
 done
 finish

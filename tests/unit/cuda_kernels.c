@@ -456,8 +456,42 @@ static void test_batch_norm(void) {
     }
 }
 
+/* Uploads beside the compute stream (tr_accel_upload_after): what the compute stream queues
+ * after one sees the bytes, across staging chunks too; on the emulator, a copy into memory a
+ * kernel used after the mark it waits for is refused as the race it would be on a GPU. */
+static void test_upload_after(void) {
+    if (!tr_accel_can_upload_after(dc_accel)) {
+        printf("  upload_after: %s has no copy stream entries (skipped)\n", tr_accel_name(dc_accel));
+        return;
+    }
+    enum { N = 3 << 20 }; /* 12 MiB: three staging chunks */
+    float *a = dc_rand(N, -1, 1), *b = dc_rand(N, -1, 1), *want = malloc(N * sizeof *want);
+    void *ga = dc_dev(a, N * sizeof(float)), *gb = dc_dev(b, N * sizeof(float));
+    void *mark = NULL;
+    CHECK(tr_accel_mark(dc_accel, &mark) == TR_OK && mark, "mark: %s", tr_error_msg());
+    CHECK(tr_accel_upload_after(dc_accel, gb, a, N * sizeof(float), mark) == TR_OK, "upload_after: %s", tr_error_msg());
+    dc_gpu->scale_inplace(gb, N, 0.5f); /* queued after the copy: must see a */
+    for (size_t i = 0; i < N; i++) want[i] = a[i] * 0.5f;
+    dc_compare("upload_after, then a kernel on its bytes", gb, want, N, 0);
+    if (!strncmp(tr_accel_name(dc_accel), "cuda_emu", 8)) {
+        /* gb was scaled after `mark`: a copy into it waiting for that mark alone races */
+        tr_status st = tr_accel_upload_after(dc_accel, gb, b, sizeof(float), mark);
+        CHECK(st == TR_ERR_INTERNAL && strstr(tr_error_msg(), "races with k_scale_inplace"),
+              "a racing copy beside the compute stream: status %d, %s", (int)st, tr_error_msg());
+        printf("  racing copy refused: %s\n", tr_error_msg());
+    }
+    CHECK(tr_accel_mark(dc_accel, &mark) == TR_OK, "mark again: %s", tr_error_msg()); /* now after the scale */
+    CHECK(tr_accel_upload_after(dc_accel, gb, b, N * sizeof(float), mark) == TR_OK, "upload_after: %s", tr_error_msg());
+    dc_gpu->copy(ga, gb, N * sizeof(float));
+    dc_compare("upload_after into a buffer after its last kernel's mark", ga, b, N, 0);
+    tr_accel_mark_free(dc_accel, mark);
+    dc_free_all();
+    free(a), free(b), free(want);
+}
+
 int main(int argc, char **argv) {
     dc_open(argc, argv);
+    test_upload_after();
     test_unary();
     test_binary();
     test_linear();

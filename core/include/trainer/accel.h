@@ -68,6 +68,15 @@ tr_status tr_accel_add(tr_accel *a, float *dst, const float *src, size_t n);
 /* TR_OK when tr_accel_add runs on a (always on the host), else the error it would give: for a
  * strategy to refuse at setup rather than mid-step. */
 tr_status tr_accel_can_add(const tr_accel *a);
+/* Uploads beside the compute stream (tr_device_ops.upload_after), for inputs of the next step
+ * copied while the current one runs: tr_accel_can_upload_after says whether a's plugin has the
+ * entries (else marks stay NULL and tr_accel_upload_after is tr_accel_upload). A mark is a
+ * point of a's compute stream (tr_accel_mark records *mark, making it when NULL); the upload
+ * waits for `after` only, so no work queued after that point may read or write dst. */
+int tr_accel_can_upload_after(const tr_accel *a);
+tr_status tr_accel_mark(tr_accel *a, void **mark);
+void tr_accel_mark_free(tr_accel *a, void *mark);
+tr_status tr_accel_upload_after(tr_accel *a, void *dst, const void *src, size_t bytes, void *after);
 /* Waits for queued work; the first kernel error. */
 tr_status tr_accel_sync(tr_accel *a);
 /* Makes a the device this thread's kernels run on. */

@@ -95,6 +95,20 @@ typedef struct tr_device_ops {
      * leaves every other kernel in fp32. An error when the device cannot (it then keeps its
      * arithmetic). NULL: fp32 only (the core refuses bf16-mixed on such a device). */
     tr_status (*set_precision)(void *dev, int precision);
+    /* ---- appended later in ABI 0.6: all three or none (NULL) ---- */
+    /* A point of dev's compute stream: *mark (NULL: a new one) is recorded where the work
+     * queued so far ends, and passes once that work has run. The plugin owns a mark until
+     * mark_free (re-recording one already passed to upload_after is allowed: the copy keeps
+     * the point it was given). */
+    tr_status (*mark)(void *dev, void **mark);
+    void (*mark_free)(void *dev, void *mark);
+    /* upload on the device's copy engine, beside its compute stream: the copy waits for the
+     * point `after` (a mark of dev) instead of for everything queued, so it runs while the
+     * work queued after that point does; work queued on dev after this call sees dst
+     * written. The caller promises that no work queued after `after` reads or writes dst
+     * (the next batch into a buffer whose last reader was queued before the mark). src may
+     * be reused on return. */
+    tr_status (*upload_after)(void *dev, void *dst, const void *src, size_t bytes, void *after);
 } tr_device_ops;
 
 #ifdef __cplusplus

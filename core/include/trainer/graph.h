@@ -101,8 +101,13 @@ tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *
  * device an upload of it into the graph's memory. There the graph keeps `data` as the
  * tensor's host copy (for the first TR_GRAPH_HOST_COPIES inputs of a step): ops that check
  * values on the host (cross-entropy's targets, embedding's ids) read them there instead of
- * waiting for a download. Either way `data` must stay valid and unchanged until the next
- * reset, and no op may write the tensor. A batch's inputs and targets. */
+ * waiting for a download. Where the device uploads beside its compute stream
+ * (tr_accel_can_upload_after), the inputs go to two buffers of the graph's own, taken in turn
+ * step by step, and the copy waits only for the work of the step before last (a mark recorded
+ * at each reset), so it overlaps what the previous step queued after its last op (the
+ * update). Either way `data` must stay valid and unchanged until the next reset, no op may
+ * write the tensor, and no work may read it after the next reset. A batch's inputs and
+ * targets. */
 #define TR_GRAPH_HOST_COPIES 8
 tr_tensor *tr_graph_input_from(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape);
 /* A tensor in the arena viewing borrowed `data` (no copy, no gradient): e.g. a loader's batch

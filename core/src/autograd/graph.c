@@ -14,6 +14,16 @@ typedef struct host_copy {
     size_t bytes;
 } host_copy;
 
+/* One half of the device memory batch inputs go to (tr_graph_input_from): steps use the two
+ * halves in turn, so the next step's inputs are copied into the half whose last readers were
+ * queued before the previous reset (its mark), while the current step's work runs. */
+typedef struct input_half {
+    char *p;
+    size_t cap, used;
+    void *retired;            /* the compute stream's mark at the reset that ended its last step */
+    int fresh;                /* (re)allocated since: its block's earlier work is unmarked */
+} input_half;
+
 struct tr_graph {
     tr_arena *arena;          /* host: tensor headers, tape nodes; and data without a device */
     tr_arena *data;           /* with a device: activations, gradients, kernel scratch on it */
@@ -52,6 +62,9 @@ struct tr_graph {
     uint64_t ps_seq;
     host_copy host_copies[TR_GRAPH_HOST_COPIES]; /* tr_graph_input_from on a device */
     int n_host_copies;
+    input_half in[2];         /* on a device that uploads beside its compute stream */
+    int in_cur;               /* the half this step's inputs go to */
+    size_t in_step, in_need;  /* input bytes this step; the most any step asked */
     const tr_tensor *root;    /* during tr_backward on a device: its output, and the value */
     double root_seed;         /* its one-element seed gradient has (root_known) */
     int root_known;
@@ -78,6 +91,10 @@ tr_status tr_graph_create(tr_graph **out, size_t arena_bytes) {
 void tr_graph_destroy(tr_graph *g) {
     if (!g) return;
     tr_graph_reset(g);
+    for (int h = 0; h < 2; h++) {
+        tr_accel_free(g->accel, g->in[h].p, g->in[h].cap);
+        tr_accel_mark_free(g->accel, g->in[h].retired);
+    }
     tr_arena_destroy(g->arena);
     tr_arena_destroy(g->data);
     tr_free(g->fresh);
@@ -86,7 +103,25 @@ void tr_graph_destroy(tr_graph *g) {
     tr_free(g);
 }
 
+/* Ends the step's use of its input half: the work that reads the half's inputs is queued by
+ * now (a step's tensors die at reset), so the mark recorded here is what a copy into the half,
+ * two steps on, waits for. */
+static tr_status retire_inputs(tr_graph *g) {
+    input_half *h = &g->in[g->in_cur];
+    tr_status st = TR_OK;
+    if (h->used) {
+        st = tr_accel_mark(g->accel, &h->retired);
+        h->fresh = st != TR_OK; /* unmarked: ordered uploads until the next mark */
+    }
+    if (g->in_step > g->in_need) g->in_need = g->in_step;
+    g->in_step = 0;
+    g->in_cur ^= 1;
+    g->in[g->in_cur].used = 0;
+    return st;
+}
+
 void tr_graph_reset(tr_graph *g) {
+    tr_status in_st = tr_accel_can_upload_after(g->accel) ? retire_inputs(g) : TR_OK;
     /* Parameters keep their use counts in their own tensors: clear the ones this step set. */
     for (int i = 0; i < g->n_used; i++) g->used[i]->uses = 0;
     g->used = NULL;
@@ -103,6 +138,7 @@ void tr_graph_reset(tr_graph *g) {
     g->ps_t = NULL, g->ps_data = NULL, g->ps = NULL;
     g->n_host_copies = 0;
     g->root = NULL;
+    g->status = in_st; /* a failed mark fails the step's first op, with its message */
 }
 
 tr_arena *tr_graph_arena(tr_graph *g) { return g->arena; }
@@ -407,7 +443,8 @@ int op_work(tr_graph *g, size_t bytes, void **work) {
     return !bytes || *work;
 }
 
-static tr_tensor *new_tensor(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape) {
+/* A checked tensor header in the graph's memory, its data not placed yet. */
+static tr_tensor *new_header(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape) {
     if (g->status != TR_OK) return NULL;
     if (ndim < 0 || ndim > TR_MAX_DIMS)
         return op_fail(g, TR_ERR_INVALID, "tensor: %d dims (at most %d)", ndim, TR_MAX_DIMS);
@@ -419,6 +456,12 @@ static tr_tensor *new_tensor(tr_graph *g, tr_dtype dtype, int ndim, const int64_
     if (!t) return NULL;
     *t = tr_tensor_view(NULL, dtype, ndim, shape);
     if (g->accel) t->device = tr_accel_device(g->accel);
+    return t;
+}
+
+static tr_tensor *new_tensor(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape) {
+    tr_tensor *t = new_header(g, dtype, ndim, shape);
+    if (!t) return NULL;
     size_t bytes = tr_tensor_bytes(t);
     t->data = op_data(g, bytes ? bytes : 1);
     return t->data ? t : NULL;
@@ -432,10 +475,44 @@ tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *
     return new_tensor(g, dtype, ndim, shape);
 }
 
+/* dst for `bytes` of this step's inputs in its half, uploaded beside the compute stream (the
+ * half grown first where the last steps needed more); NULL: no room (the input goes to the
+ * step's memory instead, and the half grows at its next use). */
+static void *input_place(tr_graph *g, const void *src, size_t bytes) {
+    input_half *h = &g->in[g->in_cur];
+    size_t at = h->used, span = (bytes + 255) & ~(size_t)255;
+    g->in_step += span;
+    if (at == 0 && h->cap < g->in_need) {
+        tr_accel_free(g->accel, h->p, h->cap);
+        h->p = NULL;
+        h->cap = 0;
+        if (tr_accel_alloc(g->accel, g->in_need, (void **)&h->p) != TR_OK) return NULL;
+        h->cap = g->in_need;
+        h->fresh = 1;
+    }
+    if (!h->p || span > h->cap - at) return NULL;
+    /* A fresh block's earlier work is ordered only on the compute stream: the upload is too. */
+    tr_status st = h->fresh ? tr_accel_upload(g->accel, h->p + at, src, bytes)
+                            : tr_accel_upload_after(g->accel, h->p + at, src, bytes, h->retired);
+    if (st != TR_OK) {
+        op_fail(g, st, "input of %zu bytes: %s", bytes, tr_error_msg());
+        return NULL;
+    }
+    h->used = at + span;
+    return h->p + at;
+}
+
 tr_tensor *tr_graph_input_from(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape) {
     if (!g->accel) return tr_graph_view(g, data, dtype, ndim, shape);
-    tr_tensor *t = new_tensor(g, dtype, ndim, shape);
-    if (!t || !op_write(g, t->data, data, tr_tensor_bytes(t))) return NULL;
+    tr_tensor *t = new_header(g, dtype, ndim, shape);
+    if (!t) return NULL;
+    size_t bytes = tr_tensor_bytes(t);
+    t->data = bytes && tr_accel_can_upload_after(g->accel) ? input_place(g, data, bytes) : NULL;
+    if (g->status != TR_OK) return NULL;
+    if (!t->data) { /* in the step's memory, uploaded in stream order */
+        t->data = op_data(g, bytes ? bytes : 1);
+        if (!t->data || !op_write(g, t->data, data, bytes)) return NULL;
+    }
     if (g->n_host_copies < TR_GRAPH_HOST_COPIES) /* more: their checks download, as before */
         g->host_copies[g->n_host_copies++] = (host_copy){t->data, data, tr_tensor_bytes(t)};
     return t;

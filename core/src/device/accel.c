@@ -149,6 +149,28 @@ tr_status tr_accel_upload(tr_accel *a, void *dst, const void *src, size_t bytes)
     return st;
 }
 
+int tr_accel_can_upload_after(const tr_accel *a) {
+    return a && a->ops.mark && a->ops.mark_free && a->ops.upload_after;
+}
+
+tr_status tr_accel_mark(tr_accel *a, void **mark) {
+    if (!tr_accel_can_upload_after(a)) return TR_OK;
+    tr_status st = a->ops.mark(a->dev, mark);
+    if (st != TR_OK) tr_error_prefix("%s: ", a->name);
+    return st;
+}
+
+void tr_accel_mark_free(tr_accel *a, void *mark) {
+    if (mark && tr_accel_can_upload_after(a)) a->ops.mark_free(a->dev, mark);
+}
+
+tr_status tr_accel_upload_after(tr_accel *a, void *dst, const void *src, size_t bytes, void *after) {
+    if (!bytes || !tr_accel_can_upload_after(a)) return tr_accel_upload(a, dst, src, bytes);
+    tr_status st = a->ops.upload_after(a->dev, dst, src, bytes, after);
+    if (st != TR_OK) tr_error_prefix("%s: upload of %zu bytes beside the compute stream: ", a->name, bytes);
+    return st;
+}
+
 tr_status tr_accel_download(tr_accel *a, void *dst, const void *src, size_t bytes) {
     if (!bytes) return TR_OK;
     if (!a) {

@@ -28,6 +28,9 @@ static const tr_device_ops ops = {
     .kernels = &cuda_kernel_table,
     .stream = cuda_stream,
     .set_precision = cuda_set_precision,
+    .mark = cuda_mark,
+    .mark_free = cuda_mark_free,
+    .upload_after = cuda_upload_after,
 #endif
 };
 

@@ -119,6 +119,27 @@ tr_status cuda_upload(void *dev, void *dst, const void *src, size_t bytes) {
     return TR_OK;
 }
 
+tr_status cuda_mark(void *dev, void **mark) { return cu_mark(((cuda_device *)dev)->rt, mark); }
+
+void cuda_mark_free(void *dev, void *mark) { cu_mark_free(((cuda_device *)dev)->rt, mark); }
+
+tr_status cuda_upload_after(void *dev, void *dst, const void *src, size_t bytes, void *after) {
+    cuda_device *d = dev;
+    if (bytes && !block_of(d, dst, bytes))
+        return tr_error_set(TR_ERR_INVALID, "the destination %p is not memory of this device", dst);
+    /* As cuda_upload, on the copy stream: it waits for `after` alone, not for the work queued
+     * on the compute stream since. */
+    for (size_t off = 0; off < bytes; off += CUDA_STAGE_BYTES) {
+        size_t len = bytes - off < CUDA_STAGE_BYTES ? bytes - off : CUDA_STAGE_BYTES;
+        int s = d->stage_next;
+        d->stage_next ^= 1;
+        TR_CHECK(cu_event_wait(d->rt, s));
+        memcpy(d->stage[s], (const char *)src + off, len);
+        TR_CHECK(cu_upload_beside(d->rt, (char *)dst + off, d->stage[s], len, after, s));
+    }
+    return TR_OK;
+}
+
 tr_status cuda_download(void *dev, void *dst, const void *src, size_t bytes) {
     cuda_device *d = dev;
     if (bytes && !block_of(d, src, bytes))

@@ -49,6 +49,9 @@ tr_status cuda_sync(void *dev);
 tr_status cuda_bind(void *dev);
 void *cuda_stream(void *dev);
 tr_status cuda_set_precision(void *dev, int precision);
+tr_status cuda_mark(void *dev, void **mark);
+void cuda_mark_free(void *dev, void *mark);
+tr_status cuda_upload_after(void *dev, void *dst, const void *src, size_t bytes, void *after);
 
 /* The device bound on this thread (the last open or bind here), or NULL. */
 cuda_device *cuda_current(void);

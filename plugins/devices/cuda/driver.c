@@ -75,6 +75,8 @@ struct cu_rt {
     cu_dev dev;
     cu_ctx ctx;
     cu_stream stream;
+    cu_stream copy;          /* cu_upload_beside's copies */
+    cu_event copied;         /* the last of them: the compute stream waits for it */
     cu_module module;
     cu_function fn[CUDA_N_KERNELS];
     cu_event ev[2];
@@ -116,6 +118,8 @@ tr_status cu_open(int index, const char *name, cu_rt **out) {
     else if ((e = api.cu->primary_retain(&r->ctx, r->dev)) != 0) call = "cuDevicePrimaryCtxRetain";
     else if ((e = api.cu->ctx_set_current(r->ctx)) != 0) call = "cuCtxSetCurrent";
     else if ((e = api.cu->stream_create(&r->stream, CU_STREAM_NON_BLOCKING)) != 0) call = "cuStreamCreate";
+    else if ((e = api.cu->stream_create(&r->copy, CU_STREAM_NON_BLOCKING)) != 0) call = "cuStreamCreate (copies)";
+    else if ((e = api.cu->event_create(&r->copied, CU_EVENT_DISABLE_TIMING)) != 0) call = "cuEventCreate";
     else if ((e = api.cu->module_load_data(&r->module, cuda_fatbin)) != 0)
         call = "cuModuleLoadData (the plugin's kernels: built for compute capability 7.5 to 9.0 and later through "
                "PTX, with CUDA " TR_CUDA_BUILD_VERSION ", which needs a driver at least as new)";
@@ -140,8 +144,11 @@ tr_status cu_open(int index, const char *name, cu_rt **out) {
 void cu_close(cu_rt *r) {
     if (!r) return;
     if (r->ctx) api.cu->ctx_set_current(r->ctx);
+    if (r->copy) api.cu->stream_sync(r->copy);
     if (r->stream) api.cu->stream_sync(r->stream);
     if (r->blas) api.blas_destroy(r->blas);
+    if (r->copied) api.cu->event_destroy(r->copied);
+    if (r->copy) api.cu->stream_destroy(r->copy);
     for (int s = 0; s < 2; s++)
         if (r->ev[s]) api.cu->event_destroy(r->ev[s]);
     if (r->module) api.cu->module_unload(r->module);
@@ -208,6 +215,29 @@ tr_status cu_event_wait(cu_rt *r, int slot) {
     if (!r->ev_pending[slot]) return TR_OK;
     CU(r, "cuEventSynchronize", api.cu->event_sync(r->ev[slot]));
     r->ev_pending[slot] = 0;
+    return TR_OK;
+}
+
+tr_status cu_mark(cu_rt *r, void **m) {
+    cu_event e = *m;
+    if (!e) CU(r, "cuEventCreate", api.cu->event_create(&e, CU_EVENT_DISABLE_TIMING));
+    *m = e;
+    CU(r, "cuEventRecord", api.cu->event_record(e, r->stream));
+    return TR_OK;
+}
+
+void cu_mark_free(cu_rt *r, void *m) {
+    (void)r;
+    if (m) api.cu->event_destroy((cu_event)m);
+}
+
+tr_status cu_upload_beside(cu_rt *r, void *dst, const void *src, size_t bytes, void *after, int slot) {
+    if (after) CU(r, "cuStreamWaitEvent (copies)", api.cu->stream_wait_event(r->copy, (cu_event)after, 0));
+    CU(r, "cuMemcpyHtoDAsync (copies)", api.cu->htod_async((cu_ptr)(uintptr_t)dst, src, bytes, r->copy));
+    CU(r, "cuEventRecord", api.cu->event_record(r->ev[slot], r->copy));
+    r->ev_pending[slot] = 1;
+    CU(r, "cuEventRecord", api.cu->event_record(r->copied, r->copy));
+    CU(r, "cuStreamWaitEvent", api.cu->stream_wait_event(r->stream, r->copied, 0));
     return TR_OK;
 }
 

@@ -7,9 +7,11 @@
  * how everything above this line is tested where no GPU is (it also replaces probe.c's
  * discovery).
  *
- * Ordering: one stream per opened device; launches, uploads, memsets, device copies and GEMMs
- * run on it in call order; cu_download waits for it. Errors are set with tr_error_set naming
- * the device ("cuda:0: ...") and returned. */
+ * Ordering: one compute stream per opened device; launches, uploads, memsets, device copies
+ * and GEMMs run on it in call order; cu_download waits for it. Beside it a copy stream runs
+ * cu_upload_beside's copies, each after the mark it names, and the compute stream's later work
+ * after them. Errors are set with tr_error_set naming the device ("cuda:0: ...") and
+ * returned. */
 #ifndef TR_CUDA_RUNTIME_H
 #define TR_CUDA_RUNTIME_H
 
@@ -47,7 +49,15 @@ tr_status cu_download(cu_rt *r, void *dst, const void *src, size_t bytes);
 /* Events on the stream, one per staging slot (slot < 2): record now, wait on the host. */
 tr_status cu_event_record(cu_rt *r, int slot);
 tr_status cu_event_wait(cu_rt *r, int slot);
-/* Waits for everything queued. */
+/* Marks (events) of points of the compute stream: *m (NULL: a new one) recorded where the
+ * work queued so far ends. */
+tr_status cu_mark(cu_rt *r, void **m);
+void cu_mark_free(cu_rt *r, void *m);
+/* Queued on the copy stream: after mark `after` (NULL: at once), host (page-locked) src to
+ * device dst; then staging slot `slot`'s event (cu_event_wait waits for this copy); and the
+ * compute stream's work queued after this call waits for the copy. */
+tr_status cu_upload_beside(cu_rt *r, void *dst, const void *src, size_t bytes, void *after, int slot);
+/* Waits for everything queued (the copy stream's copies with it). */
 tr_status cu_sync(cu_rt *r);
 /* The stream's native handle (a CUstream), for tr_device_ops.stream. */
 void *cu_native_stream(cu_rt *r);

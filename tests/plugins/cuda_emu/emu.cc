@@ -12,9 +12,14 @@
  * compute capability's major version the devices claim (default 9; below 8 refuses bf16).
  * TRAINER_CUDA_EMU_WAITS set: closing a device prints how often the host waited for queued
  * work (a cu_download or cu_sync with work queued since the last), for tests that count the
- * times a step drains a GPU's queue. */
+ * times a step drains a GPU's queue, and how many copies ran beside the compute stream.
+ * Copies beside the compute stream (cu_upload_beside) are checked against the operations
+ * queued after the mark they wait for: one of those that used the memory the copy writes (a
+ * pointer argument into the same allocation) is an error naming it, the race a GPU would
+ * run. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <type_traits>
 #include <utility>
 
 #include "emu_cuda.h"
@@ -36,12 +41,26 @@ template <typename... A> static void call(void (*f)(A...), void **args) {
     call_with(f, args, std::index_sequence_for<A...>{});
 }
 
+/* The device memory a launch's pointer arguments point into (touch_ptr, below). */
+static void touch_ptr(const void *p);
+template <typename T> static void touch_arg(void *a) {
+    if constexpr (std::is_pointer_v<T>) touch_ptr(static_cast<const void *>(*static_cast<T *>(a)));
+}
+template <typename... A, size_t... I> static void touch_with(void (*)(A...), void **args, std::index_sequence<I...>) {
+    (void)args;
+    (touch_arg<A>(args[I]), ...);
+}
+template <typename... A> static void touch_all(void (*f)(A...), void **args) {
+    touch_with(f, args, std::index_sequence_for<A...>{});
+}
+
 struct emu_kernel {
     void (*fn)(void **);
+    void (*touch)(void **);
     int barrier;
     const char *name;
 };
-#define EMU_THUNK(name, barrier) {[](void **a) { call(name, a); }, barrier, #name},
+#define EMU_THUNK(name, barrier) {[](void **a) { call(name, a); }, [](void **a) { touch_all(name, a); }, barrier, #name},
 static const emu_kernel emu_kernels[CUDA_N_KERNELS] = {CUDA_KERNELS(EMU_THUNK)};
 #undef EMU_THUNK
 
@@ -173,6 +192,13 @@ static void run_block_fibers(void) {
 struct emu_alloc {
     void *p;
     size_t bytes;
+    unsigned long long last_use; /* the compute stream's last operation that used it (its seq) */
+    const char *last_what;       /* and what it was */
+};
+
+/* A mark: the compute stream's operations up to seq (cu_mark). */
+struct emu_mark {
+    unsigned long long seq;
 };
 
 struct cu_rt {
@@ -184,7 +210,44 @@ struct cu_rt {
      * one (a launch, GEMM, upload, copy or zero-fill), where a GPU's queue would drain. */
     unsigned long waits;
     int queued;
+    /* Operations queued on the compute stream, numbered: cu_upload_beside checks that no
+     * operation after its mark used the memory it writes (a copy beside the compute stream
+     * would race with it on a GPU, though here every call has run before the next). */
+    unsigned long long seq;
+    unsigned long beside; /* cu_upload_beside calls */
 };
+
+static thread_local cu_rt *touching;     /* the runtime of the operation being noted */
+static thread_local const char *touch_what;
+
+static emu_alloc *alloc_of(cu_rt *r, const void *p) {
+    const char *c = static_cast<const char *>(p);
+    for (size_t i = 0; i < r->n_allocs; i++) {
+        const char *b = static_cast<const char *>(r->allocs[i].p);
+        if (c >= b && c < b + (r->allocs[i].bytes ? r->allocs[i].bytes : 1)) return &r->allocs[i];
+    }
+    return nullptr;
+}
+
+static void touch_ptr(const void *p) {
+    emu_alloc *a = touching && p ? alloc_of(touching, p) : nullptr;
+    if (a) {
+        a->last_use = touching->seq;
+        a->last_what = touch_what;
+    }
+}
+
+/* Numbers a compute-stream operation and notes the memory it uses. */
+static void note_op(cu_rt *r, const char *what, const void *p1, const void *p2 = nullptr,
+                    const void *p3 = nullptr) {
+    r->seq++;
+    touching = r;
+    touch_what = what;
+    touch_ptr(p1);
+    touch_ptr(p2);
+    touch_ptr(p3);
+    touching = nullptr;
+}
 
 static void queue(cu_rt *r) { r->queued = 1; }
 static void wait_queue(cu_rt *r) {
@@ -234,7 +297,8 @@ tr_status cu_open(int index, const char *name, cu_rt **out) {
 void cu_close(cu_rt *r) {
     if (!r) return;
     if (getenv("TRAINER_CUDA_EMU_WAITS"))
-        fprintf(stderr, "cuda_emu: %s: the host waited for queued work %lu times\n", r->name, r->waits);
+        fprintf(stderr, "cuda_emu: %s: the host waited for queued work %lu times; %lu copies beside the compute stream\n",
+                r->name, r->waits, r->beside);
     for (size_t i = 0; i < r->n_allocs; i++) free(r->allocs[i].p);
     free(r->allocs);
     free(r);
@@ -255,7 +319,7 @@ tr_status cu_mem_alloc(cu_rt *r, size_t bytes, void **p) {
     }
     void *q = aligned_alloc(256, (bytes + 255) / 256 * 256);
     if (!q) return tr_error_set(TR_ERR_NOMEM, "%s: out of host memory", r->name);
-    r->allocs[r->n_allocs++] = {q, bytes};
+    r->allocs[r->n_allocs++] = {q, bytes, 0, nullptr};
     r->used += bytes;
     *p = q;
     return TR_OK;
@@ -280,24 +344,52 @@ void cu_host_free(cu_rt *, void *p) { free(p); }
 
 tr_status cu_upload_async(cu_rt *r, void *dst, const void *src, size_t bytes) {
     queue(r);
+    note_op(r, "an upload", dst);
     memcpy(dst, src, bytes);
     return TR_OK;
 }
 
 tr_status cu_copy_async(cu_rt *r, void *dst, const void *src, size_t bytes) {
     queue(r);
+    note_op(r, "a device copy", dst, src);
     memmove(dst, src, bytes);
     return TR_OK;
 }
 
 tr_status cu_zero_async(cu_rt *r, void *p, size_t bytes) {
     queue(r);
+    note_op(r, "a zero-fill", p);
     memset(p, 0, bytes);
     return TR_OK;
 }
 
 tr_status cu_download(cu_rt *r, void *dst, const void *src, size_t bytes) {
     wait_queue(r);
+    memcpy(dst, src, bytes);
+    return TR_OK;
+}
+
+tr_status cu_mark(cu_rt *r, void **m) {
+    emu_mark *k = static_cast<emu_mark *>(*m);
+    if (!k && !(k = static_cast<emu_mark *>(malloc(sizeof *k))))
+        return tr_error_set(TR_ERR_NOMEM, "%s: cuEventCreate: out of host memory", r->name);
+    k->seq = r->seq;
+    *m = k;
+    return TR_OK;
+}
+
+void cu_mark_free(cu_rt *, void *m) { free(m); }
+
+tr_status cu_upload_beside(cu_rt *r, void *dst, const void *src, size_t bytes, void *after, int) {
+    emu_alloc *a = alloc_of(r, dst);
+    if (!a) return tr_error_set(TR_ERR_DEVICE, "%s: cuMemcpyHtoDAsync: %p is not device memory", r->name, dst);
+    unsigned long long point = after ? static_cast<emu_mark *>(after)->seq : 0;
+    if (a->last_use > point)
+        return tr_error_set(TR_ERR_INTERNAL, "%s: cuda_emu: a copy beside the compute stream into %p races with %s "
+                            "(operation %llu) queued after the mark it waits for (operation %llu)", r->name, dst,
+                            a->last_what, a->last_use, point);
+    queue(r);
+    r->beside++;
     memcpy(dst, src, bytes);
     return TR_OK;
 }
@@ -317,6 +409,11 @@ tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
     if ((int)k < 0 || k >= CUDA_N_KERNELS || grid == 0)
         return tr_error_set(TR_ERR_DEVICE, "%s: cuLaunchKernel: invalid kernel %d or grid %u", r->name, (int)k, grid);
     queue(r);
+    r->seq++;
+    touching = r;
+    touch_what = emu_kernels[k].name;
+    emu_kernels[k].touch(args);
+    touching = nullptr;
     running = &emu_kernels[k];
     running_args = args;
     gridDim = {grid, 1, 1};
@@ -363,6 +460,7 @@ tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float 
     if (batch < 0)
         return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemmStridedBatched (batch %d) failed: status 7 (invalid value)",
                             r->name, batch);
+    note_op(r, "a GEMM", C, A, B);
     /* bf16: the span each operand's products read, rounded once into a copy with its layout. */
     float *rA = NULL, *rB = NULL;
     if (bf16 && m > 0 && n > 0 && k > 0 && batch > 0) {
