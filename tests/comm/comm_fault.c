@@ -4,7 +4,8 @@
  *   nojoin R   rank R never joins; the others must time out naming it
  *   abort R    rank R calls tr_comm_abort; the others' calls must fail naming it
  *   stall R    rank R stops calling (alive, joined); the others must time out
- * A rank whose call fails prints the message and exits 3. */
+ * A rank whose call fails prints the message, aborts the communicator (as the strategies do:
+ * the others must still name the cause, not this rank) and exits 3. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,8 @@ int main(int argc, char **argv) {
         }
         if (tr_comm_all_reduce(c, buf, buf, n, TR_F32, TR_RED_MAX) != TR_OK) {
             printf("rank %d: %s\n", env.rank, tr_error_msg());
+            fflush(stdout);
+            tr_comm_abort(c); /* as the strategies do after a failed collective */
             rc = 3;
         }
     }

@@ -52,7 +52,8 @@ void tr_graph_destroy(tr_graph *g);
 void tr_graph_reset(tr_graph *g);
 /* The graph's host arena (tensor headers, tape nodes; on the CPU also the activations). */
 tr_arena *tr_graph_arena(tr_graph *g);
-/* The peak bytes of the arena activations live in (a device's on a device graph). */
+/* The peak bytes of the arena activations live in (a device's on a device graph), with the
+ * graph's two input buffers where it has them (tr_graph_input_from). */
 size_t tr_graph_activation_peak(const tr_graph *g);
 
 /* Training mode (dropout active, batch-norm uses batch statistics). Default on. */

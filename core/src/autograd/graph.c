@@ -88,9 +88,11 @@ tr_status tr_graph_create(tr_graph **out, size_t arena_bytes) {
     return TR_OK;
 }
 
+static void reset_step(tr_graph *g, int retire);
+
 void tr_graph_destroy(tr_graph *g) {
     if (!g) return;
-    tr_graph_reset(g);
+    reset_step(g, 0); /* no mark: nothing follows (and the thread may have another device bound) */
     for (int h = 0; h < 2; h++) {
         tr_accel_free(g->accel, g->in[h].p, g->in[h].cap);
         tr_accel_mark_free(g->accel, g->in[h].retired);
@@ -120,8 +122,10 @@ static tr_status retire_inputs(tr_graph *g) {
     return st;
 }
 
-void tr_graph_reset(tr_graph *g) {
-    tr_status in_st = tr_accel_can_upload_after(g->accel) ? retire_inputs(g) : TR_OK;
+static void reset_step(tr_graph *g, int retire) {
+    tr_status in_st = retire && tr_accel_can_upload_after(g->accel) ? retire_inputs(g) : TR_OK;
+    char in_msg[256] = "";
+    if (in_st != TR_OK) snprintf(in_msg, sizeof in_msg, "%s", tr_error_msg());
     /* Parameters keep their use counts in their own tensors: clear the ones this step set. */
     for (int i = 0; i < g->n_used; i++) g->used[i]->uses = 0;
     g->used = NULL;
@@ -138,11 +142,15 @@ void tr_graph_reset(tr_graph *g) {
     g->ps_t = NULL, g->ps_data = NULL, g->ps = NULL;
     g->n_host_copies = 0;
     g->root = NULL;
-    g->status = in_st; /* a failed mark fails the step's first op, with its message */
+    if (in_st != TR_OK) op_fail(g, in_st, "graph: marking the end of the inputs' use: %s", in_msg); /* fails the step */
 }
 
+void tr_graph_reset(tr_graph *g) { reset_step(g, 1); }
+
 tr_arena *tr_graph_arena(tr_graph *g) { return g->arena; }
-size_t tr_graph_activation_peak(const tr_graph *g) { return tr_arena_peak(g->data ? g->data : g->arena); }
+size_t tr_graph_activation_peak(const tr_graph *g) {
+    return tr_arena_peak(g->data ? g->data : g->arena) + g->in[0].cap + g->in[1].cap; /* the input buffers too */
+}
 
 static tr_status accel_chunk(void *user, size_t bytes, void **out) { return tr_accel_alloc(user, bytes, out); }
 static void accel_chunk_free(void *user, void *p, size_t bytes) { tr_accel_free(user, p, bytes); }

@@ -204,18 +204,16 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     c->deadline = deadline;
     c->stop = stop;
     c->stop_arg = stop_arg;
+    nccl_id u;
+    memcpy(u.internal, id, NC_ID_BYTES);
     if (st == TR_OK && api.init_rank_config) {
         /* Non-blocking: NCCL joins the ranks in the background while this thread watches the
          * deadline and the peers (a blocking ncclCommInitRank waits for a dead rank for ever). */
-        nccl_id u;
-        memcpy(u.internal, id, NC_ID_BYTES);
         nccl_config_v21400 cfg = {sizeof cfg, NCCL_CONFIG_MAGIC, NCCL_VERSION_2_14, 0};
         nccl_res nr = api.init_rank_config(&c->comm, size, u, rank, &cfg);
         if (nr == NCCL_IN_PROGRESS && c->comm) st = settle(c, "ncclCommInitRankConfig");
         else if (nr != NCCL_OK) st = nccl_fail(c, nr, "ncclCommInitRankConfig");
     } else if (st == TR_OK) { /* before NCCL 2.14: blocking, unbounded */
-        nccl_id u;
-        memcpy(u.internal, id, NC_ID_BYTES);
         nccl_res nr = api.init_rank(&c->comm, size, u, rank);
         if (nr != NCCL_OK) {
             c->comm = NULL;

@@ -54,7 +54,7 @@
 #define NCCL_PLUGIN_DESCRIPTION "GPU ranks over NCCL, one GPU per rank (libnccl.so.2, opened at run time)"
 #endif
 
-#define BOOT_MAGIC 0x74726e63636c31ull /* "trnccl1" */
+#define BOOT_MAGIC 0x74726e63636c32ull /* "trnccl2" */
 
 typedef struct boot_rank {
     _Atomic uint32_t pid;            /* 0 until the rank has joined */
@@ -93,18 +93,18 @@ typedef struct nccl_ctx {
 static int should_stop(void *arg) {
     nccl_ctx *x = arg;
     if (!x->boot) return 0;
+    /* The first death any rank saw is the one named, before any abort: the ranks that stop
+     * because of it exit (or abort) too, and are not the cause. */
+    int dead = atomic_load(&x->boot->died) - 1;
     int by = atomic_load(&x->boot->aborted_by);
-    if (by) {
+    if (by && dead < 0) {
         x->stop_code = TR_ERR_ABORTED;
         snprintf(x->stop_msg, sizeof x->stop_msg, "rank %d aborted the job", by - 1);
         return 1;
     }
     double now = tr_now();
-    if (now < x->next_peer_check) return 0;
+    if (dead < 0 && now < x->next_peer_check) return 0;
     x->next_peer_check = now + 0.02;
-    /* The first death any rank saw is the one named: the ranks that stop because of it exit
-     * too, and are not the cause. */
-    int dead = atomic_load(&x->boot->died) - 1;
     for (int r = 0; r < x->world && dead < 0; r++) {
         if (r != x->rank && tr_process_gone((int)atomic_load(&x->boot->ranks[r].pid))) {
             int32_t none = 0;
@@ -117,6 +117,11 @@ static int should_stop(void *arg) {
     snprintf(x->stop_msg, sizeof x->stop_msg, "rank %d (pid %u) died", dead,
              (unsigned)atomic_load(&x->boot->ranks[dead].pid));
     return 1;
+}
+
+/* The error of a wait that should_stop ended: why it said stop, then `where`. */
+static tr_status stop_error(nccl_ctx *x, const char *where) {
+    return tr_error_set(x->stop_code, "%s%s", x->stop_msg, where);
 }
 
 /* ---- rendezvous ---- */
@@ -255,7 +260,7 @@ static void say_aborted(nccl_ctx *x) {
 
 static void abort_all(void *ctx) {
     nccl_ctx *x = ctx;
-    say_aborted(x);
+    if (!x->stop_code) say_aborted(x); /* one stopped by a peer leaves the peer named */
     x->broken = 1;
     if (x->nc) nc_abort(x->nc);
 }
@@ -278,15 +283,16 @@ static tr_status create(void **ctx, const tr_options *o, const tr_comm_env *env,
     if (st == TR_OK) {
         st = nc_init(&x->nc, x->world, x->rank, id, x->device, tr_accel_bound_stream(), deadline, should_stop, x);
         if (st == TR_ERR_ABORTED && x->stop_code)
-            st = tr_error_set(x->stop_code, "%s while NCCL was joining the ranks", x->stop_msg);
+            st = stop_error(x, " while NCCL was joining the ranks");
         else if (st == TR_ERR_TIMEOUT)
             st = tr_error_set(st, "timed out in NCCL's join of the ranks (a rank stalled or failed in it)");
     }
     if (st != TR_OK) {
         /* A rank that fails once it has joined the segment tells the others, which would
-         * otherwise wait in NCCL's join for it until their deadline (one that stopped because
-         * of a peer leaves the peer named). */
-        if (!x->stop_code) say_aborted(x);
+         * otherwise wait in NCCL's join for it until their deadline. Not one stopped by a
+         * peer (the peer stays named), nor one that timed out (the others will too, and
+         * none of them is the cause). */
+        if (!x->stop_code && st != TR_ERR_TIMEOUT) say_aborted(x);
         destroy(x);
         return st;
     }
@@ -450,7 +456,7 @@ static tr_status run(void *ctx, const tr_comm_op *op) {
     if (st == TR_OK && back.bytes) st = nc_download(x->nc, back.dst, back.src, back.bytes);
     if (st == TR_OK) return TR_OK;
     if (st == TR_ERR_ABORTED && x->stop_code) {
-        st = tr_error_set(x->stop_code, "%s", x->stop_msg);
+        st = stop_error(x, "");
     } else if (st == TR_ERR_TIMEOUT) { /* name who is behind, where the segment tells */
         char behind[256] = "";
         size_t len = 0;

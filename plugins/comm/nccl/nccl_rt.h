@@ -8,7 +8,8 @@
  * Ordering: one communication stream per communicator. Collectives, copies and groups are
  * queued on it in call order; nc_finish waits for it. The emulator runs each call to the end
  * before returning (its waits honour nc_begin's deadline and stop callback); a real stream runs
- * them later, so nc_finish is where the deadline and the stop callback hold on a GPU. */
+ * them later, so nc_finish is where the deadline and the stop callback hold on a GPU (and in
+ * nc_init, and in any call NCCL finishes in the background: ncclInProgress). */
 #ifndef TR_NCCL_RT_H
 #define TR_NCCL_RT_H
 

@@ -48,7 +48,7 @@
 #include "trainer/memory.h"
 #include "trainer/runtime.h"
 
-#define SHM_MAGIC 0x7472736d32ull /* "trsm2" */
+#define SHM_MAGIC 0x7472736d33ull /* "trsm3" */
 #define LINE 64
 
 typedef struct shm_header {
@@ -59,6 +59,7 @@ typedef struct shm_header {
     _Atomic uint32_t ready;          /* set by rank 0 once the header is complete */
     _Atomic int32_t attached;        /* ranks that have mapped the segment */
     _Atomic int32_t abort_by;        /* 0, or 1 + the rank that aborted */
+    _Atomic int32_t died;            /* 0, or 1 + the first rank any rank saw dead */
     char pad[LINE];
     _Atomic uint32_t progress;       /* bumped on every arrival: the futex waiters sleep on */
     _Atomic int32_t sleepers;        /* ranks asleep on it: wake only when someone is */
@@ -137,16 +138,24 @@ static tr_status check_health(shm *s, double deadline, uint64_t target) {
     double now = tr_now();
     if (now - s->last_check < 0.002) return TR_OK;
     s->last_check = now;
+    /* The first death any rank saw is named before any abort: the ranks it stopped abort
+     * (or exit) after it, and are not the cause. */
+    int dead = atomic_load_explicit(&s->h->died, memory_order_acquire) - 1;
     int32_t ab = atomic_load_explicit(&s->h->abort_by, memory_order_acquire);
-    if (ab) return tr_error_set(TR_ERR_ABORTED, "rank %d aborted the job", ab - 1);
-    for (int r = 0; r < s->world; r++) {
+    if (ab && dead < 0) return tr_error_set(TR_ERR_ABORTED, "rank %d aborted the job", ab - 1);
+    for (int r = 0; r < s->world && dead < 0; r++) {
         if (r == s->rank || atomic_load_explicit(&s->ranks[r].arrive, memory_order_acquire) >= target) continue;
-        pid_t pid = atomic_load_explicit(&s->ranks[r].pid, memory_order_relaxed);
-        if (tr_process_gone(pid)) {
-            uint64_t at = atomic_load_explicit(&s->ranks[r].seq, memory_order_relaxed);
-            return tr_error_set(TR_ERR_COMM, "rank %d (pid %d) died %s this operation", r, (int)pid,
-                                s->op && at == s->op->seq ? "in the middle of" : "before reaching");
+        if (tr_process_gone(atomic_load_explicit(&s->ranks[r].pid, memory_order_relaxed))) {
+            int32_t none = 0;
+            atomic_compare_exchange_strong(&s->h->died, &none, r + 1);
+            dead = atomic_load_explicit(&s->h->died, memory_order_acquire) - 1;
         }
+    }
+    if (dead >= 0) {
+        pid_t pid = atomic_load_explicit(&s->ranks[dead].pid, memory_order_relaxed);
+        uint64_t at = atomic_load_explicit(&s->ranks[dead].seq, memory_order_relaxed);
+        return tr_error_set(TR_ERR_COMM, "rank %d (pid %d) died %s this operation", dead, (int)pid,
+                            s->op && at == s->op->seq ? "in the middle of" : "before reaching");
     }
     if (now > deadline) {
         char missing[512] = "", lbl[96];

@@ -101,22 +101,30 @@ static const cuda_block *block_of(const cuda_device *d, const void *p, size_t by
     return NULL;
 }
 
-tr_status cuda_upload(void *dev, void *dst, const void *src, size_t bytes) {
-    cuda_device *d = dev;
+/* Host src to device dst through the two staging buffers in turn (the caller's memory may be
+ * reused on return, and a copy from page-locked memory overlaps the next chunk's memcpy): on
+ * the compute stream, or with beside on the copy stream after `after` alone. */
+static tr_status staged_upload(cuda_device *d, void *dst, const void *src, size_t bytes, int beside, void *after) {
     if (bytes && !block_of(d, dst, bytes))
         return tr_error_set(TR_ERR_INVALID, "the destination %p is not memory of this device", dst);
-    /* Through the two staging buffers in turn: the caller's memory may be reused on return,
-     * and a copy from page-locked memory overlaps the next chunk's memcpy. */
     for (size_t off = 0; off < bytes; off += CUDA_STAGE_BYTES) {
         size_t len = bytes - off < CUDA_STAGE_BYTES ? bytes - off : CUDA_STAGE_BYTES;
         int s = d->stage_next;
         d->stage_next ^= 1;
         TR_CHECK(cu_event_wait(d->rt, s));
         memcpy(d->stage[s], (const char *)src + off, len);
-        TR_CHECK(cu_upload_async(d->rt, (char *)dst + off, d->stage[s], len));
-        TR_CHECK(cu_event_record(d->rt, s));
+        if (beside) {
+            TR_CHECK(cu_upload_beside(d->rt, (char *)dst + off, d->stage[s], len, after, s));
+        } else {
+            TR_CHECK(cu_upload_async(d->rt, (char *)dst + off, d->stage[s], len));
+            TR_CHECK(cu_event_record(d->rt, s));
+        }
     }
     return TR_OK;
+}
+
+tr_status cuda_upload(void *dev, void *dst, const void *src, size_t bytes) {
+    return staged_upload(dev, dst, src, bytes, 0, NULL);
 }
 
 tr_status cuda_mark(void *dev, void **mark) { return cu_mark(((cuda_device *)dev)->rt, mark); }
@@ -124,20 +132,7 @@ tr_status cuda_mark(void *dev, void **mark) { return cu_mark(((cuda_device *)dev
 void cuda_mark_free(void *dev, void *mark) { cu_mark_free(((cuda_device *)dev)->rt, mark); }
 
 tr_status cuda_upload_after(void *dev, void *dst, const void *src, size_t bytes, void *after) {
-    cuda_device *d = dev;
-    if (bytes && !block_of(d, dst, bytes))
-        return tr_error_set(TR_ERR_INVALID, "the destination %p is not memory of this device", dst);
-    /* As cuda_upload, on the copy stream: it waits for `after` alone, not for the work queued
-     * on the compute stream since. */
-    for (size_t off = 0; off < bytes; off += CUDA_STAGE_BYTES) {
-        size_t len = bytes - off < CUDA_STAGE_BYTES ? bytes - off : CUDA_STAGE_BYTES;
-        int s = d->stage_next;
-        d->stage_next ^= 1;
-        TR_CHECK(cu_event_wait(d->rt, s));
-        memcpy(d->stage[s], (const char *)src + off, len);
-        TR_CHECK(cu_upload_beside(d->rt, (char *)dst + off, d->stage[s], len, after, s));
-    }
-    return TR_OK;
+    return staged_upload(dev, dst, src, bytes, 1, after);
 }
 
 tr_status cuda_download(void *dev, void *dst, const void *src, size_t bytes) {

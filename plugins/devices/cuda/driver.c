@@ -242,6 +242,7 @@ tr_status cu_upload_beside(cu_rt *r, void *dst, const void *src, size_t bytes, v
 }
 
 tr_status cu_sync(cu_rt *r) {
+    CU(r, "cuStreamSynchronize (copies)", api.cu->stream_sync(r->copy)); /* a copy whose ordering failed too */
     CU(r, "cuStreamSynchronize", api.cu->stream_sync(r->stream));
     return TR_OK;
 }

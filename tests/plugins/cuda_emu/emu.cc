@@ -237,17 +237,10 @@ static void touch_ptr(const void *p) {
     }
 }
 
-/* Numbers a compute-stream operation and notes the memory it uses. */
-static void note_op(cu_rt *r, const char *what, const void *p1, const void *p2 = nullptr,
-                    const void *p3 = nullptr) {
-    r->seq++;
-    touching = r;
-    touch_what = what;
-    touch_ptr(p1);
-    touch_ptr(p2);
-    touch_ptr(p3);
-    touching = nullptr;
-}
+/* Numbers a compute-stream operation and notes the memory it uses: p1-p3, and a launch's
+ * pointer arguments. */
+static void note_op(cu_rt *r, const char *what, const void *p1, const void *p2 = nullptr, const void *p3 = nullptr,
+                    const emu_kernel *k = nullptr, void **args = nullptr);
 
 static void queue(cu_rt *r) { r->queued = 1; }
 static void wait_queue(cu_rt *r) {
@@ -405,15 +398,23 @@ tr_status cu_sync(cu_rt *r) {
  * for it, so a backend handed it can check where it came from. */
 void *cu_native_stream(cu_rt *r) { return r; }
 
+static void note_op(cu_rt *r, const char *what, const void *p1, const void *p2, const void *p3, const emu_kernel *k,
+                    void **args) {
+    r->seq++;
+    touching = r;
+    touch_what = what;
+    touch_ptr(p1);
+    touch_ptr(p2);
+    touch_ptr(p3);
+    if (k) k->touch(args);
+    touching = nullptr;
+}
+
 tr_status cu_launch(cu_rt *r, cuda_kernel k, unsigned grid, void **args) {
     if ((int)k < 0 || k >= CUDA_N_KERNELS || grid == 0)
         return tr_error_set(TR_ERR_DEVICE, "%s: cuLaunchKernel: invalid kernel %d or grid %u", r->name, (int)k, grid);
     queue(r);
-    r->seq++;
-    touching = r;
-    touch_what = emu_kernels[k].name;
-    emu_kernels[k].touch(args);
-    touching = nullptr;
+    note_op(r, emu_kernels[k].name, nullptr, nullptr, nullptr, &emu_kernels[k], args);
     running = &emu_kernels[k];
     running_args = args;
     gridDim = {grid, 1, 1};
