@@ -39,14 +39,8 @@ comm_killed_rank "$tests" "$emu" nccl_emu "$t"
 # launcher to stop the others: they must leave their own joins promptly, naming it, long
 # before their deadline (NCCL's blocking join would wait for ever).
 init_fault() { # VARIABLE EXPECTED_CODES PATTERN LABEL
-    local pids="" rcs="" start secs
-    for r in 0 1 2; do
-        env "$1=1" RANK=$r WORLD_SIZE=3 TRAINER_JOB_ID="init$$" TRAINER_COMM_TIMEOUT=60 \
-            timeout 120 "$tests/comm_fault" "$emu" nccl_emu stall -1 >"$t/init.$r" 2>&1 & pids="$pids $!"
-    done
-    start=$(date +%s)
-    for p in $pids; do wait "$p" 2>/dev/null; rcs="$rcs $?"; done
-    secs=$(( $(date +%s) - start ))
+    local rcs secs
+    three_ranks "$t" init "init$$" env "$1=1" TRAINER_COMM_TIMEOUT=60 timeout 120 "$tests/comm_fault" "$emu" nccl_emu stall -1
     if [ "$rcs" = "$2" ] && grep -q "$3" "$t/init.0" && grep -q "$3" "$t/init.2" && [ "$secs" -lt 30 ]; then
         ok "$4: ranks 0 and 2 leave NCCL's join in ${secs}s: $(cut -c1-110 "$t/init.0")"
     else bad "$4 (exit codes$rcs, ${secs}s)" "$(cat "$t"/init.*)"; fi

@@ -77,17 +77,23 @@ trainer: {max_steps: 8, log_every: 1, grad_clip: 1.0, progress: lines, threads: 
 YAML
 }
 
-# comm_killed_rank TESTS PLUGINS BACKEND DIR: 3 ranks without a launcher, rank 1 killed in the
-# middle of an all-reduce; ranks 0 and 2 must fail promptly naming it.
-comm_killed_rank() {
-    local tests="$1" plugins="$2" backend="$3" dir="$4" pids="" rcs="" start secs
-    for r in 0 1 2; do
-        RANK=$r WORLD_SIZE=3 TRAINER_JOB_ID="fault$backend$$" TRAINER_COMM_TIMEOUT=30 \
-            "$tests/comm_fault" "$plugins" "$backend" kill 1 >"$dir/kill.$r" 2>&1 & pids="$pids $!"
-    done
+# three_ranks DIR TAG JOB_ID CMD...: ranks 0-2 of CMD started at once without a launcher
+# (nothing stops the others when one fails), rank R's output in DIR/TAG.R; sets rcs (their
+# exit codes, " 3 137 3") and secs (how long the slowest took).
+three_ranks() {
+    local dir="$1" tag="$2" job="$3" pids="" start p; shift 3
+    rcs=""
+    for r in 0 1 2; do RANK=$r WORLD_SIZE=3 TRAINER_JOB_ID="$job" "$@" >"$dir/$tag.$r" 2>&1 & pids="$pids $!"; done
     start=$(date +%s)
     for p in $pids; do wait "$p" 2>/dev/null; rcs="$rcs $?"; done
     secs=$(( $(date +%s) - start ))
+}
+
+# comm_killed_rank TESTS PLUGINS BACKEND DIR: 3 ranks without a launcher, rank 1 killed in the
+# middle of an all-reduce; ranks 0 and 2 must fail promptly naming it.
+comm_killed_rank() {
+    local tests="$1" plugins="$2" backend="$3" dir="$4" rcs secs
+    three_ranks "$dir" kill "fault$backend$$" env TRAINER_COMM_TIMEOUT=30 "$tests/comm_fault" "$plugins" "$backend" kill 1
     if [ "$rcs" = " 3 137 3" ] && grep -q "rank 1 (pid [0-9]*) died" "$dir/kill.0" && grep -q "died" "$dir/kill.2" && [ "$secs" -lt 20 ]; then
         ok "rank 1 killed mid all-reduce: ranks 0 and 2 fail in ${secs}s: $(cat "$dir/kill.0")"
     else bad "killed rank (exit codes$rcs, ${secs}s)" "$(cat "$dir"/kill.*)"; fi
