@@ -522,7 +522,7 @@ tr_tensor *tr_graph_input_from(tr_graph *g, void *data, tr_dtype dtype, int ndim
         if (!t->data || !op_write(g, t->data, data, bytes)) return NULL;
     }
     if (g->n_host_copies < TR_GRAPH_HOST_COPIES) /* more: their checks download, as before */
-        g->host_copies[g->n_host_copies++] = (host_copy){t->data, data, tr_tensor_bytes(t)};
+        g->host_copies[g->n_host_copies++] = (host_copy){t->data, data, bytes};
     return t;
 }
 
