@@ -170,6 +170,15 @@ out="$(TRAINER_FAKE_GPUS=1 TRAINER_FAKE_GPU_OLD_KERNELS=1 timeout 60 "$bin" run 
 if [ $rc = 1 ] && grep -q "embedding: device fake_gpu:0 has no kernel for this op" <<<"$out"; then
     ok "an op the device has no kernel for stops the run naming op and device: $(grep -o 'embedding: device[^(]*' <<<"$out" | head -1)"
 else bad "transformer on a fake GPU without its kernels" "rc=$rc" "$out"; fi
+# A device plugin built before the fused self-attention (attention_qkv): the transformer's
+# attention is composed of three slices and attention there; the same bytes as cpu's fused op.
+out="$(TRAINER_FAKE_GPUS=1 TRAINER_FAKE_GPU_OLD_KERNELS=qkv timeout 120 "$bin" run "$t/tf_lm.yaml" \
+       "run.output_dir=$t/tf_lm_noqkv" 2>&1)"; rc=$?
+a="$(ls -d "$t/tf_lm_noqkv"/l/0/checkpoints/step-* 2>/dev/null | tail -1)"; b="$(ls -d "$t/tf_lm_cpu"/l/0/checkpoints/step-* 2>/dev/null | tail -1)"
+if [ $rc = 0 ] && grep -q "done: 8 steps" <<<"$out" && [ -n "$a" ] && [ -n "$b" ] && same_ckpt "$a" "$b" &&
+   diff <(curve_of "$t/tf_lm_noqkv"/l/0/metrics.jsonl) <(curve_of "$t/tf_lm_cpu"/l/0/metrics.jsonl) >/dev/null; then
+    ok "a device without the fused self-attention: slices and attention there, byte-identical to cpu after 8 steps"
+else bad "transformer on a fake GPU without attention_qkv" "rc=$rc" "$out"; fi
 # A kernel table from before sumsq_to (which queues each parameter's gradient sum into device
 # memory): the core sums with sumsq and uploads each value instead; the same bytes as cpu.
 out="$(TRAINER_FAKE_GPUS=1 TRAINER_FAKE_GPU_OLD_KERNELS=1 timeout 120 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/old" 2>&1)"; rc=$?

@@ -19,6 +19,20 @@ static tr_tensor *attention(tr_graph *g, tr_tensor **in, void *ctx) {
     if (a->self) return tr_attention(g, in[0], in[0], in[0], a->n_head, a->causal);
     return tr_attention(g, in[0], in[1], in[2], a->n_head, a->causal);
 }
+/* Attention on one fused projection; with `also` the input's columns [0, C) also scale the
+ * output, through a slice recorded after the attention (its gradient reaches the input
+ * first: the attention's adds) or before it (the attention's is written, the slice's adds). */
+typedef struct qkv_args {
+    int n_head, causal, also; /* also: 0 none, 1 slice after, 2 slice before */
+} qkv_args;
+static tr_tensor *attention_qkv(tr_graph *g, tr_tensor **in, void *ctx) {
+    const qkv_args *a = ctx;
+    int64_t C = in[0]->shape[2] / 3;
+    tr_tensor *before = a->also == 2 ? tr_slice(g, in[0], 2, 0, C) : NULL;
+    tr_tensor *y = tr_attention_qkv(g, in[0], a->n_head, a->causal);
+    if (a->also == 1) return tr_mul(g, y, tr_slice(g, in[0], 2, 0, C));
+    return before ? tr_mul(g, before, y) : y;
+}
 /* A view of a leaf and of an op output, each feeding a copy op. */
 static tr_tensor *views(tr_graph *g, tr_tensor **in, void *ctx) {
     tr_tensor *v = tr_reshape(g, in[0], 3, (int64_t[]){3, -1, 2}); /* (6, 4) -> (3, 4, 2) */
@@ -74,6 +88,21 @@ int main(void) {
                          GC_F64(3, att[i].B, att[i].S, att[i].C),
                          GC_F64(3, att[i].B, att[i].S, att[i].C)};
         gradcheck(att[i].name, attention, (void *)&att[i].a, att[i].a.self ? 1 : 3, a, tol);
+    }
+
+    static const struct {
+        const char *name;
+        qkv_args a;
+        int B, T, C;
+    } qa[] = {
+        {"attention_qkv", {2, 0, 0}, 2, 4, 6},
+        {"attention_qkv_causal", {3, 1, 0}, 1, 5, 6},
+        {"attention_qkv_adds", {2, 1, 1}, 2, 3, 4},
+        {"attention_qkv_writes", {1, 0, 2}, 2, 3, 4},
+    };
+    for (size_t i = 0; i < sizeof qa / sizeof qa[0]; i++) {
+        gc_input a[1] = {GC_F64(3, qa[i].B, qa[i].T, 3 * qa[i].C)};
+        gradcheck(qa[i].name, attention_qkv, (void *)&qa[i].a, 1, a, tol);
     }
 
     gc_input v[1] = {GC_F64(2, 6, 4)};

@@ -208,7 +208,9 @@ static tr_plugin_desc desc = {
  * TRAINER_FAKE_GPU_DISCOVERY_ONLY set the table ends at `info`, as a device plugin that can
  * list GPUs but not run on them. With TRAINER_FAKE_GPU_OLD_KERNELS set the kernel table
  * ends before copy_rows, as that of a plugin built before the transformers' entries were
- * appended: the core must refuse those ops on it, naming them. */
+ * appended: the core must refuse those ops on it, naming them; set to `qkv` it ends before
+ * attention_qkv_forward, as a plugin built before the fused self-attention: the core must
+ * compose it of slices and attention. */
 static tr_kernels old_kernels;
 
 __attribute__((constructor)) static void set_kernels(void) {
@@ -216,7 +218,9 @@ __attribute__((constructor)) static void set_kernels(void) {
     if (getenv("TRAINER_FAKE_GPU_DISCOVERY_ONLY")) desc.ops_size = offsetof(tr_device_ops, open);
     if (getenv("TRAINER_FAKE_GPU_OLD_KERNELS")) {
         old_kernels = *tr_cpu_kernels();
-        old_kernels.size = offsetof(tr_kernels, copy_rows);
+        const char *old = getenv("TRAINER_FAKE_GPU_OLD_KERNELS");
+        old_kernels.size = strcmp(old, "qkv") == 0 ? offsetof(tr_kernels, attention_qkv_forward)
+                                                   : offsetof(tr_kernels, copy_rows);
         ops.kernels = &old_kernels;
     }
 }

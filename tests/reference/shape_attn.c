@@ -18,6 +18,10 @@ static tr_tensor *attention(tr_graph *g, tr_tensor **in, void *ctx) {
     const attn_args *a = ctx;
     return tr_attention(g, in[0], in[1], in[2], a->n_head, a->causal);
 }
+static tr_tensor *attention_qkv(tr_graph *g, tr_tensor **in, void *ctx) {
+    const attn_args *a = ctx;
+    return tr_attention_qkv(g, in[0], a->n_head, a->causal);
+}
 static tr_tensor *reshape_transpose(tr_graph *g, tr_tensor **in, void *ctx) {
     return tr_transpose(g, tr_reshape(g, in[0], 3, (int64_t[]){2, -1, 3}), 0, 2);
 }
@@ -65,6 +69,18 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof att / sizeof att[0]; i++)
         reftest_op(att[i].name, attention, (void *)&att[i].a, qkv, tol);
+
+    static const struct {
+        const char *name;
+        attn_args a;
+    } packed[] = {
+        {"attention_qkv_h4", {4, 0}},
+        {"attention_qkv_causal_h2", {2, 1}},
+        {"attention_qkv_long_causal", {2, 1}},
+    };
+    const char *fused[] = {"qkv", NULL};
+    for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++)
+        reftest_op(packed[i].name, attention_qkv, (void *)&packed[i].a, fused, tol);
 
     reftest_op("reshape_transpose", reshape_transpose, NULL, x, tol);
     static const int t3[2] = {0, 2}, t4[2] = {1, -1}; /* -1: the last dim, 3 */

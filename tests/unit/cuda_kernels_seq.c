@@ -1,6 +1,6 @@
 /* The CUDA plugin's entries for the transformers' ops against the core's CPU kernels
  * (tr_cpu_kernels), entry by entry (see device_compare.h): slice and concat's row copies,
- * permute, batched matmul, embedding, layer-norm, attention (causal or not, T != S), the
+ * permute, batched matmul, embedding, layer-norm, attention (causal or not, T != S; and on one fused projection), the
  * reductions, mse and cosine similarity, forward and backward. Copies, permutes and the
  * embedding's gradient (rows added in token order, repeated ids included) must be equal;
  * the rest within rounding (the normalised error printed and bounded).
@@ -173,6 +173,38 @@ static void test_attention(void) {
     }
 }
 
+/* Attention on one fused projection (B, T, 3C), causal or not; its gradient written (acc 0)
+ * over random values, then added (acc 1). */
+static void test_attention_qkv(void) {
+    const int64_t shapes[][4] = {{2, 5, 12, 3}, {1, 9, 8, 2}}; /* B, T, C, NH */
+    for (int s = 0; s < 2; s++) {
+        int64_t B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
+        int64_t nx = B * T * 3 * C, ny = B * T * C, na = B * NH * T * T;
+        float *x, *dy, *dx;
+        void *gx = rand_dev(&x, nx, -2, 2), *gdy = rand_dev(&dy, ny, -1, 1), *gdx = rand_dev(&dx, nx, -1, 1);
+        float *out = malloc(ny * F), *att = malloc(na * F);
+        void *gout = dc_zeros(ny * F), *gatt = dc_zeros(na * F);
+        size_t cw = dc_cpu->attention_work(B, T, T, C, NH), gw = dc_gpu->attention_work(B, T, T, C, NH);
+        void *cwork = malloc(cw ? cw : 1), *gwork = gw ? dc_zeros(gw) : NULL;
+        for (int causal = 0; causal < 2; causal++) {
+            char name[96];
+            snprintf(name, sizeof name, "attention_qkv B%lld T%lld C%lld NH%lld%s", (long long)B, (long long)T,
+                     (long long)C, (long long)NH, causal ? " causal" : "");
+            dc_cpu->attention_qkv_forward(out, att, x, B, T, C, NH, causal);
+            dc_gpu->attention_qkv_forward(gout, gatt, gx, B, T, C, NH, causal);
+            dc_compare(name, gout, out, ny, 1e-6);
+            dc_compare("attention_qkv probabilities", gatt, att, na, 1e-6);
+            for (int acc = 0; acc < 2; acc++) {
+                dc_cpu->attention_qkv_backward(dx, cwork, dy, att, x, B, T, C, NH, acc);
+                dc_gpu->attention_qkv_backward(gdx, gwork, gdy, gatt, gx, B, T, C, NH, acc);
+                dc_compare(acc ? "attention_qkv dqkv (added)" : "attention_qkv dqkv (written)", gdx, dx, nx, 1e-5);
+            }
+        }
+        dc_free_all();
+        free(x), free(dy), free(dx), free(out), free(att), free(cwork);
+    }
+}
+
 /* Sums over everything (longer than one block's share) and over a middle or the last dim; mse;
  * cosine similarity, and apart a row of zeros (its norm clamped: a gradient of 1/eps scale).
  * Each backward adds into a fresh random dx. */
@@ -271,6 +303,7 @@ int main(int argc, char **argv) {
     test_embedding();
     test_layer_norm();
     test_attention();
+    test_attention_qkv();
     test_reductions();
     test_embedding_graph();
     return dc_close();

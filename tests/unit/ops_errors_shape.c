@@ -70,6 +70,14 @@ static void test_attention(void) {
                  "S = 0");
     EXPECT_ERROR(tr_attention(g, F32(2, 4, 8), F64(2, 4, 8), F32(2, 4, 8), 2, 0), "attention",
                  "f64");
+    EXPECT_ERROR(tr_attention_qkv(g, F32(2, 4, 18), 4, 0), "attention_qkv", "6 channels", "4 heads");
+    EXPECT_ERROR(tr_attention_qkv(g, F32(2, 4, 18), 0, 1), "attention_qkv", "0 heads");
+    EXPECT_ERROR(tr_attention_qkv(g, F32(2, 4, 8), 2, 0), "attention_qkv", "(2, 4, 8)", "(B, T, 3C)");
+    EXPECT_ERROR(tr_attention_qkv(g, F32(4, 24), 2, 0), "attention_qkv", "(4, 24)", "3-D");
+    EXPECT_ERROR(tr_attention_qkv(g, F32(2, 0, 24), 2, 0), "attention_qkv", "T = 0");
+    EXPECT_ERROR(tr_attention_qkv(g, F32(2, 4, 0), 2, 0), "attention_qkv", "0 channels");
+    EXPECT_ERROR(tr_attention_qkv(g, I32(2, 4, 24), 2, 0), "attention_qkv", "i32");
+    EXPECT_ERROR(tr_attention_qkv(g, NULL, 2, 0), "attention_qkv", "NULL");
 }
 
 static void test_shape_ops(void) {

@@ -268,6 +268,16 @@ typedef struct tr_kernels {
      * step collects each parameter's sum and downloads them together. NULL: the core calls
      * sumsq and uploads its value (a wait for each). */
     void (*sumsq_to)(double *out, const float *g, size_t n);
+
+    /* ---- self-attention on one fused projection, read in place ---- */
+    /* As attention_forward with S = T, q, k and v the column blocks [0, C), [C, 2C) and
+     * [2C, 3C) of qkv (B, T, 3C); out (B, T, C). Backward: dqkv (B, T, 3C), all three blocks,
+     * = (acc 0) or += (acc 1); the scratch is attention_work(B, T, T, C, NH). */
+    void (*attention_qkv_forward)(float *out, float *att, const float *qkv, int64_t B, int64_t T,
+                                  int64_t C, int64_t NH, int causal);
+    void (*attention_qkv_backward)(float *dqkv, void *work, const float *dout, const float *att,
+                                   const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                                   int acc);
 } tr_kernels;
 
 /* The core's CPU kernels as a table (every entry set): the reference for device kernels. */

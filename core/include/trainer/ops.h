@@ -97,6 +97,11 @@ tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table);
  * `causal`. -> (B, T, C). */
 tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, int n_head,
                         int causal);
+/* Self-attention on a fused projection: q, k and v the column blocks [0, C), [C, 2C) and
+ * [2C, 3C) of qkv (B, T, 3C), read in place and their gradient written in place: tr_attention
+ * of the three tr_slice copies without the copies. -> (B, T, C). On a device whose plugin has
+ * no kernel for it, it is that composition. */
+tr_tensor *tr_attention_qkv(tr_graph *g, tr_tensor *qkv, int n_head, int causal);
 
 /* ---- shape ---- */
 

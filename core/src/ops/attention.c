@@ -46,7 +46,7 @@ static int parallel_heads(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH
  * T x S scores of scratch. */
 static void att_forward(float *out, float *att, const float *q, const float *k, const float *v, int64_t B, int64_t T,
                         int64_t S, int64_t C, int64_t NH, int causal) {
-    attention_forward_f32(out, att, q, k, v, B, T, S, C, NH, causal, 0);
+    attention_forward_f32(out, att, q, k, v, C, B, T, S, C, NH, causal, 0);
 }
 
 static size_t att_work(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH) {
@@ -57,39 +57,102 @@ static size_t att_work(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH) {
 static void att_backward(float *dq, float *dk, float *dv, void *work, const float *dout, const float *att,
                          const float *q, const float *k, const float *v, int64_t B, int64_t T, int64_t S, int64_t C,
                          int64_t NH) {
-    attention_backward_f32(dq, dk, dv, work, dout, att, q, k, v, B, T, S, C, NH, 0);
+    attention_backward_f32(dq, dk, dv, work, dout, att, q, k, v, C, B, T, S, C, NH, 1, 0);
+}
+
+static void att_qkv_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                            int causal) {
+    attention_forward_f32(out, att, qkv, qkv + C, qkv + 2 * C, 3 * C, B, T, T, C, NH, causal, 0);
+}
+
+static void att_qkv_backward(float *dqkv, void *work, const float *dout, const float *att, const float *qkv, int64_t B,
+                             int64_t T, int64_t C, int64_t NH, int acc) {
+    attention_backward_f32(dqkv, dqkv + C, dqkv + 2 * C, work, dout, att, qkv, qkv + C, qkv + 2 * C, 3 * C, B, T, T, C,
+                           NH, acc, 0);
 }
 
 void ops_kernels_attention(tr_kernels *k) {
     k->attention_forward = att_forward;
     k->attention_work = att_work;
     k->attention_backward = att_backward;
+    k->attention_qkv_forward = att_qkv_forward;
+    k->attention_qkv_backward = att_qkv_backward;
 }
 
+/* The node: in q, k, v (packed: qkv alone); i B, T, S, C, NH, causal, packed; saved the
+ * probabilities. */
+enum { I_B, I_T, I_S, I_C, I_NH, I_CAUSAL, I_PACKED };
+
 static void attention_backward(tr_graph *g, tr_node *n) {
+    int64_t B = n->i[I_B], T = n->i[I_T], S = n->i[I_S], C = n->i[I_C], NH = n->i[I_NH];
+    const tr_kernels *kern = op_kernels(g);
+    int par = kern ? 0 : parallel_heads(B, T, S, C, NH);
+    size_t esize = tr_dtype_size(n->out->dtype);
+    void *scratch = NULL;
+    if (n->i[I_PACKED]) { /* one gradient, each element written by one GEMM: written when fresh */
+        tr_tensor *qkv = n->in[0];
+        int acc;
+        char *d = op_grad_write(g, qkv, &acc);
+        if (!d) return;
+        if (kern) {
+            if (op_work(g, kern->attention_work(B, T, T, C, NH), &scratch))
+                kern->attention_qkv_backward((float *)d, scratch, n->out->grad, n->saved[0], qkv->data, B, T, C, NH,
+                                             acc);
+            return;
+        }
+        scratch = op_data(g, (par ? (size_t)max_threads() : 1) * (size_t)(T * T) * esize);
+        if (!scratch) return;
+        const char *x = qkv->data;
+        size_t cb = (size_t)C * esize;
+        TR_DISPATCH(qkv->dtype, attention_backward, (void *)d, (void *)(d + cb), (void *)(d + 2 * cb), scratch,
+                    n->out->grad, n->saved[0], (const void *)x, (const void *)(x + cb), (const void *)(x + 2 * cb),
+                    3 * C, B, T, T, C, NH, acc, par);
+        return;
+    }
     tr_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int64_t B = n->i[0], T = n->i[1], S = n->i[2], C = n->i[3], NH = n->i[4];
     void *dq = op_grad(g, q), *dk = op_grad(g, k), *dv = op_grad(g, v);
     if (tr_graph_status(g) != TR_OK || (!dq && !dk && !dv)) return;
-    const tr_kernels *kern = op_kernels(g);
     if (kern) { /* a device's kernels, with the scratch they ask for */
-        void *work;
-        if (op_work(g, kern->attention_work(B, T, S, C, NH), &work))
-            kern->attention_backward(dq, dk, dv, work, n->out->grad, n->saved[0], q->data, k->data, v->data, B, T,
+        if (op_work(g, kern->attention_work(B, T, S, C, NH), &scratch))
+            kern->attention_backward(dq, dk, dv, scratch, n->out->grad, n->saved[0], q->data, k->data, v->data, B, T,
                                      S, C, NH);
         return;
     }
     /* dq, dk, dv may be one buffer (self-attention, or views of one base: same numel, B and C,
      * hence T == S): the (b, h) blocks still coincide, so threads write disjoint blocks. */
-    int par = parallel_heads(B, T, S, C, NH);
-    void *scratch = NULL;
     if (dq || dk) {
-        size_t slots = par ? (size_t)max_threads() : 1;
-        scratch = op_data(g, slots * (size_t)(T * S) * tr_dtype_size(q->dtype) + 1);
+        scratch = op_data(g, (par ? (size_t)max_threads() : 1) * (size_t)(T * S) * esize + 1);
         if (!scratch) return;
     }
-    TR_DISPATCH(q->dtype, attention_backward, dq, dk, dv, scratch, n->out->grad, n->saved[0],
-                q->data, k->data, v->data, B, T, S, C, NH, par);
+    TR_DISPATCH(q->dtype, attention_backward, dq, dk, dv, scratch, n->out->grad, n->saved[0], q->data, k->data,
+                v->data, C, B, T, S, C, NH, 1, par);
+}
+
+/* The output and the probabilities' buffer of attention over (B, T, S), recorded for backward
+ * with inputs in[0..n_in) when any needs a gradient (NULL: failed, the graph says why). */
+static tr_tensor *attention_node(tr_graph *g, tr_tensor *const *in, int n_in, tr_tensor *ref, int64_t B, int64_t T,
+                                 int64_t S, int64_t C, int64_t NH, int causal, void **att) {
+    int64_t shape[3] = {B, T, C};
+    tr_tensor *y = op_out(g, ref->dtype, 3, shape);
+    if (!y) return NULL;
+    size_t att_bytes = (size_t)(B * NH * T * S) * tr_dtype_size(ref->dtype);
+    *att = op_data(g, att_bytes ? att_bytes : 1);
+    if (!*att) return NULL;
+    int needs = n_in == 1 ? op_needs_grad(g, 1, in[0]) : op_needs_grad(g, 3, in[0], in[1], in[2]);
+    if (!needs) return y;
+    tr_node *n = n_in == 1 ? op_record(g, "attention", attention_backward, y, 1, in[0])
+                           : op_record(g, "attention", attention_backward, y, 3, in[0], in[1], in[2]);
+    if (!n) return NULL;
+    int64_t args[] = {[I_B] = B, [I_T] = T, [I_S] = S, [I_C] = C, [I_NH] = NH, [I_CAUSAL] = causal != 0,
+                      [I_PACKED] = n_in == 1};
+    memcpy(n->i, args, sizeof args);
+    n->saved[0] = *att;
+    return y;
+}
+
+static tr_tensor *heads_fail(tr_graph *g, const char *op, int64_t C, const tr_tensor *x, int n_head) {
+    return op_fail(g, TR_ERR_INVALID, "%s: %lld channels of %s do not split into %d heads", op, (long long)C,
+                   op_shape(x), n_head);
 }
 
 tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, int n_head,
@@ -106,33 +169,44 @@ tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, i
                        "attention: q %s, k %s, v %s do not match: expected k and v (%lld, S, "
                        "%lld)",
                        op_shape(q), op_shape(k), op_shape(v), (long long)B, (long long)C);
-    if (n_head < 1 || C % n_head != 0 || C == 0)
-        return op_fail(g, TR_ERR_INVALID,
-                       "attention: %lld channels of q %s do not split into %d heads",
-                       (long long)C, op_shape(q), n_head);
+    if (n_head < 1 || C % n_head != 0 || C == 0) return heads_fail(g, "attention", C, q, n_head);
     if (S == 0)
         return op_fail(g, TR_ERR_INVALID, "attention: k %s has no keys (S = 0)", op_shape(k));
     int64_t NH = n_head;
-    tr_tensor *y = op_out(g, q->dtype, 3, q->shape);
+    void *att;
+    tr_tensor *y = attention_node(g, (tr_tensor *[]){q, k, v}, 3, q, B, T, S, C, NH, causal, &att);
     if (!y) return NULL;
-    size_t att_bytes = (size_t)(B * NH * T * S) * tr_dtype_size(q->dtype);
-    void *att = op_data(g, att_bytes ? att_bytes : 1);
-    if (!att) return NULL;
     if (op_kernels(g))
         op_kernels(g)->attention_forward(y->data, att, q->data, k->data, v->data, B, T, S, C, NH, causal != 0);
     else
-        TR_DISPATCH(q->dtype, attention_forward, y->data, att, q->data, k->data, v->data, B, T, S, C, NH, causal != 0,
-                    parallel_heads(B, T, S, C, NH));
-    if (op_needs_grad(g, 3, q, k, v)) {
-        tr_node *n = op_record(g, "attention", attention_backward, y, 3, q, k, v);
-        if (!n) return NULL;
-        n->i[0] = B;
-        n->i[1] = T;
-        n->i[2] = S;
-        n->i[3] = C;
-        n->i[4] = NH;
-        n->i[5] = causal != 0;
-        n->saved[0] = att;
+        TR_DISPATCH(q->dtype, attention_forward, y->data, att, q->data, k->data, v->data, C, B, T, S, C, NH,
+                    causal != 0, parallel_heads(B, T, S, C, NH));
+    return y;
+}
+
+tr_tensor *tr_attention_qkv(tr_graph *g, tr_tensor *qkv, int n_head, int causal) {
+    if (!op_check(g, "attention_qkv", 1, qkv)) return NULL;
+    if (qkv->ndim != 3 || qkv->shape[2] % 3 != 0)
+        return op_fail(g, TR_ERR_INVALID, "attention_qkv: qkv %s must be 3-D (B, T, 3C)", op_shape(qkv));
+    int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, NH = n_head;
+    const tr_kernels *kern = op_kernels(g);
+    if (kern && (!kern->attention_qkv_forward || !kern->attention_qkv_backward || !kern->attention_work)) {
+        /* a device without the fused entries: q, k and v as copies */
+        return tr_attention(g, tr_slice(g, qkv, 2, 0, C), tr_slice(g, qkv, 2, C, C), tr_slice(g, qkv, 2, 2 * C, C),
+                            n_head, causal);
+    }
+    if (n_head < 1 || C % n_head != 0 || C == 0) return heads_fail(g, "attention_qkv", C, qkv, n_head);
+    if (T == 0) return op_fail(g, TR_ERR_INVALID, "attention_qkv: qkv %s has no keys (T = 0)", op_shape(qkv));
+    void *att;
+    tr_tensor *y = attention_node(g, &qkv, 1, qkv, B, T, T, C, NH, causal, &att);
+    if (!y) return NULL;
+    if (kern) {
+        kern->attention_qkv_forward(y->data, att, qkv->data, B, T, C, NH, causal != 0);
+    } else {
+        const char *x = qkv->data;
+        size_t cb = (size_t)C * tr_dtype_size(qkv->dtype);
+        TR_DISPATCH(qkv->dtype, attention_forward, y->data, att, (const void *)x, (const void *)(x + cb),
+                    (const void *)(x + 2 * cb), 3 * C, B, T, T, C, NH, causal != 0, parallel_heads(B, T, T, C, NH));
     }
     return y;
 }

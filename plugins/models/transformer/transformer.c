@@ -204,8 +204,7 @@ static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
 #define PG(f) tr_params_get(P, k->f)
         tr_tensor *h = tr_layer_norm(g, x, PG(ln1_w), PG(ln1_b), 1e-5);
         tr_tensor *qkv = tr_linear(g, h, PG(qkv_w), PG(qkv_b));
-        tr_tensor *a = tr_attention(g, tr_slice(g, qkv, 2, 0, C), tr_slice(g, qkv, 2, C, C),
-                                    tr_slice(g, qkv, 2, 2 * C, C), m->n_head, m->lm);
+        tr_tensor *a = tr_attention_qkv(g, qkv, m->n_head, m->lm);
         a = tr_dropout(g, tr_linear(g, a, PG(proj_w), PG(proj_b)), m->dropout);
         x = tr_add(g, x, a);
         h = tr_layer_norm(g, x, PG(ln2_w), PG(ln2_b), 1e-5);

@@ -71,6 +71,15 @@ def cases():
         yield name, _fwd_bwd(lambda q, k, v: _attention(q, k, v, nh, causal),
                              dict(q=rnd(B, T, C), k=rnd(B, S, C), v=rnd(B, S, C)), 5)
 
+    # attention on one fused projection (B, T, 3C): q, k, v its thirds (tr_attention_qkv)
+    for name, B, T, C, nh, causal in [
+        ("attention_qkv_h4", 2, 6, 16, 4, 0),
+        ("attention_qkv_causal_h2", 2, 7, 8, 2, 1),
+        ("attention_qkv_long_causal", 1, 192, 32, 2, 1),  # the serial-heads path, as above
+    ]:
+        yield name, _fwd_bwd(lambda qkv: _attention(*qkv.chunk(3, dim=-1), nh, causal),
+                             dict(qkv=rnd(B, T, 3 * C)), 5)
+
     # reshape (a view in C) composed with a copy op, so the gradient passes through the view
     yield "reshape_transpose", _fwd_bwd(lambda x: x.reshape(2, -1, 3).transpose(0, 2),
                                         dict(x=rnd(4, 6)), 6)
