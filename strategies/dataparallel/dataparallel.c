@@ -427,10 +427,13 @@ static void destroy(void *ctx) {
         d->gen++;
         pthread_cond_broadcast(&d->go);
         pthread_mutex_unlock(&d->mu);
-        for (int i = 1; i < d->n; i++)
-            if (d->w[i].started) pthread_join(d->w[i].thread, NULL);
     }
-    for (int i = 0; d->w && i < d->n; i++) drop_comm(d, &d->w[i]); /* the primary's, and any left */
+    /* The primary's communicator while the workers drop theirs: leaving NCCL (its finalize)
+     * completes only once every rank of the job is leaving. */
+    if (d->w) drop_comm(d, &d->w[0]);
+    for (int i = 1; running && i < d->n; i++)
+        if (d->w[i].started) pthread_join(d->w[i].thread, NULL);
+    for (int i = 0; d->w && i < d->n; i++) drop_comm(d, &d->w[i]); /* any left */
     for (int i = 0; d->r && i < d->n; i++) tr_replica_destroy(d->r[i]);
     for (int i = 0; d->w && i < d->n; i++) tr_free(d->w[i].stats);
     tr_optim_destroy(d->opt);

@@ -55,7 +55,7 @@ else bad "ddp on cuda_emu vs cpu" "rc=$rc" "${cmp_out:-}" "$out"; fi
 # devices' gradient buffers, nothing staged; with 2 ranks the sums are the same bits as shm's.
 out="$(TRAINER_CUDA_EMU_GPUS=2 timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/ddp_nccl" strategy.first_bucket_mb=0.001 \
        strategy.bucket_mb=0.002 strategy.backend=nccl_emu 2>&1)"; rc=$?
-if [ $rc = 0 ] && grep -q "2 ranks over nccl_emu, one GPU each: this rank cuda_emu:0, [0-9]* buckets all-reduced in device memory" <<<"$out" &&
+if [ $rc = 0 ] && ! grep -q "nccl_emu: rank" <<<"$out" && grep -q "2 ranks over nccl_emu, one GPU each: this rank cuda_emu:0, [0-9]* buckets all-reduced in device memory" <<<"$out" &&
    cmp_out="$(cmp_runs "$t/ddp_nccl/m/0" "$t/ddp/m/0" --tol 0 2>&1)"; then
     ok "ddp on 2 emulated CUDA devices over nccl_emu (in device memory): equal to ddp over shm ($cmp_out)"
 else bad "ddp over nccl_emu vs shm" "rc=$rc" "${cmp_out:-}" "$out"; fi
@@ -87,7 +87,9 @@ else bad "dataparallel on cuda_emu [0, 0] vs CPU replicas" "rc=$rc rc2=$rc2" "${
 # gradients reduced onto the primary and the parameters broadcast in device memory, against
 # the same replicas through host memory (backend host). The emulator sums in rank order, the
 # host in replica order: the same bits, for 2 and 3 replicas. Stopped after 10 steps and
-# resumed (sync() uploads to every replica), it ends where the straight run does.
+# resumed (sync() uploads to every replica), it ends where the straight run does. The
+# replicas leave NCCL together (its finalize completes only once every rank leaves: nccl_emu
+# says when a rank waited for the others until its limit).
 for n in 2 3; do
     for b in host nccl_emu; do
         out="$(TRAINER_CUDA_EMU_GPUS=$n timeout 180 "$bin" run "$t/mlp.yaml" "run.output_dir=$t/dp${n}_$b" \
@@ -97,8 +99,9 @@ for n in 2 3; do
     if [ "$(cat "$t/dp${n}_host.rc")" = 0 ] && [ "$(cat "$t/dp${n}_nccl_emu.rc")" = 0 ] &&
        grep -q "reduced and replicated through host memory)" "$t/dp${n}_host.log" &&
        grep -q "dataparallel ($n GPU replicas on cuda_emu:0, cuda_emu:1.*, reduced and broadcast over nccl_emu in device memory)" \
-           "$t/dp${n}_nccl_emu.log" && cmp_out="$(cmp_runs "$t/dp${n}_nccl_emu/m/0" "$t/dp${n}_host/m/0" --tol 0 2>&1)"; then
-        ok "dataparallel, $n replicas on $n emulated GPUs over nccl_emu (device memory): equal to host memory's ($cmp_out)"
+           "$t/dp${n}_nccl_emu.log" && ! grep -q "nccl_emu: rank" "$t/dp${n}_nccl_emu.log" &&
+       cmp_out="$(cmp_runs "$t/dp${n}_nccl_emu/m/0" "$t/dp${n}_host/m/0" --tol 0 2>&1)"; then
+        ok "dataparallel, $n replicas on $n emulated GPUs over nccl_emu (device memory): equal to host memory's ($cmp_out), leaving NCCL together"
     else bad "dataparallel on $n GPUs over nccl_emu vs host" "${cmp_out:-}" "$(tail -3 "$t/dp${n}_nccl_emu.log")" \
              "$(tail -3 "$t/dp${n}_host.log")"; fi
 done

@@ -46,6 +46,7 @@ static struct {
     nccl_res (*init_rank)(nccl_comm *, int, nccl_id, int);
     nccl_res (*init_rank_config)(nccl_comm *, int, nccl_id, int, void *); /* NCCL 2.14+, else NULL */
     nccl_res (*destroy)(nccl_comm);
+    nccl_res (*finalize)(nccl_comm); /* NCCL 2.14+, else NULL */
     nccl_res (*abort)(nccl_comm);
     nccl_res (*async_error)(nccl_comm, nccl_res *);
     const char *(*nccl_error)(nccl_res);
@@ -95,6 +96,8 @@ static void api_load(void) {
     }
     /* Non-blocking initialisation (bounded by the deadline) needs ncclCommInitRankConfig. */
     *(void **)&api.init_rank_config = dlsym(nc, "ncclCommInitRankConfig");
+    /* and leaving it bounded, ncclCommFinalize (then ncclCommDestroy frees local state only) */
+    *(void **)&api.finalize = dlsym(nc, "ncclCommFinalize");
     cu_res rc = api.cu->init(0);
     if (rc != 0) {
         snprintf(api.why, sizeof api.why, "cuInit failed (CUDA error %d)", rc);
@@ -121,6 +124,8 @@ struct nc_comm {
     void *scratch;
     size_t scratch_size;
     atomic_int abort_requested, aborted;
+    int nonblocking; /* made by ncclCommInitRankConfig with blocking 0 */
+    double span;     /* the join's time limit: finalizing gets as long */
     double deadline;
     nc_stop_fn stop;
     void *stop_arg;
@@ -143,6 +148,7 @@ static tr_status nccl_fail(nc_comm *c, nccl_res rc, const char *what) {
         if (rc_ != 0) return cu_fail(rc_, what);                                                                       \
     } while (0)
 static tr_status settle(nc_comm *c, const char *what);
+static void abort_now(nc_comm *c);
 /* A call on the communicator: one that goes on in the background (ncclInProgress, a
  * non-blocking communicator) is waited for, bounded, before the next call may be made. */
 #define NC(c, call, what)                                                                                              \
@@ -201,6 +207,7 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     for (int i = 0; compute && st == TR_OK && i < NC_SLOTS; i++)
         if ((rc = api.cu->event_create(&c->ready[i], CU_EVENT_DISABLE_TIMING)) != 0) st = cu_fail(rc, "cuEventCreate");
     c->compute = compute;
+    c->span = deadline - tr_now() > 1.0 ? deadline - tr_now() : 1.0;
     c->deadline = deadline;
     c->stop = stop;
     c->stop_arg = stop_arg;
@@ -211,6 +218,7 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
          * deadline and the peers (a blocking ncclCommInitRank waits for a dead rank for ever). */
         nccl_config_v21400 cfg = {sizeof cfg, NCCL_CONFIG_MAGIC, NCCL_VERSION_2_14, 0};
         nccl_res nr = api.init_rank_config(&c->comm, size, u, rank, &cfg);
+        c->nonblocking = 1;
         if (nr == NCCL_IN_PROGRESS && c->comm) st = settle(c, "ncclCommInitRankConfig");
         else if (nr != NCCL_OK) st = nccl_fail(c, nr, "ncclCommInitRankConfig");
     } else if (st == TR_OK) { /* before NCCL 2.14: blocking, unbounded */
@@ -228,12 +236,26 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     return TR_OK;
 }
 
+/* A non-blocking communicator's leaving: ncclCommFinalize flushes its work and leaves the
+ * peers in the background, polled as a collective is (for the join's span from now, the stop
+ * callback watching the peers, the abort flag); TR_OK once it finished, else it was aborted
+ * (so that a dead peer cannot hang the ending job, as ncclCommDestroy alone would). */
+static tr_status finalize(nc_comm *c) {
+    c->deadline = tr_now() + c->span;
+    nccl_res rc = api.finalize(c->comm);
+    if (rc == NCCL_OK || rc == NCCL_IN_PROGRESS) return settle(c, "ncclCommFinalize");
+    tr_status st = nccl_fail(c, rc, "ncclCommFinalize");
+    abort_now(c);
+    return st;
+}
+
 void nc_destroy(nc_comm *c, int abort_first) {
     if (!c) return;
     api.cu->ctx_set_current(c->ctx);
     if (c->comm && !atomic_load(&c->aborted)) {
         if (abort_first || atomic_load(&c->abort_requested)) api.abort(c->comm);
-        else api.destroy(c->comm);
+        else if (!c->nonblocking || !api.finalize || finalize(c) == TR_OK) api.destroy(c->comm);
+        /* else finalize aborted it */
     }
     if (c->scratch) api.cu->mem_free((cu_ptr)(uintptr_t)c->scratch);
     for (int i = 0; i < NC_SLOTS; i++)

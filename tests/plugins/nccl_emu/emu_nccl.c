@@ -11,7 +11,9 @@
  * TRAINER_NCCL_EMU_STREAM=1 refuses to wait for device work without the compute stream of a
  * bound device (what a strategy that bound its GPU must hand over, tr_accel_bound_stream), and
  * an operation on device buffers that was not marked ready when it was issued (the backend's
- * `issued` entry, called by tr_comm_issue on the issuing thread).
+ * `issued` entry, called by tr_comm_issue on the issuing thread). Leaving (nc_destroy without
+ * abort) completes once every rank is leaving, as ncclCommFinalize does; a rank that waited for
+ * the others until its limit says so on stderr ("nccl_emu: rank R waited ...").
  *
  * A communicator is a shared-memory segment named by the unique id: a header, then one slot of
  * EMU_SLOT bytes per rank. Each call runs to the end before it returns: a collective is "copy
@@ -51,7 +53,7 @@ typedef struct emu_rank {
 } emu_rank;
 
 typedef struct emu_seg {
-    _Atomic uint32_t joined;
+    _Atomic uint32_t joined, leaving;
     emu_rank ranks[EMU_MAX];
     _Atomic uint64_t sent[EMU_MAX][EMU_MAX], acked[EMU_MAX][EMU_MAX];
 } emu_seg;
@@ -68,6 +70,7 @@ struct nc_comm {
     void *scratch;
     size_t scratch_size;
     atomic_int aborted;
+    double span; /* the join's time limit: leaving gets as long (at most 10 s here) */
     double deadline;
     nc_stop_fn stop;
     void *stop_arg;
@@ -136,6 +139,7 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     c->rank = rank;
     c->world = size;
     c->compute = compute;
+    c->span = deadline - tr_now() > 1.0 ? deadline - tr_now() : 1.0;
     const char *rs = getenv("TRAINER_NCCL_EMU_STREAM");
     c->require_stream = rs && *rs && *rs != '0';
     c->size = EMU_HEADER + (size_t)size * EMU_SLOT;
@@ -177,9 +181,28 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     return TR_OK;
 }
 
+/* Leaving as the driver does it (ncclCommFinalize, polled): done only once every rank is
+ * leaving, bounded by the deadline and by the stop callback (a peer that aborted or died). A
+ * rank still waiting at the deadline says so: the driver would abort its communicator there,
+ * after a teardown as long as the join's time limit (a strategy that leaves its ranks one
+ * after another, each waiting for the next). */
+static void leave(nc_comm *c) {
+    atomic_fetch_add(&c->seg->leaving, 1);
+    double start = tr_now(), limit = c->span < 10.0 ? c->span : 10.0;
+    while (atomic_load(&c->seg->leaving) < (uint32_t)c->world) {
+        if (atomic_load(&c->aborted) || (c->stop && c->stop(c->stop_arg))) return;
+        if (tr_now() - start > limit) {
+            fprintf(stderr, "nccl_emu: rank %d waited %.0f s for the other ranks to leave NCCL (ncclCommFinalize would "
+                            "abort at its deadline)\n", c->rank, limit);
+            return;
+        }
+        nanosleep(&(struct timespec){0, 200000}, NULL);
+    }
+}
+
 void nc_destroy(nc_comm *c, int abort_first) {
-    (void)abort_first;
     if (!c) return;
+    if (!abort_first && c->seg && !atomic_load(&c->aborted)) leave(c);
     if (!c->unlinked && c->rank == 0) shm_unlink(c->name);
     if (c->seg) munmap(c->seg, c->size);
     tr_free(c->scratch);
