@@ -327,11 +327,12 @@ static void run_job(dp *d, worker *w) {
     if (st != TR_OK) {
         snprintf(w->msg, sizeof w->msg, "%s", tr_error_msg());
         barrier_break(d);
-        /* the others' collectives fail now instead of at their deadline (abort is for any
-         * thread; a rank still joining fails its create on the deadline) */
+        /* the others' collectives fail now instead of at their deadline, and every rank,
+         * this one's too, aborts instead of leaving NCCL in order (abort is for any thread; a
+         * rank still joining fails its create on the deadline) */
         pthread_mutex_lock(&d->bmu);
         for (int i = 0; i < d->n; i++)
-            if (i != w->i && d->w[i].comm) tr_comm_abort(d->w[i].comm);
+            if (d->w[i].comm) tr_comm_abort(d->w[i].comm);
         pthread_mutex_unlock(&d->bmu);
     }
 }

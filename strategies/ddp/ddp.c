@@ -294,8 +294,7 @@ fail:
     return st;
 }
 
-static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
-    ddp *d = ctx;
+static tr_status micro(ddp *d, const tr_micro_batch *mb, double *loss) {
     if (mb->first && d->broadcast_buffers) TR_CHECK(broadcast_buffers(d));
     tr_model_out out;
     TR_CHECK(tr_replica_forward(d->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
@@ -314,6 +313,15 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
     TR_CHECK(tr_accel_download(d->accel, &v, out.loss->data, sizeof v));
     *loss = v;
     return TR_OK;
+}
+
+/* A micro-batch; one that fails breaks the communicator everywhere (its peers would wait in
+ * the buckets this rank never issues until their deadline; the message stays this one's). */
+static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
+    ddp *d = ctx;
+    tr_status st = micro(d, mb, loss);
+    if (st != TR_OK) tr_comm_abort(d->comm);
+    return st;
 }
 
 /* Sharded update of bucket b: this rank's slice updated (unless apply is 0: a non-finite

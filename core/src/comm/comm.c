@@ -483,6 +483,7 @@ tr_status tr_comm_create(tr_comm **out, const tr_plugin *backend, const tr_optio
     pthread_cond_init(&c->cv_work, NULL);
     pthread_cond_init(&c->cv_done, NULL);
     if (pthread_create(&c->thread, NULL, comm_thread, c) != 0) {
+        if (ops->abort) ops->abort(c->ctx); /* the peers never see this rank again: no leaving */
         ops->destroy(c->ctx);
         pthread_mutex_destroy(&c->mu);
         pthread_cond_destroy(&c->cv_work);

@@ -254,8 +254,13 @@ void nc_destroy(nc_comm *c, int abort_first) {
     api.cu->ctx_set_current(c->ctx);
     if (c->comm && !atomic_load(&c->aborted)) {
         if (abort_first || atomic_load(&c->abort_requested)) api.abort(c->comm);
-        else if (!c->nonblocking || !api.finalize || finalize(c) == TR_OK) api.destroy(c->comm);
-        /* else finalize aborted it */
+        else if (!c->nonblocking || !api.finalize) api.destroy(c->comm);
+        else { /* a finalize that fails aborts; the thread's message stays the run's */
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", tr_error_msg());
+            if (finalize(c) == TR_OK) api.destroy(c->comm);
+            else tr_error_set(TR_OK, "%s", msg);
+        }
     }
     if (c->scratch) api.cu->mem_free((cu_ptr)(uintptr_t)c->scratch);
     for (int i = 0; i < NC_SLOTS; i++)

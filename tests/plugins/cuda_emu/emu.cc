@@ -176,10 +176,6 @@ static void fiber_start(int t) {
     char *stack = stacks + (size_t)t * FIBER_STACK;
     fibers[t].done = 0;
     fibers[t].fake_stack = nullptr;
-#ifdef EMU_ASAN
-    /* The last block's frames on this stack never returned: their redzones stay poisoned. */
-    ASAN_UNPOISON_MEMORY_REGION(stack, FIBER_STACK);
-#endif
 #ifdef EMU_ASM_SWITCH
     /* As emu_switch leaves a stack: six zeroed registers, then the return address; 16-byte
      * aligned so that fiber_main starts as if called. */
@@ -205,6 +201,11 @@ static void run_block_fibers(void) {
             fprintf(stderr, "cuda_emu: out of memory for fibers\n");
             abort();
         }
+#ifdef EMU_ASAN
+        /* Stacks, not heap blocks: ASan poisons and clears their frames' redzones itself (a
+         * fiber's kernel returns before it ends; what stays on the stack holds no locals). */
+        ASAN_UNPOISON_MEMORY_REGION(stacks, (size_t)CUDA_BLOCK * FIBER_STACK);
+#endif
     }
     for (int t = 0; t < CUDA_BLOCK; t++) fiber_start(t);
     /* Round-robin: each round runs every live thread to its next barrier or its end, so all

@@ -70,7 +70,7 @@ struct nc_comm {
     void *scratch;
     size_t scratch_size;
     atomic_int aborted;
-    double span; /* the join's time limit: leaving gets as long (at most 10 s here) */
+    double span; /* the join's time limit: leaving gets as long (at most 30 s here) */
     double deadline;
     nc_stop_fn stop;
     void *stop_arg;
@@ -140,6 +140,9 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     c->world = size;
     c->compute = compute;
     c->span = deadline - tr_now() > 1.0 ? deadline - tr_now() : 1.0;
+    c->deadline = deadline;
+    c->stop = stop;
+    c->stop_arg = stop_arg;
     const char *rs = getenv("TRAINER_NCCL_EMU_STREAM");
     c->require_stream = rs && *rs && *rs != '0';
     c->size = EMU_HEADER + (size_t)size * EMU_SLOT;
@@ -188,7 +191,7 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
  * after another, each waiting for the next). */
 static void leave(nc_comm *c) {
     atomic_fetch_add(&c->seg->leaving, 1);
-    double start = tr_now(), limit = c->span < 10.0 ? c->span : 10.0;
+    double start = tr_now(), limit = c->span < 30.0 ? c->span : 30.0;
     while (atomic_load(&c->seg->leaving) < (uint32_t)c->world) {
         if (atomic_load(&c->aborted) || (c->stop && c->stop(c->stop_arg))) return;
         if (tr_now() - start > limit) {

@@ -64,8 +64,8 @@ def cases():
         ("attention_cross_h1", 3, 7, 4, 8, 1, 0),    # T > S
         ("attention_cross_causal_h4", 2, 5, 7, 16, 4, 1),
         ("attention_cross_causal_h2", 2, 7, 4, 8, 2, 1),
-        # heads big enough (T*S*D > 65536*4, T*S > 32768) for the serial-heads path with
-        # OpenMP softmax rows
+        # a long sequence (T*S > 32768: OpenMP threads the softmax rows where the heads run
+        # one after another, as on 1 thread; on 2 threads B*NH = 2 heads run in parallel)
         ("attention_long_causal", 1, 192, 192, 32, 2, 1),
     ]:
         yield name, _fwd_bwd(lambda q, k, v: _attention(q, k, v, nh, causal),
@@ -75,7 +75,7 @@ def cases():
     for name, B, T, C, nh, causal in [
         ("attention_qkv_h4", 2, 6, 16, 4, 0),
         ("attention_qkv_causal_h2", 2, 7, 8, 2, 1),
-        ("attention_qkv_long_causal", 1, 192, 32, 2, 1),  # the serial-heads path, as above
+        ("attention_qkv_long_causal", 1, 192, 32, 2, 1),  # a long sequence, as above
     ]:
         yield name, _fwd_bwd(lambda qkv: _attention(*qkv.chunk(3, dim=-1), nh, causal),
                              dict(qkv=rnd(B, T, 3 * C)), 5)
