@@ -8,6 +8,8 @@
 #include <omp.h>
 #endif
 
+#include <string.h>
+
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
 #include "ops/gemm.h"
@@ -84,69 +86,71 @@ void ops_kernels_attention(tr_kernels *k) {
 enum { I_B, I_T, I_S, I_C, I_NH, I_CAUSAL, I_PACKED };
 
 static void attention_backward(tr_graph *g, tr_node *n) {
-    int64_t B = n->i[I_B], T = n->i[I_T], S = n->i[I_S], C = n->i[I_C], NH = n->i[I_NH];
+    int64_t B = n->i[I_B], T = n->i[I_T], S = n->i[I_S], C = n->i[I_C], NH = n->i[I_NH], ld = C;
     const tr_kernels *kern = op_kernels(g);
-    int par = kern ? 0 : parallel_heads(B, T, S, C, NH);
-    size_t esize = tr_dtype_size(n->out->dtype);
-    void *scratch = NULL;
+    const void *q, *k, *v;
+    void *dq, *dk, *dv, *scratch = NULL;
+    int acc = 1;
     if (n->i[I_PACKED]) { /* one gradient, each element written by one GEMM: written when fresh */
-        tr_tensor *qkv = n->in[0];
-        int acc;
-        char *d = op_grad_write(g, qkv, &acc);
+        size_t cb = (size_t)C * tr_dtype_size(n->out->dtype);
+        char *d = op_grad_write(g, n->in[0], &acc);
+        const char *x = n->in[0]->data;
         if (!d) return;
-        if (kern) {
-            if (op_work(g, kern->attention_work(B, T, T, C, NH), &scratch))
-                kern->attention_qkv_backward((float *)d, scratch, n->out->grad, n->saved[0], qkv->data, B, T, C, NH,
-                                             acc);
-            return;
-        }
-        scratch = op_data(g, (par ? (size_t)max_threads() : 1) * (size_t)(T * T) * esize);
-        if (!scratch) return;
-        const char *x = qkv->data;
-        size_t cb = (size_t)C * esize;
-        TR_DISPATCH(qkv->dtype, attention_backward, (void *)d, (void *)(d + cb), (void *)(d + 2 * cb), scratch,
-                    n->out->grad, n->saved[0], (const void *)x, (const void *)(x + cb), (const void *)(x + 2 * cb),
-                    3 * C, B, T, T, C, NH, acc, par);
-        return;
+        ld = 3 * C;
+        q = x, k = x + cb, v = x + 2 * cb;
+        dq = d, dk = d + cb, dv = d + 2 * cb;
+    } else {
+        q = n->in[0]->data, k = n->in[1]->data, v = n->in[2]->data;
+        dq = op_grad(g, n->in[0]), dk = op_grad(g, n->in[1]), dv = op_grad(g, n->in[2]);
+        if (tr_graph_status(g) != TR_OK || (!dq && !dk && !dv)) return;
     }
-    tr_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    void *dq = op_grad(g, q), *dk = op_grad(g, k), *dv = op_grad(g, v);
-    if (tr_graph_status(g) != TR_OK || (!dq && !dk && !dv)) return;
     if (kern) { /* a device's kernels, with the scratch they ask for */
-        if (op_work(g, kern->attention_work(B, T, S, C, NH), &scratch))
-            kern->attention_backward(dq, dk, dv, scratch, n->out->grad, n->saved[0], q->data, k->data, v->data, B, T,
-                                     S, C, NH);
+        if (!op_work(g, kern->attention_work(B, T, S, C, NH), &scratch)) return;
+        if (n->i[I_PACKED])
+            kern->attention_qkv_backward(dq, scratch, n->out->grad, n->saved[0], q, B, T, C, NH, acc);
+        else
+            kern->attention_backward(dq, dk, dv, scratch, n->out->grad, n->saved[0], q, k, v, B, T, S, C, NH);
         return;
     }
     /* dq, dk, dv may be one buffer (self-attention, or views of one base: same numel, B and C,
      * hence T == S): the (b, h) blocks still coincide, so threads write disjoint blocks. */
+    int par = parallel_heads(B, T, S, C, NH);
     if (dq || dk) {
-        scratch = op_data(g, (par ? (size_t)max_threads() : 1) * (size_t)(T * S) * esize + 1);
+        scratch = op_data(g, (par ? (size_t)max_threads() : 1) * (size_t)(T * S) * tr_dtype_size(n->out->dtype) + 1);
         if (!scratch) return;
     }
-    TR_DISPATCH(q->dtype, attention_backward, dq, dk, dv, scratch, n->out->grad, n->saved[0], q->data, k->data,
-                v->data, C, B, T, S, C, NH, 1, par);
+    TR_DISPATCH(n->out->dtype, attention_backward, dq, dk, dv, scratch, n->out->grad, n->saved[0], q, k, v, ld, B, T,
+                S, C, NH, acc, par);
 }
 
-/* The output and the probabilities' buffer of attention over (B, T, S), recorded for backward
- * with inputs in[0..n_in) when any needs a gradient (NULL: failed, the graph says why). */
-static tr_tensor *attention_node(tr_graph *g, tr_tensor *const *in, int n_in, tr_tensor *ref, int64_t B, int64_t T,
-                                 int64_t S, int64_t C, int64_t NH, int causal, void **att) {
-    int64_t shape[3] = {B, T, C};
-    tr_tensor *y = op_out(g, ref->dtype, 3, shape);
+/* Attention over (B, T, S) of q, k and v (rows at stride ld): its output, computed, and the
+ * node recording the inputs in[0..n_in) when any needs a gradient (n_in 1: the fused
+ * projection whose thirds q, k and v are). NULL: failed, the graph says why. */
+static tr_tensor *attention_run(tr_graph *g, tr_tensor *const *in, int n_in, const void *q, const void *k,
+                                const void *v, int64_t ld, int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH,
+                                int causal) {
+    tr_dtype dt = in[0]->dtype;
+    tr_tensor *y = op_out(g, dt, 3, (int64_t[]){B, T, C});
     if (!y) return NULL;
-    size_t att_bytes = (size_t)(B * NH * T * S) * tr_dtype_size(ref->dtype);
-    *att = op_data(g, att_bytes ? att_bytes : 1);
-    if (!*att) return NULL;
+    size_t att_bytes = (size_t)(B * NH * T * S) * tr_dtype_size(dt);
+    void *att = op_data(g, att_bytes ? att_bytes : 1);
+    if (!att) return NULL;
+    causal = causal != 0;
+    const tr_kernels *kern = op_kernels(g);
+    if (kern && n_in == 1) kern->attention_qkv_forward(y->data, att, q, B, T, C, NH, causal);
+    else if (kern) kern->attention_forward(y->data, att, q, k, v, B, T, S, C, NH, causal);
+    else
+        TR_DISPATCH(dt, attention_forward, y->data, att, q, k, v, ld, B, T, S, C, NH, causal,
+                    parallel_heads(B, T, S, C, NH));
     int needs = n_in == 1 ? op_needs_grad(g, 1, in[0]) : op_needs_grad(g, 3, in[0], in[1], in[2]);
     if (!needs) return y;
     tr_node *n = n_in == 1 ? op_record(g, "attention", attention_backward, y, 1, in[0])
                            : op_record(g, "attention", attention_backward, y, 3, in[0], in[1], in[2]);
     if (!n) return NULL;
-    int64_t args[] = {[I_B] = B, [I_T] = T, [I_S] = S, [I_C] = C, [I_NH] = NH, [I_CAUSAL] = causal != 0,
+    int64_t args[] = {[I_B] = B, [I_T] = T, [I_S] = S, [I_C] = C, [I_NH] = NH, [I_CAUSAL] = causal,
                       [I_PACKED] = n_in == 1};
     memcpy(n->i, args, sizeof args);
-    n->saved[0] = *att;
+    n->saved[0] = att;
     return y;
 }
 
@@ -172,41 +176,22 @@ tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, i
     if (n_head < 1 || C % n_head != 0 || C == 0) return heads_fail(g, "attention", C, q, n_head);
     if (S == 0)
         return op_fail(g, TR_ERR_INVALID, "attention: k %s has no keys (S = 0)", op_shape(k));
-    int64_t NH = n_head;
-    void *att;
-    tr_tensor *y = attention_node(g, (tr_tensor *[]){q, k, v}, 3, q, B, T, S, C, NH, causal, &att);
-    if (!y) return NULL;
-    if (op_kernels(g))
-        op_kernels(g)->attention_forward(y->data, att, q->data, k->data, v->data, B, T, S, C, NH, causal != 0);
-    else
-        TR_DISPATCH(q->dtype, attention_forward, y->data, att, q->data, k->data, v->data, C, B, T, S, C, NH,
-                    causal != 0, parallel_heads(B, T, S, C, NH));
-    return y;
+    return attention_run(g, (tr_tensor *[]){q, k, v}, 3, q->data, k->data, v->data, C, B, T, S, C, n_head, causal);
 }
 
 tr_tensor *tr_attention_qkv(tr_graph *g, tr_tensor *qkv, int n_head, int causal) {
     if (!op_check(g, "attention_qkv", 1, qkv)) return NULL;
     if (qkv->ndim != 3 || qkv->shape[2] % 3 != 0)
         return op_fail(g, TR_ERR_INVALID, "attention_qkv: qkv %s must be 3-D (B, T, 3C)", op_shape(qkv));
-    int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, NH = n_head;
+    int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3;
+    if (n_head < 1 || C % n_head != 0 || C == 0) return heads_fail(g, "attention_qkv", C, qkv, n_head);
+    if (T == 0) return op_fail(g, TR_ERR_INVALID, "attention_qkv: qkv %s has no keys (T = 0)", op_shape(qkv));
     const tr_kernels *kern = op_kernels(g);
-    if (kern && (!kern->attention_qkv_forward || !kern->attention_qkv_backward || !kern->attention_work)) {
+    if (kern && (!kern->attention_qkv_forward || !kern->attention_qkv_backward || !kern->attention_work))
         /* a device without the fused entries: q, k and v as copies */
         return tr_attention(g, tr_slice(g, qkv, 2, 0, C), tr_slice(g, qkv, 2, C, C), tr_slice(g, qkv, 2, 2 * C, C),
                             n_head, causal);
-    }
-    if (n_head < 1 || C % n_head != 0 || C == 0) return heads_fail(g, "attention_qkv", C, qkv, n_head);
-    if (T == 0) return op_fail(g, TR_ERR_INVALID, "attention_qkv: qkv %s has no keys (T = 0)", op_shape(qkv));
-    void *att;
-    tr_tensor *y = attention_node(g, &qkv, 1, qkv, B, T, T, C, NH, causal, &att);
-    if (!y) return NULL;
-    if (kern) {
-        kern->attention_qkv_forward(y->data, att, qkv->data, B, T, C, NH, causal != 0);
-    } else {
-        const char *x = qkv->data;
-        size_t cb = (size_t)C * tr_dtype_size(qkv->dtype);
-        TR_DISPATCH(qkv->dtype, attention_forward, y->data, att, (const void *)x, (const void *)(x + cb),
-                    (const void *)(x + 2 * cb), 3 * C, B, T, T, C, NH, causal != 0, parallel_heads(B, T, T, C, NH));
-    }
-    return y;
+    const char *x = qkv->data;
+    size_t cb = (size_t)C * tr_dtype_size(qkv->dtype);
+    return attention_run(g, &qkv, 1, x, x + cb, x + 2 * cb, 3 * C, B, T, T, C, n_head, causal);
 }

@@ -74,7 +74,6 @@ static const emu_kernel emu_kernels[CUDA_N_KERNELS] = {CUDA_KERNELS(EMU_THUNK)};
 enum { FIBER_STACK = 64 << 10 };
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define EMU_ASAN 1
 #endif
@@ -201,11 +200,6 @@ static void run_block_fibers(void) {
             fprintf(stderr, "cuda_emu: out of memory for fibers\n");
             abort();
         }
-#ifdef EMU_ASAN
-        /* Stacks, not heap blocks: ASan poisons and clears their frames' redzones itself (a
-         * fiber's kernel returns before it ends; what stays on the stack holds no locals). */
-        ASAN_UNPOISON_MEMORY_REGION(stacks, (size_t)CUDA_BLOCK * FIBER_STACK);
-#endif
     }
     for (int t = 0; t < CUDA_BLOCK; t++) fiber_start(t);
     /* Round-robin: each round runs every live thread to its next barrier or its end, so all

@@ -53,7 +53,7 @@ typedef struct emu_rank {
 } emu_rank;
 
 typedef struct emu_seg {
-    _Atomic uint32_t joined, leaving;
+    _Atomic uint64_t joined, leaving;
     emu_rank ranks[EMU_MAX];
     _Atomic uint64_t sent[EMU_MAX][EMU_MAX], acked[EMU_MAX][EMU_MAX];
 } emu_seg;
@@ -164,17 +164,12 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     c->seg = m;
     atomic_fetch_add(&c->seg->joined, 1);
     /* NCCL's join waits for every rank; the driver polls it against the deadline and stop. */
-    while (atomic_load(&c->seg->joined) < (uint32_t)size) {
-        tr_status st = TR_OK;
-        if (stop && stop(stop_arg)) st = tr_error_set(TR_ERR_ABORTED, "stopped");
-        else if (tr_now() > deadline) st = tr_error_set(TR_ERR_TIMEOUT, "timed out");
-        if (st != TR_OK) { /* the name is of no use now: whoever leaves removes it */
-            shm_unlink(c->name);
-            c->unlinked = 1;
-            nc_destroy(c, 1);
-            return st;
-        }
-        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    tr_status st = wait_one(c, &c->seg->joined, (uint64_t)size);
+    if (st != TR_OK) { /* the name is of no use now: whoever leaves removes it */
+        shm_unlink(c->name);
+        c->unlinked = 1;
+        nc_destroy(c, 1);
+        return st;
     }
     if (rank == 0) {
         shm_unlink(c->name);
@@ -191,16 +186,15 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
  * after another, each waiting for the next). */
 static void leave(nc_comm *c) {
     atomic_fetch_add(&c->seg->leaving, 1);
-    double start = tr_now(), limit = c->span < 30.0 ? c->span : 30.0;
-    while (atomic_load(&c->seg->leaving) < (uint32_t)c->world) {
-        if (atomic_load(&c->aborted) || (c->stop && c->stop(c->stop_arg))) return;
-        if (tr_now() - start > limit) {
-            fprintf(stderr, "nccl_emu: rank %d waited %.0f s for the other ranks to leave NCCL (ncclCommFinalize would "
-                            "abort at its deadline)\n", c->rank, limit);
-            return;
-        }
-        nanosleep(&(struct timespec){0, 200000}, NULL);
-    }
+    double limit = c->span < 30.0 ? c->span : 30.0;
+    c->deadline = tr_now() + limit;
+    char msg[1024]; /* the thread's message stays the run's, as the driver keeps it */
+    snprintf(msg, sizeof msg, "%s", tr_error_msg());
+    tr_status st = wait_one(c, &c->seg->leaving, (uint64_t)c->world);
+    if (st == TR_ERR_TIMEOUT)
+        fprintf(stderr, "nccl_emu: rank %d waited %.0f s for the other ranks to leave NCCL (ncclCommFinalize would "
+                        "abort at its deadline)\n", c->rank, limit);
+    if (st != TR_OK) tr_error_set(TR_OK, "%s", msg);
 }
 
 void nc_destroy(nc_comm *c, int abort_first) {
