@@ -1,10 +1,12 @@
 /* Micro-benchmark of the core: OpenBLAS sgemm rate, each major op forward+backward, and full
  * training steps, with achieved GFLOP/s printed next to the sgemm rate of the same run.
  *
- *   build/bin/bench_core [--threads N] [--quick] [--sgemm]
+ *   build/bin/bench_core [--threads N] [--quick] [--sgemm | --gemm]
  *
  * --sgemm prints only the reference sgemm rate (one number, GFLOP/s), for scripts that set it
- * beside their own figures (tools/bench/cpu_vs_torch.py).
+ * beside their own figures (tools/bench/cpu_vs_torch.py). --gemm times trainer's packed GEMM
+ * (ops/gemm_packed.c) against OpenBLAS's sgemm on the products the benchmark workloads run,
+ * interleaved, and prints both rates and their ratio.
  * Each figure is the median of several timed windows after warm-up. FLOP counts are the
  * multiply-adds of the GEMM-shaped work (x2), the usual convention; elementwise work is not
  * counted, so a step's GFLOP/s is its useful GEMM rate. */
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ops/gemm.h"
 #include "trainer/trainer.h"
 
 static int quick;
@@ -61,6 +64,62 @@ static double bench_sgemm(int M, int N, int K) {
     double t = time_it(run_gemm, &c);
     tr_free(c.A); tr_free(c.B); tr_free(c.C);
     return 2.0 * M * N * K / t / 1e9;
+}
+
+/* ---- trainer's packed GEMM against OpenBLAS, per workload product ---- */
+typedef struct pair_ctx {
+    int ta, tb, M, N, K;
+    float *A, *B, *C;
+} pair_ctx;
+static void run_blas(void *p) {
+    pair_ctx *c = p;
+    cblas_sgemm(CblasRowMajor, c->ta ? CblasTrans : CblasNoTrans, c->tb ? CblasTrans : CblasNoTrans, c->M, c->N,
+                c->K, 1.0f, c->A, c->ta ? c->M : c->K, c->B, c->tb ? c->K : c->N, 0.0f, c->C, c->N);
+}
+static void run_packed(void *p) {
+    pair_ctx *c = p;
+    if (!tr_gemm_packed_f32(c->ta, c->tb, c->M, c->N, c->K, 1.0f, c->A, c->ta ? c->M : c->K, c->B,
+                            c->tb ? c->K : c->N, 0.0f, c->C, c->N)) {
+        fprintf(stderr, "bench_core: the packed GEMM is not in this build (no AVX-512) or declined %dx%dx%d\n",
+                c->M, c->N, c->K);
+        exit(1);
+    }
+}
+static void bench_gemm_pairs(void) {
+    static const struct { const char *what; int ta, tb, M, N, K; } P[] = {
+        {"classifier qkv forward", 0, 1, 4096, 768, 256},  {"classifier fc1 forward", 0, 1, 4096, 1024, 256},
+        {"classifier fc2 forward", 0, 1, 4096, 256, 1024}, {"classifier proj forward", 0, 1, 4096, 256, 256},
+        {"classifier fc1 dx", 0, 0, 4096, 256, 1024},      {"classifier fc2 dx", 0, 0, 4096, 1024, 256},
+        {"classifier qkv dx", 0, 0, 4096, 256, 768},       {"classifier fc1 dW", 1, 0, 1024, 256, 4096},
+        {"classifier fc2 dW", 1, 0, 256, 1024, 4096},      {"classifier qkv dW", 1, 0, 768, 256, 4096},
+        {"attention scores (per head)", 0, 1, 128, 128, 64}, {"attention probs x v", 0, 0, 128, 64, 128},
+        {"attention dv / dk", 1, 0, 128, 64, 128},         {"MLP b128 layer 1 forward", 0, 1, 128, 512, 784},
+        {"MLP b128 layer 2 forward", 0, 1, 128, 512, 512}, {"MLP b128 layer 2 dx", 0, 0, 128, 512, 512},
+        {"MLP b128 layer 1 dW", 1, 0, 512, 784, 128},      {"MLP b128 layer 2 dW", 1, 0, 512, 512, 128},
+        {"FashionCNN conv2 chunk (im2col)", 0, 0, 64, 4096, 288}, {"FashionCNN fc 2304->600", 0, 1, 128, 600, 2304},
+        {"FashionCNN fc dW", 1, 0, 600, 2304, 128},        {"square 1024", 0, 1, 1024, 1024, 1024},
+    };
+    printf("%-34s %-17s %9s %9s %7s\n", "product (ta tb M x N x K)", "", "OpenBLAS", "trainer", "ratio");
+    double lsum = 0;
+    int n = (int)(sizeof P / sizeof P[0]);
+    for (int i = 0; i < n; i++) {
+        pair_ctx c = {P[i].ta, P[i].tb, P[i].M, P[i].N, P[i].K, tr_malloc(sizeof(float) * P[i].M * P[i].K),
+                      tr_malloc(sizeof(float) * P[i].K * P[i].N), tr_malloc(sizeof(float) * P[i].M * P[i].N)};
+        tr_rng_fill_uniform(c.A, (size_t)P[i].M * P[i].K, 1, 1, 0, -1, 1);
+        tr_rng_fill_uniform(c.B, (size_t)P[i].K * P[i].N, 1, 2, 0, -1, 1);
+        double tb = 1e30, tp = 1e30; /* the better of 3 interleaved medians each */
+        for (int r = 0; r < 3; r++) {
+            double x = time_it(run_blas, &c), y = time_it(run_packed, &c);
+            tb = x < tb ? x : tb, tp = y < tp ? y : tp;
+        }
+        double fl = 2.0 * P[i].M * P[i].N * P[i].K;
+        char shape[40];
+        snprintf(shape, sizeof shape, "%d%d %dx%dx%d", P[i].ta, P[i].tb, P[i].M, P[i].N, P[i].K);
+        printf("%-34s %-17s %6.1f GF %6.1f GF %6.2fx\n", P[i].what, shape, fl / tb / 1e9, fl / tp / 1e9, tb / tp);
+        lsum += log(tb / tp);
+        tr_free(c.A), tr_free(c.B), tr_free(c.C);
+    }
+    printf("geometric mean of the ratios: %.3fx\n", exp(lsum / n));
 }
 
 /* ---- ops: each builds a small graph on persistent leaves and runs forward+backward ---- */
@@ -173,17 +232,23 @@ static void bench_mlp(const char *name, int64_t B, int n_layers, const int64_t *
 }
 
 int main(int argc, char **argv) {
-    int threads = 0, sgemm_only = 0;
+    int threads = 0, sgemm_only = 0, gemm_pairs = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--sgemm") == 0) sgemm_only = 1;
+        else if (strcmp(argv[i], "--gemm") == 0) gemm_pairs = 1;
         else {
-            fprintf(stderr, "usage: bench_core [--threads N] [--quick] [--sgemm]\n");
+            fprintf(stderr, "usage: bench_core [--threads N] [--quick] [--sgemm | --gemm]\n");
             return 2;
         }
     }
     tr_set_num_threads(threads);
+    if (gemm_pairs) {
+        printf("trainer %s bench_core --gemm, %d threads\n\n", tr_version(), tr_get_num_threads());
+        bench_gemm_pairs();
+        return 0;
+    }
     double s1 = bench_sgemm(1024, 1024, 1024), s2 = bench_sgemm(512, 2048, 2048);
     double peak = s1 > s2 ? s1 : s2; /* the reference: the better of the two */
     if (sgemm_only) {

@@ -1,4 +1,4 @@
-/* Row-major GEMM wrappers over CBLAS. */
+/* Row-major GEMM: gemm_small.c's kernels, gemm_packed.c's, or CBLAS (gemm.h). */
 #include <cblas.h>
 
 #include "ops/gemm.h"
@@ -17,6 +17,7 @@ void tr_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, floa
     int64_t small = trans_a ? (trans_b ? TR_GEMM_SMALL_ANY + 1 : K) : M; /* the dimension gemm_small.c takes small */
     if (small <= TR_GEMM_SMALL_ANY && tr_gemm_small_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
         return;
+    if (tr_gemm_packed_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
     blas_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -25,6 +26,7 @@ void tr_gemm_linear_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t 
                         int64_t ldc) {
     if (M == 0 || N == 0) return;
     if (tr_gemm_small_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+    if (tr_gemm_packed_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
     blas_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -1,4 +1,5 @@
-/* Private: row-major GEMM, C = alpha * op(A) op(B) + beta * C, over OpenBLAS.
+/* Private: row-major GEMM, C = alpha * op(A) op(B) + beta * C: small products by gemm_small.c,
+ * most f32 ones by gemm_packed.c, the rest by OpenBLAS.
  * op(A) is (M, K), op(B) is (K, N); trans flags say A or B is stored transposed. With K = 0,
  * C = beta * C (BLAS semantics: beta 0 zero-fills C whatever it held), which a gradient that
  * is written rather than added to relies on for an empty batch. */
@@ -46,6 +47,14 @@ double tr_gemm_small_tn_sumsq_f32(int64_t M, int64_t N, int64_t K, float alpha, 
  * few correct digits): then only the product itself tells. */
 double tr_gemm_small_tn_norm2_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                                   int64_t ldb);
+
+/* The f32 GEMM of gemm_packed.c (blocked, packed, AVX-512) for every product of at least
+ * 16 in each dimension and 64^3 multiply-adds with alpha not 0: returns 1 when it did, 0 to
+ * leave it to BLAS (smaller products, no AVX-512 in the build, no memory for its buffers).
+ * Each element of C is summed in an order that depends on K alone, not on the thread count nor
+ * on where the element lies in C. Runs on the calling thread inside a parallel region. */
+int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 /* Whether GEMMs called on several OpenMP threads at once, inside a parallel region, each run
  * single-threaded (OpenBLAS's OpenMP build); its pthreads build would serialise such calls on

@@ -1,0 +1,177 @@
+/* The packed f32 GEMM (ops/gemm_packed.c) against the product summed in double, and its
+ * promises (ops/gemm.h):
+ *
+ * - Every transpose pair, shapes with and without tails of its 16-wide panels and of its
+ *   512-deep blocks (K up to 1100: three blocks), more columns than its 1024-column block,
+ *   leading dimensions wider than the matrices: normalised error under 1e-5 for alpha 1, beta
+ *   0 (C filled with NaN first: not read), and alpha 0.5, beta -2 (C read and scaled); the
+ *   padding of C past each row's end is left as it was.
+ * - The same bits on 1 and 2 threads (slabs of rows when M >= N, of columns otherwise), and a
+ *   tile of C computed alone equals that tile of the whole product.
+ * - Sizes it leaves to BLAS (a dimension under 16, fewer than 64^3 multiply-adds, alpha 0):
+ *   it returns 0 and writes nothing; tr_gemm_f32 still computes them.
+ *
+ * Where the build has no AVX-512 it returns 0 for everything (the test then checks only that);
+ * a test compiled for the same CPU as libtrainer insists that it runs (tests/CMakeLists.txt). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ops/gemm.h"
+#include "trainer/trainer.h"
+
+#define SENTINEL 12345.0f
+
+typedef struct mats {
+    int ta, tb;
+    int64_t M, N, K, lda, ldb, ldc;
+    float *A, *B, *C;
+    double *ref; /* op(A) op(B), M x N */
+} mats;
+
+static void make(mats *m, int ta, int tb, int64_t M, int64_t N, int64_t K, uint64_t salt) {
+    m->ta = ta, m->tb = tb, m->M = M, m->N = N, m->K = K;
+    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    m->lda = ac + 3, m->ldb = bc + 5, m->ldc = N + 7;
+    m->A = malloc((size_t)(ar * m->lda) * sizeof(float));
+    m->B = malloc((size_t)(br * m->ldb) * sizeof(float));
+    m->C = malloc((size_t)(M * m->ldc) * sizeof(float));
+    m->ref = malloc((size_t)(M * N) * sizeof(double));
+    CHECK(m->A && m->B && m->C && m->ref, "out of memory");
+    for (int64_t i = 0; i < ar * m->lda; i++) m->A[i] = (float)test_value((uint64_t)i, salt);
+    for (int64_t i = 0; i < br * m->ldb; i++) m->B[i] = (float)test_value((uint64_t)i, salt + 1);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double a = ta ? m->A[k * m->lda + i] : m->A[i * m->lda + k];
+                double b = tb ? m->B[j * m->ldb + k] : m->B[k * m->ldb + j];
+                s += a * b;
+            }
+            m->ref[i * N + j] = s;
+        }
+}
+
+static void drop(mats *m) { free(m->A), free(m->B), free(m->C), free(m->ref); }
+
+/* C filled with `fill` in its rows and SENTINEL in each row's padding. */
+static void reset_c(mats *m, float fill, int from_values) {
+    for (int64_t i = 0; i < m->M; i++)
+        for (int64_t j = 0; j < m->ldc; j++)
+            m->C[i * m->ldc + j] = j >= m->N ? SENTINEL : from_values ? (float)test_value((uint64_t)(i * m->N + j), 99) : fill;
+}
+
+static int packed(mats *m, float alpha, float beta) {
+    return tr_gemm_packed_f32(m->ta, m->tb, m->M, m->N, m->K, alpha, m->A, m->lda, m->B, m->ldb, beta, m->C, m->ldc);
+}
+
+/* max |C - (alpha ref + beta C0)| / max |alpha ref + beta C0|; C0 from reset_c(.., 1). */
+static double error(const mats *m, float alpha, float beta) {
+    double d = 0, mx = 0;
+    for (int64_t i = 0; i < m->M; i++)
+        for (int64_t j = 0; j < m->N; j++) {
+            double c0 = beta != 0.0f ? (double)(float)test_value((uint64_t)(i * m->N + j), 99) : 0.0;
+            double want = alpha * m->ref[i * m->N + j] + beta * c0, got = m->C[i * m->ldc + j];
+            double e = fabs(got - want);
+            d = fmax(d, isnan(e) ? INFINITY : e);
+            mx = fmax(mx, fabs(want));
+        }
+    return mx > 0 ? d / mx : d;
+}
+
+static int padding_kept(const mats *m) {
+    for (int64_t i = 0; i < m->M; i++)
+        for (int64_t j = m->N; j < m->ldc; j++)
+            if (m->C[i * m->ldc + j] != SENTINEL) return 0;
+    return 1;
+}
+
+static void check_shape(int ta, int tb, int64_t M, int64_t N, int64_t K, int want_packed) {
+    mats m;
+    make(&m, ta, tb, M, N, K, (uint64_t)(M * 7 + N * 3 + K + ta * 2 + tb));
+    const struct { float alpha, beta; } cases[] = {{1.0f, 0.0f}, {0.5f, -2.0f}};
+    for (int c = 0; c < 2; c++) {
+        float alpha = cases[c].alpha, beta = cases[c].beta;
+        tr_set_num_threads(1);
+        reset_c(&m, NAN, beta != 0.0f);
+        int ran = packed(&m, alpha, beta);
+        CHECK(ran == want_packed, "%d%d %lldx%lldx%lld: packed GEMM ran %d, expected %d", ta, tb, (long long)M,
+              (long long)N, (long long)K, ran, want_packed);
+        if (!ran) continue;
+        double e = error(&m, alpha, beta);
+        printf("%d%d %5lld x %5lld x %5lld alpha %.1f beta %4.1f: error %.2e\n", ta, tb, (long long)M, (long long)N,
+               (long long)K, alpha, beta, e);
+        CHECK(e < 1e-5, "%d%d %lldx%lldx%lld alpha %g beta %g: error %.3g", ta, tb, (long long)M, (long long)N,
+              (long long)K, alpha, beta, e);
+        CHECK(padding_kept(&m), "%d%d %lldx%lldx%lld: C's padding past N was written", ta, tb, (long long)M,
+              (long long)N, (long long)K);
+        /* 2 threads: the same bits */
+        float *one = malloc((size_t)(M * m.ldc) * sizeof(float));
+        memcpy(one, m.C, (size_t)(M * m.ldc) * sizeof(float));
+        tr_set_num_threads(2);
+        reset_c(&m, NAN, beta != 0.0f);
+        CHECK(packed(&m, alpha, beta) == 1, "2 threads: packed GEMM did not run");
+        CHECK(memcmp(one, m.C, (size_t)(M * m.ldc) * sizeof(float)) == 0,
+              "%d%d %lldx%lldx%lld: 2 threads differ from 1", ta, tb, (long long)M, (long long)N, (long long)K);
+        tr_set_num_threads(1);
+        /* a tile alone: rows [r0, M), columns [c0, N) from an offset into every operand */
+        int64_t r0 = M / 3, c0 = N / 5;
+        if ((M - r0) * (N - c0) * K >= 64 * 64 * 64 && M - r0 >= 16 && N - c0 >= 16) {
+            reset_c(&m, NAN, beta != 0.0f);
+            const float *a = ta ? m.A + r0 : m.A + r0 * m.lda, *b = tb ? m.B + c0 * m.ldb : m.B + c0;
+            CHECK(tr_gemm_packed_f32(ta, tb, M - r0, N - c0, K, alpha, a, m.lda, b, m.ldb, beta,
+                                     m.C + r0 * m.ldc + c0, m.ldc) == 1, "tile: packed GEMM did not run");
+            int same = 1;
+            for (int64_t i = r0; i < M; i++)
+                same &= memcmp(one + i * m.ldc + c0, m.C + i * m.ldc + c0, (size_t)(N - c0) * sizeof(float)) == 0;
+            CHECK(same, "%d%d %lldx%lldx%lld: the tile from (%lld, %lld) alone differs from the whole", ta, tb,
+                  (long long)M, (long long)N, (long long)K, (long long)r0, (long long)c0);
+        }
+        free(one);
+    }
+    drop(&m);
+}
+
+/* A product it leaves to BLAS: returns 0 and C is untouched; tr_gemm_f32 computes it. */
+static void check_declined(int64_t M, int64_t N, int64_t K, float alpha) {
+    mats m;
+    make(&m, 0, 1, M, N, K, 7);
+    reset_c(&m, 1.0f, 0);
+    CHECK(packed(&m, alpha, 0.0f) == 0, "%lldx%lldx%lld alpha %g: packed GEMM ran", (long long)M, (long long)N,
+          (long long)K, alpha);
+    int untouched = 1;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) untouched &= m.C[i * m.ldc + j] == 1.0f;
+    CHECK(untouched, "%lldx%lldx%lld: declined but wrote C", (long long)M, (long long)N, (long long)K);
+    tr_gemm_f32(0, 1, M, N, K, alpha, m.A, m.lda, m.B, m.ldb, 0.0f, m.C, m.ldc);
+    double e = error(&m, alpha, 0.0f);
+    CHECK(e < 1e-5, "%lldx%lldx%lld by tr_gemm_f32: error %.3g", (long long)M, (long long)N, (long long)K, e);
+    drop(&m);
+}
+
+int main(void) {
+#if defined(TEST_EXPECT_AVX512) && defined(__AVX512F__) && defined(__FMA__)
+    const int have = 1;
+#else
+    /* not built for the kernels' CPU: whether they run is the library's business */
+    mats probe;
+    make(&probe, 0, 0, 64, 64, 64, 1);
+    reset_c(&probe, 0.0f, 0);
+    const int have = packed(&probe, 1.0f, 0.0f);
+    drop(&probe);
+    printf("packed GEMM %s in this build\n", have ? "present" : "absent");
+#endif
+    const int64_t shapes[][3] = {
+        {64, 64, 64},     {16, 4096, 16}, {4096, 16, 16}, {100, 37, 71},  {33, 70, 190},  {128, 512, 784},
+        {257, 129, 1100}, {48, 1030, 65}, {1030, 48, 65}, {17, 17, 1000}, {300, 300, 17},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) check_shape(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], have);
+    check_declined(15, 512, 512, 1.0f);
+    check_declined(512, 512, 15, 1.0f);
+    check_declined(60, 60, 60, 1.0f);
+    check_declined(128, 128, 128, 0.0f);
+    return test_finish();
+}
