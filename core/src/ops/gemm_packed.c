@@ -48,8 +48,8 @@
 #define PACKED_MIN_DIM 16
 #define PACKED_MIN_WORK (64 * 64 * 64)
 
-/* Transposes 16 rows of 16 floats in registers: r[j] becomes column j. */
-static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
+/* Transposes 16 rows of 16 floats in registers: out[j] is column j of r. */
+static inline __attribute__((always_inline)) void transpose16(const __m512 r[16], __m512 out[16]) {
     __m512 t[16], u[16], v[16];
     for (int i = 0; i < 8; i++) {
         t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
@@ -67,8 +67,8 @@ static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
             v[8 * h + 4 + j] = _mm512_shuffle_f32x4(u[8 * h + j], u[8 * h + 4 + j], 0xDD);
         }
     for (int j = 0; j < 8; j++) {
-        r[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
-        r[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xDD);
+        out[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
+        out[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xDD);
     }
 }
 
@@ -86,22 +86,28 @@ static void pack_panel(const float *x, int64_t ld, int across, int64_t n, int64_
         return;
     }
     for (int64_t k = 0; k < kc; k += 16) {
-        __m512 r[16];
+        __m512 r[16], col[16];
         __mmask16 m = first_lanes(kc - k);
         for (int i = 0; i < 16; i++) r[i] = i < n ? _mm512_maskz_loadu_ps(m, x + i * ld + k) : _mm512_setzero_ps();
-        transpose16(r);
-        int64_t nk = kc - k < 16 ? kc - k : 16;
-        for (int64_t j = 0; j < nk; j++) _mm512_store_ps(out + (k + j) * PANEL, r[j]);
+        transpose16(r, col);
+        if (kc - k >= 16) { /* whole: stored from registers (gcc makes the loop below a memcpy) */
+            for (int j = 0; j < 16; j++) _mm512_store_ps(out + (k + j) * PANEL, col[j]);
+        } else {
+            for (int64_t j = 0; j < kc - k; j++) _mm512_store_ps(out + (k + j) * PANEL, col[j]);
+        }
     }
 }
 
 /* The 16 x 16 tile at C (mr rows and nr columns of it stored) from an A panel and a B panel
- * of depth kc: C = alpha sum + beta C, C not read when beta is 0. */
+ * of depth kc >= 1: C = alpha sum + beta C, C not read when beta is 0. The first products
+ * start the sums (the same bits as adding them to zero, without a zeroed array that gcc
+ * would memset on the stack). */
 static void tile(int64_t kc, const float *a, const float *b, float *C, int64_t ldc, int64_t mr, int64_t nr,
                  float alpha, float beta) {
     __m512 c[PANEL];
-    for (int i = 0; i < PANEL; i++) c[i] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; k++) {
+    __m512 b0 = _mm512_load_ps(b);
+    for (int i = 0; i < PANEL; i++) c[i] = _mm512_mul_ps(_mm512_set1_ps(a[i]), b0);
+    for (int64_t k = 1; k < kc; k++) {
         __m512 bv = _mm512_load_ps(b + k * PANEL);
         for (int i = 0; i < PANEL; i++) c[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[k * PANEL + i]), bv, c[i]);
     }
