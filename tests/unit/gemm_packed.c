@@ -6,7 +6,8 @@
  *   leading dimensions wider than the matrices: normalised error under 1e-5 for alpha 1, beta
  *   0 (C filled with NaN first: not read), and alpha 0.5, beta -2 (C read and scaled); the
  *   padding of C past each row's end is left as it was.
- * - The same bits on 1 and 2 threads (slabs of rows when M >= N, of columns otherwise), and a
+ * - The same bits on 1 and 2 threads (slabs of rows when M >= N, of columns otherwise), called
+ *   from two threads of a parallel region at once (each then runs on its own thread), and a
  *   tile of C computed alone equals that tile of the whole product.
  * - Sizes it leaves to BLAS (a dimension under 16, fewer than 64^3 multiply-adds, alpha 0):
  *   it returns 0 and writes nothing; tr_gemm_f32 still computes them.
@@ -114,6 +115,23 @@ static void check_shape(int ta, int tb, int64_t M, int64_t N, int64_t K, int wan
         CHECK(packed(&m, alpha, beta) == 1, "2 threads: packed GEMM did not run");
         CHECK(memcmp(one, m.C, (size_t)(M * m.ldc) * sizeof(float)) == 0,
               "%d%d %lldx%lldx%lld: 2 threads differ from 1", ta, tb, (long long)M, (long long)N, (long long)K);
+        /* inside a parallel region: each of 2 threads computes the whole product into its own C */
+        float *twice = malloc((size_t)(2 * M * m.ldc) * sizeof(float));
+        int ran_both = 0;
+#pragma omp parallel for num_threads(2) reduction(+ : ran_both)
+        for (int t = 0; t < 2; t++) {
+            float *out = twice + (size_t)t * (size_t)(M * m.ldc);
+            memcpy(out, m.C, (size_t)(M * m.ldc) * sizeof(float));
+            if (beta != 0.0f)
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t j = 0; j < N; j++) out[i * m.ldc + j] = (float)test_value((uint64_t)(i * N + j), 99);
+            ran_both += tr_gemm_packed_f32(ta, tb, M, N, K, alpha, m.A, m.lda, m.B, m.ldb, beta, out, m.ldc);
+        }
+        CHECK(ran_both == 2 && memcmp(one, twice, (size_t)(M * m.ldc) * sizeof(float)) == 0 &&
+                  memcmp(one, twice + M * m.ldc, (size_t)(M * m.ldc) * sizeof(float)) == 0,
+              "%d%d %lldx%lldx%lld: inside a parallel region the result differs", ta, tb, (long long)M, (long long)N,
+              (long long)K);
+        free(twice);
         tr_set_num_threads(1);
         /* a tile alone: rows [r0, M), columns [c0, N) from an offset into every operand */
         int64_t r0 = M / 3, c0 = N / 5;

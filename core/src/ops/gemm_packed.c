@@ -14,9 +14,10 @@
  *
  * Why not OpenBLAS (0.3.21 here, its Cooperlake kernels on Zen 4): at this framework's shapes
  * it spends 8-10% of a transformer's step packing, and on 2 threads it splits small-M GEMMs
- * badly. Measured per GEMM (1 / 2 threads, ours over OpenBLAS's time): the transformer's
- * linear layers 0.96-1.06x / 1.02-1.38x, the MLP's at batch 128 1.03-1.05x / 1.27-1.83x,
- * attention's per-head products 1.02-1.08x / 1.32-1.41x (docs/benchmarks.md, eleventh round).
+ * badly. Speed-ups per GEMM (OpenBLAS's time over ours, 1 / 2 threads; docs/benchmarks.md,
+ * eleventh round): the transformer's linear layers 0.99-1.07x / 1.04-1.31x, the MLP's at batch
+ * 128 1.04-1.09x / 1.13-1.60x, attention's per-head products 1.03-1.08x on one thread (where
+ * training runs them: one head per thread).
  *
  * Threads: when called outside a parallel region with more than one OpenMP thread, C is split
  * into one slab of whole 16-row (or 16-column) tiles per thread, along whichever of M and N is
@@ -25,12 +26,13 @@
  * the same order whatever the split, the thread count or its place in a tile: k in blocks of
  * KC, each block's products chained in one register in k order, then alpha times the block's
  * sum added to C (the first block to beta C, or written when beta is 0), so results do not
- * depend on the thread count, and a tile of C computed alone equals the same tile of the whole.
+ * depend on the thread count, and a tile of C computed alone equals the same tile of the whole
+ * (unless memory runs out: a thread that cannot get its buffers leaves its slab to BLAS).
  * Inside a parallel region it runs on the calling thread. Pack buffers are per thread
- * (pthread key, freed when the thread exits), 2.2 MB, allocated on the thread's first call. */
-#include <stdlib.h>
-
+ * (tr_malloc, held by a pthread key and freed when the thread exits), 2.2 MB, allocated on the
+ * thread's first call. */
 #include "ops/gemm.h"
+#include "trainer/memory.h"
 
 #if defined(__AVX512F__) && defined(__FMA__)
 #include <cblas.h>
@@ -125,7 +127,7 @@ static pthread_key_t buf_key;
 static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
 static int buf_key_ok;
 
-static void make_key(void) { buf_key_ok = pthread_key_create(&buf_key, free) == 0; }
+static void make_key(void) { buf_key_ok = pthread_key_create(&buf_key, tr_free) == 0; }
 
 #define BUF_FLOATS ((size_t)NC * KC + (size_t)MC * KC)
 
@@ -135,9 +137,9 @@ static float *thread_buffers(void) {
     if (!buf_key_ok) return NULL;
     float *buf = pthread_getspecific(buf_key);
     if (!buf) {
-        buf = aligned_alloc(64, BUF_FLOATS * sizeof *buf);
+        buf = tr_malloc(BUF_FLOATS * sizeof *buf);
         if (buf && pthread_setspecific(buf_key, buf) != 0) {
-            free(buf);
+            tr_free(buf);
             buf = NULL;
         }
     }
