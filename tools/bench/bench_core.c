@@ -49,24 +49,7 @@ static double time_it(bench_fn fn, void *ctx) {
     return w[windows / 2];
 }
 
-/* ---- sgemm ---- */
-typedef struct { int M, N, K; float *A, *B, *C; } gemm_ctx;
-static void run_gemm(void *p) {
-    gemm_ctx *c = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->M, c->N, c->K, 1.0f, c->A, c->K,
-                c->B, c->K, 0.0f, c->C, c->N);
-}
-static double bench_sgemm(int M, int N, int K) {
-    gemm_ctx c = {M, N, K, tr_malloc(sizeof(float) * M * K), tr_malloc(sizeof(float) * N * K),
-                  tr_malloc(sizeof(float) * M * N)};
-    tr_rng_fill_uniform(c.A, (size_t)M * K, 1, 1, 0, -1, 1);
-    tr_rng_fill_uniform(c.B, (size_t)N * K, 1, 2, 0, -1, 1);
-    double t = time_it(run_gemm, &c);
-    tr_free(c.A); tr_free(c.B); tr_free(c.C);
-    return 2.0 * M * N * K / t / 1e9;
-}
-
-/* ---- trainer's packed GEMM against OpenBLAS, per workload product ---- */
+/* ---- sgemm, and trainer's packed GEMM beside it ---- */
 typedef struct pair_ctx {
     int ta, tb, M, N, K;
     float *A, *B, *C;
@@ -76,6 +59,22 @@ static void run_blas(void *p) {
     cblas_sgemm(CblasRowMajor, c->ta ? CblasTrans : CblasNoTrans, c->tb ? CblasTrans : CblasNoTrans, c->M, c->N,
                 c->K, 1.0f, c->A, c->ta ? c->M : c->K, c->B, c->tb ? c->K : c->N, 0.0f, c->C, c->N);
 }
+static pair_ctx pair_make(int ta, int tb, int M, int N, int K) {
+    pair_ctx c = {ta, tb, M, N, K, tr_malloc(sizeof(float) * M * K), tr_malloc(sizeof(float) * K * N),
+                  tr_malloc(sizeof(float) * M * N)};
+    tr_rng_fill_uniform(c.A, (size_t)M * K, 1, 1, 0, -1, 1);
+    tr_rng_fill_uniform(c.B, (size_t)K * N, 1, 2, 0, -1, 1);
+    return c;
+}
+static void pair_free(pair_ctx *c) { tr_free(c->A), tr_free(c->B), tr_free(c->C); }
+static double bench_sgemm(int M, int N, int K) {
+    pair_ctx c = pair_make(0, 1, M, N, K);
+    double t = time_it(run_blas, &c);
+    pair_free(&c);
+    return 2.0 * M * N * K / t / 1e9;
+}
+
+/* ---- trainer's packed GEMM against OpenBLAS, per workload product ---- */
 static void run_packed(void *p) {
     pair_ctx *c = p;
     if (!tr_gemm_packed_f32(c->ta, c->tb, c->M, c->N, c->K, 1.0f, c->A, c->ta ? c->M : c->K, c->B,
@@ -103,10 +102,7 @@ static void bench_gemm_pairs(void) {
     double lsum = 0;
     int n = (int)(sizeof P / sizeof P[0]);
     for (int i = 0; i < n; i++) {
-        pair_ctx c = {P[i].ta, P[i].tb, P[i].M, P[i].N, P[i].K, tr_malloc(sizeof(float) * P[i].M * P[i].K),
-                      tr_malloc(sizeof(float) * P[i].K * P[i].N), tr_malloc(sizeof(float) * P[i].M * P[i].N)};
-        tr_rng_fill_uniform(c.A, (size_t)P[i].M * P[i].K, 1, 1, 0, -1, 1);
-        tr_rng_fill_uniform(c.B, (size_t)P[i].K * P[i].N, 1, 2, 0, -1, 1);
+        pair_ctx c = pair_make(P[i].ta, P[i].tb, P[i].M, P[i].N, P[i].K);
         double tb = 1e30, tp = 1e30; /* the better of 3 interleaved medians each */
         for (int r = 0; r < 3; r++) {
             double x = time_it(run_blas, &c), y = time_it(run_packed, &c);
@@ -117,7 +113,7 @@ static void bench_gemm_pairs(void) {
         snprintf(shape, sizeof shape, "%d%d %dx%dx%d", P[i].ta, P[i].tb, P[i].M, P[i].N, P[i].K);
         printf("%-34s %-17s %6.1f GF %6.1f GF %6.2fx\n", P[i].what, shape, fl / tb / 1e9, fl / tp / 1e9, tb / tp);
         lsum += log(tb / tp);
-        tr_free(c.A), tr_free(c.B), tr_free(c.C);
+        pair_free(&c);
     }
     printf("geometric mean of the ratios: %.3fx\n", exp(lsum / n));
 }

@@ -174,44 +174,41 @@ static void gemm_one(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
     }
 }
 
+/* Slab t of n: whole tiles [tiles t / n, tiles (t + 1) / n) of C's rows (by_rows) or columns,
+ * computed on the calling thread. Without pack buffers it is left undone and 0 returned when
+ * alone (the caller sends the whole product to BLAS), else done by BLAS. */
+static int slab(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int by_rows, int64_t tiles, int t,
+                int n) {
+    int64_t lo = tiles * t / n * PANEL, hi = tiles * (t + 1) / n * PANEL, len = by_rows ? M : N;
+    if (hi > len) hi = len;
+    if (by_rows)
+        A = ta ? A + lo : A + lo * lda, C = C + lo * ldc, M = hi - lo;
+    else
+        B = tb ? B + lo * ldb : B + lo, C = C + lo, N = hi - lo;
+    float *buf = thread_buffers();
+    if (buf && hi > lo) gemm_one(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
+    if (buf || n == 1) return buf != NULL;
+    if (hi > lo) /* no memory for this thread's buffers: its slab by BLAS */
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                    (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    return 1;
+}
+
 int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     /* alpha 0 must not read A and B (BLAS): left to BLAS, as are the small products */
     if (alpha == 0.0f || M < PACKED_MIN_DIM || N < PACKED_MIN_DIM || K < PACKED_MIN_DIM ||
         (double)M * (double)N * (double)K < (double)PACKED_MIN_WORK)
         return 0;
-    int64_t m_tiles = (M + PANEL - 1) / PANEL, n_tiles = (N + PANEL - 1) / PANEL;
     int by_rows = M >= N;
-    int64_t tiles = by_rows ? m_tiles : n_tiles;
+    int64_t tiles = ((by_rows ? M : N) + PANEL - 1) / PANEL;
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (threads > tiles) threads = (int)tiles;
-    if (threads <= 1) {
-        float *buf = thread_buffers();
-        if (!buf) return 0;
-        gemm_one(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
-        return 1;
-    }
+    if (threads <= 1) return slab(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, 0, 1);
 #pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), n = omp_get_num_threads();
-        int64_t lo = tiles * t / n * PANEL, hi = tiles * (t + 1) / n * PANEL, len = by_rows ? M : N;
-        if (hi > len) hi = len;
-        const float *a = A, *b = B;
-        float *c = C;
-        int64_t m = M, nn = N;
-        if (by_rows)
-            a = trans_a ? A + lo : A + lo * lda, c = C + lo * ldc, m = hi - lo;
-        else
-            b = trans_b ? B + lo * ldb : B + lo, c = C + lo, nn = hi - lo;
-        float *buf = thread_buffers();
-        if (hi <= lo) {
-        } else if (buf) {
-            gemm_one(trans_a, trans_b, m, nn, K, alpha, a, lda, b, ldb, beta, c, ldc, buf);
-        } else { /* no memory for this thread's buffers: its slab by BLAS */
-            cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                        (int)m, (int)nn, (int)K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
-        }
-    }
+    slab(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, omp_get_thread_num(),
+         omp_get_num_threads());
     return 1;
 }
 
