@@ -40,26 +40,50 @@ static inline __attribute__((always_inline)) void adam_vec(float *p, float *m, f
     _mm512_mask_storeu_ps(p, lanes, _mm512_add_ps(pi, step));
 }
 
-/* Rows [r, r + R) of dW, all columns, 16 at a time (the last piece masked). p, m and v point
- * at element (0, 0) of the block's matrix. */
+static inline __mmask16 tail_lanes(size_t left) {
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
+/* Rows [r, r + R) of dW at columns [c, c + 16) (lanes masks the last piece), summed in s. */
+static inline __attribute__((always_inline)) void
+sums(__m512 *s, size_t r, const int R, size_t c, __mmask16 lanes, size_t cols, size_t K, const float *A,
+     size_t rows, const float *B) {
+    for (int q = 0; q < R; q++) s[q] = _mm512_setzero_ps();
+    for (size_t kk = 0; kk < K; kk++) {
+        __m512 b = _mm512_maskz_loadu_ps(lanes, B + kk * cols + c);
+        KEEP(b);
+        for (int q = 0; q < R; q++) s[q] = _mm512_fmadd_ps(_mm512_set1_ps(A[kk * rows + r + (size_t)q]), b, s[q]);
+    }
+}
+
+/* Adam on rows [r, r + R) of dW at columns [c, c + 16), summed in s. */
+static inline __attribute__((always_inline)) void
+update(const __m512 *s, size_t r, const int R, size_t c, size_t cols, float scale, float *p, float *m, float *v,
+       const optim_coef *k, const int wd_mode) {
+    for (int q = 0; q < R; q++) {
+        __m512 d = scale != 1.0f ? _mm512_mul_ps(s[q], _mm512_set1_ps(scale)) : s[q];
+        size_t at = (r + (size_t)q) * cols + c;
+        adam_vec(p + at, m + at, v + at, d, tail_lanes(cols - c), k, wd_mode);
+    }
+}
+
+/* Rows [r, r + R) of dW, all columns, 16 at a time. p, m and v point at element (0, 0) of the
+ * block's matrix. Software-pipelined: the next 16 columns are summed before this piece is
+ * updated, so in program order the multiply-adds sit ahead of the divisions that wait on the
+ * divide unit, and the core keeps both busy (MLP 784-512 at batch 8, 1 thread, on a Zen 4
+ * core: 167 -> 156 us for the layer's update alone, 1.5% on the whole step). */
 static inline __attribute__((always_inline)) void
 block(size_t r, const int R, size_t cols, size_t K, const float *A, size_t rows, const float *B, float scale,
       float *p, float *m, float *v, const optim_coef *k, const int wd_mode) {
-    for (size_t c = 0; c < cols; c += 16) {
-        __mmask16 lanes = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1);
-        __m512 s[TN_ROWS];
-        for (int q = 0; q < R; q++) s[q] = _mm512_setzero_ps();
-        for (size_t kk = 0; kk < K; kk++) {
-            __m512 b = _mm512_maskz_loadu_ps(lanes, B + kk * cols + c);
-            KEEP(b);
-            for (int q = 0; q < R; q++) s[q] = _mm512_fmadd_ps(_mm512_set1_ps(A[kk * rows + r + (size_t)q]), b, s[q]);
-        }
-        for (int q = 0; q < R; q++) {
-            __m512 d = scale != 1.0f ? _mm512_mul_ps(s[q], _mm512_set1_ps(scale)) : s[q];
-            size_t at = (r + (size_t)q) * cols + c;
-            adam_vec(p + at, m + at, v + at, d, lanes, k, wd_mode);
-        }
+    __m512 s[TN_ROWS], next[TN_ROWS];
+    size_t c = 0;
+    sums(s, r, R, 0, tail_lanes(cols), cols, K, A, rows, B);
+    for (; c + 16 < cols; c += 16) {
+        sums(next, r, R, c + 16, tail_lanes(cols - c - 16), cols, K, A, rows, B);
+        update(s, r, R, c, cols, scale, p, m, v, k, wd_mode);
+        for (int q = 0; q < R; q++) s[q] = next[q];
     }
+    update(s, r, R, c, cols, scale, p, m, v, k, wd_mode);
 }
 
 /* Blocks [i0, i1) of TN_ROWS rows (the last may be short). */
