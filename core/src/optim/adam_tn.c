@@ -5,9 +5,12 @@
  * The tiled update (tr_optim_step_tiles) computes a 16 KiB tile of dW, then updates it: the
  * multiply-adds of the product and the update's divide, square root and streams of p, m and v
  * take turns, each leaving the other's units idle. Here a block of 4 rows x 16 columns of dW
- * is summed in registers and updated while still there, so the out-of-order core runs the
- * next block's multiply-adds beside this block's divisions and memory traffic. MLP 784-512 at
- * batch 8, 1 thread, on a Zen 4 core: 330 -> 265 us for the layer's update.
+ * is summed in registers and updated while still there, the next block's sums placed ahead
+ * of this block's update (block, below) so that the multiply-add pipes and the divide unit
+ * work at once. Both are near full: on a Zen 4 core the square root and division of 16 lanes
+ * take 10 + 6 cycles of the divide unit, and at batch 8 the product's and the update's
+ * multiplies are 16 operations per 16 elements, 1 cycle per element each; the fused update
+ * runs at 1.4 (docs/benchmarks.md, issue 12's twelfth round).
  *
  * The same bits as the stored path: each element of dW is the fused multiply-add chain over
  * k from 0 that tr_gemm_small's tn kernel computes, times scale when scale is not 1 (the
@@ -71,7 +74,7 @@ update(const __m512 *s, size_t r, const int R, size_t c, size_t cols, float scal
  * block's matrix. Software-pipelined: the next 16 columns are summed before this piece is
  * updated, so in program order the multiply-adds sit ahead of the divisions that wait on the
  * divide unit, and the core keeps both busy (MLP 784-512 at batch 8, 1 thread, on a Zen 4
- * core: 167 -> 156 us for the layer's update alone, 1.5% on the whole step). */
+ * core: 167 -> 156 us for the layer's fused update timed by itself, 1.5% on the whole step). */
 static inline __attribute__((always_inline)) void
 block(size_t r, const int R, size_t cols, size_t K, const float *A, size_t rows, const float *B, float scale,
       float *p, float *m, float *v, const optim_coef *k, const int wd_mode) {
