@@ -3,7 +3,7 @@
 
 #include "ops/gemm.h"
 
-static void blas_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+void tr_gemm_blas_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda,
@@ -18,7 +18,7 @@ void tr_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, floa
     if (small <= TR_GEMM_SMALL_ANY && tr_gemm_small_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
         return;
     if (tr_gemm_packed_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
-    blas_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    tr_gemm_blas_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void tr_gemm_linear_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -27,7 +27,7 @@ void tr_gemm_linear_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t 
     if (M == 0 || N == 0) return;
     if (tr_gemm_small_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
     if (tr_gemm_packed_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
-    blas_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    tr_gemm_blas_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void tr_gemm_f64(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, double alpha,

@@ -56,6 +56,10 @@ double tr_gemm_small_tn_norm2_f32(int64_t M, int64_t N, int64_t K, const float *
 int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* The product by OpenBLAS's sgemm alone (what the two above fall back to). */
+void tr_gemm_blas_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 /* Whether GEMMs called on several OpenMP threads at once, inside a parallel region, each run
  * single-threaded (OpenBLAS's OpenMP build); its pthreads build would serialise such calls on
  * its own thread pool. */

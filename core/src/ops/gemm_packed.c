@@ -35,7 +35,6 @@
 #include "trainer/memory.h"
 
 #if defined(__AVX512F__) && defined(__FMA__)
-#include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
 #include <pthread.h>
@@ -175,9 +174,8 @@ static void gemm_one(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
 }
 
 /* Slab t of n: whole tiles [tiles t / n, tiles (t + 1) / n) of C's rows (by_rows) or columns,
- * computed on the calling thread. Without pack buffers it is left undone and 0 returned when
- * alone (the caller sends the whole product to BLAS), else done by BLAS. */
-static int slab(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+ * computed on the calling thread; by BLAS when the thread has no pack buffers. */
+static void slab(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int by_rows, int64_t tiles, int t,
                 int n) {
     int64_t lo = tiles * t / n * PANEL, hi = tiles * (t + 1) / n * PANEL, len = by_rows ? M : N;
@@ -186,13 +184,12 @@ static int slab(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, co
         A = ta ? A + lo : A + lo * lda, C = C + lo * ldc, M = hi - lo;
     else
         B = tb ? B + lo * ldb : B + lo, C = C + lo, N = hi - lo;
+    if (hi <= lo) return;
     float *buf = thread_buffers();
-    if (buf && hi > lo) gemm_one(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
-    if (buf || n == 1) return buf != NULL;
-    if (hi > lo) /* no memory for this thread's buffers: its slab by BLAS */
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                    (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
-    return 1;
+    if (buf)
+        gemm_one(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
+    else /* no memory for this thread's buffers */
+        tr_gemm_blas_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
@@ -205,7 +202,11 @@ int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
     int64_t tiles = ((by_rows ? M : N) + PANEL - 1) / PANEL;
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (threads > tiles) threads = (int)tiles;
-    if (threads <= 1) return slab(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, 0, 1);
+    if (threads <= 1) { /* alone: without buffers the whole product is left to the caller's BLAS */
+        if (!thread_buffers()) return 0;
+        slab(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, 0, 1);
+        return 1;
+    }
 #pragma omp parallel num_threads(threads)
     slab(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, omp_get_thread_num(),
          omp_get_num_threads());
