@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "trainer/memory.h"
+#include "trainer/profile.h"
 #include "trainer/rank.h"
 #include "trainer/runtime.h"
 #include "trainer/strategy.h"
@@ -355,8 +356,10 @@ static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, 
     double sumsq = 0;
     for (int i = 0; i < d->n_buckets; i++) {
         bucket *b = &d->buckets[i];
+        tr_profile_enter("strategy", "ddp: waiting for reduce-scatters");
         st = wait_work(&b->work, st);
         if (st != TR_OK) continue;
+        tr_profile_enter("strategy", "ddp: update");
         double s = tr_grad_sumsq(g + slice_at(d, b), b->len);
         sumsq += s;
         if (overlap) st = update_slice(d, b, p, g, isfinite(s), lr);
@@ -371,6 +374,7 @@ static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, 
         }
         gathers = 1;
     }
+    tr_profile_enter("strategy", "ddp: waiting for all-gathers");
     for (int i = 0; i < d->n_buckets; i++) {
         bucket *b = &d->buckets[i];
         st = wait_work(&b->gather, st);
@@ -419,11 +423,13 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     for (int i = 0; i < d->n_buckets; i++) {
         bucket *b = &d->buckets[i];
         if (b->work) {
+            tr_profile_enter("strategy", "ddp: waiting for all-reduces");
             st = wait_work(&b->work, st);
             if (st == TR_OK && d->accel && !d->direct) /* the sum, back onto the device */
                 st = tr_accel_upload(d->accel, g + b->lo, d->stage + b->lo, (b->hi - b->lo) * sizeof *g);
         }
         if (overlap && st == TR_OK) {
+            tr_profile_enter("strategy", "ddp: update");
             double s = tr_accel_grad_sumsq(d->accel, g + b->lo, b->hi - b->lo);
             sumsq += s;
             if (isfinite(s)) st = tr_optim_step_part(d->opt, p, g, b->lo, b->hi, lr);
@@ -435,6 +441,7 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
         *grad_norm = sqrt(sumsq);
         return TR_OK;
     }
+    tr_profile_enter("strategy", "ddp: update");
     sumsq = tr_accel_grad_sumsq(d->accel, g, n);
     *grad_norm = sqrt(sumsq);
     if (!isfinite(sumsq)) return TR_OK; /* left out: the trainer stops or skips the step */

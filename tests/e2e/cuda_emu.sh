@@ -231,4 +231,16 @@ for w in "lm $t/lm.yaml 1" "mlp $t/mlp.yaml 1" "mlp_accum $t/mlp.yaml 2 trainer.
         ok "single-gpu ($name) waits for the device $per time(s) a step ($w4 waits in 4 steps, $w8 in 8); its inputs copied beside the compute stream ($c4 copies in 4 steps, $c8 in 8)"
     else bad "single-gpu ($name): waits a step, expected $per; inputs beside, expected $(( 2 * per )) a step" "4 steps: $r4" "8 steps: $r8"; fi
 done
+
+# trainer.profile on a device: the graph waits for the device at each op boundary (so an op's
+# time holds its kernels), the table counts the MLP's 3 linear layers a step over the 7 steps
+# after the first, and the losses are the unprofiled run's.
+r8="$(waits mlp "$t/mlp.yaml" 8)"; p8="$(waits mlp_prof "$t/mlp.yaml" 8 trainer.profile=true)"
+pj="$t/mlp_prof8/m/0/profile.json"
+if [[ "$p8" =~ ^[0-9]+\ [0-9]+$ && "$r8" =~ ^[0-9]+\ [0-9]+$ ]] && [ "${p8% *}" -gt $(( ${r8% *} + 7 * 6 )) ] &&
+   grep -q '"phase": "forward", "name": "linear", "calls": 21,' "$pj" &&
+   grep -q '"phase": "backward", "name": "linear", "calls": 21,' "$pj" &&
+   diff <(grep -o '"loss": [^,]*' "$t/mlp8/m/0/metrics.jsonl") <(grep -o '"loss": [^,]*' "$t/mlp_prof8/m/0/metrics.jsonl") >/dev/null; then
+    ok "single-gpu profiled: waits at op boundaries (${p8% *} waits against ${r8% *}), 3 linear layers a step, the same losses"
+else bad "single-gpu profiled" "waits: $p8 against $r8" "$(head -c 600 "$pj" 2>&1)"; fi
 finish

@@ -15,6 +15,7 @@
 #include "trainer/optim.h"
 #include "trainer/params.h"
 #include "trainer/plugin.h"
+#include "trainer/profile.h"
 #include "trainer/rng.h"
 #include "trainer/runtime.h"
 #include "trainer/solo.h"

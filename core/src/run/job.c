@@ -161,7 +161,7 @@ static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum",
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
 static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps",
                                            "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts",
-                                           "on_nan", "max_consecutive_skips", "flush_denormals", "gpu_backend"};
+                                           "on_nan", "max_consecutive_skips", "flush_denormals", "gpu_backend", "profile"};
 #define N_(a) (sizeof(a) / sizeof(a[0]))
 
 static tr_status check_sections(const tr_cfg_node *r) {
@@ -325,6 +325,7 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_int(j, "trainer.val_every_n_steps", 0, 0, INT64_MAX, &s->val_every_n_steps));
     TR_CHECK(get_int(j, "trainer.threads", 0, 0, 4096, &s->threads));
     TR_CHECK(get_choice(j, "trainer.progress", "auto|bar|lines", "auto", &s->progress));
+    TR_CHECK(get_choice(j, "trainer.profile", "false|true|shapes", "false", &s->profile)); /* = TR_PROFILE_OPS_* */
     TR_CHECK(get_bool(j, "trainer.flush_denormals", 1, &s->flush_denormals));
     TR_CHECK(get_choice(j, "trainer.accelerator", "auto|cpu|gpu", "auto", &s->accelerator));
     TR_CHECK(read_devices(j, s));

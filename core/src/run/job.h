@@ -20,6 +20,7 @@ typedef struct job_settings {
     int64_t seed, batch, prefetch, workers, max_epochs, max_steps, accum, log_every, threads;
     double val_fraction, grad_clip;
     int shuffle, drop_last, progress;
+    int profile;          /* trainer.profile: TR_PROFILE_OPS_OFF, _OPS or _OPS_SHAPES (profile.h) */
     int flush_denormals;  /* tr_set_flush_denormals for the run's threads */
     int precision;        /* tr_precision: tr_set_precision for the devices the run opens */
     int64_t val_every_n_steps;

@@ -15,6 +15,7 @@
 #include "run/checkpoint_impl.h"
 #include "trainer/io.h"
 #include "trainer/log.h"
+#include "trainer/profile.h"
 #include "trainer/run.h"
 #include "trainer/runtime.h"
 
@@ -29,6 +30,8 @@ typedef struct loop {
     double per_sample_tokens;
     tr_fault_point fault;    /* TRAINER_FAULT_KILL_* for this rank (base/fault.h) */
     int64_t fault_step;
+    tr_profile *prof;        /* trainer.profile; attached to this thread after the first step */
+    int64_t prof_from;       /* the step it was attached after */
 } loop;
 
 /* A metrics value: JSON has no NaN or infinity (a step left out, a window of them). */
@@ -84,6 +87,7 @@ static tr_status save_sharded(loop *lp, const char *name) {
 /* Saves step-<step>, prunes to keep_last. */
 static tr_status save_checkpoint(loop *lp) {
     job *j = lp->j;
+    tr_profile_enter("loop", "checkpoint");
     if (j->sops->settle) TR_CHECK(j->sops->settle(j->strat));
     if (lp->fault == TR_FAULT_CHECKPOINT && lp->state.step == lp->fault_step) tr_fault_arm(TR_FAULT_CHECKPOINT);
     tr_status st = TR_OK;
@@ -264,6 +268,7 @@ static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vlo
     job *j = lp->j;
     *vloss = *vacc = NAN;
     if (!j->val_L) return TR_OK;
+    tr_profile_enter("loop", "validation");
     if (j->sops->settle) TR_CHECK(j->sops->settle(j->strat));
     eval_totals t;
     TR_CHECK(job_evaluate(j, j->val_L, epoch, &t, NULL, NULL));
@@ -298,6 +303,32 @@ static int64_t group_samples(const loop *lp, int64_t index, int *first, int *las
     return n;
 }
 
+/* The next batch of the epoch (trainer.profile: its own region). */
+static tr_status next_batch(loop *lp, const tr_host_batch **hb) {
+    tr_profile_enter("data", "next batch");
+    return tr_loader_next(lp->j->train_L, hb);
+}
+
+/* trainer.profile: the table of the steps after the first into the run folder (rank r > 0:
+ * profile-rank<r>.*), and a line in the log. */
+static tr_status write_profile(loop *lp) {
+    job *j = lp->j;
+    tr_profile_attach(NULL);
+    int64_t steps = lp->state.step - lp->prof_from;
+    if (!lp->prof_from || steps <= 0) {
+        job_say(j, "profile: nothing recorded (the first step of a run is left out as warm-up; run more steps)");
+        return TR_OK;
+    }
+    char txt[1300], json[1300], rank[32] = "", line[512];
+    if (j->info.rank) snprintf(rank, sizeof rank, "-rank%d", j->info.rank);
+    snprintf(txt, sizeof txt, "%s/profile%s.txt", j->run_dir, rank);
+    snprintf(json, sizeof json, "%s/profile%s.json", j->run_dir, rank);
+    TR_CHECK(tr_profile_write(lp->prof, steps, txt, json));
+    tr_profile_summary(lp->prof, steps, line, sizeof line);
+    job_say(j, "profile: %s (%s)", line, txt);
+    return TR_OK;
+}
+
 static tr_status train_loop(loop *lp, tr_run_result *res) {
     job *j = lp->j;
     job_settings *s = &j->s;
@@ -308,13 +339,14 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
     progress_init(&j->prog, j->info.rank == 0 ? s->progress : 2, step); /* one bar: rank 0's */
     for (ep = lp->state.epoch; ep < s->max_epochs && step < lp->total; ep++) {
         int64_t start_batch = ep == lp->state.epoch ? lp->state.batch_in_epoch : 0;
+        tr_profile_enter("loop", "epoch start");
         TR_CHECK(tr_loader_start_epoch(j->train_L, ep, start_batch));
         double lsum = 0, step_loss = 0, win_loss = 0, win_t = tr_now(), win_samples = 0;
         int64_t nsteps = 0, win = 0;
         const tr_host_batch *hb;
         nonfinite_seen seen = {0};
         tr_status st;
-        while (step < lp->total && (st = tr_loader_next(j->train_L, &hb)) == TR_OK && hb) {
+        while (step < lp->total && (st = next_batch(lp, &hb)) == TR_OK && hb) {
             tr_micro_batch mb = {.hb = hb, .step = step};
             int64_t gs = group_samples(lp, hb->index, &mb.first, &mb.last);
             mb.normaliser = (double)gs * lp->per_sample_tokens;
@@ -322,7 +354,11 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                 tr_fault_arm(TR_FAULT_COLLECTIVE); /* the communicator fires it (comm.c) */
             double loss;
             fault_nan(lp, step + 1, &mb);
-            TR_CHECK(j->sops->train_micro(j->strat, &mb, &loss));
+            tr_profile_set_ops((int)s->profile);
+            tr_profile_enter("forward", "(before the first op)");
+            st = j->sops->train_micro(j->strat, &mb, &loss);
+            tr_profile_set_ops(TR_PROFILE_OPS_OFF);
+            TR_CHECK(st);
             if (!isfinite(loss)) nonfinite_note(&seen, &j->spec, hb, loss);
             seen.last = hb;
             step_loss += loss;
@@ -330,7 +366,13 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             win_samples += (double)hb->global_size;
             if (!mb.last) continue;
             double lr = tr_sched_lr(&sc, s->optim.lr, step), gnorm;
+            tr_profile_enter("strategy", "optim_step");
             TR_CHECK(j->sops->optim_step(j->strat, lr, s->grad_clip, &gnorm));
+            if (lp->prof && !lp->prof_from) { /* the first step (allocations, first touches) left out */
+                tr_profile_attach(lp->prof);
+                lp->prof_from = step + 1;
+            }
+            tr_profile_enter("loop", "logging and metrics");
             /* The step's loss over all ranks, and whether any rank's gradient norm was not
              * finite (a strategy's norm may be its rank's own): every rank agrees on it. */
             double agreed[2] = {step_loss, !isfinite(gnorm)};
@@ -412,6 +454,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         }
     }
     double dt = tr_now() - t0;
+    if (lp->prof) TR_CHECK(write_profile(lp));
     snprintf(res->run_dir, sizeof res->run_dir, "%s", j->run_dir);
     res->steps = step;
     res->epochs = ep;
@@ -496,7 +539,10 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     if (s->precision == TR_PRECISION_BF16_MIXED)
         job_say(j, "precision bf16-mixed: the GEMMs multiply bf16 roundings of their operands, accumulating in fp32; "
                    "weights, gradients, activations and optimizer state stay fp32");
-    TR_CHECK(train_loop(&lp, res));
+    if (s->profile) TR_CHECK(tr_profile_create(&lp.prof));
+    st = train_loop(&lp, res);
+    tr_profile_destroy(lp.prof);
+    TR_CHECK(st);
     report_memory(j);
     return job_io_status(j);
 }
