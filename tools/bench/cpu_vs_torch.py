@@ -13,7 +13,7 @@ at batch 32 and 16; AdamW everywhere, dropout as the models define it) and each 
   3. a loss check: 5 steps with dropout off and batches in file order on both sides; the
      loss curves must agree (relative 1e-4) or the run stops, so neither side skips work;
   4. throughput: `trainer run` (cpu strategy, trainer.threads=T, loading on the training
-     thread) and torch_peer.py (torch.set_num_threads(T)) pinned to the same T cores with
+     thread, no validation: torch's loop has none) and torch_peer.py (torch.set_num_threads(T)) pinned to the same T cores with
      taskset, interleaved, REPS times each; a run's figure is the median of its timed windows
      (trainer: the windows it logs, the first left out as warm-up; torch: after two warm-up
      windows), the table shows the median over the runs;

@@ -159,7 +159,7 @@ static const char *const model_keys[] = {"name", "params"};
 static const char *const data_keys[] = {"name", "params", "val_params", "batch_size", "shuffle", "drop_last", "prefetch", "workers", "val_fraction"};
 static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps"};
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
-static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps",
+static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps", "val_every_n_epochs",
                                            "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts",
                                            "on_nan", "max_consecutive_skips", "flush_denormals", "gpu_backend", "profile"};
 #define N_(a) (sizeof(a) / sizeof(a[0]))
@@ -323,6 +323,7 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_int(j, "trainer.grad_accum", 1, 1, 1000000, &s->accum));
     TR_CHECK(get_int(j, "trainer.log_every", 50, 1, INT64_MAX, &s->log_every));
     TR_CHECK(get_int(j, "trainer.val_every_n_steps", 0, 0, INT64_MAX, &s->val_every_n_steps));
+    TR_CHECK(get_int(j, "trainer.val_every_n_epochs", 1, 0, INT64_MAX, &s->val_every_n_epochs));
     TR_CHECK(get_int(j, "trainer.threads", 0, 0, 4096, &s->threads));
     TR_CHECK(get_choice(j, "trainer.progress", "auto|bar|lines", "auto", &s->progress));
     TR_CHECK(get_choice(j, "trainer.profile", "false|true|shapes", "false", &s->profile)); /* = TR_PROFILE_OPS_* */

@@ -24,6 +24,7 @@ typedef struct job_settings {
     int flush_denormals;  /* tr_set_flush_denormals for the run's threads */
     int precision;        /* tr_precision: tr_set_precision for the devices the run opens */
     int64_t val_every_n_steps;
+    int64_t val_every_n_epochs;  /* at the end of every n-th epoch and the last (0: never at epoch ends) */
     tr_sched_config sched;
     tr_optim_config optim;
     int64_t devices, max_restarts;     /* devices: as chosen (tr_choose_devices) */

@@ -440,13 +440,14 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         char when[96];
         snprintf(when, sizeof when, "epoch %lld/%lld done: train loss %.4f", (long long)ep + 1, (long long)s->max_epochs,
                  epoch_loss);
-        if (j->val_L) TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
+        int last = ep + 1 >= s->max_epochs || step >= lp->total;
+        if (j->val_L && s->val_every_n_epochs > 0 && ((ep + 1) % s->val_every_n_epochs == 0 || last))
+            TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
         char a[32];
         job_write(j, j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %s}\n", (long long)ep, (long long)step,
                   json_number(a, epoch_loss, 9));
         TR_CHECK(job_io_status(j));
-        int last = ep + 1 >= s->max_epochs || step >= lp->total;
         if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last)) {
             lp->state.epoch = ep + 1;
             lp->state.batch_in_epoch = 0;
