@@ -55,11 +55,12 @@ else
     bad "profile.json: counts per step, regions sum to the total" "$out"
 fi
 
-# With shapes: a row per layer (quickstart: 32 features, 256 and 256 hidden, batch 128).
+# With shapes: a row per layer (quickstart: 32 features, 256 and 256 hidden, 8 classes, batch 128).
 if timeout 120 "$bin" run "$cfg" "run.output_dir=$t/s" trainer.profile=shapes "${common[@]}" >"$t/s.log" 2>&1 &&
-    grep -q '"phase": "forward", "name": "linear (128, 32)", "calls": 11,' "$t/s/quickstart/0/profile.json" &&
-    grep -q '"phase": "forward", "name": "linear (128, 256)", "calls": 22,' "$t/s/quickstart/0/profile.json" &&
-    grep -q '"phase": "backward", "name": "linear (128, 32)", "calls": 11,' "$t/s/quickstart/0/profile.json"; then
+    grep -q '"phase": "forward", "name": "linear (128, 32) (256, 32)", "calls": 11,' "$t/s/quickstart/0/profile.json" &&
+    grep -q '"phase": "forward", "name": "linear (128, 256) (256, 256)", "calls": 11,' "$t/s/quickstart/0/profile.json" &&
+    grep -q '"phase": "forward", "name": "linear (128, 256) (8, 256)", "calls": 11,' "$t/s/quickstart/0/profile.json" &&
+    grep -q '"phase": "backward", "name": "linear (128, 32) (256, 32)", "calls": 11,' "$t/s/quickstart/0/profile.json"; then
     ok "shapes: a row per op and input shape"
 else
     bad "shapes: a row per op and input shape" "$(tail -2 "$t/s.log")" "$(grep -o '"name": "linear[^"]*"' "$t/s/quickstart/0/profile.json" 2>&1)"

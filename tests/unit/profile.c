@@ -3,8 +3,8 @@
  * count entries, the table is sorted largest first and written as text and JSON (a name with
  * a quote escaped); nothing is recorded when no profile is attached or on another thread;
  * distinct regions past the table's room count in one overflow region; and a graph with ops
- * on names a region per op forward and per node backward (with shapes: and its first input's
- * shape), with the gradient-ready hooks apart, and none with ops off. */
+ * on names a region per op forward and per node backward (with shapes: and its first two inputs'
+ * shapes), with the gradient-ready hooks apart, and none with ops off. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -174,7 +174,7 @@ static void test_graph(void) {
     tr_profile_attach(NULL);
     CHECK(tr_profile_ops() == TR_PROFILE_OPS_OFF, "no ops without a profile attached");
     tr_profile_set_ops(TR_PROFILE_OPS_OFF);
-    const char *fwd[] = {"linear", "relu", "cross_entropy"}, *shaped[] = {"linear (2, 4)", "relu (2, 3)", "cross_entropy (2, 3)"};
+    const char *fwd[] = {"linear", "relu", "cross_entropy"}, *shaped[] = {"linear (2, 4) (3, 4)", "relu (2, 3)", "cross_entropy (2, 3)"};
     for (int i = 0; i < 3; i++) {
         const tr_profile_region *f = region(p, "forward", fwd[i]), *b = region(p, "backward", fwd[i]);
         CHECK(f && f->calls == 1 && b && b->calls == 1, "%s: one region forward and one backward (ops on only)", fwd[i]);

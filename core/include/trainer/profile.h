@@ -68,8 +68,9 @@ tr_profile *tr_profile_current(void);
 void tr_profile_enter(const char *phase, const char *name);
 /* Whether the graph names a region per op on this thread (the trainer turns this on around
  * train_micro only, so validation's forwards stay in their own region): TR_PROFILE_OPS_OFF,
- * TR_PROFILE_OPS (the op's name: "linear") or TR_PROFILE_OPS_SHAPES (with its first input's
- * shape: "linear (128, 784)"); and that level when a profile is attached, else off. */
+ * TR_PROFILE_OPS (the op's name: "linear") or TR_PROFILE_OPS_SHAPES (with the shapes of its
+ * first two inputs: "linear (128, 784) (512, 784)"); and that level while a profile is
+ * attached, else off. */
 enum { TR_PROFILE_OPS_OFF = 0, TR_PROFILE_OPS = 1, TR_PROFILE_OPS_SHAPES = 2 };
 void tr_profile_set_ops(int level);
 int tr_profile_ops(void);
