@@ -392,8 +392,7 @@ static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, 
     return TR_OK;
 }
 
-static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_norm) {
-    ddp *d = ctx;
+static tr_status step(ddp *d, double lr, double max_norm, double *grad_norm) {
     if (d->trace && d->steps < 5) {
         int done = 0;
         for (int i = 0; i < d->n_buckets; i++) {
@@ -447,6 +446,15 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     if (!isfinite(sumsq)) return TR_OK; /* left out: the trainer stops or skips the step */
     if (max_norm > 0) tr_accel_clip_grad_norm(d->accel, g, n, max_norm, sumsq);
     return tr_optim_step(d->opt, p, g, n, lr);
+}
+
+/* The step; under trainer.profile the device's update is waited for, so that it counts in the
+ * step's regions (else the next step's first region would wait for it). */
+static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_norm) {
+    ddp *d = ctx;
+    tr_status st = step(d, lr, max_norm, grad_norm);
+    if (st == TR_OK && d->accel && tr_profile_current()) st = tr_accel_sync(d->accel);
+    return st;
 }
 
 static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, size_t size) {

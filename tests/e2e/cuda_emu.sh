@@ -243,4 +243,14 @@ if [[ "$p8" =~ ^[0-9]+\ [0-9]+$ && "$r8" =~ ^[0-9]+\ [0-9]+$ ]] && [ "${p8% *}" 
    diff <(grep -o '"loss": [^,]*' "$t/mlp8/m/0/metrics.jsonl") <(grep -o '"loss": [^,]*' "$t/mlp_prof8/m/0/metrics.jsonl") >/dev/null; then
     ok "single-gpu profiled: waits at op boundaries (${p8% *} waits against ${r8% *}), 3 linear layers a step, the same losses"
 else bad "single-gpu profiled" "waits: $p8 against $r8" "$(head -c 600 "$pj" 2>&1)"; fi
+# A failed kernel stops a profiled run as it stops an unprofiled one (the profile's waits at op
+# boundaries hand the device's error to the graph): the 41st product fails (step 5's).
+for prof in false true; do
+    o="$(TRAINER_CUDA_EMU_GPUS=1 TRAINER_CUDA_EMU_FAIL_GEMM=41 timeout 120 "$bin" run "$t/mlp.yaml" \
+         "run.output_dir=$t/fail_$prof" trainer.strategy=single-gpu trainer.max_steps=10 trainer.profile=$prof 2>&1)"; rc=$?
+    if [ "$rc" = 1 ] && grep -q "injected: TRAINER_CUDA_EMU_FAIL_GEMM=41" <<<"$o" && ! grep -q "^done:" <<<"$o" &&
+       ! grep -q '"step": [6-9]' "$t/fail_$prof/m/0/metrics.jsonl"; then
+        ok "a failed kernel stops the run (profile $prof), before step 6"
+    else bad "a failed kernel stops the run (profile $prof)" "exit $rc" "$(tail -3 <<<"$o")"; fi
+done
 finish

@@ -22,12 +22,14 @@ static void spin(double seconds) {
     }
 }
 
-static const tr_profile_region *region(tr_profile *p, const char *phase, const char *name) {
+/* A copy of region (phase, name), or one with calls -1 when there is none (the array
+ * tr_profile_regions returns is only valid until the next call). */
+static tr_profile_region region(tr_profile *p, const char *phase, const char *name) {
     int n;
     const tr_profile_region *r = tr_profile_regions(p, &n);
     for (int i = 0; i < n; i++)
-        if (!strcmp(r[i].phase, phase) && !strcmp(r[i].name, name)) return &r[i];
-    return NULL;
+        if (!strcmp(r[i].phase, phase) && !strcmp(r[i].name, name)) return r[i];
+    return (tr_profile_region){.calls = -1};
 }
 
 static void *other_thread(void *arg) {
@@ -75,14 +77,14 @@ static void test_regions(void) {
     int n;
     const tr_profile_region *r = tr_profile_regions(p, &n);
     CHECK(n == 2, "two regions, got %d", n);
-    const tr_profile_region *a = region(p, "forward", "a"), *b = region(p, "backward", "b");
-    CHECK(a && a->calls == 3 && a->seconds >= 0.0055, "a: 3 calls, >= 5.5 ms: %lld, %g", a ? (long long)a->calls : -1,
-          a ? a->seconds : -1);
-    CHECK(b && b->calls == 1 && b->seconds >= 0.001 && b->seconds < a->seconds, "b: 1 call, >= 1 ms");
     CHECK(n == 2 && !strcmp(r[0].name, "a"), "largest first");
+    tr_profile_region a = region(p, "forward", "a"), b = region(p, "backward", "b");
+    CHECK(a.calls == 3 && a.seconds >= 0.0055, "a: 3 calls, >= 5.5 ms: %lld, %g", (long long)a.calls, a.seconds);
+    CHECK(b.calls == 1 && b.seconds >= 0.001 && b.seconds < a.seconds, "b: 1 call, >= 1 ms");
     double sum = tr_profile_seconds(p);
     CHECK(sum <= wall && sum > wall - 0.001, "the regions tile the attached time: %g of %g", sum, wall);
-    CHECK(!region(p, "data", "before attach") && !region(p, "data", "from another thread"), "nothing unattached");
+    CHECK(region(p, "data", "before attach").calls < 0 && region(p, "data", "from another thread").calls < 0,
+          "nothing unattached");
     /* Entering after a detach records nothing more. */
     tr_profile_enter("forward", "a");
     CHECK(fabs(tr_profile_seconds(p) - sum) < 1e-12, "detached profile unchanged");
@@ -120,16 +122,68 @@ static void test_regions(void) {
     }
     tr_profile_attach(NULL);
     tr_profile_regions(q, &n);
-    const tr_profile_region *more = region(q, "other", "(more regions)");
-    CHECK(n == TR_PROFILE_MAX_REGIONS && more && more->calls == 1 + (TR_PROFILE_MAX_REGIONS + 40) - (TR_PROFILE_MAX_REGIONS - 1),
-          "room for %d regions, the rest in one: %d, %lld", TR_PROFILE_MAX_REGIONS, n,
-          more ? (long long)more->calls : -1);
+    tr_profile_region more = region(q, "other", "(more regions)");
+    CHECK(n == TR_PROFILE_MAX_REGIONS && more.calls == 1 + (TR_PROFILE_MAX_REGIONS + 40) - (TR_PROFILE_MAX_REGIONS - 1),
+          "room for %d regions, the rest in one: %d, %lld", TR_PROFILE_MAX_REGIONS, n, (long long)more.calls);
     CHECK(tr_profile_write(q, 1, NULL, json) == TR_OK, "write json");
     t = slurp(json);
     CHECK(t && strstr(t, "\"say \\\"hi\\\"\""), "quote escaped");
     unlink(json);
     rmdir(dir);
     tr_profile_destroy(q);
+    tr_profile_destroy(p);
+}
+
+/* Attaching the attached profile again changes nothing (its region goes on); detaching turns
+ * ops off; one buffer reused for other text makes other regions; a name past the room is cut
+ * at a UTF-8 character's boundary, and the same long name finds its region again. */
+static void test_edges(void) {
+    tr_profile *p;
+    tr_profile_create(&p);
+    double t0 = tr_now();
+    tr_profile_attach(p);
+    tr_profile_enter("loop", "x");
+    spin(0.001);
+    tr_profile_attach(p);
+    spin(0.001);
+    tr_profile_set_ops(TR_PROFILE_OPS);
+    tr_profile_attach(NULL);
+    double wall = tr_now() - t0;
+    CHECK(tr_profile_ops() == TR_PROFILE_OPS_OFF, "detached: ops off");
+    tr_profile_attach(p);
+    CHECK(tr_profile_ops() == TR_PROFILE_OPS_OFF, "attached again: ops still off until set");
+    tr_profile_attach(NULL);
+    tr_profile_region x = region(p, "loop", "x");
+    CHECK(x.calls == 1 && x.seconds >= 0.002 && x.seconds <= wall, "attach of the attached one goes on: %g", x.seconds);
+
+    char buf[TR_PROFILE_NAME_MAX + 32];
+    tr_profile_attach(p);
+    snprintf(buf, sizeof buf, "one");
+    tr_profile_enter("loop", buf);
+    snprintf(buf, sizeof buf, "two");
+    tr_profile_enter("loop", buf);
+    /* 40 ASCII bytes, then 2-byte characters: the cut at 47 bytes would split one. */
+    size_t k = 0;
+    for (; k < 40; k++) buf[k] = 'a';
+    for (int c = 0; c < 10; c++) buf[k++] = (char)0xC3, buf[k++] = (char)0xA9; /* U+00E9 */
+    buf[k] = 0;
+    tr_profile_enter("loop", buf);
+    tr_profile_enter("loop", "one");
+    tr_profile_enter("loop", buf);
+    tr_profile_attach(NULL);
+    CHECK(region(p, "loop", "one").calls == 2 && region(p, "loop", "two").calls == 1, "a reused buffer's texts apart");
+    int n;
+    const tr_profile_region *r = tr_profile_regions(p, &n);
+    int found = 0;
+    for (int i = 0; i < n; i++)
+        if (!strncmp(r[i].name, "aaaa", 4)) {
+            found++;
+            size_t len = strlen(r[i].name);
+            CHECK(len == 46 && (unsigned char)r[i].name[len - 2] == 0xC3 && (unsigned char)r[i].name[len - 1] == 0xA9 &&
+                      r[i].calls == 2,
+                  "cut whole: %zu bytes, %lld calls", len, (long long)r[i].calls);
+        }
+    CHECK(found == 1, "one region for the long name");
     tr_profile_destroy(p);
 }
 
@@ -176,18 +230,21 @@ static void test_graph(void) {
     tr_profile_set_ops(TR_PROFILE_OPS_OFF);
     const char *fwd[] = {"linear", "relu", "cross_entropy"}, *shaped[] = {"linear (2, 4) (3, 4)", "relu (2, 3)", "cross_entropy (2, 3)"};
     for (int i = 0; i < 3; i++) {
-        const tr_profile_region *f = region(p, "forward", fwd[i]), *b = region(p, "backward", fwd[i]);
-        CHECK(f && f->calls == 1 && b && b->calls == 1, "%s: one region forward and one backward (ops on only)", fwd[i]);
+        tr_profile_region f = region(p, "forward", fwd[i]), b = region(p, "backward", fwd[i]);
+        CHECK(f.calls == 1 && b.calls == 1, "%s: one region forward and one backward (ops on only)", fwd[i]);
         f = region(p, "forward", shaped[i]), b = region(p, "backward", shaped[i]);
-        CHECK(f && f->calls == 1 && b && b->calls == 1, "%s: with shapes, one region each way", shaped[i]);
+        CHECK(f.calls == 1 && b.calls == 1, "%s: with shapes, one region each way", shaped[i]);
     }
-    const tr_profile_region *hk = region(p, "backward", "(gradient-ready hooks)");
-    const tr_profile_region *after = region(p, "strategy", "train_micro after backward");
-    const tr_profile_region *before = region(p, "forward", "(before the first op)");
-    CHECK(hook_calls == 6 && hk && hk->calls >= 4, "hooks in a region of their own: %d calls, region %lld", hook_calls,
-          hk ? (long long)hk->calls : -1);
-    CHECK(after && after->calls == 2, "the end of backward starts the strategy's region (ops on only)");
-    CHECK(before && before->calls == 3, "the caller's regions count with ops off too");
+    tr_profile_region hk = region(p, "backward", "(gradient-ready hooks)");
+    tr_profile_region after = region(p, "strategy", "train_micro after backward");
+    tr_profile_region before = region(p, "forward", "(before the first op)");
+    tr_profile_region seed = region(p, "backward", "(seed gradient)");
+    /* Per backward with ops on: a hook region as w's and b's last uses end (once each), and
+     * one before the unused parameters' hooks. */
+    CHECK(hook_calls == 6 && hk.calls == 6, "hooks in a region of their own: %d calls, region %lld", hook_calls,
+          (long long)hk.calls);
+    CHECK(seed.calls == 2 && after.calls == 2, "backward's seed and the strategy's region after it (ops on only)");
+    CHECK(before.calls == 3, "the caller's regions count with ops off too");
     tr_profile_destroy(p);
     tr_graph_destroy(g);
     tr_params_destroy(P);
@@ -195,6 +252,7 @@ static void test_graph(void) {
 
 int main(void) {
     test_regions();
+    test_edges();
     test_graph();
     return test_finish();
 }

@@ -28,7 +28,11 @@
  * op's time includes its parallel kernels, and dataparallel's replica threads count in the
  * region that waits for them. An op built from other ops counts as those ops. On a device the
  * graph waits for the device at each op boundary while ops are on, so an op's time includes
- * its kernels; the device then idles between ops and the step runs slower than unprofiled. */
+ * its kernels (a kernel's failure found there fails the op, as the op's own wait would); the
+ * device then idles between ops and the step runs slower than unprofiled. A strategy that
+ * queues work without waiting for it waits before it returns while tr_profile_current() is
+ * set (single-gpu and ddp do so in optim_step), else the work counts in the next region that
+ * waits. */
 #ifndef TRAINER_PROFILE_H
 #define TRAINER_PROFILE_H
 
@@ -42,7 +46,8 @@ extern "C" {
 
 typedef struct tr_profile tr_profile;
 
-/* One region's total. phase and name are copied (cut to their sizes). */
+/* One region's total. phase and name are copied, cut to their sizes (at a UTF-8 character's
+ * boundary). */
 #define TR_PROFILE_PHASE_MAX 16
 #define TR_PROFILE_NAME_MAX 48
 typedef struct tr_profile_region {
@@ -52,14 +57,17 @@ typedef struct tr_profile_region {
     double seconds;
 } tr_profile_region;
 
-/* Room for this many distinct regions; later new ones count in ("other", "(more regions)"). */
+/* Room for this many distinct regions, the last kept for ("other", "(more regions)"), where
+ * the new ones count once the others are taken. */
 #define TR_PROFILE_MAX_REGIONS 256
 
 tr_status tr_profile_create(tr_profile **out);
-/* Detaches it from the calling thread first when attached there. */
+/* Detaches it from the calling thread first when attached there. Destroy a profile on the
+ * thread it is attached to, or after that thread detached it. */
 void tr_profile_destroy(tr_profile *p);
-/* Makes p the calling thread's profile (NULL: none), ending the region of the one attached
- * before; p records from its first enter. A profile is attached to one thread at a time. */
+/* Makes p the calling thread's profile (NULL: none; ops go off too), ending the region of
+ * the one attached before (p itself: nothing changes); p records from its first enter. A
+ * profile is attached to one thread at a time. */
 void tr_profile_attach(tr_profile *p);
 /* The calling thread's profile, or NULL. */
 tr_profile *tr_profile_current(void);

@@ -397,18 +397,26 @@ void op_begin(tr_graph *g) { g->op_seq++; }
 
 /* trainer.profile: the op that starts now gets a region of its own (with TR_PROFILE_OPS_SHAPES
  * named with the shapes of its first two inputs, t and u, where present: a linear layer's
- * input and weight); on a device the kernels queued so far are waited for, so they count in
- * the region that queued them. */
-static void profile_enter(tr_graph *g, const char *phase, const char *name, const tr_tensor *t, const tr_tensor *u) {
+ * input and weight). On a device the work queued so far is waited for first, so it counts in
+ * the region that queued it; the wait reports (and clears) a failure of that work, which
+ * becomes the graph's error: 0 then. */
+static int profile_enter(tr_graph *g, const char *phase, const char *name, const tr_tensor *t, const tr_tensor *u) {
     int level = tr_profile_ops();
-    if (!level) return;
-    if (g->accel) (void)tr_accel_sync(g->accel); /* an error stays queued for the op's own wait */
+    if (!level) return 1;
+    if (g->accel && g->status == TR_OK) {
+        tr_status st = tr_accel_sync(g->accel);
+        if (st != TR_OK) {
+            op_fail(g, st, "%s", tr_error_msg());
+            return 0;
+        }
+    }
     char named[TR_PROFILE_NAME_MAX];
     if (level == TR_PROFILE_OPS_SHAPES && t) {
         snprintf(named, sizeof named, "%s %s%s%s", name, op_shape(t), u ? " " : "", u ? op_shape(u) : "");
         name = named;
     }
     tr_profile_enter(phase, name);
+    return 1;
 }
 
 int op_check(tr_graph *g, const char *op, int n, ...) {
@@ -418,7 +426,7 @@ int op_check(tr_graph *g, const char *op, int n, ...) {
         va_start(first, n);
         tr_tensor *t = n > 0 ? va_arg(first, tr_tensor *) : NULL, *u = n > 1 ? va_arg(first, tr_tensor *) : NULL;
         va_end(first);
-        profile_enter(g, g->in_backward ? "backward" : "forward", op, t, u);
+        if (!profile_enter(g, g->in_backward ? "backward" : "forward", op, t, u)) return 0;
     }
     op_begin(g);
     va_list ap;
@@ -747,7 +755,7 @@ static void release(tr_graph *g, tr_tensor *t) {
     if (--t->uses > 0) return;
     settle_fresh(g, t);
     if (!g->hook) return;
-    profile_enter(g, "backward", "(gradient-ready hooks)", NULL, NULL);
+    (void)profile_enter(g, "backward", "(gradient-ready hooks)", NULL, NULL); /* a failure ends the loop */
     g->hook(g->hook_user, t->param);
 }
 
@@ -778,14 +786,14 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
         for (int64_t i = 0; i < n; i++) ((float *)d)[i] = 1.0f;
     }
     for (int p = 0; p < g->cap_sumsq; p++) g->sumsq[p] = NAN;
+    if (!profile_enter(g, "backward", "(seed gradient)", NULL, NULL)) return g->status;
     g->in_backward = 1;
     for (tr_node *node = g->tape; node && g->status == TR_OK; node = node->prev) {
         /* A node whose output got no gradient contributes nothing. */
         if (node->out->grad || (node->out->view_of && node->out->view_of->grad)) {
             if (!node->out->grad) node->out->grad = node->out->view_of->grad;
-            int ok = 1;
-            profile_enter(g, "backward", node->name, node->n_ins ? node->ins[0] : node->in[0],
-                          node->n_ins ? (node->n_ins > 1 ? node->ins[1] : NULL) : node->in[1]);
+            int ok = profile_enter(g, "backward", node->name, node->n_ins ? node->ins[0] : node->in[0],
+                                   node->n_ins ? (node->n_ins > 1 ? node->ins[1] : NULL) : node->in[1]);
             op_begin(g);
             for (int i = 0; i < TR_NODE_MAX_IN && ok; i++) ok = op_use(g, node->in[i]);
             for (int i = 0; i < node->n_ins && ok; i++) ok = op_use(g, node->ins[i]);
@@ -804,7 +812,7 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
         for (int p = 0; p < np && g->n_fresh; p++) settle_fresh(g, tr_params_get(g->params, p));
     }
     if (g->hook && g->params) {
-        profile_enter(g, "backward", "(gradient-ready hooks)", NULL, NULL);
+        (void)profile_enter(g, "backward", "(gradient-ready hooks)", NULL, NULL); /* returned below */
         int np = tr_params_count(g->params);
         for (int p = 0; p < np; p++) {
             tr_tensor *t = tr_params_get(g->params, p);
@@ -813,6 +821,6 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
             if (!used) g->hook(g->hook_user, p);
         }
     }
-    profile_enter(g, "strategy", "train_micro after backward", NULL, NULL);
-    return TR_OK;
+    (void)profile_enter(g, "strategy", "train_micro after backward", NULL, NULL);
+    return g->status;
 }

@@ -32,22 +32,38 @@ struct tr_profile {
 static _Thread_local tr_profile *current;
 static _Thread_local int ops_on;
 
-static int same(const tr_profile_region *r, const char *phase, const char *name) {
-    return !strncmp(r->phase, phase, TR_PROFILE_PHASE_MAX - 1) && !strncmp(r->name, name, TR_PROFILE_NAME_MAX - 1);
+/* Copies s into out (size bytes), cut at a character boundary of UTF-8 when it must be cut, so
+ * that the JSON stays valid. */
+static void copy_cut(char *out, size_t size, const char *s) {
+    size_t n = strlen(s);
+    if (n >= size) {
+        n = size - 1;
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--; /* s[n] would start the cut-off part */
+    }
+    memcpy(out, s, n);
+    out[n] = 0;
 }
 
+static int same(const tr_profile_region *r, const char *phase, const char *name) {
+    return !strcmp(r->phase, phase) && !strcmp(r->name, name);
+}
+
+/* The region of (phase_in, name_in), made when new: the pair as it is stored (cut to size),
+ * looked up among the last pairs entered by address, then through the table. */
 static int find(tr_profile *p, const char *phase_in, const char *name_in) {
+    char phase[TR_PROFILE_PHASE_MAX], name[TR_PROFILE_NAME_MAX];
+    copy_cut(phase, sizeof phase, phase_in);
+    copy_cut(name, sizeof name, name_in);
     for (int i = 0; i < RECENT; i++) /* the text is checked too: a caller's buffer may be reused */
-        if (p->recent[i].phase == phase_in && p->recent[i].name == name_in && same(&p->r[p->recent[i].at], phase_in, name_in))
+        if (p->recent[i].phase == phase_in && p->recent[i].name == name_in && same(&p->r[p->recent[i].at], phase, name))
             return p->recent[i].at;
-    const char *phase = phase_in, *name = name_in;
     int at = -1;
     for (int i = 0; i < p->n && at < 0; i++)
         if (same(&p->r[i], phase, name)) at = i;
     if (at < 0) {
         if (p->n >= TR_PROFILE_MAX_REGIONS - 1) { /* the last slot is the overflow's */
-            phase = "other";
-            name = "(more regions)";
+            snprintf(phase, sizeof phase, "other");
+            snprintf(name, sizeof name, "(more regions)");
             at = p->n;
             for (int i = 0; i < p->n; i++)
                 if (same(&p->r[i], phase, name)) at = i;
@@ -55,8 +71,8 @@ static int find(tr_profile *p, const char *phase_in, const char *name_in) {
             at = p->n;
         }
         if (at == p->n) {
-            snprintf(p->r[at].phase, sizeof p->r[at].phase, "%s", phase);
-            snprintf(p->r[at].name, sizeof p->r[at].name, "%s", name);
+            memcpy(p->r[at].phase, phase, sizeof phase);
+            memcpy(p->r[at].name, name, sizeof name);
             p->n++;
         }
     }
@@ -86,7 +102,9 @@ void tr_profile_destroy(tr_profile *p) {
 }
 
 void tr_profile_attach(tr_profile *p) {
+    if (p && p == current) return; /* already: its region goes on */
     double now = tr_now();
+    if (!p) ops_on = TR_PROFILE_OPS_OFF;
     if (current) {
         close_region(current, now);
         current->attached = 0;

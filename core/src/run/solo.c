@@ -7,6 +7,7 @@
 
 #include "autograd/node.h"
 #include "trainer/memory.h"
+#include "trainer/profile.h"
 
 struct tr_solo {
     tr_accel *accel;  /* owned; NULL: the CPU */
@@ -176,8 +177,11 @@ tr_status tr_solo_optim_step(void *ctx, double lr, double max_norm, double *grad
     if (tr_graph_deferred_any_(s->r->g)) return step_deferred(s, p, g, lr, max_norm, sumsq);
     if (max_norm > 0) tr_accel_clip_grad_norm(s->accel, g, n, max_norm, sumsq);
     /* Queued, not waited for: the host goes on to the next batch (its loading and upload
-     * overlap the update), whose train_micro reports a kernel error; so do forward and state. */
-    return tr_optim_step(s->opt, p, g, n, lr);
+     * overlap the update), whose train_micro reports a kernel error; so do forward and state.
+     * Under trainer.profile it is waited for, so that it counts in optim_step's region. */
+    tr_status st = tr_optim_step(s->opt, p, g, n, lr);
+    if (st == TR_OK && s->accel && tr_profile_current()) st = tr_accel_sync(s->accel);
+    return st;
 }
 
 tr_status tr_solo_forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out) {

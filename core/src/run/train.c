@@ -30,8 +30,10 @@ typedef struct loop {
     double per_sample_tokens;
     tr_fault_point fault;    /* TRAINER_FAULT_KILL_* for this rank (base/fault.h) */
     int64_t fault_step;
-    tr_profile *prof;        /* trainer.profile; attached to this thread after the first step */
-    int64_t prof_from;       /* the step it was attached after */
+    tr_profile *prof;        /* trainer.profile: attached to this thread from the end of the
+                              * first step to the end of the last (neither the warm-up nor the
+                              * run's final validation and checkpoint count) */
+    int64_t prof_from;       /* the step it was attached after (0: not yet) */
 } loop;
 
 /* A metrics value: JSON has no NaN or infinity (a step left out, a window of them). */
@@ -309,24 +311,37 @@ static tr_status next_batch(loop *lp, const tr_host_batch **hb) {
     return tr_loader_next(lp->j->train_L, hb);
 }
 
-/* trainer.profile: the table of the steps after the first into the run folder (rank r > 0:
- * profile-rank<r>.*), and a line in the log. */
-static tr_status write_profile(loop *lp) {
+/* trainer.profile, at the end of a step: attached after the first (the warm-up: allocations,
+ * first touches), detached after the last. */
+static void profile_step_done(loop *lp, int64_t step) {
+    if (!lp->prof) return;
+    if (!lp->prof_from) {
+        tr_profile_attach(lp->prof);
+        lp->prof_from = step;
+    }
+    if (step == lp->total) tr_profile_attach(NULL);
+}
+
+/* trainer.profile: the table into the run folder (rank r > 0: profile-rank<r>.*) and a line in
+ * the log. The run's results are saved by now: a table that cannot be written is a warning. */
+static void write_profile(loop *lp) {
     job *j = lp->j;
     tr_profile_attach(NULL);
     int64_t steps = lp->state.step - lp->prof_from;
     if (!lp->prof_from || steps <= 0) {
         job_say(j, "profile: nothing recorded (the first step of a run is left out as warm-up; run more steps)");
-        return TR_OK;
+        return;
     }
     char txt[1300], json[1300], rank[32] = "", line[512];
     if (j->info.rank) snprintf(rank, sizeof rank, "-rank%d", j->info.rank);
     snprintf(txt, sizeof txt, "%s/profile%s.txt", j->run_dir, rank);
     snprintf(json, sizeof json, "%s/profile%s.json", j->run_dir, rank);
-    TR_CHECK(tr_profile_write(lp->prof, steps, txt, json));
+    if (tr_profile_write(lp->prof, steps, txt, json) != TR_OK) {
+        TR_WARN("rank %d: the profile was not written: %s", j->info.rank, tr_error_msg());
+        return;
+    }
     tr_profile_summary(lp->prof, steps, line, sizeof line);
     job_say(j, "profile: %s (%s)", line, txt);
-    return TR_OK;
 }
 
 static tr_status train_loop(loop *lp, tr_run_result *res) {
@@ -368,10 +383,6 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             double lr = tr_sched_lr(&sc, s->optim.lr, step), gnorm;
             tr_profile_enter("strategy", "optim_step");
             TR_CHECK(j->sops->optim_step(j->strat, lr, s->grad_clip, &gnorm));
-            if (lp->prof && !lp->prof_from) { /* the first step (allocations, first touches) left out */
-                tr_profile_attach(lp->prof);
-                lp->prof_from = step + 1;
-            }
             tr_profile_enter("loop", "logging and metrics");
             /* The step's loss over all ranks, and whether any rank's gradient norm was not
              * finite (a strategy's norm may be its rank's own): every rank agrees on it. */
@@ -434,8 +445,10 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                 if (lp->fault == TR_FAULT_STEP)
                     tr_fault_kill("rank %d after step %lld", j->info.rank, (long long)step);
             }
+            profile_step_done(lp, step);
         }
         TR_CHECK(st);
+        tr_profile_enter("loop", "epoch end");
         epoch_loss = nsteps ? lsum / (double)nsteps : NAN;
         char when[96];
         snprintf(when, sizeof when, "epoch %lld/%lld done: train loss %.4f", (long long)ep + 1, (long long)s->max_epochs,
@@ -455,7 +468,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         }
     }
     double dt = tr_now() - t0;
-    if (lp->prof) TR_CHECK(write_profile(lp));
+    if (lp->prof) write_profile(lp);
     snprintf(res->run_dir, sizeof res->run_dir, "%s", j->run_dir);
     res->steps = step;
     res->epochs = ep;
@@ -540,9 +553,13 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     if (s->precision == TR_PRECISION_BF16_MIXED)
         job_say(j, "precision bf16-mixed: the GEMMs multiply bf16 roundings of their operands, accumulating in fp32; "
                    "weights, gradients, activations and optimizer state stay fp32");
+    /* A profile the calling program attached to this thread (an embedding application's) is
+     * set aside while the run's own records, and attached again after. */
+    tr_profile *outer = s->profile ? tr_profile_current() : NULL;
     if (s->profile) TR_CHECK(tr_profile_create(&lp.prof));
     st = train_loop(&lp, res);
     tr_profile_destroy(lp.prof);
+    if (outer) tr_profile_attach(outer);
     TR_CHECK(st);
     report_memory(j);
     return job_io_status(j);

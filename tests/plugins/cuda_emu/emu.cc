@@ -251,6 +251,7 @@ struct cu_rt {
      * would race with it on a GPU, though here every call has run before the next). */
     unsigned long long seq;
     unsigned long beside; /* cu_upload_beside calls */
+    long gemms;           /* cu_sgemm_batched calls, for TRAINER_CUDA_EMU_FAIL_GEMM */
 };
 
 static thread_local cu_rt *touching;     /* the runtime of the operation being noted */
@@ -497,6 +498,10 @@ tr_status cu_sgemm_batched(cu_rt *r, int ta, int tb, int m, int n, int k, float 
     if (batch < 0)
         return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemmStridedBatched (batch %d) failed: status 7 (invalid value)",
                             r->name, batch);
+    /* TRAINER_CUDA_EMU_FAIL_GEMM=N: the N-th product of the process fails, as cuBLAS's would. */
+    if (++r->gemms == env_count("TRAINER_CUDA_EMU_FAIL_GEMM", 0))
+        return tr_error_set(TR_ERR_DEVICE, "%s: cublasSgemmStridedBatched failed: status 13 (execution failed; "
+                            "injected: TRAINER_CUDA_EMU_FAIL_GEMM=%ld)", r->name, r->gemms);
     note_op(r, "a GEMM", C, A, B);
     /* bf16: the span each operand's products read, rounded once into a copy with its layout. */
     float *rA = NULL, *rB = NULL;
