@@ -1,10 +1,14 @@
 /* Micro-benchmark of the core: OpenBLAS sgemm rate, each major op forward+backward, and full
  * training steps, with achieved GFLOP/s printed next to the sgemm rate of the same run.
  *
- *   build/bin/bench_core [--threads N] [--quick] [--sgemm | --gemm]
+ *   build/bin/bench_core [--threads N] [--quick] [--sgemm | --gemm | --peak]
  *
  * --sgemm prints only the reference sgemm rate (one number, GFLOP/s), for scripts that set it
- * beside their own figures (tools/bench/cpu_vs_torch.py). --gemm times trainer's packed GEMM
+ * beside their own figures (tools/bench/cpu_vs_torch.py). --peak prints only the cores'
+ * multiply-add peak (GFLOP/s, measured: independent fused multiply-add chains on the widest
+ * vectors the CPU has, on every thread at once), the ceiling that the sgemm rate falls short of
+ * where OpenBLAS has no kernel for the CPU's widest vectors (0.3.21 on Zen 5: its 256-bit
+ * kernels, half of the 512-bit peak). --gemm times trainer's packed GEMM
  * (ops/gemm_packed.c) against OpenBLAS's sgemm on the products the benchmark workloads run,
  * interleaved, and prints both rates and their ratio.
  * Each figure is the median of several timed windows after warm-up. FLOP counts are the
@@ -12,6 +16,7 @@
  * counted, so a step's GFLOP/s is its useful GEMM rate. */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +78,60 @@ static double bench_sgemm(int M, int N, int K) {
     pair_free(&c);
     return 2.0 * M * N * K / t / 1e9;
 }
+
+/* ---- the cores' multiply-add peak ---- */
+/* CHAINS independent chains of `iters` multiply-adds each, on vectors of LANES floats; returns
+ * a value that depends on every chain, so none is optimised away. Enough chains to cover the
+ * latency on every multiply-add pipe (4 cycles x 2 pipes on current x86 cores). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define FMA_CHAINS(NAME, TARGET, VEC, SET1, FMADD, CHAINS)                               \
+    __attribute__((target(TARGET))) static float NAME(long iters) {                      \
+        VEC acc[CHAINS], mul = SET1(0.999999f), add = SET1(1e-7f);                       \
+        for (int i = 0; i < CHAINS; i++) acc[i] = SET1((float)i);                        \
+        for (long k = 0; k < iters; k++)                                                 \
+            for (int i = 0; i < CHAINS; i++) acc[i] = FMADD(acc[i], mul, add);           \
+        float sum = 0, lane[16];                                                         \
+        for (int i = 0; i < CHAINS; i++) {                                               \
+            memcpy(lane, &acc[i], sizeof acc[i]);                                        \
+            sum += lane[0];                                                              \
+        }                                                                                \
+        return sum;                                                                      \
+    }
+FMA_CHAINS(fma_chains_512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, 16)
+FMA_CHAINS(fma_chains_256, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, 12)
+
+/* Multiply-adds per chain step on this CPU's widest vectors: lanes x chains, 0 if none. */
+static int fma_width(int *lanes, int *chains) {
+    if (__builtin_cpu_supports("avx512f")) return *lanes = 16, *chains = 16, 1;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return *lanes = 8, *chains = 12, 1;
+    return 0;
+}
+
+static volatile float fma_sink;
+
+static void run_peak(void *ctx) {
+    long iters = *(long *)ctx;
+    int lanes, chains;
+    fma_width(&lanes, &chains);
+#pragma omp parallel
+    {
+        float r = lanes == 16 ? fma_chains_512(iters) : fma_chains_256(iters);
+#pragma omp atomic
+        fma_sink += r;
+    }
+}
+
+static double bench_peak(void) {
+    int lanes, chains;
+    if (!fma_width(&lanes, &chains)) return 0;
+    long iters = 2000000;
+    double t = time_it(run_peak, &iters);
+    return 2.0 * lanes * chains * (double)iters * tr_get_num_threads() / t / 1e9;
+}
+#else
+static double bench_peak(void) { return 0; }
+#endif
 
 /* ---- trainer's packed GEMM against OpenBLAS, per workload product ---- */
 static void run_packed(void *p) {
@@ -228,18 +287,28 @@ static void bench_mlp(const char *name, int64_t B, int n_layers, const int64_t *
 }
 
 int main(int argc, char **argv) {
-    int threads = 0, sgemm_only = 0, gemm_pairs = 0;
+    int threads = 0, sgemm_only = 0, gemm_pairs = 0, peak_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--sgemm") == 0) sgemm_only = 1;
         else if (strcmp(argv[i], "--gemm") == 0) gemm_pairs = 1;
+        else if (strcmp(argv[i], "--peak") == 0) peak_only = 1;
         else {
-            fprintf(stderr, "usage: bench_core [--threads N] [--quick] [--sgemm | --gemm]\n");
+            fprintf(stderr, "usage: bench_core [--threads N] [--quick] [--sgemm | --gemm | --peak]\n");
             return 2;
         }
     }
     tr_set_num_threads(threads);
+    if (peak_only) {
+        double fp = bench_peak();
+        if (fp <= 0) {
+            fprintf(stderr, "bench_core: --peak needs an x86-64 CPU with AVX2 and FMA\n");
+            return 1;
+        }
+        printf("%.2f\n", fp);
+        return 0;
+    }
     if (gemm_pairs) {
         printf("trainer %s bench_core --gemm, %d threads\n\n", tr_version(), tr_get_num_threads());
         bench_gemm_pairs();
