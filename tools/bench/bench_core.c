@@ -110,24 +110,29 @@ static int fma_width(int *lanes, int *chains) {
 
 static volatile float fma_sink;
 
-static void run_peak(void *ctx) {
-    long iters = *(long *)ctx;
-    int lanes, chains;
-    fma_width(&lanes, &chains);
+typedef struct peak_ctx {
+    long iters;
+    int lanes, team; /* team: the threads that ran the last call */
+} peak_ctx;
+
+static void run_peak(void *p) {
+    peak_ctx *c = p;
 #pragma omp parallel
     {
-        float r = lanes == 16 ? fma_chains_512(iters) : fma_chains_256(iters);
+        float r = c->lanes == 16 ? fma_chains_512(c->iters) : fma_chains_256(c->iters);
 #pragma omp atomic
         fma_sink += r;
+#pragma omp single nowait
+        c->team = omp_get_num_threads();
     }
 }
 
 static double bench_peak(void) {
     int lanes, chains;
     if (!fma_width(&lanes, &chains)) return 0;
-    long iters = 2000000;
-    double t = time_it(run_peak, &iters);
-    return 2.0 * lanes * chains * (double)iters * tr_get_num_threads() / t / 1e9;
+    peak_ctx c = {.iters = 2000000, .lanes = lanes};
+    double t = time_it(run_peak, &c);
+    return 2.0 * lanes * chains * (double)c.iters * c.team / t / 1e9;
 }
 #else
 static double bench_peak(void) { return 0; }
