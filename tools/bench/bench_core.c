@@ -98,13 +98,14 @@ static double bench_sgemm(int M, int N, int K) {
         }                                                                                \
         return sum;                                                                      \
     }
-FMA_CHAINS(fma_chains_512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, 16)
-FMA_CHAINS(fma_chains_256, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, 12)
+enum { CHAINS_512 = 16, CHAINS_256 = 12 };
+FMA_CHAINS(fma_chains_512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, CHAINS_512)
+FMA_CHAINS(fma_chains_256, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, CHAINS_256)
 
 /* Multiply-adds per chain step on this CPU's widest vectors: lanes x chains, 0 if none. */
 static int fma_width(int *lanes, int *chains) {
-    if (__builtin_cpu_supports("avx512f")) return *lanes = 16, *chains = 16, 1;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return *lanes = 8, *chains = 12, 1;
+    if (__builtin_cpu_supports("avx512f")) return *lanes = 16, *chains = CHAINS_512, 1;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return *lanes = 8, *chains = CHAINS_256, 1;
     return 0;
 }
 

@@ -107,11 +107,9 @@ class Bench:
                   f"torch {w}")
         return statistics.median(float(v) for v in out.split())
 
-    def sgemm(self, threads, cores):
-        return float(run(["taskset", "-c", cores, self.core, "--threads", str(threads), "--sgemm"], "bench_core --sgemm"))
-
-    def fma_peak(self, threads, cores):
-        return float(run(["taskset", "-c", cores, self.core, "--threads", str(threads), "--peak"], "bench_core --peak"))
+    def rate(self, flag, threads, cores):
+        """bench_core --sgemm or --peak on the given cores: one number, GFLOP/s."""
+        return float(run(["taskset", "-c", cores, self.core, "--threads", str(threads), flag], f"bench_core {flag}"))
 
 
 def main():
@@ -144,7 +142,7 @@ def main():
             print(f"loss check {w}: {CHECK_STEPS} steps, worst relative difference {worst[w]:.1e}", flush=True)
         for t in threads:
             cores = ",".join(str(c) for c in cpus[:t])
-            peak, fma = b.sgemm(t, cores), b.fma_peak(t, cores)
+            peak, fma = b.rate("--sgemm", t, cores), b.rate("--peak", t, cores)
             print(f"\n{t} thread(s) on cores {cores}: sgemm {peak:.1f} GFLOP/s, multiply-add peak {fma:.1f} GFLOP/s",
                   flush=True)
             for w in works:
@@ -161,7 +159,7 @@ def main():
               "| trainer GFLOP/s (% of sgemm, % of peak) | torch GFLOP/s (% of sgemm, % of peak) |")
         print("|---|---|---|---|---|---|---|---|")
 
-        def rate(samples, fl, peak, fma):
+        def gflops(samples, fl, peak, fma):
             g = samples * fl / 1e9
             return f"{g:.1f} ({100 * g / peak:.0f}%, {100 * g / fma:.0f}%)"
 
@@ -169,7 +167,7 @@ def main():
             label, _, _, target = WORKLOADS[w]
             met = "met" if o / p >= target else "**missed**"
             print(f"| {label} | {t} | {o:,.0f} | {p:,.0f} | **{o / p:.2f}x** | {target}x: {met} | "
-                  f"{rate(o, fl, peak, fma)} | {rate(p, fl, peak, fma)} |")
+                  f"{gflops(o, fl, peak, fma)} | {gflops(p, fl, peak, fma)} |")
         print("\nsgemm rates: " + ", ".join(sorted({f'{t} thread(s) {peak:.1f} GFLOP/s' for _, t, _, _, _, peak, _ in rows})))
         print("multiply-add peaks: " + ", ".join(sorted({f'{t} thread(s) {fma:.1f} GFLOP/s' for _, t, _, _, _, _, fma in rows})))
     finally:
