@@ -83,6 +83,14 @@ if grep -q "warning: the run's length changes from 7 to 16 steps (trainer.max_st
 else bad "cosine, 7 steps extended to 16: a warning names both lengths; lr then as a 16-step run's" "$(grep -h "warning\|error" "$t/d2.log")" \
     "lr at 9: $(lr_at d 9) vs $(lr_at e 9)"; fi
 
+# A checkpoint whose loop figures are malformed is refused, naming the key; nothing written.
+sed -i 's/"epoch_steps": [0-9]*/"epoch_steps": -1/' "$t/e/r/0/checkpoints/step-00000016/state.json"
+cp "$(m e)" "$t/e.before"
+run e e2.log trainer.max_steps=18 scheduler.name=cosine
+if [ "$rc" != 0 ] && grep -q "checkpoint refused: .*step-00000016/state.json: loop.epoch_steps must be a non-negative integer" "$t/e2.log" &&
+    cmp -s "$t/e.before" "$(m e)"; then ok "malformed loop figures in state.json are refused, naming the key; metrics.jsonl untouched"
+else bad "malformed loop figures in state.json are refused, naming the key; metrics.jsonl untouched" "exit $rc" "$(tail -2 "$t/e2.log")"; fi
+
 # 2. max_steps 0 trains nothing: refused, naming the no-limit value and `trainer eval`.
 run z z.log trainer.max_steps=0
 if [ "$rc" != 0 ] && grep -q "trainer.max_steps: 0 would train nothing; use -1 for no limit" "$t/z.log" &&

@@ -553,13 +553,11 @@ static void say_horizon(loop *lp, int64_t saved_total) {
             (long long)saved_total, (long long)lp->total, (long long)step + 1, lr_now, lr_was);
 }
 
-/* Resuming: the checkpoint's loop figures (loop_totals.h), a line and metrics.jsonl's
- * {"resumed_from_step": N}: the records of steps after N that the interrupted run wrote are
- * superseded by the ones that follow (docs/config.md, "metrics.jsonl"). */
-static tr_status note_resume(loop *lp, const char *ckpt) {
+/* Resuming: a line and metrics.jsonl's {"resumed_from_step": N}: the records of steps after N
+ * that the interrupted run wrote are superseded by the ones that follow (docs/config.md,
+ * "metrics.jsonl"). found: whether the checkpoint had the loop's figures (loop_totals.h). */
+static tr_status note_resume(loop *lp, const char *ckpt, int found) {
     job *j = lp->j;
-    int found;
-    TR_CHECK(loop_totals_read(ckpt, &lp->tot, &found));
     job_say(j, "resuming from %s (epoch %lld, step %lld)", ckpt, (long long)lp->state.epoch + 1, (long long)lp->state.step);
     if (!found && lp->state.batch_in_epoch > 0)
         job_say(j, "warning: %s has no epoch totals (an older trainer's checkpoint): epoch %lld's train loss covers "
@@ -593,7 +591,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
 
     char ckpt[1200] = "", digest[17];
     job_config_digest(j->root, digest);
-    int resuming;
+    int resuming, totals_found = 0;
     TR_CHECK(choose_run_dir(j, lp.total, ckpt, sizeof ckpt, &resuming));
     tr_status st = j->info.rank == 0 ? run_lock_take(lock, j->run_dir) : TR_OK;
     TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot lock the run folder"));
@@ -603,6 +601,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
         TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
         TR_CHECK(check_resume_config(j, ckpt, &found, digest));
         TR_CHECK(job_load_checkpoint(j, ckpt, 1, &lp.state));
+        TR_CHECK(loop_totals_read(ckpt, &lp.tot, &totals_found));
         lp.last_saved = lp.state.step; /* that step is saved already */
     }
     snprintf(lp.state.config_hash, sizeof lp.state.config_hash, "%s", digest);
@@ -610,7 +609,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     snprintf(lp.ck_dir, sizeof lp.ck_dir, "%s/checkpoints", j->run_dir);
     st = j->info.rank == 0 ? open_run_dir(j, resuming, lp.ck_dir) : TR_OK;
     TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot write the run folder"));
-    if (resuming) TR_CHECK(note_resume(&lp, ckpt));
+    if (resuming) TR_CHECK(note_resume(&lp, ckpt, totals_found));
     tr_params *P;
     tr_optim *opt;
     TR_CHECK(j->sops->state(j->strat, &P, &opt));
