@@ -6,7 +6,7 @@
 #   from that batch (state.json says where) and ends with the uninterrupted run's weights and
 #   records; a cosine schedule follows the new length and says so, naming both lengths;
 # - trainer.max_steps 0 is refused, pointing at -1 and `trainer eval`;
-# - epochs count from 1 in the records as in the log; no tokens_per_sec without tokens;
+# - epochs count from 1 in the records as in the log; tokens_per_sec for language models only;
 #   validation inside a throughput window is not counted in its samples/s;
 # - a second trainer on a run folder in use refuses, naming the first's pid; a killed run's
 #   lock is taken over; the ranks of a ddp job do not lock each other out.
@@ -104,6 +104,13 @@ if grep -q '^{"step": 3, "epoch": 1, "loss"' "$(m a)" && grep -q '^{"step": 18, 
 else bad "epochs count from 1 in metrics.jsonl and the log" "$(head -4 "$(m a)")"; fi
 if ! grep -q tokens "$(m a)" "$t/a.log"; then ok "no tokens_per_sec for a model without tokens"
 else bad "no tokens_per_sec for a model without tokens" "$(grep -m1 tokens "$(m a)")"; fi
+
+transformer_device_yaml "$t/lm.yaml" "$t/lm" auto lm
+timeout 60 "$bin" run "$t/lm.yaml" trainer.max_steps=2 >"$t/lm.log" 2>&1
+if grep -q "tokens/s" "$t/lm.log" && grep '"step": 2, ' "$t"/lm/l/0/metrics.jsonl |
+    awk -F'"samples_per_sec": |, "tokens_per_sec": |}' '{d = $3 - 8 * $2; exit !(NF >= 3 && $2 > 0 && d < 1 && d > -1)}'; then
+    ok "a language model (8 tokens a sample) logs tokens_per_sec = 8 x samples_per_sec"
+else bad "a language model (8 tokens a sample) logs tokens_per_sec = 8 x samples_per_sec" "$(tail -2 "$t"/lm/l/0/metrics.jsonl)"; fi
 
 # Throughput: the same steps with a validation pass after each (8192 samples, a few times a
 # step's work) and without; counted in, validation would cut the logged samples/s several-fold.
