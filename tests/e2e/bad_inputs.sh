@@ -44,6 +44,7 @@ base "$c"; sed -i 's/max_epochs: 1/max_epochs: abc/' "$c"
 expect wrong_type "c.yaml:7:23: trainer.max_epochs: expected an integer, got 'abc'" "$bin" run "$c"
 base "$c"; sed -i 's/batch_size: 32/batch_size: 0/' "$c"
 expect out_of_range "data.batch_size: must be between 1 and" "$bin" run "$c"
+base "$c"; expect max_steps_zero "command line:1:19: trainer.max_steps: 0 would train nothing; use -1 for no limit" "$bin" run "$c" trainer.max_steps=0
 base "$c"; sed -i 's/^model: .*/model: {params: {layers: [16]}}/' "$c"
 expect missing_required "model.name: required key is missing" "$bin" run "$c"
 base "$c"; sed -i 's/name: mlp/name: mlpp/' "$c"

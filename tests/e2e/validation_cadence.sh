@@ -2,7 +2,7 @@
 # When validation runs: at every epoch's end by default; trainer.val_every_n_epochs N at the
 # end of every N-th epoch and of the last; 0 never at epoch ends; trainer.val_every_n_steps
 # also every N steps (not at the last step, which the epoch's end covers). Checked from the
-# val_loss records of metrics.jsonl (their step and epoch). A negative cadence is refused
+# val_loss records of metrics.jsonl (their step and epoch, from 1). A negative cadence is refused
 # naming the key.
 # usage: validation_cadence.sh TRAINER_BIN CONFIG
 set -u
@@ -21,13 +21,13 @@ vals() {
 expect() { # expect NAME GOT WANT
     if [ "$2" = "$3" ]; then ok "$1: $2"; else bad "$1" "got: $2" "want: $3"; fi
 }
-expect "every epoch (default)" "$(vals every)" "8/0 16/1 24/2 "
-expect "every 2nd epoch and the last" "$(vals two trainer.val_every_n_epochs=2)" "16/1 24/2 "
+expect "every epoch (default)" "$(vals every)" "8/1 16/2 24/3 "
+expect "every 2nd epoch and the last" "$(vals two trainer.val_every_n_epochs=2)" "16/2 24/3 "
 expect "never at epoch ends" "$(vals never trainer.val_every_n_epochs=0)" ""
 if grep -q "^epoch 3/3 done: train loss [0-9.]*$" "$t/never.log"; then ok "an epoch without validation still says it is done"
 else bad "an epoch without validation still says it is done" "$(grep done "$t/never.log")"; fi
-expect "every 5 steps only" "$(vals steps trainer.val_every_n_steps=5 trainer.val_every_n_epochs=0)" "5/0 10/1 15/1 20/2 "
-expect "every 5 steps and every epoch" "$(vals both trainer.val_every_n_steps=5)" "5/0 8/0 10/1 15/1 16/1 20/2 24/2 "
+expect "every 5 steps only" "$(vals steps trainer.val_every_n_steps=5 trainer.val_every_n_epochs=0)" "5/1 10/2 15/2 20/3 "
+expect "every 5 steps and every epoch" "$(vals both trainer.val_every_n_steps=5)" "5/1 8/1 10/2 15/2 16/2 20/3 24/3 "
 "$bin" run "$cfg" "run.output_dir=$t/bad" trainer.val_every_n_epochs=-1 >"$t/bad.log" 2>&1
 rc=$?
 if [ "$rc" != 0 ] && grep -q "trainer.val_every_n_epochs" "$t/bad.log"; then ok "a negative cadence is refused naming the key"

@@ -106,7 +106,7 @@ tr_status ckpt_write_json(json_t *o, const char *path, size_t flags) {
 
 /* ---- state.json ---- */
 
-tr_status ckpt_write_state(const char *dir, const tr_train_state *s) {
+tr_status ckpt_write_state(const char *dir, const tr_train_state *s, json_t *loop) {
     char path[PATH_CAP], tmp[PATH_CAP];
     TR_CHECK(ckpt_join(path, sizeof path, dir, STATE_FILE));
     TR_CHECK(ckpt_join(tmp, sizeof tmp, dir, STATE_FILE ".tmp"));
@@ -121,6 +121,10 @@ tr_status ckpt_write_state(const char *dir, const tr_train_state *s) {
     if (!o)
         return tr_error_set(TR_ERR_INVALID,
                             "%s: cannot encode the train state (config_hash or model not UTF-8?)", path);
+    if (loop && json_object_set(o, "loop", loop) != 0) {
+        json_decref(o);
+        return tr_error_set(TR_ERR_NOMEM, "%s: cannot encode the loop's figures", path);
+    }
     tr_status st = ckpt_write_json(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
     char why[256];
@@ -187,6 +191,24 @@ tr_status tr_checkpoint_read_state(const char *path, tr_train_state *s) {
     TR_CHECK(ckpt_join(spath, sizeof spath, path, STATE_FILE));
     tr_status st = ckpt_read_state(spath, s);
     if (st != TR_OK) tr_error_prefix("checkpoint refused: ");
+    return st;
+}
+
+tr_status ckpt_read_loop(const char *path, json_t **loop) {
+    *loop = NULL;
+    char spath[PATH_CAP];
+    TR_CHECK(ckpt_join(spath, sizeof spath, path, STATE_FILE));
+    json_error_t jerr;
+    json_t *o = json_load_file(spath, JSON_REJECT_DUPLICATES, &jerr);
+    if (!o) return tr_error_set(TR_ERR_PARSE, "checkpoint refused: %s:%d:%d: not valid JSON: %s", spath, jerr.line,
+                                jerr.column, jerr.text);
+    json_t *v = json_object_get(o, "loop");
+    tr_status st = TR_OK;
+    if (v && !json_is_object(v))
+        st = tr_error_set(TR_ERR_PARSE, "checkpoint refused: %s: 'loop' must be an object", spath);
+    else if (v)
+        *loop = json_incref(v);
+    json_decref(o);
     return st;
 }
 
@@ -315,6 +337,11 @@ tr_status ckpt_abandon(const char *final_path, const char *tmp_path, tr_status s
 
 tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr_optim *opt,
                              const tr_train_state *s) {
+    return ckpt_save(dir, name, P, opt, s, NULL);
+}
+
+tr_status ckpt_save(const char *dir, const char *name, tr_params *P, tr_optim *opt, const tr_train_state *s,
+                    json_t *loop) {
     if (!dir || !*dir || !P || !s)
         return tr_error_set(TR_ERR_INVALID, "checkpoint save: dir, params and state are required");
     if (!tr_params_data(P) && tr_params_count(P) > 0)
@@ -324,7 +351,7 @@ tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr
     tr_status st;
     TR_CHECK_GOTO(ckpt_write_model(tmp_path, P), fail);
     if (opt) TR_CHECK_GOTO(write_optim(tmp_path, P, opt), fail);
-    TR_CHECK_GOTO(ckpt_write_state(tmp_path, s), fail);
+    TR_CHECK_GOTO(ckpt_write_state(tmp_path, s, loop), fail);
     TR_CHECK_GOTO(ckpt_commit(dir, final_path, tmp_path), fail);
     return TR_OK;
 fail:

@@ -319,6 +319,12 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_float(j, "data.val_fraction", 0.1, 0, 0.9, &s->val_fraction));
     TR_CHECK(get_int(j, "trainer.max_epochs", 10, 1, 1000000, &s->max_epochs));
     TR_CHECK(get_int(j, "trainer.max_steps", -1, -1, INT64_MAX, &s->max_steps));
+    if (s->max_steps == 0) { /* -1 is "no limit" (Lightning's spelling); 0 would train nothing */
+        const tr_cfg_node *n = tr_cfg_find(j->root, "trainer.max_steps");
+        return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: trainer.max_steps: 0 would train nothing; use -1 for no limit "
+                            "(training then ends at trainer.max_epochs), a positive step count, or `trainer eval` to "
+                            "score a model without training", tr_cfg_source(n), tr_cfg_line(n), tr_cfg_column(n));
+    }
     TR_CHECK(get_float(j, "trainer.grad_clip", 0, 0, 1e9, &s->grad_clip));
     TR_CHECK(get_int(j, "trainer.grad_accum", 1, 1, 1000000, &s->accum));
     TR_CHECK(get_int(j, "trainer.log_every", 50, 1, INT64_MAX, &s->log_every));

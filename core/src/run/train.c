@@ -13,6 +13,8 @@
 #include "job.h"
 #include "nonfinite.h"
 #include "run/checkpoint_impl.h"
+#include "run/loop_totals.h"
+#include "run/run_lock.h"
 #include "trainer/io.h"
 #include "trainer/log.h"
 #include "trainer/profile.h"
@@ -24,8 +26,7 @@ typedef struct loop {
     char ck_dir[1200];
     tr_train_state state;
     int64_t per_epoch, n_batches, total, last_saved;
-    int64_t skipped;   /* steps left out for non-finite values (on_nan skip) */
-    int64_t skipped_in_a_row;
+    loop_totals tot;   /* the epoch's and the log window's loss sums, skipped steps: checkpointed */
     int64_t nan_at;    /* fault injection: the step whose batch gets a NaN (0: none) */
     double per_sample_tokens;
     tr_fault_point fault;    /* TRAINER_FAULT_KILL_* for this rank (base/fault.h) */
@@ -58,7 +59,7 @@ static tr_status agree(job *j, tr_status st, const char *what, const char *other
 }
 
 /* A sharded strategy's checkpoint: every rank writes its shard (checkpoint.h). */
-static tr_status save_sharded(loop *lp, const char *name) {
+static tr_status save_sharded(loop *lp, const char *name, json_t *totals) {
     job *j = lp->j;
     double tag = j->info.rank == 0 ? (double)getpid() : 0;
     if (j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, &tag, 1));
@@ -78,7 +79,7 @@ static tr_status save_sharded(loop *lp, const char *name) {
         return st;
     }
     if (j->info.rank == 0) {
-        st = tr_checkpoint_commit(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state);
+        st = ckpt_commit_sharded(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state, totals);
         if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
     }
     /* No rank goes on before the checkpoint is in place: a failure right after the save
@@ -95,15 +96,20 @@ static tr_status save_checkpoint(loop *lp) {
     tr_status st = TR_OK;
     char name[64];
     snprintf(name, sizeof name, "step-%08lld", (long long)lp->state.step);
-    if (j->sops->shards) {
-        st = save_sharded(lp, name);
+    lp->tot.total_steps = lp->total;
+    json_t *totals = loop_totals_json(&lp->tot);
+    if (!totals) {
+        st = tr_error_set(TR_ERR_NOMEM, "checkpoint %s/%s: cannot encode the loop's figures", lp->ck_dir, name);
+    } else if (j->sops->shards) {
+        st = save_sharded(lp, name, totals);
     } else if (j->info.rank == 0) {
         tr_params *P;
         tr_optim *opt;
         st = j->sops->state(j->strat, &P, &opt);
-        if (st == TR_OK) st = tr_checkpoint_save(lp->ck_dir, name, P, opt, &lp->state);
+        if (st == TR_OK) st = ckpt_save(lp->ck_dir, name, P, opt, &lp->state, totals);
         if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
     }
+    json_decref(totals);
     tr_fault_disarm(); /* a rank that writes nothing (ddp's others) does not die later instead */
     TR_CHECK(st);
     lp->last_saved = lp->state.step;
@@ -143,12 +149,12 @@ static tr_status nonfinite_step(loop *lp, const nonfinite_seen *seen, int64_t st
                    "steps with non-finite gradients)", what);
         return TR_OK;
     }
-    lp->skipped++;
-    if (++lp->skipped_in_a_row > j->s.max_consecutive_skips && j->s.max_consecutive_skips > 0)
+    lp->tot.skipped++;
+    if (++lp->tot.skipped_in_a_row > j->s.max_consecutive_skips && j->s.max_consecutive_skips > 0)
         return tr_error_set(TR_ERR_NUMERIC, "%s: %lld steps in a row left out (trainer.max_consecutive_skips %lld): the model "
                                             "diverged, not a batch (%s)",
-                            what, (long long)lp->skipped_in_a_row, (long long)j->s.max_consecutive_skips, newest);
-    job_say(j, "warning: %s; step left out (trainer.on_nan: skip; %lld so far)", what, (long long)lp->skipped);
+                            what, (long long)lp->tot.skipped_in_a_row, (long long)j->s.max_consecutive_skips, newest);
+    job_say(j, "warning: %s; step left out (trainer.on_nan: skip; %lld so far)", what, (long long)lp->tot.skipped);
     job_write(j, j->metrics, "{\"step\": %lld, \"skipped\": true, \"loss_finite\": %s}\n", (long long)step,
               isfinite(loss) ? "true" : "false");
     return job_io_status(j);
@@ -265,7 +271,8 @@ static tr_status open_run_dir(job *j, int resuming, const char *ck_dir) {
     return TR_OK;
 }
 
-/* Validation: a line, a metrics record; returns loss and accuracy. */
+/* Validation: a line, a metrics record; returns loss and accuracy. epoch counts from 0, as the
+ * loop's and the checkpoint's; the records, as the log, count from 1. */
 static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vloss, double *vacc) {
     job *j = lp->j;
     *vloss = *vacc = NAN;
@@ -283,7 +290,7 @@ static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vlo
     job_say(j, "%s: val loss %.4f%s", when, *vloss, extra);
     char rec[256], a[32];
     int k = snprintf(rec, sizeof rec, "{\"step\": %lld, \"epoch\": %lld, \"val_loss\": %s", (long long)lp->state.step,
-                     (long long)epoch, json_number(a, *vloss, 9));
+                     (long long)epoch + 1, json_number(a, *vloss, 9));
     if (isfinite(*vacc)) k += snprintf(rec + k, sizeof rec - (size_t)k, ", \"val_accuracy\": %.6g", *vacc);
     if (j->spec.task == TR_TASK_LM)
         snprintf(rec + k, sizeof rec - (size_t)k, ", \"val_perplexity\": %s", json_number(a, exp(*vloss), 6));
@@ -344,21 +351,33 @@ static void write_profile(loop *lp) {
     job_say(j, "profile: %s (%s)", line, txt);
 }
 
+/* The schedule over a run of `total` optimizer steps (cosine decays over what follows the
+ * warm-up). */
+static tr_sched_config sched_over(const job *j, int64_t total) {
+    tr_sched_config sc = j->s.sched;
+    sc.total_steps = total - sc.warmup_steps > 1 ? total - sc.warmup_steps : 1;
+    return sc;
+}
+
 static tr_status train_loop(loop *lp, tr_run_result *res) {
     job *j = lp->j;
     job_settings *s = &j->s;
-    tr_sched_config sc = s->sched;
-    sc.total_steps = lp->total - sc.warmup_steps > 1 ? lp->total - sc.warmup_steps : 1;
-    int64_t step = lp->state.step, ep;
+    tr_sched_config sc = sched_over(j, lp->total);
+    int64_t step = lp->state.step, ep, resume_epoch = lp->state.epoch, resume_batch = lp->state.batch_in_epoch;
     double t0 = tr_now(), samples = 0, epoch_loss = NAN, vloss = NAN, vacc = NAN;
     progress_init(&j->prog, j->info.rank == 0 ? s->progress : 2, step); /* one bar: rank 0's */
     for (ep = lp->state.epoch; ep < s->max_epochs && step < lp->total; ep++) {
-        int64_t start_batch = ep == lp->state.epoch ? lp->state.batch_in_epoch : 0;
+        int64_t start_batch = ep == resume_epoch ? resume_batch : 0;
         tr_profile_enter("loop", "epoch start");
         TR_CHECK(tr_loader_start_epoch(j->train_L, ep, start_batch));
-        double lsum = 0, step_loss = 0, win_loss = 0, win_t = tr_now(), win_samples = 0;
-        int64_t nsteps = 0, win = 0;
-        const tr_host_batch *hb;
+        /* An epoch resumed part-way goes on with the sums its checkpoint saved. */
+        if (start_batch == 0) {
+            lp->tot.epoch_loss_sum = lp->tot.window_loss_sum = 0;
+            lp->tot.epoch_steps = lp->tot.window_steps = 0;
+        }
+        double step_loss = 0, win_t = tr_now(), win_samples = 0;
+        int64_t consumed = start_batch; /* batches of the epoch done */
+        const tr_host_batch *hb = NULL;
         nonfinite_seen seen = {0};
         tr_status st;
         while (step < lp->total && (st = next_batch(lp, &hb)) == TR_OK && hb) {
@@ -376,6 +395,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             TR_CHECK(st);
             if (!isfinite(loss)) nonfinite_note(&seen, &j->spec, hb, loss);
             seen.last = hb;
+            consumed = hb->index + 1;
             step_loss += loss;
             samples += (double)hb->size;
             win_samples += (double)hb->global_size;
@@ -393,43 +413,53 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             if (!isfinite(step_loss) || agreed[1] > 0) {
                 TR_CHECK(nonfinite_step(lp, &seen, step, step_loss, gnorm, agreed[1] > 0));
             } else {
-                lp->skipped_in_a_row = 0;
-                win_loss += step_loss;
-                lsum += step_loss;
-                win++;
-                nsteps++;
+                lp->tot.skipped_in_a_row = 0;
+                lp->tot.window_loss_sum += step_loss;
+                lp->tot.epoch_loss_sum += step_loss;
+                lp->tot.window_steps++;
+                lp->tot.epoch_steps++;
             }
             step_loss = 0;
             seen = (nonfinite_seen){0};
             int log_now = step % s->log_every == 0 || step == lp->total;
             if (log_now || j->prog.bar) {
-                double wl = win ? win_loss / (double)win : NAN;
+                loop_totals *t = &lp->tot;
+                double wl = t->window_steps ? t->window_loss_sum / (double)t->window_steps : NAN;
                 double dt = tr_now() - win_t, sps = dt > 0 ? win_samples / dt : 0;
                 progress_update(&j->prog, ep, s->max_epochs, step, lp->total, wl, sps);
                 if (log_now) {
                     char line[256];
                     snprintf(line, sizeof line, "epoch %lld  step %lld/%lld  loss %.4f  lr %.3g  grad norm %.3g  %.0f samples/s",
                              (long long)ep + 1, (long long)step, (long long)lp->total, wl, lr, gnorm, sps);
-                    if (lp->per_sample_tokens > 1)
+                    if (j->spec.task == TR_TASK_LM)
                         snprintf(line + strlen(line), sizeof line - strlen(line), "  %.0f tokens/s", sps * lp->per_sample_tokens);
                     if (j->prog.bar) {
                         job_write(j, j->log, "%s\n", line);
                     } else {
                         job_say(j, "%s", line);
                     }
-                    char a[32], b[32];
+                    char a[32], b[32], tokens[48] = "";
+                    if (j->spec.task == TR_TASK_LM) /* samples are not tokens for the other tasks */
+                        snprintf(tokens, sizeof tokens, ", \"tokens_per_sec\": %.1f", sps * lp->per_sample_tokens);
                     job_write(j, j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, "
-                                             "\"samples_per_sec\": %.1f, \"tokens_per_sec\": %.1f}\n",
-                              (long long)step, (long long)ep, json_number(a, wl, 9), lr, json_number(b, gnorm, 6), sps,
-                              sps * lp->per_sample_tokens);
+                                             "\"samples_per_sec\": %.1f%s}\n",
+                              (long long)step, (long long)ep + 1, json_number(a, wl, 9), lr, json_number(b, gnorm, 6), sps,
+                              tokens);
                     TR_CHECK(job_io_status(j));
-                    win = 0;
-                    win_loss = 0;
+                    /* The loss window restarts at log_every's multiples only: a record at the
+                     * run's last step ends this run, and one that extends it (a larger
+                     * max_steps) continues the window the checkpoint saved, as an
+                     * uninterrupted run would. */
+                    if (step % s->log_every == 0) {
+                        t->window_loss_sum = 0;
+                        t->window_steps = 0;
+                    }
                     win_samples = 0;
                     win_t = tr_now();
                 }
             }
             lp->state.step = step;
+            double paused = tr_now(); /* validation and saving are not training: out of samples/s */
             if (s->val_every_n_steps > 0 && step % s->val_every_n_steps == 0 && step < lp->total) {
                 char when[64];
                 snprintf(when, sizeof when, "step %lld", (long long)step);
@@ -437,9 +467,10 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             }
             if (s->ck_steps > 0 && step % s->ck_steps == 0) {
                 lp->state.epoch = ep;
-                lp->state.batch_in_epoch = hb->index + 1;
+                lp->state.batch_in_epoch = consumed;
                 TR_CHECK(save_checkpoint(lp));
             }
+            win_t += tr_now() - paused;
             if (step == lp->fault_step && lp->fault != TR_FAULT_NONE) {
                 tr_fault_disarm(); /* a collective point whose step had no collective */
                 if (lp->fault == TR_FAULT_STEP)
@@ -449,21 +480,29 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         }
         TR_CHECK(st);
         tr_profile_enter("loop", "epoch end");
-        epoch_loss = nsteps ? lsum / (double)nsteps : NAN;
-        char when[96];
-        snprintf(when, sizeof when, "epoch %lld/%lld done: train loss %.4f", (long long)ep + 1, (long long)s->max_epochs,
-                 epoch_loss);
+        /* trainer.max_steps can end the run part-way through an epoch: its checkpoint then
+         * says where, and a run that extends it (a larger max_steps) goes on from there. */
+        int complete = !hb || consumed >= lp->n_batches;
+        epoch_loss = lp->tot.epoch_steps ? lp->tot.epoch_loss_sum / (double)lp->tot.epoch_steps : NAN;
+        char when[160];
+        if (complete)
+            snprintf(when, sizeof when, "epoch %lld/%lld done: train loss %.4f", (long long)ep + 1, (long long)s->max_epochs,
+                     epoch_loss);
+        else
+            snprintf(when, sizeof when, "epoch %lld/%lld stopped at step %lld by trainer.max_steps (batch %lld of %lld): "
+                     "train loss so far %.4f", (long long)ep + 1, (long long)s->max_epochs, (long long)step,
+                     (long long)consumed, (long long)lp->n_batches, epoch_loss);
         int last = ep + 1 >= s->max_epochs || step >= lp->total;
         if (j->val_L && s->val_every_n_epochs > 0 && ((ep + 1) % s->val_every_n_epochs == 0 || last))
             TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
         char a[32];
-        job_write(j, j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %s}\n", (long long)ep, (long long)step,
-                  json_number(a, epoch_loss, 9));
+        job_write(j, j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %s%s}\n", (long long)ep + 1,
+                  (long long)step, json_number(a, epoch_loss, 9), complete ? "" : ", \"partial\": true");
         TR_CHECK(job_io_status(j));
         if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last)) {
-            lp->state.epoch = ep + 1;
-            lp->state.batch_in_epoch = 0;
+            lp->state.epoch = complete ? ep + 1 : ep;
+            lp->state.batch_in_epoch = complete ? 0 : consumed;
             TR_CHECK(save_checkpoint(lp));
         }
     }
@@ -478,8 +517,8 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
     res->samples_per_sec = dt > 0 ? samples * j->info.data_world / dt : 0;
     char acc[128] = "";
     if (isfinite(vacc)) snprintf(acc, sizeof acc, "; final validation accuracy: %.2f%%", 100 * vacc);
-    if (lp->skipped)
-        snprintf(acc + strlen(acc), sizeof acc - strlen(acc), "; %lld steps left out (non-finite)", (long long)lp->skipped);
+    if (lp->tot.skipped)
+        snprintf(acc + strlen(acc), sizeof acc - strlen(acc), "; %lld steps left out (non-finite)", (long long)lp->tot.skipped);
     job_say(j, "done: %lld steps in %.1f s (%.0f samples/s)%s", (long long)step, dt, res->samples_per_sec, acc);
     return TR_OK;
 }
@@ -498,8 +537,38 @@ static void report_memory(job *j) {
               (unsigned long long)m.activations, (unsigned long long)m.other, (unsigned long long)m.all_devices);
 }
 
+/* Resuming with another max_steps or max_epochs changes the run's length; a schedule over the
+ * run's length (cosine) then follows the new one, which moves the learning rate: said, with
+ * both horizons and rates. */
+static void say_horizon(loop *lp, int64_t saved_total) {
+    job *j = lp->j;
+    if (saved_total <= 0 || saved_total == lp->total) return;
+    tr_sched_config was = sched_over(j, saved_total), now = sched_over(j, lp->total);
+    int64_t step = lp->state.step;
+    double lr_was = tr_sched_lr(&was, j->s.optim.lr, step), lr_now = tr_sched_lr(&now, j->s.optim.lr, step);
+    if (lr_was == lr_now) return;
+    job_say(j, "warning: the run's length changes from %lld to %lld steps (trainer.max_steps or max_epochs), and the "
+               "learning-rate schedule follows it: step %lld runs at lr %.6g instead of %.6g (to train the new length "
+               "from the start instead, give another run.name or set checkpoint.resume: never)",
+            (long long)saved_total, (long long)lp->total, (long long)step + 1, lr_now, lr_was);
+}
+
+/* Resuming: a line and metrics.jsonl's {"resumed_from_step": N}: the records of steps after N
+ * that the interrupted run wrote are superseded by the ones that follow (docs/config.md,
+ * "metrics.jsonl"). found: whether the checkpoint had the loop's figures (loop_totals.h). */
+static tr_status note_resume(loop *lp, const char *ckpt, int found) {
+    job *j = lp->j;
+    job_say(j, "resuming from %s (epoch %lld, step %lld)", ckpt, (long long)lp->state.epoch + 1, (long long)lp->state.step);
+    if (!found && lp->state.batch_in_epoch > 0)
+        job_say(j, "warning: %s has no epoch totals (an older trainer's checkpoint): epoch %lld's train loss covers "
+                   "its steps after step %lld only", ckpt, (long long)lp->state.epoch + 1, (long long)lp->state.step);
+    say_horizon(lp, lp->tot.total_steps);
+    job_write(j, j->metrics, "{\"resumed_from_step\": %lld}\n", (long long)lp->state.step);
+    return job_io_status(j);
+}
+
 static tr_status train(job *j, const char *config_path, const char *const *overrides, int n_overrides,
-                       const char *const *plugin_dirs, tr_run_result *res) {
+                       const char *const *plugin_dirs, run_lock *lock, tr_run_result *res) {
     TR_CHECK(job_open(j, config_path, overrides, n_overrides, plugin_dirs));
     loop lp = {.j = j, .last_saved = -1, .nan_at = fault_nan_step(j)};
     TR_CHECK(tr_fault_setup(j->info.rank, &lp.fault, &lp.fault_step));
@@ -522,23 +591,25 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
 
     char ckpt[1200] = "", digest[17];
     job_config_digest(j->root, digest);
-    int resuming;
+    int resuming, totals_found = 0;
     TR_CHECK(choose_run_dir(j, lp.total, ckpt, sizeof ckpt, &resuming));
+    tr_status st = j->info.rank == 0 ? run_lock_take(lock, j->run_dir) : TR_OK;
+    TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot lock the run folder"));
     lp.state = (tr_train_state){.seed = (uint64_t)s->seed};
     if (resuming) {
         tr_train_state found;
         TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
         TR_CHECK(check_resume_config(j, ckpt, &found, digest));
         TR_CHECK(job_load_checkpoint(j, ckpt, 1, &lp.state));
-        lp.last_saved = lp.state.step; /* resumed at an epoch's end: that step is saved already */
+        TR_CHECK(loop_totals_read(ckpt, &lp.tot, &totals_found));
+        lp.last_saved = lp.state.step; /* that step is saved already */
     }
     snprintf(lp.state.config_hash, sizeof lp.state.config_hash, "%s", digest);
     snprintf(lp.state.model, sizeof lp.state.model, "%s", j->model_p->desc->name);
     snprintf(lp.ck_dir, sizeof lp.ck_dir, "%s/checkpoints", j->run_dir);
-    tr_status st = j->info.rank == 0 ? open_run_dir(j, resuming, lp.ck_dir) : TR_OK;
+    st = j->info.rank == 0 ? open_run_dir(j, resuming, lp.ck_dir) : TR_OK;
     TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot write the run folder"));
-    if (resuming)
-        job_say(j, "resuming from %s (epoch %lld, step %lld)", ckpt, (long long)lp.state.epoch + 1, (long long)lp.state.step);
+    if (resuming) TR_CHECK(note_resume(&lp, ckpt, totals_found));
     tr_params *P;
     tr_optim *opt;
     TR_CHECK(j->sops->state(j->strat, &P, &opt));
@@ -585,9 +656,11 @@ tr_status tr_run_train(const char *config_path, const char *const *overrides, in
     job j;
     memset(&j, 0, sizeof j);
     memset(out, 0, sizeof *out);
-    tr_status st = train(&j, config_path, overrides, n_overrides, plugin_dirs, out);
+    run_lock lock = RUN_LOCK_NONE;
+    tr_status st = train(&j, config_path, overrides, n_overrides, plugin_dirs, &lock, out);
     if (st != TR_OK && j.log) fprintf(j.log, "error: %s\n", tr_error_msg()); /* best effort */
     if (st == TR_OK) st = close_run_files(&j);
     job_close(&j);
+    run_lock_release(&lock);
     return st;
 }
