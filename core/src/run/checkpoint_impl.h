@@ -25,7 +25,15 @@ tr_status ckpt_remove_tree(const char *path, int depth);
 void ckpt_shape_str(char *out, size_t cap, int ndim, const int64_t *shape);
 /* o as JSON text into path (created or truncated), fsync'ed; every failure names path. */
 tr_status ckpt_write_json(json_t *o, const char *path, size_t flags);
-tr_status ckpt_write_state(const char *dir, const tr_train_state *s);
+struct run_classes;
+/* state.json, with the run's classes (classes.h) when c is not NULL. */
+tr_status ckpt_write_state(const char *dir, const tr_train_state *s, const struct run_classes *c);
+/* tr_checkpoint_save and tr_checkpoint_commit, with the run's classes in state.json (c may be
+ * NULL): what `trainer run` saves. */
+tr_status ckpt_save(const char *dir, const char *name, tr_params *P, tr_optim *opt, const tr_train_state *s,
+                    const struct run_classes *c);
+tr_status ckpt_commit_shards(const char *dir, const char *name, const char *tmp, int world, tr_params *P, tr_optim *opt,
+                             const tr_train_state *s, const struct run_classes *c);
 tr_status ckpt_read_state(const char *path, tr_train_state *s);
 /* model.safetensors: parameters by name, then buffers by name. */
 tr_status ckpt_write_model(const char *dir, tr_params *P);

@@ -78,7 +78,7 @@ static tr_status save_sharded(loop *lp, const char *name) {
         return st;
     }
     if (j->info.rank == 0) {
-        st = tr_checkpoint_commit(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state);
+        st = ckpt_commit_shards(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state, &j->classes);
         if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
     }
     /* No rank goes on before the checkpoint is in place: a failure right after the save
@@ -101,7 +101,7 @@ static tr_status save_checkpoint(loop *lp) {
         tr_params *P;
         tr_optim *opt;
         st = j->sops->state(j->strat, &P, &opt);
-        if (st == TR_OK) st = tr_checkpoint_save(lp->ck_dir, name, P, opt, &lp->state);
+        if (st == TR_OK) st = ckpt_save(lp->ck_dir, name, P, opt, &lp->state, &j->classes);
         if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
     }
     tr_fault_disarm(); /* a rank that writes nothing (ddp's others) does not die later instead */
