@@ -375,7 +375,11 @@ static void test_csv(void) {
     write_text("empty.csv", "a,label\n");
     const char *ke[] = {"path=empty.csv"};
     expect_error("csv", ke, 1, TR_SPLIT_TRAIN, 0, TR_ERR_PARSE, "empty.csv: no data rows", NULL);
-    expect_error("csv", k1, 1, TR_SPLIT_VAL, 0, TR_ERR_INVALID, "no validation rows", NULL);
+    /* nothing held out and no validation file: no validation split, an empty one (not an error) */
+    ds none;
+    CHECK(ds_open(&none, "csv", k1, 1, TR_SPLIT_VAL, 1, tmpdir, 0) == TR_OK, "csv val_fraction 0: %s", tr_error_msg());
+    if (none.ctx) CHECK(none.ops->size(none.ctx) == 0, "csv val_fraction 0: %lld validation rows", (long long)none.ops->size(none.ctx));
+    ds_close(&none);
     const char *r[] = {"t.csv", "v.csv", "nh.csv", "bad.csv", "rag.csv", "lab.csv", "empty.csv"};
     for (int i = 0; i < 7; i++) remove_file(r[i]);
 }
