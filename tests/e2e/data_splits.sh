@@ -8,9 +8,12 @@
 # - csv `classes` (a count, or names that predict writes), labels outside them refused with
 #   file:line; the checkpoint keeps the classes: a file lacking the top class scores, and a
 #   config whose classes differ is refused naming both.
-# usage: data_splits.sh TRAINER_BIN
+# - a dataset plugin built for ABI 0.6 that errs for "no validation split" still trains
+#   without one, unless data.val_params asks for one.
+# usage: data_splits.sh TRAINER_BIN [TEST_PLUGIN_DIR]
 set -u
 bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+plugdir="${2:+$(cd "$2" && pwd)}"
 . "$(dirname "$0")/lib.sh"
 t="$(mktemp -d /tmp/trainer-splits-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
@@ -124,4 +127,19 @@ else bad "named run" "$(tail -3 <<<"$o")"; fi
 # inferred classes: the checkpoint's 3 outputs score a file whose labels stop at 1
 o="$("$bin" predict c.yaml --checkpoint $ck --split train --output q.csv data.params.path=two.csv data.val_fraction=0 2>&1)"
 [ "$(($(wc -l <q.csv) - 1))" = 10 ] && ok "a file lacking the top class scores with the checkpoint's classes" || bad "two.csv as train" "$o"
+
+# ---- a dataset built for ABI 0.6 ----
+if [ -n "$plugdir" ] && [ -e "$plugdir/old_dataset" ]; then
+    cat >old.yaml <<EOF
+run: {name: old, output_dir: runs}
+model: {name: mlp, params: {layers: [4]}}
+data: {name: old_dataset, val_fraction: 0, batch_size: 8}
+trainer: {max_epochs: 1, progress: lines, threads: 1}
+plugins: [$plugdir/old_dataset]
+EOF
+    o="$("$bin" run old.yaml 2>&1)" && grep -q "no validation split: .*old_dataset: no validation rows" <<<"$o" &&
+        ok "an ABI 0.6 dataset's error for none: no validation split" || bad "old dataset without val_params" "$(tail -3 <<<"$o")"
+    expect_fail "an ABI 0.6 dataset's error with data.val_params stops" "old_dataset: no validation rows" \
+        "$bin" run old.yaml run.name=old2 data.val_params.samples=4
+fi
 finish

@@ -571,7 +571,7 @@ static tr_status open_val(job *j) {
     if (j->dops->size(j->val_ds) <= 0) {
         j->dops->destroy(j->val_ds);
         j->val_ds = NULL;
-        TR_INFO("no validation split: data.params holds none out (data.val_fraction %g) and gives no validation file",
+        TR_INFO("no validation split: data.val_fraction %g holds no sample out and no validation file is given",
                 j->s.val_fraction);
         return TR_OK;
     }
@@ -600,8 +600,8 @@ tr_status job_open_model(job *j) {
     TR_CHECK(make_dataset(j, TR_SPLIT_TRAIN, &j->train_ds));
     j->dops->spec(j->train_ds, &j->spec);
     if (j->dops->size(j->train_ds) <= 0) return tr_error_set(TR_ERR_INVALID, "data: the training split is empty");
+    TR_CHECK(settle_classes(j)); /* first: the validation split is checked against the model's classes */
     TR_CHECK(open_val(j));
-    TR_CHECK(settle_classes(j));
 
     TR_CHECK(options_from(tr_cfg_find(j->root, "model.params"), NULL, "model.params", j->model_p, &j->model_opts));
     TR_CHECK(plugin_defaults(j, "model.params", j->model_p));
