@@ -66,6 +66,13 @@ w="$(score "$("$bin" eval c.yaml --checkpoint $ck --split train data.params.path
 if [ -n "$v" ] && [ "${v%% *}" = 10 ] && [ "$v" = "$w" ]; then ok "csv val_params.path scores all 10 rows ($v)"
 else bad "csv val_params.path" "val_params: '$v'" "as train split: '$w'"; fi
 
+# the run's config.yaml writes what val_params inherited, and reads back the same
+o="$("$bin" run c.yaml run.name=vp data.val_params.path=two.csv trainer.max_epochs=1 2>&1)"
+if sed -n '/^  val_params:/,/^  [a-z]/p' runs/vp/0/config.yaml 2>/dev/null | grep -q "normalize: none" &&
+    o2="$("$bin" eval runs/vp/0/config.yaml --checkpoint runs/vp/0 "data.params.path=$t/train.csv" "data.val_params.path=$t/two.csv" 2>&1)" &&
+    grep -q "validation split, 10 samples" <<<"$o2"; then ok "config.yaml's val_params holds the inherited keys"
+else bad "resolved val_params" "$o" "${o2:-}" "$(cat runs/vp/0/config.yaml 2>/dev/null | head -20)"; fi
+
 # text, lm: val_params inherits seq_len; every sample of the file
 head -c 3000 /dev/urandom | base64 -w 60 >train.txt
 head -c 600 /dev/urandom | base64 -w 60 >other.txt

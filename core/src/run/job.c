@@ -80,6 +80,43 @@ static int has_key(const tr_cfg_node *map, const char *key) {
     return 0;
 }
 
+/* A scalar as YAML flow text: plain when that reads back the same, else single-quoted. */
+static void yaml_text(char *out, size_t cap, const char *s) {
+    int plain = s[0] && s[0] != ' ' && s[strlen(s) - 1] != ' ';
+    for (const char *c = s; plain && *c; c++)
+        plain = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || strchr("_./+- ", *c);
+    if (plain && !(s[0] == '-' && (s[1] == ' ' || !s[1]))) {
+        snprintf(out, cap, "%s", s);
+        return;
+    }
+    size_t n = 0;
+    if (cap < 3) return;
+    out[n++] = '\'';
+    for (const char *c = s; *c && n + 3 < cap; c++) {
+        if (*c == '\'') out[n++] = '\'';
+        out[n++] = *c;
+    }
+    out[n++] = '\'';
+    out[n] = '\0';
+}
+
+/* A config value (a scalar or a list of scalars) as YAML flow text, for tr_config_set. */
+static void value_text(const tr_cfg_node *v, char *out, size_t cap) {
+    if (tr_cfg_node_kind(v) != TR_CFG_SEQ) {
+        const char *s = tr_cfg_scalar(v);
+        yaml_text(out, cap, s ? s : "");
+        return;
+    }
+    size_t len = (size_t)snprintf(out, cap, "[");
+    for (size_t k = 0; k < tr_cfg_size(v) && len + 4 < cap; k++) {
+        const char *s = tr_cfg_scalar(tr_cfg_item(v, k));
+        if (k) len += (size_t)snprintf(out + len, cap - len, ", ");
+        yaml_text(out + len, cap - len, s ? s : "");
+        len += strlen(out + len);
+    }
+    if (len < cap) snprintf(out + len, cap - len, "]");
+}
+
 /* A plugin's options section (a mapping, or absent) as "key=value" strings; with `over`
  * (data.val_params over data.params), its keys replace the section's. */
 static tr_status options_from(const tr_cfg_node *map, const tr_cfg_node *over, const char *section, const tr_plugin *p,
@@ -593,6 +630,26 @@ static tr_status settle_classes(job *j) {
     return TR_OK;
 }
 
+/* data.val_params inherits data.params: the keys it does not set are written into it with
+ * params' values (defaults included), so the run's config.yaml says what the validation split
+ * read, and reads back the same. */
+static tr_status val_params_resolve(job *j) {
+    const tr_cfg_node *params = tr_cfg_find(j->root, "data.params"), *over = tr_cfg_find(j->root, "data.val_params");
+    if (!params || !over || tr_cfg_node_kind(over) != TR_CFG_MAP) return TR_OK;
+    for (size_t i = 0; i < tr_cfg_size(params); i++) {
+        const char *k = tr_cfg_key(params, i);
+        if (has_key(over, k)) continue;
+        char key[300], text[1024];
+        snprintf(key, sizeof key, "data.val_params.%s", k);
+        value_text(tr_cfg_item(params, i), text, sizeof text);
+        TR_CHECK(tr_config_set(j->cfg, key, text));
+        j->root = tr_config_root(j->cfg); /* the nodes may have moved */
+        params = tr_cfg_find(j->root, "data.params");
+        over = tr_cfg_find(j->root, "data.val_params");
+    }
+    return TR_OK;
+}
+
 tr_status job_open_model(job *j) {
     TR_CHECK(plugin_copy_ops(j->data_p, &j->dops_table, sizeof j->dops_table, offsetof(tr_dataset_ops, get) + sizeof j->dops_table.get,
                              "dataset", "create ... get"));
@@ -605,8 +662,8 @@ tr_status job_open_model(job *j) {
 
     TR_CHECK(options_from(tr_cfg_find(j->root, "model.params"), NULL, "model.params", j->model_p, &j->model_opts));
     TR_CHECK(plugin_defaults(j, "model.params", j->model_p));
-    /* data.val_params keeps only what it overrides: it inherits the rest, defaults included. */
     TR_CHECK(plugin_defaults(j, "data.params", j->data_p));
+    TR_CHECK(val_params_resolve(j));
     return tr_model_factory_create(&j->models, j->model_p, j->model_opts, &j->spec, (uint64_t)j->s.seed);
 }
 
