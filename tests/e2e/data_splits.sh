@@ -131,6 +131,8 @@ if o="$("$bin" run n.yaml 2>&1)"; then
     expect_fail "a label not among the names is refused at its line" "named.csv:2: column 'label': 'cat' is not one of the 2 classes" \
         "$bin" eval n.yaml --checkpoint runs/n/0 "data.params.classes=[dog, bird]"
 else bad "named run" "$(tail -3 <<<"$o")"; fi
+expect_fail "a classes count other than the checkpoint's is refused naming both" \
+    "was trained on 3 classes, integer labels 0..2, the config's data has 4 classes" "$bin" eval c.yaml --checkpoint $ck data.params.classes=4
 # inferred classes: the checkpoint's 3 outputs score a file whose labels stop at 1
 o="$("$bin" predict c.yaml --checkpoint $ck --split train --output q.csv data.params.path=two.csv data.val_fraction=0 2>&1)"
 [ "$(($(wc -l <q.csv) - 1))" = 10 ] && ok "a file lacking the top class scores with the checkpoint's classes" || bad "two.csv as train" "$o"

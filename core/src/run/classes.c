@@ -57,8 +57,12 @@ static const char *describe(const run_classes *c, char *buf, size_t cap) {
 tr_status classes_reconcile(const run_classes *data, const run_classes *ckpt, const char *ckpt_path, int64_t *n_classes) {
     *n_classes = data->count;
     if (ckpt->count <= 0) return TR_OK; /* an older checkpoint: nothing recorded */
-    int same = !data->names == !ckpt->names && (data->names ? data->count == ckpt->count : data->count <= ckpt->count);
-    for (int64_t i = 0; same && data->names && i < data->count; i++) same = strcmp(data->names[i], ckpt->names[i]) == 0;
+    /* Declared (named) classes must be the checkpoint's: the same list, or the same count when
+     * the checkpoint's are integer labels. Inferred ones (integer labels found in the data) may
+     * stop short of the checkpoint's: a file lacking the top class. */
+    int same = data->names ? data->count == ckpt->count : data->count <= ckpt->count;
+    for (int64_t i = 0; same && data->names && ckpt->names && i < data->count; i++)
+        same = strcmp(data->names[i], ckpt->names[i]) == 0;
     if (!same) {
         char a[400], b[400];
         return tr_error_set(TR_ERR_INVALID,

@@ -19,7 +19,8 @@ typedef struct run_classes {
 /* The classes of dataset ds (ops->class_name may be NULL) with n_classes classes. */
 tr_status classes_of_data(run_classes *out, const tr_dataset_ops *ops, void *ds, int64_t n_classes);
 /* The data's classes against the checkpoint's: an error naming both when they differ (named
- * classes must be the same list; integer labels must stay below the checkpoint's count).
+ * classes must be the checkpoint's list, or its count when it has no names; integer labels
+ * must stay below the checkpoint's count).
  * *n_classes becomes the count the model is built with: the checkpoint's. */
 tr_status classes_reconcile(const run_classes *data, const run_classes *ckpt, const char *ckpt_path, int64_t *n_classes);
 /* state.json's "classes" value, or NULL when there are none (count 0). */
