@@ -71,6 +71,13 @@ expect csv_bad_cell "bad.csv:3: column 'b': expected a number, got 'x'" "$bin" r
 base "$c" "  name: text
   params: {path: $t/none.txt}"
 expect missing_text_file "none.txt" "$bin" run "$c"
+printf 'a,b,label\n1,2,0\n3,4,1\n5,6,3\n' >"$t/ok.csv"
+base "$c" "  name: csv
+  params: {path: $t/ok.csv}"
+expect missing_val_file "data \(csv, validation split\): .*none.csv: cannot open" "$bin" run "$c" data.val_params.path=$t/none.csv
+expect csv_label_not_a_class "ok.csv:4: column 'label': label 3 is not a class: classes is 2" "$bin" run "$c" data.params.classes=2
+expect csv_unknown_class_name "ok.csv:2: column 'label': '0' is not one of the 2 classes \(\[cat, dog\]\)" \
+    "$bin" run "$c" "data.params.classes=[cat, dog]"
 # plugins
 expect plugin_bad_abi "built for plugin ABI 99\.[0-9]+" "$bin" plugins --check "$plugdir/bad/fake_bad_abi.so"
 expect plugin_not_elf "not a shared object" "$bin" plugins --check "$c"

@@ -345,6 +345,35 @@ static void test_csv(void) {
         CHECK_NEAR(y, 0.25, 1e-7);
         ds_close(&d);
     }
+    /* a file given in data.val_params (env.train_opts: the train split's): the validation split
+     * whole, standardised with the train split's statistics (t.csv's first 3 rows) */
+    {
+        const tr_plugin *p = plugin("csv");
+        const char *kt[] = {"path=t.csv"}, *kv[] = {"path=v.csv", "task=classify"};
+        tr_options *to = NULL, *ov = NULL;
+        CHECK(tr_options_create(&to, p->desc->options, p->desc->n_options, kt, 1, "t") == TR_OK, "%s", tr_error_msg());
+        CHECK(tr_options_create(&ov, p->desc->options, p->desc->n_options, kv, 2, "v") == TR_OK, "%s", tr_error_msg());
+        write_text("v.csv", "a,b,label\n4,5,1\n3,2,0\n");
+        tr_dataset_env env = {.split = TR_SPLIT_VAL, .seed = 1, .base_dir = tmpdir, .val_fraction = 0.25, .train_opts = to};
+        void *ctx = NULL;
+        const tr_dataset_ops *ops = p->desc->ops;
+        st = ops->create(&ctx, ov, &env);
+        CHECK(st == TR_OK, "csv val_params file: %s", tr_error_msg());
+        if (st == TR_OK) {
+            tr_data_spec sp;
+            ops->spec(ctx, &sp);
+            float x[2];
+            int32_t y;
+            CHECK(ops->size(ctx) == 2 && sp.n_classes == 3, "csv val_params file: %lld rows, %lld classes",
+                  (long long)ops->size(ctx), (long long)sp.n_classes);
+            ops->get(ctx, 0, x, &y);
+            CHECK_NEAR(x[0], (4 - 3) / sqrt(8.0 / 3.0), 1e-5);
+            CHECK(y == 1, "csv val_params file label %d", y);
+            ops->destroy(ctx);
+        }
+        tr_options_destroy(to);
+        tr_options_destroy(ov);
+    }
     write_text("nh.csv", "9,1,2\n8,0,3\n");
     const char *k3[] = {"path=nh.csv", "header=false", "label=1", "normalize=none"};
     st = ds_open(&d, "csv", k3, 4, TR_SPLIT_TRAIN, 1, tmpdir, 0);
@@ -375,7 +404,11 @@ static void test_csv(void) {
     write_text("empty.csv", "a,label\n");
     const char *ke[] = {"path=empty.csv"};
     expect_error("csv", ke, 1, TR_SPLIT_TRAIN, 0, TR_ERR_PARSE, "empty.csv: no data rows", NULL);
-    expect_error("csv", k1, 1, TR_SPLIT_VAL, 0, TR_ERR_INVALID, "no validation rows", NULL);
+    /* nothing held out and no validation file: no validation split, an empty one (not an error) */
+    ds none;
+    CHECK(ds_open(&none, "csv", k1, 1, TR_SPLIT_VAL, 1, tmpdir, 0) == TR_OK, "csv val_fraction 0: %s", tr_error_msg());
+    if (none.ctx) CHECK(none.ops->size(none.ctx) == 0, "csv val_fraction 0: %lld validation rows", (long long)none.ops->size(none.ctx));
+    ds_close(&none);
     const char *r[] = {"t.csv", "v.csv", "nh.csv", "bad.csv", "rag.csv", "lab.csv", "empty.csv"};
     for (int i = 0; i < 7; i++) remove_file(r[i]);
 }

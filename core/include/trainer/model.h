@@ -86,8 +86,18 @@ typedef struct tr_dataset_env {
     uint64_t seed;            /* run seed: synthetic data and split shuffles derive from it */
     const char *base_dir;     /* relative paths in options resolve against this (config dir) */
     double val_fraction;      /* for datasets without a validation file: the held-out share */
+    /* ABI 0.7: the validation split made from data.val_params: the train split's options
+     * (borrowed; opts are these with val_params' keys over them). A file named in opts that
+     * differs from the train split's is a validation file, scored whole; statistics and class
+     * ids come from the train split's file. NULL otherwise. */
+    const tr_options *train_opts;
 } tr_dataset_env;
 
+/* The validation split (ABI 0.7): a dataset whose options give it none (nothing held out, no
+ * validation file) returns an empty one (size 0) from create; an error from create means the
+ * split the user asked for cannot be made, and stops the job. (Plugins built for an older
+ * minor may return an error for "none": the core then treats it so unless the config has
+ * data.val_params.) */
 typedef struct tr_dataset_ops {
     tr_status (*create)(void **ctx, const tr_options *opts, const tr_dataset_env *env);
     void (*destroy)(void *ctx);
@@ -96,6 +106,12 @@ typedef struct tr_dataset_ops {
     /* Writes sample `index` (0 <= index < size) into x (x_numel of x_dtype) and y (y_numel
      * of y_dtype; y may be NULL). Safe to call from several threads at once. */
     tr_status (*get)(void *ctx, int64_t index, void *x, void *y);
+    /* ABI 0.7, optional. Classification: the name of class `id` (0 <= id < n_classes;
+     * borrowed, valid while ctx lives), given when the options declare the classes (a count or
+     * a list of names) or the labels are names; NULL (entry or return): the classes are the
+     * integer labels found in the data. Named classes are saved with checkpoints and must be
+     * the same, in the same order, when one is evaluated; `predict` writes the names. */
+    const char *(*class_name)(void *ctx, int64_t id);
 } tr_dataset_ops;
 
 #ifdef __cplusplus

@@ -89,14 +89,16 @@ typedef struct tr_eval_result {
 } tr_eval_result;
 
 /* Evaluates the weights of `checkpoint` (a checkpoint folder, a checkpoints/ folder or a run
- * folder: its newest checkpoint) on a split: "val" (NULL: the validation split, or the
- * training split when the data has none) or "train". */
+ * folder: its newest checkpoint) on a split: "val" or NULL (the validation split; an error
+ * when the data has none, or when the one configured cannot be loaded) or "train". A
+ * classification model is built with the checkpoint's classes (an error when the data's
+ * named classes differ). */
 tr_status tr_run_eval(const char *config_path, const char *const *overrides, int n_overrides,
                       const char *const *plugin_dirs, const char *checkpoint, const char *split,
                       tr_eval_result *out);
 /* Like tr_run_eval, and writes one CSV row per sample to `output`: index and label, then
- * prediction and confidence (classification), loss and next_token (LMs) or
- * prediction_<k> (regression). */
+ * prediction and confidence (classification: label and prediction by name when the classes
+ * have names), loss and next_token (LMs) or prediction_<k> (regression). */
 tr_status tr_run_predict(const char *config_path, const char *const *overrides, int n_overrides,
                          const char *const *plugin_dirs, const char *checkpoint,
                          const char *split, const char *output, tr_eval_result *out);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "base/io_error.h"
+#include "classes.h"
 #include "trainer/checkpoint.h"
 #include "trainer/log.h"
 #include "trainer/io.h"
@@ -106,7 +107,7 @@ tr_status ckpt_write_json(json_t *o, const char *path, size_t flags) {
 
 /* ---- state.json ---- */
 
-tr_status ckpt_write_state(const char *dir, const tr_train_state *s, json_t *loop) {
+tr_status ckpt_write_state(const char *dir, const tr_train_state *s, const run_classes *c, json_t *loop) {
     char path[PATH_CAP], tmp[PATH_CAP];
     TR_CHECK(ckpt_join(path, sizeof path, dir, STATE_FILE));
     TR_CHECK(ckpt_join(tmp, sizeof tmp, dir, STATE_FILE ".tmp"));
@@ -118,9 +119,16 @@ tr_status ckpt_write_state(const char *dir, const tr_train_state *s, json_t *loo
     json_t *o = json_pack("{s:I, s:I, s:I, s:s, s:s, s:s}", "epoch", (json_int_t)s->epoch, "step",
                           (json_int_t)s->step, "batch_in_epoch", (json_int_t)s->batch_in_epoch, "seed", seed,
                           "config_hash", hash, "model", model);
+    if (o && c && c->count > 0) {
+        json_t *classes = classes_to_json(c);
+        if (!classes || json_object_set_new(o, "classes", classes) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
     if (!o)
         return tr_error_set(TR_ERR_INVALID,
-                            "%s: cannot encode the train state (config_hash or model not UTF-8?)", path);
+                            "%s: cannot encode the train state (config_hash, model or class names not UTF-8?)", path);
     if (loop && json_object_set(o, "loop", loop) != 0) {
         json_decref(o);
         return tr_error_set(TR_ERR_NOMEM, "%s: cannot encode the loop's figures", path);
@@ -337,11 +345,11 @@ tr_status ckpt_abandon(const char *final_path, const char *tmp_path, tr_status s
 
 tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr_optim *opt,
                              const tr_train_state *s) {
-    return ckpt_save(dir, name, P, opt, s, NULL);
+    return ckpt_save(dir, name, P, opt, s, NULL, NULL);
 }
 
 tr_status ckpt_save(const char *dir, const char *name, tr_params *P, tr_optim *opt, const tr_train_state *s,
-                    json_t *loop) {
+                    const run_classes *c, json_t *loop) {
     if (!dir || !*dir || !P || !s)
         return tr_error_set(TR_ERR_INVALID, "checkpoint save: dir, params and state are required");
     if (!tr_params_data(P) && tr_params_count(P) > 0)
@@ -351,7 +359,7 @@ tr_status ckpt_save(const char *dir, const char *name, tr_params *P, tr_optim *o
     tr_status st;
     TR_CHECK_GOTO(ckpt_write_model(tmp_path, P), fail);
     if (opt) TR_CHECK_GOTO(write_optim(tmp_path, P, opt), fail);
-    TR_CHECK_GOTO(ckpt_write_state(tmp_path, s, loop), fail);
+    TR_CHECK_GOTO(ckpt_write_state(tmp_path, s, c, loop), fail);
     TR_CHECK_GOTO(ckpt_commit(dir, final_path, tmp_path), fail);
     return TR_OK;
 fail:

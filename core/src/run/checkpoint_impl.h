@@ -25,19 +25,22 @@ tr_status ckpt_remove_tree(const char *path, int depth);
 void ckpt_shape_str(char *out, size_t cap, int ndim, const int64_t *shape);
 /* o as JSON text into path (created or truncated), fsync'ed; every failure names path. */
 tr_status ckpt_write_json(json_t *o, const char *path, size_t flags);
-/* state.json; loop (borrowed, may be NULL) goes in as its "loop" object: the training loop's
- * running figures (run/loop_totals.h), which tr_train_state, a struct callers allocate
- * (docs/abi.md), cannot grow to hold. Readers of s ignore it. */
-tr_status ckpt_write_state(const char *dir, const tr_train_state *s, json_t *loop);
+struct run_classes;
+/* state.json, with the run's classes (classes.h) when c is not NULL; loop (borrowed, may be
+ * NULL) goes in as its "loop" object: the training loop's running figures
+ * (run/loop_totals.h), which tr_train_state, a struct callers allocate (docs/abi.md), cannot
+ * grow to hold. Readers of s ignore both. */
+tr_status ckpt_write_state(const char *dir, const tr_train_state *s, const struct run_classes *c, json_t *loop);
 tr_status ckpt_read_state(const char *path, tr_train_state *s);
 /* The "loop" object of the state.json of the checkpoint at path (a new reference in *loop),
  * or *loop NULL when it has none (a checkpoint of an older trainer). */
 tr_status ckpt_read_loop(const char *path, json_t **loop);
-/* tr_checkpoint_save and tr_checkpoint_commit with state.json's "loop" object. */
+/* tr_checkpoint_save and tr_checkpoint_commit with the run's classes (c may be NULL) and the
+ * loop's figures (loop may be NULL) in state.json: what `trainer run` saves. */
 tr_status ckpt_save(const char *dir, const char *name, tr_params *P, tr_optim *opt, const tr_train_state *s,
-                    json_t *loop);
-tr_status ckpt_commit_sharded(const char *dir, const char *name, const char *tmp, int world, tr_params *P,
-                              tr_optim *opt, const tr_train_state *s, json_t *loop);
+                    const struct run_classes *c, json_t *loop);
+tr_status ckpt_commit_shards(const char *dir, const char *name, const char *tmp, int world, tr_params *P, tr_optim *opt,
+                             const tr_train_state *s, const struct run_classes *c, json_t *loop);
 /* model.safetensors: parameters by name, then buffers by name. */
 tr_status ckpt_write_model(const char *dir, tr_params *P);
 tr_status ckpt_write_model_file(const char *path, tr_params *P);

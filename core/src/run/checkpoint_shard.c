@@ -135,16 +135,16 @@ static tr_status write_index(const char *tmp, int world, tr_params *P, tr_optim 
 
 tr_status tr_checkpoint_commit(const char *dir, const char *name, const char *tmp, int world, tr_params *P,
                                tr_optim *opt, const tr_train_state *s) {
-    return ckpt_commit_sharded(dir, name, tmp, world, P, opt, s, NULL);
+    return ckpt_commit_shards(dir, name, tmp, world, P, opt, s, NULL, NULL);
 }
 
-tr_status ckpt_commit_sharded(const char *dir, const char *name, const char *tmp, int world, tr_params *P,
-                              tr_optim *opt, const tr_train_state *s, json_t *loop) {
+tr_status ckpt_commit_shards(const char *dir, const char *name, const char *tmp, int world, tr_params *P, tr_optim *opt,
+                             const tr_train_state *s, const struct run_classes *c, json_t *loop) {
     char final_path[PATH_CAP];
     TR_CHECK(ckpt_join(final_path, sizeof final_path, dir, name));
     tr_status st;
     TR_CHECK_GOTO(write_index(tmp, world, P, opt), fail);
-    TR_CHECK_GOTO(ckpt_write_state(tmp, s, loop), fail);
+    TR_CHECK_GOTO(ckpt_write_state(tmp, s, c, loop), fail);
     TR_CHECK_GOTO(ckpt_commit(dir, final_path, tmp), fail);
     return TR_OK;
 fail:

@@ -57,7 +57,27 @@ typedef struct predict_out {
     FILE *f;
     const char *path;
     const tr_data_spec *spec;
+    const run_classes *classes;   /* named classes are written by name */
 } predict_out;
+
+/* Class `id` as predict writes it: its name when the classes have names, else the id. */
+static void write_class(const predict_out *p, int64_t id) {
+    if (!p->classes->names || id < 0 || id >= p->classes->count) {
+        fprintf(p->f, "%lld", (long long)id);
+        return;
+    }
+    const char *name = p->classes->names[id];
+    if (!strpbrk(name, ",\"\r\n")) {
+        fputs(name, p->f);
+        return;
+    }
+    fputc('"', p->f); /* RFC 4180 quoting */
+    for (const char *c = name; *c; c++) {
+        if (*c == '"') fputc('"', p->f);
+        fputc(*c, p->f);
+    }
+    fputc('"', p->f);
+}
 
 /* Scored text pairs (the text dataset's mode pairs): x (2, T) token ids, one score. */
 static int pair_spec(const tr_data_spec *s) {
@@ -102,7 +122,11 @@ static tr_status write_rows(void *user, const tr_host_batch *hb, const tr_model_
             double conf, nll = 0;
             int32_t label = ((const int32_t *)hb->y)[i];
             row_stats(out + i * C, C, -1, &best, &conf, &nll);
-            fprintf(p->f, "%lld,%d,%lld,%.7g\n", index, label, (long long)best, conf);
+            fprintf(p->f, "%lld,", index);
+            write_class(p, label);
+            fputc(',', p->f);
+            write_class(p, best);
+            fprintf(p->f, ",%.7g\n", conf);
         } else if (s->task == TR_TASK_LM) {
             int64_t T = s->y_numel, V = s->n_classes, best = 0, hits = 0;
             double loss = 0, conf, nll = 0;
@@ -128,14 +152,23 @@ static tr_status eval_job(job *j, const char *config_path, const char *const *ov
                           const char *const *plugin_dirs, const char *checkpoint, const char *split,
                           const char *output, tr_eval_result *res) {
     memset(res, 0, sizeof *res);
-    TR_CHECK(job_open(j, config_path, overrides, n_overrides, plugin_dirs));
+    TR_CHECK(job_plan(j, config_path, overrides, n_overrides, plugin_dirs));
+    /* The checkpoint's classes decide the model's outputs (classes.h): read before it is made. */
+    TR_CHECK(job_find_checkpoint(checkpoint, res->checkpoint, sizeof res->checkpoint));
+    snprintf(j->ckpt_path, sizeof j->ckpt_path, "%s", res->checkpoint);
+    TR_CHECK(classes_read_checkpoint(&j->ckpt_classes, res->checkpoint));
+    TR_CHECK(job_open_planned(j));
     tr_loader *L;
     const char *used;
     if (!split || strcmp(split, "val") == 0) {
-        if (split && !j->val_L)
-            return tr_error_set(TR_ERR_INVALID, "%s: the data has no validation split (use --split train)", config_path);
-        L = j->val_L ? j->val_L : j->train_L;
-        used = j->val_L ? "validation" : "train";
+        /* Never the train split in its place: a score must be of the data asked for. */
+        if (!j->val_L)
+            return tr_error_set(TR_ERR_INVALID, "%s: the data has no validation split (data.val_fraction %g holds no "
+                                                "samples out and no validation file is given): pass --split train to "
+                                                "score the training split, or give the file in data.val_params",
+                                config_path, j->s.val_fraction);
+        L = j->val_L;
+        used = "validation";
     } else if (strcmp(split, "train") == 0) {
         /* In order, whole: the training loader shuffles and may drop the tail. */
         tr_sampler s = j->train_sampler;
@@ -143,17 +176,16 @@ static tr_status eval_job(job *j, const char *config_path, const char *const *ov
         s.drop_last = 0;
         tr_loader_destroy(j->train_L);
         j->train_L = NULL;
-        TR_CHECK(tr_loader_create(&j->train_L, j->data_p->desc->ops, j->train_ds, &j->spec, &s, (int)j->s.prefetch, (int)j->s.workers));
+        TR_CHECK(tr_loader_create(&j->train_L, j->dops, j->train_ds, &j->spec, &s, (int)j->s.prefetch, (int)j->s.workers));
         L = j->train_L;
         used = "train";
     } else {
         return tr_error_set(TR_ERR_INVALID, "--split: expected 'val' or 'train', got '%s'", split);
     }
-    TR_CHECK(job_find_checkpoint(checkpoint, res->checkpoint, sizeof res->checkpoint));
     tr_train_state state;
     TR_CHECK(job_load_checkpoint(j, res->checkpoint, 0, &state));
 
-    predict_out p = {.path = output, .spec = &j->spec};
+    predict_out p = {.path = output, .spec = &j->spec, .classes = &j->classes};
     if (output) {
         char dir[1024];
         snprintf(dir, sizeof dir, "%s", output);

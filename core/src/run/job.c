@@ -55,37 +55,92 @@ tr_status job_io_status(const job *j) {
     return j->io_error[0] ? tr_error_set(TR_ERR_IO, "%s", j->io_error) : TR_OK;
 }
 
-/* A plugin's options section (a mapping, or absent) as "key=value" strings. */
-static tr_status options_from(const tr_cfg_node *map, const char *section, const tr_plugin *p,
+/* One config entry as "key=value" (a list as "key=[a, b]"). */
+static tr_status option_text(const tr_cfg_node *map, size_t i, char *buf, size_t cap) {
+    const tr_cfg_node *v = tr_cfg_item(map, i);
+    if (tr_cfg_node_kind(v) == TR_CFG_SCALAR) {
+        snprintf(buf, cap, "%s=%s", tr_cfg_key(map, i), tr_cfg_scalar(v));
+    } else if (tr_cfg_node_kind(v) == TR_CFG_SEQ) {
+        size_t len = (size_t)snprintf(buf, cap, "%s=[", tr_cfg_key(map, i));
+        for (size_t k = 0; k < tr_cfg_size(v) && len < cap; k++) {
+            const char *s = tr_cfg_scalar(tr_cfg_item(v, k));
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", k ? ", " : "", s ? s : "");
+        }
+        if (len < cap) snprintf(buf + len, cap - len, "]");
+    } else {
+        return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: expected a value or a list",
+                            tr_cfg_source(v), tr_cfg_line(v), tr_cfg_column(v), tr_cfg_path(v));
+    }
+    return TR_OK;
+}
+
+static int has_key(const tr_cfg_node *map, const char *key) {
+    for (size_t i = 0; map && i < tr_cfg_size(map); i++)
+        if (strcmp(tr_cfg_key(map, i), key) == 0) return 1;
+    return 0;
+}
+
+/* A scalar as YAML flow text: plain when that reads back the same, else single-quoted. */
+static void yaml_text(char *out, size_t cap, const char *s) {
+    int plain = s[0] && s[0] != ' ' && s[strlen(s) - 1] != ' ';
+    for (const char *c = s; plain && *c; c++)
+        plain = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || strchr("_./+- ", *c);
+    if (plain && !(s[0] == '-' && (s[1] == ' ' || !s[1]))) {
+        snprintf(out, cap, "%s", s);
+        return;
+    }
+    size_t n = 0;
+    if (cap < 3) return;
+    out[n++] = '\'';
+    for (const char *c = s; *c && n + 3 < cap; c++) {
+        if (*c == '\'') out[n++] = '\'';
+        out[n++] = *c;
+    }
+    out[n++] = '\'';
+    out[n] = '\0';
+}
+
+/* A config value (a scalar or a list of scalars) as YAML flow text, for tr_config_set. */
+static void value_text(const tr_cfg_node *v, char *out, size_t cap) {
+    if (tr_cfg_node_kind(v) != TR_CFG_SEQ) {
+        const char *s = tr_cfg_scalar(v);
+        yaml_text(out, cap, s ? s : "");
+        return;
+    }
+    size_t len = (size_t)snprintf(out, cap, "[");
+    for (size_t k = 0; k < tr_cfg_size(v) && len + 4 < cap; k++) {
+        const char *s = tr_cfg_scalar(tr_cfg_item(v, k));
+        if (k) len += (size_t)snprintf(out + len, cap - len, ", ");
+        yaml_text(out + len, cap - len, s ? s : "");
+        len += strlen(out + len);
+    }
+    if (len < cap) snprintf(out + len, cap - len, "]");
+}
+
+/* A plugin's options section (a mapping, or absent) as "key=value" strings; with `over`
+ * (data.val_params over data.params), its keys replace the section's. */
+static tr_status options_from(const tr_cfg_node *map, const tr_cfg_node *over, const char *section, const tr_plugin *p,
                               tr_options **out) {
     enum { MAX_KV = 64 };
     const char *kv[MAX_KV];
     char buf[MAX_KV][512];
     int n = 0;
     char where[256];
-    if (map) snprintf(where, sizeof where, "%s:%d:%d: %s", tr_cfg_source(map), tr_cfg_line(map), tr_cfg_column(map), tr_cfg_path(map));
+    const tr_cfg_node *at = over ? over : map;
+    if (at) snprintf(where, sizeof where, "%s:%d:%d: %s", tr_cfg_source(at), tr_cfg_line(at), tr_cfg_column(at), tr_cfg_path(at));
     else snprintf(where, sizeof where, "config: %s", section);
-    if (map && tr_cfg_node_kind(map) != TR_CFG_MAP)
-        return tr_error_set(TR_ERR_INVALID, "%s: expected a mapping of %s options", where, p->desc->name);
-    if (map && tr_cfg_size(map) > MAX_KV)
-        return tr_error_set(TR_ERR_INVALID, "%s: more than %d options", where, MAX_KV);
-    for (size_t i = 0; map && i < tr_cfg_size(map); i++) {
-        const tr_cfg_node *v = tr_cfg_item(map, i);
-        if (tr_cfg_node_kind(v) == TR_CFG_SCALAR) {
-            snprintf(buf[n], sizeof buf[n], "%s=%s", tr_cfg_key(map, i), tr_cfg_scalar(v));
-        } else if (tr_cfg_node_kind(v) == TR_CFG_SEQ) {
-            size_t len = (size_t)snprintf(buf[n], sizeof buf[n], "%s=[", tr_cfg_key(map, i));
-            for (size_t k = 0; k < tr_cfg_size(v) && len < sizeof buf[n]; k++) {
-                const char *s = tr_cfg_scalar(tr_cfg_item(v, k));
-                len += (size_t)snprintf(buf[n] + len, sizeof buf[n] - len, "%s%s", k ? ", " : "", s ? s : "");
-            }
-            if (len < sizeof buf[n]) snprintf(buf[n] + len, sizeof buf[n] - len, "]");
-        } else {
-            return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: expected a value or a list",
-                                tr_cfg_source(v), tr_cfg_line(v), tr_cfg_column(v), tr_cfg_path(v));
+    for (int m = 0; m < 2; m++) {
+        const tr_cfg_node *src = m ? over : map;
+        if (src && tr_cfg_node_kind(src) != TR_CFG_MAP)
+            return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: expected a mapping of %s options", tr_cfg_source(src),
+                                tr_cfg_line(src), tr_cfg_column(src), tr_cfg_path(src), p->desc->name);
+        for (size_t i = 0; src && i < tr_cfg_size(src); i++) {
+            if (!m && has_key(over, tr_cfg_key(src, i))) continue;
+            if (n == MAX_KV) return tr_error_set(TR_ERR_INVALID, "%s: more than %d options", where, MAX_KV);
+            TR_CHECK(option_text(src, i, buf[n], sizeof buf[n]));
+            kv[n] = buf[n];
+            n++;
         }
-        kv[n] = buf[n];
-        n++;
     }
     return tr_options_create(out, p->desc->options, p->desc->n_options, kv, n, where);
 }
@@ -129,26 +184,26 @@ static tr_status plugin_for(job *j, const char *section, tr_plugin_kind kind, co
     return plugin_named(j, key, name, kind, out);
 }
 
+/* The validation split reads data.params with data.val_params' keys over them, and is told
+ * the train split's options (a file given there is a validation file, scored whole). */
 static tr_status make_dataset(job *j, tr_split split, void **out) {
-    const tr_dataset_ops *ops = j->data_p->desc->ops;
-    /* The validation split reads `val_params` when given, else the same `params`. */
     const tr_cfg_node *data = tr_cfg_child(j->root, "data");
     const tr_cfg_node *params = tr_cfg_child(data, "params");
-    const char *section = "data.params";
-    if (split == TR_SPLIT_VAL && tr_cfg_child(data, "val_params")) {
-        params = tr_cfg_child(data, "val_params");
-        section = "data.val_params";
-    }
-    tr_options *o;
-    TR_CHECK(options_from(params, section, j->data_p, &o));
+    const tr_cfg_node *over = split == TR_SPLIT_VAL ? tr_cfg_child(data, "val_params") : NULL;
+    tr_options *o = NULL, *train_o = NULL;
+    tr_status st = options_from(params, over, over ? "data.val_params" : "data.params", j->data_p, &o);
+    if (st == TR_OK && over) st = options_from(params, NULL, "data.params", j->data_p, &train_o);
     tr_dataset_env env = {.split = split, .seed = (uint64_t)j->s.seed, .base_dir = j->cfg_dir,
-                          .val_fraction = j->s.val_fraction};
-    tr_status st = ops->create(out, o, &env);
-    tr_options_destroy(o);
-    if (st != TR_OK) {
-        *out = NULL;
-        tr_error_prefix("data (%s, %s split): ", j->data_p->desc->name, split == TR_SPLIT_VAL ? "validation" : "train");
+                          .val_fraction = j->s.val_fraction, .train_opts = train_o};
+    if (st == TR_OK) {
+        st = j->dops->create(out, o, &env);
+        if (st != TR_OK) {
+            *out = NULL;
+            tr_error_prefix("data (%s, %s split): ", j->data_p->desc->name, split == TR_SPLIT_VAL ? "validation" : "train");
+        }
     }
+    tr_options_destroy(o);
+    tr_options_destroy(train_o);
     return st;
 }
 
@@ -413,7 +468,7 @@ static tr_status ready_strategy(job *j) {
                             d->name, j->strat_p->path, d->abi_major, d->abi_minor);
     tr_options_destroy(j->strat_opts);
     j->strat_opts = NULL;
-    TR_CHECK(options_from(tr_cfg_child(j->root, "strategy"), "strategy", j->strat_p, &j->strat_opts));
+    TR_CHECK(options_from(tr_cfg_child(j->root, "strategy"), NULL, "strategy", j->strat_p, &j->strat_opts));
     /* Only a strategy whose probe saw the accelerator and the device plugin (ABI 0.5) and
      * accepted them runs on GPUs: an older one, or one without a probe, cannot open a device
      * and would train on the CPU while GPUs were asked. */
@@ -541,31 +596,92 @@ int job_processes(const job *j) {
     return n > 0 ? n : 1;
 }
 
-tr_status job_open_model(job *j) {
-    const tr_dataset_ops *dops = j->data_p->desc->ops;
-    TR_CHECK(make_dataset(j, TR_SPLIT_TRAIN, &j->train_ds));
-    dops->spec(j->train_ds, &j->spec);
-    if (dops->size(j->train_ds) <= 0) return tr_error_set(TR_ERR_INVALID, "data: the training split is empty");
-    if (make_dataset(j, TR_SPLIT_VAL, &j->val_ds) != TR_OK) {
-        TR_INFO("no validation data: %s", tr_error_msg());
-    } else {
-        tr_data_spec vspec;
-        dops->spec(j->val_ds, &vspec);
-        TR_CHECK(check_val_spec(j, &vspec));
-    }
+/* Whether an error making the validation split stops the job: always for a dataset built for
+ * ABI 0.7 or later (it says "none" with an empty split, tr_dataset_ops); for an older one only
+ * when the config gives data.val_params (it may have said "none" with an error). */
+static int val_error_stops(const job *j) {
+    const tr_plugin_desc *d = j->data_p->desc;
+    return d->abi_major > 0 || d->abi_minor >= 7 || tr_cfg_find(j->root, "data.val_params") != NULL;
+}
 
-    TR_CHECK(options_from(tr_cfg_find(j->root, "model.params"), "model.params", j->model_p, &j->model_opts));
+static tr_status open_val(job *j) {
+    tr_status st = make_dataset(j, TR_SPLIT_VAL, &j->val_ds);
+    if (st != TR_OK) {
+        if (val_error_stops(j)) return st;
+        TR_WARN("no validation split: %s", tr_error_msg());
+        return TR_OK;
+    }
+    if (j->dops->size(j->val_ds) <= 0) {
+        j->dops->destroy(j->val_ds);
+        j->val_ds = NULL;
+        TR_INFO("no validation split: data.val_fraction %g holds no sample out and no validation file is given",
+                j->s.val_fraction);
+        return TR_OK;
+    }
+    tr_data_spec vspec;
+    j->dops->spec(j->val_ds, &vspec);
+    return check_val_spec(j, &vspec);
+}
+
+/* The classes the model is built for: the data's, or, when a checkpoint is evaluated, the
+ * checkpoint's (which must agree with the data's). */
+static tr_status settle_classes(job *j) {
+    if (j->spec.task != TR_TASK_CLASSIFY) return TR_OK;
+    TR_CHECK(classes_of_data(&j->classes, j->dops, j->train_ds, j->spec.n_classes));
+    if (j->ckpt_classes.count <= 0) return TR_OK;
+    int64_t n;
+    TR_CHECK(classes_reconcile(&j->classes, &j->ckpt_classes, j->ckpt_path, &n));
+    j->spec.n_classes = n;
+    j->classes.count = n;
+    return TR_OK;
+}
+
+/* data.val_params inherits data.params: the keys it does not set are written into it with
+ * params' values (defaults included), so the run's config.yaml says what the validation split
+ * read, and reads back the same. */
+static tr_status val_params_resolve(job *j) {
+    const tr_cfg_node *params = tr_cfg_find(j->root, "data.params"), *over = tr_cfg_find(j->root, "data.val_params");
+    if (!params || !over || tr_cfg_node_kind(over) != TR_CFG_MAP) return TR_OK;
+    for (size_t i = 0; i < tr_cfg_size(params); i++) {
+        const char *k = tr_cfg_key(params, i);
+        if (has_key(over, k)) continue;
+        char key[300], text[1024];
+        snprintf(key, sizeof key, "data.val_params.%s", k);
+        value_text(tr_cfg_item(params, i), text, sizeof text);
+        TR_CHECK(tr_config_set(j->cfg, key, text));
+        j->root = tr_config_root(j->cfg); /* the nodes may have moved */
+        params = tr_cfg_find(j->root, "data.params");
+        over = tr_cfg_find(j->root, "data.val_params");
+    }
+    return TR_OK;
+}
+
+tr_status job_open_model(job *j) {
+    TR_CHECK(plugin_copy_ops(j->data_p, &j->dops_table, sizeof j->dops_table, offsetof(tr_dataset_ops, get) + sizeof j->dops_table.get,
+                             "dataset", "create ... get"));
+    j->dops = &j->dops_table;
+    TR_CHECK(make_dataset(j, TR_SPLIT_TRAIN, &j->train_ds));
+    j->dops->spec(j->train_ds, &j->spec);
+    if (j->dops->size(j->train_ds) <= 0) return tr_error_set(TR_ERR_INVALID, "data: the training split is empty");
+    TR_CHECK(settle_classes(j)); /* first: the validation split is checked against the model's classes */
+    TR_CHECK(open_val(j));
+
+    TR_CHECK(options_from(tr_cfg_find(j->root, "model.params"), NULL, "model.params", j->model_p, &j->model_opts));
     TR_CHECK(plugin_defaults(j, "model.params", j->model_p));
     TR_CHECK(plugin_defaults(j, "data.params", j->data_p));
-    if (tr_cfg_find(j->root, "data.val_params")) TR_CHECK(plugin_defaults(j, "data.val_params", j->data_p));
+    TR_CHECK(val_params_resolve(j));
     return tr_model_factory_create(&j->models, j->model_p, j->model_opts, &j->spec, (uint64_t)j->s.seed);
 }
 
 tr_status job_open(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                    const char *const *plugin_dirs) {
     TR_CHECK(job_plan(j, config_path, overrides, n_overrides, plugin_dirs));
+    return job_open_planned(j);
+}
+
+tr_status job_open_planned(job *j) {
     TR_CHECK(job_open_model(j));
-    const tr_dataset_ops *dops = j->data_p->desc->ops;
+    const tr_dataset_ops *dops = j->dops;
     tr_strategy_env env = {.models = j->models, .spec = &j->spec, .optim = j->s.optim, .global_batch = j->s.batch,
                            .grad_accum = j->s.accum, .threads = (int)j->s.threads, .seed = (uint64_t)j->s.seed,
                            .devices = (int)j->s.devices, .registry = j->reg, .skip_nonfinite = j->s.on_nan == ON_NAN_SKIP,
@@ -611,8 +727,10 @@ void job_close(job *j) {
     tr_model_factory_destroy(j->models);
     tr_options_destroy(j->strat_opts);
     tr_options_destroy(j->model_opts);
-    if (j->train_ds) ((const tr_dataset_ops *)j->data_p->desc->ops)->destroy(j->train_ds);
-    if (j->val_ds) ((const tr_dataset_ops *)j->data_p->desc->ops)->destroy(j->val_ds);
+    if (j->train_ds) j->dops->destroy(j->train_ds);
+    if (j->val_ds) j->dops->destroy(j->val_ds);
+    classes_free(&j->classes);
+    classes_free(&j->ckpt_classes);
     tr_registry_destroy(j->reg);
     tr_config_destroy(j->cfg);
     if (j->log) fclose(j->log);

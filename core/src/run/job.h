@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "classes.h"
 #include "progress.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
@@ -48,8 +49,13 @@ typedef struct job {
     const tr_plugin *model_p, *data_p, *strat_p;
     tr_options *model_opts, *strat_opts;
     tr_model_factory *models;
-    void *train_ds, *val_ds;
+    void *train_ds, *val_ds;      /* val_ds NULL: the data has no validation split */
+    const tr_dataset_ops *dops;   /* = &dops_table */
+    tr_dataset_ops dops_table;    /* the plugin's table, entries past its ops_size NULL */
     tr_data_spec spec;
+    run_classes classes;          /* classification: the classes the model is built for */
+    run_classes ckpt_classes;     /* eval/predict: the checkpoint's, read before the model is made */
+    char ckpt_path[1200];         /* eval/predict: the checkpoint folder */
     char why[512];                /* why this strategy: "named in trainer.strategy", auto's reason */
     tr_gpu_scan gpus;             /* what the device plugins see (not asked for a CPU-only request) */
     int strategy_auto;            /* trainer.strategy was auto */
@@ -93,6 +99,8 @@ tr_status job_open_model(job *j);
  * job_close. */
 tr_status job_open(job *j, const char *config_path, const char *const *overrides,
                    int n_overrides, const char *const *plugin_dirs);
+/* job_open after job_plan (eval reads the checkpoint's classes in between). */
+tr_status job_open_planned(job *j);
 void job_close(job *j);
 
 /* The checkpoint a user's path means: a checkpoint folder, or the newest one in a

@@ -79,7 +79,7 @@ static tr_status save_sharded(loop *lp, const char *name, json_t *totals) {
         return st;
     }
     if (j->info.rank == 0) {
-        st = ckpt_commit_sharded(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state, totals);
+        st = ckpt_commit_shards(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state, &j->classes, totals);
         if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
     }
     /* No rank goes on before the checkpoint is in place: a failure right after the save
@@ -106,7 +106,7 @@ static tr_status save_checkpoint(loop *lp) {
         tr_params *P;
         tr_optim *opt;
         st = j->sops->state(j->strat, &P, &opt);
-        if (st == TR_OK) st = ckpt_save(lp->ck_dir, name, P, opt, &lp->state, totals);
+        if (st == TR_OK) st = ckpt_save(lp->ck_dir, name, P, opt, &lp->state, &j->classes, totals);
         if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
     }
     json_decref(totals);

@@ -11,7 +11,8 @@
  * version 1, 2 or 3, plain or gzip. Everything is read in create(); get() copies one row.
  *
  * Splits: with `val_x` / `val_y` the validation split is those files; otherwise the last
- * val_fraction of the rows (file order) and the train split the rest. A malformed file is
+ * val_fraction of the rows (file order) and the train split the rest; none held out is an
+ * empty validation split ("no validation split", plugin ABI 0.7). A malformed file is
  * refused naming it and what is wrong. */
 #include <stdint.h>
 #include <stdio.h>
@@ -229,6 +230,7 @@ static tr_status load(npy *s, const tr_options *o, const tr_dataset_env *env, ar
         int64_t n_val = (int64_t)((double)n * env->val_fraction); /* rounded down, as csv */
         if (env->split == TR_SPLIT_VAL) lo = n - n_val;
         else hi = n - n_val;
+        if (hi == lo && env->split == TR_SPLIT_VAL) return TR_OK; /* none held out: no validation split, empty */
         if (hi == lo)
             return tr_error_set(TR_ERR_INVALID, "npy: %s: no %s rows: %lld rows x val_fraction %g (give val_x/val_y or "
                                 "another data.val_fraction)", xpath, env->split == TR_SPLIT_VAL ? "validation" : "training",

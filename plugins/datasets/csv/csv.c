@@ -1,15 +1,20 @@
 /* Dataset plugin `csv`: numeric tables, one sample per row, read whole in create().
  *
  * Every column but `label` is a feature (x: (n_features) f32); the label column is a class id
- * (classify: a non-negative integer; n_classes = largest label + 1) or a float target
- * (regress). Cells are split on ',' and trimmed; no quoting, so no commas inside cells. Blank
- * lines are skipped; a non-numeric cell, one beyond the float range or a row with another
- * number of cells is refused with file:line and the column name. Files may be gzip (read by tr_file_read).
+ * or a float target (regress). Classes: `classes` a count N (labels are integer ids 0..N-1),
+ * a list of names (labels are those names, ids in list order), or absent (labels are
+ * non-negative integers, n_classes = the largest in the files + 1); a label outside the set is
+ * refused with file:line. Cells are split on ',' and trimmed; no quoting, so no commas inside
+ * cells. Blank lines are skipped; a non-numeric cell, one beyond the float range or a row with
+ * another number of cells is refused with file:line and the column name. Files may be gzip
+ * (read by tr_file_read).
  *
- * Splits: with `val_path`, the validation split is that file (same columns); otherwise the last
- * val_fraction of `path`'s rows (in file order: shuffle the file beforehand if it is sorted)
- * and the train split is the rest. `normalize` statistics (per feature: mean/std, or min/max)
- * come from the train rows only and are applied to both splits; a constant feature becomes 0. */
+ * Splits: with `val_path`, the validation split is that file whole (same columns); so is a
+ * `path` given in data.val_params that differs from the train split's (env->train_opts);
+ * otherwise the last val_fraction of `path`'s rows (in file order: shuffle the file beforehand
+ * if it is sorted) and the train split is the rest (none held out: an empty validation split).
+ * `normalize` statistics (per feature: mean/std, or min/max) come from the train split's rows
+ * only and are applied to both splits; a constant feature becomes 0. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <float.h>
@@ -33,10 +38,20 @@ typedef struct table {
     int64_t *line;    /* (nrow) file line of each row, for messages */
 } table;
 
+/* The declared classes: a count, or names (count of them), or neither (inferred). */
+typedef struct classes {
+    int64_t count;    /* 0: inferred from the labels */
+    char **names;     /* (count) or NULL: integer labels */
+    char *text;       /* the option's text, for messages */
+    char *buf;        /* its copy that names point into */
+} classes;
+
 typedef struct csv {
     tr_data_spec spec;
     int64_t n;
     int regress;
+    classes cls;
+    char (*ids)[24];  /* (cls.count) "0", "1", ...: a declared count's names */
     float *x;         /* (n, n_features), normalised */
     float *yf;        /* (n) regress */
     int32_t *yi;      /* (n) classify */
@@ -78,7 +93,26 @@ static void table_free(table *t) {
     memset(t, 0, sizeof *t);
 }
 
-static tr_status parse(const char *path, int header, table *t) {
+static int find_col(const table *t, const char *name);
+
+/* The label column: named, or (header=false) a 0-based column number; -1 when absent. */
+static int label_col(const table *t, int header, const char *lname) {
+    int lc = find_col(t, lname);
+    if (lc >= 0 || header) return lc;
+    char *end;
+    long c = strtol(lname, &end, 10);
+    return *lname && !*end && c >= 0 && c < t->ncol ? (int)c : -1;
+}
+
+/* Named classes: the label cell's id in the list, or -1. */
+static int64_t class_id(const classes *cls, const char *cell) {
+    for (int64_t k = 0; k < cls->count; k++)
+        if (strcmp(cls->names[k], cell) == 0) return k;
+    return -1;
+}
+
+/* The file as a table of numbers; with named classes, the label column's names become ids. */
+static tr_status parse(const char *path, int header, const char *lname, const classes *cls, table *t) {
     char *buf;
     size_t len;
     TR_CHECK(tr_file_read(path, &buf, &len));
@@ -140,8 +174,19 @@ static tr_status parse(const char *path, int header, table *t) {
             t->line = nl;
             cap = nc;
         }
+        int lc = cls->names ? label_col(t, header, lname) : -1;
         for (int i = 0; i < n; i++) {
             char *c = trim(cells[i]), *end;
+            if (i == lc) {
+                int64_t id = class_id(cls, c);
+                if (id < 0) {
+                    st = tr_error_set(TR_ERR_PARSE, "%s:%lld: column '%s': '%s' is not one of the %lld classes (%s)", path,
+                                      (long long)lineno, t->names[i], c, (long long)cls->count, cls->text);
+                    goto out;
+                }
+                t->v[t->nrow * n + i] = (double)id;
+                continue;
+            }
             errno = 0;
             double v = strtod(c, &end);
             if (!*c || *end || !isfinite(v)) {
@@ -172,8 +217,9 @@ static int find_col(const table *t, const char *name) {
     return -1;
 }
 
-/* Classify labels must be non-negative integers; *max becomes the largest seen. */
-static tr_status check_labels(const char *path, const table *t, int lc, int regress,
+/* Classify labels must be non-negative integers, below a declared count; *max becomes the
+ * largest seen. */
+static tr_status check_labels(const char *path, const table *t, int lc, int regress, const classes *cls,
                               int64_t *max) {
     for (int64_t r = 0; r < t->nrow; r++) {
         double v = t->v[r * t->ncol + lc];
@@ -183,8 +229,47 @@ static tr_status check_labels(const char *path, const table *t, int lc, int regr
                                 "%s:%lld: column '%s': expected a non-negative integer class "
                                 "id, got %g (or set task=regress)",
                                 path, (long long)t->line[r], t->names[lc], v);
+        if (cls->count && v >= (double)cls->count)
+            return tr_error_set(TR_ERR_PARSE, "%s:%lld: column '%s': label %g is not a class: classes is %lld (ids 0..%lld)",
+                                path, (long long)t->line[r], t->names[lc], v, (long long)cls->count,
+                                (long long)cls->count - 1);
         if ((int64_t)v > *max) *max = (int64_t)v;
     }
+    return TR_OK;
+}
+
+/* The `classes` option: "" (inferred), a count "N", or a list "[a, b, c]" of distinct names. */
+static tr_status read_classes(classes *c, const char *text, int regress) {
+    while (*text == ' ') text++;
+    if (!*text) return TR_OK;
+    if (regress) return tr_error_set(TR_ERR_INVALID, "csv: classes: only for task=classify, got '%s'", text);
+    char *end;
+    errno = 0;
+    long long n = strtoll(text, &end, 10);
+    if (end != text && !*end) {
+        if (n < 1 || n > (1 << 24) || errno)
+            return tr_error_set(TR_ERR_INVALID, "csv: classes: a count from 1 to %d, got '%s'", 1 << 24, text);
+        c->count = n;
+        return TR_OK;
+    }
+    size_t len = strlen(text);
+    if (text[0] != '[' || text[len - 1] != ']')
+        return tr_error_set(TR_ERR_INVALID, "csv: classes: expected a count or a list of class names, got '%s'", text);
+    c->text = strdup(text);
+    c->buf = strdup(text);
+    c->names = calloc(len, sizeof *c->names);
+    if (!c->text || !c->buf || !c->names) return tr_error_set(TR_ERR_NOMEM, "csv: out of memory");
+    c->buf[len - 1] = '\0';
+    char *body = c->buf + 1;
+    if (*trim(body)) c->count = split(body, c->names, (int)len);
+    for (int64_t k = 0; k < c->count; k++) {
+        c->names[k] = trim(c->names[k]);
+        if (!c->names[k][0]) return tr_error_set(TR_ERR_INVALID, "csv: classes: class %lld of %s has no name", (long long)k, text);
+        for (int64_t m = 0; m < k; m++)
+            if (strcmp(c->names[m], c->names[k]) == 0)
+                return tr_error_set(TR_ERR_INVALID, "csv: classes: '%s' is listed twice in %s", c->names[k], text);
+    }
+    if (c->count == 0) return tr_error_set(TR_ERR_INVALID, "csv: classes: the list %s names no class", text);
     return TR_OK;
 }
 
@@ -194,28 +279,49 @@ static void destroy(void *ctx) {
     free(s->x);
     free(s->yf);
     free(s->yi);
+    free(s->cls.names);
+    free(s->cls.text);
+    free(s->cls.buf);
+    free(s->ids);
     free(s);
+}
+
+/* A file option of o resolved against the config's folder ("" when empty). */
+static void file_of(char *out, size_t cap, const tr_options *o, const char *key, const tr_dataset_env *env) {
+    const char *v = tr_options_string(o, key);
+    if (v && v[0]) tr_path_resolve(out, cap, env->base_dir, v);
+    else out[0] = '\0';
+}
+
+/* The train split's rows of the train file: all of them with a val_path, else all but the
+ * last val_fraction. */
+static int64_t train_rows(const table *tr, int has_val_file, double val_fraction) {
+    return has_val_file ? tr->nrow : tr->nrow - (int64_t)floor((double)tr->nrow * val_fraction);
 }
 
 static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, table *tr,
                        table *tv) {
-    char path[4096], vpath[4096];
-    tr_path_resolve(path, sizeof path, env->base_dir, tr_options_string(o, "path"));
-    const char *vp = tr_options_string(o, "val_path");
-    int header = tr_options_bool(o, "header"), has_val = vp && vp[0];
-    s->regress = strcmp(tr_options_string(o, "task"), "regress") == 0;
-    TR_CHECK(parse(path, header, tr));
-    const char *lname = tr_options_string(o, "label");
-    int lc = find_col(tr, lname);
-    if (!header && lc < 0) {
-        char *end;
-        long c = strtol(lname, &end, 10);
-        if (*lname && !*end && c >= 0 && c < tr->ncol) lc = (int)c;
-        else
-            return tr_error_set(TR_ERR_INVALID,
-                                "%s: header=false: give label as a column number 0..%d, got '%s'",
-                                path, tr->ncol - 1, lname);
-    }
+    /* The train split's file and options decide the columns, the statistics and the classes;
+     * this split's options (o: data.val_params over data.params) may name a validation file. */
+    const tr_options *to = env->train_opts ? env->train_opts : o;
+    char path[4096], vpath[4096], own[4096];
+    file_of(path, sizeof path, to, "path", env);
+    file_of(own, sizeof own, o, "path", env);
+    int val = env->split == TR_SPLIT_VAL;
+    if (val && strcmp(own, path) != 0) snprintf(vpath, sizeof vpath, "%s", own); /* val_params' own file, whole */
+    else file_of(vpath, sizeof vpath, o, "val_path", env);
+    char train_val[4096]; /* the val_path the train split was made with */
+    file_of(train_val, sizeof train_val, to, "val_path", env);
+    int header = tr_options_bool(to, "header"), has_val = vpath[0] != '\0';
+    const char *lname = tr_options_string(to, "label");
+    s->regress = strcmp(tr_options_string(to, "task"), "regress") == 0;
+    TR_CHECK(read_classes(&s->cls, tr_options_string(to, "classes"), s->regress));
+    TR_CHECK(parse(path, header, lname, &s->cls, tr));
+    int lc = label_col(tr, header, lname);
+    if (!header && lc < 0)
+        return tr_error_set(TR_ERR_INVALID,
+                            "%s: header=false: give label as a column number 0..%d, got '%s'",
+                            path, tr->ncol - 1, lname);
     if (lc < 0) {
         char cols[512] = "";
         for (int i = 0; i < tr->ncol && strlen(cols) < 400; i++)
@@ -227,10 +333,9 @@ static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, t
     if (tr->ncol < 2)
         return tr_error_set(TR_ERR_INVALID, "%s: only the label column, no features", path);
     int64_t max = -1;
-    TR_CHECK(check_labels(path, tr, lc, s->regress, &max));
+    TR_CHECK(check_labels(path, tr, lc, s->regress, &s->cls, &max));
     if (has_val) {
-        tr_path_resolve(vpath, sizeof vpath, env->base_dir, vp);
-        TR_CHECK(parse(vpath, header, tv));
+        TR_CHECK(parse(vpath, header, lname, &s->cls, tv));
         if (tv->ncol != tr->ncol)
             return tr_error_set(TR_ERR_PARSE, "%s: %d columns, but %s has %d", vpath, tv->ncol,
                                 path, tr->ncol);
@@ -239,39 +344,29 @@ static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, t
                 if (strcmp(tv->names[i], tr->names[i]) != 0)
                     return tr_error_set(TR_ERR_PARSE, "%s: column %d is '%s', but in %s it is '%s'",
                                         vpath, i + 1, tv->names[i], path, tr->names[i]);
-        TR_CHECK(check_labels(vpath, tv, lc, s->regress, &max));
+        TR_CHECK(check_labels(vpath, tv, lc, s->regress, &s->cls, &max));
     }
-    /* rows of the train split and of this split */
-    int64_t train0 = 0, train1 = tr->nrow;
+    /* rows of the train split (statistics) and of this split */
+    int64_t train0 = 0, train1 = train_rows(tr, train_val[0] != '\0', env->val_fraction);
     const table *src = tr;
-    int64_t r0 = 0, r1 = tr->nrow;
-    if (!has_val) {
-        int64_t nval = (int64_t)floor((double)tr->nrow * env->val_fraction);
-        train1 = tr->nrow - nval;
-        if (env->split == TR_SPLIT_VAL) {
-            r0 = train1;
-            if (nval == 0)
-                return tr_error_set(TR_ERR_INVALID,
-                                    "%s: no validation rows: %lld rows x val_fraction %g; give "
-                                    "val_path or a larger val_fraction",
-                                    path, (long long)tr->nrow, env->val_fraction);
-        } else {
-            r1 = train1;
-            if (r1 == 0)
-                return tr_error_set(TR_ERR_INVALID, "%s: no training rows left after val_fraction %g",
-                                    path, env->val_fraction);
-        }
-    } else if (env->split == TR_SPLIT_VAL) {
+    int64_t r0 = 0, r1 = train1;
+    if (val && has_val) {
         src = tv;
         r1 = tv->nrow;
+    } else if (val) {
+        r0 = train1; /* none held out: an empty split, "no validation split" */
+        r1 = tr->nrow;
+    } else if (r1 == 0) {
+        return tr_error_set(TR_ERR_INVALID, "%s: no training rows left after val_fraction %g",
+                            path, env->val_fraction);
     }
     int nc = tr->ncol, nf = nc - 1;
     s->n = r1 - r0;
-    s->x = malloc((size_t)(s->n * nf) * sizeof *s->x);
-    if (s->regress) s->yf = malloc((size_t)s->n * sizeof *s->yf);
-    else s->yi = malloc((size_t)s->n * sizeof *s->yi);
+    s->x = malloc((size_t)((s->n ? s->n : 1) * nf) * sizeof *s->x);
+    if (s->regress) s->yf = malloc((size_t)(s->n ? s->n : 1) * sizeof *s->yf);
+    else s->yi = malloc((size_t)(s->n ? s->n : 1) * sizeof *s->yi);
     if (!s->x || (!s->yf && !s->yi)) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
-    const char *norm = tr_options_string(o, "normalize");
+    const char *norm = tr_options_string(to, "normalize");
     int standard = strcmp(norm, "standard") == 0, minmax = strcmp(norm, "minmax") == 0;
     for (int c = 0, f = 0; c < nc; c++) {
         if (c == lc) continue;
@@ -317,7 +412,12 @@ static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, t
     } else {
         d->task = TR_TASK_CLASSIFY;
         d->y_dtype = TR_I32;
-        d->n_classes = max + 1;
+        d->n_classes = s->cls.count ? s->cls.count : max + 1;
+    }
+    if (s->cls.count && !s->cls.names) { /* a declared count: its classes are named by their ids */
+        s->ids = calloc((size_t)s->cls.count, sizeof *s->ids);
+        if (!s->ids) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
+        for (int64_t k = 0; k < s->cls.count; k++) snprintf(s->ids[k], sizeof s->ids[k], "%lld", (long long)k);
     }
     return TR_OK;
 }
@@ -338,6 +438,12 @@ static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *e
 }
 
 static void spec(void *ctx, tr_data_spec *out) { *out = ((csv *)ctx)->spec; }
+
+static const char *class_name(void *ctx, int64_t id) {
+    const csv *s = ctx;
+    if (id < 0 || id >= s->cls.count) return NULL;
+    return s->cls.names ? s->cls.names[id] : s->ids[id];
+}
 static int64_t size(void *ctx) { return ((csv *)ctx)->n; }
 
 static tr_status get(void *ctx, int64_t index, void *x, void *y) {
@@ -358,7 +464,10 @@ static const tr_option_spec opts[] = {
     {.key = "path", .type = TR_OPTION_STRING, .default_value = NULL,
      .doc = "CSV file (plain or .gz), relative to the config"},
     {.key = "val_path", .type = TR_OPTION_STRING, .default_value = "",
-     .doc = "validation CSV; empty: the last val_fraction of path's rows"},
+     .doc = "validation CSV, scored whole; empty: the last val_fraction of path's rows"},
+    {.key = "classes", .type = TR_OPTION_STRING, .default_value = "",
+     .doc = "classify: a count N (labels are ids 0..N-1) or a list of class names (labels are "
+            "those names, ids in list order); empty: the largest integer label + 1"},
     {.key = "label", .type = TR_OPTION_STRING, .default_value = "label",
      .doc = "label column name (a 0-based column number when header=false)"},
     {.key = "header", .type = TR_OPTION_BOOL, .default_value = "true",
@@ -371,9 +480,10 @@ static const tr_option_spec opts[] = {
      .doc = "classify: integer labels >= 0; regress: float targets"},
 };
 static const tr_dataset_ops ops = {
-    .create = create, .destroy = destroy, .spec = spec, .size = size, .get = get};
+    .create = create, .destroy = destroy, .spec = spec, .size = size, .get = get,
+    .class_name = class_name};
 static const tr_plugin_desc desc = {
-    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "csv", .version = "1.0.0",
+    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "csv", .version = "1.1.0",
     .description = "numeric CSV tables: features and a label column",
     .options = opts, .n_options = sizeof opts / sizeof opts[0], .ops = &ops,
     .ops_size = sizeof ops};

@@ -4,16 +4,20 @@
  *             file's bytes is the validation split, the rest the train split; sample i of a
  *             split is its bytes [i*stride, i*stride + seq_len + 1): x the first seq_len, y the
  *             last seq_len (x shifted by one).
- *   classify: one sample per line "label<TAB>text"; labels are any strings, ids follow their
- *             sorted (strcmp) order over the whole file so both splits agree; the text's bytes
- *             are truncated or zero-padded to seq_len. The last val_fraction of the lines is
- *             the validation split. Blank lines are skipped; a line without a TAB is refused
- *             with file:line. A trailing '\r' (CRLF files) is dropped.
+ *   classify: one sample per line "label<TAB>text"; labels are any strings, ids follow the
+ *             `classes` list, or else the sorted (strcmp) order of the train file's distinct
+ *             labels so every split and file agrees (a label outside them is refused); the
+ *             text's bytes are truncated or zero-padded to seq_len. The last val_fraction of
+ *             the lines is the validation split. Blank lines are skipped; a line without a TAB
+ *             is refused with file:line. A trailing '\r' (CRLF files) is dropped.
  *   pairs:    one sample per line "score<TAB>query<TAB>passage" (query/passage scoring with
  *             an embedding model): x (2, seq_len) the two texts' bytes, truncated or
  *             zero-padded; y the score (TR_F32, e.g. 1 related, 0 not). The last val_fraction
  *             of the lines is the validation split.
+ * A `path` in data.val_params other than the train split's is a validation file, used whole
+ * (no val_fraction); with nothing held out the validation split is empty ("none").
  * x is TR_I32; y TR_I32 (lm, classify) or TR_F32 (pairs). */
+#define _POSIX_C_SOURCE 200809L
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +36,9 @@ typedef struct text {
     uint8_t *bytes;     /* lm: the split's bytes; classify: (n, seq_len) padded */
     int64_t len;
     int32_t *labels;    /* classify: (n) */
+    char **names;       /* classify: (n_names) class names, ids in this order, into names_buf */
+    char *names_buf;
+    int64_t n_names;
     float *scores;      /* pairs: (n); bytes is then (n, 2, seq_len) */
 } text;
 
@@ -54,118 +61,178 @@ static char *next_line(char **cur, int64_t *lineno) {
     return NULL;
 }
 
+/* The rows [*a, *b) of n that this split takes: all of them for a validation file (`whole`),
+ * else the train split all but the last val_fraction, the validation split that last share
+ * (maybe none: an empty split, "no validation split"). */
+static void split_range(int64_t n, const tr_dataset_env *env, int whole, int64_t *a, int64_t *b) {
+    int64_t nval = whole ? 0 : (int64_t)floor((double)n * env->val_fraction);
+    *a = 0;
+    *b = n - nval;
+    if (env->split == TR_SPLIT_VAL && !whole) *a = *b, *b = n;
+}
+
 static tr_status load_lm(text *s, const char *path, char *buf, size_t len, int64_t T,
-                         const tr_dataset_env *env) {
-    int64_t nval = (int64_t)floor((double)len * env->val_fraction), a = 0, b = (int64_t)len - nval;
-    const char *which = "train";
-    if (env->split == TR_SPLIT_VAL) {
-        a = b;
-        b = (int64_t)len;
-        which = "validation";
-    }
+                         const tr_dataset_env *env, int whole) {
+    int64_t a, b;
+    split_range((int64_t)len, env, whole, &a, &b);
+    s->spec = (tr_data_spec){.task = TR_TASK_LM, .x_dtype = TR_I32, .x_ndim = 1, .x_shape = {T},
+                             .x_numel = T, .y_dtype = TR_I32, .y_ndim = 1, .y_shape = {T},
+                             .y_numel = T, .n_classes = 256, .vocab = 256};
+    if (env->split == TR_SPLIT_VAL && !whole && b - a < T + 1) return TR_OK; /* too little held out: none */
     if (b - a < T + 1)
         return tr_error_set(TR_ERR_INVALID,
                             "%s: the %s split holds %lld bytes (file %zu bytes, val_fraction %g), "
                             "one sample needs seq_len+1 = %lld",
-                            path, which, (long long)(b - a), len, env->val_fraction,
-                            (long long)(T + 1));
+                            path, env->split == TR_SPLIT_VAL ? "validation" : "train", (long long)(b - a), len,
+                            whole ? 0.0 : env->val_fraction, (long long)(T + 1));
     s->len = b - a;
     s->bytes = malloc((size_t)s->len);
     if (!s->bytes) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
     memcpy(s->bytes, buf + a, (size_t)s->len);
     s->n = (s->len - (T + 1)) / s->stride + 1;
-    s->spec = (tr_data_spec){.task = TR_TASK_LM, .x_dtype = TR_I32, .x_ndim = 1, .x_shape = {T},
-                             .x_numel = T, .y_dtype = TR_I32, .y_ndim = 1, .y_shape = {T},
-                             .y_numel = T, .n_classes = 256, .vocab = 256};
     return TR_OK;
 }
 
-static tr_status load_classify(text *s, const char *path, char *buf, int64_t T,
-                               const tr_dataset_env *env) {
-    /* pass 1: split lines in place, label and text pointers */
-    int64_t cap = 1024, n = 0;
-    char **lab = malloc((size_t)cap * sizeof *lab), **txt = malloc((size_t)cap * sizeof *txt),
-         **sorted = NULL;
-    tr_status st = TR_OK;
-    int64_t lineno = 0;
+/* The "label<TAB>text" lines of buf, split in place: labels and texts (*n of each). */
+static tr_status read_lines(const char *path, char *buf, char ***lab, char ***txt, int64_t *n) {
+    int64_t cap = 1024, lineno = 0;
+    *n = 0;
+    *lab = malloc((size_t)cap * sizeof **lab);
+    *txt = malloc((size_t)cap * sizeof **txt);
+    if (!*lab || !*txt) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
     for (char *cur = buf, *line; (line = next_line(&cur, &lineno));) {
         char *tab = strchr(line, '\t');
-        if (!tab) {
-            st = tr_error_set(TR_ERR_PARSE, "%s:%lld: expected 'label<TAB>text', found no TAB",
-                              path, (long long)lineno);
-            goto out;
-        }
+        if (!tab)
+            return tr_error_set(TR_ERR_PARSE, "%s:%lld: expected 'label<TAB>text', found no TAB",
+                                path, (long long)lineno);
         *tab = '\0';
-        if (n == cap) {
+        if (*n == cap) {
             cap *= 2;
-            char **a = realloc(lab, (size_t)cap * sizeof *a);
-            if (a) lab = a;
-            char **b = realloc(txt, (size_t)cap * sizeof *b);
-            if (b) txt = b;
-            if (!a || !b) {
-                st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
-                goto out;
-            }
+            char **a = realloc(*lab, (size_t)cap * sizeof *a);
+            if (a) *lab = a;
+            char **b = realloc(*txt, (size_t)cap * sizeof *b);
+            if (b) *txt = b;
+            if (!a || !b) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
         }
-        if (!lab || !txt) {
-            st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
-            goto out;
+        (*lab)[*n] = line;
+        (*txt)[*n] = tab + 1;
+        ++*n;
+    }
+    if (*n == 0) return tr_error_set(TR_ERR_PARSE, "%s: no 'label<TAB>text' lines", path);
+    return TR_OK;
+}
+
+/* The class names: the declared list (`classes`), or the distinct labels of the train split's
+ * file in sorted (strcmp) order, so that every split and file agrees on the ids. */
+static tr_status class_names(text *s, const char *declared, const char *train_path, char **lab, int64_t n) {
+    while (*declared == ' ') declared++;
+    if (*declared) {
+        size_t len = strlen(declared);
+        if (declared[0] != '[' || declared[len - 1] != ']')
+            return tr_error_set(TR_ERR_INVALID, "text: classes: expected a list of labels [a, b, ...], got '%s'", declared);
+        s->names_buf = strdup(declared + 1);
+        s->names = calloc(len, sizeof *s->names);
+        if (!s->names_buf || !s->names) return tr_error_set(TR_ERR_NOMEM, "text: out of memory");
+        s->names_buf[len - 2] = '\0';
+        for (char *p = s->names_buf, *c;; p = c + 1) {
+            c = strchr(p, ',');
+            if (c) *c = '\0';
+            while (*p == ' ') p++;
+            size_t l = strlen(p);
+            while (l && p[l - 1] == ' ') p[--l] = '\0';
+            if (!*p) return tr_error_set(TR_ERR_INVALID, "text: classes: an empty name in %s", declared);
+            for (int64_t k = 0; k < s->n_names; k++)
+                if (strcmp(s->names[k], p) == 0) return tr_error_set(TR_ERR_INVALID, "text: classes: '%s' is listed twice in %s", p, declared);
+            s->names[s->n_names++] = p;
+            if (!c) break;
         }
-        lab[n] = line;
-        txt[n] = tab + 1;
-        n++;
+        return TR_OK;
     }
-    if (n == 0) {
-        st = tr_error_set(TR_ERR_PARSE, "%s: no 'label<TAB>text' lines", path);
-        goto out;
+    char *buf = NULL, **tl = NULL, **tt = NULL;
+    size_t len;
+    tr_status st = TR_OK;
+    if (train_path) { /* a validation file: the ids are the train file's */
+        st = tr_file_read(train_path, &buf, &len);
+        if (st == TR_OK) st = read_lines(train_path, buf, &tl, &tt, &n);
+        lab = tl;
     }
-    /* label ids: sorted distinct labels */
-    sorted = malloc((size_t)n * sizeof *sorted);
-    if (!sorted) {
-        st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
-        goto out;
+    if (st == TR_OK) {
+        s->names = malloc((size_t)n * sizeof *s->names);
+        if (!s->names) st = tr_error_set(TR_ERR_NOMEM, "text: out of memory");
     }
-    memcpy(sorted, lab, (size_t)n * sizeof *sorted);
-    qsort(sorted, (size_t)n, sizeof *sorted, cmp_str);
-    int64_t k = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (k == 0 || strcmp(sorted[i], sorted[k - 1]) != 0) sorted[k++] = sorted[i];
-    int64_t nval = (int64_t)floor((double)n * env->val_fraction), a = 0, b = n - nval;
-    if (env->split == TR_SPLIT_VAL) {
-        a = b;
-        b = n;
+    if (st == TR_OK) {
+        char **sorted = s->names;
+        memcpy(sorted, lab, (size_t)n * sizeof *sorted);
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_str);
+        int64_t k = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (k == 0 || strcmp(sorted[i], sorted[k - 1]) != 0) sorted[k++] = sorted[i];
+        s->n_names = k;
+        /* own the names: they point into a buffer freed below (or the caller's) */
+        size_t total = 0;
+        for (int64_t i = 0; i < k; i++) total += strlen(sorted[i]) + 1;
+        s->names_buf = malloc(total ? total : 1);
+        if (!s->names_buf) st = tr_error_set(TR_ERR_NOMEM, "text: out of memory");
+        for (int64_t i = 0, at = 0; st == TR_OK && i < k; i++) {
+            size_t l = strlen(sorted[i]) + 1;
+            memcpy(s->names_buf + at, sorted[i], l);
+            sorted[i] = s->names_buf + at;
+            at += (int64_t)l;
+        }
     }
-    if (b == a) {
-        st = tr_error_set(TR_ERR_INVALID, "%s: the %s split is empty (%lld lines, val_fraction %g)",
-                          path, env->split == TR_SPLIT_VAL ? "validation" : "train",
-                          (long long)n, env->val_fraction);
-        goto out;
-    }
+    free(tl);
+    free(tt);
+    tr_free(buf);
+    return st;
+}
+
+static tr_status load_classify(text *s, const char *path, char *buf, int64_t T, const tr_dataset_env *env, int whole,
+                               const char *declared, const char *train_path) {
+    char **lab = NULL, **txt = NULL;
+    int64_t n = 0, a, b;
+    tr_status st = read_lines(path, buf, &lab, &txt, &n);
+    if (st == TR_OK) st = class_names(s, declared, whole ? train_path : NULL, lab, n);
+    if (st != TR_OK) goto out;
+    split_range(n, env, whole, &a, &b);
     s->n = b - a;
+    s->spec = (tr_data_spec){.task = TR_TASK_CLASSIFY, .x_dtype = TR_I32, .x_ndim = 1,
+                             .x_shape = {T}, .x_numel = T, .y_dtype = TR_I32, .y_ndim = 0,
+                             .y_numel = 1, .n_classes = s->n_names, .vocab = 256};
+    if (b == a) {
+        if (env->split != TR_SPLIT_VAL)
+            st = tr_error_set(TR_ERR_INVALID, "%s: the train split is empty (%lld lines, val_fraction %g)",
+                              path, (long long)n, env->val_fraction);
+        goto out; /* a validation split of none: empty */
+    }
     s->bytes = calloc((size_t)(s->n * T), 1);
     s->labels = malloc((size_t)s->n * sizeof *s->labels);
     if (!s->bytes || !s->labels) {
         st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
         goto out;
     }
+    /* the declared list is in the user's order: a linear search (classes are few) */
     for (int64_t i = a; i < b; i++) {
-        char **hit = bsearch(&lab[i], sorted, (size_t)k, sizeof *sorted, cmp_str);
-        s->labels[i - a] = (int32_t)(hit - sorted);
+        int64_t id = -1;
+        for (int64_t k = 0; k < s->n_names && id < 0; k++)
+            if (strcmp(s->names[k], lab[i]) == 0) id = k;
+        if (id < 0) {
+            st = tr_error_set(TR_ERR_PARSE, "%s: label '%s' (row %lld) is not one of the %lld classes (%s)", path, lab[i],
+                              (long long)(i + 1), (long long)s->n_names,
+                              *declared ? "data.params classes" : "the labels of the train split's file");
+            goto out;
+        }
+        s->labels[i - a] = (int32_t)id;
         size_t l = strlen(txt[i]);
         memcpy(s->bytes + (i - a) * T, txt[i], l < (size_t)T ? l : (size_t)T);
     }
-    s->spec = (tr_data_spec){.task = TR_TASK_CLASSIFY, .x_dtype = TR_I32, .x_ndim = 1,
-                             .x_shape = {T}, .x_numel = T, .y_dtype = TR_I32, .y_ndim = 0,
-                             .y_numel = 1, .n_classes = k, .vocab = 256};
 out:
     free(lab);
     free(txt);
-    free(sorted);
     return st;
 }
 
 /* pairs: count the lines, then fill the split's rows. */
-static tr_status load_pairs(text *s, const char *path, char *buf, int64_t T, const tr_dataset_env *env) {
+static tr_status load_pairs(text *s, const char *path, char *buf, int64_t T, const tr_dataset_env *env, int whole) {
     int64_t n = 0;
     for (const char *c = buf; *c; c++) n += *c == '\n';
     n++;
@@ -191,16 +258,17 @@ static tr_status load_pairs(text *s, const char *path, char *buf, int64_t T, con
         s->scores[k++] = (float)v;
     }
     if (k == 0) return tr_error_set(TR_ERR_PARSE, "%s: no 'score<TAB>query<TAB>passage' lines", path);
-    int64_t nval = (int64_t)floor((double)k * env->val_fraction), a = 0, b = k - nval;
-    if (env->split == TR_SPLIT_VAL) a = b, b = k;
+    int64_t a, b;
+    split_range(k, env, whole, &a, &b);
+    s->spec = (tr_data_spec){.task = TR_TASK_REGRESS, .x_dtype = TR_I32, .x_ndim = 2, .x_shape = {2, T},
+                             .x_numel = 2 * T, .y_dtype = TR_F32, .y_ndim = 0, .y_numel = 1, .vocab = 256};
+    if (b == a && env->split == TR_SPLIT_VAL) return TR_OK; /* none held out: empty */
     if (b == a)
         return tr_error_set(TR_ERR_INVALID, "%s: the %s split is empty (%lld lines, val_fraction %g)", path,
                             env->split == TR_SPLIT_VAL ? "validation" : "train", (long long)k, env->val_fraction);
     memmove(s->bytes, s->bytes + a * 2 * T, (size_t)((b - a) * 2 * T));
     memmove(s->scores, s->scores + a, (size_t)(b - a) * sizeof *s->scores);
     s->n = b - a;
-    s->spec = (tr_data_spec){.task = TR_TASK_REGRESS, .x_dtype = TR_I32, .x_ndim = 2, .x_shape = {2, T},
-                             .x_numel = 2 * T, .y_dtype = TR_F32, .y_ndim = 0, .y_numel = 1, .vocab = 256};
     return TR_OK;
 }
 
@@ -210,14 +278,20 @@ static void destroy(void *ctx) {
     free(s->bytes);
     free(s->scores);
     free(s->labels);
+    free(s->names);
+    free(s->names_buf);
     free(s);
 }
 
 static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *env) {
     text *s = calloc(1, sizeof *s);
     if (!s) return tr_error_set(TR_ERR_NOMEM, "text: out of memory");
-    char path[4096];
+    /* A path of data.val_params other than the train split's is a validation file, whole. */
+    const tr_options *to = env->train_opts ? env->train_opts : o;
+    char path[4096], train_path[4096];
     tr_path_resolve(path, sizeof path, env->base_dir, tr_options_string(o, "path"));
+    tr_path_resolve(train_path, sizeof train_path, env->base_dir, tr_options_string(to, "path"));
+    int whole = env->split == TR_SPLIT_VAL && strcmp(path, train_path) != 0;
     int64_t T = tr_options_int(o, "seq_len");
     s->stride = tr_options_int(o, "stride");
     if (s->stride == 0) s->stride = T;
@@ -230,11 +304,13 @@ static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *e
         if (len == 0)
             st = tr_error_set(TR_ERR_PARSE, "%s: empty file", path);
         else if (s->classify)
-            st = load_classify(s, path, buf, T, env);
+            st = load_classify(s, path, buf, T, env, whole, tr_options_string(to, "classes"), train_path);
         else if (s->pairs)
-            st = load_pairs(s, path, buf, T, env);
+            st = load_pairs(s, path, buf, T, env, whole);
         else
-            st = load_lm(s, path, buf, len, T, env);
+            st = load_lm(s, path, buf, len, T, env, whole);
+        if (st == TR_OK && !s->classify && tr_options_string(to, "classes")[0])
+            st = tr_error_set(TR_ERR_INVALID, "text: classes: only for mode classify");
         tr_free(buf);
     }
     if (st != TR_OK) {
@@ -246,6 +322,11 @@ static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *e
 }
 
 static void spec(void *ctx, tr_data_spec *out) { *out = ((text *)ctx)->spec; }
+
+static const char *class_name(void *ctx, int64_t id) {
+    const text *s = ctx;
+    return s->classify && id >= 0 && id < s->n_names ? s->names[id] : NULL;
+}
 static int64_t size(void *ctx) { return ((text *)ctx)->n; }
 
 static tr_status get(void *ctx, int64_t index, void *x, void *y) {
@@ -283,11 +364,15 @@ static const tr_option_spec opts[] = {
      .doc = "bytes per sample (classify: truncated or zero-padded; pairs: per text)"},
     {.key = "stride", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = 1 << 24,
      .doc = "lm: bytes between sample starts; 0 = seq_len"},
+    {.key = "classes", .type = TR_OPTION_STRING, .default_value = "",
+     .doc = "classify: the list of labels [a, b, ...], ids in list order; empty: the distinct labels of the "
+            "train file, sorted"},
 };
 static const tr_dataset_ops ops = {
-    .create = create, .destroy = destroy, .spec = spec, .size = size, .get = get};
+    .create = create, .destroy = destroy, .spec = spec, .size = size, .get = get,
+    .class_name = class_name};
 static const tr_plugin_desc desc = {
-    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "text", .version = "1.0.0",
+    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "text", .version = "1.1.0",
     .description = "text files: byte-level LM, label<TAB>text classification or scored text pairs",
     .options = opts, .n_options = sizeof opts / sizeof opts[0], .ops = &ops,
     .ops_size = sizeof ops};
