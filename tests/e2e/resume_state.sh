@@ -137,7 +137,7 @@ cat >"$t/l.yaml" <<'YAML'
 run: {name: l, seed: 1}
 model: {name: mlp, params: {layers: [8]}}
 data: {name: synthetic, params: {samples: 64, val_samples: 16, features: 4, classes: 2}, batch_size: 8}
-trainer: {max_steps: 10000000, log_every: 1000, progress: lines, threads: 1}
+trainer: {max_epochs: 1000000, max_steps: 10000000, log_every: 1000, progress: lines, threads: 1}
 checkpoint: {every_n_steps: 1, keep_last: 1}
 YAML
 "$bin" run "$t/l.yaml" "run.output_dir=$t/l" >"$t/l1.log" 2>&1 &
