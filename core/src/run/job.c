@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/io_error.h"
+#include "comm/env.h"
 #include "config/node.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
@@ -363,9 +364,10 @@ static tr_status pick_strategy(job *j, const char *no_gpu) {
     tr_device_request rq = {.accelerator = (tr_accelerator)j->s.accelerator, .devices = j->s.devices_asked,
                             .ids = j->s.device_ids, .n_ids = j->s.n_device_ids, .strategy = name};
     /* Ranks started by mpirun/srun/torchrun: auto and -1 on the CPU mean the job's ranks, not
-     * this rank's cores (a launcher may pin each rank to one). */
+     * this rank's cores (a launcher may pin each rank to one). Not for cpu, which is one device
+     * (the world check, job_check_world, then refuses it under several ranks). */
     tr_comm_env ce;
-    if (tr_launched_externally() && rq.n_ids == 0 && rq.accelerator != TR_ACCEL_GPU &&
+    if (tr_launched_externally() && rq.n_ids == 0 && rq.accelerator != TR_ACCEL_GPU && strcmp(name, "cpu") != 0 &&
         (rq.devices == TR_DEVICES_AUTO || rq.devices == TR_DEVICES_ALL) && tr_comm_env_detect(&ce) == TR_OK && ce.size > 1)
         rq.devices = ce.size;
     /* A CPU request (accelerator cpu, or strategy cpu) never needs the GPUs counted; a backend
@@ -498,6 +500,7 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(plugin_for(j, "model", TR_PLUGIN_MODEL, &j->model_p));
     TR_CHECK(plugin_for(j, "data", TR_PLUGIN_DATASET, &j->data_p));
     TR_CHECK(choose_strategy(j));
+    TR_CHECK(job_check_world(j));
     /* bf16-mixed is the devices' arithmetic (tr_accel_open applies it; a device plugin that
      * cannot was refused by the strategy's probe, tr_accel_probe): the CPU computes in fp32. */
     if (j->s.precision != TR_PRECISION_FP32 && j->accelerator != TR_ACCEL_GPU) {
@@ -703,6 +706,4 @@ tr_status tr_run_plan(const char *config_path, const char *const *overrides, int
     return st;
 }
 
-int tr_launched_externally(void) {
-    return getenv("RANK") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_PROCID");
-}
+int tr_launched_externally(void) { return tr_comm_env_launcher() != NULL; }

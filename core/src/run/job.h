@@ -86,6 +86,11 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
 tr_status job_strategy_ops(const tr_plugin *p, tr_strategy_ops *out);
 /* Processes per host the planned strategy runs (1 unless it says otherwise). */
 int job_processes(const job *j);
+/* The world checks (world.c), run by job_plan once the strategy is chosen: a launcher's ranks
+ * (trainer launch, torchrun, mpirun, srun) against the strategy and trainer.devices, and the
+ * global batch against the ranks, so that `trainer plan`, `trainer run` before it starts any
+ * rank, and every rank another launcher started refuse the same configs alike. */
+tr_status job_check_world(const job *j);
 
 /* After job_plan: the datasets (their specs checked) and the model factory, no strategy. */
 tr_status job_open_model(job *j);
