@@ -616,20 +616,7 @@ void job_close(job *j) {
     if (j->metrics) fclose(j->metrics);
 }
 
-tr_status job_find_checkpoint(const char *path, char *out, size_t size) {
-    char probe[1200];
-    snprintf(probe, sizeof probe, "%s/state.json", path);
-    if (access(probe, F_OK) == 0) {
-        snprintf(out, size, "%s", path);
-        return TR_OK;
-    }
-    if (tr_checkpoint_latest(path, out, size) == TR_OK) return TR_OK;
-    snprintf(probe, sizeof probe, "%s/checkpoints", path);
-    if (tr_checkpoint_latest(probe, out, size) == TR_OK) return TR_OK;
-    return tr_error_set(TR_ERR_NOT_FOUND,
-                        "%s: no checkpoint there (give a checkpoint folder such as runs/NAME/0/checkpoints/"
-                        "step-00000100, a checkpoints/ folder or a run folder)", path);
-}
+tr_status job_find_checkpoint(const char *path, char *out, size_t size) { return tr_checkpoint_find(path, out, size); }
 
 tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train_state *state) {
     TR_CHECK(tr_checkpoint_read_state(path, state));
