@@ -15,7 +15,7 @@ static const char *const vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WO
                                    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
                                    "SLURM_STEP_TASKS_PER_NODE", "SLURM_JOB_ID", "SLURM_STEP_ID",
                                    "TRAINER_COMM_TIMEOUT", "GROUP_WORLD_SIZE", "TORCHELASTIC_RUN_ID",
-                                   "TORCHELASTIC_RESTART_COUNT", "SLURM_NODEID", "SLURM_NNODES", "PMIX_RANK"};
+                                   "TORCHELASTIC_RESTART_COUNT", "SLURM_NODEID", "SLURM_NNODES", "SLURM_STEP_NUM_NODES", "PMIX_RANK"};
 
 static void clear(void) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);

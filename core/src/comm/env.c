@@ -136,10 +136,11 @@ tr_status tr_comm_env_detect(tr_comm_env *env) {
         TR_CHECK(env_int("SLURM_NTASKS", 1, MAXR, &env->size, &has_size));
         TR_CHECK(env_int("SLURM_LOCALID", 0, MAXR, &env->local_rank, &has_lr));
         /* SLURM_STEP_TASKS_PER_NODE's count for this node (SLURM_NODEID) when given, else
-         * SLURM_NTASKS_PER_NODE; else every rank here unless SLURM_NNODES says otherwise. */
+         * SLURM_NTASKS_PER_NODE; else every rank here unless the step's nodes are several. */
         int node = 0, has_node, nodes = 1, has_nodes;
         TR_CHECK(env_int("SLURM_NODEID", 0, MAXR, &node, &has_node));
-        TR_CHECK(env_int("SLURM_NNODES", 1, MAXR, &nodes, &has_nodes));
+        TR_CHECK(env_int("SLURM_STEP_NUM_NODES", 1, MAXR, &nodes, &has_nodes)); /* the step's, not the job's */
+        if (!has_nodes) TR_CHECK(env_int("SLURM_NNODES", 1, MAXR, &nodes, &has_nodes));
         has_ls = tasks_on_node(getenv("SLURM_STEP_TASKS_PER_NODE"), node, &env->local_size);
         if (!has_ls) TR_CHECK(env_int("SLURM_NTASKS_PER_NODE", 1, MAXR, &env->local_size, &has_ls));
         if (!has_ls) env->local_size = env->size;
