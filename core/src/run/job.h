@@ -78,7 +78,8 @@ typedef struct job {
  * needs neither files nor plugins (tests/fuzz/config.c runs it on fuzzed configs). */
 tr_status job_read_settings(job *j);
 /* Loads the config with overrides, reads every setting, finds the plugins and picks the
- * strategy (with its resolved options): enough to know how many processes the job needs. */
+ * strategy (with its resolved options), and checks the world (job_check_world): enough to
+ * know how many processes the job needs, and that they fit how this one was started. */
 tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                    const char *const *plugin_dirs);
 /* A strategy plugin's ops table, padded with NULL past the entries it was built with; a
