@@ -363,19 +363,25 @@ static tr_status pick_strategy(job *j, const char *no_gpu) {
     TR_CHECK(tr_cfg_get_string(j->root, "trainer.gpu_backend", "auto", &backend, 0));
     tr_device_request rq = {.accelerator = (tr_accelerator)j->s.accelerator, .devices = j->s.devices_asked,
                             .ids = j->s.device_ids, .n_ids = j->s.n_device_ids, .strategy = name};
-    /* Ranks started by mpirun/srun/torchrun: auto and -1 on the CPU mean the job's ranks, not
-     * this rank's cores (a launcher may pin each rank to one). Not for cpu, which is one device
-     * (the world check, job_check_world, then refuses it under several ranks). */
-    tr_comm_env ce;
-    if (tr_launched_externally() && rq.n_ids == 0 && rq.accelerator != TR_ACCEL_GPU && strcmp(name, "cpu") != 0 &&
-        (rq.devices == TR_DEVICES_AUTO || rq.devices == TR_DEVICES_ALL) && tr_comm_env_detect(&ce) == TR_OK && ce.size > 1)
-        rq.devices = ce.size;
     /* A CPU request (accelerator cpu, or strategy cpu) never needs the GPUs counted; a backend
      * named is checked all the same. */
     int cpu_only = rq.accelerator == TR_ACCEL_CPU || (rq.accelerator == TR_ACCEL_AUTO && strcmp(name, "cpu") == 0);
     if (!no_gpu) { /* a retry keeps the first pick's count */
         if (!cpu_only || strcmp(backend, "auto") != 0) TR_CHECK(tr_gpu_scan_registry(j->reg, backend, &j->gpus));
         else snprintf(j->gpus.why, sizeof j->gpus.why, "not counted for a CPU run");
+    }
+    /* Ranks started by mpirun/srun/torchrun: auto and -1 mean the job's ranks, not this rank's
+     * cores (a launcher may pin each rank to one) nor every GPU of the host. On GPUs, one per
+     * rank of this host (the job may span hosts); a host with fewer GPUs than ranks keeps the
+     * old rule (accelerator auto: the world, which the CPU then runs; gpu: the GPUs, shared).
+     * Not for cpu, which is one device (job_check_world refuses it under several ranks). */
+    tr_comm_env ce;
+    int gpus = no_gpu ? 0 : j->gpus.count;
+    if (tr_launched_externally() && rq.n_ids == 0 && strcmp(name, "cpu") != 0 &&
+        (rq.devices == TR_DEVICES_AUTO || rq.devices == TR_DEVICES_ALL) && tr_comm_env_detect(&ce) == TR_OK && ce.size > 1) {
+        int on_gpus = rq.accelerator == TR_ACCEL_GPU || (rq.accelerator == TR_ACCEL_AUTO && gpus > 0);
+        if (on_gpus && ce.local_size <= gpus) rq.devices = ce.local_size;
+        else if (rq.accelerator != TR_ACCEL_GPU) rq.devices = ce.size;
     }
     tr_device_choice c;
     TR_CHECK(tr_choose_devices(&rq, no_gpu ? 0 : j->gpus.count, no_gpu ? no_gpu : j->gpus.why, tr_cpu_count(), &c));

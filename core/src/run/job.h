@@ -92,6 +92,9 @@ int job_processes(const job *j);
  * global batch against the ranks, so that `trainer plan`, `trainer run` before it starts any
  * rank, and every rank another launcher started refuse the same configs alike. */
 tr_status job_check_world(const job *j);
+/* The ranks of the job (the launcher's, when one started several; else the strategy's
+ * processes) and, into *local (may be NULL), those on this host. */
+int job_world(const job *j, int *local);
 
 /* After job_plan: the datasets (their specs checked) and the model factory, no strategy. */
 tr_status job_open_model(job *j);

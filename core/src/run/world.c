@@ -3,9 +3,9 @@
  * mean the same number, or the job would train on another world than the one it reports, or
  * as independent copies of itself. And a world asks one sample per rank of the global batch.
  * job_plan runs this, so `trainer plan`, `trainer run` before it starts ranks, and each rank
- * of another launcher refuse the same configs with the same message. Limit: on GPUs a
- * devices count of auto or -1 is this host's GPUs, which ranks share by local rank, and is
- * not checked. */
+ * of another launcher refuse the same configs with the same message. Limit: a devices count
+ * of auto or -1 is not checked (job.c's pick_strategy made it the launcher's ranks, or on a
+ * host with fewer GPUs than ranks, the GPUs, which the ranks share by local rank). */
 #include <stdio.h>
 #include <string.h>
 
@@ -22,14 +22,18 @@ static const char *where(const job *j, const char *key, char *buf, size_t size) 
     return buf;
 }
 
-/* Under a launcher of ce->size ranks, running a strategy of `procs` processes. */
+/* Under a launcher of ce->size ranks, running a strategy of `procs` processes for the
+ * devices chosen. */
 static tr_status check_launched(const job *j, const tr_comm_env *ce, int procs) {
     const char *launcher = tr_comm_env_launcher(), *var = tr_comm_env_size_var(), *name = j->strat_p->desc->name;
     char at[1200];
     int asked = j->s.n_device_ids > 0 || j->s.devices_asked >= 1, gpu = j->accelerator == TR_ACCEL_GPU;
     /* The key to blame: the strategy named, else the devices count that made auto pick it. */
     const char *key = !j->strategy_auto ? "trainer.strategy" : asked ? "trainer.devices" : "";
-    if (procs == 1 && ce->size > 1)
+    /* One process whatever the devices (cpu, dataparallel, single-gpu): not ddp on one GPU,
+     * whose ranks may share it. */
+    int single = !j->sops->processes || j->sops->processes(j->strat_opts, ce->size) <= 1;
+    if (single && ce->size > 1)
         return tr_error_set(TR_ERR_INVALID, "%s%s%sstrategy %s runs in one process (%s), but %s started %d ranks of "
                             "this command (%s=%d): each would run the whole job alone, as %d independent copies; under a "
                             "launcher use strategy ddp or sharded with trainer.devices auto (the launcher's ranks), or run "
@@ -45,16 +49,25 @@ static tr_status check_launched(const job *j, const tr_comm_env *ce, int procs) 
                         ce->size, procs, name, procs, procs == 1 ? "" : "s", gpu ? " (on each host, one per GPU)" : "");
 }
 
+int job_world(const job *j, int *local) {
+    tr_comm_env ce;
+    if (tr_comm_env_launcher() && tr_comm_env_detect(&ce) == TR_OK && ce.size > 1) {
+        if (local) *local = ce.local_size;
+        return ce.size;
+    }
+    int n = job_processes(j);
+    if (local) *local = n;
+    return n;
+}
+
 tr_status job_check_world(const job *j) {
-    int ranks = job_processes(j);
     if (tr_comm_env_launcher()) {
         tr_comm_env ce;
         TR_CHECK(tr_comm_env_detect(&ce));
-        TR_CHECK(check_launched(j, &ce, ranks));
-        ranks = ce.size;
+        TR_CHECK(check_launched(j, &ce, job_processes(j)));
     }
     /* The loader's own check (each rank makes its loader later), with the ranks known now. */
-    tr_sampler s = {.global_batch = j->s.batch, .world = ranks};
+    tr_sampler s = {.global_batch = j->s.batch, .world = job_world(j, NULL)};
     tr_status st = tr_sampler_validate(&s);
     if (st != TR_OK) {
         char at[1200];
