@@ -15,7 +15,8 @@ static const char *const vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WO
                                    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
                                    "SLURM_STEP_TASKS_PER_NODE", "SLURM_JOB_ID", "SLURM_STEP_ID",
                                    "TRAINER_COMM_TIMEOUT", "GROUP_WORLD_SIZE", "TORCHELASTIC_RUN_ID",
-                                   "TORCHELASTIC_RESTART_COUNT", "SLURM_NODEID", "SLURM_NNODES", "SLURM_STEP_NUM_NODES", "PMIX_RANK"};
+                                   "TORCHELASTIC_RESTART_COUNT", "SLURM_NODEID", "SLURM_NNODES", "SLURM_STEP_NUM_NODES", "SLURM_STEP_NUM_TASKS",
+                                   "PMIX_RANK"};
 
 static void clear(void) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
@@ -97,8 +98,16 @@ static void test_env(void) {
     CHECK(tr_comm_env_detect(&e) == TR_OK && e.local_size == 2, "srun uneven node 1: %d %s", e.local_size, tr_error_msg());
     unsetenv("SLURM_STEP_TASKS_PER_NODE");
     setenv("SLURM_NNODES", "3", 1);
-    CHECK(tr_comm_env_detect(&e) == TR_ERR_INVALID && strstr(tr_error_msg(), "SLURM_NNODES=3 nodes, but all 5 tasks"),
+    CHECK(tr_comm_env_detect(&e) == TR_ERR_INVALID && strstr(tr_error_msg(), "3 nodes (SLURM_STEP_NUM_NODES or SLURM_NNODES), "
+                                                                             "but all 5 tasks (SLURM_NTASKS)"),
           "srun nodes without counts: %s", tr_error_msg());
+    /* A step of 2 tasks in an allocation of 5: the step's. */
+    unsetenv("SLURM_NNODES");
+    setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+    setenv("SLURM_PROCID", "1", 1);
+    setenv("SLURM_LOCALID", "1", 1);
+    CHECK(tr_comm_env_detect(&e) == TR_OK && e.size == 2 && e.local_size == 2, "srun step: %d/%d %s", e.size, e.local_size,
+          tr_error_msg());
     clear();
     setenv("PMIX_RANK", "0", 1);
     CHECK(tr_comm_env_detect(&e) == TR_ERR_INVALID && strstr(tr_error_msg(), "PMIX_RANK is set"), "PMIx alone: %s",

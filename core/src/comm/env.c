@@ -37,7 +37,11 @@ static launcher_id which_launcher(void) {
 
 const char *tr_comm_env_launcher(void) { return launchers[which_launcher()].name; }
 
-const char *tr_comm_env_size_var(void) { return launchers[which_launcher()].size_var; }
+const char *tr_comm_env_size_var(void) {
+    launcher_id l = which_launcher();
+    /* An srun step inside an allocation of more tasks: the step's count, where srun gives it. */
+    return l == L_SLURM && getenv("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : launchers[l].size_var;
+}
 
 /* An integer variable in [min, max]; *present = 0 when unset. */
 static tr_status env_int(const char *name, long min, long max, int *out, int *present) {
@@ -133,7 +137,7 @@ tr_status tr_comm_env_detect(tr_comm_env *env) {
         set_job(env, "ompi", ns ? ns : getenv("OMPI_MCA_ess_base_jobid"));
     } else if (getenv("SLURM_PROCID") && getenv("SLURM_NTASKS")) {
         TR_CHECK(env_int("SLURM_PROCID", 0, MAXR, &env->rank, &has_rank));
-        TR_CHECK(env_int("SLURM_NTASKS", 1, MAXR, &env->size, &has_size));
+        TR_CHECK(env_int(tr_comm_env_size_var(), 1, MAXR, &env->size, &has_size));
         TR_CHECK(env_int("SLURM_LOCALID", 0, MAXR, &env->local_rank, &has_lr));
         /* SLURM_STEP_TASKS_PER_NODE's count for this node (SLURM_NODEID) when given, else
          * SLURM_NTASKS_PER_NODE; else every rank here unless the step's nodes are several. */
@@ -145,9 +149,9 @@ tr_status tr_comm_env_detect(tr_comm_env *env) {
         if (!has_ls) TR_CHECK(env_int("SLURM_NTASKS_PER_NODE", 1, MAXR, &env->local_size, &has_ls));
         if (!has_ls) env->local_size = env->size;
         if (nodes > 1 && env->local_size == env->size)
-            return tr_error_set(TR_ERR_INVALID, "environment: SLURM_NNODES=%d nodes, but all %d tasks (SLURM_NTASKS) would "
-                                "be on this one: SLURM_STEP_TASKS_PER_NODE or SLURM_NTASKS_PER_NODE is missing", nodes,
-                                env->size);
+            return tr_error_set(TR_ERR_INVALID, "environment: %d nodes (SLURM_STEP_NUM_NODES or SLURM_NNODES), but all %d "
+                                "tasks (%s) would be on this one: SLURM_STEP_TASKS_PER_NODE or SLURM_NTASKS_PER_NODE is "
+                                "missing", nodes, env->size, tr_comm_env_size_var());
         if (!has_lr) env->local_rank = env->rank % env->local_size;
         char id[96];
         snprintf(id, sizeof id, "%s.%s", getenv("SLURM_JOB_ID") ? getenv("SLURM_JOB_ID") : "0",
