@@ -136,7 +136,7 @@ env_torchrun_hosts() {
 start=$(date +%s)
 ranks hosts env_torchrun_hosts strategy.backend=shm >/dev/null 2>&1; cat "$t"/hosts.?.log >"$t/out"
 took=$(($(date +%s) - start))
-refused hosts 1 "shm joins ranks of one host: this job spans hosts (2 ranks, 1 here); across hosts use strategy.backend mpi with ranks that mpirun or srun started" 2
+refused hosts 1 "shm joins ranks of one host: this job spans hosts (2 ranks, 1 here); across hosts use strategy.backend mpi (nccl for GPU ranks) with ranks that mpirun or srun started" 2
 [ "$took" -lt 20 ] && ok "two hosts over shm: refused in ${took} s (the comm timeout is 60 s)" || bad "two hosts over shm took ${took} s"
 
 # ---- consolidate a run folder: its newest checkpoint, named ----
