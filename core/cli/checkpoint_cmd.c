@@ -1,5 +1,7 @@
-/* `trainer checkpoint consolidate DIR OUT.safetensors`: a sharded checkpoint's weights as one
- * safetensors file (parameters, then buffers, by name; PyTorch's safetensors loads it). */
+/* `trainer checkpoint consolidate PATH OUT.safetensors`: a checkpoint's weights, sharded or
+ * full, as one safetensors file (parameters, then buffers, by name; PyTorch's safetensors
+ * loads it). PATH is a checkpoint folder, or a checkpoints/ or run folder meaning its newest
+ * checkpoint (as for `trainer eval --checkpoint`); the line written names the one used. */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,8 +9,9 @@
 #include "trainer/checkpoint.h"
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: trainer checkpoint consolidate CHECKPOINT_DIR OUT.safetensors\n"
-                 "  writes the weights of a checkpoint (sharded over any number of ranks, or full) as one file\n");
+    fprintf(out, "usage: trainer checkpoint consolidate CHECKPOINT OUT.safetensors\n"
+                 "  writes the weights of a checkpoint (sharded over any number of ranks, or full) as one file;\n"
+                 "  CHECKPOINT is a checkpoint folder, or a run folder or checkpoints/ folder (its newest checkpoint)\n");
 }
 
 int trainer_checkpoint_cmd(int argc, char **argv) {
@@ -24,10 +27,14 @@ int trainer_checkpoint_cmd(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (tr_checkpoint_consolidate(argv[1], argv[2]) != TR_OK) {
+    /* A folder of weights without state.json is consolidated as it is (it says what it lacks). */
+    char ck[1200];
+    if (tr_checkpoint_find(argv[1], ck, sizeof ck) != TR_OK) snprintf(ck, sizeof ck, "%s", argv[1]);
+    if (tr_checkpoint_consolidate(ck, argv[2]) != TR_OK) {
         fprintf(stderr, "trainer checkpoint consolidate: %s\n", tr_error_msg());
         return 1;
     }
-    printf("wrote %s from %s\n", argv[2], argv[1]);
+    if (strcmp(ck, argv[1]) == 0) printf("wrote %s from %s\n", argv[2], ck);
+    else printf("wrote %s from %s (the newest checkpoint in %s)\n", argv[2], ck, argv[1]);
     return 0;
 }

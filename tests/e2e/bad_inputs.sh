@@ -112,5 +112,17 @@ ck="$(ls -d "$t"/runs/bad/0/checkpoints/step-* | tail -1)"
 sed -i 's/"model": *"mlp"/"model": "cnn"/' "$ck/state.json"
 expect checkpoint_other_model_kind "$ck holds a 'cnn' model, the config's model is 'mlp'" \
     "$bin" eval "$c" --checkpoint "$ck"
+# The world: a launcher's ranks against the config, a batch too small for the ranks.
+base "$c"
+expect launch_devices_mismatch "launched as 2 ranks by trainer launch \(WORLD_SIZE=2\), but trainer.devices is 4" \
+    "$bin" launch -n 2 "$bin" run "$c" trainer.devices=4
+expect launch_one_process_strategy "strategy cpu runs in one process .*, but trainer launch started 2 ranks" \
+    "$bin" launch -n 2 "$bin" run "$c" trainer.strategy=cpu
+expect cpu_several_devices "trainer.strategy: cpu trains one replica in one process, but trainer.devices asks for 2" \
+    "$bin" run "$c" trainer.strategy=cpu trainer.devices=2
+expect batch_below_ranks "data.batch_size: the global batch \(2\) is smaller than the number of ranks \(4\)" \
+    "$bin" run "$c" trainer.devices=4 data.batch_size=2
+expect consolidate_no_checkpoint "$t/none: not a checkpoint .*give a checkpoint folder" \
+    "$bin" checkpoint consolidate "$t/none" "$t/out.safetensors"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

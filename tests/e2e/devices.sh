@@ -10,6 +10,10 @@
 # - Impossible requests are refused, saying what was found and what would work: accelerator
 #   gpu without a usable GPU, more GPUs than exist, a GPU id that does not exist, an unknown
 #   trainer.gpu_backend. strategy cpu stays on the CPU whatever GPUs exist.
+# - Under a launcher's ranks (torchrun's variables), auto is one GPU per rank of this host and
+#   the plan's world is the launcher's (2 hosts x 2 GPUs: 4, not the CPU); ddp on a host with
+#   fewer GPUs shares them; a GPU count that is not the ranks, and single-gpu under 2 ranks,
+#   are refused.
 # - `trainer run` under auto with fake GPUs prints the choice and its reason and trains.
 # - A device plugin whose ops table is too small is refused, naming the file and the reason,
 #   by `trainer plugins --check` and in `trainer devices`, without stopping the others.
@@ -74,7 +78,7 @@ plan_is() {
     local gpus="$1" want="$2" world="$3" why="$4"; shift 4
     local out
     out="$(TRAINER_FAKE_GPUS=$gpus "$bin" plan "$t/mlp.yaml" --json "$@" 2>&1)"
-    if grep -q "\"strategy\": \"$want\", \"reason\": \"$why" <<<"$out" && grep -q "\"world\": $world," <<<"$out"; then
+    if grep -q "\"strategy\": \"$want\", \"reason\": \"$why" <<<"$out" && grep -q "\"params\": [0-9]*, \"world\": $world," <<<"$out"; then
         ok "plan with $gpus GPU(s) $*: $want x$world ($(sed -n 's/.*"reason": "\([^"]*\)".*/\1/p' <<<"$out" | cut -c1-110))"
     else bad "plan with $gpus GPU(s) $*: want $want x$world, reason ~ $why" "$out"; fi
 }
@@ -92,6 +96,14 @@ plan_is 2 ddp 3 "auto: found no GPU (2 GPUs of fake_gpu left unused: trainer.dev
 # A strategy without a probe (or built before ABI 0.4) never runs on GPUs: the CPU, saying why.
 plan_is 2 old_strategy 0 "named in trainer.strategy; 1 CPU device; 2 GPUs of fake_gpu left unused: strategy old_strategy cannot run on GPUs (it has no probe to say it can)" trainer.strategy=old_strategy "plugins=[$old]"
 CUDA_VISIBLE_DEVICES= plan_is 2 cpu 1 "auto: found no GPU (fake_gpu: no GPU visible: CUDA_VISIBLE_DEVICES='' hides every device)"
+# Under a launcher's ranks (torchrun's variables): auto is one GPU per rank of this host, and
+# the world is the launcher's, across hosts too; a host with fewer GPUs than ranks shares them.
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 \
+    plan_is 4 ddp 2 "auto: found 4 GPUs (ids 0-3); 2 GPUs -> ddp (one process each)" trainer.accelerator=gpu
+RANK=0 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 GROUP_WORLD_SIZE=2 \
+    plan_is 2 ddp 4 "auto: found 2 GPUs (ids 0-1); 2 GPUs -> ddp (one process each)"
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 \
+    plan_is 1 ddp 2 "named in trainer.strategy; 1 GPU" trainer.accelerator=gpu trainer.strategy=ddp
 
 # ---- impossible requests ----
 # refused GPUS REGEX overrides...
@@ -108,6 +120,11 @@ refused 2 "GPU id 5 does not exist: this machine found 2 GPUs" "trainer.devices=
 refused 2 "strategy ddp (.*) cannot run here: strategy.backend: no comm plugin named 'nosuch' (available: .*nccl" trainer.accelerator=gpu strategy.backend=nosuch
 TRAINER_FAKE_GPU_DISCOVERY_ONLY=1 refused 1 "strategy single-gpu (.*) cannot run here: device plugin fake_gpu (.*) can list its GPUs but not run on them" trainer.accelerator=gpu
 refused 2 "trainer.gpu_backend: no device plugin named 'nope' (available: .*fake_gpu" trainer.gpu_backend=nope
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 refused 4 "trainer.devices: launched as 2 ranks by torchrun \
+(WORLD_SIZE=2), but trainer.devices is 4 and strategy ddp runs one rank per device: drop trainer.devices (auto takes the \
+launcher's ranks) or launch 4 ranks (on each host, one per GPU)" trainer.devices=4
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 refused 2 "trainer.devices: strategy single-gpu runs in one process \
+(auto: found 2 GPUs (ids 0-1); 1 GPU -> single-gpu), but torchrun started 2 ranks of this command" trainer.devices=1
 
 # ---- trainer run under auto with fake GPUs: the choice printed, training happens ----
 out="$(TRAINER_FAKE_GPUS=2 timeout 120 "$bin" run "$t/mlp.yaml" 2>&1)"; rc=$?

@@ -146,7 +146,7 @@ done
 
 # ---- a rank killed at a fault point ----
 job fault-bad TRAINER_FAULT_KILL_AT_STEP=3 TRAINER_FAULT_KILL_POINT=middle -- "$bin" run "$t/c.yaml" \
-    "run.output_dir=$t/fault-bad" trainer.strategy=cpu
+    "run.output_dir=$t/fault-bad" trainer.strategy=cpu trainer.devices=1
 [ "$rc" = 1 ] && grep -q "TRAINER_FAULT_KILL_POINT='middle': expected step, collective or checkpoint" <<<"$out" &&
     ! [ -e "$t/fault-bad" ] && ok "a bad fault point is refused before anything is made: $(msg)" ||
     bad "bad TRAINER_FAULT_KILL_POINT (exit $rc)" "$(tail -2 <<<"$out")"

@@ -14,7 +14,9 @@ static const char *const vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WO
                                    "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_NAMESPACE",
                                    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
                                    "SLURM_STEP_TASKS_PER_NODE", "SLURM_JOB_ID", "SLURM_STEP_ID",
-                                   "TRAINER_COMM_TIMEOUT"};
+                                   "TRAINER_COMM_TIMEOUT", "GROUP_WORLD_SIZE", "TORCHELASTIC_RUN_ID",
+                                   "TORCHELASTIC_RESTART_COUNT", "SLURM_NODEID", "SLURM_NNODES", "SLURM_STEP_NUM_NODES", "SLURM_STEP_NUM_TASKS",
+                                   "PMIX_RANK"};
 
 static void clear(void) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
@@ -38,6 +40,23 @@ static void test_env(void) {
     unsetenv("TRAINER_JOB_ID");
     setenv("MASTER_PORT", "29500", 1);
     CHECK(tr_comm_env_detect(&e) == TR_OK && strcmp(e.job_id, "torchrun-29500") == 0, "torchrun job id %s", e.job_id);
+    /* torchrun's restart is a new rendezvous; its nodes (GROUP_WORLD_SIZE) give the ranks per
+     * node when LOCAL_WORLD_SIZE is missing, and contradict it when it says one node. */
+    setenv("TORCHELASTIC_RUN_ID", "none", 1);
+    setenv("TORCHELASTIC_RESTART_COUNT", "2", 1);
+    CHECK(tr_comm_env_detect(&e) == TR_OK && strcmp(e.job_id, "torchrun-29500-none-r2") == 0, "torchrun restart %s",
+          e.job_id);
+    setenv("GROUP_WORLD_SIZE", "4", 1);
+    unsetenv("LOCAL_WORLD_SIZE");
+    unsetenv("LOCAL_RANK");
+    CHECK(tr_comm_env_detect(&e) == TR_OK && e.local_size == 2 && e.local_rank == 1, "torchrun nodes: %d/%d %s",
+          e.local_rank, e.local_size, tr_error_msg());
+    setenv("LOCAL_WORLD_SIZE", "8", 1);
+    CHECK(tr_comm_env_detect(&e) == TR_ERR_INVALID &&
+              strstr(tr_error_msg(), "GROUP_WORLD_SIZE=4 nodes, but LOCAL_WORLD_SIZE puts all 8 ranks on this one"),
+          "torchrun nodes against LOCAL_WORLD_SIZE: %s", tr_error_msg());
+    unsetenv("GROUP_WORLD_SIZE");
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
     setenv("RANK", "8", 1);
     CHECK(tr_comm_env_detect(&e) == TR_ERR_INVALID && strstr(tr_error_msg(), "rank 8 is not below the world size 8"),
           "rank >= size refused: %s", tr_error_msg());
@@ -66,6 +85,36 @@ static void test_env(void) {
     CHECK(tr_comm_env_detect(&e) == TR_OK && e.rank == 5 && e.size == 6 && e.local_rank == 2 && e.local_size == 3 &&
               strcmp(e.job_id, "slurm-777.0") == 0,
           "srun: %s / %s", tr_error_msg(), e.job_id);
+    /* Uneven nodes: this node's own count; several nodes without any count are refused. */
+    setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2),1", 1);
+    setenv("SLURM_NODEID", "2", 1);
+    setenv("SLURM_PROCID", "4", 1);
+    setenv("SLURM_NTASKS", "5", 1);
+    setenv("SLURM_LOCALID", "0", 1);
+    CHECK(tr_comm_env_detect(&e) == TR_OK && e.local_size == 1, "srun uneven: %d %s", e.local_size, tr_error_msg());
+    setenv("SLURM_NODEID", "1", 1);
+    setenv("SLURM_PROCID", "3", 1);
+    setenv("SLURM_LOCALID", "1", 1);
+    CHECK(tr_comm_env_detect(&e) == TR_OK && e.local_size == 2, "srun uneven node 1: %d %s", e.local_size, tr_error_msg());
+    unsetenv("SLURM_STEP_TASKS_PER_NODE");
+    setenv("SLURM_NNODES", "3", 1);
+    CHECK(tr_comm_env_detect(&e) == TR_ERR_INVALID && strstr(tr_error_msg(), "3 nodes (SLURM_STEP_NUM_NODES or SLURM_NNODES), "
+                                                                             "but all 5 tasks (SLURM_NTASKS)"),
+          "srun nodes without counts: %s", tr_error_msg());
+    /* A step of 2 tasks in an allocation of 5: the step's. */
+    unsetenv("SLURM_NNODES");
+    setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+    setenv("SLURM_PROCID", "1", 1);
+    setenv("SLURM_LOCALID", "1", 1);
+    CHECK(tr_comm_env_detect(&e) == TR_OK && e.size == 2 && e.local_size == 2, "srun step: %d/%d %s", e.size, e.local_size,
+          tr_error_msg());
+    clear();
+    setenv("PMIX_RANK", "0", 1);
+    CHECK(tr_comm_env_detect(&e) == TR_ERR_INVALID && strstr(tr_error_msg(), "PMIX_RANK is set"), "PMIx alone: %s",
+          tr_error_msg());
+    clear();
+    setenv("SLURM_PROCID", "5", 1);
+    setenv("SLURM_NTASKS", "6", 1);
     setenv("TRAINER_COMM_TIMEOUT", "-1", 1);
     CHECK(tr_comm_env_detect(&e) == TR_ERR_INVALID && strstr(tr_error_msg(), "TRAINER_COMM_TIMEOUT"), "bad timeout");
     clear();

@@ -82,6 +82,9 @@ int main(void) {
     refused(A, 0, same, 2, "single-gpu", 1, "GPU 0 is listed twice");
     refused(C, 0, two, 2, "auto", 8, "a list of device ids names GPUs, but the accelerator is cpu");
     refused(G, TR_DEVICES_AUTO, NULL, 0, "cpu", 1, "cpu trains on the CPU, but the accelerator is gpu");
+    refused(A, 2, NULL, 0, "cpu", 0, "cpu trains one replica in one process, but trainer.devices asks for 2 CPU devices; "
+                                     "strategy ddp or sharded runs 2 ranks");
+    refused(C, 4, NULL, 0, "cpu", 2, "cpu trains one replica in one process, but trainer.devices asks for 4");
     refused(C, 1, NULL, 0, "single-gpu", 4, "single-gpu needs a GPU");
     refused(A, TR_DEVICES_AUTO, NULL, 0, "single-gpu", 2, "single-gpu uses one GPU, 2 asked");
     refused(A, -7, NULL, 0, "auto", 0, "-7 is not a device count");

@@ -88,6 +88,10 @@ tr_status tr_checkpoint_consolidate(const char *path, const char *out_file);
 tr_status tr_checkpoint_read_state(const char *path, tr_train_state *s);
 /* Path of the complete checkpoint with the highest step in dir; TR_ERR_NOT_FOUND if none. */
 tr_status tr_checkpoint_latest(const char *dir, char *out, size_t size);
+/* The checkpoint a user's path means: a checkpoint folder (it holds state.json), else the
+ * newest complete one in a checkpoints/ folder or in a run folder's checkpoints/;
+ * TR_ERR_NOT_FOUND, saying what to give, if none. */
+tr_status tr_checkpoint_find(const char *path, char *out, size_t size);
 /* Removes all but the newest keep_last complete checkpoints and any stale .tmp dirs. */
 tr_status tr_checkpoint_prune(const char *dir, int keep_last);
 

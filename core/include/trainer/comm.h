@@ -73,10 +73,12 @@ typedef struct tr_comm_env {
 } tr_comm_env;
 
 /* Fills env from the launcher's variables: trainer's/torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
- * LOCAL_WORLD_SIZE, TRAINER_JOB_ID (or MASTER_ADDR:MASTER_PORT), then mpirun's
- * OMPI_COMM_WORLD_*, then srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_JOB_ID; none:
- * a single rank. TRAINER_COMM_TIMEOUT (seconds) sets the deadline. Inconsistent values
- * (RANK >= WORLD_SIZE, non-numbers) are errors naming the variable. */
+ * LOCAL_WORLD_SIZE, GROUP_WORLD_SIZE, TRAINER_JOB_ID (or MASTER_PORT with torchrun's run id
+ * and restart count), then mpirun's OMPI_COMM_WORLD_*, then srun's SLURM_PROCID,
+ * SLURM_STEP_NUM_TASKS (else SLURM_NTASKS), SLURM_LOCALID, this node's count in
+ * SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_ID; none: a single rank (PMIX_RANK alone is an error). TRAINER_COMM_TIMEOUT (seconds) sets the deadline.
+ * Inconsistent values (RANK >= WORLD_SIZE, several nodes with every rank on this one,
+ * non-numbers) are errors naming the variable. */
 tr_status tr_comm_env_detect(tr_comm_env *env);
 
 typedef struct tr_comm tr_comm;

@@ -13,8 +13,9 @@ tr_status tr_sampler_validate(const tr_sampler *s) {
     if (s->global_batch < s->world)
         return tr_error_set(TR_ERR_INVALID,
                             "data.batch_size: the global batch (%lld) is smaller than the number "
-                            "of ranks (%d): every rank needs at least one sample",
-                            (long long)s->global_batch, s->world);
+                            "of ranks (%d): every rank needs at least one sample; set data.batch_size to %d "
+                            "or more, or run fewer ranks",
+                            (long long)s->global_batch, s->world, s->world);
     return TR_OK;
 }
 

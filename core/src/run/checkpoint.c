@@ -466,6 +466,21 @@ tr_status tr_checkpoint_latest(const char *dir, char *out, size_t size) {
     return st;
 }
 
+tr_status tr_checkpoint_find(const char *path, char *out, size_t size) {
+    char probe[1200];
+    snprintf(probe, sizeof probe, "%s/state.json", path);
+    if (access(probe, F_OK) == 0) {
+        snprintf(out, size, "%s", path);
+        return TR_OK;
+    }
+    if (tr_checkpoint_latest(path, out, size) == TR_OK) return TR_OK;
+    snprintf(probe, sizeof probe, "%s/checkpoints", path);
+    if (tr_checkpoint_latest(probe, out, size) == TR_OK) return TR_OK;
+    return tr_error_set(TR_ERR_NOT_FOUND,
+                        "%s: no checkpoint there (give a checkpoint folder such as runs/NAME/0/checkpoints/"
+                        "step-00000100, a checkpoints/ folder or a run folder)", path);
+}
+
 /* A "<name>.tmp-<pid>" directory is stale unless process pid is alive (and not us mid-save:
  * saves are synchronous, so one of ours is a leftover too). */
 static int stale_tmp(const char *name) {

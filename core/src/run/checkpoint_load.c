@@ -475,7 +475,9 @@ tr_status tr_checkpoint_consolidate(const char *path, const char *out_file) {
         tr_safetensors_close(f);
         return st;
     } else {
-        return tr_error_set(TR_ERR_NOT_FOUND, "%s: not a checkpoint (neither %s nor %s)", path, INDEX_FILE, MODEL_FILE);
+        return tr_error_set(TR_ERR_NOT_FOUND, "%s: not a checkpoint (neither %s nor %s; give a checkpoint folder such "
+                                               "as runs/NAME/0/checkpoints/step-00000100, or a run folder)",
+                            path, INDEX_FILE, MODEL_FILE);
     }
     if (st == TR_OK) st = tr_checkpoint_load(path, P, NULL, NULL);
     if (st == TR_OK) st = ckpt_write_model_file(out_file, P);

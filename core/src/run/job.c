@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/io_error.h"
+#include "comm/env.h"
 #include "config/node.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
@@ -423,18 +424,25 @@ static tr_status pick_strategy(job *j, const char *no_gpu) {
     TR_CHECK(tr_cfg_get_string(j->root, "trainer.gpu_backend", "auto", &backend, 0));
     tr_device_request rq = {.accelerator = (tr_accelerator)j->s.accelerator, .devices = j->s.devices_asked,
                             .ids = j->s.device_ids, .n_ids = j->s.n_device_ids, .strategy = name};
-    /* Ranks started by mpirun/srun/torchrun: auto and -1 on the CPU mean the job's ranks, not
-     * this rank's cores (a launcher may pin each rank to one). */
-    tr_comm_env ce;
-    if (tr_launched_externally() && rq.n_ids == 0 && rq.accelerator != TR_ACCEL_GPU &&
-        (rq.devices == TR_DEVICES_AUTO || rq.devices == TR_DEVICES_ALL) && tr_comm_env_detect(&ce) == TR_OK && ce.size > 1)
-        rq.devices = ce.size;
     /* A CPU request (accelerator cpu, or strategy cpu) never needs the GPUs counted; a backend
      * named is checked all the same. */
     int cpu_only = rq.accelerator == TR_ACCEL_CPU || (rq.accelerator == TR_ACCEL_AUTO && strcmp(name, "cpu") == 0);
     if (!no_gpu) { /* a retry keeps the first pick's count */
         if (!cpu_only || strcmp(backend, "auto") != 0) TR_CHECK(tr_gpu_scan_registry(j->reg, backend, &j->gpus));
         else snprintf(j->gpus.why, sizeof j->gpus.why, "not counted for a CPU run");
+    }
+    /* Ranks started by mpirun/srun/torchrun: auto and -1 mean the job's ranks, not this rank's
+     * cores (a launcher may pin each rank to one) nor every GPU of the host. On GPUs, one per
+     * rank of this host (the job may span hosts); a host with fewer GPUs than ranks keeps the
+     * old rule (accelerator auto: the world, which the CPU then runs; gpu: the GPUs, shared).
+     * Not for cpu, which is one device (job_check_world refuses it under several ranks). */
+    tr_comm_env ce;
+    int gpus = no_gpu ? 0 : j->gpus.count;
+    if (tr_launched_externally() && rq.n_ids == 0 && strcmp(name, "cpu") != 0 &&
+        (rq.devices == TR_DEVICES_AUTO || rq.devices == TR_DEVICES_ALL) && tr_comm_env_detect(&ce) == TR_OK && ce.size > 1) {
+        int on_gpus = rq.accelerator == TR_ACCEL_GPU || (rq.accelerator == TR_ACCEL_AUTO && gpus > 0);
+        if (on_gpus && ce.local_size <= gpus) rq.devices = ce.local_size;
+        else if (rq.accelerator != TR_ACCEL_GPU) rq.devices = ce.size;
     }
     tr_device_choice c;
     TR_CHECK(tr_choose_devices(&rq, no_gpu ? 0 : j->gpus.count, no_gpu ? no_gpu : j->gpus.why, tr_cpu_count(), &c));
@@ -559,6 +567,7 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(plugin_for(j, "model", TR_PLUGIN_MODEL, &j->model_p));
     TR_CHECK(plugin_for(j, "data", TR_PLUGIN_DATASET, &j->data_p));
     TR_CHECK(choose_strategy(j));
+    TR_CHECK(job_check_world(j));
     /* bf16-mixed is the devices' arithmetic (tr_accel_open applies it; a device plugin that
      * cannot was refused by the strategy's probe, tr_accel_probe): the CPU computes in fp32. */
     if (j->s.precision != TR_PRECISION_FP32 && j->accelerator != TR_ACCEL_GPU) {
@@ -737,20 +746,7 @@ void job_close(job *j) {
     if (j->metrics) fclose(j->metrics);
 }
 
-tr_status job_find_checkpoint(const char *path, char *out, size_t size) {
-    char probe[1200];
-    snprintf(probe, sizeof probe, "%s/state.json", path);
-    if (access(probe, F_OK) == 0) {
-        snprintf(out, size, "%s", path);
-        return TR_OK;
-    }
-    if (tr_checkpoint_latest(path, out, size) == TR_OK) return TR_OK;
-    snprintf(probe, sizeof probe, "%s/checkpoints", path);
-    if (tr_checkpoint_latest(probe, out, size) == TR_OK) return TR_OK;
-    return tr_error_set(TR_ERR_NOT_FOUND,
-                        "%s: no checkpoint there (give a checkpoint folder such as runs/NAME/0/checkpoints/"
-                        "step-00000100, a checkpoints/ folder or a run folder)", path);
-}
+tr_status job_find_checkpoint(const char *path, char *out, size_t size) { return tr_checkpoint_find(path, out, size); }
 
 tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train_state *state) {
     TR_CHECK(tr_checkpoint_read_state(path, state));
@@ -827,6 +823,4 @@ tr_status tr_run_plan(const char *config_path, const char *const *overrides, int
     return st;
 }
 
-int tr_launched_externally(void) {
-    return getenv("RANK") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_PROCID");
-}
+int tr_launched_externally(void) { return tr_comm_env_launcher() != NULL; }

@@ -84,7 +84,8 @@ typedef struct job {
  * needs neither files nor plugins (tests/fuzz/config.c runs it on fuzzed configs). */
 tr_status job_read_settings(job *j);
 /* Loads the config with overrides, reads every setting, finds the plugins and picks the
- * strategy (with its resolved options): enough to know how many processes the job needs. */
+ * strategy (with its resolved options), and checks the world (job_check_world): enough to
+ * know how many processes the job needs, and that they fit how this one was started. */
 tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                    const char *const *plugin_dirs);
 /* A strategy plugin's ops table, padded with NULL past the entries it was built with; a
@@ -92,6 +93,14 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
 tr_status job_strategy_ops(const tr_plugin *p, tr_strategy_ops *out);
 /* Processes per host the planned strategy runs (1 unless it says otherwise). */
 int job_processes(const job *j);
+/* The world checks (world.c), run by job_plan once the strategy is chosen: a launcher's ranks
+ * (trainer launch, torchrun, mpirun, srun) against the strategy and trainer.devices, and the
+ * global batch against the ranks, so that `trainer plan`, `trainer run` before it starts any
+ * rank, and every rank another launcher started refuse the same configs alike. */
+tr_status job_check_world(const job *j);
+/* The ranks of the job (the launcher's, when one started several; else the strategy's
+ * processes) and, into *local (may be NULL), those on this host. */
+int job_world(const job *j, int *local);
 
 /* After job_plan: the datasets (their specs checked) and the model factory, no strategy. */
 tr_status job_open_model(job *j);

@@ -167,9 +167,11 @@ static tr_status plan(job *j, const char *config_path, const char *const *overri
     rep->global_batch = j->s.batch;
     rep->grad_accum = j->s.accum;
     rep->devices = (int)j->s.devices;
-    rep->processes = job_processes(j);
+    /* Under a launcher the ranks are its own, on this host and across hosts (a GPU count is
+     * this host's); else the strategy's processes, or one process of its devices' replicas. */
+    int world = job_world(j, &rep->processes), devices = world > 1 ? world : (int)j->s.devices;
     int states = j->s.optim.kind == TR_OPTIM_SGD ? (j->s.optim.momentum != 0) : 2;
-    tr_strategy_estimate_env env = {.devices = (int)j->s.devices, .global_batch = j->s.batch, .grad_accum = j->s.accum,
+    tr_strategy_estimate_env env = {.devices = devices, .global_batch = j->s.batch, .grad_accum = j->s.accum,
                                     .n_params = np, .param_numel = numel, .buffer_floats = buffers,
                                     .optim_states = states, .activations = activations, .user = &pl};
     /* The chosen strategy with the config's options, then the alternatives at the same
@@ -177,8 +179,8 @@ static tr_status plan(job *j, const char *config_path, const char *const *overri
     char label[64];
     if (chosen_stage_of(j) > 0) snprintf(label, sizeof label, "sharded stage %lld", (long long)chosen_stage_of(j));
     else snprintf(label, sizeof label, "%s", j->strat_p->desc->name);
-    add_row(&pl, &env, rep, j->strat_p->desc->name, label, NULL, 0, (int)j->s.devices, 1);
-    int n = j->s.devices > 1 ? (int)j->s.devices : 2;
+    add_row(&pl, &env, rep, j->strat_p->desc->name, label, NULL, 0, devices, 1);
+    int n = devices > 1 ? devices : 2;
     const char *s1[] = {"stage=1"}, *s2[] = {"stage=2"}, *s3[] = {"stage=3"};
     if (strcmp(j->strat_p->desc->name, "cpu") != 0) add_row(&pl, &env, rep, "cpu", "cpu", NULL, 0, 1, 0);
     if (strcmp(j->strat_p->desc->name, "ddp") != 0) add_row(&pl, &env, rep, "ddp", "ddp", NULL, 0, n, 0);

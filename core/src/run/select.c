@@ -94,6 +94,13 @@ tr_status tr_choose_devices(const tr_device_request *rq, int gpus, const char *g
             return tr_error_set(TR_ERR_INVALID, "trainer.strategy: single-gpu uses one GPU, %d asked; ddp or dataparallel use "
                                                 "several", out->devices);
     }
+    /* cpu is one replica in one process: a count it would ignore is refused, not obeyed in
+     * the message alone (-1, every core, is what it uses anyway). */
+    if (strcmp(strategy, "cpu") == 0 && rq->n_ids == 0 && rq->devices > 1)
+        return tr_error_set(TR_ERR_INVALID, "trainer.strategy: cpu trains one replica in one process, but trainer.devices "
+                                            "asks for %d CPU devices; strategy ddp or sharded runs %d ranks, dataparallel %d "
+                                            "replicas in one process; or set trainer.devices: 1",
+                            rq->devices, rq->devices, rq->devices);
     snprintf(out->strategy, sizeof out->strategy, "%s", strategy);
     snprintf(out->why, sizeof out->why, "named in trainer.strategy; %d %s%s", out->devices, dev, out->devices == 1 ? "" : "s");
     return TR_OK;

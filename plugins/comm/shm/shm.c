@@ -797,7 +797,8 @@ static tr_status create(void **ctx, const tr_options *o, const tr_comm_env *env,
     if (env->local_size != env->size) {
         tr_free(s);
         return tr_error_set(TR_ERR_UNSUPPORTED, "shm joins ranks of one host: this job spans hosts (%d ranks, %d "
-                                                "here); use comm mpi", env->size, env->local_size);
+                                                "here); across hosts use strategy.backend mpi (nccl for GPU ranks) with "
+                                                "ranks that mpirun or srun started", env->size, env->local_size);
     }
     size_t W = (size_t)s->world, pairs = W * W;
     s->chunk = round_up((size_t)tr_options_int(o, "chunk_kb") * 1024, 4096);
