@@ -7,6 +7,7 @@
 #include "demo.h"
 #include "devices_cmd.h"
 #include "eval_cmd.h"
+#include "help.h"
 #include "launch_cmd.h"
 #include "plan_cmd.h"
 #include "plugins_cmd.h"
@@ -34,7 +35,8 @@ static void usage(FILE *out) {
             "                run N supervised ranks of a command on this host (torchrun's env)\n"
             "  devices       the CPU, GPUs and communication backends found, and why one is missing\n"
             "  plugins       list the plugins found (--describe NAME, --check FILE.so)\n"
-            "  version       print the version\n");
+            "  version       print the version\n"
+            "trainer run|eval|predict|plan --help: the arguments and the config's sections (docs/config.md)\n");
 }
 
 int main(int argc, char **argv) {
@@ -49,6 +51,10 @@ int main(int argc, char **argv) {
         printf("trainer %s (ABI %d.%d)\n", tr_version(), TR_ABI_MAJOR, TR_ABI_MINOR);
         return 0;
     }
+    static const char *const with_config[] = {"run", "eval", "predict", "plan"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(argv[1], with_config[i]) == 0 && trainer_wants_help(argc - 2, argv + 2))
+            return trainer_config_help(argv[1]);
     if (strcmp(argv[1], "run") == 0) return trainer_run_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "devices") == 0) return trainer_devices_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plan") == 0) return trainer_plan_cmd(argc - 2, argv + 2);
