@@ -49,7 +49,7 @@ else bad "plugins: a .so file" "$out"; fi
 
 # 4. A UTF-8 byte order mark: accepted, and positions count from the first key.
 printf '\xef\xbb\xbf' >"$t/bom.yaml"; cat "$t/proj/c.yaml" >>"$t/bom.yaml"; sed -i 's|data/train.csv|proj/data/train.csv|; s|myplug|proj/myplug|' "$t/bom.yaml"
-out="$("$bin" run "$t/bom.yaml" run.name=bom 2>&1)"; rc=$?
+out="$(cd "$t" && "$bin" run "$t/bom.yaml" run.name=bom 2>&1)"; rc=$?
 printf '\xef\xbb\xbfrunn: {name: x}\n' >"$t/bom2.yaml"
 out2="$("$bin" run "$t/bom2.yaml" 2>&1)"
 if [ "$rc" = 0 ] && grep -q "bom2.yaml:1:1: runn: unknown key" <<<"$out2"; then ok "BOM: runs; an error on line 1 is at column 1"
