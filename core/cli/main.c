@@ -8,6 +8,7 @@
 #include "devices_cmd.h"
 #include "eval_cmd.h"
 #include "help.h"
+#include "interrupt.h"
 #include "launch_cmd.h"
 #include "plan_cmd.h"
 #include "plugins_cmd.h"
@@ -55,7 +56,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++)
         if (strcmp(argv[1], with_config[i]) == 0 && trainer_wants_help(argc - 2, argv + 2))
             return trainer_config_help(argv[1]);
-    if (strcmp(argv[1], "run") == 0) return trainer_run_cmd(argc - 2, argv + 2);
+    if (strcmp(argv[1], "run") == 0) {
+        /* The ranks trainer run launches itself take their own handlers (launcher.c). */
+        trainer_interrupt_install();
+        int rc = trainer_run_cmd(argc - 2, argv + 2);
+        return rc && trainer_interrupt_signal() ? 128 + trainer_interrupt_signal() : rc;
+    }
     if (strcmp(argv[1], "devices") == 0) return trainer_devices_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plan") == 0) return trainer_plan_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "eval") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 0);

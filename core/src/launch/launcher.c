@@ -41,9 +41,14 @@ typedef struct term_out {
 
 #define RANK_PREFIX "[rank %d] "
 
-static volatile sig_atomic_t g_signal;
+static volatile sig_atomic_t g_signal, g_signals;
 
-static void on_signal(int sig) { g_signal = sig; }
+/* The first SIGINT/SIGTERM is forwarded as SIGTERM (trainer run's ranks then stop together
+ * at the next step and save a checkpoint); a second kills the ranks at once. */
+static void on_signal(int sig) {
+    if (!g_signal) g_signal = sig;
+    if (g_signals < 2) g_signals++;
+}
 
 static void erase_bar(term_out *t) {
     if (!t->drawn) return;
@@ -195,10 +200,13 @@ static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *i
  * waiting in a collective notice a dead peer within milliseconds and say where they were
  * ("all_reduce #35: rank 1 died in the middle of this operation"). */
 #define PEER_SETTLE_S 0.2
+/* How long ranks asked to stop by a signal get to finish their step and save a checkpoint
+ * before SIGKILL (at least; the config's grace when longer). */
+#define INTERRUPT_GRACE_S 60.0
 
 /* Runs one attempt to the end; returns the first failing rank (-1: all succeeded). */
 static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_result *res, term_out *t) {
-    int n = cfg->nproc, failed = -1, live = n, suspect = -1;
+    int n = cfg->nproc, failed = -1, live = n, suspect = -1, killed = 0;
     double grace = cfg->grace_s > 0 ? cfg->grace_s : 5, kill_at = 0, decide_at = 0, term_at = 0;
     struct pollfd *pfd = tr_calloc((size_t)n, sizeof *pfd);
     int *who = tr_calloc((size_t)n, sizeof *who);
@@ -244,8 +252,15 @@ static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_resul
             kill_at = tr_now() + grace;
         }
         if (g_signal && kill_at == 0) {
+            if (!cfg->quiet)
+                fprintf(stderr, "[launcher] signal %d (%s): asking every rank to stop (again to stop them at once)\n",
+                        (int)g_signal, strsignal(g_signal));
             signal_all(rp, n, SIGTERM);
-            kill_at = tr_now() + grace;
+            kill_at = tr_now() + (grace > INTERRUPT_GRACE_S ? grace : INTERRUPT_GRACE_S);
+        }
+        if (g_signals > 1 && kill_at > 0 && live > 0 && !killed) {
+            signal_all(rp, n, SIGKILL);
+            killed = 1;
         }
         if (kill_at > 0 && tr_now() > kill_at && live > 0) {
             signal_all(rp, n, SIGKILL);
@@ -307,6 +322,7 @@ tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res) {
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     g_signal = 0;
+    g_signals = 0;
     tr_status st = TR_OK;
     /* mpirun and srun gather output through a pseudo-terminal: no bar there. */
     term_out term = {.tty = isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") &&
@@ -331,9 +347,11 @@ tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res) {
         fflush(stdout);
         remove_shm(id);
         if (g_signal) {
+            int by_itself = 1; /* every rank exited, none was killed */
+            for (int r = 0; r < cfg->nproc; r++) by_itself &= !WIFSIGNALED(rp[r].status);
             res->exit_code = 128 + g_signal;
-            snprintf(res->message, sizeof res->message, "stopped by signal %d (%s): every rank was terminated",
-                     (int)g_signal, strsignal(g_signal));
+            snprintf(res->message, sizeof res->message, "stopped by signal %d (%s): %s", (int)g_signal, strsignal(g_signal),
+                     by_itself ? "every rank stopped by itself" : "the ranks were terminated");
             break;
         }
         if (failed < 0) {
