@@ -625,6 +625,15 @@ static tr_cfg_node *fresh_node(tr_cfg_kind kind, const char *src, int col, const
     return n;
 }
 
+/* An override's path goes through `node`, which is not a `want` (list or mapping). Takes val. */
+static tr_status not_a(tr_cfg_node *val, const char *arg, const tr_cfg_node *node, const char *want) {
+    char pos[300];
+    tr_cfg_pos_(pos, sizeof pos, node->source, node->line, node->col);
+    node_free(val);
+    return tr_error_set(TR_ERR_INVALID, "override '%s': %s is a %s (%s), not a %s", arg, node->path, kind_word(node), pos,
+                        want);
+}
+
 /* Walks the steps from the root, creating what is absent, and puts val at the end. Errors can
  * only come from nodes that existed before this override, all met before anything is created,
  * so a refused override changes nothing. Takes val. */
@@ -638,13 +647,7 @@ static tr_status place(tr_config *cfg, const char *arg, const char *src, const p
         tr_cfg_node *kid = NULL;
         size_t slot = 0;
         if (sp->is_index) {
-            if (node->kind != TR_CFG_SEQ) {
-                char pos[300];
-                tr_cfg_pos_(pos, sizeof pos, node->source, node->line, node->col);
-                node_free(val);
-                return tr_error_set(TR_ERR_INVALID, "override '%s': %s is a %s (%s), not a list", arg, node->path,
-                                    kind_word(node), pos);
-            }
+            if (node->kind != TR_CFG_SEQ) return not_a(val, arg, node, "list");
             if (sp->index > node->n && !created) {
                 char pos[300];
                 tr_cfg_pos_(pos, sizeof pos, node->source, node->line, node->col);
@@ -667,13 +670,7 @@ static tr_status place(tr_config *cfg, const char *arg, const char *src, const p
             slot = sp->index;
             kid = slot < node->n ? node->kids[slot] : NULL;
         } else {
-            if (node->kind != TR_CFG_MAP) {
-                char pos[300];
-                tr_cfg_pos_(pos, sizeof pos, node->source, node->line, node->col);
-                node_free(val);
-                return tr_error_set(TR_ERR_INVALID, "override '%s': %s is a %s (%s), not a mapping", arg, node->path,
-                                    kind_word(node), pos);
-            }
+            if (node->kind != TR_CFG_MAP) return not_a(val, arg, node, "mapping");
             kid = child_n(node, arg + sp->at, sp->len);
             for (slot = 0; kid && node->kids[slot] != kid; slot++) {}
             if (!kid) slot = node->n;
