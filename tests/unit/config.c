@@ -342,6 +342,8 @@ static void test_override_index(void) {
                                    "key path (a list item is key[N], a whole list key=[a, b])"},
         {"[0]=1", "override '[0]=1': a list index at column 1 follows no key (key[N]=value)"},
         {"a.b]=1", NULL},
+        {"x.y[99999999]=1", "override 'x.y[99999999]=1': index 99999999 into a list the config does not have: at most "
+                            "1024 (set the whole list: key=[a, b, ...])"},
     };
     size_t before = tr_cfg_size(root);
     for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {

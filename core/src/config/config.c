@@ -12,6 +12,7 @@
 #include "config/node.h"
 
 #define MAX_DEPTH 128
+#define MAX_NEW_INDEX 1024 /* the largest index an override may pad a list it makes to */
 #define CMDLINE "command line"
 
 struct source {
@@ -677,6 +678,16 @@ static tr_status place(tr_config *cfg, const char *arg, const char *src, const p
         }
         /* An unset value (`key:` alone, ~, null) on the way is absent, and made anew. */
         if (!last && kid && tr_cfg_null_(kid)) kid = NULL;
+        /* From here on everything is made anew: a list made by an override is padded with
+         * unset items up to its index, so the index is capped (a typo's [99999999] would
+         * make a hundred million). Refused before anything is made. */
+        for (size_t r = k + 1; !last && !kid && r < n_steps; r++)
+            if (steps[r].is_index && steps[r].index > MAX_NEW_INDEX) {
+                node_free(val);
+                return tr_error_set(TR_ERR_INVALID, "override '%s': index %zu into a list the config does not have: at "
+                                                    "most %d (set the whole list: key=[a, b, ...])",
+                                    arg, steps[r].index, MAX_NEW_INDEX);
+            }
         if (last || !kid) {
             char *key = sp->is_index ? NULL : dup_n(arg + sp->at, sp->len);
             char *path = sp->is_index ? join_index(node->path, slot) : key ? join_key(node->path, key) : NULL;

@@ -1,6 +1,8 @@
 /* The single-host launcher and supervisor (see trainer/launch.h). One poll loop reads every
- * rank's output pipe, reaps exits, and escalates SIGTERM -> SIGKILL on failure or on a
- * signal to the launcher. Library code: no exit(), the caller maps the result to a status. */
+ * rank's output pipe (drawing rank 0's progress bar on a terminal), reaps exits, and
+ * escalates SIGTERM -> SIGKILL on failure or on a signal to the launcher (a first one is
+ * forwarded with time to save a checkpoint, a second kills). Library code: no exit(), the
+ * caller maps the result to a status. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -252,6 +254,8 @@ static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_resul
             kill_at = tr_now() + grace;
         }
         if (g_signal && kill_at == 0) {
+            erase_bar(t);
+            fflush(stdout);
             if (!cfg->quiet)
                 fprintf(stderr, "[launcher] signal %d (%s): asking every rank to stop (again to stop them at once)\n",
                         (int)g_signal, strsignal(g_signal));

@@ -90,7 +90,6 @@ static tr_status options_from(const tr_cfg_node *map, const char *section, const
     return tr_options_create(out, p->desc->options, p->desc->n_options, kv, n, where);
 }
 
-/* The config's `plugins:` folders (relative to the config) come first in the search. */
 /* `plugins:` lists folders to search (as TRAINER_PLUGIN_PATH does) or plugin files (.so) to
  * load, relative to the config's folder, before the default search path. Anything else, or a
  * path that is not there, is an error naming the entry: a silently skipped entry would leave

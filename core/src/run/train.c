@@ -399,8 +399,9 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             tr_profile_enter("strategy", "optim_step");
             TR_CHECK(j->sops->optim_step(j->strat, lr, s->grad_clip, &gnorm));
             tr_profile_enter("loop", "logging and metrics");
-            /* The step's loss over all ranks, and whether any rank's gradient norm was not
-             * finite (a strategy's norm may be its rank's own): every rank agrees on it. */
+            /* The step's loss over all ranks, whether any rank's gradient norm was not finite
+             * (a strategy's norm may be its rank's own) and whether any was asked to stop
+             * (Ctrl-C, SIGTERM): every rank agrees on them. */
             double agreed[3] = {step_loss, !isfinite(gnorm), run_interrupt_signal()};
             if (j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, agreed, 3));
             step_loss = agreed[0];
