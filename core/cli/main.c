@@ -7,6 +7,8 @@
 #include "demo.h"
 #include "devices_cmd.h"
 #include "eval_cmd.h"
+#include "help.h"
+#include "interrupt.h"
 #include "launch_cmd.h"
 #include "plan_cmd.h"
 #include "plugins_cmd.h"
@@ -34,7 +36,8 @@ static void usage(FILE *out) {
             "                run N supervised ranks of a command on this host (torchrun's env)\n"
             "  devices       the CPU, GPUs and communication backends found, and why one is missing\n"
             "  plugins       list the plugins found (--describe NAME, --check FILE.so)\n"
-            "  version       print the version\n");
+            "  version       print the version\n"
+            "trainer run|eval|predict|plan --help: the arguments and the config's sections (docs/config.md)\n");
 }
 
 int main(int argc, char **argv) {
@@ -49,7 +52,16 @@ int main(int argc, char **argv) {
         printf("trainer %s (ABI %d.%d)\n", tr_version(), TR_ABI_MAJOR, TR_ABI_MINOR);
         return 0;
     }
-    if (strcmp(argv[1], "run") == 0) return trainer_run_cmd(argc - 2, argv + 2);
+    static const char *const with_config[] = {"run", "eval", "predict", "plan"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(argv[1], with_config[i]) == 0 && trainer_wants_help(argc - 2, argv + 2))
+            return trainer_config_help(argv[1]);
+    if (strcmp(argv[1], "run") == 0) {
+        /* The ranks trainer run launches itself take their own handlers (launcher.c). */
+        trainer_interrupt_install();
+        int rc = trainer_run_cmd(argc - 2, argv + 2);
+        return rc && trainer_interrupt_signal() ? 128 + trainer_interrupt_signal() : rc;
+    }
     if (strcmp(argv[1], "devices") == 0) return trainer_devices_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plan") == 0) return trainer_plan_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "eval") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 0);

@@ -98,6 +98,12 @@ expect predict_no_output "--output FILE.csv is required" "$bin" predict "$c" --c
 expect predict_unwritable "/proc/x.csv: cannot write" "$bin" predict "$c" --checkpoint "$t/runs/bad/0" --output /proc/x.csv
 expect eval_bad_split "--split: expected 'val' or 'train', got 'test'" "$bin" eval "$c" --checkpoint "$t/runs/bad/0" --split test
 expect unknown_strategy "trainer.strategy: no strategy plugin named 'fsdp' \(available: cpu" "$bin" run "$c" trainer.strategy=fsdp
+expect override_index_out_of_range "override 'model.params.layers\[3\]=8': index 3 is out of range: model.params.layers \(.*c.yaml:2:37\) has 1 item" \
+    "$bin" run "$c" "model.params.layers[3]=8"
+base "$t/pl.yaml"; printf 'plugins: [my_plugins]\n' >>"$t/pl.yaml"
+expect plugins_missing_folder "pl.yaml:8:11: plugins\[0\]: $t/my_plugins: no such folder" "$bin" run "$t/pl.yaml"
+base "$t/pl.yaml"; printf 'plugins: [c.yaml]\n' >>"$t/pl.yaml"
+expect plugins_not_a_plugin "pl.yaml:8:11: plugins\[0\]: $t/c.yaml is neither a folder nor a plugin file \(.so\)" "$bin" run "$t/pl.yaml"
 printf 'plugins: [%s]\n' "$plugdir/good" >>"$c"
 expect strategy_short_ops "fake_strategy.so: strategy fake_strategy: its ops table has 8 bytes, a strategy needs at least" \
     "$bin" run "$c" trainer.strategy=fake_strategy

@@ -373,7 +373,7 @@ for sig in TERM INT; do
     kill -s "$sig" "$lpid"
     bg_end "clean-$sig"
     code=$((128 + $(kill -l "$sig")))
-    if [ "$rc" = "$code" ] && grep -q "^trainer run: stopped by signal $(kill -l "$sig") .*: every rank was terminated" <<<"$out" &&
+    if [ "$rc" = "$code" ] && grep -qE "^trainer run: stopped by signal $(kill -l "$sig") .*: (every rank stopped by itself|the ranks were terminated)" <<<"$out" &&
        lt "$secs" 10; then
         ok "SIG$sig to the launcher: exit $rc in ${secs}s: $(msg)"
     else bad "SIG$sig to the launcher (exit $rc, ${secs}s)" "$(tail -3 <<<"$out")"; fi

@@ -289,6 +289,86 @@ static void test_overrides(void) {
     tr_config_destroy(cfg);
 }
 
+/* List items by index: key[N]=value replaces item N, [length] appends, and an absent list is
+ * made with the items before N unset (the job's defaults fill them: optimizer.betas). */
+static void test_override_index(void) {
+    tr_config *cfg = parse(DOC);
+    if (!cfg) return;
+    const tr_cfg_node *root = tr_config_root(cfg);
+    double d = 0;
+    CHECK(tr_config_override(cfg, "data.train.files[1]=z.bin") == TR_OK, "%s", tr_error_msg());
+    const tr_cfg_node *n = tr_config_find(cfg, "data.train.files[1]");
+    CHECK(n && strcmp(tr_cfg_scalar(n), "z.bin") == 0 && strcmp(tr_cfg_path(n), "data.train.files[1]") == 0 &&
+              strcmp(tr_cfg_source(n), "command line") == 0 && tr_cfg_column(n) == 21,
+          "item replaced: %s %s col %d", n ? tr_cfg_scalar(n) : "(none)", n ? tr_cfg_path(n) : "", tr_cfg_column(n));
+    CHECK(tr_cfg_size(tr_config_find(cfg, "data.train.files")) == 3 &&
+              strcmp(tr_cfg_scalar(tr_config_find(cfg, "data.train.files[0]")), "a.bin") == 0 &&
+              strcmp(tr_cfg_scalar(tr_config_find(cfg, "data.train.files[2]")), "c.bin") == 0,
+          "the other items stay");
+    CHECK(tr_config_override(cfg, "data.train.files[3]=d.bin") == TR_OK, "append: %s", tr_error_msg());
+    CHECK(tr_cfg_size(tr_config_find(cfg, "data.train.files")) == 4 &&
+              strcmp(tr_cfg_scalar(tr_config_find(cfg, "data.train.files[3]")), "d.bin") == 0,
+          "[length] appends");
+    /* An absent list: made, the items before the index unset. */
+    CHECK(tr_config_override(cfg, "optimizer.betas[1]=0.99") == TR_OK, "%s", tr_error_msg());
+    n = tr_config_find(cfg, "optimizer.betas");
+    CHECK(n && tr_cfg_node_kind(n) == TR_CFG_SEQ && tr_cfg_size(n) == 2, "betas made, %zu items", tr_cfg_size(n));
+    CHECK(tr_cfg_get_float(root, "optimizer.betas[1]", 0, 0, 1, &d, 1) == TR_OK && d == 0.99, "betas[1] %g", d);
+    CHECK(tr_cfg_get_float(root, "optimizer.betas[0]", 0.9, 0, 1, &d, 0) == TR_OK && d == 0.9, "betas[0] unset: %g", d);
+    CHECK(tr_config_set(cfg, "optimizer.betas[0]", "0.8") == TR_OK &&
+              tr_cfg_get_float(root, "optimizer.betas[0]", 0, 0, 1, &d, 1) == TR_OK && d == 0.8,
+          "set by index: %s", tr_error_msg());
+    /* Nested: a key inside an item, a list inside a list. */
+    CHECK(tr_config_override(cfg, "model.layers=[{width: 1}, {width: 2}]") == TR_OK, "%s", tr_error_msg());
+    CHECK(tr_config_override(cfg, "model.layers[1].width=5") == TR_OK, "%s", tr_error_msg());
+    n = tr_config_find(cfg, "model.layers[1].width");
+    CHECK(n && strcmp(tr_cfg_scalar(n), "5") == 0 && strcmp(tr_cfg_path(n), "model.layers[1].width") == 0,
+          "nested item key");
+    CHECK(tr_config_override(cfg, "model.grid=[[1, 2], [3, 4]]") == TR_OK && tr_config_override(cfg, "model.grid[1][0]=9") == TR_OK &&
+              strcmp(tr_cfg_scalar(tr_config_find(cfg, "model.grid[1][0]")), "9") == 0,
+          "list in a list: %s", tr_error_msg());
+    /* Refused, naming the override (the message, when given), and changing nothing. */
+    static const char *const refused[][2] = {
+        {"data.train.files[7]=x", "override 'data.train.files[7]=x': index 7 is out of range: data.train.files "
+                                  "(cfg.yaml:10:12) has 4 items (indices 0 to 3; [4] appends one)"},
+        {"model.name[0]=x", "override 'model.name[0]=x': model.name is a scalar (cfg.yaml:4:9), not a list"},
+        {"model.params[0]=x", "override 'model.params[0]=x': model.params is a mapping (cfg.yaml:6:5), not a list"},
+        {"model.layers[0][0]=x", NULL},
+        {"data.train.files[x]=1", "override 'data.train.files[x]=1': a list index at column 17 must be [N], N a whole "
+                                  "number from 0 (e.g. optimizer.betas[1]=0.99)"},
+        {"data.train.files[-1]=1", NULL},
+        {"data.train.files[1=1", NULL},
+        {"data.train.files[1]x=1", "override 'data.train.files[1]x=1': character 'x' at column 20 is not allowed in a "
+                                   "key path (a list item is key[N], a whole list key=[a, b])"},
+        {"[0]=1", "override '[0]=1': a list index at column 1 follows no key (key[N]=value)"},
+        {"a.b]=1", NULL},
+        {"x.y[99999999]=1", "override 'x.y[99999999]=1': index 99999999 into a list the config does not have: at most "
+                            "1024 (set the whole list: key=[a, b, ...])"},
+    };
+    size_t before = tr_cfg_size(root);
+    for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+        CHECK(tr_config_override(cfg, refused[k][0]) == TR_ERR_INVALID, "%s accepted", refused[k][0]);
+        if (refused[k][1]) MSG_IS(refused[k][1]);
+    }
+    CHECK(tr_cfg_size(root) == before && tr_cfg_size(tr_config_find(cfg, "data.train.files")) == 4 &&
+              tr_config_find(cfg, "a") == NULL,
+          "nothing changed");
+    tr_config_destroy(cfg);
+}
+
+/* A UTF-8 byte order mark is accepted and takes no column. */
+static void test_bom(void) {
+    const char *text = "\xef\xbb\xbfrun:\n  name: demo\n";
+    tr_config *cfg = NULL;
+    CHECK(tr_config_parse(&cfg, text, strlen(text), "bom.yaml") == TR_OK, "BOM: %s", tr_error_msg());
+    const tr_cfg_node *run = tr_config_find(cfg, "run");
+    CHECK(run && tr_cfg_size(run) == 1 && strcmp(tr_cfg_key(tr_config_root(cfg), 0), "run") == 0, "the key is 'run'");
+    static const char *const allowed[] = {"model"};
+    CHECK(tr_cfg_check_keys(tr_config_root(cfg), allowed, 1) == TR_ERR_INVALID, "unknown key");
+    MSG_IS("bom.yaml:1:1: run: unknown key (allowed keys: model)");
+    tr_config_destroy(cfg);
+}
+
 /* Same kind, keys, order and text everywhere. */
 static int same_tree(const tr_cfg_node *a, const tr_cfg_node *b) {
     if (tr_cfg_node_kind(a) != tr_cfg_node_kind(b)) return 0;
@@ -406,6 +486,8 @@ int main(void) {
     test_keys();
     test_errors();
     test_overrides();
+    test_override_index();
+    test_bom();
     test_round_trip();
     test_large();
     return test_finish();

@@ -79,6 +79,12 @@ int tr_launched_externally(void);
  * TRAINER_PLUGIN_PATH (the CLI passes the build tree and the install prefix). */
 tr_status tr_run_train(const char *config_path, const char *const *overrides, int n_overrides,
                        const char *const *plugin_dirs, tr_run_result *out);
+/* Asks the training in progress (tr_run_train) to stop at its next optimizer step boundary
+ * (every rank at the same step: they agree through the step's all-reduce), save a checkpoint
+ * there and return TR_ERR_ABORTED with a message naming the checkpoint and saying that
+ * running the same config again resumes from it. signo (SIGINT, SIGTERM) is named in that
+ * message. Async-signal-safe: meant for a SIGINT/SIGTERM handler, as `trainer run` installs. */
+void tr_run_interrupt(int signo);
 
 typedef struct tr_eval_result {
     char checkpoint[1024];   /* the checkpoint folder used */

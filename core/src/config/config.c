@@ -12,6 +12,7 @@
 #include "config/node.h"
 
 #define MAX_DEPTH 128
+#define MAX_NEW_INDEX 1024 /* the largest index an override may pad a list it makes to */
 #define CMDLINE "command line"
 
 struct source {
@@ -406,6 +407,12 @@ tr_status tr_config_parse(tr_config **out, const char *text, size_t len,
         free(cfg);
         return tr_error_set(TR_ERR_NOMEM, "config: out of memory");
     }
+    /* A UTF-8 byte order mark (editors on Windows write one) is not part of the text: libyaml
+     * skips it but counts it as a column of line 1. */
+    if (text && len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+        text += 3;
+        len -= 3;
+    }
     tr_status st = build(text ? text : "", len, src, 0, 0, &cfg->root);
     if (st) {
         tr_config_destroy(cfg);
@@ -533,6 +540,190 @@ static size_t utf8_char(const unsigned char *s) {
     return n;
 }
 
+/* One step of an override's key path: a mapping key, or a list index (`[i]`). */
+typedef struct path_step {
+    size_t at, len; /* the key's or the index's text in the argument */
+    int is_index;
+    size_t index;
+} path_step;
+
+/* Splits "a.b[2].c" (the argument's first eq bytes) into steps; an error names the column. */
+static tr_status split_path(const char *arg, size_t eq, path_step **out, size_t *n_out) {
+    path_step *steps = calloc(eq + 1, sizeof *steps); /* at most one step per byte */
+    size_t n = 0, s = 0;
+    if (!steps) return tr_error_set(TR_ERR_NOMEM, "config: out of memory");
+    tr_status st = TR_OK;
+    while (s <= eq && !st) {
+        size_t len = strcspn(arg + s, ".=[]");
+        if (len > eq - s) len = eq - s;
+        if (len == 0) {
+            st = arg[s] == '['
+                     ? tr_error_set(TR_ERR_INVALID, "override '%s': a list index at column %zu follows no key (key[N]=value)",
+                                    arg, s + 1)
+                     : tr_error_set(TR_ERR_INVALID, "override '%s': empty key at column %zu (a..b or a trailing '.')", arg,
+                                    s + 1);
+            break;
+        }
+        for (size_t i = s; i < s + len && !st; i++) {
+            unsigned char c = (unsigned char)arg[i];
+            if (c <= ' ' || c == '#' || c == ':')
+                st = tr_error_set(TR_ERR_INVALID, "override '%s': character '%c' at column %zu is not allowed in a key path",
+                                  arg, c > ' ' ? c : '?', i + 1);
+        }
+        steps[n++] = (path_step){.at = s, .len = len};
+        s += len;
+        while (!st && s < eq && arg[s] == '[') {
+            size_t d = s + 1;
+            while (d < eq && arg[d] >= '0' && arg[d] <= '9') d++;
+            unsigned long long v = d > s + 1 && d - s - 1 <= 9 ? strtoull(arg + s + 1, NULL, 10) : 0;
+            if (d == s + 1 || d - s - 1 > 9 || d >= eq || arg[d] != ']') {
+                st = tr_error_set(TR_ERR_INVALID, "override '%s': a list index at column %zu must be [N], N a whole "
+                                                  "number from 0 (e.g. optimizer.betas[1]=0.99)", arg, s + 1);
+                break;
+            }
+            steps[n++] = (path_step){.at = s + 1, .len = d - s - 1, .is_index = 1, .index = (size_t)v};
+            s = d + 1;
+        }
+        if (st) break;
+        if (s == eq) break;
+        if (arg[s] != '.') {
+            st = tr_error_set(TR_ERR_INVALID, "override '%s': character '%c' at column %zu is not allowed in a key path "
+                                              "(a list item is key[N], a whole list key=[a, b])", arg, arg[s], s + 1);
+            break;
+        }
+        s++;
+        if (s == eq) {
+            st = tr_error_set(TR_ERR_INVALID, "override '%s': empty key at column %zu (a..b or a trailing '.')", arg,
+                              s + 1);
+            break;
+        }
+    }
+    if (st) {
+        free(steps);
+        return st;
+    }
+    *out = steps;
+    *n_out = n;
+    return TR_OK;
+}
+
+static const char *kind_word(const tr_cfg_node *n) {
+    return n->kind == TR_CFG_SEQ ? "list" : n->kind == TR_CFG_MAP ? "mapping" : "scalar";
+}
+
+/* A node made by an override on its way (a mapping or a list), or an unset item (an empty
+ * plain scalar, as `key:` alone) padding a list it made; NULL when out of memory. */
+static tr_cfg_node *fresh_node(tr_cfg_kind kind, const char *src, int col, const char *path) {
+    tr_cfg_node *n = node_new(kind, src, 1, col);
+    if (n && !(n->path = dup_s(path))) {
+        node_free(n);
+        return NULL;
+    }
+    if (n && kind == TR_CFG_SCALAR && !(n->text = dup_s(""))) {
+        node_free(n);
+        return NULL;
+    }
+    return n;
+}
+
+/* An override's path goes through `node`, which is not a `want` (list or mapping). Takes val. */
+static tr_status not_a(tr_cfg_node *val, const char *arg, const tr_cfg_node *node, const char *want) {
+    char pos[300];
+    tr_cfg_pos_(pos, sizeof pos, node->source, node->line, node->col);
+    node_free(val);
+    return tr_error_set(TR_ERR_INVALID, "override '%s': %s is a %s (%s), not a %s", arg, node->path, kind_word(node), pos,
+                        want);
+}
+
+/* Walks the steps from the root, creating what is absent, and puts val at the end. Errors can
+ * only come from nodes that existed before this override, all met before anything is created,
+ * so a refused override changes nothing. Takes val. */
+static tr_status place(tr_config *cfg, const char *arg, const char *src, const path_step *steps, size_t n_steps,
+                       tr_cfg_node *val) {
+    tr_cfg_node *node = cfg->root;
+    int created = 0; /* node was made by this override: indices beyond its end pad it */
+    for (size_t k = 0; k < n_steps; k++) {
+        const path_step *sp = &steps[k];
+        int last = k + 1 == n_steps;
+        tr_cfg_node *kid = NULL;
+        size_t slot = 0;
+        if (sp->is_index) {
+            if (node->kind != TR_CFG_SEQ) return not_a(val, arg, node, "list");
+            if (sp->index > node->n && !created) {
+                char pos[300];
+                tr_cfg_pos_(pos, sizeof pos, node->source, node->line, node->col);
+                node_free(val);
+                return tr_error_set(TR_ERR_INVALID, "override '%s': index %zu is out of range: %s (%s) has %zu item%s "
+                                                    "(indices 0 to %zu; [%zu] appends one)",
+                                    arg, sp->index, node->path, pos, node->n, node->n == 1 ? "" : "s",
+                                    node->n ? node->n - 1 : 0, node->n);
+            }
+            while (node->n < sp->index) { /* a list this override made: items before it unset */
+                char *ip = join_index(node->path, node->n);
+                tr_cfg_node *pad = ip ? fresh_node(TR_CFG_SCALAR, src, (int)sp->at + 1, ip) : NULL;
+                free(ip);
+                if (!pad || node_push(node, pad)) {
+                    node_free(pad);
+                    node_free(val);
+                    return tr_error_set(TR_ERR_NOMEM, "config: out of memory");
+                }
+            }
+            slot = sp->index;
+            kid = slot < node->n ? node->kids[slot] : NULL;
+        } else {
+            if (node->kind != TR_CFG_MAP) return not_a(val, arg, node, "mapping");
+            kid = child_n(node, arg + sp->at, sp->len);
+            for (slot = 0; kid && node->kids[slot] != kid; slot++) {}
+            if (!kid) slot = node->n;
+        }
+        /* An unset value (`key:` alone, ~, null) on the way is absent, and made anew. */
+        if (!last && kid && tr_cfg_null_(kid)) kid = NULL;
+        /* From here on everything is made anew: a list made by an override is padded with
+         * unset items up to its index, so the index is capped (a typo's [99999999] would
+         * make a hundred million). Refused before anything is made. */
+        for (size_t r = k + 1; !last && !kid && r < n_steps; r++)
+            if (steps[r].is_index && steps[r].index > MAX_NEW_INDEX) {
+                node_free(val);
+                return tr_error_set(TR_ERR_INVALID, "override '%s': index %zu into a list the config does not have: at "
+                                                    "most %d (set the whole list: key=[a, b, ...])",
+                                    arg, steps[r].index, MAX_NEW_INDEX);
+            }
+        if (last || !kid) {
+            char *key = sp->is_index ? NULL : dup_n(arg + sp->at, sp->len);
+            char *path = sp->is_index ? join_index(node->path, slot) : key ? join_key(node->path, key) : NULL;
+            tr_cfg_node *put = last ? val : fresh_node(steps[k + 1].is_index ? TR_CFG_SEQ : TR_CFG_MAP, src,
+                                                       (int)sp->at + 1, path ? path : "");
+            if (!path || !put || (last && set_paths(val, path)) || (!sp->is_index && !key)) {
+                free(key);
+                free(path);
+                if (put != val) node_free(put);
+                node_free(val);
+                return tr_error_set(TR_ERR_NOMEM, "config: out of memory");
+            }
+            free(path);
+            put->key = key;
+            put->key_line = key ? 1 : 0;
+            put->key_col = key ? (int)sp->at + 1 : 0;
+            if (slot < node->n) {
+                node_free(node->kids[slot]);
+                node->kids[slot] = put;
+            } else if (node_push(node, put)) {
+                node_free(put);
+                if (put != val) node_free(val);
+                return tr_error_set(TR_ERR_NOMEM, "config: out of memory");
+            }
+            if (last) return TR_OK;
+            kid = put;
+            created = 1;
+        } else {
+            created = 0;
+        }
+        node = kid;
+    }
+    node_free(val);
+    return tr_error_set(TR_ERR_INTERNAL, "override '%s': no key path", arg);
+}
+
 /* arg is "path=value" with '=' at arg[eq]. */
 static tr_status override_at(tr_config *cfg, const char *arg, size_t eq) {
     const char *value = arg + eq + 1;
@@ -541,88 +732,25 @@ static tr_status override_at(tr_config *cfg, const char *arg, size_t eq) {
     if (eq == 0)
         return tr_error_set(TR_ERR_INVALID, "override '%s': the key path before '=' is empty",
                             arg);
-    /* Validate the whole path before touching the tree, so a bad override changes nothing. */
-    for (size_t s = 0; s <= eq;) {
-        size_t len = strcspn(arg + s, ".=");
-        if (len > eq - s) len = eq - s;
-        if (len == 0)
-            return tr_error_set(TR_ERR_INVALID,
-                                "override '%s': empty key at column %zu (a..b or a trailing '.')",
-                                arg, s + 1);
-        for (size_t i = s; i < s + len; i++) {
-            unsigned char c = (unsigned char)arg[i];
-            if (c <= ' ' || c == '[' || c == ']' || c == '#' || c == ':')
-                return tr_error_set(TR_ERR_INVALID,
-                                    "override '%s': character '%c' at column %zu is not allowed in "
-                                    "a key path (set a whole list as key=[a, b])",
-                                    arg, c > ' ' ? c : '?', i + 1);
-        }
-        s += len + 1;
-    }
     /* The value goes through libyaml, which checks its encoding; the key path does not. */
     for (size_t i = 0, n; i < eq; i += n)
         if (!(n = utf8_char((const unsigned char *)arg + i)))
             return tr_error_set(TR_ERR_INVALID, "override '%s': the key path is not valid UTF-8 (byte %zu)", arg,
                                 i + 1);
+    /* Validate the whole path before touching the tree, so a bad override changes nothing. */
+    path_step *steps = NULL;
+    size_t n_steps = 0;
+    TR_CHECK(split_path(arg, eq, &steps, &n_steps));
     tr_cfg_node *val;
     tr_status st = build(value, strlen(value), src, (int)eq + 1, 1, &val);
     if (st) {
+        free(steps);
         tr_error_prefix("override '%s': ", arg);
         return TR_ERR_INVALID;
     }
-    tr_cfg_node *node = cfg->root;
-    size_t s = 0;
-    for (;;) {
-        size_t len = strcspn(arg + s, ".=");
-        int last = s + len == eq;
-        tr_cfg_node *kid = child_n(node, arg + s, len);
-        if (last) {
-            char *key = dup_n(arg + s, len);
-            char *path = key ? join_key(node->path, key) : NULL;
-            if (!path || set_paths(val, path)) {
-                free(key);
-                free(path);
-                node_free(val);
-                return tr_error_set(TR_ERR_NOMEM, "config: out of memory");
-            }
-            free(path);
-            val->key = key;
-            val->key_line = 1;
-            val->key_col = (int)s + 1;
-            if (kid) {
-                for (size_t i = 0; i < node->n; i++)
-                    if (node->kids[i] == kid) node->kids[i] = val;
-                node_free(kid);
-            } else if (node_push(node, val)) {
-                node_free(val);
-                return tr_error_set(TR_ERR_NOMEM, "config: out of memory");
-            }
-            return TR_OK;
-        }
-        if (kid && kid->kind != TR_CFG_MAP) {
-            char pos[300];
-            tr_cfg_pos_(pos, sizeof pos, kid->source, kid->line, kid->col);
-            node_free(val);
-            return tr_error_set(TR_ERR_INVALID, "override '%s': %s is a %s (%s), not a mapping",
-                                arg, kid->path, kid->kind == TR_CFG_SEQ ? "list" : "scalar", pos);
-        }
-        if (!kid) {
-            kid = node_new(TR_CFG_MAP, src, 1, (int)s + 1);
-            if (kid) kid->key = dup_n(arg + s, len);
-            if (kid && kid->key) kid->path = join_key(node->path, kid->key);
-            if (kid) {
-                kid->key_line = 1;
-                kid->key_col = (int)s + 1;
-            }
-            if (!kid || !kid->key || !kid->path || node_push(node, kid)) {
-                node_free(kid);
-                node_free(val);
-                return tr_error_set(TR_ERR_NOMEM, "config: out of memory");
-            }
-        }
-        node = kid;
-        s += len + 1;
-    }
+    st = place(cfg, arg, src, steps, n_steps, val);
+    free(steps);
+    return st;
 }
 
 tr_status tr_config_override(tr_config *cfg, const char *arg) {

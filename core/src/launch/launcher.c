@@ -1,6 +1,8 @@
 /* The single-host launcher and supervisor (see trainer/launch.h). One poll loop reads every
- * rank's output pipe, reaps exits, and escalates SIGTERM -> SIGKILL on failure or on a
- * signal to the launcher. Library code: no exit(), the caller maps the result to a status. */
+ * rank's output pipe (drawing rank 0's progress bar on a terminal), reaps exits, and
+ * escalates SIGTERM -> SIGKILL on failure or on a signal to the launcher (a first one is
+ * forwarded with time to save a checkpoint, a second kills). Library code: no exit(), the
+ * caller maps the result to a status. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -27,25 +30,75 @@ typedef struct rank_proc {
     int status;             /* waitpid status once exited */
     char partial[4096];     /* output not yet ended by a newline */
     size_t plen;
+    int frame;              /* partial is a progress bar frame (it followed a '\r') */
     char last[512];         /* its last complete output line */
 } rank_proc;
 
-static volatile sig_atomic_t g_signal;
+/* The launcher's own stdout: a terminal shows rank 0's progress bar (progress.h), redrawn on
+ * one line that every other line first erases. */
+typedef struct term_out {
+    int tty;
+    int drawn; /* a bar frame is on screen */
+} term_out;
 
-static void on_signal(int sig) { g_signal = sig; }
+#define RANK_PREFIX "[rank %d] "
 
-static void emit_line(int rank, const char *s, size_t n, rank_proc *p) {
-    printf("[rank %d] %.*s\n", rank, (int)n, s);
+static volatile sig_atomic_t g_signal, g_signals;
+
+/* The first SIGINT/SIGTERM is forwarded as SIGTERM (trainer run's ranks then stop together
+ * at the next step and save a checkpoint); a second kills the ranks at once. */
+static void on_signal(int sig) {
+    if (!g_signal) g_signal = sig;
+    if (g_signals < 2) g_signals++;
+}
+
+static void erase_bar(term_out *t) {
+    if (!t->drawn) return;
+    fputs("\r\033[K", stdout);
+    t->drawn = 0;
+}
+
+static void emit_line(int rank, const char *s, size_t n, rank_proc *p, term_out *t) {
+    if (n >= 3 && memcmp(s, "\033[K", 3) == 0) { /* a line printed after the bar was erased */
+        s += 3;
+        n -= 3;
+    }
+    erase_bar(t);
+    printf(RANK_PREFIX "%.*s\n", rank, (int)n, s);
     if (n) snprintf(p->last, sizeof p->last, "%.*s", (int)n, s);
 }
 
-/* Reads what is available from rank r's pipe and prints its complete lines. */
-static void drain(rank_proc *p, int rank) {
+/* Draws the bar frame a rank sent ("\r\033[K" then the text), cut to the terminal's width
+ * now (the rank fitted it to the width at its start). */
+static void emit_frame(int rank, const char *s, size_t n, term_out *t) {
+    if (n >= 3 && memcmp(s, "\033[K", 3) == 0) {
+        s += 3;
+        n -= 3;
+    }
+    if (n == 0) { /* the rank erased its bar */
+        erase_bar(t);
+        return;
+    }
+    struct winsize ws;
+    char prefix[32];
+    int plen = snprintf(prefix, sizeof prefix, RANK_PREFIX, rank);
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+        size_t room = ws.ws_col > plen + 1 ? (size_t)(ws.ws_col - plen - 1) : 0;
+        if (n > room) n = room;
+    }
+    printf("\r\033[K%s%.*s", prefix, (int)n, s);
+    t->drawn = 1;
+}
+
+/* Reads what is available from rank r's pipe and prints its complete lines; a '\r' starts a
+ * progress bar frame (only rank 0 draws one, and only when told it may: spawn). */
+static void drain(rank_proc *p, int rank, term_out *t) {
     char buf[4096];
     ssize_t n = read(p->fd, buf, sizeof buf);
     if (n <= 0) {
         if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-            if (p->plen) emit_line(rank, p->partial, p->plen, p);
+            if (p->plen && !p->frame) emit_line(rank, p->partial, p->plen, p, t);
+            if (p->frame) erase_bar(t);
             p->plen = 0;
             close(p->fd);
             p->fd = -1;
@@ -53,13 +106,21 @@ static void drain(rank_proc *p, int rank) {
         return;
     }
     for (ssize_t i = 0; i < n; i++) {
-        if (buf[i] == '\n' || p->plen == sizeof p->partial) {
-            emit_line(rank, p->partial, p->plen, p);
+        if (buf[i] == '\r' && t->tty) {
+            if (p->plen && !p->frame) emit_line(rank, p->partial, p->plen, p, t);
             p->plen = 0;
+            p->frame = 1;
+            continue;
+        }
+        if (buf[i] == '\n' || p->plen == sizeof p->partial) {
+            emit_line(rank, p->partial, p->plen, p, t);
+            p->plen = 0;
+            p->frame = 0;
             if (buf[i] == '\n') continue;
         }
         p->partial[p->plen++] = buf[i];
     }
+    if (p->frame) emit_frame(rank, p->partial, p->plen, t);
     fflush(stdout);
 }
 
@@ -82,8 +143,9 @@ static void signal_all(rank_proc *rp, int n, int sig) {
         }
 }
 
-/* id: this attempt's TRAINER_JOB_ID. */
-static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *id, int attempt) {
+/* id: this attempt's TRAINER_JOB_ID; tty_cols: the width of this process's terminal (0:
+ * unknown), -1 when its stdout is not one. */
+static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *id, int attempt, int tty_cols) {
     for (int r = 0; r < cfg->nproc; r++) {
         int fds[2];
         if (pipe(fds) != 0) return tr_error_set(TR_ERR_IO, "launch: pipe: %s", strerror(errno));
@@ -116,6 +178,12 @@ static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *i
             setenv("TRAINER_JOB_ID", id, 1);
             snprintf(v, sizeof v, "%d", attempt);
             setenv("TRAINER_RESTART_COUNT", v, 1);
+            /* Rank 0 may draw its progress bar, as wide as this terminal less the prefix. */
+            unsetenv("TRAINER_PROGRESS_COLS");
+            if (r == 0 && tty_cols >= 0) {
+                snprintf(v, sizeof v, "%d", tty_cols > 12 ? tty_cols - (int)strlen("[rank 0] ") : 0);
+                setenv("TRAINER_PROGRESS_COLS", v, 1);
+            }
             execvp(cfg->argv[0], cfg->argv);
             fprintf(stderr, "cannot run %s: %s\n", cfg->argv[0], strerror(errno));
             _exit(127);
@@ -134,10 +202,13 @@ static tr_status spawn(const tr_launch_config *cfg, rank_proc *rp, const char *i
  * waiting in a collective notice a dead peer within milliseconds and say where they were
  * ("all_reduce #35: rank 1 died in the middle of this operation"). */
 #define PEER_SETTLE_S 0.2
+/* How long ranks asked to stop by a signal get to finish their step and save a checkpoint
+ * before SIGKILL (at least; the config's grace when longer). */
+#define INTERRUPT_GRACE_S 60.0
 
 /* Runs one attempt to the end; returns the first failing rank (-1: all succeeded). */
-static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_result *res) {
-    int n = cfg->nproc, failed = -1, live = n, suspect = -1;
+static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_result *res, term_out *t) {
+    int n = cfg->nproc, failed = -1, live = n, suspect = -1, killed = 0;
     double grace = cfg->grace_s > 0 ? cfg->grace_s : 5, kill_at = 0, decide_at = 0, term_at = 0;
     struct pollfd *pfd = tr_calloc((size_t)n, sizeof *pfd);
     int *who = tr_calloc((size_t)n, sizeof *who);
@@ -152,7 +223,7 @@ static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_resul
         if (pfd && who) {
             int k = poll(pfd, (nfds_t)np, 50);
             for (int i = 0; k > 0 && i < np; i++)
-                if (pfd[i].revents) drain(&rp[who[i]], who[i]);
+                if (pfd[i].revents) drain(&rp[who[i]], who[i], t);
         } else {
             nanosleep(&(struct timespec){0, 50000000}, NULL);
         }
@@ -183,8 +254,17 @@ static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_resul
             kill_at = tr_now() + grace;
         }
         if (g_signal && kill_at == 0) {
+            erase_bar(t);
+            fflush(stdout);
+            if (!cfg->quiet)
+                fprintf(stderr, "[launcher] signal %d (%s): asking every rank to stop (again to stop them at once)\n",
+                        (int)g_signal, strsignal(g_signal));
             signal_all(rp, n, SIGTERM);
-            kill_at = tr_now() + grace;
+            kill_at = tr_now() + (grace > INTERRUPT_GRACE_S ? grace : INTERRUPT_GRACE_S);
+        }
+        if (g_signals > 1 && kill_at > 0 && live > 0 && !killed) {
+            signal_all(rp, n, SIGKILL);
+            killed = 1;
         }
         if (kill_at > 0 && tr_now() > kill_at && live > 0) {
             signal_all(rp, n, SIGKILL);
@@ -193,7 +273,7 @@ static int supervise(const tr_launch_config *cfg, rank_proc *rp, tr_launch_resul
         /* A rank that exited may leave its pipe open in a grandchild: stop reading it once
          * every rank is gone and the pipes are quiet. */
         if (live == 0 && np > 0 && pfd && poll(pfd, (nfds_t)np, 0) == 0) {
-            for (int i = 0; i < np; i++) drain(&rp[who[i]], who[i]);
+            for (int i = 0; i < np; i++) drain(&rp[who[i]], who[i], t);
             for (int r = 0; r < n; r++)
                 if (rp[r].fd >= 0) {
                     close(rp[r].fd);
@@ -246,11 +326,17 @@ tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res) {
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     g_signal = 0;
+    g_signals = 0;
     tr_status st = TR_OK;
+    /* mpirun and srun gather output through a pseudo-terminal: no bar there. */
+    term_out term = {.tty = isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") &&
+                            !getenv("PMI_RANK") && !getenv("SLURM_PROCID")};
     for (int attempt = 0;; attempt++) {
         char id[64];
         snprintf(id, sizeof id, "%s.%d", job, attempt);
-        st = spawn(cfg, rp, id, attempt);
+        struct winsize ws;
+        int cols = !term.tty ? -1 : ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+        st = spawn(cfg, rp, id, attempt, cols);
         if (st != TR_OK) {
             for (int r = 0; r < cfg->nproc; r++)
                 if (rp[r].running) {
@@ -260,12 +346,16 @@ tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res) {
                 }
             break;
         }
-        int failed = supervise(cfg, rp, res);
+        int failed = supervise(cfg, rp, res, &term);
+        erase_bar(&term);
+        fflush(stdout);
         remove_shm(id);
         if (g_signal) {
+            int by_itself = 1; /* every rank exited, none was killed */
+            for (int r = 0; r < cfg->nproc; r++) by_itself &= !WIFSIGNALED(rp[r].status);
             res->exit_code = 128 + g_signal;
-            snprintf(res->message, sizeof res->message, "stopped by signal %d (%s): every rank was terminated",
-                     (int)g_signal, strsignal(g_signal));
+            snprintf(res->message, sizeof res->message, "stopped by signal %d (%s): %s", (int)g_signal, strsignal(g_signal),
+                     by_itself ? "every rank stopped by itself" : "the ranks were terminated");
             break;
         }
         if (failed < 0) {

@@ -146,26 +146,44 @@ static tr_status options_from(const tr_cfg_node *map, const tr_cfg_node *over, c
     return tr_options_create(out, p->desc->options, p->desc->n_options, kv, n, where);
 }
 
-/* The config's `plugins:` folders (relative to the config) come first in the search. */
+/* `plugins:` lists folders to search (as TRAINER_PLUGIN_PATH does) or plugin files (.so) to
+ * load, relative to the config's folder, before the default search path. Anything else, or a
+ * path that is not there, is an error naming the entry: a silently skipped entry would leave
+ * the user wondering why their plugin is "not found". */
 static tr_status find_plugins(job *j, const char *const *plugin_dirs) {
     TR_CHECK(tr_registry_create(&j->reg));
     const tr_cfg_node *pl = tr_cfg_child(j->root, "plugins");
-    enum { MAX_DIRS = 32 };
-    char paths[MAX_DIRS][1024];
-    const char *first[MAX_DIRS + 1];
-    int n = 0;
+    if (pl && tr_cfg_null_(pl)) pl = NULL;
     if (pl && tr_cfg_node_kind(pl) != TR_CFG_SEQ)
-        return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: plugins: expected a list of folders",
+        return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: plugins: expected a list of folders or .so files, e.g. [my_plugins]",
                             tr_cfg_source(pl), tr_cfg_line(pl), tr_cfg_column(pl));
-    for (size_t i = 0; pl && i < tr_cfg_size(pl) && n < MAX_DIRS; i++) {
-        const char *d = tr_cfg_scalar(tr_cfg_item(pl, i));
-        if (!d) continue;
-        tr_path_resolve(paths[n], sizeof paths[n], j->cfg_dir, d);
-        first[n] = paths[n];
-        n++;
+    for (size_t i = 0; pl && i < tr_cfg_size(pl); i++) {
+        const tr_cfg_node *it = tr_cfg_item(pl, i);
+        const char *d = tr_cfg_scalar(it);
+        if (!d || !d[0])
+            return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: expected a folder or a .so file", tr_cfg_source(it),
+                                tr_cfg_line(it), tr_cfg_column(it), tr_cfg_path(it));
+        char path[1024];
+        tr_path_resolve(path, sizeof path, j->cfg_dir, d);
+        struct stat sb;
+        size_t n = strlen(path);
+        int is_so = n > 3 && strcmp(path + n - 3, ".so") == 0;
+        if (stat(path, &sb) != 0)
+            return tr_error_set(TR_ERR_NOT_FOUND, "%s:%d:%d: %s: %s: no such %s (relative paths are from the config's folder)",
+                                tr_cfg_source(it), tr_cfg_line(it), tr_cfg_column(it), tr_cfg_path(it), path,
+                                is_so ? "plugin file" : "folder");
+        tr_status st = TR_OK;
+        if (S_ISDIR(sb.st_mode)) st = tr_registry_scan(j->reg, path, "config", 1);
+        else if (S_ISREG(sb.st_mode) && is_so) st = tr_registry_add_file(j->reg, path, "config");
+        else
+            return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: %s is neither a folder nor a plugin file (.so)",
+                                tr_cfg_source(it), tr_cfg_line(it), tr_cfg_column(it), tr_cfg_path(it), path);
+        if (st != TR_OK) {
+            tr_error_prefix("%s:%d:%d: %s: ", tr_cfg_source(it), tr_cfg_line(it), tr_cfg_column(it), tr_cfg_path(it));
+            return st;
+        }
     }
-    first[n] = NULL;
-    return tr_registry_scan_search_path(j->reg, first, plugin_dirs);
+    return tr_registry_scan_search_path(j->reg, NULL, plugin_dirs);
 }
 
 static tr_status plugin_named(job *j, const char *key, const char *name, tr_plugin_kind kind,
@@ -336,8 +354,9 @@ static tr_status read_optim(job *j, tr_optim_config *oc) {
         if (tr_cfg_node_kind(betas) != TR_CFG_SEQ || tr_cfg_size(betas) != 2)
             return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: optimizer.betas: expected [beta1, beta2]",
                                 tr_cfg_source(betas), tr_cfg_line(betas), tr_cfg_column(betas));
-        TR_CHECK(tr_cfg_get_float(j->root, "optimizer.betas[0]", 0.9, 0, 0.999999, &oc->beta1, 1));
-        TR_CHECK(tr_cfg_get_float(j->root, "optimizer.betas[1]", 0.999, 0, 0.999999, &oc->beta2, 1));
+        /* An item left unset (optimizer.betas[1]=0.99 alone makes [~, 0.99]) takes its default. */
+        TR_CHECK(get_float(j, "optimizer.betas[0]", oc->beta1, 0, 0.999999, &oc->beta1));
+        TR_CHECK(get_float(j, "optimizer.betas[1]", oc->beta2, 0, 0.999999, &oc->beta2));
     } else {
         char text[64];
         snprintf(text, sizeof text, "[%.10g, %.10g]", oc->beta1, oc->beta2);
@@ -566,6 +585,7 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(find_plugins(j, plugin_dirs));
     TR_CHECK(plugin_for(j, "model", TR_PLUGIN_MODEL, &j->model_p));
     TR_CHECK(plugin_for(j, "data", TR_PLUGIN_DATASET, &j->data_p));
+    TR_CHECK(job_absolute_paths(j));
     TR_CHECK(choose_strategy(j));
     TR_CHECK(job_check_world(j));
     /* bf16-mixed is the devices' arithmetic (tr_accel_open applies it; a device plugin that

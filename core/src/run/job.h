@@ -83,6 +83,9 @@ typedef struct job {
  * into the config (so that the run's config.yaml is the resolved one): all of job_plan that
  * needs neither files nor plugins (tests/fuzz/config.c runs it on fuzzed configs). */
 tr_status job_read_settings(job *j);
+/* The config's paths made absolute (config_paths.c): run.output_dir, plugins, and the model's
+ * and dataset's options that name an existing file or folder. After the plugins are found. */
+tr_status job_absolute_paths(job *j);
 /* Loads the config with overrides, reads every setting, finds the plugins and picks the
  * strategy (with its resolved options), and checks the world (job_check_world): enough to
  * know how many processes the job needs, and that they fit how this one was started. */

@@ -1,14 +1,22 @@
 /* Training progress on the terminal: a redrawn one-line bar (epoch, step/total, loss,
- * throughput, ETA) when stdout is a terminal, nothing otherwise (then the trainer prints
- * plain periodic lines). Internal to libtrainer's run/ parts. */
+ * throughput, elapsed, ETA) when stdout is a terminal, nothing otherwise (then the trainer
+ * prints plain periodic lines). The bar fits the terminal's width (re-read after SIGWINCH):
+ * fields are dropped and the bar shortened rather than let the line wrap. Under mpirun or
+ * srun (whose pseudo-terminals would turn every redraw into a line of the job's output) auto
+ * means lines; the ranks `trainer run` launches itself draw rank 0's bar through the
+ * launcher, which says so and how wide in TRAINER_PROGRESS_COLS. Internal to libtrainer's
+ * run/ parts. */
 #ifndef TRAINER_RUN_PROGRESS_H
 #define TRAINER_RUN_PROGRESS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct progress {
     int bar;            /* draw the bar */
     int drawn;          /* a bar is on screen now */
+    int tty;            /* stdout is the terminal itself (its width can be asked) */
+    int cols;           /* the terminal's width; 0: unknown, nothing is cut */
     double last_draw;
     double t0;          /* when the first step of this process started */
     int64_t step0;

@@ -2,6 +2,7 @@
  * checkpoint cadence; the strategy plugin owns each step (DESIGN.md decision 4). */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "base/fault.h"
 #include "base/io_error.h"
+#include "interrupt.h"
 #include "job.h"
 #include "nonfinite.h"
 #include "run/checkpoint_impl.h"
@@ -359,6 +361,19 @@ static tr_sched_config sched_over(const job *j, int64_t total) {
     return sc;
 }
 
+/* Ctrl-C or SIGTERM (tr_run_interrupt) on some rank, agreed by all at this step: saved here
+ * (mid-epoch, resumed exactly as checkpoint.every_n_steps is) so that nothing is lost. */
+static tr_status stop_interrupted(loop *lp, int64_t ep, const tr_host_batch *hb, int signo) {
+    lp->state.epoch = ep;
+    lp->state.batch_in_epoch = hb->index + 1;
+    if (lp->last_saved != lp->state.step) TR_CHECK(save_checkpoint(lp));
+    signo = run_interrupt_signal() ? run_interrupt_signal() : signo; /* the sum over ranks is no signal */
+    return tr_error_set(TR_ERR_ABORTED, "stopped by %s at step %lld of %lld: saved %s/step-%08lld; run the same "
+                                        "command again to resume from it",
+                        signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT (Ctrl-C)" : "a signal",
+                        (long long)lp->state.step, (long long)lp->total, lp->ck_dir, (long long)lp->state.step);
+}
+
 static tr_status train_loop(loop *lp, tr_run_result *res) {
     job *j = lp->j;
     job_settings *s = &j->s;
@@ -404,10 +419,11 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             tr_profile_enter("strategy", "optim_step");
             TR_CHECK(j->sops->optim_step(j->strat, lr, s->grad_clip, &gnorm));
             tr_profile_enter("loop", "logging and metrics");
-            /* The step's loss over all ranks, and whether any rank's gradient norm was not
-             * finite (a strategy's norm may be its rank's own): every rank agrees on it. */
-            double agreed[2] = {step_loss, !isfinite(gnorm)};
-            if (j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, agreed, 2));
+            /* The step's loss over all ranks, whether any rank's gradient norm was not finite
+             * (a strategy's norm may be its rank's own) and whether any was asked to stop
+             * (Ctrl-C, SIGTERM): every rank agrees on them. */
+            double agreed[3] = {step_loss, !isfinite(gnorm), run_interrupt_signal()};
+            if (j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, agreed, 3));
             step_loss = agreed[0];
             step++;
             if (!isfinite(step_loss) || agreed[1] > 0) {
@@ -477,6 +493,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                     tr_fault_kill("rank %d after step %lld", j->info.rank, (long long)step);
             }
             profile_step_done(lp, step);
+            if (agreed[2] > 0) return stop_interrupted(lp, ep, hb, (int)agreed[2]);
         }
         TR_CHECK(st);
         tr_profile_enter("loop", "epoch end");
@@ -662,5 +679,6 @@ tr_status tr_run_train(const char *config_path, const char *const *overrides, in
     if (st == TR_OK) st = close_run_files(&j);
     job_close(&j);
     run_lock_release(&lock);
+    run_interrupt_reset(); /* a stop asked for this run is not the next one's */
     return st;
 }

@@ -1,0 +1,42 @@
+/* Ctrl-C and SIGTERM handlers of `trainer run` (see interrupt.h). Schedulers (Slurm, Kubernetes)
+ * send SIGTERM before they kill a job, a terminal sends SIGINT to every process of its
+ * foreground group: both mean "stop soon, lose nothing". Only async-signal-safe calls in the
+ * handler: a flag store, write(2), signal and raise. */
+#include "interrupt.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trainer/run.h"
+
+static volatile sig_atomic_t g_first;
+static int g_rank_of_launcher; /* started by trainer's launcher (TRAINER_JOB_ID) */
+
+static void on_stop(int sig) {
+    if (g_first) {
+        if (g_rank_of_launcher) return;
+        signal(sig, SIG_DFL); /* the second: stop now (checkpoints are renamed into place whole) */
+        raise(sig);
+        return;
+    }
+    g_first = sig;
+    tr_run_interrupt(sig);
+    if (!g_rank_of_launcher) {
+        static const char msg[] = "\ntrainer run: stopping at the next step and saving a checkpoint there "
+                                  "(Ctrl-C again to stop at once)\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+    }
+}
+
+void trainer_interrupt_install(void) {
+    g_rank_of_launcher = getenv("TRAINER_JOB_ID") != NULL;
+    struct sigaction sa = {.sa_handler = on_stop};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int trainer_interrupt_signal(void) { return g_first; }
