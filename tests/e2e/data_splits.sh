@@ -106,6 +106,9 @@ if o="$("$bin" run tc.yaml 2>&1)"; then
     acc="$(awk -F, 'NR > 1 { n++; h += $2 == $3; if ($2 != "b" && $2 != "c") bad = 1 } END { if (!bad && n) printf "%d %.2f", n, 100 * h / n }' tp.csv)"
     [ "${v%% *}" = 12 ] && [ "$acc" = "12 ${v##* }" ] && ok "text classify val_params.path scores all 12 lines by name ($v)" ||
         bad "text classify val_params" "eval '$v', rows '$acc'" "$(head -3 tp.csv)"
+    printf 'b\tx1\n\nz\ty2\n' >bz.tsv # a blank line: the unknown label is on the file's line 3, its row 2
+    expect_fail "text: a label outside the classes is refused at its file line" "bz.tsv:3: label 'z' is not one of the 3 classes" \
+        "$bin" eval tc.yaml --checkpoint runs/tc/0 data.val_params.path=bz.tsv
 else bad "text classify run" "$(tail -3 <<<"$o")"; fi
 
 # ---- 3. classes ----
