@@ -217,10 +217,16 @@ static tr_status load_classify(text *s, const char *path, char *buf, int64_t T, 
         st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
         goto out;
     }
-    /* the declared list is in the user's order: a linear search (classes are few) */
+    /* names found in the file are sorted: a binary search; a declared list is in the user's
+     * order: a linear one (declared classes are few) */
+    int sorted = !*declared;
     for (int64_t i = a; i < b; i++) {
         int64_t id = -1;
-        for (int64_t k = 0; k < s->n_names && id < 0; k++)
+        if (sorted) {
+            char **hit = bsearch(&lab[i], s->names, (size_t)s->n_names, sizeof *s->names, cmp_str);
+            if (hit) id = hit - s->names;
+        }
+        for (int64_t k = 0; !sorted && k < s->n_names && id < 0; k++)
             if (strcmp(s->names[k], lab[i]) == 0) id = k;
         if (id < 0) {
             st = tr_error_set(TR_ERR_PARSE, "%s:%lld: label '%s' is not one of the %lld classes (%s)", path,
