@@ -134,6 +134,13 @@ if o="$("$bin" run n.yaml 2>&1)"; then
     expect_fail "a label not among the names is refused at its line" "named.csv:2: column 'label': 'cat' is not one of the 2 classes" \
         "$bin" eval n.yaml --checkpoint runs/n/0 "data.params.classes=[dog, bird]"
 else bad "named run" "$(tail -3 <<<"$o")"; fi
+# a list of names longer than a kilobyte (80 names), whole
+long="[$(awk 'BEGIN { for (i = 0; i < 80; i++) printf "%sclass_number_%02d", i ? ", " : "", i }')]"
+awk 'BEGIN { srand(9); print "a,b,label"; for (i = 0; i < 120; i++) printf "%.4f,%.4f,class_number_%02d\n", rand(), rand(), i % 80 }' >long.csv
+o="$("$bin" run c.yaml run.name=long data.params.path=long.csv "data.params.classes=$long" trainer.max_epochs=1 2>&1)"
+if grep -q '"count": 80' runs/long/0/checkpoints/*/state.json 2>/dev/null && grep -q '"class_number_79"' runs/long/0/checkpoints/*/state.json; then
+    ok "a classes list of ${#long} characters is read whole (80 names in state.json)"
+else bad "a long classes list" "$(tail -2 <<<"$o")"; fi
 expect_fail "a classes count other than the checkpoint's is refused naming both" \
     "was trained on 3 classes, integer labels 0..2, the config's data has 4 classes" "$bin" eval c.yaml --checkpoint $ck data.params.classes=4
 # inferred classes: the checkpoint's 3 outputs score a file whose labels stop at 1
