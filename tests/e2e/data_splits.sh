@@ -160,5 +160,7 @@ EOF
         ok "an ABI 0.6 dataset's error for none: no validation split" || bad "old dataset without val_params" "$(tail -3 <<<"$o")"
     expect_fail "an ABI 0.6 dataset's error with data.val_params stops" "old_dataset: no validation rows" \
         "$bin" run old.yaml run.name=old2 data.val_params.samples=4
+elif [ -n "$plugdir" ]; then
+    bad "the ABI 0.6 dataset fixture is missing" "$plugdir/old_dataset (tests/CMakeLists.txt builds it)"
 fi
 finish
