@@ -106,6 +106,9 @@ if o="$("$bin" run tc.yaml 2>&1)"; then
     acc="$(awk -F, 'NR > 1 { n++; h += $2 == $3; if ($2 != "b" && $2 != "c") bad = 1 } END { if (!bad && n) printf "%d %.2f", n, 100 * h / n }' tp.csv)"
     [ "${v%% *}" = 12 ] && [ "$acc" = "12 ${v##* }" ] && ok "text classify val_params.path scores all 12 lines by name ($v)" ||
         bad "text classify val_params" "eval '$v', rows '$acc'" "$(head -3 tp.csv)"
+    printf 'b\tx1\n\nz\ty2\n' >bz.tsv # a blank line: the unknown label is on the file's line 3, its row 2
+    expect_fail "text: a label outside the classes is refused at its file line" "bz.tsv:3: label 'z' is not one of the 3 classes" \
+        "$bin" eval tc.yaml --checkpoint runs/tc/0 data.val_params.path=bz.tsv
 else bad "text classify run" "$(tail -3 <<<"$o")"; fi
 
 # ---- 3. classes ----
@@ -131,6 +134,13 @@ if o="$("$bin" run n.yaml 2>&1)"; then
     expect_fail "a label not among the names is refused at its line" "named.csv:2: column 'label': 'cat' is not one of the 2 classes" \
         "$bin" eval n.yaml --checkpoint runs/n/0 "data.params.classes=[dog, bird]"
 else bad "named run" "$(tail -3 <<<"$o")"; fi
+# a list of names longer than a kilobyte (80 names), whole
+long="[$(awk 'BEGIN { for (i = 0; i < 80; i++) printf "%sclass_number_%02d", i ? ", " : "", i }')]"
+awk 'BEGIN { srand(9); print "a,b,label"; for (i = 0; i < 120; i++) printf "%.4f,%.4f,class_number_%02d\n", rand(), rand(), i % 80 }' >long.csv
+o="$("$bin" run c.yaml run.name=long data.params.path=long.csv "data.params.classes=$long" trainer.max_epochs=1 2>&1)"
+if grep -q '"count": 80' runs/long/0/checkpoints/*/state.json 2>/dev/null && grep -q '"class_number_79"' runs/long/0/checkpoints/*/state.json; then
+    ok "a classes list of ${#long} characters is read whole (80 names in state.json)"
+else bad "a long classes list" "$(tail -2 <<<"$o")"; fi
 expect_fail "a classes count other than the checkpoint's is refused naming both" \
     "was trained on 3 classes, integer labels 0..2, the config's data has 4 classes" "$bin" eval c.yaml --checkpoint $ck data.params.classes=4
 # inferred classes: the checkpoint's 3 outputs score a file whose labels stop at 1
@@ -150,5 +160,7 @@ EOF
         ok "an ABI 0.6 dataset's error for none: no validation split" || bad "old dataset without val_params" "$(tail -3 <<<"$o")"
     expect_fail "an ABI 0.6 dataset's error with data.val_params stops" "old_dataset: no validation rows" \
         "$bin" run old.yaml run.name=old2 data.val_params.samples=4
+elif [ -n "$plugdir" ]; then
+    bad "the ABI 0.6 dataset fixture is missing" "$plugdir/old_dataset (tests/CMakeLists.txt builds it)"
 fi
 finish

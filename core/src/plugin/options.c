@@ -75,11 +75,9 @@ static tr_status check_range(const char *where, const tr_option_spec *sp, double
     return TR_OK;
 }
 
-static tr_status set_value(value *v, const char *where, const char *raw) {
+/* v from its trimmed text. */
+static tr_status set_text(value *v, const char *where, const char *text) {
     const tr_option_spec *sp = v->spec;
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", raw);
-    const char *text = trim(buf);
     switch (sp->type) {
     case TR_OPTION_INT:
         TR_CHECK(parse_int(where, sp->key, text, &v->i));
@@ -143,6 +141,17 @@ static tr_status set_value(value *v, const char *where, const char *raw) {
     }
     }
     return tr_error_set(TR_ERR_INTERNAL, "%s.%s: unknown option type", where, sp->key);
+}
+
+/* v from raw, whole: a string option has no length limit (a list of class names can be long). */
+static tr_status set_value(value *v, const char *where, const char *raw) {
+    size_t n = strlen(raw);
+    char *buf = tr_malloc(n + 1);
+    if (!buf) return tr_error_set(TR_ERR_NOMEM, "%s.%s: out of memory", where, v->spec->key);
+    memcpy(buf, raw, n + 1);
+    tr_status st = set_text(v, where, trim(buf));
+    tr_free(buf);
+    return st;
 }
 
 /* A key a config can set: "key=value" splits at the first '=', dots nest mappings. */

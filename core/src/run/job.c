@@ -56,22 +56,59 @@ tr_status job_io_status(const job *j) {
     return j->io_error[0] ? tr_error_set(TR_ERR_IO, "%s", j->io_error) : TR_OK;
 }
 
-/* One config entry as "key=value" (a list as "key=[a, b]"). */
-static tr_status option_text(const tr_cfg_node *map, size_t i, char *buf, size_t cap) {
-    const tr_cfg_node *v = tr_cfg_item(map, i);
-    if (tr_cfg_node_kind(v) == TR_CFG_SCALAR) {
-        snprintf(buf, cap, "%s=%s", tr_cfg_key(map, i), tr_cfg_scalar(v));
-    } else if (tr_cfg_node_kind(v) == TR_CFG_SEQ) {
-        size_t len = (size_t)snprintf(buf, cap, "%s=[", tr_cfg_key(map, i));
-        for (size_t k = 0; k < tr_cfg_size(v) && len < cap; k++) {
-            const char *s = tr_cfg_scalar(tr_cfg_item(v, k));
-            len += (size_t)snprintf(buf + len, cap - len, "%s%s", k ? ", " : "", s ? s : "");
+/* A growing string: option texts have no length limit (a list of class names can be long). */
+typedef struct text_buf {
+    char *s;
+    size_t len, cap;
+    int oom;
+} text_buf;
+
+static void tb_add(text_buf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
         }
-        if (len < cap) snprintf(buf + len, cap - len, "]");
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void tb_str(text_buf *b, const char *s) { tb_add(b, s, strlen(s)); }
+
+/* One config entry as "key=value" (a list as "key=[a, b]") into *out (malloc'ed). */
+static tr_status option_text(const tr_cfg_node *map, size_t i, char **out) {
+    const tr_cfg_node *v = tr_cfg_item(map, i);
+    text_buf b = {0};
+    tb_str(&b, tr_cfg_key(map, i));
+    tb_str(&b, "=");
+    if (tr_cfg_node_kind(v) == TR_CFG_SCALAR) {
+        tb_str(&b, tr_cfg_scalar(v));
+    } else if (tr_cfg_node_kind(v) == TR_CFG_SEQ) {
+        tb_str(&b, "[");
+        for (size_t k = 0; k < tr_cfg_size(v); k++) {
+            const char *s = tr_cfg_scalar(tr_cfg_item(v, k));
+            if (k) tb_str(&b, ", ");
+            tb_str(&b, s ? s : "");
+        }
+        tb_str(&b, "]");
     } else {
+        free(b.s);
         return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: expected a value or a list",
                             tr_cfg_source(v), tr_cfg_line(v), tr_cfg_column(v), tr_cfg_path(v));
     }
+    if (b.oom) {
+        free(b.s);
+        return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", tr_cfg_path(v));
+    }
+    *out = b.s;
     return TR_OK;
 }
 
@@ -82,40 +119,36 @@ static int has_key(const tr_cfg_node *map, const char *key) {
 }
 
 /* A scalar as YAML flow text: plain when that reads back the same, else single-quoted. */
-static void yaml_text(char *out, size_t cap, const char *s) {
+static void yaml_text(text_buf *b, const char *s) {
     int plain = s[0] && s[0] != ' ' && s[strlen(s) - 1] != ' ';
     for (const char *c = s; plain && *c; c++)
         plain = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || strchr("_./+- ", *c);
     if (plain && !(s[0] == '-' && (s[1] == ' ' || !s[1]))) {
-        snprintf(out, cap, "%s", s);
+        tb_str(b, s);
         return;
     }
-    size_t n = 0;
-    if (cap < 3) return;
-    out[n++] = '\'';
-    for (const char *c = s; *c && n + 3 < cap; c++) {
-        if (*c == '\'') out[n++] = '\'';
-        out[n++] = *c;
+    tb_str(b, "'");
+    for (const char *c = s; *c; c++) {
+        if (*c == '\'') tb_str(b, "'");
+        tb_add(b, c, 1);
     }
-    out[n++] = '\'';
-    out[n] = '\0';
+    tb_str(b, "'");
 }
 
 /* A config value (a scalar or a list of scalars) as YAML flow text, for tr_config_set. */
-static void value_text(const tr_cfg_node *v, char *out, size_t cap) {
+static void value_text(const tr_cfg_node *v, text_buf *b) {
     if (tr_cfg_node_kind(v) != TR_CFG_SEQ) {
         const char *s = tr_cfg_scalar(v);
-        yaml_text(out, cap, s ? s : "");
+        yaml_text(b, s ? s : "");
         return;
     }
-    size_t len = (size_t)snprintf(out, cap, "[");
-    for (size_t k = 0; k < tr_cfg_size(v) && len + 4 < cap; k++) {
+    tb_str(b, "[");
+    for (size_t k = 0; k < tr_cfg_size(v); k++) {
         const char *s = tr_cfg_scalar(tr_cfg_item(v, k));
-        if (k) len += (size_t)snprintf(out + len, cap - len, ", ");
-        yaml_text(out + len, cap - len, s ? s : "");
-        len += strlen(out + len);
+        if (k) tb_str(b, ", ");
+        yaml_text(b, s ? s : "");
     }
-    if (len < cap) snprintf(out + len, cap - len, "]");
+    tb_str(b, "]");
 }
 
 /* A plugin's options section (a mapping, or absent) as "key=value" strings; with `over`
@@ -123,27 +156,29 @@ static void value_text(const tr_cfg_node *v, char *out, size_t cap) {
 static tr_status options_from(const tr_cfg_node *map, const tr_cfg_node *over, const char *section, const tr_plugin *p,
                               tr_options **out) {
     enum { MAX_KV = 64 };
-    const char *kv[MAX_KV];
-    char buf[MAX_KV][512];
+    char *kv[MAX_KV];
     int n = 0;
     char where[256];
     const tr_cfg_node *at = over ? over : map;
     if (at) snprintf(where, sizeof where, "%s:%d:%d: %s", tr_cfg_source(at), tr_cfg_line(at), tr_cfg_column(at), tr_cfg_path(at));
     else snprintf(where, sizeof where, "config: %s", section);
-    for (int m = 0; m < 2; m++) {
+    tr_status st = TR_OK;
+    for (int m = 0; m < 2 && st == TR_OK; m++) {
         const tr_cfg_node *src = m ? over : map;
-        if (src && tr_cfg_node_kind(src) != TR_CFG_MAP)
-            return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: expected a mapping of %s options", tr_cfg_source(src),
-                                tr_cfg_line(src), tr_cfg_column(src), tr_cfg_path(src), p->desc->name);
-        for (size_t i = 0; src && i < tr_cfg_size(src); i++) {
+        if (src && tr_cfg_node_kind(src) != TR_CFG_MAP) {
+            st = tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: expected a mapping of %s options", tr_cfg_source(src),
+                              tr_cfg_line(src), tr_cfg_column(src), tr_cfg_path(src), p->desc->name);
+            break;
+        }
+        for (size_t i = 0; src && i < tr_cfg_size(src) && st == TR_OK; i++) {
             if (!m && has_key(over, tr_cfg_key(src, i))) continue;
-            if (n == MAX_KV) return tr_error_set(TR_ERR_INVALID, "%s: more than %d options", where, MAX_KV);
-            TR_CHECK(option_text(src, i, buf[n], sizeof buf[n]));
-            kv[n] = buf[n];
-            n++;
+            if (n == MAX_KV) st = tr_error_set(TR_ERR_INVALID, "%s: more than %d options", where, MAX_KV);
+            else if ((st = option_text(src, i, &kv[n])) == TR_OK) n++;
         }
     }
-    return tr_options_create(out, p->desc->options, p->desc->n_options, kv, n, where);
+    if (st == TR_OK) st = tr_options_create(out, p->desc->options, p->desc->n_options, (const char *const *)kv, n, where);
+    for (int i = 0; i < n; i++) free(kv[i]);
+    return st;
 }
 
 /* `plugins:` lists folders to search (as TRAINER_PLUGIN_PATH does) or plugin files (.so) to
@@ -674,10 +709,14 @@ static tr_status val_params_resolve(job *j) {
     for (size_t i = 0; i < tr_cfg_size(params); i++) {
         const char *k = tr_cfg_key(params, i);
         if (has_key(over, k)) continue;
-        char key[300], text[1024];
+        char key[300];
         snprintf(key, sizeof key, "data.val_params.%s", k);
-        value_text(tr_cfg_item(params, i), text, sizeof text);
-        TR_CHECK(tr_config_set(j->cfg, key, text));
+        text_buf text = {0};
+        value_text(tr_cfg_item(params, i), &text);
+        tr_status st = text.oom || !text.s ? tr_error_set(TR_ERR_NOMEM, "%s: out of memory", key)
+                                           : tr_config_set(j->cfg, key, text.s);
+        free(text.s);
+        TR_CHECK(st);
         j->root = tr_config_root(j->cfg); /* the nodes may have moved */
         params = tr_cfg_find(j->root, "data.params");
         over = tr_cfg_find(j->root, "data.val_params");

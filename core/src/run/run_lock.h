@@ -16,7 +16,7 @@ typedef struct run_lock {
 #define RUN_LOCK_NONE {.fd = -1}
 
 /* Makes run_dir when missing and locks it, writing this process's pid into the lock file.
- * Another live process holding it: TR_ERR_BUSY naming it, its pid and what to do. */
+ * Another live process holding it: TR_ERR_INVALID naming it, its pid and what to do. */
 tr_status run_lock_take(run_lock *l, const char *run_dir);
 /* Removes the lock file and drops the lock (nothing when not held). */
 void run_lock_release(run_lock *l);

@@ -197,24 +197,37 @@ static int pick_run_dir(job *j, char *ckpt, size_t size, int *version) {
     return 0;
 }
 
-/* Rank 0 picks the run directory (a finished run starts the next version) and tells the
- * other ranks, so that all agree before anyone creates a folder. */
-static tr_status choose_run_dir(job *j, int64_t total, char *ckpt, size_t size, int *resuming) {
+/* Rank 0: the run folder, locked (run_lock.h) before any of its checkpoints is read: a
+ * trainer still writing it then refuses this one at once, instead of this one reading a
+ * checkpoint that the other's keep_last prunes meanwhile. A finished run is let go again
+ * for the next version. */
+static tr_status pick_locked(job *j, int64_t total, run_lock *lock, char *ckpt, size_t size, int *version,
+                             int *resuming) {
+    *resuming = pick_run_dir(j, ckpt, size, version);
+    TR_CHECK(run_lock_take(lock, j->run_dir));
+    if (!*resuming) return TR_OK;
+    tr_train_state found;
+    TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
+    if (found.step < total) return TR_OK;
+    job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)found.step,
+            (long long)total);
+    run_lock_release(lock);
+    int keep = j->s.resume;
+    j->s.resume = 1;
+    *resuming = pick_run_dir(j, ckpt, size, version);
+    j->s.resume = keep;
+    return run_lock_take(lock, j->run_dir);
+}
+
+/* Rank 0 picks the run directory (a finished run starts the next version), locks it and
+ * tells the other ranks, so that all agree before anyone creates a folder. */
+static tr_status choose_run_dir(job *j, int64_t total, run_lock *lock, char *ckpt, size_t size, int *resuming) {
     int version = 0;
     *resuming = 0;
-    if (j->info.rank == 0) {
-        *resuming = pick_run_dir(j, ckpt, size, &version);
-        tr_train_state found;
-        if (*resuming) TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
-        if (*resuming && found.step >= total) {
-            job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)found.step,
-                    (long long)total);
-            int keep = j->s.resume;
-            j->s.resume = 1;
-            *resuming = pick_run_dir(j, ckpt, size, &version);
-            j->s.resume = keep;
-        }
-    }
+    tr_status st = j->info.rank == 0 ? pick_locked(j, total, lock, ckpt, size, &version, resuming) : TR_OK;
+    char what[1100];
+    snprintf(what, sizeof what, "%s/%s", j->s.outdir, j->s.name);
+    TR_CHECK(agree(j, st, what, "rank 0 cannot choose or lock the run folder"));
     if (j->info.world > 1 && j->sops->all_sum) {
         double v[2] = {j->info.rank == 0 ? version : 0, j->info.rank == 0 ? *resuming : 0};
         TR_CHECK(j->sops->all_sum(j->strat, v, 2));
@@ -609,9 +622,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     char ckpt[1200] = "", digest[17];
     job_config_digest(j->root, digest);
     int resuming, totals_found = 0;
-    TR_CHECK(choose_run_dir(j, lp.total, ckpt, sizeof ckpt, &resuming));
-    tr_status st = j->info.rank == 0 ? run_lock_take(lock, j->run_dir) : TR_OK;
-    TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot lock the run folder"));
+    TR_CHECK(choose_run_dir(j, lp.total, lock, ckpt, sizeof ckpt, &resuming));
     lp.state = (tr_train_state){.seed = (uint64_t)s->seed};
     if (resuming) {
         tr_train_state found;
@@ -624,7 +635,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     snprintf(lp.state.config_hash, sizeof lp.state.config_hash, "%s", digest);
     snprintf(lp.state.model, sizeof lp.state.model, "%s", j->model_p->desc->name);
     snprintf(lp.ck_dir, sizeof lp.ck_dir, "%s/checkpoints", j->run_dir);
-    st = j->info.rank == 0 ? open_run_dir(j, resuming, lp.ck_dir) : TR_OK;
+    tr_status st = j->info.rank == 0 ? open_run_dir(j, resuming, lp.ck_dir) : TR_OK;
     TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot write the run folder"));
     if (resuming) TR_CHECK(note_resume(&lp, ckpt, totals_found));
     tr_params *P;

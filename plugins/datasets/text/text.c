@@ -93,13 +93,15 @@ static tr_status load_lm(text *s, const char *path, char *buf, size_t len, int64
     return TR_OK;
 }
 
-/* The "label<TAB>text" lines of buf, split in place: labels and texts (*n of each). */
-static tr_status read_lines(const char *path, char *buf, char ***lab, char ***txt, int64_t *n) {
+/* The "label<TAB>text" lines of buf, split in place: labels, texts and their file lines (*n
+ * of each; blank lines are skipped, so a row's line is not its index). */
+static tr_status read_lines(const char *path, char *buf, char ***lab, char ***txt, int64_t **ln, int64_t *n) {
     int64_t cap = 1024, lineno = 0;
     *n = 0;
     *lab = malloc((size_t)cap * sizeof **lab);
     *txt = malloc((size_t)cap * sizeof **txt);
-    if (!*lab || !*txt) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
+    *ln = malloc((size_t)cap * sizeof **ln);
+    if (!*lab || !*txt || !*ln) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
     for (char *cur = buf, *line; (line = next_line(&cur, &lineno));) {
         char *tab = strchr(line, '\t');
         if (!tab)
@@ -112,10 +114,13 @@ static tr_status read_lines(const char *path, char *buf, char ***lab, char ***tx
             if (a) *lab = a;
             char **b = realloc(*txt, (size_t)cap * sizeof *b);
             if (b) *txt = b;
-            if (!a || !b) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
+            int64_t *c = realloc(*ln, (size_t)cap * sizeof *c);
+            if (c) *ln = c;
+            if (!a || !b || !c) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
         }
         (*lab)[*n] = line;
         (*txt)[*n] = tab + 1;
+        (*ln)[*n] = lineno;
         ++*n;
     }
     if (*n == 0) return tr_error_set(TR_ERR_PARSE, "%s: no 'label<TAB>text' lines", path);
@@ -149,11 +154,12 @@ static tr_status class_names(text *s, const char *declared, const char *train_pa
         return TR_OK;
     }
     char *buf = NULL, **tl = NULL, **tt = NULL;
+    int64_t *tn = NULL;
     size_t len;
     tr_status st = TR_OK;
     if (train_path) { /* a validation file: the ids are the train file's */
         st = tr_file_read(train_path, &buf, &len);
-        if (st == TR_OK) st = read_lines(train_path, buf, &tl, &tt, &n);
+        if (st == TR_OK) st = read_lines(train_path, buf, &tl, &tt, &tn, &n);
         lab = tl;
     }
     if (st == TR_OK) {
@@ -182,6 +188,7 @@ static tr_status class_names(text *s, const char *declared, const char *train_pa
     }
     free(tl);
     free(tt);
+    free(tn);
     tr_free(buf);
     return st;
 }
@@ -189,8 +196,8 @@ static tr_status class_names(text *s, const char *declared, const char *train_pa
 static tr_status load_classify(text *s, const char *path, char *buf, int64_t T, const tr_dataset_env *env, int whole,
                                const char *declared, const char *train_path) {
     char **lab = NULL, **txt = NULL;
-    int64_t n = 0, a, b;
-    tr_status st = read_lines(path, buf, &lab, &txt, &n);
+    int64_t *ln = NULL, n = 0, a, b;
+    tr_status st = read_lines(path, buf, &lab, &txt, &ln, &n);
     if (st == TR_OK) st = class_names(s, declared, whole ? train_path : NULL, lab, n);
     if (st != TR_OK) goto out;
     split_range(n, env, whole, &a, &b);
@@ -210,14 +217,20 @@ static tr_status load_classify(text *s, const char *path, char *buf, int64_t T, 
         st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
         goto out;
     }
-    /* the declared list is in the user's order: a linear search (classes are few) */
+    /* names found in the file are sorted: a binary search; a declared list is in the user's
+     * order: a linear one (declared classes are few) */
+    int sorted = !*declared;
     for (int64_t i = a; i < b; i++) {
         int64_t id = -1;
-        for (int64_t k = 0; k < s->n_names && id < 0; k++)
+        if (sorted) {
+            char **hit = bsearch(&lab[i], s->names, (size_t)s->n_names, sizeof *s->names, cmp_str);
+            if (hit) id = hit - s->names;
+        }
+        for (int64_t k = 0; !sorted && k < s->n_names && id < 0; k++)
             if (strcmp(s->names[k], lab[i]) == 0) id = k;
         if (id < 0) {
-            st = tr_error_set(TR_ERR_PARSE, "%s: label '%s' (row %lld) is not one of the %lld classes (%s)", path, lab[i],
-                              (long long)(i + 1), (long long)s->n_names,
+            st = tr_error_set(TR_ERR_PARSE, "%s:%lld: label '%s' is not one of the %lld classes (%s)", path,
+                              (long long)ln[i], lab[i], (long long)s->n_names,
                               *declared ? "data.params classes" : "the labels of the train split's file");
             goto out;
         }
@@ -228,6 +241,7 @@ static tr_status load_classify(text *s, const char *path, char *buf, int64_t T, 
 out:
     free(lab);
     free(txt);
+    free(ln);
     return st;
 }
 
