@@ -14,7 +14,7 @@ log="$("$bin" run "$cfg" "run.output_dir=$out" trainer.progress=lines "$@" 2>&1)
 echo "$log" | tail -3
 [ "$rc" = 0 ] || { echo "FAIL: trainer run exited $rc"; exit 1; }
 first="$(sed -n 's/.*step 50\/.* loss \([0-9.]*\) .*/\1/p' <<<"$log" | head -1)"
-vloss="$(sed -n 's/.* done: .*val loss \([0-9.]*\) .*/\1/p' <<<"$log" | tail -1)"
+vloss="$(sed -n 's/^epoch .*val loss \([0-9.]*\) .*/\1/p' <<<"$log" | tail -1)"  # the run's last validation
 [ -n "$vloss" ] && [ -n "$first" ] || { echo "FAIL: no losses printed"; exit 1; }
 if awk -v v="$vloss" -v b="$bound" -v f="$first" 'BEGIN { exit !(v + 0 < b + 0 && v + 0 < f + 0) }'; then
     echo "ok   validation loss $vloss < $bound nats/byte (loss at step 50: $first)"
