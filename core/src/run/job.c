@@ -749,7 +749,7 @@ tr_status job_open_planned(job *j) {
 }
 
 void job_close(job *j) {
-    progress_clear(&j->prog);
+    progress_end(&j->prog);
     tr_loader_destroy(j->train_L);
     tr_loader_destroy(j->val_L);
     if (j->strat) j->sops->destroy(j->strat);
