@@ -62,4 +62,18 @@ for c in run eval predict plan; do
     if [ "$rc" = 0 ] && [ "$n" = 9 ] && grep -q "docs/config.md" <<<"$out" && grep -q "^usage: trainer $c CONFIG.yaml" <<<"$out"; then ok "trainer $c --help: usage, 9 sections, docs/config.md"
     else bad "trainer $c --help (exit $rc, $n sections)" "$out"; fi
 done
+# 6. Only path options are made absolute: a csv label column named like a folder beside the
+# config (label: target, folder target/) stays a column name, in training and in config.yaml.
+mkdir -p "$t/lbl/target"
+{ echo "a,b,target"; for i in $(seq 0 99); do echo "$((i % 7)).5,$((i % 3)),$((i % 2))"; done; } >"$t/lbl/train.csv"
+cat >"$t/lbl/c.yaml" <<YAML
+run: {name: lbl, output_dir: $t/lbl/out}
+model: {name: mlp, params: {layers: [8]}}
+data: {name: csv, params: {path: train.csv, label: target}, batch_size: 20}
+trainer: {max_steps: 2, progress: lines, threads: 1}
+YAML
+out="$(cd "$t/elsewhere" && "$bin" run "$t/lbl/c.yaml" 2>&1)"; rc=$?
+if [ "$rc" = 0 ] && grep -q "^    label: target$" "$t/lbl/out/lbl/0/config.yaml" && grep -q "^    path: $t/lbl/train.csv$" "$t/lbl/out/lbl/0/config.yaml"; then
+    ok "label: target beside a folder target/ stays a column name; path made absolute"
+else bad "a string option naming an existing folder (exit $rc)" "$(tail -2 <<<"$out")"; fi
 finish

@@ -110,6 +110,7 @@ static tr_status set_value(value *v, const char *where, const char *raw) {
                             sp->choices, text);
     }
     case TR_OPTION_STRING:
+    case TR_OPTION_PATH:
     string:
         tr_free(v->s);
         v->s = tr_malloc(strlen(text) + 1);
@@ -166,7 +167,7 @@ tr_status plugin_options_check(const char *path, const char *plugin, const tr_op
             if (strcmp(specs[k].key, o->key) == 0)
                 return tr_error_set(TR_ERR_PLUGIN, "%s: plugin '%s': option '%s' is declared twice (%u and %u)",
                                     path, plugin, o->key, k, i);
-        if ((unsigned)o->type > TR_OPTION_INT_LIST)
+        if ((unsigned)o->type > TR_OPTION_PATH)
             return tr_error_set(TR_ERR_PLUGIN, "%s: plugin '%s': option '%s' has unknown type %d", path, plugin,
                                 o->key, (int)o->type);
         if (o->type == TR_OPTION_CHOICE && (!o->choices || !o->choices[0]))
@@ -286,6 +287,7 @@ int tr_options_bool(const tr_options *o, const char *key) {
 }
 const char *tr_options_string(const tr_options *o, const char *key) {
     const value *v = lookup(o, key, TR_OPTION_STRING, TR_OPTION_CHOICE);
+    if (!v) v = lookup(o, key, TR_OPTION_PATH, TR_OPTION_PATH);
     return v ? v->s : NULL;
 }
 int tr_options_int_list(const tr_options *o, const char *key, int64_t *out, int max) {
