@@ -118,7 +118,10 @@ static tr_status set_value(value *v, const char *where, const char *raw) {
         strcpy(v->s, text);
         return TR_OK;
     case TR_OPTION_INT_LIST: {
-        /* "[1, 2, 3]" or "1,2,3" */
+        /* "[1, 2, 3]" or "1,2,3". An empty item (an override's key[N] on a list the config
+         * does not set leaves the items before N unset: docs/config.md) takes the default
+         * list's item there, or is an error; never dropped, which would shift the items after
+         * it and silently make another model ([~, 4] read as [4]). */
         char list[1024];
         snprintf(list, sizeof list, "%s", text);
         char *p = list;
@@ -130,15 +133,36 @@ static tr_status set_value(value *v, const char *where, const char *raw) {
             *close = '\0';
         }
         v->n_list = 0;
-        for (char *save = NULL, *tok = strtok_r(p, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *tok = (char *)trim(p);
+        if (!*tok) return TR_OK; /* [] */
+        value dflt = {.spec = sp};
+        int have_dflt = 0;
+        for (;;) {
+            char *comma = strchr(tok, ',');
+            if (comma) *comma = '\0';
             if (v->n_list == MAX_LIST)
                 return tr_error_set(TR_ERR_INVALID, "%s.%s: at most %d items", where, sp->key, MAX_LIST);
             char item[64];
             snprintf(item, sizeof item, "%s", tok);
             const char *t = trim(item);
-            TR_CHECK(parse_int(where, sp->key, t, &v->list[v->n_list]));
-            TR_CHECK(check_range(where, sp, (double)v->list[v->n_list], t));
+            if (!*t) {
+                /* (the default itself with an unset item has none to take) */
+                if (!have_dflt && sp->default_value && strcmp(raw, sp->default_value) != 0 &&
+                    set_value(&dflt, where, sp->default_value) == TR_OK)
+                    have_dflt = 1;
+                if (!have_dflt || v->n_list >= dflt.n_list)
+                    return tr_error_set(TR_ERR_INVALID, "%s.%s: item %d of %s is unset and the default (%s) has no item %d: "
+                                                        "give it a value",
+                                        where, sp->key, v->n_list, text,
+                                        sp->default_value ? sp->default_value : "none", v->n_list);
+                v->list[v->n_list] = dflt.list[v->n_list];
+            } else {
+                TR_CHECK(parse_int(where, sp->key, t, &v->list[v->n_list]));
+                TR_CHECK(check_range(where, sp, (double)v->list[v->n_list], t));
+            }
             v->n_list++;
+            if (!comma) break;
+            tok = comma + 1;
         }
         return TR_OK;
     }

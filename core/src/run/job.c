@@ -64,8 +64,13 @@ static tr_status option_text(const tr_cfg_node *map, size_t i, char *buf, size_t
     } else if (tr_cfg_node_kind(v) == TR_CFG_SEQ) {
         size_t len = (size_t)snprintf(buf, cap, "%s=[", tr_cfg_key(map, i));
         for (size_t k = 0; k < tr_cfg_size(v) && len < cap; k++) {
-            const char *s = tr_cfg_scalar(tr_cfg_item(v, k));
-            len += (size_t)snprintf(buf + len, cap - len, "%s%s", k ? ", " : "", s ? s : "");
+            const tr_cfg_node *it = tr_cfg_item(v, k);
+            const char *s = tr_cfg_scalar(it);
+            if (!s) /* a list or mapping inside: read as "" it would vanish from the list */
+                return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: expected a value, got a %s", tr_cfg_source(it),
+                                    tr_cfg_line(it), tr_cfg_column(it), tr_cfg_path(it),
+                                    tr_cfg_node_kind(it) == TR_CFG_SEQ ? "list" : "mapping");
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", k ? ", " : "", s);
         }
         if (len < cap) snprintf(buf + len, cap - len, "]");
     } else {
