@@ -33,8 +33,15 @@ static void on_stop(int sig) {
 
 void trainer_interrupt_install(void) {
     g_rank_of_launcher = getenv("TRAINER_JOB_ID") != NULL;
-    struct sigaction sa = {.sa_handler = on_stop};
+    /* SA_RESTART: the stop is read at the next step boundary, so nothing needs a blocking
+     * call cut short; without it a write to the launcher's pipe or a read the libraries do
+     * not retry fails with EINTR and turns a clean stop into an I/O error. Each signal blocks
+     * the other while its handler runs, so two arriving together are one first and one
+     * second (stop at once), never two firsts. */
+    struct sigaction sa = {.sa_handler = on_stop, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "interrupt.h"
 #include "plugins_cmd.h"
 #include "run_cmd.h"
 #include "trainer/launch.h"
@@ -27,6 +28,13 @@ static int launch_self(int argc, char **argv, const tr_run_plan_result *plan) {
     args[1] = "run";
     for (int i = 0; i < argc; i++) args[i + 2] = argv[i];
     tr_launch_config lc = {.nproc = plan->processes, .max_restarts = plan->max_restarts, .argv = args};
+    /* A Ctrl-C while the job was planned reached this process's handler (interrupt.c), not
+     * the launcher's, which is installed next: stop here rather than start the whole job. */
+    if (trainer_interrupt_signal()) {
+        free(args);
+        fprintf(stderr, "trainer run: stopped by signal %d before any rank started\n", trainer_interrupt_signal());
+        return 1;
+    }
     fprintf(stderr, "trainer run: strategy %s: launching %d ranks on this host%s\n", plan->strategy, plan->processes,
             plan->max_restarts ? " (with restarts)" : "");
     tr_launch_result r;

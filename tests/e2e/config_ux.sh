@@ -62,4 +62,29 @@ for c in run eval predict plan; do
     if [ "$rc" = 0 ] && [ "$n" = 9 ] && grep -q "docs/config.md" <<<"$out" && grep -q "^usage: trainer $c CONFIG.yaml" <<<"$out"; then ok "trainer $c --help: usage, 9 sections, docs/config.md"
     else bad "trainer $c --help (exit $rc, $n sections)" "$out"; fi
 done
+# 6. Only path options are made absolute: a csv label column named like a folder beside the
+# config (label: target, folder target/) stays a column name, in training and in config.yaml.
+mkdir -p "$t/lbl/target"
+{ echo "a,b,target"; for i in $(seq 0 99); do echo "$((i % 7)).5,$((i % 3)),$((i % 2))"; done; } >"$t/lbl/train.csv"
+cat >"$t/lbl/c.yaml" <<YAML
+run: {name: lbl, output_dir: $t/lbl/out}
+model: {name: mlp, params: {layers: [8]}}
+data: {name: csv, params: {path: train.csv, label: target}, batch_size: 20}
+trainer: {max_steps: 2, progress: lines, threads: 1}
+YAML
+out="$(cd "$t/elsewhere" && "$bin" run "$t/lbl/c.yaml" 2>&1)"; rc=$?
+if [ "$rc" = 0 ] && grep -q "^    label: target$" "$t/lbl/out/lbl/0/config.yaml" && grep -q "^    path: $t/lbl/train.csv$" "$t/lbl/out/lbl/0/config.yaml"; then
+    ok "label: target beside a folder target/ stays a column name; path made absolute"
+else bad "a string option naming an existing folder (exit $rc)" "$(tail -2 <<<"$out")"; fi
+# 7. key[N] on a list the config does not set: the items before N take the default's items
+# (docs/config.md), never vanish. mlp's layers default to [512, 512]: layers[1]=4 is [512, 4]
+# (3*512+512 + 512*4+4 + 4*2+2 = 4110 parameters), not [4] (26).
+sed 's/params: {layers: \[8\]}/params: {}/' "$t/proj/c.yaml" >"$t/proj/nolayers.yaml"
+out="$(cd "$t" && "$bin" run proj/nolayers.yaml run.name=nolayers 'model.params.layers[1]=4' 2>&1)"; rc=$?
+if [ "$rc" = 0 ] && grep -q "model mlp (4110 parameters)" <<<"$out"; then ok "layers[1]=4 without layers in the config: [512, 4] (4110 parameters)"
+else bad "layers[1]=4 without layers (exit $rc)" "$(grep -o 'model mlp ([0-9]* parameters)' <<<"$out")" "$(tail -2 <<<"$out")"; fi
+# A list inside a list option is refused, naming the item (it read as an empty item, dropped).
+out="$(cd "$t" && "$bin" run proj/c.yaml run.name=nested 'model.params.layers=[8, [2]]' 2>&1)"; rc=$?
+if [ "$rc" = 1 ] && grep -q "model.params.layers\[1\]: expected a value, got a list" <<<"$out"; then ok "layers=[8, [2]] refused: $(tail -1 <<<"$out")"
+else bad "a nested list in an int list (exit $rc)" "$(tail -2 <<<"$out")"; fi
 finish

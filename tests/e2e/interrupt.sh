@@ -70,4 +70,23 @@ else bad "ddp Ctrl-C (exit $rc, steps '$s0' '$s1')" "$(tail -4 "$t/ddp.out")"; f
 if [ "$rc" = 0 ] && grep -q "resuming from .*step-0*$s0 " "$t/dres.out" && d="$(cmp_runs "$t/runs/dfull/0" "$t/runs/ddp/0" --weights-only --tol 0 2>&1)"; then
     ok "ddp rerun resumes from step $s0 and ends with the uninterrupted run's weights ($d)"
 else bad "ddp resume (exit $rc)" "$(tail -3 "$t/dres.out")" "${d:-}"; fi
+# 4. A Ctrl-C that reaches the run's last step: the run finishes there (exit 0, its final
+# validation done) instead of stopping with a checkpoint at its end that a rerun would take
+# for a finished run, starting a new version and never completing this one. One step of a
+# wide model takes long enough for the signal, sent once the run has said what it trains, to
+# arrive before that step ends.
+cat >"$t/last.yaml" <<YAML
+run: {name: last, seed: 3, output_dir: $t/runs}
+model: {name: mlp, params: {layers: [2048, 2048]}}
+data: {name: synthetic, params: {samples: 512, val_samples: 64, features: 512, classes: 4}, batch_size: 256}
+trainer: {max_steps: 1, log_every: 1, progress: lines, threads: 1}
+checkpoint: {every_n_epochs: 0}
+YAML
+setsid "$bin" run "$t/last.yaml" >"$t/last.out" 2>&1 & pid=$!; pids="$pids $pid"
+for _ in $(seq 600); do grep -q 'global batch' "$t/last.out" && break; sleep 0.01; done
+kill -INT "$pid"; wait "$pid"; rc=$?
+if [ "$rc" = 0 ] && ! grep -q "stopped by" "$t/last.out" && grep -q "^done: 1 steps" "$t/last.out" &&
+   grep -q '"train_loss"' "$t/runs/last/0/metrics.jsonl" && [ ! -e "$t/runs/last/1" ]; then
+    ok "Ctrl-C during the run's last step: the run finishes (exit 0, epoch record written)"
+else bad "Ctrl-C at the last step (exit $rc)" "$(tail -3 "$t/last.out")"; fi
 finish

@@ -88,6 +88,7 @@ static void check_value(const tr_options *o, const tr_option_spec *sp, const cha
         break;
     }
     case TR_OPTION_STRING:
+    case TR_OPTION_PATH:
     case TR_OPTION_CHOICE: {
         const char *v = tr_options_string(o, sp->key);
         if (!v) fuzz_fail("option '%s' has no string value", sp->key);

@@ -48,7 +48,9 @@ typedef enum tr_option_type {
     TR_OPTION_BOOL = 2,
     TR_OPTION_STRING = 3,
     TR_OPTION_CHOICE = 4,   /* one of `choices`, "a|b|c" */
-    TR_OPTION_INT_LIST = 5
+    TR_OPTION_INT_LIST = 5,
+    TR_OPTION_PATH = 6      /* a file or folder (ABI 0.8): read as a string; the core makes it absolute,
+                             * relative to the config's folder, in the run's config.yaml */
 } tr_option_type;
 
 /* One option a plugin accepts under its config section. default_value NULL = required. */

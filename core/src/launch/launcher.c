@@ -321,8 +321,13 @@ tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(job, sizeof job, "%ld-%lx", (long)getpid(), (unsigned long)(ts.tv_nsec ^ ts.tv_sec));
-    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+    /* SA_RESTART: poll returns early on a signal anyway; the ranks' output written to this
+     * process's stdout (a pipe under a scheduler) is not cut by one. The handler's count
+     * (g_signals) is updated with both signals blocked. */
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     g_signal = 0;

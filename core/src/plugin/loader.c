@@ -39,8 +39,8 @@ const char *tr_plugin_kind_name(tr_plugin_kind kind) {
 }
 
 const char *tr_option_type_name(tr_option_type type) {
-    static const char *const names[] = {"int", "float", "bool", "string", "choice", "int list"};
-    return (unsigned)type <= TR_OPTION_INT_LIST ? names[type] : "unknown";
+    static const char *const names[] = {"int", "float", "bool", "string", "choice", "int list", "path"};
+    return (unsigned)type <= TR_OPTION_PATH ? names[type] : "unknown";
 }
 
 static int valid_name(const char *s) {

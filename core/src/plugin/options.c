@@ -108,6 +108,7 @@ static tr_status set_text(value *v, const char *where, const char *text) {
                             sp->choices, text);
     }
     case TR_OPTION_STRING:
+    case TR_OPTION_PATH:
     string:
         tr_free(v->s);
         v->s = tr_malloc(strlen(text) + 1);
@@ -115,7 +116,10 @@ static tr_status set_text(value *v, const char *where, const char *text) {
         strcpy(v->s, text);
         return TR_OK;
     case TR_OPTION_INT_LIST: {
-        /* "[1, 2, 3]" or "1,2,3" */
+        /* "[1, 2, 3]" or "1,2,3". An empty item (an override's key[N] on a list the config
+         * does not set leaves the items before N unset: docs/config.md) takes the default
+         * list's item there, or is an error; never dropped, which would shift the items after
+         * it and silently make another model ([~, 4] read as [4]). */
         char list[1024];
         snprintf(list, sizeof list, "%s", text);
         char *p = list;
@@ -127,15 +131,36 @@ static tr_status set_text(value *v, const char *where, const char *text) {
             *close = '\0';
         }
         v->n_list = 0;
-        for (char *save = NULL, *tok = strtok_r(p, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *tok = (char *)trim(p);
+        if (!*tok) return TR_OK; /* [] */
+        value dflt = {.spec = sp};
+        int have_dflt = 0;
+        for (;;) {
+            char *comma = strchr(tok, ',');
+            if (comma) *comma = '\0';
             if (v->n_list == MAX_LIST)
                 return tr_error_set(TR_ERR_INVALID, "%s.%s: at most %d items", where, sp->key, MAX_LIST);
             char item[64];
             snprintf(item, sizeof item, "%s", tok);
             const char *t = trim(item);
-            TR_CHECK(parse_int(where, sp->key, t, &v->list[v->n_list]));
-            TR_CHECK(check_range(where, sp, (double)v->list[v->n_list], t));
+            if (!*t) {
+                /* (the default itself with an unset item has none to take) */
+                if (!have_dflt && sp->default_value && strcmp(raw, sp->default_value) != 0 &&
+                    set_value(&dflt, where, sp->default_value) == TR_OK)
+                    have_dflt = 1;
+                if (!have_dflt || v->n_list >= dflt.n_list)
+                    return tr_error_set(TR_ERR_INVALID, "%s.%s: item %d of %s is unset and the default (%s) has no item %d: "
+                                                        "give it a value",
+                                        where, sp->key, v->n_list, text,
+                                        sp->default_value ? sp->default_value : "none", v->n_list);
+                v->list[v->n_list] = dflt.list[v->n_list];
+            } else {
+                TR_CHECK(parse_int(where, sp->key, t, &v->list[v->n_list]));
+                TR_CHECK(check_range(where, sp, (double)v->list[v->n_list], t));
+            }
             v->n_list++;
+            if (!comma) break;
+            tok = comma + 1;
         }
         return TR_OK;
     }
@@ -175,7 +200,7 @@ tr_status plugin_options_check(const char *path, const char *plugin, const tr_op
             if (strcmp(specs[k].key, o->key) == 0)
                 return tr_error_set(TR_ERR_PLUGIN, "%s: plugin '%s': option '%s' is declared twice (%u and %u)",
                                     path, plugin, o->key, k, i);
-        if ((unsigned)o->type > TR_OPTION_INT_LIST)
+        if ((unsigned)o->type > TR_OPTION_PATH)
             return tr_error_set(TR_ERR_PLUGIN, "%s: plugin '%s': option '%s' has unknown type %d", path, plugin,
                                 o->key, (int)o->type);
         if (o->type == TR_OPTION_CHOICE && (!o->choices || !o->choices[0]))
@@ -295,6 +320,7 @@ int tr_options_bool(const tr_options *o, const char *key) {
 }
 const char *tr_options_string(const tr_options *o, const char *key) {
     const value *v = lookup(o, key, TR_OPTION_STRING, TR_OPTION_CHOICE);
+    if (!v) v = lookup(o, key, TR_OPTION_PATH, TR_OPTION_PATH);
     return v ? v->s : NULL;
 }
 int tr_options_int_list(const tr_options *o, const char *key, int64_t *out, int max) {

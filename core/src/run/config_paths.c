@@ -1,15 +1,16 @@
 /* Makes the config's paths absolute in memory, so the resolved config.yaml written into the run
  * folder runs again from any working directory (docs/config.md): run.output_dir (relative to
  * the working directory), `plugins:` entries and the model's and dataset's string options that
- * name an existing file or folder relative to the config's folder (how the plugins resolve
- * them: tr_path_resolve against base_dir). Options declare no "path" type, so an option counts
- * as a path only when that file or folder exists; a missing data file keeps its text and fails
- * where the plugin opens it, naming it. Done before the config digest (config_digest.c), so a
- * run folder's config.yaml resumes its run. */
+ * the path options (TR_OPTION_PATH, ABI 0.8) of the model and the dataset, relative to the
+ * config's folder (how the plugins resolve them: tr_path_resolve against base_dir). Only
+ * options declared as paths: a string option whose value merely names a file that happens to
+ * be there (a csv label column `target` beside a folder `target/`) keeps its text; a plugin
+ * built for 0.7 or older, which declares its paths as strings, keeps relative paths. Done
+ * whether or not the file exists (the digest does not depend on it) and before the config
+ * digest (config_digest.c), so a run folder's config.yaml resumes its run. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/node.h"
@@ -48,10 +49,9 @@ static tr_status option_paths(job *j, const char *section, const tr_plugin *p) {
         const tr_option_spec *o = &p->desc->options[i];
         const tr_cfg_node *v = tr_cfg_child(params, o->key);
         const char *text = tr_cfg_scalar(v);
-        if (o->type != TR_OPTION_STRING || !text || !text[0] || text[0] == '/') continue;
+        if (o->type != TR_OPTION_PATH || !text || !text[0] || text[0] == '/') continue;
         char path[1200];
-        struct stat sb;
-        if (absolute(path, sizeof path, j->cfg_dir, text) != TR_OK || stat(path, &sb) != 0) continue;
+        TR_CHECK(absolute(path, sizeof path, j->cfg_dir, text));
         TR_CHECK(set_text(v, path));
     }
     return TR_OK;

@@ -94,9 +94,16 @@ static tr_status option_text(const tr_cfg_node *map, size_t i, char **out) {
     } else if (tr_cfg_node_kind(v) == TR_CFG_SEQ) {
         tb_str(&b, "[");
         for (size_t k = 0; k < tr_cfg_size(v); k++) {
-            const char *s = tr_cfg_scalar(tr_cfg_item(v, k));
+            const tr_cfg_node *it = tr_cfg_item(v, k);
+            const char *s = tr_cfg_scalar(it);
+            if (!s) { /* a list or mapping inside: read as "" it would vanish from the list */
+                free(b.s);
+                return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: expected a value, got a %s", tr_cfg_source(it),
+                                    tr_cfg_line(it), tr_cfg_column(it), tr_cfg_path(it),
+                                    tr_cfg_node_kind(it) == TR_CFG_SEQ ? "list" : "mapping");
+            }
             if (k) tb_str(&b, ", ");
-            tb_str(&b, s ? s : "");
+            tb_str(&b, s);
         }
         tb_str(&b, "]");
     } else {
@@ -788,7 +795,7 @@ tr_status job_open_planned(job *j) {
 }
 
 void job_close(job *j) {
-    progress_clear(&j->prog);
+    progress_end(&j->prog);
     tr_loader_destroy(j->train_L);
     tr_loader_destroy(j->val_L);
     if (j->strat) j->sops->destroy(j->strat);

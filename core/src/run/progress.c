@@ -14,6 +14,10 @@
 
 /* Set by SIGWINCH: the terminal's width is read again before the next draw. */
 static volatile sig_atomic_t g_resized;
+/* The SIGWINCH action the process had before the bar took it (an embedding program's, e.g. a
+ * curses interface), given back by progress_end. */
+static struct sigaction g_old_winch;
+static int g_winch_taken;
 
 static void on_winch(int sig) {
     (void)sig;
@@ -43,7 +47,15 @@ void progress_init(progress *p, int mode, int64_t first_step) {
     if (bar && tty) {
         struct sigaction sa = {.sa_handler = on_winch, .sa_flags = SA_RESTART};
         sigemptyset(&sa.sa_mask);
-        sigaction(SIGWINCH, &sa, NULL);
+        if (!g_winch_taken && sigaction(SIGWINCH, &sa, &g_old_winch) == 0) g_winch_taken = 1;
+    }
+}
+
+void progress_end(progress *p) {
+    progress_clear(p);
+    if (g_winch_taken) {
+        sigaction(SIGWINCH, &g_old_winch, NULL);
+        g_winch_taken = 0;
     }
 }
 

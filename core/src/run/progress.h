@@ -29,5 +29,8 @@ void progress_update(progress *p, int64_t epoch, int64_t max_epochs, int64_t ste
                      int64_t total, double loss, double samples_per_sec);
 /* Erases the bar so a line can be printed; the next update redraws it. */
 void progress_clear(progress *p);
+/* Erases the bar and gives SIGWINCH back to the action it had before progress_init (library
+ * code leaves the process's signal handlers as it found them). */
+void progress_end(progress *p);
 
 #endif

@@ -506,7 +506,10 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                     tr_fault_kill("rank %d after step %lld", j->info.rank, (long long)step);
             }
             profile_step_done(lp, step);
-            if (agreed[2] > 0) return stop_interrupted(lp, ep, hb, (int)agreed[2]);
+            /* At the run's last step the run ends here anyway: it finishes (its epoch end,
+             * validation and last checkpoint) rather than leave a checkpoint at its end that
+             * a rerun takes for a finished run and so never completes. */
+            if (agreed[2] > 0 && step < lp->total) return stop_interrupted(lp, ep, hb, (int)agreed[2]);
         }
         TR_CHECK(st);
         tr_profile_enter("loop", "epoch end");

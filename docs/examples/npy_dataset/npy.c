@@ -270,13 +270,13 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
 }
 
 static const tr_option_spec opts[] = {
-    {.key = "x", .type = TR_OPTION_STRING, .default_value = NULL,
+    {.key = "x", .type = TR_OPTION_PATH, .default_value = NULL,
      .doc = "features: .npy (or .npy.gz) of shape (N, ...), relative to the config"},
-    {.key = "y", .type = TR_OPTION_STRING, .default_value = NULL,
+    {.key = "y", .type = TR_OPTION_PATH, .default_value = NULL,
      .doc = "targets: .npy of shape (N) class ids, or (N) / (N, k) numbers for task regress"},
-    {.key = "val_x", .type = TR_OPTION_STRING, .default_value = "",
+    {.key = "val_x", .type = TR_OPTION_PATH, .default_value = "",
      .doc = "validation features; empty: the last data.val_fraction of x's rows"},
-    {.key = "val_y", .type = TR_OPTION_STRING, .default_value = "", .doc = "validation targets (with val_x)"},
+    {.key = "val_y", .type = TR_OPTION_PATH, .default_value = "", .doc = "validation targets (with val_x)"},
     {.key = "task", .type = TR_OPTION_CHOICE, .default_value = "classify", .choices = "classify|regress",
      .doc = "classify: y holds class ids; regress: y holds numbers"},
     {.key = "classes", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = MAX_CLASSES,

@@ -461,9 +461,9 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
 }
 
 static const tr_option_spec opts[] = {
-    {.key = "path", .type = TR_OPTION_STRING, .default_value = NULL,
+    {.key = "path", .type = TR_OPTION_PATH, .default_value = NULL,
      .doc = "CSV file (plain or .gz), relative to the config"},
-    {.key = "val_path", .type = TR_OPTION_STRING, .default_value = "",
+    {.key = "val_path", .type = TR_OPTION_PATH, .default_value = "",
      .doc = "validation CSV, scored whole; empty: the last val_fraction of path's rows"},
     {.key = "classes", .type = TR_OPTION_STRING, .default_value = "",
      .doc = "classify: a count N (labels are ids 0..N-1) or a list of class names (labels are "

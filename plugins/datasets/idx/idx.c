@@ -184,9 +184,9 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
 }
 
 static const tr_option_spec opts[] = {
-    {.key = "images", .type = TR_OPTION_STRING, .default_value = NULL,
+    {.key = "images", .type = TR_OPTION_PATH, .default_value = NULL,
      .doc = "IDX image file (idx3-ubyte, plain or .gz), relative to the config"},
-    {.key = "labels", .type = TR_OPTION_STRING, .default_value = NULL,
+    {.key = "labels", .type = TR_OPTION_PATH, .default_value = NULL,
      .doc = "IDX label file (idx1-ubyte, plain or .gz), relative to the config"},
     {.key = "normalize", .type = TR_OPTION_BOOL, .default_value = "true",
      .doc = "x = (pixel/255 - mean)/std; false: pixel/255"},

@@ -370,7 +370,7 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
 }
 
 static const tr_option_spec opts[] = {
-    {.key = "path", .type = TR_OPTION_STRING, .default_value = NULL,
+    {.key = "path", .type = TR_OPTION_PATH, .default_value = NULL,
      .doc = "text file (plain or .gz), relative to the config"},
     {.key = "mode", .type = TR_OPTION_CHOICE, .default_value = "lm", .choices = "lm|classify|pairs",
      .doc = "lm: byte-level next-byte prediction; classify: lines 'label<TAB>text'; pairs: lines 'score<TAB>query<TAB>passage'"},
