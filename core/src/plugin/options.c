@@ -75,6 +75,8 @@ static tr_status check_range(const char *where, const tr_option_spec *sp, double
     return TR_OK;
 }
 
+static tr_status set_value(value *v, const char *where, const char *raw);
+
 /* v from its trimmed text. */
 static tr_status set_text(value *v, const char *where, const char *text) {
     const tr_option_spec *sp = v->spec;
@@ -145,7 +147,7 @@ static tr_status set_text(value *v, const char *where, const char *text) {
             const char *t = trim(item);
             if (!*t) {
                 /* (the default itself with an unset item has none to take) */
-                if (!have_dflt && sp->default_value && strcmp(raw, sp->default_value) != 0 &&
+                if (!have_dflt && sp->default_value && strcmp(text, sp->default_value) != 0 &&
                     set_value(&dflt, where, sp->default_value) == TR_OK)
                     have_dflt = 1;
                 if (!have_dflt || v->n_list >= dflt.n_list)
