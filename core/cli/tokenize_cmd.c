@@ -22,6 +22,7 @@ static void usage(FILE *out) {
             "  --tokens         print the token strings instead of the ids\n"
             "  --decode         lines are ids; print the text they decode to (special tokens skipped)\n"
             "  --max-length N   truncate to N tokens (specials included), longest first unless the file says\n"
+            "  --truncation S   longest_first, only_first or only_second (with the file's or --max-length's length)\n"
             "  --no-truncation  ignore the file's truncation\n"
             "  --no-padding     ignore the file's padding\n");
 }
@@ -90,6 +91,7 @@ int trainer_tokenize_cmd(int argc, char **argv) {
     const char *tok_path = NULL, *in_path = NULL;
     int no_special = 0, pair = 0, tokens = 0, decode = 0, no_trunc = 0, no_pad = 0;
     long max_length = -1;
+    int strategy = -1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -107,6 +109,15 @@ int trainer_tokenize_cmd(int argc, char **argv) {
             max_length = v ? strtol(v, &end, 10) : -1;
             if (!v || *end || end == v || max_length < 1) {
                 fprintf(stderr, "trainer tokenize: --max-length: expected a positive integer\n");
+                return 2;
+            }
+        } else if (strcmp(a, "--truncation") == 0 || strncmp(a, "--truncation=", 13) == 0) {
+            static const char *const names[] = {"longest_first", "only_first", "only_second"};
+            const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : "");
+            for (int k = 0; k < 3; k++)
+                if (strcmp(v, names[k]) == 0) strategy = k;
+            if (strategy < 0) {
+                fprintf(stderr, "trainer tokenize: --truncation: expected longest_first, only_first or only_second\n");
                 return 2;
             }
         } else if (a[0] == '-' && a[1]) {
@@ -137,6 +148,12 @@ int trainer_tokenize_cmd(int argc, char **argv) {
     if (max_length > 0) {
         tr.enabled = 1;
         tr.max_length = (size_t)max_length;
+    }
+    if (strategy >= 0) tr.strategy = (tr_truncation_strategy)strategy;
+    if (strategy >= 0 && !tr.enabled) {
+        fprintf(stderr, "trainer tokenize: --truncation needs --max-length (the file has no truncation)\n");
+        tr_tokenizer_free(tok);
+        return 2;
     }
     if (tr_tokenizer_set_truncation(tok, &tr) != TR_OK || (no_pad && tr_tokenizer_set_padding(tok, NULL) != TR_OK)) {
         fprintf(stderr, "trainer tokenize: %s\n", tr_error_msg());

@@ -68,7 +68,15 @@ static void keep(tok_enc *x, size_t n, tr_side dir) {
 tr_status tok_truncate(const tr_truncation *t, size_t n_added, tok_enc *a, tok_enc *b) {
     if (!t->enabled) return TR_OK;
     if (t->stride) return tr_error_set(TR_ERR_UNSUPPORTED, "truncation: stride %zu is not supported (only 0)", t->stride);
-    size_t max = t->max_length > n_added ? t->max_length - n_added : 0;
+    /* A max_length below the special tokens' count wraps around in the Rust library (usize),
+     * which then truncates nothing: the same here, so that the ids agree. */
+    if (t->max_length < n_added) return TR_OK;
+    size_t max = t->max_length - n_added;
+    if (max == 0) {
+        keep(a, 0, t->direction);
+        if (b) keep(b, 0, t->direction);
+        return TR_OK;
+    }
     size_t total = a->e.len + (b ? b->e.len : 0);
     if (total <= max) return TR_OK;
     size_t remove = total - max;
@@ -81,8 +89,9 @@ tr_status tok_truncate(const tr_truncation *t, size_t n_added, tok_enc *a, tok_e
             size_t n1 = a->e.len, n2 = b->e.len;
             int swapped = n1 > n2;
             if (swapped) { size_t k = n1; n1 = n2; n2 = k; }
+            /* The Rust library's split: n2 is at least n1, then both halve if still too long. */
             if (n1 > max) n2 = n1;
-            else if (n2 > max - n1) n2 = max - n1;
+            else n2 = n1 > max - n1 ? n1 : max - n1;
             if (n1 + n2 > max) {
                 n1 = max / 2;
                 n2 = n1 + max % 2;

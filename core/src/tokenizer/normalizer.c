@@ -104,10 +104,6 @@ static void filter(tok_nstr *s, int (*drop)(uint32_t)) {
     s->n = w;
 }
 
-static int is_nonspacing_mark(uint32_t c) {
-    return utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_MN;
-}
-
 static int is_mark(uint32_t c) {
     utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
     return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME;
@@ -168,7 +164,7 @@ static tr_status bert(const tok_normalizer *n, tok_nstr *s) {
     }
     if (n->strip_accents) {
         TR_CHECK(decompose(s, 0));
-        filter(s, is_nonspacing_mark);
+        filter(s, tok_is_nonspacing_mark);
     }
     if (n->lowercase) TR_CHECK(lowercase(s));
     return TR_OK;

@@ -5,6 +5,25 @@
 #include <utf8proc.h>
 
 #include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/unicode_compat.inc"
+
+#define NRANGES(t) (sizeof(t) / sizeof((t)[0]))
+
+static int in_ranges(const uint32_t (*r)[2], size_t n, uint32_t c) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c < r[mid][0]) hi = mid;
+        else if (c > r[mid][1]) lo = mid + 1;
+        else return 1;
+    }
+    return 0;
+}
+
+/* utf8proc's class, corrected where the Rust library's older tables differ
+ * (unicode_compat.inc, generated against the oracle). */
+#define COMPAT(add, not, c, base) \
+    (in_ranges(add, NRANGES(add), c) ? 1 : in_ranges(not, NRANGES(not), c) ? 0 : (base))
 
 tr_status tok_nstr_reserve(tok_nstr *s, size_t n) {
     if (n <= s->cap) return TR_OK;
@@ -77,7 +96,7 @@ int tok_is_whitespace(uint32_t c) {
            c == 0x205F || c == 0x3000;
 }
 
-int tok_is_punctuation(uint32_t c) {
+static int punctuation(uint32_t c) {
     if (c < 0x80)
         return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
                (c >= 0x7B && c <= 0x7E);
@@ -91,15 +110,26 @@ int tok_is_punctuation(uint32_t c) {
     }
 }
 
-int tok_is_control(uint32_t c) {
-    if (c == '\t' || c == '\n' || c == '\r') return 0;
+int tok_is_punctuation(uint32_t c) { return COMPAT(tok_punc_add, tok_punc_not, c, punctuation(c)); }
+
+int tok_is_nonspacing_mark(uint32_t c) {
+    return COMPAT(tok_mn_add, tok_mn_not, c, utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_MN);
+}
+
+/* Cc, Cf, Co, Cs: the Rust crate's "other" has no unassigned (Cn) code points. */
+static int control(uint32_t c) {
     switch (utf8proc_category((utf8proc_int32_t)c)) {
-    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CN:
-    case UTF8PROC_CATEGORY_CO: case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CS:
         return 1;
     default:
         return 0;
     }
+}
+
+int tok_is_control(uint32_t c) {
+    if (c == '\t' || c == '\n' || c == '\r') return 0;
+    return COMPAT(tok_ctl_add, tok_ctl_not, c, control(c));
 }
 
 int tok_is_word(uint32_t c) {

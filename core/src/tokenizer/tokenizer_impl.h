@@ -33,7 +33,8 @@ tr_status tok_utf8_to_cps(const char *s, uint32_t **cps, size_t *n);
 
 int tok_is_whitespace(uint32_t c); /* Rust's char::is_whitespace */
 int tok_is_punctuation(uint32_t c); /* ASCII punctuation or Unicode P* */
-int tok_is_control(uint32_t c);     /* Cc, Cf, Cn, Co, Cs but \t \n \r */
+int tok_is_control(uint32_t c);     /* Cc, Cf, Co, Cs but \t \n \r (the Rust crate's tables) */
+int tok_is_nonspacing_mark(uint32_t c); /* Mn (the Rust crate's tables) */
 int tok_is_word(uint32_t c);        /* regex \w */
 int tok_is_numeric(uint32_t c);     /* Nd, Nl, No */
 
