@@ -21,17 +21,19 @@ static int is_chinese(uint32_t c) {
            (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-static int ccc(uint32_t c) { return utf8proc_get_property((utf8proc_int32_t)c)->combining_class; }
+static int ccc(uint32_t c) { return tok_combining_class(c); }
 
 /* Canonical or compatibility decomposition, then canonical ordering of combining marks. */
 static tr_status decompose(tok_nstr *s, int compat) {
     tok_nstr t = {0};
     tr_status st = tok_nstr_reserve(&t, s->n + 1);
-    utf8proc_option_t opt = UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0);
     for (size_t i = 0; st == TR_OK && i < s->n; i++) {
         utf8proc_int32_t buf[32];
-        int bound = 0;
-        utf8proc_ssize_t k = utf8proc_decompose_char((utf8proc_int32_t)s->cp[i], buf, 32, opt, &bound);
+        int bound = 0, how = tok_decomposition(s->cp[i], compat);
+        utf8proc_option_t opt = UTF8PROC_DECOMPOSE | (how == 2 ? UTF8PROC_COMPAT : 0);
+        utf8proc_ssize_t k = 1;
+        buf[0] = (utf8proc_int32_t)s->cp[i];
+        if (how) k = utf8proc_decompose_char((utf8proc_int32_t)s->cp[i], buf, 32, opt, &bound);
         if (k < 0 || k > 32) k = 0, buf[0] = (utf8proc_int32_t)s->cp[i], k = 1;
         for (utf8proc_ssize_t j = 0; st == TR_OK && j < k; j++)
             st = tok_nstr_push(&t, (uint32_t)buf[j], s->a0[i], s->a1[i]);
@@ -104,11 +106,6 @@ static void filter(tok_nstr *s, int (*drop)(uint32_t)) {
     s->n = w;
 }
 
-static int is_mark(uint32_t c) {
-    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
-    return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME;
-}
-
 static int bert_drop(uint32_t c) { return c == 0 || c == 0xFFFD || tok_is_control(c); }
 
 /* Rust's char::to_lowercase: the simple mapping, but U+0130 lowers to "i\u0307". */
@@ -123,7 +120,7 @@ static tr_status lowercase(tok_nstr *s) {
                 st = tok_nstr_push(&t, 'i', s->a0[i], s->a1[i]);
                 if (st == TR_OK) st = tok_nstr_push(&t, 0x307, s->a0[i], s->a1[i]);
             } else {
-                st = tok_nstr_push(&t, (uint32_t)utf8proc_tolower((utf8proc_int32_t)s->cp[i]), s->a0[i], s->a1[i]);
+                st = tok_nstr_push(&t, tok_lower(s->cp[i]), s->a0[i], s->a1[i]);
             }
         }
         if (st != TR_OK) {
@@ -133,7 +130,7 @@ static tr_status lowercase(tok_nstr *s) {
         swap_out(s, &t);
         return TR_OK;
     }
-    for (size_t i = 0; i < s->n; i++) s->cp[i] = (uint32_t)utf8proc_tolower((utf8proc_int32_t)s->cp[i]);
+    for (size_t i = 0; i < s->n; i++) s->cp[i] = tok_lower(s->cp[i]);
     return TR_OK;
 }
 
@@ -230,7 +227,7 @@ tr_status tok_normalize(const tok_normalizer *n, tok_nstr *s) {
     case TOK_NORM_NFKC: return compose(s, 1);
     case TOK_NORM_LOWERCASE: return lowercase(s);
     case TOK_NORM_STRIP: strip(n, s); return TR_OK;
-    case TOK_NORM_STRIP_ACCENTS: filter(s, is_mark); return TR_OK;
+    case TOK_NORM_STRIP_ACCENTS: filter(s, tok_is_mark); return TR_OK;
     case TOK_NORM_REPLACE: return replace(n, s);
     case TOK_NORM_PREPEND: return prepend(n, s);
     case TOK_NORM_SEQUENCE:

@@ -112,6 +112,12 @@ static int punctuation(uint32_t c) {
 
 int tok_is_punctuation(uint32_t c) { return COMPAT(tok_punc_add, tok_punc_not, c, punctuation(c)); }
 
+int tok_is_mark(uint32_t c) {
+    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+    return COMPAT(tok_mark_add, tok_mark_not, c,
+                  k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME);
+}
+
 int tok_is_nonspacing_mark(uint32_t c) {
     return COMPAT(tok_mn_add, tok_mn_not, c, utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_MN);
 }
@@ -132,7 +138,7 @@ int tok_is_control(uint32_t c) {
     return COMPAT(tok_ctl_add, tok_ctl_not, c, control(c));
 }
 
-int tok_is_word(uint32_t c) {
+static int word(uint32_t c) {
     if (c == 0x200C || c == 0x200D) return 1; /* Join_Control */
     switch (utf8proc_category((utf8proc_int32_t)c)) {
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
@@ -145,9 +151,34 @@ int tok_is_word(uint32_t c) {
     }
 }
 
+int tok_is_word(uint32_t c) { return COMPAT(tok_word_add, tok_word_not, c, word(c)); }
+
 int tok_is_numeric(uint32_t c) {
     utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
-    return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
+    return COMPAT(tok_num_add, tok_num_not, c,
+                  k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO);
+}
+
+uint32_t tok_lower(uint32_t c) {
+    size_t lo = 0, hi = NRANGES(tok_lower_map);
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c < tok_lower_map[mid][0]) hi = mid;
+        else if (c > tok_lower_map[mid][0]) lo = mid + 1;
+        else return tok_lower_map[mid][1];
+    }
+    return (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
+}
+
+int tok_decomposition(uint32_t c, int compat) {
+    if (in_ranges(tok_nfd_keep, NRANGES(tok_nfd_keep), c)) return 0;
+    if (compat && in_ranges(tok_nfkd_canon, NRANGES(tok_nfkd_canon), c)) return 1;
+    return compat ? 2 : 1;
+}
+
+int tok_combining_class(uint32_t c) {
+    if (in_ranges(tok_ccc_zero, NRANGES(tok_ccc_zero), c)) return 0;
+    return utf8proc_get_property((utf8proc_int32_t)c)->combining_class;
 }
 
 tr_status tok_ranges_push(tok_ranges *r, size_t b, size_t e) {

@@ -35,8 +35,14 @@ int tok_is_whitespace(uint32_t c); /* Rust's char::is_whitespace */
 int tok_is_punctuation(uint32_t c); /* ASCII punctuation or Unicode P* */
 int tok_is_control(uint32_t c);     /* Cc, Cf, Co, Cs but \t \n \r (the Rust crate's tables) */
 int tok_is_nonspacing_mark(uint32_t c); /* Mn (the Rust crate's tables) */
+int tok_is_mark(uint32_t c);            /* Mn, Mc, Me (the Rust crate's tables) */
 int tok_is_word(uint32_t c);        /* regex \w */
 int tok_is_numeric(uint32_t c);     /* Nd, Nl, No */
+uint32_t tok_lower(uint32_t c);     /* Rust's char::to_lowercase for all but U+0130 */
+/* The decomposition the Rust library applies to c: 0 none, 1 canonical, 2 compatibility
+ * (never more than `compat` asks). */
+int tok_decomposition(uint32_t c, int compat);
+int tok_combining_class(uint32_t c);
 
 /* ---- vocabulary: string -> id, id -> string ---- */
 typedef struct tok_vocab {
