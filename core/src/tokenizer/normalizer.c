@@ -64,7 +64,8 @@ static tr_status compose(tok_nstr *s, int compat) {
     utf8proc_int32_t *buf = malloc(s->n * sizeof *buf);
     if (!buf) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
     for (size_t i = 0; i < s->n; i++) buf[i] = (utf8proc_int32_t)s->cp[i];
-    utf8proc_ssize_t m = utf8proc_normalize_utf32(buf, (utf8proc_ssize_t)s->n, UTF8PROC_COMPOSE);
+    /* STABLE: utf8proc honours the composition exclusions only with it. */
+    utf8proc_ssize_t m = utf8proc_normalize_utf32(buf, (utf8proc_ssize_t)s->n, UTF8PROC_COMPOSE | UTF8PROC_STABLE);
     if (m < 0) {
         free(buf);
         return tr_error_set(TR_ERR_INTERNAL, "tokenizer: composition failed: %s", utf8proc_errmsg(m));
