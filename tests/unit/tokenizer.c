@@ -249,6 +249,18 @@ static void refusals(void) {
     expect_refused("{\"added_tokens\": [{\"id\": 5, \"content\": \"a\"}], \"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}",
                    "added_tokens[0]: 'a' has id 5 here but 0 in model.vocab");
 
+    /* An added token the normalizer empties matches nothing here and must not stall
+     * (tokenizers 0.23.3 gives [UNK] [UNK] for this text: its empty pattern splits it). */
+    tr_tokenizer *z = load("{\"added_tokens\": [{\"id\": 1, \"content\": \"\\u200b\", \"normalized\": true}],"
+                           " \"normalizer\": {\"type\": \"BertNormalizer\"},"
+                           " \"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 0, \"\\u200b\": 1, \"ab\": 2}}}");
+    if (z) {
+        tr_encoding e;
+        CHECK(tr_tokenizer_encode(z, "a\xe2\x80\x8b" "b", 5, NULL, 0, 1, &e) == TR_OK, "emptied added token");
+        tr_encoding_free(&e);
+        tr_tokenizer_free(z);
+    }
+
     /* The unknown token missing from the vocabulary is an error at encode time. */
     tr_tokenizer *t = load("{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"vocab\": {\"a\": 0}}}");
     if (t) {

@@ -148,7 +148,8 @@ static tr_status split_added(const tr_tokenizer *t, const tok_nstr *s, size_t b,
         const tok_added *best = NULL;
         for (size_t k = 0; k < t->nadded; k++) {
             const tok_added *x = &t->added[k];
-            if (x->normalized != normalized || x->ncp > e - i || (best && x->ncp <= best->ncp)) continue;
+            /* A token its normalizer empties (a lone control character) matches nothing. */
+            if (x->normalized != normalized || x->ncp == 0 || x->ncp > e - i || (best && x->ncp <= best->ncp)) continue;
             if (memcmp(s->cp + i, x->cp, x->ncp * sizeof(uint32_t)) == 0) best = x;
         }
         if (!best) {
