@@ -20,6 +20,8 @@ static void usage(FILE *out) {
             "  --no-special     leave out the special tokens the post-processor adds ([CLS], [SEP])\n"
             "  --pair           lines are TEXT<TAB>PAIR\n"
             "  --tokens         print the token strings instead of the ids\n"
+            "  --type-ids       print the token type ids instead of the ids\n"
+            "  --mask           print the attention mask instead of the ids\n"
             "  --decode         lines are ids; print the text they decode to (special tokens skipped)\n"
             "  --max-length N   truncate to N tokens (specials included), longest first unless the file says\n"
             "  --truncation S   longest_first, only_first or only_second (with the file's or --max-length's length)\n"
@@ -98,7 +100,7 @@ static int decode_line(const tr_tokenizer *tok, const char *where, size_t lineno
 
 int trainer_tokenize_cmd(int argc, char **argv) {
     const char *tok_path = NULL, *in_path = NULL;
-    int no_special = 0, pair = 0, tokens = 0, decode = 0, no_trunc = 0, no_pad = 0;
+    int no_special = 0, pair = 0, tokens = 0, decode = 0, no_trunc = 0, no_pad = 0, types = 0, mask = 0;
     long max_length = -1;
     int strategy = -1;
     for (int i = 0; i < argc; i++) {
@@ -109,6 +111,8 @@ int trainer_tokenize_cmd(int argc, char **argv) {
         } else if (strcmp(a, "--no-special") == 0) no_special = 1;
         else if (strcmp(a, "--pair") == 0) pair = 1;
         else if (strcmp(a, "--tokens") == 0) tokens = 1;
+        else if (strcmp(a, "--type-ids") == 0) types = 1;
+        else if (strcmp(a, "--mask") == 0) mask = 1;
         else if (strcmp(a, "--decode") == 0) decode = 1;
         else if (strcmp(a, "--no-truncation") == 0) no_trunc = 1;
         else if (strcmp(a, "--no-padding") == 0) no_pad = 1;
@@ -140,6 +144,10 @@ int trainer_tokenize_cmd(int argc, char **argv) {
             usage(stderr);
             return 2;
         }
+    }
+    if (tokens + types + mask + decode > 1) {
+        fprintf(stderr, "trainer tokenize: --tokens, --type-ids, --mask and --decode exclude each other\n");
+        return 2;
     }
     if (!tok_path) {
         fprintf(stderr, "trainer tokenize: expected a tokenizer.json or a model folder\n");
@@ -217,7 +225,9 @@ int trainer_tokenize_cmd(int argc, char **argv) {
         for (size_t i = 0; i < enc.len; i++) {
             if (i) fputc(' ', stdout);
             const char *s;
-            if (tokens && tr_tokenizer_id_to_token(tok, enc.ids[i], &s) == TR_OK) fputs(s, stdout);
+            if (types) put_int(enc.type_ids[i], stdout);
+            else if (mask) put_int(enc.attention_mask[i], stdout);
+            else if (tokens && tr_tokenizer_id_to_token(tok, enc.ids[i], &s) == TR_OK) fputs(s, stdout);
             else put_int(enc.ids[i], stdout);
         }
         fputc('\n', stdout);

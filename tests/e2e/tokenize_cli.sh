@@ -50,6 +50,8 @@ check tokens "[CLS] un ##aff ##able cafe [SEP] [PAD] [PAD]" 'UNAFFABLE Caf\xc3\x
 check no_special "8 9 10 1" 'unaffable zzz\n' "$tok" --no-special --no-padding
 check empty_and_crlf $'2 3\n2 4 3' '\nhello\r\n' "$tok" --no-padding
 check pair "2 4 3 6 6 3" 'hello\tworld  world\n' "$tok" --pair --no-padding
+check type_ids "0 0 0 1 1 1 0 0" 'hello\tworld  world\n' "$tok" --pair --type-ids
+check mask "1 1 1 1 1 1 0 0" 'hello\tworld  world\n' "$tok" --pair --mask
 check max_length "2 4 4 3" 'hello hello hello\n' "$tok" --max-length 4 --no-padding
 check only_second "2 4 4 3 6 3" 'hello hello\tworld world world\n' "$tok" --pair --max-length 6 --truncation only_second --no-padding
 check decode "hello, world! unaffable ' s" '2 4 5 6 7 8 9 10 12 13 3 0 0\n' "$tok" --decode
