@@ -57,11 +57,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t lens[2] = {text_len, pair ? pair_len : text_len};
     tr_encoding out[2];
     if (tr_tokenizer_encode_batch(t, 2, texts, lens, NULL, NULL, 1, out) == TR_OK) {
-        if (out[0].len != out[1].len) {
-            tr_padding p;
-            tr_tokenizer_padding(t, &p);
-            if (p.strategy != TR_PAD_NONE) fuzz_fail("batch padded to %zu and %zu", out[0].len, out[1].len);
-        }
+        /* Padding never truncates: Fixed pads what is shorter, BatchLongest to the longest. */
+        tr_padding p;
+        tr_tokenizer_padding(t, &p);
+        if (p.strategy == TR_PAD_LONGEST && !p.multiple_of && out[0].len != out[1].len)
+            fuzz_fail("batch padded to %zu and %zu", out[0].len, out[1].len);
+        if (p.strategy == TR_PAD_FIXED && (out[0].len < p.length || out[1].len < p.length))
+            fuzz_fail("padded to %zu and %zu, under the fixed %zu", out[0].len, out[1].len, p.length);
         for (int i = 0; i < 2; i++) {
             check(t, &out[i], lens[i], 0);
             tr_encoding_free(&out[i]);
