@@ -177,6 +177,8 @@ int trainer_tokenize_cmd(int argc, char **argv) {
         tr_tokenizer_free(tok);
         return 1;
     }
+    tr_padding pad; /* padding prints the file's pad_token under --tokens, as tokenizers does */
+    tr_tokenizer_padding(tok, &pad);
     FILE *in = stdin;
     const char *where = in_path ? in_path : "<stdin>";
     if (in_path && !(in = fopen(in_path, "rb"))) {
@@ -227,6 +229,7 @@ int trainer_tokenize_cmd(int argc, char **argv) {
             const char *s;
             if (types) put_int(enc.type_ids[i], stdout);
             else if (mask) put_int(enc.attention_mask[i], stdout);
+            else if (tokens && !enc.attention_mask[i] && pad.pad_token) fputs(pad.pad_token, stdout);
             else if (tokens && tr_tokenizer_id_to_token(tok, enc.ids[i], &s) == TR_OK) fputs(s, stdout);
             else put_int(enc.ids[i], stdout);
         }
