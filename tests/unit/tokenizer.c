@@ -210,6 +210,11 @@ static void other_components(void) {
     if (!t) return;
     expect_ids(t, " \xef\xbc\xa8\xef\xbd\x85llo x12. ", NULL, 1, "2 7 1 4 5 6"); /* full-width Hello */
     expect_ids(t, "a", "hello", 1, "1 3 7");
+    tr_encoding e;
+    CHECK(tr_tokenizer_encode(t, "hello\0lo a", 10, NULL, 0, 0, &e) == TR_OK && e.len == 4 && e.ids[0] == 7 && e.ids[1] == 0 &&
+              e.ids[2] == 0 && e.ids[3] == 1,
+          "a NUL in the text: %zu tokens", e.len); /* hello, \0, lo ([UNK]s), a */
+    tr_encoding_free(&e);
     char *text = NULL;
     int32_t ids[] = {7, 1};
     CHECK(tr_tokenizer_decode(t, ids, 2, 1, &text) == TR_OK && strcmp(text, "hello a") == 0, "no decoder: '%s'",

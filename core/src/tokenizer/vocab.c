@@ -33,7 +33,8 @@ int32_t tok_vocab_find(const tok_vocab *v, const char *s, size_t len) {
         int32_t id = v->slots[i];
         if (id < 0) return -1;
         const char *t = v->str[id];
-        if (strncmp(t, s, len) == 0 && t[len] == '\0') return id;
+        /* s may hold NUL bytes (U+0000 in the text): compare lengths first. */
+        if (strnlen(t, len + 1) == len && memcmp(t, s, len) == 0) return id;
     }
 }
 
