@@ -75,5 +75,22 @@ add_library(trainer_json INTERFACE)
 target_include_directories(trainer_json INTERFACE ${JANSSON_INCLUDE_DIR})
 target_link_libraries(trainer_json INTERFACE ${JANSSON_LIBRARY})
 
+# utf8proc: Unicode categories, normalization forms and case for the tokenizers
+# (core/src/tokenizer). Required: libtrainer reads Hugging Face tokenizer.json files.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(UTF8PROC QUIET libutf8proc)
+endif()
+find_path(UTF8PROC_INCLUDE_DIR utf8proc.h HINTS ${UTF8PROC_INCLUDE_DIRS})
+find_library(UTF8PROC_LIBRARY NAMES utf8proc HINTS ${UTF8PROC_LIBRARY_DIRS})
+if(NOT UTF8PROC_INCLUDE_DIR OR NOT UTF8PROC_LIBRARY)
+  message(FATAL_ERROR "utf8proc not found: install libutf8proc-dev (tools/dev deps does it); "
+                      "libtrainer's tokenizers take their Unicode tables from it")
+endif()
+message(STATUS "utf8proc: ${UTF8PROC_LIBRARY}")
+add_library(trainer_utf8proc INTERFACE)
+target_include_directories(trainer_utf8proc INTERFACE ${UTF8PROC_INCLUDE_DIR})
+target_link_libraries(trainer_utf8proc INTERFACE ${UTF8PROC_LIBRARY})
+
 # zlib: gzip'ed data files (tr_file_read).
 find_package(ZLIB REQUIRED)

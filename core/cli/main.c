@@ -13,6 +13,7 @@
 #include "plan_cmd.h"
 #include "plugins_cmd.h"
 #include "run_cmd.h"
+#include "tokenize_cmd.h"
 #include "trainer/trainer.h"
 
 static void usage(FILE *out) {
@@ -34,6 +35,8 @@ static void usage(FILE *out) {
             "                (--epochs=N, --seed=N)\n"
             "  launch [-n N] [--max-restarts K] [--] COMMAND [ARGS...]\n"
             "                run N supervised ranks of a command on this host (torchrun's env)\n"
+            "  tokenize TOKENIZER [FILE] [--pair] [--no-special] [--tokens] [--decode] [--max-length N]\n"
+            "                ids of each line of text, from a Hugging Face tokenizer.json (docs/tokenizers.md)\n"
             "  devices       the CPU, GPUs and communication backends found, and why one is missing\n"
             "  plugins       list the plugins found (--describe NAME, --check FILE.so)\n"
             "  version       print the version\n"
@@ -69,6 +72,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "launch") == 0) return trainer_launch_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plugins") == 0) return trainer_plugins_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "checkpoint") == 0) return trainer_checkpoint_cmd(argc - 2, argv + 2);
+    if (strcmp(argv[1], "tokenize") == 0) return trainer_tokenize_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "demo") == 0) return trainer_demo(argc - 2, argv + 2);
     if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(stdout);

@@ -255,6 +255,60 @@ def plugin_desc_seeds():
           + bytes([0]) + struct.pack(">II", 16, 0))
 
 
+# ---- tokenizer ----
+
+TOK_VOCAB = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "hello": 5, ",": 6, "world": 7,
+             "!": 8, "un": 9, "##aff": 10, "##able": 11, "cafe": 12, "\u5317": 13, "\u4eac": 14, "1": 15}
+TOK_ADDED = [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for c, i in list(TOK_VOCAB.items())[:5]]
+
+
+def tokenizer_json(normalizer, pre_tokenizer, post_processor, truncation=None, padding=None, added=TOK_ADDED):
+    return json.dumps({"version": "1.0", "truncation": truncation, "padding": padding, "added_tokens": added,
+                       "normalizer": normalizer, "pre_tokenizer": pre_tokenizer, "post_processor": post_processor,
+                       "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+                       "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                                 "max_input_chars_per_word": 100, "vocab": TOK_VOCAB}}, ensure_ascii=False)
+
+
+def tokenizer_seeds():
+    bert_norm = {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None,
+                 "lowercase": True}
+    bert = {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]}
+    template = {"type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                           {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+                "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                         {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}},
+                         {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+                "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                                   "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}}
+    write("tokenizer", "bert_uncased", parts(tokenizer_json(bert_norm, {"type": "BertPreTokenizer"}, bert),
+                                             "Hello, World! Caf\u00e9 unaffable \u5317\u4eac [SEP] 1", "world"))
+    write("tokenizer", "minilm_like", parts(tokenizer_json(
+        bert_norm, {"type": "BertPreTokenizer"}, template,
+        truncation={"max_length": 8, "strategy": "LongestFirst", "stride": 0},
+        padding={"strategy": {"Fixed": 12}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
+                 "pad_type_id": 0, "pad_token": "[PAD]"}), "hello hello hello world", "un un aff"))
+    write("tokenizer", "sequences", parts(tokenizer_json(
+        {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}, {"type": "StripAccents"},
+                                             {"type": "Replace", "pattern": {"String": "x"}, "content": "a"},
+                                             {"type": "Strip", "strip_left": True, "strip_right": True},
+                                             {"type": "Prepend", "prepend": "_"}]},
+        {"type": "Sequence", "pretokenizers": [{"type": "Whitespace"}, {"type": "Digits", "individual_digits": True},
+                                               {"type": "Punctuation", "behavior": "MergedWithPrevious"},
+                                               {"type": "WhitespaceSplit"}]},
+        {"type": "Sequence", "processors": [bert]},
+        truncation={"max_length": 5, "strategy": "OnlySecond", "stride": 0, "direction": "Left"},
+        padding={"strategy": "BatchLongest", "direction": "Left", "pad_to_multiple_of": 4, "pad_id": 0,
+                 "pad_type_id": 1, "pad_token": "[PAD]"},
+        added=TOK_ADDED + [{"id": 16, "content": "hello world", "single_word": True, "lstrip": True, "rstrip": True,
+                            "normalized": True, "special": False}]),
+        " \uff28ello world\u00a0 x12. \u1e9b\u0323 ", "\u0130 \ufb01 world"))
+    write("tokenizer", "bad_utf8", parts(tokenizer_json(bert_norm, {"type": "BertPreTokenizer"}, bert), b"ok \xff\xfe"))
+    write("tokenizer", "unsupported", parts(json.dumps({"normalizer": {"type": "Precompiled"}, "model": {"vocab": {}}}), "x"))
+
+
 def main():
     if os.path.isdir(CORPUS):
         shutil.rmtree(CORPUS)
@@ -266,6 +320,7 @@ def main():
     safetensors_seeds()
     checkpoint_seeds()
     plugin_desc_seeds()
+    tokenizer_seeds()
 
 
 if __name__ == "__main__":

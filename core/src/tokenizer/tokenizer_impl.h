@@ -1,0 +1,187 @@
+/* Private: the tokenizer's parts (docs/tokenizers.md). A normalized string keeps, per code
+ * point, the byte range of the original text it came from, so token offsets point into the
+ * caller's text. Pre-tokenizers in this build only split: a word is a range of code points.
+ * Everything here is hidden from libtrainer's exported symbols. */
+#ifndef TRAINER_TOKENIZER_IMPL_H
+#define TRAINER_TOKENIZER_IMPL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/tokenizer.h"
+
+#pragma GCC visibility push(hidden)
+
+/* ---- text ---- */
+typedef struct tok_nstr {
+    uint32_t *cp; // (n) code points
+    size_t *a0;   // (n) original byte start of each
+    size_t *a1;   // (n) original byte end of each
+    size_t n, cap;
+} tok_nstr;
+
+tr_status tok_nstr_reserve(tok_nstr *s, size_t n);
+tr_status tok_nstr_push(tok_nstr *s, uint32_t c, size_t a0, size_t a1);
+void tok_nstr_free(tok_nstr *s);
+/* Decodes UTF-8 text[0..len) into s, offsets shifted by base; TR_ERR_INVALID names the byte. */
+tr_status tok_nstr_from_utf8(tok_nstr *s, const char *text, size_t len, size_t base);
+/* Appends the UTF-8 of c to buf (4 bytes room); returns the byte count. */
+size_t tok_utf8_put(char *buf, uint32_t c);
+/* Decodes a whole NUL-terminated UTF-8 string into a malloc'ed code point array. */
+tr_status tok_utf8_to_cps(const char *s, uint32_t **cps, size_t *n);
+
+int tok_is_whitespace(uint32_t c); /* Rust's char::is_whitespace */
+int tok_is_punctuation(uint32_t c); /* ASCII punctuation or Unicode P* */
+int tok_is_control(uint32_t c);     /* Cc, Cf, Co, Cs but \t \n \r (the Rust crate's tables) */
+int tok_is_nonspacing_mark(uint32_t c); /* Mn (the Rust crate's tables) */
+int tok_is_mark(uint32_t c);            /* Mn, Mc, Me (the Rust crate's tables) */
+int tok_is_word(uint32_t c);        /* regex \w */
+int tok_is_numeric(uint32_t c);     /* Nd, Nl, No */
+uint32_t tok_lower(uint32_t c);     /* Rust's char::to_lowercase for all but U+0130 */
+/* The decomposition the Rust library applies to c: 0 none, 1 canonical, 2 compatibility
+ * (never more than `compat` asks). */
+int tok_decomposition(uint32_t c, int compat);
+int tok_combining_class(uint32_t c);
+
+/* ---- vocabulary: string -> id, id -> string ---- */
+typedef struct tok_vocab {
+    char **str;      // (n) by id, NULL for ids not used
+    size_t n;        // ids 0..n-1
+    int32_t *slots;  // (nslots) open addressing, -1 empty
+    size_t nslots;
+} tok_vocab;
+
+tr_status tok_vocab_init(tok_vocab *v, size_t n);
+/* Sets id's string (copied); TR_ERR_INVALID when id or string is taken already. */
+tr_status tok_vocab_set(tok_vocab *v, int32_t id, const char *s, size_t len);
+int32_t tok_vocab_find(const tok_vocab *v, const char *s, size_t len); /* -1 when absent */
+void tok_vocab_free(tok_vocab *v);
+
+/* ---- components ---- */
+typedef enum {
+    TOK_NORM_BERT, TOK_NORM_NFC, TOK_NORM_NFD, TOK_NORM_NFKC, TOK_NORM_NFKD, TOK_NORM_LOWERCASE,
+    TOK_NORM_STRIP, TOK_NORM_STRIP_ACCENTS, TOK_NORM_REPLACE, TOK_NORM_PREPEND, TOK_NORM_SEQUENCE
+} tok_norm_kind;
+
+typedef struct tok_normalizer {
+    tok_norm_kind kind;
+    int clean_text, chinese, strip_accents, lowercase; // Bert
+    int left, right;                                   // Strip
+    uint32_t *pat, *with;                              // Replace pattern/content, Prepend (with)
+    size_t npat, nwith;
+    struct tok_normalizer *kids;
+    size_t nkids;
+} tok_normalizer;
+
+typedef enum {
+    TOK_SPLIT_REMOVED, TOK_SPLIT_ISOLATED, TOK_SPLIT_MERGED_PREV, TOK_SPLIT_MERGED_NEXT,
+    TOK_SPLIT_CONTIGUOUS
+} tok_split_behavior;
+
+typedef enum {
+    TOK_PRE_BERT, TOK_PRE_WHITESPACE, TOK_PRE_WHITESPACE_SPLIT, TOK_PRE_PUNCTUATION, TOK_PRE_DIGITS,
+    TOK_PRE_SEQUENCE
+} tok_pre_kind;
+
+typedef struct tok_pretok {
+    tok_pre_kind kind;
+    tok_split_behavior behavior;
+    int individual_digits;
+    struct tok_pretok *kids;
+    size_t nkids;
+} tok_pretok;
+
+typedef struct tok_range { size_t b, e; } tok_range; /* code points [b, e) of a tok_nstr */
+
+typedef struct tok_ranges { tok_range *r; size_t n, cap; } tok_ranges;
+tr_status tok_ranges_push(tok_ranges *r, size_t b, size_t e);
+
+typedef struct tok_wordpiece {
+    tok_vocab vocab;
+    char *unk;
+    int32_t unk_id; // -1 when the unk token is not in the vocabulary
+    char *prefix;
+    size_t max_chars;
+} tok_wordpiece;
+
+typedef enum { TOK_POST_BERT, TOK_POST_TEMPLATE, TOK_POST_SEQUENCE } tok_post_kind;
+
+typedef struct tok_tpl_piece {
+    int seq;        // -1: special token, 0: A, 1: B
+    int32_t type_id;
+    int32_t *ids;   // the special token's ids
+    size_t nids;
+} tok_tpl_piece;
+
+typedef struct tok_post {
+    tok_post_kind kind;
+    int32_t cls_id, sep_id;                // Bert
+    tok_tpl_piece *single, *pair;          // Template
+    size_t nsingle, npair;
+    struct tok_post *kids;
+    size_t nkids;
+} tok_post;
+
+typedef struct tok_decoder {
+    char *prefix;
+    int cleanup;
+} tok_decoder;
+
+typedef struct tok_added {
+    char *content;
+    uint32_t *cp;   // (ncp) the content; normalized when `normalized`
+    size_t ncp;
+    int32_t id;
+    int special, normalized, lstrip, rstrip, single_word;
+} tok_added;
+
+struct tr_tokenizer {
+    char *name;
+    tok_normalizer *normalizer; // NULL: none
+    tok_pretok *pretok;         // NULL: none
+    tok_wordpiece model;
+    tok_post *post;             // NULL: none
+    tok_decoder *decoder;       // NULL: join with spaces
+    tok_added *added;
+    size_t nadded;
+    tr_truncation trunc;
+    tr_padding pad;
+    char *pad_token;
+};
+
+/* ---- pipeline steps ---- */
+tr_status tok_normalize(const tok_normalizer *n, tok_nstr *s);
+/* Splits the words (code point ranges of s) the caller put in `words`. */
+tr_status tok_pretokenize(const tok_pretok *p, const tok_nstr *s, tok_ranges *words);
+
+/* A growing encoding (tr_encoding plus capacity). */
+typedef struct tok_enc { tr_encoding e; size_t cap; } tok_enc;
+tr_status tok_enc_push(tok_enc *x, int32_t id, int32_t type_id, int special, int32_t seq,
+                       size_t o0, size_t o1);
+void tok_enc_free(tok_enc *x);
+
+tr_status tok_wordpiece_encode(const tok_wordpiece *m, const tok_nstr *s, tok_range w,
+                               int32_t type_id, int32_t seq, tok_enc *out);
+
+size_t tok_post_added(const tok_post *p, int pair);
+/* Merges a (and b when not NULL) into out, with or without special tokens. */
+tr_status tok_post_process(const tok_post *p, const tok_enc *a, const tok_enc *b, int add_special,
+                           tok_enc *out);
+tr_status tok_truncate(const tr_truncation *t, size_t n_added, tok_enc *a, tok_enc *b);
+tr_status tok_pad(const tr_padding *p, size_t target, tok_enc *x);
+
+tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out);
+
+/* ---- loading ---- */
+tr_status tok_load_normalizer(const char *file, const char *path, json_t *j, tok_normalizer *out);
+tr_status tok_load_pretok(const char *file, const char *path, json_t *j, tok_pretok *out);
+tr_status tok_load_post(const tr_tokenizer *t, const char *file, const char *path, json_t *j,
+                        tok_post *out);
+tr_status tok_load_root(tr_tokenizer *t, const char *file, json_t *root);
+void tok_normalizer_free(tok_normalizer *n);
+void tok_pretok_free(tok_pretok *p);
+void tok_post_free(tok_post *p);
+
+#pragma GCC visibility pop
+#endif
