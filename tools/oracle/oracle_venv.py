@@ -64,8 +64,9 @@ def env():
 
 
 @contextmanager
-def locked(root):
-    with open(os.path.join(root, "lock"), "w") as f:
+def locked(root, name):
+    """An exclusive lock on ROOT/NAME.lock (one per resource, so holders may nest)."""
+    with open(os.path.join(root, name + ".lock"), "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -96,7 +97,7 @@ def ensure_venv(base_python=None):
     base_python = base_python or sys.executable
     d = venv_dir(base_python)
     py = os.path.join(d, "bin", "python")
-    with locked(cache_root()):
+    with locked(cache_root(), os.path.basename(d)):
         if os.path.exists(os.path.join(d, STAMP)) and os.access(py, os.X_OK):
             return py
         shutil.rmtree(d, ignore_errors=True)
@@ -124,7 +125,7 @@ def ensure_asset(name, python=None):
     req = reqs[0]
     root = cache_root()
     d = os.path.join(root, "assets", req.replace("==", "-"))
-    with locked(root):
+    with locked(root, "asset-" + os.path.basename(d)):
         if os.path.exists(os.path.join(d, STAMP)):
             return d
         shutil.rmtree(d, ignore_errors=True)
