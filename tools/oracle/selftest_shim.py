@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """SELF-TEST ONLY: a stand-in for `trainer tokenize` made of the oracle itself.
 
-  selftest_shim.py tokenize [--no-special|--pair|--tokens|--decode|--type-ids|--max-length=N|
+  selftest_shim.py tokenize [--no-special|--pair|--tokens|--decode|--type-ids|--mask|--max-length=N|
                              --truncation=S] TOKENIZER [FILE]
 
 It lets tests/reference/tokenizer_oracle.py be tested without the C tokenizer: against this
@@ -16,7 +16,7 @@ import sys
 
 
 HELP = """usage: trainer tokenize [options] TOKENIZER [FILE]
-  --no-special  --pair  --tokens  --decode  --type-ids  --max-length=N
+  --no-special  --pair  --tokens  --decode  --type-ids  --mask  --max-length=N
   --truncation=longest_first|only_first|only_second
 """
 
@@ -58,6 +58,8 @@ def main(argv):
         for i, e in enumerate(tok.encode_batch(batch, add_special_tokens="--no-special" not in opts)):
             if "--tokens" in opts:
                 out.append(" ".join(e.tokens))
+            elif "--mask" in opts:
+                out.append(" ".join(map(str, e.attention_mask)))
             elif "--type-ids" in opts:
                 out.append(" ".join(map(str, e.type_ids)))
             else:
