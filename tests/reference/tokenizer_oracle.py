@@ -8,8 +8,10 @@ BERT WordPiece, two WordPiece pipelines of generic components; byte-level BPE an
 expected unsupported for now) and each input set (every line of ../shared/data's Tiny
 Shakespeare, tests/data/tokenizer_stress.txt, N seeded random Unicode strings), it runs
 `TRAINER tokenize` (ids, --no-special, --tokens, --decode of the oracle's ids, --pair on
-consecutive lines, and --max-length truncation where the CLI has it) and compares each output
-line with the oracle's encode_batch / decode_batch, printing counts and the first mismatches.
+consecutive lines; --mask, --type-ids and --max-length/--truncation where --help names them)
+and compares each output line with the oracle's encode_batch / decode_batch (the file's own
+truncation and padding apply, as in `tokenizers`), printing counts and the first mismatches.
+The oracle's answers are cached by content: the first run takes minutes, later ones ~40 s.
 Exit 0: every tokenizer the C side supports matched exactly; 1: a mismatch, or a tokenizer
 expected to be supported was refused; 77 (skip): no PyPI, no ../shared/data, or no `tokenize`.
 """
