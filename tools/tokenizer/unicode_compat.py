@@ -10,8 +10,8 @@ char::is_numeric and char::to_lowercase are of a newer one. This asks the oracle
 code point and writes the differences as ranges; the classes themselves still come from
 utf8proc. Run it again when the pinned `tokenizers` or utf8proc changes:
 
-    python3 -m venv /tmp/tokvenv && /tmp/tokvenv/bin/pip install tokenizers==0.23.3
-    /tmp/tokvenv/bin/python tools/tokenizer/unicode_compat.py > core/src/tokenizer/unicode_compat.inc
+    PY="$(python3 tools/oracle/oracle_venv.py python)"   # the oracle's venv: tools/oracle/requirements.txt
+    "$PY" tools/tokenizer/unicode_compat.py > core/src/tokenizer/unicode_compat.inc
 """
 import ctypes
 import ctypes.util
