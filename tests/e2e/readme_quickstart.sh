@@ -21,7 +21,7 @@ i=0
 while IFS= read -r c; do
     i=$((i + 1))
     [ "$c" = "tools/dev run" ] && c="build/bin/trainer run configs/quickstart.yaml"
-    (cd "$t" && eval "timeout 120 $c trainer.progress=lines" >"$t/out$i.log" 2>&1)
+    (cd "$t" && eval "timeout 600 $c trainer.progress=lines" >"$t/out$i.log" 2>&1)
     rc=$?
     if [ "$rc" = 0 ]; then ok "README quickstart command $i: $c"
     else bad "README quickstart command $i: $c" "exit $rc" "$(tail -3 "$t/out$i.log")"; fi
