@@ -223,6 +223,34 @@ static void other_components(void) {
     tr_tokenizer_free(t);
 }
 
+/* NFD puts each run of combining marks in canonical order (stable by combining class): U+0316
+ * (class 220) before U+0301 (230). A run of 200,000 marks takes linear time. */
+static void canonical_order(void) {
+    const char *json =
+        "{\"normalizer\": {\"type\": \"NFD\"}, \"pre_tokenizer\": {\"type\": \"WhitespaceSplit\"},"
+        "\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\","
+        " \"vocab\": {\"[UNK]\": 0, \"a\\u0316\\u0301\": 1, \"a\\u0316\\u0316\\u0316\\u0301\\u0301\\u0301\": 2,"
+        " \"a\": 3, \"##\\u0316\": 4, \"##\\u0301\": 5}}}";
+    tr_tokenizer *t = load(json);
+    if (!t) return;
+    expect_ids(t, "a\xcc\x81\xcc\x96", NULL, 1, "1");
+    expect_ids(t, "a\xcc\x81\xcc\x96\xcc\x81\xcc\x96\xcc\x81\xcc\x96 a\xcc\x96\xcc\x81", NULL, 1, "2 1");
+    size_t n = 100000, len = 1 + 4 * n;
+    char *text = malloc(len);
+    if (text) {
+        text[0] = 'a';
+        for (size_t i = 0; i < n; i++) memcpy(text + 1 + 4 * i, "\xcc\x81\xcc\x96", 4);
+        tr_encoding e;
+        tr_status st = tr_tokenizer_encode(t, text, len, NULL, 0, 0, &e);
+        /* longer than max_input_chars_per_word: one [UNK] over the whole word */
+        CHECK(st == TR_OK && e.len == 1 && e.ids[0] == 0, "a run of %zu marks: %s, %zu tokens",
+              2 * n, st == TR_OK ? "ok" : tr_error_msg(), e.len);
+        if (st == TR_OK) tr_encoding_free(&e);
+        free(text);
+    }
+    tr_tokenizer_free(t);
+}
+
 static void refusals(void) {
     char buf[8192];
     expect_refused("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0", "malformed JSON");
@@ -305,6 +333,7 @@ int main(void) {
     cased();
     truncation_and_padding();
     other_components();
+    canonical_order();
     refusals();
     files();
     return test_finish();

@@ -1,5 +1,6 @@
 /* Encodings: growing token lists, truncation (longest_first, only_first, only_second) and
  * padding, with the Rust library's arithmetic for splitting max_length over a pair. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +8,11 @@
 
 static tr_status grow(tok_enc *x, size_t need) {
     if (need <= x->cap) return TR_OK;
+    /* A padding length from the file can ask for 2^63 tokens, where the sizes below wrap around
+     * to a smaller reallocation: refuse any encoding longer than an int32 can index. */
+    if (need > INT32_MAX)
+        return tr_error_set(TR_ERR_INVALID, "tokenizer: an encoding of %zu tokens is too long (at most %d)", need,
+                            INT32_MAX);
     size_t cap = x->cap ? x->cap : 32;
     while (cap < need) cap *= 2;
     tr_encoding *e = &x->e;
@@ -118,7 +124,13 @@ tr_status tok_truncate(const tr_truncation *t, size_t n_added, tok_enc *a, tok_e
 
 tr_status tok_pad(const tr_padding *p, size_t target, tok_enc *x) {
     if (p->strategy == TR_PAD_NONE) return TR_OK;
-    if (p->multiple_of && target % p->multiple_of) target += p->multiple_of - target % p->multiple_of;
+    if (p->multiple_of && target % p->multiple_of) {
+        size_t add = p->multiple_of - target % p->multiple_of;
+        if (target > SIZE_MAX - add)
+            return tr_error_set(TR_ERR_INVALID, "padding: %zu rounded up to a multiple of %zu is too long", target,
+                                p->multiple_of);
+        target += add;
+    }
     tr_encoding *e = &x->e;
     if (e->len >= target) return TR_OK;
     size_t n = target - e->len, old = e->len;

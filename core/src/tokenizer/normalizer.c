@@ -23,6 +23,41 @@ static int is_chinese(uint32_t c) {
 
 static int ccc(uint32_t c) { return tok_combining_class(c); }
 
+/* Stable counting sort of s[b, e) by combining class: linear, so that a line of a million
+ * combining marks does not take the quadratic time an insertion sort would. */
+static tr_status sort_marks(tok_nstr *s, size_t b, size_t e) {
+    size_t n = e - b, count[257] = {0};
+    uint8_t *k = malloc(n);
+    uint32_t *cp = malloc(n * sizeof *cp);
+    size_t *a = malloc(2 * n * sizeof *a);
+    if (!k || !cp || !a) {
+        free(k);
+        free(cp);
+        free(a);
+        return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        k[i] = (uint8_t)ccc(s->cp[b + i]);
+        count[k[i] + 1]++;
+    }
+    for (size_t c = 1; c < 257; c++) count[c] += count[c - 1];
+    for (size_t i = 0; i < n; i++) {
+        size_t at = count[k[i]]++;
+        cp[at] = s->cp[b + i];
+        a[2 * at] = s->a0[b + i];
+        a[2 * at + 1] = s->a1[b + i];
+    }
+    for (size_t i = 0; i < n; i++) {
+        s->cp[b + i] = cp[i];
+        s->a0[b + i] = a[2 * i];
+        s->a1[b + i] = a[2 * i + 1];
+    }
+    free(k);
+    free(cp);
+    free(a);
+    return TR_OK;
+}
+
 /* Canonical or compatibility decomposition, then canonical ordering of combining marks. */
 static tr_status decompose(tok_nstr *s, int compat) {
     tok_nstr t = {0};
@@ -42,17 +77,25 @@ static tr_status decompose(tok_nstr *s, int compat) {
         tok_nstr_free(&t);
         return st;
     }
-    /* Stable insertion sort by combining class inside each run of non-starters. */
-    for (size_t i = 1; i < t.n; i++) {
-        int ci = ccc(t.cp[i]);
-        if (ci == 0) continue;
-        size_t j = i;
-        while (j > 0 && ccc(t.cp[j - 1]) > ci) {
-            uint32_t c = t.cp[j]; t.cp[j] = t.cp[j - 1]; t.cp[j - 1] = c;
-            size_t a = t.a0[j]; t.a0[j] = t.a0[j - 1]; t.a0[j - 1] = a;
-            a = t.a1[j]; t.a1[j] = t.a1[j - 1]; t.a1[j - 1] = a;
-            j--;
+    /* Canonical ordering: a stable sort by combining class of each run of non-starters. */
+    for (size_t i = 0; st == TR_OK && i < t.n;) {
+        if (ccc(t.cp[i]) == 0) {
+            i++;
+            continue;
         }
+        size_t b = i;
+        int sorted = 1, prev = 0;
+        for (; i < t.n; i++) {
+            int c = ccc(t.cp[i]);
+            if (c == 0) break;
+            if (c < prev) sorted = 0;
+            prev = c;
+        }
+        if (!sorted) st = sort_marks(&t, b, i);
+    }
+    if (st != TR_OK) {
+        tok_nstr_free(&t);
+        return st;
     }
     swap_out(s, &t);
     return TR_OK;
