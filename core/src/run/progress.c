@@ -10,6 +10,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "comm/env.h"
 #include "trainer/runtime.h"
 
 /* Set by SIGWINCH: the terminal's width is read again before the next draw. */
@@ -31,9 +32,11 @@ static int terminal_cols(void) {
 }
 
 /* mpirun, srun and other MPI launchers give ranks a pseudo-terminal and gather its output
- * into lines: a bar there is a flood of half-lines. */
+ * into lines: a bar there is a flood of half-lines. trainer launch and torchrun pass the
+ * terminal through (the launcher draws rank 0's bar). */
 static int under_mpi_launcher(void) {
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK") || getenv("SLURM_PROCID");
+    const char *l = tr_comm_env_launcher();
+    return l && strcmp(l, "trainer launch") != 0 && strcmp(l, "torchrun") != 0;
 }
 
 void progress_init(progress *p, int mode, int64_t first_step) {
