@@ -1,13 +1,46 @@
-/* Decoders: WordPiece (the prefix joins a piece to the one before, others get a space; the
- * cleanup of " ." and the like), or tokens joined by spaces when the file has none. */
+/* Decoders, as the Rust library's decode_chain: each decoder turns the list of token strings
+ * into a new list, a Sequence runs its decoders in order, and the last list is concatenated.
+ * Without a decoder the tokens are joined by spaces. WordPiece: a piece with the prefix joins
+ * the one before, others get a space, then the cleanup of " ." and the like. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/tokenizer_impl.h"
 
+#define DECODERS "WordPiece, Sequence"
+
+tr_status tok_strs_push(tok_strs *v, const char *s, size_t len) {
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 16;
+        char **p = realloc(v->s, cap * sizeof *p);
+        if (p) v->s = p;
+        size_t *l = p ? realloc(v->len, cap * sizeof *l) : NULL;
+        if (!p || !l) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+        v->len = l;
+        v->cap = cap;
+    }
+    char *d = malloc(len + 1);
+    if (!d) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+    memcpy(d, s, len);
+    d[len] = '\0';
+    v->s[v->n] = d;
+    v->len[v->n++] = len;
+    return TR_OK;
+}
+
+void tok_strs_free(tok_strs *v) {
+    for (size_t i = 0; i < v->n; i++) free(v->s[i]);
+    free(v->s);
+    free(v->len);
+    memset(v, 0, sizeof *v);
+}
+
+/* A growing byte buffer, NUL-terminated. */
 typedef struct sbuf { char *p; size_t n, cap; } sbuf;
 
 static int put(sbuf *b, const char *s, size_t n) {
+    if (n >= SIZE_MAX / 2 - b->n) return -1;
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n + 1) cap *= 2;
@@ -48,29 +81,101 @@ static int cleanup(sbuf *t) {
     return 0;
 }
 
-tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out) {
-    sbuf b = {0};
-    if (put(&b, "", 0)) goto nomem;
-    for (size_t i = 0; i < n; i++) {
-        const char *t = tokens[i];
-        if (!d) {
-            if ((i && put(&b, " ", 1)) || put(&b, t, strlen(t))) goto nomem;
-            continue;
-        }
+static tr_status wordpiece(const tok_decoder *d, const tok_strs *in, tok_strs *out) {
+    size_t pl = strlen(d->prefix);
+    for (size_t i = 0; i < in->n; i++) {
+        const char *t = in->s[i];
+        size_t tl = in->len[i];
         sbuf piece = {0};
-        size_t pl = strlen(d->prefix);
         int ok;
-        if (i && pl && strncmp(t, d->prefix, pl) == 0) ok = put(&piece, t + pl, strlen(t) - pl) == 0;
-        else if (i) ok = put(&piece, " ", 1) == 0 && put(&piece, t, strlen(t)) == 0;
-        else ok = put(&piece, t, strlen(t)) == 0;
+        if (i && pl && tl >= pl && memcmp(t, d->prefix, pl) == 0) ok = put(&piece, t + pl, tl - pl) == 0;
+        else if (i) ok = put(&piece, " ", 1) == 0 && put(&piece, t, tl) == 0;
+        else ok = put(&piece, t, tl) == 0;
         if (ok && d->cleanup && piece.n) ok = cleanup(&piece) == 0;
-        if (ok && piece.n) ok = put(&b, piece.p, piece.n) == 0;
+        tr_status st = ok ? tok_strs_push(out, piece.p ? piece.p : "", piece.n) : TR_ERR_NOMEM;
         free(piece.p);
-        if (!ok) goto nomem;
+        if (!ok) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+        TR_CHECK(st);
+    }
+    return TR_OK;
+}
+
+/* Runs one decoder over *list, replacing it. */
+static tr_status chain(const tok_decoder *d, tok_strs *list) {
+    if (d->kind == TOK_DEC_SEQUENCE) {
+        for (size_t i = 0; i < d->nkids; i++) TR_CHECK(chain(&d->kids[i], list));
+        return TR_OK;
+    }
+    tok_strs out = {0};
+    tr_status st = TR_OK;
+    switch (d->kind) {
+    case TOK_DEC_WORDPIECE: st = wordpiece(d, list, &out); break;
+    case TOK_DEC_SEQUENCE: break;
+    }
+    if (st != TR_OK) {
+        tok_strs_free(&out);
+        return st;
+    }
+    tok_strs_free(list);
+    *list = out;
+    return TR_OK;
+}
+
+tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out) {
+    *out = NULL;
+    tok_strs list = {0};
+    sbuf b = {0};
+    tr_status st = TR_OK;
+    for (size_t i = 0; st == TR_OK && i < n; i++) st = tok_strs_push(&list, tokens[i], strlen(tokens[i]));
+    if (st == TR_OK && d) st = chain(d, &list);
+    if (st == TR_OK && put(&b, "", 0)) st = tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+    for (size_t i = 0; st == TR_OK && i < list.n; i++)
+        if ((!d && i && put(&b, " ", 1)) || put(&b, list.s[i], list.len[i]))
+            st = tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+    tok_strs_free(&list);
+    if (st != TR_OK) {
+        free(b.p);
+        return st;
     }
     *out = b.p;
     return TR_OK;
-nomem:
-    free(b.p);
-    return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+}
+
+tr_status tok_load_decoder(const char *file, const char *path, json_t *j, tok_decoder *d) {
+    memset(d, 0, sizeof *d);
+    const char *type = "";
+    char sub[512];
+    TR_CHECK(tok_get_type(file, path, j, "decoder", &type));
+    if (strcmp(type, "WordPiece") == 0) {
+        d->kind = TOK_DEC_WORDPIECE;
+        json_t *p = json_object_get(j, "prefix");
+        snprintf(sub, sizeof sub, "%s.prefix", path);
+        if (p && !json_is_string(p)) return tok_bad(file, sub, "expected a string");
+        d->prefix = tok_dup(p ? json_string_value(p) : "##");
+        if (!d->prefix) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+        return tok_get_bool(file, path, j, "cleanup", 1, &d->cleanup);
+    }
+    if (strcmp(type, "Sequence") == 0) {
+        d->kind = TOK_DEC_SEQUENCE;
+        json_t *a = json_object_get(j, "decoders");
+        snprintf(sub, sizeof sub, "%s.decoders", path);
+        if (!json_is_array(a)) return tok_bad(file, sub, "expected a list of decoders");
+        d->kids = calloc(json_array_size(a) + 1, sizeof *d->kids);
+        if (!d->kids) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            snprintf(sub, sizeof sub, "%s.decoders[%zu]", path, i);
+            d->nkids = i + 1;
+            TR_CHECK(tok_load_decoder(file, sub, json_array_get(a, i), &d->kids[i]));
+        }
+        return TR_OK;
+    }
+    return tr_error_set(TR_ERR_UNSUPPORTED, "%s: %s: decoder '%s' is not supported (supported: %s)", file, path, type,
+                        DECODERS);
+}
+
+void tok_decoder_free(tok_decoder *d) {
+    if (!d) return;
+    for (size_t i = 0; i < d->nkids; i++) tok_decoder_free(&d->kids[i]);
+    free(d->kids);
+    free(d->prefix);
 }

@@ -10,13 +10,14 @@
 #define NORMALIZERS "BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, Sequence"
 #define PRETOKENIZERS "BertPreTokenizer, Whitespace, WhitespaceSplit, Punctuation, Digits, Sequence"
 #define POSTPROCESSORS "BertProcessing, TemplateProcessing, Sequence"
+#define MODELS "WordPiece"
 
-static tr_status bad(const char *file, const char *path, const char *what) {
+tr_status tok_bad(const char *file, const char *path, const char *what) {
     return tr_error_set(TR_ERR_PARSE, "%s: %s: %s", file, path, what);
 }
 
-static tr_status get_type(const char *file, const char *path, json_t *j, const char *kind, const char **type) {
-    if (!json_is_object(j)) return bad(file, path, "expected an object");
+tr_status tok_get_type(const char *file, const char *path, json_t *j, const char *kind, const char **type) {
+    if (!json_is_object(j)) return tok_bad(file, path, "expected an object");
     json_t *t = json_object_get(j, "type");
     if (!json_is_string(t))
         return tr_error_set(TR_ERR_PARSE, "%s: %s.type: expected the %s's type name", file, path, kind);
@@ -25,7 +26,7 @@ static tr_status get_type(const char *file, const char *path, json_t *j, const c
 }
 
 /* Optional boolean; null or absent gives def. */
-static tr_status get_bool(const char *file, const char *path, json_t *j, const char *key, int def, int *out) {
+tr_status tok_get_bool(const char *file, const char *path, json_t *j, const char *key, int def, int *out) {
     json_t *v = json_object_get(j, key);
     if (!v || json_is_null(v)) {
         *out = def;
@@ -37,7 +38,7 @@ static tr_status get_bool(const char *file, const char *path, json_t *j, const c
     return TR_OK;
 }
 
-static tr_status get_size(const char *file, const char *path, json_t *j, const char *key, size_t def, size_t *out) {
+tr_status tok_get_size(const char *file, const char *path, json_t *j, const char *key, size_t def, size_t *out) {
     json_t *v = json_object_get(j, key);
     if (!v || json_is_null(v)) {
         *out = def;
@@ -49,14 +50,14 @@ static tr_status get_size(const char *file, const char *path, json_t *j, const c
     return TR_OK;
 }
 
-static tr_status get_id(const char *file, const char *path, json_t *v, int32_t *out) {
+tr_status tok_get_id(const char *file, const char *path, json_t *v, int32_t *out) {
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-        return bad(file, path, "expected a token id (a non-negative integer)");
+        return tok_bad(file, path, "expected a token id (a non-negative integer)");
     *out = (int32_t)json_integer_value(v);
     return TR_OK;
 }
 
-static tr_status get_cps(const char *file, const char *path, json_t *j, const char *key, uint32_t **cp, size_t *n) {
+tr_status tok_get_cps(const char *file, const char *path, json_t *j, const char *key, uint32_t **cp, size_t *n) {
     json_t *v = json_object_get(j, key);
     if (!json_is_string(v)) return tr_error_set(TR_ERR_PARSE, "%s: %s.%s: expected a string", file, path, key);
     if (tok_utf8_to_cps(json_string_value(v), cp, n) != TR_OK)
@@ -64,7 +65,7 @@ static tr_status get_cps(const char *file, const char *path, json_t *j, const ch
     return TR_OK;
 }
 
-static char *dup(const char *s) {
+char *tok_dup(const char *s) {
     size_t n = strlen(s) + 1;
     char *d = malloc(n);
     if (d) memcpy(d, s, n);
@@ -74,14 +75,14 @@ static char *dup(const char *s) {
 tr_status tok_load_normalizer(const char *file, const char *path, json_t *j, tok_normalizer *n) {
     memset(n, 0, sizeof *n);
     const char *type = "";
-    TR_CHECK(get_type(file, path, j, "normalizer", &type));
+    TR_CHECK(tok_get_type(file, path, j, "normalizer", &type));
     char sub[512];
     if (strcmp(type, "BertNormalizer") == 0) {
         n->kind = TOK_NORM_BERT;
-        TR_CHECK(get_bool(file, path, j, "clean_text", 1, &n->clean_text));
-        TR_CHECK(get_bool(file, path, j, "handle_chinese_chars", 1, &n->chinese));
-        TR_CHECK(get_bool(file, path, j, "lowercase", 1, &n->lowercase));
-        TR_CHECK(get_bool(file, path, j, "strip_accents", n->lowercase, &n->strip_accents));
+        TR_CHECK(tok_get_bool(file, path, j, "clean_text", 1, &n->clean_text));
+        TR_CHECK(tok_get_bool(file, path, j, "handle_chinese_chars", 1, &n->chinese));
+        TR_CHECK(tok_get_bool(file, path, j, "lowercase", 1, &n->lowercase));
+        TR_CHECK(tok_get_bool(file, path, j, "strip_accents", n->lowercase, &n->strip_accents));
     } else if (strcmp(type, "NFC") == 0) n->kind = TOK_NORM_NFC;
     else if (strcmp(type, "NFD") == 0) n->kind = TOK_NORM_NFD;
     else if (strcmp(type, "NFKC") == 0) n->kind = TOK_NORM_NFKC;
@@ -90,25 +91,25 @@ tr_status tok_load_normalizer(const char *file, const char *path, json_t *j, tok
     else if (strcmp(type, "StripAccents") == 0) n->kind = TOK_NORM_STRIP_ACCENTS;
     else if (strcmp(type, "Strip") == 0) {
         n->kind = TOK_NORM_STRIP;
-        TR_CHECK(get_bool(file, path, j, "strip_left", 1, &n->left));
-        TR_CHECK(get_bool(file, path, j, "strip_right", 1, &n->right));
+        TR_CHECK(tok_get_bool(file, path, j, "strip_left", 1, &n->left));
+        TR_CHECK(tok_get_bool(file, path, j, "strip_right", 1, &n->right));
     } else if (strcmp(type, "Replace") == 0) {
         n->kind = TOK_NORM_REPLACE;
         json_t *p = json_object_get(j, "pattern");
         snprintf(sub, sizeof sub, "%s.pattern", path);
-        if (!json_is_object(p)) return bad(file, sub, "expected {\"String\": ...} or {\"Regex\": ...}");
+        if (!json_is_object(p)) return tok_bad(file, sub, "expected {\"String\": ...} or {\"Regex\": ...}");
         if (json_object_get(p, "Regex"))
             return tr_error_set(TR_ERR_UNSUPPORTED, "%s: %s: Replace with a Regex pattern is not supported (only String)", file, sub);
-        TR_CHECK(get_cps(file, sub, p, "String", &n->pat, &n->npat));
-        TR_CHECK(get_cps(file, path, j, "content", &n->with, &n->nwith));
+        TR_CHECK(tok_get_cps(file, sub, p, "String", &n->pat, &n->npat));
+        TR_CHECK(tok_get_cps(file, path, j, "content", &n->with, &n->nwith));
     } else if (strcmp(type, "Prepend") == 0) {
         n->kind = TOK_NORM_PREPEND;
-        TR_CHECK(get_cps(file, path, j, "prepend", &n->with, &n->nwith));
+        TR_CHECK(tok_get_cps(file, path, j, "prepend", &n->with, &n->nwith));
     } else if (strcmp(type, "Sequence") == 0) {
         n->kind = TOK_NORM_SEQUENCE;
         json_t *a = json_object_get(j, "normalizers");
         snprintf(sub, sizeof sub, "%s.normalizers", path);
-        if (!json_is_array(a)) return bad(file, sub, "expected a list of normalizers");
+        if (!json_is_array(a)) return tok_bad(file, sub, "expected a list of normalizers");
         n->kids = calloc(json_array_size(a) + 1, sizeof *n->kids);
         if (!n->kids) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
         for (size_t i = 0; i < json_array_size(a); i++) {
@@ -142,7 +143,7 @@ static tr_status get_behavior(const char *file, const char *path, json_t *j, tok
 tr_status tok_load_pretok(const char *file, const char *path, json_t *j, tok_pretok *p) {
     memset(p, 0, sizeof *p);
     const char *type = "";
-    TR_CHECK(get_type(file, path, j, "pre-tokenizer", &type));
+    TR_CHECK(tok_get_type(file, path, j, "pre-tokenizer", &type));
     if (strcmp(type, "BertPreTokenizer") == 0) p->kind = TOK_PRE_BERT;
     else if (strcmp(type, "Whitespace") == 0) p->kind = TOK_PRE_WHITESPACE;
     else if (strcmp(type, "WhitespaceSplit") == 0) p->kind = TOK_PRE_WHITESPACE_SPLIT;
@@ -151,13 +152,13 @@ tr_status tok_load_pretok(const char *file, const char *path, json_t *j, tok_pre
         TR_CHECK(get_behavior(file, path, j, &p->behavior));
     } else if (strcmp(type, "Digits") == 0) {
         p->kind = TOK_PRE_DIGITS;
-        TR_CHECK(get_bool(file, path, j, "individual_digits", 0, &p->individual_digits));
+        TR_CHECK(tok_get_bool(file, path, j, "individual_digits", 0, &p->individual_digits));
     } else if (strcmp(type, "Sequence") == 0) {
         p->kind = TOK_PRE_SEQUENCE;
         char sub[512];
         json_t *a = json_object_get(j, "pretokenizers");
         snprintf(sub, sizeof sub, "%s.pretokenizers", path);
-        if (!json_is_array(a)) return bad(file, sub, "expected a list of pre-tokenizers");
+        if (!json_is_array(a)) return tok_bad(file, sub, "expected a list of pre-tokenizers");
         p->kids = calloc(json_array_size(a) + 1, sizeof *p->kids);
         if (!p->kids) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
         for (size_t i = 0; i < json_array_size(a); i++) {
@@ -178,9 +179,9 @@ static tr_status get_pair_id(const char *file, const char *path, json_t *j, cons
     snprintf(sub, sizeof sub, "%s.%s", path, key);
     json_t *v = json_object_get(j, key);
     if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_string(json_array_get(v, 0)))
-        return bad(file, sub, "expected [token, id]");
+        return tok_bad(file, sub, "expected [token, id]");
     snprintf(sub, sizeof sub, "%s.%s[1]", path, key);
-    return get_id(file, sub, json_array_get(v, 1), id);
+    return tok_get_id(file, sub, json_array_get(v, 1), id);
 }
 
 static tr_status load_template(const char *file, const char *path, json_t *j, const char *key, json_t *specials,
@@ -188,7 +189,7 @@ static tr_status load_template(const char *file, const char *path, json_t *j, co
     char sub[512];
     json_t *a = json_object_get(j, key);
     snprintf(sub, sizeof sub, "%s.%s", path, key);
-    if (!json_is_array(a)) return bad(file, sub, "expected a list of template pieces");
+    if (!json_is_array(a)) return tok_bad(file, sub, "expected a list of template pieces");
     *out = calloc(json_array_size(a) + 1, sizeof **out);
     if (!*out) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
     for (size_t i = 0; i < json_array_size(a); i++) {
@@ -199,12 +200,12 @@ static tr_status load_template(const char *file, const char *path, json_t *j, co
         if ((v = json_object_get(e, "Sequence"))) {
             json_t *id = json_object_get(v, "id");
             if (!json_is_string(id) || (strcmp(json_string_value(id), "A") && strcmp(json_string_value(id), "B")))
-                return bad(file, sub, "Sequence.id: expected \"A\" or \"B\"");
+                return tok_bad(file, sub, "Sequence.id: expected \"A\" or \"B\"");
             t->seq = json_string_value(id)[0] == 'B';
         } else if ((v = json_object_get(e, "SpecialToken"))) {
             t->seq = -1;
             json_t *id = json_object_get(v, "id");
-            if (!json_is_string(id)) return bad(file, sub, "SpecialToken.id: expected the special token's name");
+            if (!json_is_string(id)) return tok_bad(file, sub, "SpecialToken.id: expected the special token's name");
             json_t *s = json_object_get(specials, json_string_value(id));
             json_t *ids = json_object_get(s, "ids");
             if (!json_is_array(ids))
@@ -214,14 +215,14 @@ static tr_status load_template(const char *file, const char *path, json_t *j, co
             if (!t->ids) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
             for (size_t k = 0; k < json_array_size(ids); k++) {
                 snprintf(sub, sizeof sub, "%s.special_tokens.%s.ids[%zu]", path, json_string_value(id), k);
-                TR_CHECK(get_id(file, sub, json_array_get(ids, k), &t->ids[k]));
+                TR_CHECK(tok_get_id(file, sub, json_array_get(ids, k), &t->ids[k]));
                 t->nids = k + 1;
             }
         } else {
-            return bad(file, sub, "expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
+            return tok_bad(file, sub, "expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
         }
         json_t *ty = json_object_get(v, "type_id");
-        if (ty && !json_is_null(ty)) TR_CHECK(get_id(file, sub, ty, &t->type_id));
+        if (ty && !json_is_null(ty)) TR_CHECK(tok_get_id(file, sub, ty, &t->type_id));
     }
     return TR_OK;
 }
@@ -230,7 +231,7 @@ tr_status tok_load_post(const tr_tokenizer *tk, const char *file, const char *pa
     (void)tk;
     memset(p, 0, sizeof *p);
     const char *type = "";
-    TR_CHECK(get_type(file, path, j, "post-processor", &type));
+    TR_CHECK(tok_get_type(file, path, j, "post-processor", &type));
     if (strcmp(type, "BertProcessing") == 0) {
         p->kind = TOK_POST_BERT;
         TR_CHECK(get_pair_id(file, path, j, "cls", &p->cls_id));
@@ -245,7 +246,7 @@ tr_status tok_load_post(const tr_tokenizer *tk, const char *file, const char *pa
         char sub[512];
         json_t *a = json_object_get(j, "processors");
         snprintf(sub, sizeof sub, "%s.processors", path);
-        if (!json_is_array(a)) return bad(file, sub, "expected a list of post-processors");
+        if (!json_is_array(a)) return tok_bad(file, sub, "expected a list of post-processors");
         p->kids = calloc(json_array_size(a) + 1, sizeof *p->kids);
         if (!p->kids) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
         for (size_t i = 0; i < json_array_size(a); i++) {
@@ -260,54 +261,24 @@ tr_status tok_load_post(const tr_tokenizer *tk, const char *file, const char *pa
     return TR_OK;
 }
 
-static tr_status load_decoder(const char *file, json_t *j, tok_decoder *d) {
-    const char *type = "";
-    TR_CHECK(get_type(file, "decoder", j, "decoder", &type));
-    if (strcmp(type, "WordPiece") != 0)
-        return tr_error_set(TR_ERR_UNSUPPORTED, "%s: decoder: decoder '%s' is not supported (supported: WordPiece)", file, type);
-    json_t *p = json_object_get(j, "prefix");
-    if (p && !json_is_string(p)) return bad(file, "decoder.prefix", "expected a string");
-    d->prefix = dup(p ? json_string_value(p) : "##");
-    if (!d->prefix) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
-    return get_bool(file, "decoder", j, "cleanup", 1, &d->cleanup);
-}
-
-static tr_status load_model(const char *file, json_t *j, tok_wordpiece *m) {
-    if (!json_is_object(j)) return bad(file, "model", "expected an object");
+static tr_status load_model(const char *file, json_t *j, tok_model *m) {
+    m->unk_id = -1;
+    if (!json_is_object(j)) return tok_bad(file, "model", "expected an object");
     json_t *t = json_object_get(j, "type");
-    if (t && !json_is_string(t)) return bad(file, "model.type", "expected the model's type name");
-    if (t && strcmp(json_string_value(t), "WordPiece") != 0)
-        return tr_error_set(TR_ERR_UNSUPPORTED, "%s: model: model '%s' is not supported (supported: WordPiece)", file,
-                            json_string_value(t));
-    if (!t && !json_object_get(j, "continuing_subword_prefix"))
-        return bad(file, "model", "the model has no type and is not WordPiece (supported: WordPiece)");
-    json_t *unk = json_object_get(j, "unk_token"), *pre = json_object_get(j, "continuing_subword_prefix");
-    if (unk && !json_is_string(unk)) return bad(file, "model.unk_token", "expected a string");
-    if (pre && !json_is_null(pre) && !json_is_string(pre)) return bad(file, "model.continuing_subword_prefix", "expected a string");
-    m->unk = dup(unk ? json_string_value(unk) : "[UNK]");
-    m->prefix = dup(json_is_string(pre) ? json_string_value(pre) : "##");
-    if (!m->unk || !m->prefix) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
-    TR_CHECK(get_size(file, "model", j, "max_input_chars_per_word", 100, &m->max_chars));
-    json_t *v = json_object_get(j, "vocab");
-    if (!json_is_object(v)) return bad(file, "model.vocab", "expected an object of token: id");
-    size_t n = json_object_size(v);
-    TR_CHECK(tok_vocab_init(&m->vocab, n));
-    const char *key;
-    json_t *val;
-    json_object_foreach(v, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 || (size_t)json_integer_value(val) >= n)
-            return tr_error_set(TR_ERR_PARSE, "%s: model.vocab[\"%s\"]: expected an id in 0..%zu (the ids must run 0..N-1 without gaps)",
-                                file, key, n ? n - 1 : 0);
-        if (tok_vocab_set(&m->vocab, (int32_t)json_integer_value(val), key, strlen(key)) != TR_OK)
-            return tr_error_set(TR_ERR_PARSE, "%s: model.vocab[\"%s\"]: %s (each id once, 0..N-1)", file, key, tr_error_msg());
-    }
-    m->unk_id = tok_vocab_find(&m->vocab, m->unk, strlen(m->unk));
-    return TR_OK;
+    if (t && !json_is_string(t)) return tok_bad(file, "model.type", "expected the model's type name");
+    const char *type = t ? json_string_value(t) : NULL;
+    /* Files from old converters name no type: the fields tell WordPiece. */
+    if (!type && json_object_get(j, "continuing_subword_prefix"))
+        type = "WordPiece";
+    if (!type) return tok_bad(file, "model", "the model names no type (supported: " MODELS ")");
+    if (strcmp(type, "WordPiece") == 0) return tok_load_wordpiece(file, j, m);
+    return tr_error_set(TR_ERR_UNSUPPORTED, "%s: model: model '%s' is not supported (supported: %s)", file, type,
+                        MODELS);
 }
 
 static tr_status load_added(tr_tokenizer *t, const char *file, json_t *a) {
     if (!a || json_is_null(a)) return TR_OK;
-    if (!json_is_array(a)) return bad(file, "added_tokens", "expected a list");
+    if (!json_is_array(a)) return tok_bad(file, "added_tokens", "expected a list");
     t->added = calloc(json_array_size(a) + 1, sizeof *t->added);
     if (!t->added) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
     char sub[128];
@@ -316,19 +287,19 @@ static tr_status load_added(tr_tokenizer *t, const char *file, json_t *a) {
         tok_added *x = &t->added[i];
         t->nadded = i + 1;
         snprintf(sub, sizeof sub, "added_tokens[%zu]", i);
-        if (!json_is_object(e)) return bad(file, sub, "expected an object");
+        if (!json_is_object(e)) return tok_bad(file, sub, "expected an object");
         char idp[160];
         snprintf(idp, sizeof idp, "%s.id", sub);
-        TR_CHECK(get_id(file, idp, json_object_get(e, "id"), &x->id));
-        TR_CHECK(get_cps(file, sub, e, "content", &x->cp, &x->ncp));
-        if (x->ncp == 0) return bad(file, sub, "content: an added token cannot be empty");
-        x->content = dup(json_string_value(json_object_get(e, "content")));
+        TR_CHECK(tok_get_id(file, idp, json_object_get(e, "id"), &x->id));
+        TR_CHECK(tok_get_cps(file, sub, e, "content", &x->cp, &x->ncp));
+        if (x->ncp == 0) return tok_bad(file, sub, "content: an added token cannot be empty");
+        x->content = tok_dup(json_string_value(json_object_get(e, "content")));
         if (!x->content) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
-        TR_CHECK(get_bool(file, sub, e, "special", 0, &x->special));
-        TR_CHECK(get_bool(file, sub, e, "normalized", !x->special, &x->normalized));
-        TR_CHECK(get_bool(file, sub, e, "lstrip", 0, &x->lstrip));
-        TR_CHECK(get_bool(file, sub, e, "rstrip", 0, &x->rstrip));
-        TR_CHECK(get_bool(file, sub, e, "single_word", 0, &x->single_word));
+        TR_CHECK(tok_get_bool(file, sub, e, "special", 0, &x->special));
+        TR_CHECK(tok_get_bool(file, sub, e, "normalized", !x->special, &x->normalized));
+        TR_CHECK(tok_get_bool(file, sub, e, "lstrip", 0, &x->lstrip));
+        TR_CHECK(tok_get_bool(file, sub, e, "rstrip", 0, &x->rstrip));
+        TR_CHECK(tok_get_bool(file, sub, e, "single_word", 0, &x->single_word));
         int32_t vid = tok_vocab_find(&t->model.vocab, x->content, strlen(x->content));
         if (vid >= 0 && vid != x->id)
             return tr_error_set(TR_ERR_PARSE, "%s: %s: '%s' has id %d here but %d in model.vocab", file, sub, x->content,
@@ -354,10 +325,10 @@ static tr_status get_side(const char *file, const char *path, json_t *j, tr_side
 
 static tr_status load_truncation(tr_tokenizer *t, const char *file, json_t *j) {
     if (!j || json_is_null(j)) return TR_OK;
-    if (!json_is_object(j)) return bad(file, "truncation", "expected an object or null");
+    if (!json_is_object(j)) return tok_bad(file, "truncation", "expected an object or null");
     t->trunc.enabled = 1;
-    TR_CHECK(get_size(file, "truncation", j, "max_length", 512, &t->trunc.max_length));
-    TR_CHECK(get_size(file, "truncation", j, "stride", 0, &t->trunc.stride));
+    TR_CHECK(tok_get_size(file, "truncation", j, "max_length", 512, &t->trunc.max_length));
+    TR_CHECK(tok_get_size(file, "truncation", j, "stride", 0, &t->trunc.stride));
     if (t->trunc.stride)
         return tr_error_set(TR_ERR_UNSUPPORTED, "%s: truncation.stride: %zu is not supported (only 0)", file, t->trunc.stride);
     TR_CHECK(get_side(file, "truncation", j, &t->trunc.direction));
@@ -366,31 +337,31 @@ static tr_status load_truncation(tr_tokenizer *t, const char *file, json_t *j) {
     if (!s || json_is_null(s) || strcmp(name, "LongestFirst") == 0) t->trunc.strategy = TR_TRUNCATE_LONGEST_FIRST;
     else if (strcmp(name, "OnlyFirst") == 0) t->trunc.strategy = TR_TRUNCATE_ONLY_FIRST;
     else if (strcmp(name, "OnlySecond") == 0) t->trunc.strategy = TR_TRUNCATE_ONLY_SECOND;
-    else return bad(file, "truncation.strategy", "expected LongestFirst, OnlyFirst or OnlySecond");
+    else return tok_bad(file, "truncation.strategy", "expected LongestFirst, OnlyFirst or OnlySecond");
     return TR_OK;
 }
 
 static tr_status load_padding(tr_tokenizer *t, const char *file, json_t *j) {
     if (!j || json_is_null(j)) return TR_OK;
-    if (!json_is_object(j)) return bad(file, "padding", "expected an object or null");
+    if (!json_is_object(j)) return tok_bad(file, "padding", "expected an object or null");
     json_t *s = json_object_get(j, "strategy");
     if (json_is_string(s) && strcmp(json_string_value(s), "BatchLongest") == 0) t->pad.strategy = TR_PAD_LONGEST;
     else if (json_is_object(s) && json_object_get(s, "Fixed")) {
         t->pad.strategy = TR_PAD_FIXED;
-        TR_CHECK(get_size(file, "padding.strategy", s, "Fixed", 0, &t->pad.length));
-    } else return bad(file, "padding.strategy", "expected \"BatchLongest\" or {\"Fixed\": N}");
+        TR_CHECK(tok_get_size(file, "padding.strategy", s, "Fixed", 0, &t->pad.length));
+    } else return tok_bad(file, "padding.strategy", "expected \"BatchLongest\" or {\"Fixed\": N}");
     TR_CHECK(get_side(file, "padding", j, &t->pad.direction));
-    TR_CHECK(get_size(file, "padding", j, "pad_to_multiple_of", 0, &t->pad.multiple_of));
+    TR_CHECK(tok_get_size(file, "padding", j, "pad_to_multiple_of", 0, &t->pad.multiple_of));
     size_t v = 0;
-    TR_CHECK(get_size(file, "padding", j, "pad_id", 0, &v));
-    if (v > INT32_MAX) return bad(file, "padding.pad_id", "out of range");
+    TR_CHECK(tok_get_size(file, "padding", j, "pad_id", 0, &v));
+    if (v > INT32_MAX) return tok_bad(file, "padding.pad_id", "out of range");
     t->pad.pad_id = (int32_t)v;
-    TR_CHECK(get_size(file, "padding", j, "pad_type_id", 0, &v));
-    if (v > INT32_MAX) return bad(file, "padding.pad_type_id", "out of range");
+    TR_CHECK(tok_get_size(file, "padding", j, "pad_type_id", 0, &v));
+    if (v > INT32_MAX) return tok_bad(file, "padding.pad_type_id", "out of range");
     t->pad.pad_type_id = (int32_t)v;
     json_t *tok = json_object_get(j, "pad_token");
-    if (tok && !json_is_string(tok)) return bad(file, "padding.pad_token", "expected a string");
-    t->pad_token = dup(tok ? json_string_value(tok) : "[PAD]");
+    if (tok && !json_is_string(tok)) return tok_bad(file, "padding.pad_token", "expected a string");
+    t->pad_token = tok_dup(tok ? json_string_value(tok) : "[PAD]");
     if (!t->pad_token) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
     t->pad.pad_token = t->pad_token;
     return TR_OK;
@@ -400,7 +371,7 @@ static tr_status load_padding(tr_tokenizer *t, const char *file, json_t *j) {
 tr_status tok_load_root(tr_tokenizer *t, const char *file, json_t *root) {
     if (!json_is_object(root)) return tr_error_set(TR_ERR_PARSE, "%s: expected a JSON object at the top", file);
     json_t *model = json_object_get(root, "model");
-    if (!model) return bad(file, "model", "missing (a tokenizer.json has a model)");
+    if (!model) return tok_bad(file, "model", "missing (a tokenizer.json has a model)");
     TR_CHECK(load_model(file, model, &t->model));
     TR_CHECK(load_added(t, file, json_object_get(root, "added_tokens")));
     json_t *j = json_object_get(root, "normalizer");
@@ -425,7 +396,7 @@ tr_status tok_load_root(tr_tokenizer *t, const char *file, json_t *root) {
     if (j && !json_is_null(j)) {
         t->decoder = calloc(1, sizeof *t->decoder);
         if (!t->decoder) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
-        TR_CHECK(load_decoder(file, j, t->decoder));
+        TR_CHECK(tok_load_decoder(file, "decoder", j, t->decoder));
     }
     TR_CHECK(load_truncation(t, file, json_object_get(root, "truncation")));
     TR_CHECK(load_padding(t, file, json_object_get(root, "padding")));

@@ -93,7 +93,7 @@ static tr_status whitespace(const tok_nstr *s, tok_range w, tok_ranges *out) {
     return TR_OK;
 }
 
-static tr_status apply(const tok_pretok *p, const tok_nstr *s, tok_ranges *words) {
+static tr_status apply(const tok_pretok *p, tok_nstr *s, tok_ranges *words) {
     if (p->kind == TOK_PRE_SEQUENCE) {
         for (size_t i = 0; i < p->nkids; i++) TR_CHECK(apply(&p->kids[i], s, words));
         return TR_OK;
@@ -128,7 +128,7 @@ static tr_status apply(const tok_pretok *p, const tok_nstr *s, tok_ranges *words
     return TR_OK;
 }
 
-tr_status tok_pretokenize(const tok_pretok *p, const tok_nstr *s, tok_ranges *words) {
+tr_status tok_pretokenize(const tok_pretok *p, tok_nstr *s, tok_ranges *words) {
     if (!p) return TR_OK;
     return apply(p, s, words);
 }

@@ -17,12 +17,10 @@ void tr_tokenizer_free(tr_tokenizer *t) {
     free(t->normalizer);
     tok_pretok_free(t->pretok);
     free(t->pretok);
-    tok_vocab_free(&t->model.vocab);
-    free(t->model.unk);
-    free(t->model.prefix);
+    tok_model_free(&t->model);
     tok_post_free(t->post);
     free(t->post);
-    if (t->decoder) free(t->decoder->prefix);
+    tok_decoder_free(t->decoder);
     free(t->decoder);
     for (size_t i = 0; i < t->nadded; i++) {
         free(t->added[i].content);
@@ -204,7 +202,7 @@ static tr_status encode_piece(const tr_tokenizer *t, const tok_nstr *orig, size_
         TR_CHECK_GOTO(tok_ranges_push(&words, g.b, g.e), done);
         TR_CHECK_GOTO(tok_pretokenize(t->pretok, &s, &words), done);
         for (size_t w = 0; w < words.n; w++)
-            TR_CHECK_GOTO(tok_wordpiece_encode(&t->model, &s, words.r[w], type_id, seq, out), done);
+            TR_CHECK_GOTO(tok_model_encode(&t->model, &s, words.r[w], type_id, seq, out), done);
     }
 done:
     tok_nstr_free(&s);

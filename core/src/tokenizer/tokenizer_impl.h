@@ -97,13 +97,22 @@ typedef struct tok_range { size_t b, e; } tok_range; /* code points [b, e) of a 
 typedef struct tok_ranges { tok_range *r; size_t n, cap; } tok_ranges;
 tr_status tok_ranges_push(tok_ranges *r, size_t b, size_t e);
 
+/* The model: one kind, its vocabulary (every kind has one: token <-> id) and the kind's own
+ * state. A kind lives in its own file (wordpiece.c, ...) with a loader and an encoder. */
+typedef enum { TOK_MODEL_WORDPIECE } tok_model_kind;
+
 typedef struct tok_wordpiece {
-    tok_vocab vocab;
-    char *unk;
-    int32_t unk_id; // -1 when the unk token is not in the vocabulary
     char *prefix;
     size_t max_chars;
 } tok_wordpiece;
+
+typedef struct tok_model {
+    tok_model_kind kind;
+    tok_vocab vocab;
+    char *unk;      // NULL when the model has no unknown token
+    int32_t unk_id; // -1 when the unk token is absent or not in the vocabulary
+    tok_wordpiece wp;
+} tok_model;
 
 typedef enum { TOK_POST_BERT, TOK_POST_TEMPLATE, TOK_POST_SEQUENCE } tok_post_kind;
 
@@ -123,10 +132,23 @@ typedef struct tok_post {
     size_t nkids;
 } tok_post;
 
+/* Decoders run as a chain, as the Rust library's decode_chain: each turns the list of token
+ * strings into a new list; the last list is concatenated. */
+typedef enum { TOK_DEC_WORDPIECE, TOK_DEC_SEQUENCE } tok_dec_kind;
+
 typedef struct tok_decoder {
-    char *prefix;
-    int cleanup;
+    tok_dec_kind kind;
+    char *prefix; // WordPiece
+    int cleanup;  // WordPiece
+    struct tok_decoder *kids;
+    size_t nkids;
 } tok_decoder;
+
+/* A list of malloc'ed token strings, each with its byte length (tokens may hold NUL bytes
+ * only where a decoder made them). */
+typedef struct tok_strs { char **s; size_t *len; size_t n, cap; } tok_strs;
+tr_status tok_strs_push(tok_strs *v, const char *s, size_t len);
+void tok_strs_free(tok_strs *v);
 
 typedef struct tok_added {
     char *content;
@@ -140,7 +162,7 @@ struct tr_tokenizer {
     char *name;
     tok_normalizer *normalizer; // NULL: none
     tok_pretok *pretok;         // NULL: none
-    tok_wordpiece model;
+    tok_model model;
     tok_post *post;             // NULL: none
     tok_decoder *decoder;       // NULL: join with spaces
     tok_added *added;
@@ -152,8 +174,9 @@ struct tr_tokenizer {
 
 /* ---- pipeline steps ---- */
 tr_status tok_normalize(const tok_normalizer *n, tok_nstr *s);
-/* Splits the words (code point ranges of s) the caller put in `words`. */
-tr_status tok_pretokenize(const tok_pretok *p, const tok_nstr *s, tok_ranges *words);
+/* Splits the words (code point ranges of s) the caller put in `words`. A pre-tokenizer that
+ * changes text (a space marker, bytes as characters) rewrites s and maps the ranges onto it. */
+tr_status tok_pretokenize(const tok_pretok *p, tok_nstr *s, tok_ranges *words);
 
 /* A growing encoding (tr_encoding plus capacity). */
 typedef struct tok_enc { tr_encoding e; size_t cap; } tok_enc;
@@ -161,8 +184,12 @@ tr_status tok_enc_push(tok_enc *x, int32_t id, int32_t type_id, int special, int
                        size_t o0, size_t o1);
 void tok_enc_free(tok_enc *x);
 
-tr_status tok_wordpiece_encode(const tok_wordpiece *m, const tok_nstr *s, tok_range w,
+/* Runs the model over one word s[w.b, w.e). */
+tr_status tok_model_encode(const tok_model *m, const tok_nstr *s, tok_range w, int32_t type_id, int32_t seq,
+                           tok_enc *out);
+tr_status tok_wordpiece_encode(const tok_model *m, const tok_nstr *s, tok_range w,
                                int32_t type_id, int32_t seq, tok_enc *out);
+void tok_model_free(tok_model *m);
 
 size_t tok_post_added(const tok_post *p, int pair);
 /* Merges a (and b when not NULL) into out, with or without special tokens. */
@@ -171,14 +198,30 @@ tr_status tok_post_process(const tok_post *p, const tok_enc *a, const tok_enc *b
 tr_status tok_truncate(const tr_truncation *t, size_t n_added, tok_enc *a, tok_enc *b);
 tr_status tok_pad(const tr_padding *p, size_t target, tok_enc *x);
 
+/* Decodes token strings into one malloc'ed NUL-terminated text (joined by spaces without a
+ * decoder). */
 tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out);
 
 /* ---- loading ---- */
+/* Helpers for the loaders: messages are "FILE: JSON.PATH: what is wrong" (TR_ERR_PARSE). */
+tr_status tok_bad(const char *file, const char *path, const char *what);
+/* The object's "type" string; `kind` names the component in the message. */
+tr_status tok_get_type(const char *file, const char *path, json_t *j, const char *kind, const char **type);
+/* Optional fields: null or absent gives def. */
+tr_status tok_get_bool(const char *file, const char *path, json_t *j, const char *key, int def, int *out);
+tr_status tok_get_size(const char *file, const char *path, json_t *j, const char *key, size_t def, size_t *out);
+tr_status tok_get_id(const char *file, const char *path, json_t *v, int32_t *out);
+/* A required string field as code points. */
+tr_status tok_get_cps(const char *file, const char *path, json_t *j, const char *key, uint32_t **cp, size_t *n);
+char *tok_dup(const char *s); /* NULL when out of memory */
 tr_status tok_load_normalizer(const char *file, const char *path, json_t *j, tok_normalizer *out);
 tr_status tok_load_pretok(const char *file, const char *path, json_t *j, tok_pretok *out);
 tr_status tok_load_post(const tr_tokenizer *t, const char *file, const char *path, json_t *j,
                         tok_post *out);
+tr_status tok_load_decoder(const char *file, const char *path, json_t *j, tok_decoder *out);
+tr_status tok_load_wordpiece(const char *file, json_t *j, tok_model *m);
 tr_status tok_load_root(tr_tokenizer *t, const char *file, json_t *root);
+void tok_decoder_free(tok_decoder *d);
 void tok_normalizer_free(tok_normalizer *n);
 void tok_pretok_free(tok_pretok *p);
 void tok_post_free(tok_post *p);

@@ -6,11 +6,43 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
-tr_status tok_wordpiece_encode(const tok_wordpiece *m, const tok_nstr *s, tok_range w,
+tr_status tok_load_wordpiece(const char *file, json_t *j, tok_model *m) {
+    m->kind = TOK_MODEL_WORDPIECE;
+    json_t *unk = json_object_get(j, "unk_token"), *pre = json_object_get(j, "continuing_subword_prefix");
+    if (unk && !json_is_string(unk)) return tok_bad(file, "model.unk_token", "expected a string");
+    if (pre && !json_is_null(pre) && !json_is_string(pre)) return tok_bad(file, "model.continuing_subword_prefix", "expected a string");
+    m->unk = tok_dup(unk ? json_string_value(unk) : "[UNK]");
+    m->wp.prefix = tok_dup(json_is_string(pre) ? json_string_value(pre) : "##");
+    if (!m->unk || !m->wp.prefix) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+    json_t *v = json_object_get(j, "max_input_chars_per_word");
+    m->wp.max_chars = 100;
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return tok_bad(file, "model.max_input_chars_per_word", "expected a non-negative integer");
+        m->wp.max_chars = (size_t)json_integer_value(v);
+    }
+    v = json_object_get(j, "vocab");
+    if (!json_is_object(v)) return tok_bad(file, "model.vocab", "expected an object of token: id");
+    size_t n = json_object_size(v);
+    TR_CHECK(tok_vocab_init(&m->vocab, n));
+    const char *key;
+    json_t *val;
+    json_object_foreach(v, key, val) {
+        if (!json_is_integer(val) || json_integer_value(val) < 0 || (size_t)json_integer_value(val) >= n)
+            return tr_error_set(TR_ERR_PARSE, "%s: model.vocab[\"%s\"]: expected an id in 0..%zu (the ids must run 0..N-1 without gaps)",
+                                file, key, n ? n - 1 : 0);
+        if (tok_vocab_set(&m->vocab, (int32_t)json_integer_value(val), key, strlen(key)) != TR_OK)
+            return tr_error_set(TR_ERR_PARSE, "%s: model.vocab[\"%s\"]: %s (each id once, 0..N-1)", file, key, tr_error_msg());
+    }
+    m->unk_id = tok_vocab_find(&m->vocab, m->unk, strlen(m->unk));
+    return TR_OK;
+}
+
+tr_status tok_wordpiece_encode(const tok_model *m, const tok_nstr *s, tok_range w,
                                int32_t type_id, int32_t seq, tok_enc *out) {
     size_t nch = w.e - w.b;
     if (nch == 0) return TR_OK;
-    size_t plen = strlen(m->prefix);
+    size_t plen = strlen(m->wp.prefix);
     char *buf = malloc(2 * plen + 8 * nch + 1); /* the word's UTF-8, then scratch */
     size_t *at = malloc((nch + 1) * sizeof *at); /* byte offset of each code point */
     if (!buf || !at) {
@@ -27,7 +59,7 @@ tr_status tok_wordpiece_encode(const tok_wordpiece *m, const tok_nstr *s, tok_ra
     at[nch] = len;
     size_t first = out->e.len;
     tr_status st = TR_OK;
-    int bad = nch > m->max_chars;
+    int bad = nch > m->wp.max_chars;
     size_t start = 0; /* code points */
     while (!bad && start < nch) {
         size_t end = nch;
@@ -36,7 +68,7 @@ tr_status tok_wordpiece_encode(const tok_wordpiece *m, const tok_nstr *s, tok_ra
             size_t n = at[end] - at[start];
             if (start) { /* the prefix, then the piece, in the scratch room after the word */
                 char *t = word + len;
-                memcpy(t, m->prefix, plen);
+                memcpy(t, m->wp.prefix, plen);
                 memcpy(t + plen, word + at[start], n);
                 id = tok_vocab_find(&m->vocab, t, plen + n);
             } else {
