@@ -92,5 +92,22 @@ add_library(trainer_utf8proc INTERFACE)
 target_include_directories(trainer_utf8proc INTERFACE ${UTF8PROC_INCLUDE_DIR})
 target_link_libraries(trainer_utf8proc INTERFACE ${UTF8PROC_LIBRARY})
 
+# PCRE2 (its 32-bit code unit library, which matches code point arrays): the regular
+# expressions of tokenizer.json (Split, Replace, ByteLevel's GPT-2 pattern).
+if(PkgConfig_FOUND)
+  pkg_check_modules(PCRE2 QUIET libpcre2-32)
+endif()
+find_path(PCRE2_INCLUDE_DIR pcre2.h HINTS ${PCRE2_INCLUDE_DIRS})
+find_library(PCRE2_LIBRARY NAMES pcre2-32 HINTS ${PCRE2_LIBRARY_DIRS})
+if(NOT PCRE2_INCLUDE_DIR OR NOT PCRE2_LIBRARY)
+  message(FATAL_ERROR "pcre2 not found: install libpcre2-dev (tools/dev deps does it); "
+                      "libtrainer's tokenizers run tokenizer.json's regular expressions with it")
+endif()
+message(STATUS "pcre2: ${PCRE2_LIBRARY}")
+add_library(trainer_pcre2 INTERFACE)
+target_include_directories(trainer_pcre2 INTERFACE ${PCRE2_INCLUDE_DIR})
+target_link_libraries(trainer_pcre2 INTERFACE ${PCRE2_LIBRARY})
+target_compile_definitions(trainer_pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=32)
+
 # zlib: gzip'ed data files (tr_file_read).
 find_package(ZLIB REQUIRED)

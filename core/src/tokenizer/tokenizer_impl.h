@@ -44,6 +44,16 @@ uint32_t tok_lower(uint32_t c);     /* Rust's char::to_lowercase for all but U+0
 int tok_decomposition(uint32_t c, int compat);
 int tok_combining_class(uint32_t c);
 
+/* ---- regular expressions (PCRE2, Unicode classes; regex.c) ---- */
+typedef struct tok_regex tok_regex;
+typedef struct tok_ranges tok_ranges;
+/* Compiles a tokenizer.json pattern; a bad one is TR_ERR_PARSE naming FILE: PATH. */
+tr_status tok_regex_compile(const char *file, const char *path, const char *pattern, tok_regex **out);
+/* Pushes the matches in cp[b, e), left to right without overlap, as code point ranges (an
+ * empty match is pushed and the search moves on one code point). Safe from several threads. */
+tr_status tok_regex_find_all(const tok_regex *re, const uint32_t *cp, size_t b, size_t e, tok_ranges *out);
+void tok_regex_free(tok_regex *re);
+
 /* ---- vocabulary: string -> id, id -> string ---- */
 typedef struct tok_vocab {
     char **str;      // (n) by id, NULL for ids not used
