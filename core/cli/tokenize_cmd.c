@@ -196,6 +196,11 @@ int trainer_tokenize_cmd(int argc, char **argv) {
         if (len && line[len - 1] == '\n') line[--len] = '\0';
         if (len && line[len - 1] == '\r') line[--len] = '\0';
         if (decode) {
+            if (memchr(line, '\0', len)) {
+                fprintf(stderr, "trainer tokenize: %s:%zu: a NUL byte in a line of ids\n", where, lineno);
+                rc = 1;
+                break;
+            }
             rc = decode_line(tok, where, lineno, line, stdout);
             continue;
         }

@@ -282,6 +282,30 @@ static void refusals(void) {
     expect_refused("{\"added_tokens\": [{\"id\": 5, \"content\": \"a\"}], \"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}",
                    "added_tokens[0]: 'a' has id 5 here but 0 in model.vocab");
 
+    expect_refused("{\"padding\": {\"strategy\": {\"Fixed\": 100000000}}, \"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}",
+                   "padding: 100000000 tokens is more than the 16777216 this build pads to");
+
+    /* Added tokens sharing first code points: leftmost-longest, in file order among equals;
+     * decode skips the special ones by id. */
+    tr_tokenizer *m = load("{\"added_tokens\": [{\"id\": 1, \"content\": \"ab\", \"special\": true},"
+                           " {\"id\": 2, \"content\": \"abc\", \"normalized\": false},"
+                           " {\"id\": 3, \"content\": \"b\", \"special\": true},"
+                           " {\"id\": 4, \"content\": \"zz\", \"normalized\": false}],"
+                           " \"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 0, \"ab\": 1, \"abc\": 2, \"b\": 3,"
+                           " \"zz\": 4, \"a\": 5, \"##c\": 6}}}");
+    if (m) {
+        expect_ids(m, "abcabzzbac", NULL, 0, "2 1 4 3 5 6");
+        int32_t ids[] = {2, 1, 4, 3, 5};
+        char *text = NULL;
+        CHECK(tr_tokenizer_decode(m, ids, 5, 1, &text) == TR_OK && strcmp(text, "abc zz a") == 0, "decode: '%s'",
+              text ? text : "");
+        free(text);
+        tr_padding pad = {.strategy = TR_PAD_FIXED, .length = (size_t)1 << 30};
+        CHECK(tr_tokenizer_set_padding(m, &pad) == TR_ERR_INVALID && strstr(tr_error_msg(), "more than"),
+              "huge padding: %s", tr_error_msg());
+        tr_tokenizer_free(m);
+    }
+
     /* An added token the normalizer empties matches nothing here and must not stall
      * (tokenizers 0.23.3 gives [UNK] [UNK] for this text: its empty pattern splits it). */
     tr_tokenizer *z = load("{\"added_tokens\": [{\"id\": 1, \"content\": \"\\u200b\", \"normalized\": true}],"

@@ -352,6 +352,9 @@ static tr_status load_padding(tr_tokenizer *t, const char *file, json_t *j) {
     } else return tok_bad(file, "padding.strategy", "expected \"BatchLongest\" or {\"Fixed\": N}");
     TR_CHECK(get_side(file, "padding", j, &t->pad.direction));
     TR_CHECK(tok_get_size(file, "padding", j, "pad_to_multiple_of", 0, &t->pad.multiple_of));
+    if (t->pad.length > TOK_MAX_PAD || t->pad.multiple_of > TOK_MAX_PAD)
+        return tr_error_set(TR_ERR_PARSE, "%s: padding: %zu tokens is more than the %zu this build pads to", file,
+                            t->pad.length > TOK_MAX_PAD ? t->pad.length : t->pad.multiple_of, TOK_MAX_PAD);
     size_t v = 0;
     TR_CHECK(tok_get_size(file, "padding", j, "pad_id", 0, &v));
     if (v > INT32_MAX) return tok_bad(file, "padding.pad_id", "out of range");

@@ -27,6 +27,8 @@ void tr_tokenizer_free(tr_tokenizer *t) {
         free(t->added[i].cp);
     }
     free(t->added);
+    free(t->by_first);
+    free(t->by_id);
     free(t->pad_token);
     free(t);
 }
@@ -53,6 +55,36 @@ static tr_status normalize_added(tr_tokenizer *t) {
     return TR_OK;
 }
 
+/* Sort keys of the two added-token indexes (qsort's context through a file-scope pointer is
+ * not thread-safe, so each entry carries its key). */
+typedef struct keyed { uint64_t key; size_t i; } keyed;
+
+static int cmp_keyed(const void *a, const void *b) {
+    const keyed *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* The added tokens by first code point (the splitter's lookup) and by id (id_to_token's). */
+static tr_status index_added(tr_tokenizer *t) {
+    size_t n = t->nadded;
+    keyed *k = malloc((n + 1) * sizeof *k);
+    t->by_first = malloc((n + 1) * sizeof *t->by_first);
+    t->by_id = malloc((n + 1) * sizeof *t->by_id);
+    if (!k || !t->by_first || !t->by_id) {
+        free(k);
+        return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    for (size_t i = 0; i < n; i++) k[i] = (keyed){t->added[i].ncp ? t->added[i].cp[0] : UINT64_MAX, i};
+    qsort(k, n, sizeof *k, cmp_keyed);
+    for (size_t i = 0; i < n; i++) t->by_first[i] = k[i].i;
+    for (size_t i = 0; i < n; i++) k[i] = (keyed){(uint64_t)(uint32_t)t->added[i].id, i};
+    qsort(k, n, sizeof *k, cmp_keyed);
+    for (size_t i = 0; i < n; i++) t->by_id[i] = k[i].i;
+    free(k);
+    return TR_OK;
+}
+
 tr_status tr_tokenizer_load_json(tr_tokenizer **out, const char *json, size_t len, const char *name) {
     *out = NULL;
     json_error_t err;
@@ -68,6 +100,7 @@ tr_status tr_tokenizer_load_json(tr_tokenizer **out, const char *json, size_t le
     strcpy(t->name, name);
     TR_CHECK_GOTO(tok_load_root(t, name, root), fail);
     TR_CHECK_GOTO(normalize_added(t), fail);
+    TR_CHECK_GOTO(index_added(t), fail);
     json_decref(root);
     *out = t;
     return TR_OK;
@@ -84,8 +117,10 @@ tr_status tr_tokenizer_load(tr_tokenizer **out, const char *path) {
     if (stat(path, &sb) != 0)
         return tr_error_set(TR_ERR_IO, "%s: cannot open: %s (expected a tokenizer.json or a folder holding one)", path,
                             strerror(errno));
-    if (S_ISDIR(sb.st_mode)) snprintf(file, sizeof file, "%s/tokenizer.json", path);
-    else snprintf(file, sizeof file, "%s", path);
+    int w = S_ISDIR(sb.st_mode) ? snprintf(file, sizeof file, "%s/tokenizer.json", path)
+                                : snprintf(file, sizeof file, "%s", path);
+    if (w < 0 || (size_t)w >= sizeof file)
+        return tr_error_set(TR_ERR_INVALID, "%.200s...: the path is longer than %zu bytes", path, sizeof file - 1);
     FILE *f = fopen(file, "rb");
     if (!f) return tr_error_set(TR_ERR_IO, "%s: cannot open: %s", file, strerror(errno));
     size_t cap = 1 << 16, n = 0;
@@ -144,10 +179,20 @@ static tr_status split_added(const tr_tokenizer *t, const tok_nstr *s, size_t b,
     size_t from = b, i = b;
     while (i < e) {
         const tok_added *best = NULL;
-        for (size_t k = 0; k < t->nadded; k++) {
-            const tok_added *x = &t->added[k];
-            /* A token its normalizer empties (a lone control character) matches nothing. */
-            if (x->normalized != normalized || x->ncp == 0 || x->ncp > e - i || (best && x->ncp <= best->ncp)) continue;
+        /* The tokens starting with this code point: the first by binary search, then in order.
+         * A token its normalizer empties (a lone control character) matches nothing. */
+        uint32_t c = s->cp[i];
+        size_t lo = 0, hi = t->nadded;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const tok_added *x = &t->added[t->by_first[mid]];
+            if (x->ncp && x->cp[0] < c) lo = mid + 1;
+            else hi = mid;
+        }
+        for (size_t k = lo; k < t->nadded; k++) {
+            const tok_added *x = &t->added[t->by_first[k]];
+            if (!x->ncp || x->cp[0] != c) break;
+            if (x->normalized != normalized || x->ncp > e - i || (best && x->ncp <= best->ncp)) continue;
             if (memcmp(s->cp + i, x->cp, x->ncp * sizeof(uint32_t)) == 0) best = x;
         }
         if (!best) {
@@ -299,16 +344,15 @@ tr_status tr_tokenizer_encode_batch(const tr_tokenizer *t, size_t n, const char 
 
 /* ---- lookups and decode ---- */
 
+/* The first added token (in file order) with this id: binary search of by_id. */
 static const tok_added *added_by_id(const tr_tokenizer *t, int32_t id) {
-    for (size_t i = 0; i < t->nadded; i++)
-        if (t->added[i].id == id) return &t->added[i];
-    return NULL;
-}
-
-static int is_special(const tr_tokenizer *t, const char *token) {
-    for (size_t i = 0; i < t->nadded; i++)
-        if (t->added[i].special && strcmp(t->added[i].content, token) == 0) return 1;
-    return 0;
+    size_t lo = 0, hi = t->nadded;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->added[t->by_id[mid]].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < t->nadded && t->added[t->by_id[lo]].id == id ? &t->added[t->by_id[lo]] : NULL;
 }
 
 tr_status tr_tokenizer_id_to_token(const tr_tokenizer *t, int32_t id, const char **token) {
@@ -371,7 +415,9 @@ tr_status tr_tokenizer_decode(const tr_tokenizer *t, const int32_t *ids, size_t 
     for (size_t i = 0; i < n; i++) {
         const char *s;
         if (tr_tokenizer_id_to_token(t, ids[i], &s) != TR_OK) continue;
-        if (skip_special && is_special(t, s)) continue;
+        /* An id of the vocabulary that is also an added token has its id (checked at load). */
+        const tok_added *a = skip_special ? added_by_id(t, ids[i]) : NULL;
+        if (a && a->special) continue;
         toks[k++] = s;
     }
     tr_error_clear();
@@ -412,6 +458,9 @@ tr_status tr_tokenizer_set_padding(tr_tokenizer *t, const tr_padding *p) {
     }
     if ((unsigned)p->strategy > TR_PAD_FIXED || (unsigned)p->direction > TR_SIDE_LEFT)
         return tr_error_set(TR_ERR_INVALID, "padding: unknown strategy or direction");
+    if ((p->strategy == TR_PAD_FIXED && p->length > TOK_MAX_PAD) || p->multiple_of > TOK_MAX_PAD)
+        return tr_error_set(TR_ERR_INVALID, "padding: %zu tokens is more than the %zu this build pads to",
+                            p->length > p->multiple_of ? p->length : p->multiple_of, TOK_MAX_PAD);
     char *tok = NULL;
     const char *src = p->pad_token ? p->pad_token : "[PAD]";
     if (!(tok = malloc(strlen(src) + 1))) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");

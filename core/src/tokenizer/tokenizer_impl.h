@@ -177,10 +177,16 @@ struct tr_tokenizer {
     tok_decoder *decoder;       // NULL: join with spaces
     tok_added *added;
     size_t nadded;
+    size_t *by_first; // (nadded) added token indices by first code point, then index
+    size_t *by_id;    // (nadded) added token indices by id, then index
     tr_truncation trunc;
     tr_padding pad;
     char *pad_token;
 };
+
+/* The longest padding a file or caller may ask for (Fixed, pad_to_multiple_of): a typo of a
+ * few digits must not allocate gigabytes per text. */
+#define TOK_MAX_PAD ((size_t)1 << 24)
 
 /* ---- pipeline steps ---- */
 tr_status tok_normalize(const tok_normalizer *n, tok_nstr *s);
