@@ -602,9 +602,10 @@ static void *job_run(void *arg) {
     int pair = j->c->pair_col && j->c->pair_col[0];
     const char *texts[CHUNK], *pairs[CHUNK];
     size_t tl[CHUNK], pl[CHUNK];
-    tr_encoding enc[CHUNK];
+    tr_encoding enc[2][CHUNK];
     for (int64_t a = j->lo; a < j->hi && j->st == TR_OK; a += CHUNK) {
         int64_t n = j->hi - a < CHUNK ? j->hi - a : CHUNK;
+        int done = 0; /* sequences encoded */
         for (int s = 0; s < j->seqs && j->st == TR_OK; s++) {
             int col = s == 0 ? COL_TEXT : COL_PAIR;
             for (int64_t i = 0; i < n; i++) {
@@ -613,7 +614,7 @@ static void *job_run(void *arg) {
                 pairs[i] = pair && j->seqs == 1 ? cell(r, a + i, COL_PAIR) : NULL;
                 pl[i] = pair && j->seqs == 1 ? r->len[a + i][COL_PAIR] : 0;
             }
-            tr_status st = tr_tokenizer_encode_batch(j->tok, (size_t)n, texts, tl, pair && j->seqs == 1 ? pairs : NULL, pl, 1, enc);
+            tr_status st = tr_tokenizer_encode_batch(j->tok, (size_t)n, texts, tl, pair && j->seqs == 1 ? pairs : NULL, pl, 1, enc[s]);
             if (st != TR_OK) { /* find the row, for its line */
                 for (int64_t i = 0; i < n; i++) {
                     tr_encoding e;
@@ -627,22 +628,27 @@ static void *job_run(void *arg) {
                 if (j->st == TR_OK) job_fail(j, st, -1, 0);
                 break;
             }
-            for (int64_t i = 0; i < n; i++) {
-                int64_t row = a + i;
-                size_t len = enc[i].length;
+            done++;
+        }
+        /* a sample's sequences one after another */
+        for (int64_t i = 0; i < n; i++) {
+            int64_t row = a + i;
+            for (int s = 0; s < done; s++) {
+                size_t len = enc[s][i].length;
+                const char *col = s ? j->c->pair_col : j->c->text_col;
                 if (j->st == TR_OK && len > (size_t)j->max_length)
                     j->st = TR_ERR_PARSE,
                     snprintf(j->msg, sizeof j->msg, "%s:%lld: column '%s': %zu tokens, longer than max_length %lld (truncation is "
                              "false: set truncation: true to cut such texts, or raise max_length)", j->path,
-                             (long long)r->line[row], j->c->text_col, len, (long long)j->max_length);
+                             (long long)r->line[row], col, len, (long long)j->max_length);
                 if (j->st == TR_OK && len == 0)
                     j->st = TR_ERR_PARSE,
                     snprintf(j->msg, sizeof j->msg, "%s:%lld: column '%s': the text gives no tokens (an empty text, and a tokenizer "
-                             "that adds no special tokens)", j->path, (long long)r->line[row], s ? j->c->pair_col : j->c->text_col);
-                if (j->st == TR_OK && job_push(j, enc[i].ids, len))
+                             "that adds no special tokens)", j->path, (long long)r->line[row], col);
+                if (j->st == TR_OK && job_push(j, enc[s][i].ids, len))
                     j->st = TR_ERR_NOMEM, snprintf(j->msg, sizeof j->msg, "%s: out of memory for the token ids", j->path);
                 j->lens[(row - j->lo) * j->seqs + s] = (int64_t)len;
-                tr_encoding_free(&enc[i]);
+                tr_encoding_free(&enc[s][i]);
             }
         }
     }
