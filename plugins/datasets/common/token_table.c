@@ -97,6 +97,8 @@ void tt_config_read(tt_config *c, const tr_options *o, const char *base_dir) {
     c->label_col = tr_options_string(o, "label_column");
     c->header = 1;
     c->classes = "";
+    const char *f = tr_options_string(o, "format");
+    c->format = strcmp(f, "csv") == 0 ? 'c' : strcmp(f, "tsv") == 0 ? 't' : strcmp(f, "jsonl") == 0 ? 'j' : 0;
 }
 
 /* ---- reading ---- */
@@ -411,8 +413,14 @@ static tr_status read_rows(const char *path, const tt_config *c, rows *out) {
     char delim = c->delimiter;
     if (!delim) delim = ext_is(path, ".jsonl") || ext_is(path, ".json") || ext_is(path, ".ndjson") ? 'j'
                        : ext_is(path, ".tsv") || ext_is(path, ".tab") ? '\t' : ',';
+    if (c->format == 'j') delim = 'j';
+    else if (c->format == 't') delim = '\t';
+    else if (c->format == 'c') delim = c->delimiter && c->delimiter != 'j' ? c->delimiter : ',';
+    /* the text plugin's lines unless the format or the extension says JSON Lines or CSV (a
+     * .tsv file there is label<TAB>text lines, as without a tokenizer) */
+    int lines = c->lines && !c->format && delim != 'j' && !ext_is(path, ".csv");
     if (st == TR_OK) {
-        if (c->lines && delim != 'j' && !ext_is(path, ".csv")) st = read_lines(path, p, c, &wt, out);
+        if (lines) st = read_lines(path, p, c, &wt, out);
         else if (delim == 'j') st = read_jsonl(path, p, len, &wt, out);
         else st = read_csv(path, p, len, c, delim, &wt, out);
     }

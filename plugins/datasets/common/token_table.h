@@ -42,6 +42,9 @@
      .doc = "tokenizer: the column (JSON key) of the text"},                                                     \
     {.key = "text_pair_column", .type = TR_OPTION_STRING, .default_value = "",                                  \
      .doc = "tokenizer: a second text column, encoded with the text as a pair ([CLS] a [SEP] b [SEP])"},        \
+    {.key = "format", .type = TR_OPTION_CHOICE, .default_value = "auto", .choices = "auto|csv|tsv|jsonl",       \
+     .doc = "tokenizer: the file's layout; auto: by extension (.jsonl/.json JSON Lines, .tsv/.tab TSV, "        \
+            ".csv CSV; else the plugin's own)"},                                                                 \
     {.key = "label_column", .type = TR_OPTION_STRING, .default_value = "label",                                  \
      .doc = "tokenizer: the column (JSON key) of the label: a class name or integer id, or a number "            \
             "for regression"}
@@ -60,6 +63,7 @@ typedef struct tt_config {
     /* file layout */
     int header;              /* CSV/TSV: the first record names the columns */
     char delimiter;          /* 0: by the file's extension (.tsv/.tab: tab, else ','); 'j': JSON Lines */
+    char format;             /* the format option: 0 auto, 'c' CSV, 't' TSV, 'j' JSON Lines (over delimiter) */
     int lines;               /* the text plugin's own layout: tab-separated, no header, no quoting, the
                               * last column takes the rest of the line; its columns are `names` */
     const char *const *names;

@@ -325,9 +325,7 @@ static tr_status create_tokenized(text *s, const tr_options *o, const tr_options
     const char *names[3] = {c.label_col, c.text_col, c.pair_col};
     c.lines = 1;
     c.names = names;
-    c.n_names = s->pairs ? 3 : 2;
-    if (!s->pairs && c.pair_col[0] && !strstr(path, ".json") && !strstr(path, ".csv"))
-        c.n_names = 3; /* label<TAB>text<TAB>pair */
+    c.n_names = s->pairs || c.pair_col[0] ? 3 : 2; /* label<TAB>text[<TAB>pair] */
     s->tokenized = 1;
     TR_CHECK(tt_load(&s->tok, &c, path, train_path, whole, env));
     s->n = s->tok.n;
