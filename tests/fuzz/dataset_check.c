@@ -44,9 +44,13 @@ static void check_sample(const tr_data_spec *d, const void *x, const void *y, in
     for (int64_t k = 0; k < d->x_numel; k++) {
         if (d->x_dtype == TR_F32 && !isfinite(((const float *)x)[k]))
             fuzz_fail("%s: sample %lld: x[%lld] = %g", name, (long long)i, (long long)k, ((const float *)x)[k]);
-        if (d->x_dtype == TR_I32 && (((const int32_t *)x)[k] < 0 || ((const int32_t *)x)[k] >= d->vocab))
-            fuzz_fail("%s: sample %lld: token x[%lld] = %d outside the vocabulary of %lld", name, (long long)i,
-                      (long long)k, ((const int32_t *)x)[k], (long long)d->vocab);
+        /* token ids lie in [0, vocab); -1 is padding, only at the end of the last dim */
+        int32_t id = d->x_dtype == TR_I32 ? ((const int32_t *)x)[k] : 0;
+        int64_t T = d->x_ndim ? d->x_shape[d->x_ndim - 1] : 1;
+        if (d->x_dtype == TR_I32 && (id < -1 || id >= d->vocab || (id == -1 && k % T == 0) ||
+                                     (id != -1 && k % T && ((const int32_t *)x)[k - 1] == -1)))
+            fuzz_fail("%s: sample %lld: token x[%lld] = %d outside the vocabulary of %lld or padding not at the end", name,
+                      (long long)i, (long long)k, id, (long long)d->vocab);
     }
     for (int64_t k = 0; k < d->y_numel; k++) {
         if (d->y_dtype == TR_F32 && !isfinite(((const float *)y)[k]))

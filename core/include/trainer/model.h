@@ -52,11 +52,20 @@ typedef struct tr_data_spec {
     int64_t y_shape[TR_MAX_DIMS - 1];
     int64_t y_numel;
     int64_t n_classes;                  /* classes, or vocabulary size for LM */
-    int64_t vocab;                      /* token inputs: ids lie in [0, vocab); 0 otherwise */
+    int64_t vocab;                      /* token inputs: ids lie in [0, vocab); -1 marks padding
+                                         * (a model gives it no embedding, masks it as an
+                                         * attention key and leaves it out of pooling); 0 for
+                                         * other inputs */
+    /* ABI 0.9: 1 when x holds TR_I32 token ids padded with -1 at the end of its last dim and
+     * the loader may cut each batch's last dim to the longest unpadded length in that batch
+     * (Hugging Face's DataCollatorWithPadding): tr_host_batch.x_len, and a model then sees
+     * batches of T <= x_shape[x_ndim - 1]. The core sets it to 0 for a model or strategy built
+     * for an older minor (they get every batch at the spec's length). 0 otherwise. */
+    int x_trim_pad;
 } tr_data_spec;
 
 typedef struct tr_batch {
-    tr_tensor *x;         /* (B, x_shape...) */
+    tr_tensor *x;         /* (B, x_shape...); with x_trim_pad its last dim may be shorter */
     tr_tensor *y;         /* (B, y_shape...), NULL when predicting */
     int64_t size;         /* B: samples in this (rank's, replica's) batch */
     int64_t first;        /* global index of this batch's first sample (dropout keys) */

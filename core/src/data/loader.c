@@ -42,6 +42,22 @@ struct tr_loader {
     int busy;                   /* workers filling a slot (reading perm) */
 };
 
+/* Cuts the batch's last x dim to the longest unpadded row in it (token ids, -1 padding at the
+ * end; at least one position), packing the rows x_len apart in place (rows only move down). */
+static void trim(const tr_loader *L, tr_host_batch *b) {
+    int64_t T = b->x_len, rows = b->size * (L->spec.x_numel / (T ? T : 1)), keep = 1;
+    int32_t *x = b->x;
+    for (int64_t r = 0; r < rows && keep < T; r++) {
+        const int32_t *row = x + r * T;
+        int64_t t = T;
+        while (t > keep && row[t - 1] == -1) t--;
+        keep = t > keep ? t : keep;
+    }
+    if (keep == T) return;
+    for (int64_t r = 1; r < rows; r++) memmove(x + r * keep, x + r * T, (size_t)keep * sizeof *x);
+    b->x_len = keep;
+}
+
 static tr_status fill(tr_loader *L, slot *sl, int64_t b) {
     int64_t off, count, gs;
     tr_sampler_share(&L->s, b, &off, &count, &gs);
@@ -55,6 +71,8 @@ static tr_status fill(tr_loader *L, slot *sl, int64_t b) {
         }
     }
     sl->b.size = count;
+    sl->b.x_len = L->spec.x_ndim > 0 ? L->spec.x_shape[L->spec.x_ndim - 1] : 1;
+    if (L->spec.x_trim_pad) trim(L, &sl->b);
     sl->b.global_size = gs;
     sl->b.first = b * L->s.global_batch + off;
     sl->b.index = b;

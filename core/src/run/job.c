@@ -675,6 +675,22 @@ static int val_error_stops(const job *j) {
     return d->abi_major > 0 || d->abi_minor >= 7 || tr_cfg_find(j->root, "data.val_params") != NULL;
 }
 
+/* Batches cut to their longest sample (tr_data_spec.x_trim_pad, ABI 0.9) reach only a model
+ * and a strategy built for 0.9 or later: an older one may assume every batch has the spec's
+ * length, so it gets them padded to it (the same numbers where the model masks padding). */
+static int built_before_trim(const tr_plugin *p) {
+    return p && p->desc->abi_major == 0 && p->desc->abi_minor < 9;
+}
+
+static void trim_needs_new_plugins(job *j) {
+    if (!j->spec.x_trim_pad) return;
+    const tr_plugin *old = built_before_trim(j->model_p) ? j->model_p : built_before_trim(j->strat_p) ? j->strat_p : NULL;
+    if (!old) return;
+    j->spec.x_trim_pad = 0;
+    TR_INFO("data: batches keep the full sequence length (padding: longest needs plugins built for ABI 0.9; %s %s has %u.%u)",
+            tr_plugin_kind_name(old->desc->kind), old->desc->name, old->desc->abi_major, old->desc->abi_minor);
+}
+
 static tr_status open_val(job *j) {
     tr_status st = make_dataset(j, TR_SPLIT_VAL, &j->val_ds);
     if (st != TR_OK) {
@@ -689,7 +705,7 @@ static tr_status open_val(job *j) {
                 j->s.val_fraction);
         return TR_OK;
     }
-    tr_data_spec vspec;
+    tr_data_spec vspec = {0}; /* a dataset built for an older minor fills only the fields it knows */
     j->dops->spec(j->val_ds, &vspec);
     return check_val_spec(j, &vspec);
 }
@@ -736,8 +752,10 @@ tr_status job_open_model(job *j) {
                              "dataset", "create ... get"));
     j->dops = &j->dops_table;
     TR_CHECK(make_dataset(j, TR_SPLIT_TRAIN, &j->train_ds));
+    memset(&j->spec, 0, sizeof j->spec); /* a dataset built for an older minor fills only the fields it knows */
     j->dops->spec(j->train_ds, &j->spec);
     if (j->dops->size(j->train_ds) <= 0) return tr_error_set(TR_ERR_INVALID, "data: the training split is empty");
+    trim_needs_new_plugins(j);
     TR_CHECK(settle_classes(j)); /* first: the validation split is checked against the model's classes */
     TR_CHECK(open_val(j));
 

@@ -173,8 +173,14 @@ tr_status tr_replica_forward(tr_replica *r, const tr_host_batch *hb, int64_t off
     int64_t shape[TR_MAX_DIMS];
     shape[0] = count;
     for (int d = 0; d < s->x_ndim; d++) shape[1 + d] = s->x_shape[d];
+    /* a batch cut to its longest sample (x_trim_pad): its last dim, and samples that much closer */
+    int64_t x_numel = s->x_numel;
+    if (s->x_ndim > 0 && hb->x_len > 0 && hb->x_len != s->x_shape[s->x_ndim - 1]) {
+        x_numel = x_numel / s->x_shape[s->x_ndim - 1] * hb->x_len;
+        shape[s->x_ndim] = hb->x_len;
+    }
     tr_batch b = {.size = count, .first = hb->first + offset, .normaliser = normaliser};
-    char *x = (char *)hb->x + (size_t)offset * (size_t)s->x_numel * tr_dtype_size(s->x_dtype);
+    char *x = (char *)hb->x + (size_t)offset * (size_t)x_numel * tr_dtype_size(s->x_dtype);
     TR_CHECK(batch_tensor(r, x, s->x_dtype, 1 + s->x_ndim, shape, &b.x));
     if (with_y) {
         for (int d = 0; d < s->y_ndim; d++) shape[1 + d] = s->y_shape[d];

@@ -9,6 +9,13 @@
  * another number of cells is refused with file:line and the column name. Files may be gzip
  * (read by tr_file_read).
  *
+ * With `tokenizer` (a Hugging Face tokenizer.json), rows are texts instead (token_table.h):
+ * CSV (RFC 4180 quoting), TSV (.tsv, or `delimiter`) or JSON Lines (.jsonl/.json); x is the
+ * text_column's token ids (with text_pair_column: the pair's), (max_length) TR_I32, -1 for
+ * padding at the end ("a token id -1 is padding": models mask it); with padding longest the
+ * loader cuts each batch to its longest sample (tr_data_spec.x_trim_pad). Labels: class names
+ * or integer ids (task classify), or float targets (task regress); normalize does not apply.
+ *
  * Splits: with `val_path`, the validation split is that file whole (same columns); so is a
  * `path` given in data.val_params that differs from the train split's (env->train_opts);
  * otherwise the last val_fraction of `path`'s rows (in file order: shuffle the file beforehand
@@ -27,6 +34,8 @@
 #include "trainer/memory.h"
 #include "trainer/model.h"
 #include "trainer/plugin.h"
+
+#include "../common/token_table.h"
 
 #define MAX_COLS 65536
 
@@ -55,6 +64,8 @@ typedef struct csv {
     float *x;         /* (n, n_features), normalised */
     float *yf;        /* (n) regress */
     int32_t *yi;      /* (n) classify */
+    int tokenized;    /* with a tokenizer: the samples are tok's */
+    tt_data tok;
 } csv;
 
 static char *trim(char *s) {
@@ -70,11 +81,11 @@ static int blank(const char *s) {
     return 1;
 }
 
-/* Splits a line in place at ','; returns the number of cells (at most max). */
-static int split(char *line, char **cells, int max) {
+/* Splits a line in place at `delim`; returns the number of cells (at most max). */
+static int split(char *line, char **cells, int max, char delim) {
     int n = 0;
     for (char *p = line;;) {
-        char *c = strchr(p, ',');
+        char *c = strchr(p, delim);
         if (n < max) cells[n] = p;
         n++;
         if (!c) break;
@@ -112,7 +123,7 @@ static int64_t class_id(const classes *cls, const char *cell) {
 }
 
 /* The file as a table of numbers; with named classes, the label column's names become ids. */
-static tr_status parse(const char *path, int header, const char *lname, const classes *cls, table *t) {
+static tr_status parse(const char *path, int header, const char *lname, const classes *cls, char delim, table *t) {
     char *buf;
     size_t len;
     TR_CHECK(tr_file_read(path, &buf, &len));
@@ -129,7 +140,7 @@ static tr_status parse(const char *path, int header, const char *lname, const cl
         if (next) *next++ = '\0';
         lineno++;
         if (blank(line)) continue;
-        int n = split(line, cells, MAX_COLS);
+        int n = split(line, cells, MAX_COLS, delim);
         if (n > MAX_COLS) {
             st = tr_error_set(TR_ERR_PARSE, "%s:%lld: %d columns, at most %d", path,
                               (long long)lineno, n, MAX_COLS);
@@ -261,7 +272,7 @@ static tr_status read_classes(classes *c, const char *text, int regress) {
     if (!c->text || !c->buf || !c->names) return tr_error_set(TR_ERR_NOMEM, "csv: out of memory");
     c->buf[len - 1] = '\0';
     char *body = c->buf + 1;
-    if (*trim(body)) c->count = split(body, c->names, (int)len);
+    if (*trim(body)) c->count = split(body, c->names, (int)len, ',');
     for (int64_t k = 0; k < c->count; k++) {
         c->names[k] = trim(c->names[k]);
         if (!c->names[k][0]) return tr_error_set(TR_ERR_INVALID, "csv: classes: class %lld of %s has no name", (long long)k, text);
@@ -283,6 +294,7 @@ static void destroy(void *ctx) {
     free(s->cls.text);
     free(s->cls.buf);
     free(s->ids);
+    tt_free(&s->tok);
     free(s);
 }
 
@@ -297,6 +309,17 @@ static void file_of(char *out, size_t cap, const tr_options *o, const char *key,
  * last val_fraction. */
 static int64_t train_rows(const table *tr, int has_val_file, double val_fraction) {
     return has_val_file ? tr->nrow : tr->nrow - (int64_t)floor((double)tr->nrow * val_fraction);
+}
+
+/* The `delimiter` option: "" (by_ext: the tokenized reader picks by extension, else ','),
+ * one character, or "tab". */
+static tr_status delimiter_of(const tr_options *o, char by_ext, char *out) {
+    const char *d = tr_options_string(o, "delimiter");
+    if (!d[0]) *out = by_ext;
+    else if (strcmp(d, "tab") == 0 || strcmp(d, "\\t") == 0) *out = '\t';
+    else if (strlen(d) == 1 && d[0] != '"' && d[0] != '\n' && d[0] != '\r') *out = d[0];
+    else return tr_error_set(TR_ERR_INVALID, "csv: delimiter: one character or 'tab', got '%s'", d);
+    return TR_OK;
 }
 
 static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, table *tr,
@@ -314,9 +337,11 @@ static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, t
     file_of(train_val, sizeof train_val, to, "val_path", env);
     int header = tr_options_bool(to, "header"), has_val = vpath[0] != '\0';
     const char *lname = tr_options_string(to, "label");
+    char delim;
+    TR_CHECK(delimiter_of(to, ',', &delim));
     s->regress = strcmp(tr_options_string(to, "task"), "regress") == 0;
     TR_CHECK(read_classes(&s->cls, tr_options_string(to, "classes"), s->regress));
-    TR_CHECK(parse(path, header, lname, &s->cls, tr));
+    TR_CHECK(parse(path, header, lname, &s->cls, delim, tr));
     int lc = label_col(tr, header, lname);
     if (!header && lc < 0)
         return tr_error_set(TR_ERR_INVALID,
@@ -335,7 +360,7 @@ static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, t
     int64_t max = -1;
     TR_CHECK(check_labels(path, tr, lc, s->regress, &s->cls, &max));
     if (has_val) {
-        TR_CHECK(parse(vpath, header, lname, &s->cls, tv));
+        TR_CHECK(parse(vpath, header, lname, &s->cls, delim, tv));
         if (tv->ncol != tr->ncol)
             return tr_error_set(TR_ERR_PARSE, "%s: %d columns, but %s has %d", vpath, tv->ncol,
                                 path, tr->ncol);
@@ -422,9 +447,48 @@ static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, t
     return TR_OK;
 }
 
+/* With a tokenizer: the split's texts and labels (token_table.h). The files and the train
+ * split's options as in build(). */
+static tr_status build_tokenized(csv *s, const tr_options *o, const tr_dataset_env *env) {
+    const tr_options *to = env->train_opts ? env->train_opts : o;
+    char path[4096], vpath[4096], own[4096], train_val[4096];
+    file_of(path, sizeof path, to, "path", env);
+    file_of(own, sizeof own, o, "path", env);
+    int val = env->split == TR_SPLIT_VAL;
+    if (val && strcmp(own, path) != 0) snprintf(vpath, sizeof vpath, "%s", own);
+    else file_of(vpath, sizeof vpath, o, "val_path", env);
+    file_of(train_val, sizeof train_val, to, "val_path", env);
+    tt_config c;
+    tt_config_read(&c, to, env->base_dir);
+    c.plugin = "csv";
+    /* label_column is the text plugin's name for csv's `label`: either may be set */
+    const char *lc = tr_options_string(to, "label_column");
+    c.label_col = strcmp(lc, "label") != 0 ? lc : tr_options_string(to, "label");
+    c.regress = s->regress = strcmp(tr_options_string(to, "task"), "regress") == 0;
+    c.classes = tr_options_string(to, "classes");
+    c.header = tr_options_bool(to, "header");
+    TR_CHECK(delimiter_of(to, 0, &c.delimiter));
+    if (c.regress && c.classes[0]) return tr_error_set(TR_ERR_INVALID, "csv: classes: only for task=classify, got '%s'", c.classes);
+    s->tokenized = 1;
+    if (val && vpath[0]) return tt_load(&s->tok, &c, vpath, path, 1, env);
+    return tt_load(&s->tok, &c, path, path, !val && train_val[0], env);
+}
+
 static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *env) {
     csv *s = calloc(1, sizeof *s);
     if (!s) return tr_error_set(TR_ERR_NOMEM, "csv: out of memory");
+    const tr_options *to = env->train_opts ? env->train_opts : o;
+    if (tr_options_string(to, "tokenizer")[0]) {
+        tr_status st = build_tokenized(s, o, env);
+        if (st == TR_OK) s->n = s->tok.n;
+        if (st == TR_OK) tt_spec(&s->tok, s->regress, &s->spec);
+        if (st != TR_OK) {
+            destroy(s);
+            return st;
+        }
+        *ctx = s;
+        return TR_OK;
+    }
     table tr = {0}, tv = {0};
     tr_status st = build(s, o, env, &tr, &tv);
     table_free(&tr);
@@ -441,6 +505,7 @@ static void spec(void *ctx, tr_data_spec *out) { *out = ((csv *)ctx)->spec; }
 
 static const char *class_name(void *ctx, int64_t id) {
     const csv *s = ctx;
+    if (s->tokenized) return tt_class_name(&s->tok, id);
     if (id < 0 || id >= s->cls.count) return NULL;
     return s->cls.names ? s->cls.names[id] : s->ids[id];
 }
@@ -451,6 +516,7 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
     if (index < 0 || index >= s->n)
         return tr_error_set(TR_ERR_INVALID, "csv: sample %lld out of range [0, %lld)",
                             (long long)index, (long long)s->n);
+    if (s->tokenized) return tt_sample(&s->tok, index, x, y);
     int64_t nf = s->spec.x_numel;
     memcpy(x, s->x + index * nf, (size_t)nf * sizeof *s->x);
     if (y) {
@@ -478,13 +544,17 @@ static const tr_option_spec opts[] = {
     {.key = "task", .type = TR_OPTION_CHOICE, .default_value = "classify",
      .choices = "classify|regress",
      .doc = "classify: integer labels >= 0; regress: float targets"},
+    {.key = "delimiter", .type = TR_OPTION_STRING, .default_value = "",
+     .doc = "the cell separator: one character or 'tab'; empty: ',' (with a tokenizer: tab for .tsv files, "
+            "JSON Lines for .jsonl/.json)"},
+    TT_OPTION_SPECS,
 };
 static const tr_dataset_ops ops = {
     .create = create, .destroy = destroy, .spec = spec, .size = size, .get = get,
     .class_name = class_name};
 static const tr_plugin_desc desc = {
-    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "csv", .version = "1.1.0",
-    .description = "numeric CSV tables: features and a label column",
+    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "csv", .version = "1.2.0",
+    .description = "CSV tables: numeric features, or texts tokenized by a tokenizer.json, and a label column",
     .options = opts, .n_options = sizeof opts / sizeof opts[0], .ops = &ops,
     .ops_size = sizeof ops};
 TR_PLUGIN_DEFINE(desc)

@@ -14,6 +14,12 @@
  *             an embedding model): x (2, seq_len) the two texts' bytes, truncated or
  *             zero-padded; y the score (TR_F32, e.g. 1 related, 0 not). The last val_fraction
  *             of the lines is the validation split.
+ * With `tokenizer` (a Hugging Face tokenizer.json, token_table.h), classify and pairs read
+ * texts as that tokenizer's ids instead of bytes: x (max_length) TR_I32 (pairs: (2,
+ * max_length), each text encoded alone), -1 for padding at the end ("a token id -1 is
+ * padding": models mask it); with padding longest the loader cuts each batch to its longest
+ * sample (tr_data_spec.x_trim_pad). The lines above, or JSON Lines (.jsonl/.json) and CSV
+ * (.csv, with a header) whose columns text_column, text_pair_column and label_column name.
  * A `path` in data.val_params other than the train split's is a validation file, used whole
  * (no val_fraction); with nothing held out the validation split is empty ("none").
  * x is TR_I32; y TR_I32 (lm, classify) or TR_F32 (pairs). */
@@ -29,6 +35,8 @@
 #include "trainer/model.h"
 #include "trainer/plugin.h"
 
+#include "../common/token_table.h"
+
 typedef struct text {
     tr_data_spec spec;
     int classify, pairs;
@@ -40,6 +48,8 @@ typedef struct text {
     char *names_buf;
     int64_t n_names;
     float *scores;      /* pairs: (n); bytes is then (n, 2, seq_len) */
+    int tokenized;      /* with a tokenizer: the samples are tok's */
+    tt_data tok;
 } text;
 
 static int cmp_str(const void *a, const void *b) {
@@ -294,7 +304,33 @@ static void destroy(void *ctx) {
     free(s->labels);
     free(s->names);
     free(s->names_buf);
+    tt_free(&s->tok);
     free(s);
+}
+
+/* With a tokenizer (classify or pairs): the split's texts as token ids (token_table.h). */
+static tr_status create_tokenized(text *s, const tr_options *o, const tr_options *to, const tr_dataset_env *env,
+                                  const char *path, const char *train_path, int whole) {
+    if (!s->classify && !s->pairs)
+        return tr_error_set(TR_ERR_INVALID, "text: tokenizer: mode lm reads bytes (a language model on a tokenizer's ids "
+                                            "is not supported yet); use mode classify or pairs");
+    (void)o;
+    tt_config c;
+    tt_config_read(&c, to, env->base_dir);
+    c.plugin = "text";
+    c.classes = tr_options_string(to, "classes");
+    c.regress = c.two_texts = s->pairs;
+    if (s->pairs && !c.pair_col[0]) c.pair_col = "text_pair";
+    /* the lines' own layouts, their fields named by the column options */
+    const char *names[3] = {c.label_col, c.text_col, c.pair_col};
+    c.lines = 1;
+    c.names = names;
+    c.n_names = s->pairs || c.pair_col[0] ? 3 : 2; /* label<TAB>text[<TAB>pair] */
+    s->tokenized = 1;
+    TR_CHECK(tt_load(&s->tok, &c, path, train_path, whole, env));
+    s->n = s->tok.n;
+    tt_spec(&s->tok, s->pairs, &s->spec);
+    return TR_OK;
 }
 
 static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *env) {
@@ -313,7 +349,17 @@ static tr_status create(void **ctx, const tr_options *o, const tr_dataset_env *e
     s->pairs = strcmp(tr_options_string(o, "mode"), "pairs") == 0;
     char *buf;
     size_t len;
-    tr_status st = tr_file_read(path, &buf, &len);
+    tr_status st = TR_OK;
+    if (tr_options_string(to, "tokenizer")[0]) {
+        st = create_tokenized(s, o, to, env, path, train_path, whole);
+        if (st != TR_OK) {
+            destroy(s);
+            return st;
+        }
+        *ctx = s;
+        return TR_OK;
+    }
+    st = tr_file_read(path, &buf, &len);
     if (st == TR_OK) {
         if (len == 0)
             st = tr_error_set(TR_ERR_PARSE, "%s: empty file", path);
@@ -339,6 +385,7 @@ static void spec(void *ctx, tr_data_spec *out) { *out = ((text *)ctx)->spec; }
 
 static const char *class_name(void *ctx, int64_t id) {
     const text *s = ctx;
+    if (s->tokenized) return s->classify ? tt_class_name(&s->tok, id) : NULL;
     return s->classify && id >= 0 && id < s->n_names ? s->names[id] : NULL;
 }
 static int64_t size(void *ctx) { return ((text *)ctx)->n; }
@@ -348,6 +395,7 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
     if (index < 0 || index >= s->n)
         return tr_error_set(TR_ERR_INVALID, "text: sample %lld out of range [0, %lld)",
                             (long long)index, (long long)s->n);
+    if (s->tokenized) return tt_sample(&s->tok, index, x, y);
     int64_t T = s->spec.x_numel;
     int32_t *xs = x, *ys = y;
     if (s->pairs) {
@@ -381,13 +429,14 @@ static const tr_option_spec opts[] = {
     {.key = "classes", .type = TR_OPTION_STRING, .default_value = "",
      .doc = "classify: the list of labels [a, b, ...], ids in list order; empty: the distinct labels of the "
             "train file, sorted"},
+    TT_OPTION_SPECS,
 };
 static const tr_dataset_ops ops = {
     .create = create, .destroy = destroy, .spec = spec, .size = size, .get = get,
     .class_name = class_name};
 static const tr_plugin_desc desc = {
-    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "text", .version = "1.1.0",
-    .description = "text files: byte-level LM, label<TAB>text classification or scored text pairs",
+    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "text", .version = "1.2.0",
+    .description = "text files: byte-level LM, label<TAB>text classification or scored text pairs (bytes, or a tokenizer's ids)",
     .options = opts, .n_options = sizeof opts / sizeof opts[0], .ops = &ops,
     .ops_size = sizeof ops};
 TR_PLUGIN_DEFINE(desc)
