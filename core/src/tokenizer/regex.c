@@ -61,7 +61,8 @@ tr_status tok_regex_find_all(const tok_regex *re, const uint32_t *cp, size_t b, 
     if (!md) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
     static const uint32_t empty = 0;
     PCRE2_SPTR subject = (PCRE2_SPTR)(e > b ? cp + b : &empty);
-    size_t len = e - b, at = 0;
+    size_t len = e - b, at = 0, last = 0;
+    int have_last = 0;
     tr_status st = TR_OK;
     while (at <= len) {
         int rc = pcre2_match(re->code, subject, len, at, PCRE2_NO_UTF_CHECK, md, NULL);
@@ -76,9 +77,18 @@ tr_status tok_regex_find_all(const tok_regex *re, const uint32_t *cp, size_t b, 
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t s0 = ov[0], s1 = ov[1];
         if (s1 < s0) s1 = s0; /* \K can put the end first: treat as empty */
+        /* onig's find_iter (the Rust library's): an empty match where the previous match ended
+         * is dropped; any other empty match is kept; the search goes on one code point later. */
+        if (s0 == s1) {
+            at = s1 + 1;
+            if (have_last && last == s1) continue;
+        } else {
+            at = s1;
+        }
+        last = s1;
+        have_last = 1;
         st = tok_ranges_push(out, b + s0, b + s1);
         if (st != TR_OK) break;
-        at = s1 > s0 ? s1 : s1 + 1; /* an empty match moves on one code point */
     }
     pcre2_match_data_free(md);
     return st;
