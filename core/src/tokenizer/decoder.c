@@ -166,7 +166,7 @@ static tr_status chain(const tok_decoder *d, tok_strs *list) {
     return TR_OK;
 }
 
-tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out) {
+tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out, size_t *len) {
     *out = NULL;
     tok_strs list = {0};
     sbuf b = {0};
@@ -183,6 +183,7 @@ tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, siz
         return st;
     }
     *out = b.p;
+    if (len) *len = b.n;
     return TR_OK;
 }
 

@@ -240,8 +240,8 @@ tr_status tok_truncate(const tr_truncation *t, size_t n_added, tok_enc *a, tok_e
 tr_status tok_pad(const tr_padding *p, size_t target, tok_enc *x);
 
 /* Decodes token strings into one malloc'ed NUL-terminated text (joined by spaces without a
- * decoder). */
-tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out);
+ * decoder); *len (when not NULL) is its length, which may hold NUL bytes. */
+tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out, size_t *len);
 
 /* ---- loading ---- */
 /* Helpers for the loaders: messages are "FILE: JSON.PATH: what is wrong" (TR_ERR_PARSE). */
