@@ -88,11 +88,15 @@ static int decode_line(const tr_tokenizer *tok, const char *where, size_t lineno
         return 1;
     }
     char *text = NULL;
-    if (rc == 0 && tr_tokenizer_decode(tok, ids, n, 1, &text) != TR_OK) {
+    size_t len = 0;
+    if (rc == 0 && tr_tokenizer_decode_len(tok, ids, n, 1, &text, &len) != TR_OK) {
         fprintf(stderr, "trainer tokenize: %s:%zu: %s\n", where, lineno, tr_error_msg());
         rc = 1;
     }
-    if (rc == 0) fprintf(out, "%s\n", text);
+    if (rc == 0) {
+        fwrite(text, 1, len, out);
+        fputc('\n', out);
+    }
     free(text);
     free(ids);
     return rc;

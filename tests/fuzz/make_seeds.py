@@ -305,6 +305,42 @@ def tokenizer_seeds():
         added=TOK_ADDED + [{"id": 16, "content": "hello world", "single_word": True, "lstrip": True, "rstrip": True,
                             "normalized": True, "special": False}]),
         " \uff28ello world\u00a0 x12. \u1e9b\u0323 ", "\u0130 \ufb01 world"))
+    # Byte-level BPE (GPT-2/RoBERTa shape) and a Llama-3-like Split + ByteLevel pipeline.
+    g = "\u0120"
+    bl_vocab = {c: i for i, c in enumerate(["h", "e", "l", "o", g, "w", "r", "d", "he", "ll", "hell", "hello", g + "w",
+                                            "or", g + "wor", "!", "\u00c3", "\u0100", "<s>", "</s>", "<mask>"])}
+    bl_merges = [["h", "e"], ["l", "l"], ["he", "ll"], ["hell", "o"], [g, "w"], ["o", "r"], [g + "w", "or"]]
+    bl_added = [{"id": bl_vocab[c], "content": c, "single_word": False, "lstrip": c == "<mask>", "rstrip": False,
+                 "normalized": False, "special": True} for c in ("<s>", "</s>", "<mask>")]
+    bpe = {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+           "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+           "vocab": bl_vocab, "merges": bl_merges}
+    write("tokenizer", "bpe_bytelevel", parts(json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": bl_added, "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 19], "cls": ["<s>", 18],
+                           "trim_offsets": True, "add_prefix_space": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": bpe}, ensure_ascii=False), "hello  world! <mask> caf\u00e9 \U0001f389\u0000", "world"))
+    llama = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+             r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+    write("tokenizer", "bpe_split", parts(json.dumps({
+        "version": "1.0", "added_tokens": bl_added, "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": llama}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"String": "-"}, "behavior": "MergedWithNext", "invert": True},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+        "post_processor": {"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+            {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                      {"Sequence": {"id": "A", "type_id": 0}}],
+             "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                      {"Sequence": {"id": "B", "type_id": 1}}],
+             "special_tokens": {"<s>": {"id": "<s>", "ids": [18], "tokens": ["<s>"]}}}]},
+        "decoder": {"type": "Sequence", "decoders": [{"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+                                                     {"type": "BPEDecoder", "suffix": "d"}]},
+        "model": dict(bpe, ignore_merges=True, unk_token="!", fuse_unk=True, byte_fallback=True)},
+        ensure_ascii=False), "He's 12345 well-known\r\n  hello\u180e\u0085x", "I'LL"))
     write("tokenizer", "bad_utf8", parts(tokenizer_json(bert_norm, {"type": "BertPreTokenizer"}, bert), b"ok \xff\xfe"))
     write("tokenizer", "unsupported", parts(json.dumps({"normalizer": {"type": "Precompiled"}, "model": {"vocab": {}}}), "x"))
 

@@ -16,7 +16,7 @@ import shutil
 import sys
 import unicodedata
 
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from tokenizers.implementations import BertWordPieceTokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -87,6 +87,66 @@ def bpe_bytelevel(corpus, d):
     return t
 
 
+def bpe_roberta(corpus, d):
+    """RoBERTa's shape: byte-level BPE with a prefix space, RobertaProcessing (<s> A </s></s> B </s>,
+    trim_offsets), special tokens <s> <pad> </s> <unk> <mask>, <mask> with lstrip."""
+    t = Tokenizer(models.BPE())
+    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True, trim_offsets=True)
+    t.decoder = decoders.ByteLevel()
+    specials = ["<s>", "<pad>", "</s>", "<unk>", AddedToken("<mask>", lstrip=True, special=True)]
+    t.train(corpus, trainers.BpeTrainer(vocab_size=4000, min_frequency=2, special_tokens=specials,
+                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                        show_progress=False))
+    t.post_processor = processors.RobertaProcessing(("</s>", t.token_to_id("</s>")), ("<s>", t.token_to_id("<s>")),
+                                                    trim_offsets=True, add_prefix_space=True)
+    return t
+
+
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def bpe_split(corpus, d):
+    """Llama 3's shape: Split on its pattern (isolated), ByteLevel without its own regex, BPE with
+    ignore_merges, a Sequence post-processor (ByteLevel, then a template with <|begin_of_text|>)."""
+    t = Tokenizer(models.BPE(ignore_merges=True))
+    t.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
+    t.decoder = decoders.ByteLevel()
+    t.train(corpus, trainers.BpeTrainer(vocab_size=6000, min_frequency=2,
+                                        special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                        show_progress=False))
+    bos = t.token_to_id("<|begin_of_text|>")
+    t.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|>:1 $B:1",
+                                      special_tokens=[("<|begin_of_text|>", bos)])])
+    return t
+
+
+def bpe_suffix(corpus, d):
+    """Original (non-byte-level) BPE: continuing_subword_prefix and end_of_word_suffix, an unknown
+    token fused over runs, Whitespace-like splitting, the BPEDecoder; Split with a String pattern
+    (merged with the next word) and a Regex one inverted."""
+    t = Tokenizer(models.BPE(unk_token="<unk>", continuing_subword_prefix="##", end_of_word_suffix="</w>",
+                             fuse_unk=True))
+    t.normalizer = normalizers.NFKC()
+    t.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"\w+|[^\w\s]+"), behavior="removed", invert=True),
+        pre_tokenizers.Split("-", behavior="merged_with_next"),
+        pre_tokenizers.Split(Regex(r"(?=[A-Z])"), behavior="merged_with_previous")])
+    t.decoder = decoders.BPEDecoder(suffix="</w>")
+    t.train(corpus, trainers.BpeTrainer(vocab_size=3000, min_frequency=2, special_tokens=["<unk>", "<s>", "</s>"],
+                                        limit_alphabet=300, continuing_subword_prefix="##",
+                                        end_of_word_suffix="</w>", show_progress=False))
+    t.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> $B:1 </s>:1",
+                                                     special_tokens=[("<s>", t.token_to_id("<s>")),
+                                                                     ("</s>", t.token_to_id("</s>"))])
+    return t
+
+
 def unigram_metaspace(corpus, d):
     """XLM-R's shape without the SentencePiece charsmap: NFKC and a whitespace-run Replace,
     Metaspace, Unigram, RoBERTa-style TemplateProcessing (<s> A </s></s> B </s>)."""
@@ -109,7 +169,12 @@ BUILDERS = {
                        "WhitespaceSplit/Punctuation/Digits, TemplateProcessing, truncation 64"),
     "wordpiece_nfd": (wordpiece_nfd, "supported", "WordPiece: NFKD/StripAccents/NFC/NFD/Lowercase/Prepend/"
                       "Strip, Whitespace/Punctuation/Digits, BertProcessing"),
-    "bpe_bytelevel": (bpe_bytelevel, "later", "GPT-2-style byte-level BPE"),
+    "bpe_bytelevel": (bpe_bytelevel, "supported", "GPT-2-style byte-level BPE"),
+    "bpe_roberta": (bpe_roberta, "supported", "RoBERTa-style byte-level BPE, RobertaProcessing, <mask> lstrip"),
+    "bpe_split": (bpe_split, "supported", "Llama-3-style: Split regex, ByteLevel without regex, ignore_merges, "
+                  "ByteLevel + TemplateProcessing"),
+    "bpe_suffix": (bpe_suffix, "supported", "BPE with ## prefix, </w> suffix, fused unk, Split String/Regex, "
+                   "BPEDecoder"),
     "unigram_metaspace": (unigram_metaspace, "later", "Unigram with Metaspace, NFKC, regex Replace"),
 }
 

@@ -105,6 +105,9 @@ void tr_encoding_free(tr_encoding *enc);
  * the caller frees it. */
 tr_status tr_tokenizer_decode(const tr_tokenizer *tok, const int32_t *ids, size_t n,
                               int skip_special, char **out);
+/* The same with the text's length in bytes: a byte-level decoder can give U+0000 inside it. */
+tr_status tr_tokenizer_decode_len(const tr_tokenizer *tok, const int32_t *ids, size_t n,
+                                  int skip_special, char **out, size_t *len);
 
 /* Token <-> id, through the added tokens and then the model's vocabulary. TR_ERR_NOT_FOUND
  * when absent. *token is borrowed from the tokenizer. */

@@ -1,14 +1,15 @@
 /* Decoders, as the Rust library's decode_chain: each decoder turns the list of token strings
  * into a new list, a Sequence runs its decoders in order, and the last list is concatenated.
  * Without a decoder the tokens are joined by spaces. WordPiece: a piece with the prefix joins
- * the one before, others get a space, then the cleanup of " ." and the like. */
+ * the one before, others get a space, then the cleanup of " ." and the like. ByteLevel is in
+ * bytelevel.c; BPEDecoder turns its suffix into spaces. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/tokenizer_impl.h"
 
-#define DECODERS "WordPiece, Sequence"
+#define DECODERS "WordPiece, ByteLevel, BPEDecoder, Sequence"
 
 tr_status tok_strs_push(tok_strs *v, const char *s, size_t len) {
     if (v->n == v->cap) {
@@ -100,6 +101,48 @@ static tr_status wordpiece(const tok_decoder *d, const tok_strs *in, tok_strs *o
     return TR_OK;
 }
 
+/* BPEDecoder: the end-of-word suffix becomes a space, nothing on the last token (Rust's
+ * str::replace, so an empty suffix goes around every character). */
+static tr_status bpe_suffix(const tok_decoder *d, const tok_strs *in, tok_strs *out) {
+    size_t sl = strlen(d->prefix);
+    for (size_t i = 0; i < in->n; i++) {
+        const char *t = in->s[i], *end = t + in->len[i];
+        const char *rep = i + 1 == in->n ? "" : " ";
+        size_t rl = strlen(rep);
+        sbuf b = {0};
+        int bad = put(&b, "", 0);
+        if (!sl) {
+            /* Before each character and at the end. */
+            while (!bad && t < end) {
+                size_t k = 1;
+                while (t + k < end && ((unsigned char)t[k] & 0xC0) == 0x80) k++;
+                bad = put(&b, rep, rl) || put(&b, t, k);
+                t += k;
+            }
+            if (!bad) bad = put(&b, rep, rl);
+        } else {
+            while (!bad && t < end) {
+                const char *hit = NULL;
+                for (const char *q = t; q + sl <= end; q++)
+                    if (memcmp(q, d->prefix, sl) == 0) {
+                        hit = q;
+                        break;
+                    }
+                if (!hit) {
+                    bad = put(&b, t, (size_t)(end - t));
+                    break;
+                }
+                bad = put(&b, t, (size_t)(hit - t)) || put(&b, rep, rl);
+                t = hit + sl;
+            }
+        }
+        tr_status st = bad ? tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory") : tok_strs_push(out, b.p, b.n);
+        free(b.p);
+        TR_CHECK(st);
+    }
+    return TR_OK;
+}
+
 /* Runs one decoder over *list, replacing it. */
 static tr_status chain(const tok_decoder *d, tok_strs *list) {
     if (d->kind == TOK_DEC_SEQUENCE) {
@@ -110,6 +153,8 @@ static tr_status chain(const tok_decoder *d, tok_strs *list) {
     tr_status st = TR_OK;
     switch (d->kind) {
     case TOK_DEC_WORDPIECE: st = wordpiece(d, list, &out); break;
+    case TOK_DEC_BYTELEVEL: st = tok_bytelevel_decode(list, &out); break;
+    case TOK_DEC_BPE: st = bpe_suffix(d, list, &out); break;
     case TOK_DEC_SEQUENCE: break;
     }
     if (st != TR_OK) {
@@ -121,7 +166,7 @@ static tr_status chain(const tok_decoder *d, tok_strs *list) {
     return TR_OK;
 }
 
-tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out) {
+tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out, size_t *len) {
     *out = NULL;
     tok_strs list = {0};
     sbuf b = {0};
@@ -138,6 +183,7 @@ tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, siz
         return st;
     }
     *out = b.p;
+    if (len) *len = b.n;
     return TR_OK;
 }
 
@@ -154,6 +200,19 @@ tr_status tok_load_decoder(const char *file, const char *path, json_t *j, tok_de
         d->prefix = tok_dup(p ? json_string_value(p) : "##");
         if (!d->prefix) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
         return tok_get_bool(file, path, j, "cleanup", 1, &d->cleanup);
+    }
+    if (strcmp(type, "ByteLevel") == 0) {
+        d->kind = TOK_DEC_BYTELEVEL;
+        return TR_OK;
+    }
+    if (strcmp(type, "BPEDecoder") == 0) {
+        d->kind = TOK_DEC_BPE;
+        json_t *p = json_object_get(j, "suffix");
+        snprintf(sub, sizeof sub, "%s.suffix", path);
+        if (p && !json_is_string(p)) return tok_bad(file, sub, "expected a string");
+        d->prefix = tok_dup(p ? json_string_value(p) : "</w>");
+        if (!d->prefix) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+        return TR_OK;
     }
     if (strcmp(type, "Sequence") == 0) {
         d->kind = TOK_DEC_SEQUENCE;

@@ -8,9 +8,9 @@
 #include "tokenizer/tokenizer_impl.h"
 
 #define NORMALIZERS "BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, Sequence"
-#define PRETOKENIZERS "BertPreTokenizer, Whitespace, WhitespaceSplit, Punctuation, Digits, Sequence"
-#define POSTPROCESSORS "BertProcessing, TemplateProcessing, Sequence"
-#define MODELS "WordPiece"
+#define PRETOKENIZERS "BertPreTokenizer, Whitespace, WhitespaceSplit, Punctuation, Digits, ByteLevel, Split, Sequence"
+#define POSTPROCESSORS "BertProcessing, TemplateProcessing, RobertaProcessing, ByteLevel, Sequence"
+#define MODELS "WordPiece, BPE"
 
 tr_status tok_bad(const char *file, const char *path, const char *what) {
     return tr_error_set(TR_ERR_PARSE, "%s: %s: %s", file, path, what);
@@ -153,6 +153,11 @@ tr_status tok_load_pretok(const char *file, const char *path, json_t *j, tok_pre
     } else if (strcmp(type, "Digits") == 0) {
         p->kind = TOK_PRE_DIGITS;
         TR_CHECK(tok_get_bool(file, path, j, "individual_digits", 0, &p->individual_digits));
+    } else if (strcmp(type, "ByteLevel") == 0) {
+        TR_CHECK(tok_load_bytelevel(file, path, j, p));
+    } else if (strcmp(type, "Split") == 0) {
+        TR_CHECK(get_behavior(file, path, j, &p->behavior));
+        TR_CHECK(tok_load_split(file, path, j, p));
     } else if (strcmp(type, "Sequence") == 0) {
         p->kind = TOK_PRE_SEQUENCE;
         char sub[512];
@@ -228,14 +233,24 @@ static tr_status load_template(const char *file, const char *path, json_t *j, co
 }
 
 tr_status tok_load_post(const tr_tokenizer *tk, const char *file, const char *path, json_t *j, tok_post *p) {
-    (void)tk;
     memset(p, 0, sizeof *p);
+    p->tk = tk;
     const char *type = "";
     TR_CHECK(tok_get_type(file, path, j, "post-processor", &type));
     if (strcmp(type, "BertProcessing") == 0) {
         p->kind = TOK_POST_BERT;
         TR_CHECK(get_pair_id(file, path, j, "cls", &p->cls_id));
         TR_CHECK(get_pair_id(file, path, j, "sep", &p->sep_id));
+    } else if (strcmp(type, "RobertaProcessing") == 0) {
+        p->kind = TOK_POST_ROBERTA;
+        TR_CHECK(get_pair_id(file, path, j, "cls", &p->cls_id));
+        TR_CHECK(get_pair_id(file, path, j, "sep", &p->sep_id));
+        TR_CHECK(tok_get_bool(file, path, j, "trim_offsets", 1, &p->trim_offsets));
+        TR_CHECK(tok_get_bool(file, path, j, "add_prefix_space", 1, &p->add_prefix_space));
+    } else if (strcmp(type, "ByteLevel") == 0) {
+        p->kind = TOK_POST_BYTELEVEL;
+        TR_CHECK(tok_get_bool(file, path, j, "trim_offsets", 1, &p->trim_offsets));
+        TR_CHECK(tok_get_bool(file, path, j, "add_prefix_space", 1, &p->add_prefix_space));
     } else if (strcmp(type, "TemplateProcessing") == 0) {
         p->kind = TOK_POST_TEMPLATE;
         json_t *sp = json_object_get(j, "special_tokens");
@@ -267,11 +282,14 @@ static tr_status load_model(const char *file, json_t *j, tok_model *m) {
     json_t *t = json_object_get(j, "type");
     if (t && !json_is_string(t)) return tok_bad(file, "model.type", "expected the model's type name");
     const char *type = t ? json_string_value(t) : NULL;
-    /* Files from old converters name no type: the fields tell WordPiece. */
+    /* Files from old converters name no type: the fields tell, BPE first (the Rust order). */
+    if (!type && json_object_get(j, "merges"))
+        type = "BPE";
     if (!type && json_object_get(j, "continuing_subword_prefix"))
         type = "WordPiece";
     if (!type) return tok_bad(file, "model", "the model names no type (supported: " MODELS ")");
     if (strcmp(type, "WordPiece") == 0) return tok_load_wordpiece(file, j, m);
+    if (strcmp(type, "BPE") == 0) return tok_load_bpe(file, j, m);
     return tr_error_set(TR_ERR_UNSUPPORTED, "%s: model: model '%s' is not supported (supported: %s)", file, type,
                         MODELS);
 }

@@ -1,4 +1,5 @@
-/* Pre-tokenizers: BertPreTokenizer, Whitespace, WhitespaceSplit, Punctuation, Digits, Sequence.
+/* Pre-tokenizers: BertPreTokenizer, Whitespace, WhitespaceSplit, Punctuation, Digits, Sequence
+ * (ByteLevel in bytelevel.c, Split in split.c).
  * Each splits the words it is given into smaller words (code point ranges); the split
  * behaviours (removed, isolated, merged with previous or next, contiguous) are the Rust
  * library's. */
@@ -7,30 +8,12 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
-typedef struct piece { size_t b, e; int match; } piece;
+typedef tok_piece piece;
 
-/* Splits w where pred() holds (each such code point one match) and pushes the pieces the
- * behaviour keeps to out. */
-static tr_status split_pred(const tok_nstr *s, tok_range w, int (*pred)(uint32_t), tok_split_behavior how,
-                            tok_ranges *out) {
-    size_t n = w.e - w.b;
-    piece *p = malloc((2 * n + 1) * sizeof *p);
-    if (!p) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
-    size_t np = 0, last = w.b;
-    for (size_t i = w.b; i < w.e; i++) {
-        if (!pred(s->cp[i])) continue;
-        if (last < i) p[np++] = (piece){last, i, 0};
-        p[np++] = (piece){i, i + 1, 1};
-        last = i + 1;
-    }
-    if (last < w.e) p[np++] = (piece){last, w.e, 0};
-
+tr_status tok_split_pieces(const tok_piece *p, size_t np, tok_split_behavior how, tok_ranges *out) {
     /* Merge as the behaviour says, into q (kept pieces only). */
     piece *q = malloc((np + 1) * sizeof *q);
-    if (!q) {
-        free(p);
-        return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
-    }
+    if (!q) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
     size_t nq = 0;
     int prev = 0;
     switch (how) {
@@ -70,8 +53,27 @@ static tr_status split_pred(const tok_nstr *s, tok_range w, int (*pred)(uint32_t
     tr_status st = TR_OK;
     for (size_t i = 0; st == TR_OK && i < nq; i++)
         if (q[i].b < q[i].e) st = tok_ranges_push(out, q[i].b, q[i].e);
-    free(p);
     free(q);
+    return st;
+}
+
+/* Splits w where pred() holds (each such code point one match) and pushes the pieces the
+ * behaviour keeps to out. */
+static tr_status split_pred(const tok_nstr *s, tok_range w, int (*pred)(uint32_t), tok_split_behavior how,
+                            tok_ranges *out) {
+    size_t n = w.e - w.b;
+    piece *p = malloc((2 * n + 1) * sizeof *p);
+    if (!p) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+    size_t np = 0, last = w.b;
+    for (size_t i = w.b; i < w.e; i++) {
+        if (!pred(s->cp[i])) continue;
+        if (last < i) p[np++] = (piece){last, i, 0};
+        p[np++] = (piece){i, i + 1, 1};
+        last = i + 1;
+    }
+    if (last < w.e) p[np++] = (piece){last, w.e, 0};
+    tr_status st = tok_split_pieces(p, np, how, out);
+    free(p);
     return st;
 }
 
@@ -115,6 +117,8 @@ static tr_status apply(const tok_pretok *p, tok_nstr *s, tok_ranges *words) {
         case TOK_PRE_DIGITS:
             st = split_pred(s, w, tok_is_numeric, p->individual_digits ? TOK_SPLIT_ISOLATED : TOK_SPLIT_CONTIGUOUS, &out);
             break;
+        case TOK_PRE_BYTELEVEL: st = tok_bytelevel_split(p, s, w, &out); break;
+        case TOK_PRE_SPLIT: st = tok_split_regex(p->re, p->invert, p->behavior, s, w, &out); break;
         case TOK_PRE_SEQUENCE: break;
         }
     }
@@ -137,4 +141,5 @@ void tok_pretok_free(tok_pretok *p) {
     if (!p) return;
     for (size_t i = 0; i < p->nkids; i++) tok_pretok_free(&p->kids[i]);
     free(p->kids);
+    tok_regex_free(p->re);
 }

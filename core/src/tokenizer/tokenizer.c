@@ -407,8 +407,10 @@ tr_status tr_tokenizer_special(const tr_tokenizer *t, size_t i, const char **tok
 
 size_t tr_tokenizer_num_special(const tr_tokenizer *t, int pair) { return tok_post_added(t->post, pair); }
 
-tr_status tr_tokenizer_decode(const tr_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **out) {
+tr_status tr_tokenizer_decode_len(const tr_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **out,
+                                  size_t *len) {
     *out = NULL;
+    if (len) *len = 0;
     const char **toks = malloc((n ? n : 1) * sizeof *toks);
     if (!toks) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
     size_t k = 0;
@@ -421,9 +423,13 @@ tr_status tr_tokenizer_decode(const tr_tokenizer *t, const int32_t *ids, size_t 
         toks[k++] = s;
     }
     tr_error_clear();
-    tr_status st = tok_decode_tokens(t->decoder, toks, k, out);
+    tr_status st = tok_decode_tokens(t->decoder, toks, k, out, len);
     free(toks);
     return st;
+}
+
+tr_status tr_tokenizer_decode(const tr_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **out) {
+    return tr_tokenizer_decode_len(t, ids, n, skip_special, out, NULL);
 }
 
 /* ---- settings ---- */

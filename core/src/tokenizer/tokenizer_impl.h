@@ -49,8 +49,10 @@ typedef struct tok_regex tok_regex;
 typedef struct tok_ranges tok_ranges;
 /* Compiles a tokenizer.json pattern; a bad one is TR_ERR_PARSE naming FILE: PATH. */
 tr_status tok_regex_compile(const char *file, const char *path, const char *pattern, tok_regex **out);
-/* Pushes the matches in cp[b, e), left to right without overlap, as code point ranges (an
- * empty match is pushed and the search moves on one code point). Safe from several threads. */
+/* Pushes the matches in cp[b, e), left to right without overlap, as code point ranges. An
+ * empty match is pushed unless it sits where the previous match ended (onig's find_iter, as
+ * the Rust library runs it); the search then moves on one code point. Safe from several
+ * threads. */
 tr_status tok_regex_find_all(const tok_regex *re, const uint32_t *cp, size_t b, size_t e, tok_ranges *out);
 void tok_regex_free(tok_regex *re);
 
@@ -91,13 +93,16 @@ typedef enum {
 
 typedef enum {
     TOK_PRE_BERT, TOK_PRE_WHITESPACE, TOK_PRE_WHITESPACE_SPLIT, TOK_PRE_PUNCTUATION, TOK_PRE_DIGITS,
-    TOK_PRE_SEQUENCE
+    TOK_PRE_SEQUENCE, TOK_PRE_BYTELEVEL, TOK_PRE_SPLIT
 } tok_pre_kind;
 
 typedef struct tok_pretok {
     tok_pre_kind kind;
     tok_split_behavior behavior;
     int individual_digits;
+    int add_prefix_space, use_regex; // ByteLevel
+    int invert;                      // Split
+    tok_regex *re;                   // Split's pattern; ByteLevel's GPT-2 pattern (use_regex)
     struct tok_pretok *kids;
     size_t nkids;
 } tok_pretok;
@@ -107,9 +112,25 @@ typedef struct tok_range { size_t b, e; } tok_range; /* code points [b, e) of a 
 typedef struct tok_ranges { tok_range *r; size_t n, cap; } tok_ranges;
 tr_status tok_ranges_push(tok_ranges *r, size_t b, size_t e);
 
+/* A word cut into pieces, matches flagged, covering it in order; merged as the behaviour says
+ * and the non-empty kept pieces pushed to out (pretokenizer.c). */
+typedef struct tok_piece { size_t b, e; int match; } tok_piece;
+tr_status tok_split_pieces(const tok_piece *p, size_t np, tok_split_behavior how, tok_ranges *out);
+/* Split: the matches of re in s[w.b, w.e) (flags flipped with invert), by behaviour (split.c). */
+tr_status tok_split_regex(const tok_regex *re, int invert, tok_split_behavior how, const tok_nstr *s, tok_range w,
+                          tok_ranges *out);
+tr_status tok_load_split(const char *file, const char *path, json_t *j, tok_pretok *p);
+/* ByteLevel (bytelevel.c): the word (with a prefix space), cut by the GPT-2 pattern, each UTF-8
+ * byte as its GPT-2 character, appended to s past its end (earlier indices stay valid); the
+ * pieces' ranges go to out. */
+tr_status tok_bytelevel_split(const tok_pretok *p, tok_nstr *s, tok_range w, tok_ranges *out);
+tr_status tok_load_bytelevel(const char *file, const char *path, json_t *j, tok_pretok *p);
+
+struct tok_bpe;
+
 /* The model: one kind, its vocabulary (every kind has one: token <-> id) and the kind's own
  * state. A kind lives in its own file (wordpiece.c, ...) with a loader and an encoder. */
-typedef enum { TOK_MODEL_WORDPIECE } tok_model_kind;
+typedef enum { TOK_MODEL_WORDPIECE, TOK_MODEL_BPE } tok_model_kind;
 
 typedef struct tok_wordpiece {
     char *prefix;
@@ -122,9 +143,10 @@ typedef struct tok_model {
     char *unk;      // NULL when the model has no unknown token
     int32_t unk_id; // -1 when the unk token is absent or not in the vocabulary
     tok_wordpiece wp;
+    struct tok_bpe *bpe; // BPE (bpe.c)
 } tok_model;
 
-typedef enum { TOK_POST_BERT, TOK_POST_TEMPLATE, TOK_POST_SEQUENCE } tok_post_kind;
+typedef enum { TOK_POST_BERT, TOK_POST_TEMPLATE, TOK_POST_SEQUENCE, TOK_POST_ROBERTA, TOK_POST_BYTELEVEL } tok_post_kind;
 
 typedef struct tok_tpl_piece {
     int seq;        // -1: special token, 0: A, 1: B
@@ -140,15 +162,17 @@ typedef struct tok_post {
     size_t nsingle, npair;
     struct tok_post *kids;
     size_t nkids;
+    int trim_offsets, add_prefix_space;    // Roberta, ByteLevel
+    const struct tr_tokenizer *tk;         // borrowed: token strings for trim_offsets
 } tok_post;
 
 /* Decoders run as a chain, as the Rust library's decode_chain: each turns the list of token
  * strings into a new list; the last list is concatenated. */
-typedef enum { TOK_DEC_WORDPIECE, TOK_DEC_SEQUENCE } tok_dec_kind;
+typedef enum { TOK_DEC_WORDPIECE, TOK_DEC_SEQUENCE, TOK_DEC_BYTELEVEL, TOK_DEC_BPE } tok_dec_kind;
 
 typedef struct tok_decoder {
     tok_dec_kind kind;
-    char *prefix; // WordPiece
+    char *prefix; // WordPiece; BPEDecoder's suffix
     int cleanup;  // WordPiece
     struct tok_decoder *kids;
     size_t nkids;
@@ -159,6 +183,10 @@ typedef struct tok_decoder {
 typedef struct tok_strs { char **s; size_t *len; size_t n, cap; } tok_strs;
 tr_status tok_strs_push(tok_strs *v, const char *s, size_t len);
 void tok_strs_free(tok_strs *v);
+/* ByteLevel decoder: GPT-2 characters back to bytes, one string (invalid UTF-8 as U+FFFD). */
+tr_status tok_bytelevel_decode(const tok_strs *in, tok_strs *out);
+/* ByteLevel's trim_offsets: offsets less the leading and trailing spaces of each token. */
+void tok_bytelevel_trim(const struct tr_tokenizer *tk, tr_encoding *e, int add_prefix_space);
 
 typedef struct tok_added {
     char *content;
@@ -205,6 +233,9 @@ tr_status tok_model_encode(const tok_model *m, const tok_nstr *s, tok_range w, i
                            tok_enc *out);
 tr_status tok_wordpiece_encode(const tok_model *m, const tok_nstr *s, tok_range w,
                                int32_t type_id, int32_t seq, tok_enc *out);
+tr_status tok_bpe_encode(const tok_model *m, const tok_nstr *s, tok_range w, int32_t type_id, int32_t seq,
+                         tok_enc *out);
+void tok_bpe_free(struct tok_bpe *b);
 void tok_model_free(tok_model *m);
 
 size_t tok_post_added(const tok_post *p, int pair);
@@ -215,8 +246,8 @@ tr_status tok_truncate(const tr_truncation *t, size_t n_added, tok_enc *a, tok_e
 tr_status tok_pad(const tr_padding *p, size_t target, tok_enc *x);
 
 /* Decodes token strings into one malloc'ed NUL-terminated text (joined by spaces without a
- * decoder). */
-tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out);
+ * decoder); *len (when not NULL) is its length, which may hold NUL bytes. */
+tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out, size_t *len);
 
 /* ---- loading ---- */
 /* Helpers for the loaders: messages are "FILE: JSON.PATH: what is wrong" (TR_ERR_PARSE). */
@@ -236,6 +267,7 @@ tr_status tok_load_post(const tr_tokenizer *t, const char *file, const char *pat
                         tok_post *out);
 tr_status tok_load_decoder(const char *file, const char *path, json_t *j, tok_decoder *out);
 tr_status tok_load_wordpiece(const char *file, json_t *j, tok_model *m);
+tr_status tok_load_bpe(const char *file, json_t *j, tok_model *m);
 tr_status tok_load_root(tr_tokenizer *t, const char *file, json_t *root);
 void tok_decoder_free(tok_decoder *d);
 void tok_normalizer_free(tok_normalizer *n);
