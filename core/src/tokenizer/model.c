@@ -7,6 +7,7 @@ tr_status tok_model_encode(const tok_model *m, const tok_nstr *s, tok_range w, i
                            tok_enc *out) {
     switch (m->kind) {
     case TOK_MODEL_WORDPIECE: return tok_wordpiece_encode(m, s, w, type_id, seq, out);
+    case TOK_MODEL_UNIGRAM: return tok_unigram_encode(m, s, w, type_id, seq, out);
     }
     return tr_error_set(TR_ERR_INTERNAL, "tokenizer: unknown model kind %d", (int)m->kind);
 }
@@ -15,4 +16,5 @@ void tok_model_free(tok_model *m) {
     tok_vocab_free(&m->vocab);
     free(m->unk);
     free(m->wp.prefix);
+    tok_unigram_free(m->uni);
 }

@@ -272,7 +272,8 @@ tr_status tok_normalize(const tok_normalizer *n, tok_nstr *s) {
     case TOK_NORM_LOWERCASE: return lowercase(s);
     case TOK_NORM_STRIP: strip(n, s); return TR_OK;
     case TOK_NORM_STRIP_ACCENTS: filter(s, tok_is_mark); return TR_OK;
-    case TOK_NORM_REPLACE: return replace(n, s);
+    case TOK_NORM_REPLACE: return n->re ? tok_replace_regex(n, s) : replace(n, s);
+    case TOK_NORM_PRECOMPILED: return tok_precompiled_normalize(n->pc, s);
     case TOK_NORM_PREPEND: return prepend(n, s);
     case TOK_NORM_SEQUENCE:
         for (size_t i = 0; i < n->nkids; i++) TR_CHECK(tok_normalize(&n->kids[i], s));
@@ -287,4 +288,6 @@ void tok_normalizer_free(tok_normalizer *n) {
     free(n->kids);
     free(n->pat);
     free(n->with);
+    tok_regex_free(n->re);
+    tok_precompiled_free(n->pc);
 }

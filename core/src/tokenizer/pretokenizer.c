@@ -115,6 +115,7 @@ static tr_status apply(const tok_pretok *p, tok_nstr *s, tok_ranges *words) {
         case TOK_PRE_DIGITS:
             st = split_pred(s, w, tok_is_numeric, p->individual_digits ? TOK_SPLIT_ISOLATED : TOK_SPLIT_CONTIGUOUS, &out);
             break;
+        case TOK_PRE_METASPACE: st = tok_metaspace(p, s, w, &out); break;
         case TOK_PRE_SEQUENCE: break;
         }
     }

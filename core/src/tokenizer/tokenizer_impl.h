@@ -71,8 +71,11 @@ void tok_vocab_free(tok_vocab *v);
 /* ---- components ---- */
 typedef enum {
     TOK_NORM_BERT, TOK_NORM_NFC, TOK_NORM_NFD, TOK_NORM_NFKC, TOK_NORM_NFKD, TOK_NORM_LOWERCASE,
-    TOK_NORM_STRIP, TOK_NORM_STRIP_ACCENTS, TOK_NORM_REPLACE, TOK_NORM_PREPEND, TOK_NORM_SEQUENCE
+    TOK_NORM_STRIP, TOK_NORM_STRIP_ACCENTS, TOK_NORM_REPLACE, TOK_NORM_PREPEND, TOK_NORM_SEQUENCE,
+    TOK_NORM_PRECOMPILED
 } tok_norm_kind;
+
+typedef struct tok_precompiled tok_precompiled; /* SentencePiece's charsmap (precompiled.c) */
 
 typedef struct tok_normalizer {
     tok_norm_kind kind;
@@ -80,6 +83,8 @@ typedef struct tok_normalizer {
     int left, right;                                   // Strip
     uint32_t *pat, *with;                              // Replace pattern/content, Prepend (with)
     size_t npat, nwith;
+    tok_regex *re;                                     // Replace with a Regex pattern
+    tok_precompiled *pc;                               // Precompiled
     struct tok_normalizer *kids;
     size_t nkids;
 } tok_normalizer;
@@ -91,13 +96,19 @@ typedef enum {
 
 typedef enum {
     TOK_PRE_BERT, TOK_PRE_WHITESPACE, TOK_PRE_WHITESPACE_SPLIT, TOK_PRE_PUNCTUATION, TOK_PRE_DIGITS,
-    TOK_PRE_SEQUENCE
+    TOK_PRE_SEQUENCE, TOK_PRE_METASPACE
 } tok_pre_kind;
+
+/* Metaspace's prepend_scheme. */
+typedef enum { TOK_PREPEND_ALWAYS, TOK_PREPEND_FIRST, TOK_PREPEND_NEVER } tok_prepend_scheme;
 
 typedef struct tok_pretok {
     tok_pre_kind kind;
     tok_split_behavior behavior;
     int individual_digits;
+    uint32_t replacement;              // Metaspace
+    tok_prepend_scheme prepend_scheme; // Metaspace
+    int split;                         // Metaspace
     struct tok_pretok *kids;
     size_t nkids;
 } tok_pretok;
@@ -109,7 +120,9 @@ tr_status tok_ranges_push(tok_ranges *r, size_t b, size_t e);
 
 /* The model: one kind, its vocabulary (every kind has one: token <-> id) and the kind's own
  * state. A kind lives in its own file (wordpiece.c, ...) with a loader and an encoder. */
-typedef enum { TOK_MODEL_WORDPIECE } tok_model_kind;
+typedef enum { TOK_MODEL_WORDPIECE, TOK_MODEL_UNIGRAM } tok_model_kind;
+
+typedef struct tok_unigram tok_unigram; /* scores and the piece trie (unigram.c) */
 
 typedef struct tok_wordpiece {
     char *prefix;
@@ -122,6 +135,7 @@ typedef struct tok_model {
     char *unk;      // NULL when the model has no unknown token
     int32_t unk_id; // -1 when the unk token is absent or not in the vocabulary
     tok_wordpiece wp;
+    tok_unigram *uni; // Unigram
 } tok_model;
 
 typedef enum { TOK_POST_BERT, TOK_POST_TEMPLATE, TOK_POST_SEQUENCE } tok_post_kind;
@@ -144,12 +158,22 @@ typedef struct tok_post {
 
 /* Decoders run as a chain, as the Rust library's decode_chain: each turns the list of token
  * strings into a new list; the last list is concatenated. */
-typedef enum { TOK_DEC_WORDPIECE, TOK_DEC_SEQUENCE } tok_dec_kind;
+typedef enum {
+    TOK_DEC_WORDPIECE, TOK_DEC_SEQUENCE, TOK_DEC_METASPACE, TOK_DEC_BYTE_FALLBACK, TOK_DEC_FUSE,
+    TOK_DEC_REPLACE, TOK_DEC_STRIP
+} tok_dec_kind;
 
 typedef struct tok_decoder {
     tok_dec_kind kind;
     char *prefix; // WordPiece
     int cleanup;  // WordPiece
+    uint32_t replacement;              // Metaspace
+    tok_prepend_scheme prepend_scheme; // Metaspace
+    tok_regex *re;                     // Replace (a String pattern is compiled escaped)
+    char *content;                     // Replace
+    size_t ncontent;                   // Replace
+    uint32_t strip;                    // Strip: the character
+    size_t start, stop;                // Strip
     struct tok_decoder *kids;
     size_t nkids;
 } tok_decoder;
@@ -200,6 +224,21 @@ tr_status tok_model_encode(const tok_model *m, const tok_nstr *s, tok_range w, i
 tr_status tok_wordpiece_encode(const tok_model *m, const tok_nstr *s, tok_range w,
                                int32_t type_id, int32_t seq, tok_enc *out);
 void tok_model_free(tok_model *m);
+tr_status tok_unigram_encode(const tok_model *m, const tok_nstr *s, tok_range w, int32_t type_id, int32_t seq,
+                             tok_enc *out);
+void tok_unigram_free(tok_unigram *u);
+
+/* The normalizers and pre-tokenizers of SentencePiece-style files (precompiled.c, replace.c,
+ * metaspace.c). */
+tr_status tok_precompiled_normalize(const tok_precompiled *pc, tok_nstr *s);
+void tok_precompiled_free(tok_precompiled *pc);
+tr_status tok_replace_regex(const tok_normalizer *n, tok_nstr *s);
+/* Metaspace over one word: its text, marked, is appended to s; the pieces go to out. */
+tr_status tok_metaspace(const tok_pretok *p, tok_nstr *s, tok_range w, tok_ranges *out);
+/* Rewrites s by Rust's NormalizedString::transform: each new character with its change (1:
+ * inserted, 0: replaces the next old one, -k: replaces it and removes k more). */
+typedef struct tok_change { uint32_t c; int64_t change; } tok_change;
+tr_status tok_nstr_transform(tok_nstr *s, const tok_change *ch, size_t n);
 
 size_t tok_post_added(const tok_post *p, int pair);
 /* Merges a (and b when not NULL) into out, with or without special tokens. */
@@ -230,6 +269,16 @@ tr_status tok_load_post(const tr_tokenizer *t, const char *file, const char *pat
                         tok_post *out);
 tr_status tok_load_decoder(const char *file, const char *path, json_t *j, tok_decoder *out);
 tr_status tok_load_wordpiece(const char *file, json_t *j, tok_model *m);
+tr_status tok_load_unigram(const char *file, json_t *j, tok_model *m);
+tr_status tok_load_precompiled(const char *file, const char *path, json_t *j, tok_normalizer *n);
+/* Metaspace's fields, shared by the pre-tokenizer and the decoder. */
+tr_status tok_load_metaspace(const char *file, const char *path, json_t *j, uint32_t *replacement,
+                             tok_prepend_scheme *scheme, int *split);
+/* The decoders of decoder_spm.c (Metaspace, ByteFallback, Fuse, Replace, Strip): 1 in *done
+ * when `type` is one of them. */
+tr_status tok_load_decoder_spm(const char *file, const char *path, json_t *j, const char *type, tok_decoder *d,
+                               int *done);
+tr_status tok_decode_spm(const tok_decoder *d, const tok_strs *in, tok_strs *out);
 tr_status tok_load_root(tr_tokenizer *t, const char *file, json_t *root);
 void tok_decoder_free(tok_decoder *d);
 void tok_normalizer_free(tok_normalizer *n);
