@@ -217,6 +217,8 @@ typedef struct tok_enc { tr_encoding e; size_t cap; } tok_enc;
 tr_status tok_enc_push(tok_enc *x, int32_t id, int32_t type_id, int special, int32_t seq,
                        size_t o0, size_t o1);
 void tok_enc_free(tok_enc *x);
+/* Gives token i its own text (tr_encoding.tokens), copied. */
+tr_status tok_enc_set_text(tok_enc *x, size_t i, const char *s, size_t n);
 
 /* Runs the model over one word s[w.b, w.e). */
 tr_status tok_model_encode(const tok_model *m, const tok_nstr *s, tok_range w, int32_t type_id, int32_t seq,

@@ -27,6 +27,39 @@ struct tok_unigram {
     size_t nslots, used;
 };
 
+/* The score as the Rust library reads it: serde_json (without float_roundtrip) turns the
+ * digits into an integer significand, converts that to a double and divides by a power of
+ * ten, which rounds twice when the significand passes 2^53 (17 digits), and can land one unit
+ * in the last place from strtod's value. Files hold the shortest digits that give back the
+ * double (ryu, Python's repr), so those digits are recovered from jansson's double and read
+ * again the serde_json way; Viterbi ties between paths of equal pieces then break the same. */
+static double serde_f64(double d) {
+    char buf[40];
+    if (!isfinite(d) || d == 0) return d;
+    for (int p = 15; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*e", p - 1, d);
+        if (p < 17 && strtod(buf, NULL) != d) continue;
+        /* buf: [-]D.DDDDe[+-]X */
+        uint64_t sig = 0;
+        const char *c = buf + (buf[0] == '-');
+        for (; *c && *c != 'e'; c++)
+            if (*c >= '0' && *c <= '9') sig = sig * 10 + (uint64_t)(*c - '0');
+        int exp = atoi(c + 1) - (p - 1);
+        if (sig < (1ull << 53)) return d; /* one rounding: the correctly rounded value */
+        double f = (double)sig;
+        while (exp < -308) { /* as serde_json: scale by 1e308 until the table holds the power */
+            f /= 1e308;
+            exp += 308;
+        }
+        char pw[16];
+        snprintf(pw, sizeof pw, "1e%d", exp < 0 ? -exp : exp);
+        double ten = strtod(pw, NULL);
+        f = exp < 0 ? f / ten : f * ten;
+        return d < 0 ? -f : f;
+    }
+    return d;
+}
+
 static uint64_t mix(uint64_t k) {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;
@@ -152,7 +185,7 @@ tr_status tok_load_unigram(const char *file, json_t *j, tok_model *m) {
         size_t len = json_string_length(p);
         if (tok_vocab_set(&m->vocab, (int32_t)i, s, len) != TR_OK)
             return tr_error_set(TR_ERR_PARSE, "%s: %s: %s (each piece once)", file, sub, tr_error_msg());
-        u->score[i] = json_number_value(sc);
+        u->score[i] = serde_f64(json_number_value(sc));
         if (u->score[i] < u->min_score) u->min_score = u->score[i];
         TR_CHECK(trie_insert(u, s, len, (int32_t)i));
     }
@@ -190,7 +223,8 @@ static tr_status push_piece(const tok_model *m, const tok_nstr *s, tok_range w, 
         out->e.len = out->e.length = first;
     }
     if (m->unk_id < 0) return missing_unk();
-    return tok_enc_push(out, m->unk_id, type_id, 0, seq, o0, o1);
+    TR_CHECK(tok_enc_push(out, m->unk_id, type_id, 0, seq, o0, o1));
+    return tok_enc_set_text(out, out->e.len - 1, word + at[b], at[e] - at[b]); /* the token is the text */
 }
 
 tr_status tok_unigram_encode(const tok_model *m, const tok_nstr *s, tok_range w, int32_t type_id, int32_t seq,
@@ -284,7 +318,14 @@ tr_status tok_unigram_encode(const tok_model *m, const tok_nstr *s, tok_range w,
             b = e;
         }
     }
-    if (st != TR_OK) out->e.len = out->e.length = first;
+    if (st != TR_OK) {
+        if (out->e.tokens)
+            for (size_t i = first; i < out->e.len; i++) {
+                free(out->e.tokens[i]);
+                out->e.tokens[i] = NULL;
+            }
+        out->e.len = out->e.length = first;
+    }
     if (word != word_s) {
         free(word);
         free(at);
