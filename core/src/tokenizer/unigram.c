@@ -200,7 +200,7 @@ tr_status tok_load_unigram(const char *file, json_t *j, tok_model *m) {
 typedef struct best { double score; int32_t start; int32_t id; } best;
 
 static tr_status missing_unk(void) {
-    return tr_error_set(TR_ERR_INVALID, "Unigram: an unknown character, but the model has no unk_id");
+    return tr_error_set(TR_ERR_INVALID, "Unigram: an unknown token (a character no piece covers), but the model has no unk_id");
 }
 
 /* Pushes the piece of characters [b, e) of the word: its id, else its bytes, else unk. */
