@@ -4,8 +4,9 @@
   tokenizer_oracle.py TRAINER [--random N] [--seed S] [--only NAME,...] [--sets SET,...] [--keep DIR]
 
 For each test tokenizer (tools/oracle/build_tokenizers.py: the real all-MiniLM-L6-v2, a cased
-BERT WordPiece, two WordPiece pipelines of generic components; byte-level BPE and Unigram,
-expected unsupported for now) and each input set (every line of ../shared/data's Tiny
+BERT WordPiece, two WordPiece pipelines of generic components, a Unigram with Metaspace, an
+XLM-R-style SentencePiece file converted by transformers; byte-level BPE expected unsupported
+for now) and each input set (every line of ../shared/data's Tiny
 Shakespeare, tests/data/tokenizer_stress.txt, N seeded random Unicode strings), it runs
 `TRAINER tokenize` (ids, --no-special, --tokens, --decode of the oracle's ids, --pair on
 consecutive lines; --mask, --type-ids and --max-length/--truncation where --help names them)
