@@ -329,6 +329,16 @@ static void unigram(void) {
         expect_ids(t, "qq!", NULL, 0, "1 1 0");
         tr_tokenizer_free(t);
     }
+    /* Replace: the content takes the alignment of the match's last character (tokenizers 0.21.4). */
+    t = load("{\"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \"``\"}, \"content\": \"\\\"\"},"
+             " \"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"<unk>\", 0], [\"\\\"\", -1], [\"a\", -1]]}}");
+    if (t) {
+        CHECK(tr_tokenizer_encode(t, "a``a", 4, NULL, 0, 0, &e) == TR_OK && e.len == 3 && e.ids[1] == 1 && e.offsets[2] == 2 &&
+                  e.offsets[3] == 3,
+              "replace alignment");
+        tr_encoding_free(&e);
+        tr_tokenizer_free(t);
+    }
     expect_refused("{\"model\": {\"type\": \"Unigram\", \"vocab\": {\"a\": 0}}}", "model.vocab: expected a list of [piece, score]");
     expect_refused("{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", \"x\"]]}}",
                    "model.vocab[0][1]: expected the piece's score (a number)");

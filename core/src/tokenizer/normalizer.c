@@ -218,7 +218,8 @@ static tr_status replace(const tok_normalizer *n, tok_nstr *s) {
     size_t i = 0;
     while (st == TR_OK && i < s->n) {
         if (i + n->npat <= s->n && memcmp(s->cp + i, n->pat, n->npat * sizeof(uint32_t)) == 0) {
-            size_t a0 = s->a0[i], a1 = s->a1[i + n->npat - 1];
+            /* As the Rust library: the content takes the alignment of the match's last character. */
+            size_t a0 = s->a0[i + n->npat - 1], a1 = s->a1[i + n->npat - 1];
             for (size_t j = 0; st == TR_OK && j < n->nwith; j++) st = tok_nstr_push(&t, n->with[j], a0, a1);
             i += n->npat;
         } else {
