@@ -1,6 +1,7 @@
 /* Private: the tokenizer's parts (docs/tokenizers.md). A normalized string keeps, per code
  * point, the byte range of the original text it came from, so token offsets point into the
- * caller's text. Pre-tokenizers in this build only split: a word is a range of code points.
+ * caller's text. A word is a range of code points; a pre-tokenizer that marks text (Metaspace)
+ * appends the marked word to the string, so the ranges of other pieces stay valid.
  * Everything here is hidden from libtrainer's exported symbols. */
 #ifndef TRAINER_TOKENIZER_IMPL_H
 #define TRAINER_TOKENIZER_IMPL_H
