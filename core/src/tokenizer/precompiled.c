@@ -222,13 +222,28 @@ tr_status tok_nstr_transform(tok_nstr *s, const tok_change *ch, size_t n) {
     return TR_OK;
 }
 
+/* Unassigned code points that Unicode's grapheme rules class as Control (a cluster ends before
+ * and after them), as the unicode-segmentation crate has them; utf8proc 2.8 gives them Other. */
+static int unassigned_control(uint32_t c) {
+    return c == 0x2065 || (c >= 0xFFF0 && c <= 0xFFF8) || c == 0xE0000 || (c >= 0xE0002 && c <= 0xE001F) ||
+           (c >= 0xE0080 && c <= 0xE00FF) || (c >= 0xE01F0 && c <= 0xE0FFF);
+}
+
+static int grapheme_break(uint32_t a, uint32_t b, utf8proc_int32_t *state) {
+    if (unassigned_control(a) || unassigned_control(b)) {
+        *state = 0;
+        return 1;
+    }
+    return utf8proc_grapheme_break_stateful((utf8proc_int32_t)a, (utf8proc_int32_t)b, state);
+}
+
 tr_status tok_precompiled_normalize(const tok_precompiled *pc, tok_nstr *s) {
     changes v = {0};
     int modified = 0, bad = 0;
     utf8proc_int32_t state = 0;
     size_t g = 0;
     for (size_t i = 1; !bad && i <= s->n; i++) {
-        if (i < s->n && !utf8proc_grapheme_break_stateful((utf8proc_int32_t)s->cp[i - 1], (utf8proc_int32_t)s->cp[i], &state))
+        if (i < s->n && !grapheme_break(s->cp[i - 1], s->cp[i], &state))
             continue;
         /* The cluster [g, i). */
         unsigned char buf[16];
