@@ -239,6 +239,7 @@ int trainer_tokenize_cmd(int argc, char **argv) {
             if (types) put_int(enc.type_ids[i], stdout);
             else if (mask) put_int(enc.attention_mask[i], stdout);
             else if (tokens && !enc.attention_mask[i] && pad.pad_token) fputs(pad.pad_token, stdout);
+            else if (tokens && enc.tokens && enc.tokens[i]) fwrite(enc.tokens[i], 1, enc.token_lens[i], stdout);
             else if (tokens && tr_tokenizer_id_to_token(tok, enc.ids[i], &s) == TR_OK) fputs(s, stdout);
             else put_int(enc.ids[i], stdout);
         }

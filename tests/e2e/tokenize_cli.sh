@@ -62,8 +62,8 @@ refuse bad_ids 'expected ids separated by spaces' '2 x\n' "$tok" --decode
 refuse missing 'cannot open' '' "$dir/nope.json"
 printf '{"model": {"type": "WordPiece", "vocab": {"a": 0' >"$dir/truncated.json"
 refuse truncated 'truncated.json:1:[0-9]+: malformed JSON' '' "$dir/truncated.json"
-sed 's/"BertPreTokenizer"/"Metaspace"/' "$tok" >"$dir/meta.json"
-refuse unsupported "pre_tokenizer: pre-tokenizer 'Metaspace' is not supported \\(supported: BertPreTokenizer" '' "$dir/meta.json"
+sed 's/"BertPreTokenizer"/"UnicodeScripts"/' "$tok" >"$dir/meta.json"
+refuse unsupported "pre_tokenizer: pre-tokenizer 'UnicodeScripts' is not supported \\(supported: BertPreTokenizer" '' "$dir/meta.json"
 refuse too_short 'too short' 'hello hello\tworld\n' "$tok" --pair --max-length 4 --truncation only_second
 out="$("$bin" tokenize 2>&1)"; rc=$?
 if [ "$rc" = 2 ] && grep -q 'usage: trainer tokenize' <<<"$out"; then ok usage; else bad usage "rc=$rc" "$out"; fi

@@ -8,6 +8,7 @@ name says otherwise, so the fuzzers start from inputs that reach deep into each 
 multi-part layouts (FUZZ_SEP, the checkpoint's file order, plugin_desc's byte layout) are the
 ones the targets document in their opening comments. Regressions are not made here: they are
 the exact inputs that once crashed a target (tests/fuzz/regressions/)."""
+import base64
 import gzip
 import json
 import math
@@ -342,7 +343,40 @@ def tokenizer_seeds():
         "model": dict(bpe, ignore_merges=True, unk_token="!", fuse_unk=True, byte_fallback=True)},
         ensure_ascii=False), "He's 12345 well-known\r\n  hello\u180e\u0085x", "I'LL"))
     write("tokenizer", "bad_utf8", parts(tokenizer_json(bert_norm, {"type": "BertPreTokenizer"}, bert), b"ok \xff\xfe"))
-    write("tokenizer", "unsupported", parts(json.dumps({"normalizer": {"type": "Precompiled"}, "model": {"vocab": {}}}), "x"))
+    write("tokenizer", "unsupported", parts(json.dumps({"normalizer": {"type": "Nmt"}, "model": {"vocab": {}}}), "x"))
+    write("tokenizer", "unigram_metaspace", parts(json.dumps({
+        "added_tokens": [{"id": 0, "content": "<unk>", "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True},
+                         {"id": 9, "content": "<mask>", "single_word": False, "lstrip": True, "rstrip": False,
+                          "normalized": False, "special": True}],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Precompiled", "precompiled_charsmap": tiny_charsmap()},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "\u2581"}]},
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True},
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+            {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+            {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always"}]},
+        "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": True, "vocab": [
+            ["<unk>", 0.0], ["\u2581", -2.0], ["a", -1.5], ["ab", -2.5], ["\u2581ab", -3.0], ["<0xE2>", -6.0],
+            ["<0x98>", -6.0], ["<0x83>", -6.0], ["c", -4.0], ["<mask>", 0.0]]}}, ensure_ascii=False),
+        "ab  abAB\u2603 c<mask>e\u0301", "\u2581ab"))
+
+
+def tiny_charsmap():
+    """A charsmap of "A" -> "a", "B" -> "" and "C" -> "cc" (the unit test's layout, tests/unit/tokenizer.c)."""
+    a = [0] * 512
+    a[0] = 0x100 << 10
+    for k, (c, v) in enumerate((("A", 0), ("B", 2), ("C", 3))):
+        pos = 0x100 ^ ord(c)
+        a[pos] = (pos ^ (0x1A0 + k)) << 10 | 1 << 8 | ord(c)
+        a[0x1A0 + k] = v
+    raw = struct.pack("<I", 4 * len(a)) + struct.pack("<%dI" % len(a), *a) + b"a\0\0cc\0"
+    return base64.b64encode(raw).decode()
 
 
 def main():

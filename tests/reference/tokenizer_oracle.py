@@ -5,7 +5,8 @@
 
 For each test tokenizer (tools/oracle/build_tokenizers.py: the real all-MiniLM-L6-v2, a cased
 BERT WordPiece, two WordPiece pipelines of generic components, four BPE files (GPT-2, RoBERTa,
-Llama-3-like Split + ByteLevel, prefix/suffix BPE); Unigram, expected unsupported for now) and each input set (every line of ../shared/data's Tiny
+Llama-3-like Split + ByteLevel, prefix/suffix BPE), a Unigram with Metaspace and an XLM-R-style
+SentencePiece file converted by transformers) and each input set (every line of ../shared/data's Tiny
 Shakespeare, tests/data/tokenizer_stress.txt, N seeded random Unicode strings), it runs
 `TRAINER tokenize` (ids, --no-special, --tokens, --decode of the oracle's ids, --pair on
 consecutive lines; --mask, --type-ids and --max-length/--truncation where --help names them)

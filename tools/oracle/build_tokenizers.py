@@ -162,6 +162,20 @@ def unigram_metaspace(corpus, d):
     return t
 
 
+def xlmr_spm(corpus, d):
+    """XLM-R's real shape: a SentencePiece unigram model trained here (nmt_nfkc rules, so the
+    file carries a real Precompiled charsmap), converted by transformers' XLMRobertaTokenizerFast
+    as the hub's XLM-R files were: Replace/Precompiled/Replace normalizers, Metaspace, Unigram
+    with the fairseq id shift, TemplateProcessing, <mask> with lstrip."""
+    import sentencepiece as spm
+    from transformers import XLMRobertaTokenizerFast
+    prefix = os.path.join(d, "spm")
+    spm.SentencePieceTrainer.train(input=corpus[0], model_prefix=prefix, model_type="unigram", vocab_size=4000,
+                                   normalization_rule_name="nmt_nfkc", character_coverage=0.9995,
+                                   num_threads=1, seed_sentencepiece_size=200000, minloglevel=2)
+    return XLMRobertaTokenizerFast(vocab_file=prefix + ".model").backend_tokenizer
+
+
 # name: (builder, expect, what it is)
 BUILDERS = {
     "wordpiece_cased": (wordpiece_cased, "supported", "cased BERT WordPiece (BertWordPieceTokenizer)"),
@@ -175,7 +189,9 @@ BUILDERS = {
                   "ByteLevel + TemplateProcessing"),
     "bpe_suffix": (bpe_suffix, "supported", "BPE with ## prefix, </w> suffix, fused unk, Split String/Regex, "
                    "BPEDecoder"),
-    "unigram_metaspace": (unigram_metaspace, "later", "Unigram with Metaspace, NFKC, regex Replace"),
+    "unigram_metaspace": (unigram_metaspace, "supported", "Unigram with Metaspace, NFKC, regex Replace"),
+    "xlmr_spm": (xlmr_spm, "supported", "XLM-R-style SentencePiece unigram (nmt_nfkc Precompiled charsmap, "
+                 "Metaspace, TemplateProcessing) converted by transformers 4.47.1"),
 }
 
 

@@ -75,6 +75,11 @@ typedef struct tr_encoding {
     size_t *offsets;         // (len, 2) byte range in the text (or the pair) the token came from
     size_t len;              // tokens, padding included
     size_t length;           // tokens without padding (the attention mask's sum)
+    /* NULL, or (len): a token's own text where it is not the vocabulary's string for its id
+     * (a Unigram run of unknown characters: the text, where the id is the unknown token's),
+     * NULL entries elsewhere; token_lens[i] bytes (the text may hold U+0000). */
+    char **tokens;
+    size_t *token_lens;
 } tr_encoding;
 
 /* Loads PATH: a tokenizer.json, or a folder holding one. *out is NULL on failure. */

@@ -9,7 +9,7 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
-#define DECODERS "WordPiece, ByteLevel, BPEDecoder, Sequence"
+#define DECODERS "WordPiece, ByteLevel, BPEDecoder, Metaspace, ByteFallback, Fuse, Replace, Strip, Sequence"
 
 tr_status tok_strs_push(tok_strs *v, const char *s, size_t len) {
     if (v->n == v->cap) {
@@ -156,6 +156,10 @@ static tr_status chain(const tok_decoder *d, tok_strs *list) {
     case TOK_DEC_BYTELEVEL: st = tok_bytelevel_decode(list, &out); break;
     case TOK_DEC_BPE: st = bpe_suffix(d, list, &out); break;
     case TOK_DEC_SEQUENCE: break;
+    case TOK_DEC_METASPACE: case TOK_DEC_BYTE_FALLBACK: case TOK_DEC_FUSE: case TOK_DEC_REPLACE:
+    case TOK_DEC_STRIP:
+        st = tok_decode_spm(d, list, &out);
+        break;
     }
     if (st != TR_OK) {
         tok_strs_free(&out);
@@ -228,6 +232,9 @@ tr_status tok_load_decoder(const char *file, const char *path, json_t *j, tok_de
         }
         return TR_OK;
     }
+    int done = 0;
+    TR_CHECK(tok_load_decoder_spm(file, path, j, type, d, &done));
+    if (done) return TR_OK;
     return tr_error_set(TR_ERR_UNSUPPORTED, "%s: %s: decoder '%s' is not supported (supported: %s)", file, path, type,
                         DECODERS);
 }
@@ -237,4 +244,6 @@ void tok_decoder_free(tok_decoder *d) {
     for (size_t i = 0; i < d->nkids; i++) tok_decoder_free(&d->kids[i]);
     free(d->kids);
     free(d->prefix);
+    tok_regex_free(d->re);
+    free(d->content);
 }

@@ -29,6 +29,13 @@ static tr_status grow(tok_enc *x, size_t need) {
     size_t *of = realloc(e->offsets, 2 * cap * sizeof *of);
     if (of) e->offsets = of;
     if (!ids || !ty || !am || !sm || !sq || !of) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+    if (e->tokens) {
+        char **tk = realloc(e->tokens, cap * sizeof *tk);
+        if (tk) e->tokens = tk;
+        size_t *tl = tk ? realloc(e->token_lens, cap * sizeof *tl) : NULL;
+        if (!tk || !tl) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+        e->token_lens = tl;
+    }
     x->cap = cap;
     return TR_OK;
 }
@@ -45,8 +52,44 @@ tr_status tok_enc_push(tok_enc *x, int32_t id, int32_t type_id, int special, int
     e->sequence_ids[i] = seq;
     e->offsets[2 * i] = o0;
     e->offsets[2 * i + 1] = o1;
+    if (e->tokens) {
+        e->tokens[i] = NULL;
+        e->token_lens[i] = 0;
+    }
     e->length = e->len;
     return TR_OK;
+}
+
+tr_status tok_enc_set_text(tok_enc *x, size_t i, const char *s, size_t n) {
+    tr_encoding *e = &x->e;
+    if (!e->tokens) {
+        e->tokens = calloc(x->cap, sizeof *e->tokens);
+        e->token_lens = calloc(x->cap, sizeof *e->token_lens);
+        if (!e->tokens || !e->token_lens) {
+            free(e->tokens);
+            free(e->token_lens);
+            e->tokens = NULL;
+            e->token_lens = NULL;
+            return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+        }
+    }
+    char *c = malloc(n + 1);
+    if (!c) return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+    memcpy(c, s, n);
+    c[n] = '\0';
+    free(e->tokens[i]);
+    e->tokens[i] = c;
+    e->token_lens[i] = n;
+    return TR_OK;
+}
+
+/* Frees the texts of tokens [b, b + n) (before they are dropped or overwritten). */
+static void drop_text(tr_encoding *e, size_t b, size_t n) {
+    if (!e->tokens) return;
+    for (size_t i = b; i < b + n; i++) {
+        free(e->tokens[i]);
+        e->tokens[i] = NULL;
+    }
 }
 
 void tok_enc_free(tok_enc *x) {
@@ -61,12 +104,17 @@ static void move_tokens(tr_encoding *e, size_t dst, size_t src, size_t n) {
     memmove(e->special_mask + dst, e->special_mask + src, n);
     memmove(e->sequence_ids + dst, e->sequence_ids + src, n * sizeof *e->sequence_ids);
     memmove(e->offsets + 2 * dst, e->offsets + 2 * src, 2 * n * sizeof *e->offsets);
+    if (e->tokens) {
+        memmove(e->tokens + dst, e->tokens + src, n * sizeof *e->tokens);
+        memmove(e->token_lens + dst, e->token_lens + src, n * sizeof *e->token_lens);
+    }
 }
 
 /* Keeps n tokens: the first ones (right truncation) or the last ones (left). */
 static void keep(tok_enc *x, size_t n, tr_side dir) {
     tr_encoding *e = &x->e;
     if (n >= e->len) return;
+    drop_text(e, dir == TR_SIDE_LEFT ? 0 : n, e->len - n);
     if (dir == TR_SIDE_LEFT) move_tokens(e, 0, e->len - n, n);
     e->len = e->length = n;
 }
@@ -147,6 +195,10 @@ tr_status tok_pad(const tr_padding *p, size_t target, tok_enc *x) {
         e->special_mask[i] = 1;
         e->sequence_ids[i] = -1;
         e->offsets[2 * i] = e->offsets[2 * i + 1] = 0;
+        if (e->tokens) {
+            e->tokens[i] = NULL;
+            e->token_lens[i] = 0;
+        }
     }
     e->len = target;
     e->length = old;
@@ -161,5 +213,9 @@ void tr_encoding_free(tr_encoding *enc) {
     free(enc->special_mask);
     free(enc->sequence_ids);
     free(enc->offsets);
+    if (enc->tokens)
+        for (size_t i = 0; i < enc->len; i++) free(enc->tokens[i]);
+    free(enc->tokens);
+    free(enc->token_lens);
     memset(enc, 0, sizeof *enc);
 }

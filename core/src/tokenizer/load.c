@@ -7,10 +7,10 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
-#define NORMALIZERS "BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, Sequence"
-#define PRETOKENIZERS "BertPreTokenizer, Whitespace, WhitespaceSplit, Punctuation, Digits, ByteLevel, Split, Sequence"
+#define NORMALIZERS "BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, Precompiled, Sequence"
+#define PRETOKENIZERS "BertPreTokenizer, Whitespace, WhitespaceSplit, Punctuation, Digits, ByteLevel, Split, Metaspace, Sequence"
 #define POSTPROCESSORS "BertProcessing, TemplateProcessing, RobertaProcessing, ByteLevel, Sequence"
-#define MODELS "WordPiece, BPE"
+#define MODELS "WordPiece, BPE, Unigram"
 
 tr_status tok_bad(const char *file, const char *path, const char *what) {
     return tr_error_set(TR_ERR_PARSE, "%s: %s: %s", file, path, what);
@@ -98,10 +98,18 @@ tr_status tok_load_normalizer(const char *file, const char *path, json_t *j, tok
         json_t *p = json_object_get(j, "pattern");
         snprintf(sub, sizeof sub, "%s.pattern", path);
         if (!json_is_object(p)) return tok_bad(file, sub, "expected {\"String\": ...} or {\"Regex\": ...}");
-        if (json_object_get(p, "Regex"))
-            return tr_error_set(TR_ERR_UNSUPPORTED, "%s: %s: Replace with a Regex pattern is not supported (only String)", file, sub);
-        TR_CHECK(tok_get_cps(file, sub, p, "String", &n->pat, &n->npat));
+        json_t *re = json_object_get(p, "Regex");
+        if (re) {
+            snprintf(sub, sizeof sub, "%s.pattern.Regex", path);
+            if (!json_is_string(re)) return tok_bad(file, sub, "expected a string");
+            TR_CHECK(tok_regex_compile(file, sub, json_string_value(re), &n->re));
+        } else {
+            TR_CHECK(tok_get_cps(file, sub, p, "String", &n->pat, &n->npat));
+        }
         TR_CHECK(tok_get_cps(file, path, j, "content", &n->with, &n->nwith));
+    } else if (strcmp(type, "Precompiled") == 0) {
+        n->kind = TOK_NORM_PRECOMPILED;
+        TR_CHECK(tok_load_precompiled(file, path, j, n));
     } else if (strcmp(type, "Prepend") == 0) {
         n->kind = TOK_NORM_PREPEND;
         TR_CHECK(tok_get_cps(file, path, j, "prepend", &n->with, &n->nwith));
@@ -158,6 +166,9 @@ tr_status tok_load_pretok(const char *file, const char *path, json_t *j, tok_pre
     } else if (strcmp(type, "Split") == 0) {
         TR_CHECK(get_behavior(file, path, j, &p->behavior));
         TR_CHECK(tok_load_split(file, path, j, p));
+    } else if (strcmp(type, "Metaspace") == 0) {
+        p->kind = TOK_PRE_METASPACE;
+        TR_CHECK(tok_load_metaspace(file, path, j, &p->replacement, &p->prepend_scheme, &p->split));
     } else if (strcmp(type, "Sequence") == 0) {
         p->kind = TOK_PRE_SEQUENCE;
         char sub[512];
@@ -287,9 +298,12 @@ static tr_status load_model(const char *file, json_t *j, tok_model *m) {
         type = "BPE";
     if (!type && json_object_get(j, "continuing_subword_prefix"))
         type = "WordPiece";
+    else if (!type && json_is_array(json_object_get(j, "vocab")))
+        type = "Unigram"; /* a list of [piece, score] */
     if (!type) return tok_bad(file, "model", "the model names no type (supported: " MODELS ")");
     if (strcmp(type, "WordPiece") == 0) return tok_load_wordpiece(file, j, m);
     if (strcmp(type, "BPE") == 0) return tok_load_bpe(file, j, m);
+    if (strcmp(type, "Unigram") == 0) return tok_load_unigram(file, j, m);
     return tr_error_set(TR_ERR_UNSUPPORTED, "%s: model: model '%s' is not supported (supported: %s)", file, type,
                         MODELS);
 }

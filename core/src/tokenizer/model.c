@@ -8,6 +8,7 @@ tr_status tok_model_encode(const tok_model *m, const tok_nstr *s, tok_range w, i
     switch (m->kind) {
     case TOK_MODEL_WORDPIECE: return tok_wordpiece_encode(m, s, w, type_id, seq, out);
     case TOK_MODEL_BPE: return tok_bpe_encode(m, s, w, type_id, seq, out);
+    case TOK_MODEL_UNIGRAM: return tok_unigram_encode(m, s, w, type_id, seq, out);
     }
     return tr_error_set(TR_ERR_INTERNAL, "tokenizer: unknown model kind %d", (int)m->kind);
 }
@@ -17,4 +18,5 @@ void tok_model_free(tok_model *m) {
     free(m->unk);
     free(m->wp.prefix);
     tok_bpe_free(m->bpe);
+    tok_unigram_free(m->uni);
 }

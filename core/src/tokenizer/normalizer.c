@@ -218,7 +218,8 @@ static tr_status replace(const tok_normalizer *n, tok_nstr *s) {
     size_t i = 0;
     while (st == TR_OK && i < s->n) {
         if (i + n->npat <= s->n && memcmp(s->cp + i, n->pat, n->npat * sizeof(uint32_t)) == 0) {
-            size_t a0 = s->a0[i], a1 = s->a1[i + n->npat - 1];
+            /* As the Rust library: the content takes the alignment of the match's last character. */
+            size_t a0 = s->a0[i + n->npat - 1], a1 = s->a1[i + n->npat - 1];
             for (size_t j = 0; st == TR_OK && j < n->nwith; j++) st = tok_nstr_push(&t, n->with[j], a0, a1);
             i += n->npat;
         } else {
@@ -272,7 +273,8 @@ tr_status tok_normalize(const tok_normalizer *n, tok_nstr *s) {
     case TOK_NORM_LOWERCASE: return lowercase(s);
     case TOK_NORM_STRIP: strip(n, s); return TR_OK;
     case TOK_NORM_STRIP_ACCENTS: filter(s, tok_is_mark); return TR_OK;
-    case TOK_NORM_REPLACE: return replace(n, s);
+    case TOK_NORM_REPLACE: return n->re ? tok_replace_regex(n, s) : replace(n, s);
+    case TOK_NORM_PRECOMPILED: return tok_precompiled_normalize(n->pc, s);
     case TOK_NORM_PREPEND: return prepend(n, s);
     case TOK_NORM_SEQUENCE:
         for (size_t i = 0; i < n->nkids; i++) TR_CHECK(tok_normalize(&n->kids[i], s));
@@ -287,4 +289,6 @@ void tok_normalizer_free(tok_normalizer *n) {
     free(n->kids);
     free(n->pat);
     free(n->with);
+    tok_regex_free(n->re);
+    tok_precompiled_free(n->pc);
 }

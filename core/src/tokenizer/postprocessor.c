@@ -9,9 +9,11 @@
 
 static tr_status copy_seq(tok_enc *out, const tok_enc *x, int32_t type_id, int keep_type) {
     const tr_encoding *e = &x->e;
-    for (size_t i = 0; i < e->len; i++)
+    for (size_t i = 0; i < e->len; i++) {
         TR_CHECK(tok_enc_push(out, e->ids[i], keep_type ? e->type_ids[i] : type_id, e->special_mask[i],
                               e->sequence_ids[i], e->offsets[2 * i], e->offsets[2 * i + 1]));
+        if (e->tokens && e->tokens[i]) TR_CHECK(tok_enc_set_text(out, out->e.len - 1, e->tokens[i], e->token_lens[i]));
+    }
     return TR_OK;
 }
 

@@ -119,6 +119,7 @@ static tr_status apply(const tok_pretok *p, tok_nstr *s, tok_ranges *words) {
             break;
         case TOK_PRE_BYTELEVEL: st = tok_bytelevel_split(p, s, w, &out); break;
         case TOK_PRE_SPLIT: st = tok_split_regex(p->re, p->invert, p->behavior, s, w, &out); break;
+        case TOK_PRE_METASPACE: st = tok_metaspace(p, s, w, &out); break;
         case TOK_PRE_SEQUENCE: break;
         }
     }

@@ -1,6 +1,7 @@
 /* Private: the tokenizer's parts (docs/tokenizers.md). A normalized string keeps, per code
  * point, the byte range of the original text it came from, so token offsets point into the
- * caller's text. Pre-tokenizers in this build only split: a word is a range of code points.
+ * caller's text. A word is a range of code points; a pre-tokenizer that marks text (Metaspace)
+ * appends the marked word to the string, so the ranges of other pieces stay valid.
  * Everything here is hidden from libtrainer's exported symbols. */
 #ifndef TRAINER_TOKENIZER_IMPL_H
 #define TRAINER_TOKENIZER_IMPL_H
@@ -73,8 +74,11 @@ void tok_vocab_free(tok_vocab *v);
 /* ---- components ---- */
 typedef enum {
     TOK_NORM_BERT, TOK_NORM_NFC, TOK_NORM_NFD, TOK_NORM_NFKC, TOK_NORM_NFKD, TOK_NORM_LOWERCASE,
-    TOK_NORM_STRIP, TOK_NORM_STRIP_ACCENTS, TOK_NORM_REPLACE, TOK_NORM_PREPEND, TOK_NORM_SEQUENCE
+    TOK_NORM_STRIP, TOK_NORM_STRIP_ACCENTS, TOK_NORM_REPLACE, TOK_NORM_PREPEND, TOK_NORM_SEQUENCE,
+    TOK_NORM_PRECOMPILED
 } tok_norm_kind;
+
+typedef struct tok_precompiled tok_precompiled; /* SentencePiece's charsmap (precompiled.c) */
 
 typedef struct tok_normalizer {
     tok_norm_kind kind;
@@ -82,6 +86,8 @@ typedef struct tok_normalizer {
     int left, right;                                   // Strip
     uint32_t *pat, *with;                              // Replace pattern/content, Prepend (with)
     size_t npat, nwith;
+    tok_regex *re;                                     // Replace with a Regex pattern
+    tok_precompiled *pc;                               // Precompiled
     struct tok_normalizer *kids;
     size_t nkids;
 } tok_normalizer;
@@ -93,8 +99,11 @@ typedef enum {
 
 typedef enum {
     TOK_PRE_BERT, TOK_PRE_WHITESPACE, TOK_PRE_WHITESPACE_SPLIT, TOK_PRE_PUNCTUATION, TOK_PRE_DIGITS,
-    TOK_PRE_SEQUENCE, TOK_PRE_BYTELEVEL, TOK_PRE_SPLIT
+    TOK_PRE_SEQUENCE, TOK_PRE_BYTELEVEL, TOK_PRE_SPLIT, TOK_PRE_METASPACE
 } tok_pre_kind;
+
+/* Metaspace's prepend_scheme. */
+typedef enum { TOK_PREPEND_ALWAYS, TOK_PREPEND_FIRST, TOK_PREPEND_NEVER } tok_prepend_scheme;
 
 typedef struct tok_pretok {
     tok_pre_kind kind;
@@ -103,6 +112,9 @@ typedef struct tok_pretok {
     int add_prefix_space, use_regex; // ByteLevel
     int invert;                      // Split
     tok_regex *re;                   // Split's pattern; ByteLevel's GPT-2 pattern (use_regex)
+    uint32_t replacement;              // Metaspace
+    tok_prepend_scheme prepend_scheme; // Metaspace
+    int split;                         // Metaspace
     struct tok_pretok *kids;
     size_t nkids;
 } tok_pretok;
@@ -130,7 +142,9 @@ struct tok_bpe;
 
 /* The model: one kind, its vocabulary (every kind has one: token <-> id) and the kind's own
  * state. A kind lives in its own file (wordpiece.c, ...) with a loader and an encoder. */
-typedef enum { TOK_MODEL_WORDPIECE, TOK_MODEL_BPE } tok_model_kind;
+typedef enum { TOK_MODEL_WORDPIECE, TOK_MODEL_BPE, TOK_MODEL_UNIGRAM } tok_model_kind;
+
+typedef struct tok_unigram tok_unigram; /* scores and the piece trie (unigram.c) */
 
 typedef struct tok_wordpiece {
     char *prefix;
@@ -144,6 +158,7 @@ typedef struct tok_model {
     int32_t unk_id; // -1 when the unk token is absent or not in the vocabulary
     tok_wordpiece wp;
     struct tok_bpe *bpe; // BPE (bpe.c)
+    tok_unigram *uni; // Unigram
 } tok_model;
 
 typedef enum { TOK_POST_BERT, TOK_POST_TEMPLATE, TOK_POST_SEQUENCE, TOK_POST_ROBERTA, TOK_POST_BYTELEVEL } tok_post_kind;
@@ -168,12 +183,22 @@ typedef struct tok_post {
 
 /* Decoders run as a chain, as the Rust library's decode_chain: each turns the list of token
  * strings into a new list; the last list is concatenated. */
-typedef enum { TOK_DEC_WORDPIECE, TOK_DEC_SEQUENCE, TOK_DEC_BYTELEVEL, TOK_DEC_BPE } tok_dec_kind;
+typedef enum {
+    TOK_DEC_WORDPIECE, TOK_DEC_SEQUENCE, TOK_DEC_BYTELEVEL, TOK_DEC_BPE, TOK_DEC_METASPACE, TOK_DEC_BYTE_FALLBACK,
+    TOK_DEC_FUSE, TOK_DEC_REPLACE, TOK_DEC_STRIP
+} tok_dec_kind;
 
 typedef struct tok_decoder {
     tok_dec_kind kind;
     char *prefix; // WordPiece; BPEDecoder's suffix
     int cleanup;  // WordPiece
+    uint32_t replacement;              // Metaspace
+    tok_prepend_scheme prepend_scheme; // Metaspace
+    tok_regex *re;                     // Replace (a String pattern is compiled escaped)
+    char *content;                     // Replace
+    size_t ncontent;                   // Replace
+    uint32_t strip;                    // Strip: the character
+    size_t start, stop;                // Strip
     struct tok_decoder *kids;
     size_t nkids;
 } tok_decoder;
@@ -227,6 +252,8 @@ typedef struct tok_enc { tr_encoding e; size_t cap; } tok_enc;
 tr_status tok_enc_push(tok_enc *x, int32_t id, int32_t type_id, int special, int32_t seq,
                        size_t o0, size_t o1);
 void tok_enc_free(tok_enc *x);
+/* Gives token i its own text (tr_encoding.tokens), copied. */
+tr_status tok_enc_set_text(tok_enc *x, size_t i, const char *s, size_t n);
 
 /* Runs the model over one word s[w.b, w.e). */
 tr_status tok_model_encode(const tok_model *m, const tok_nstr *s, tok_range w, int32_t type_id, int32_t seq,
@@ -237,6 +264,21 @@ tr_status tok_bpe_encode(const tok_model *m, const tok_nstr *s, tok_range w, int
                          tok_enc *out);
 void tok_bpe_free(struct tok_bpe *b);
 void tok_model_free(tok_model *m);
+tr_status tok_unigram_encode(const tok_model *m, const tok_nstr *s, tok_range w, int32_t type_id, int32_t seq,
+                             tok_enc *out);
+void tok_unigram_free(tok_unigram *u);
+
+/* The normalizers and pre-tokenizers of SentencePiece-style files (precompiled.c, replace.c,
+ * metaspace.c). */
+tr_status tok_precompiled_normalize(const tok_precompiled *pc, tok_nstr *s);
+void tok_precompiled_free(tok_precompiled *pc);
+tr_status tok_replace_regex(const tok_normalizer *n, tok_nstr *s);
+/* Metaspace over one word: its text, marked, is appended to s; the pieces go to out. */
+tr_status tok_metaspace(const tok_pretok *p, tok_nstr *s, tok_range w, tok_ranges *out);
+/* Rewrites s by Rust's NormalizedString::transform: each new character with its change (1:
+ * inserted, 0: replaces the next old one, -k: replaces it and removes k more). */
+typedef struct tok_change { uint32_t c; int64_t change; } tok_change;
+tr_status tok_nstr_transform(tok_nstr *s, const tok_change *ch, size_t n);
 
 size_t tok_post_added(const tok_post *p, int pair);
 /* Merges a (and b when not NULL) into out, with or without special tokens. */
@@ -268,6 +310,16 @@ tr_status tok_load_post(const tr_tokenizer *t, const char *file, const char *pat
 tr_status tok_load_decoder(const char *file, const char *path, json_t *j, tok_decoder *out);
 tr_status tok_load_wordpiece(const char *file, json_t *j, tok_model *m);
 tr_status tok_load_bpe(const char *file, json_t *j, tok_model *m);
+tr_status tok_load_unigram(const char *file, json_t *j, tok_model *m);
+tr_status tok_load_precompiled(const char *file, const char *path, json_t *j, tok_normalizer *n);
+/* Metaspace's fields, shared by the pre-tokenizer and the decoder. */
+tr_status tok_load_metaspace(const char *file, const char *path, json_t *j, uint32_t *replacement,
+                             tok_prepend_scheme *scheme, int *split);
+/* The decoders of decoder_spm.c (Metaspace, ByteFallback, Fuse, Replace, Strip): 1 in *done
+ * when `type` is one of them. */
+tr_status tok_load_decoder_spm(const char *file, const char *path, json_t *j, const char *type, tok_decoder *d,
+                               int *done);
+tr_status tok_decode_spm(const tok_decoder *d, const tok_strs *in, tok_strs *out);
 tr_status tok_load_root(tr_tokenizer *t, const char *file, json_t *root);
 void tok_decoder_free(tok_decoder *d);
 void tok_normalizer_free(tok_normalizer *n);
