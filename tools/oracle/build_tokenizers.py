@@ -26,14 +26,16 @@ BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def wordpiece_cased(corpus, d):
-    """bert-base-cased's shape: BertNormalizer without lowercasing or accent stripping, Bert
-    pre-tokenizer, BertProcessing, WordPiece decoder; its vocab trained, saved and read back."""
+    """bert-base-cased as transformers builds it: a cased WordPiece vocab.txt (trained here with
+    BertWordPieceTokenizer, saved) loaded by BertTokenizerFast(do_lower_case=False), whose
+    converter writes BertNormalizer without lowercasing, the Bert pre-tokenizer, the template
+    [CLS] $A [SEP] $B:1 [SEP]:1 and the WordPiece decoder."""
+    from transformers import BertTokenizerFast
     t = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
     t.train(corpus, vocab_size=8000, min_frequency=2, limit_alphabet=800, show_progress=False,
             special_tokens=BERT_SPECIALS)
     t.save_model(d)
-    t = BertWordPieceTokenizer(os.path.join(d, "vocab.txt"), lowercase=False, strip_accents=False)
-    return t
+    return BertTokenizerFast(vocab_file=os.path.join(d, "vocab.txt"), do_lower_case=False).backend_tokenizer
 
 
 def wordpiece_nfkc(corpus, d):
@@ -178,7 +180,7 @@ def xlmr_spm(corpus, d):
 
 # name: (builder, expect, what it is)
 BUILDERS = {
-    "wordpiece_cased": (wordpiece_cased, "supported", "cased BERT WordPiece (BertWordPieceTokenizer)"),
+    "wordpiece_cased": (wordpiece_cased, "supported", "cased BERT WordPiece (transformers' BertTokenizerFast from a vocab.txt)"),
     "wordpiece_nfkc": (wordpiece_nfkc, "supported", "WordPiece: NFKC/Lowercase/Replace/Strip, "
                        "WhitespaceSplit/Punctuation/Digits, TemplateProcessing, truncation 64"),
     "wordpiece_nfd": (wordpiece_nfd, "supported", "WordPiece: NFKD/StripAccents/NFC/NFD/Lowercase/Prepend/"
