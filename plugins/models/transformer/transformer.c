@@ -226,6 +226,10 @@ static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
         tr_tensor *w = m->tied ? wte : tr_params_get(P, m->head_w);
         out->logits = tr_linear(g, x, w, NULL);
         if (b->y) {
+            if (tr_tensor_numel(b->y) != B * T)
+                return tr_error_set(TR_ERR_INVALID, "transformer: %lld next-token targets for a batch of %lld x %lld "
+                                                    "token ids (targets must be as long as the batch's ids)",
+                                    (long long)tr_tensor_numel(b->y), (long long)B, (long long)T);
             tr_tensor *y = tr_reshape(g, b->y, 1, (int64_t[]){B * T});
             out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, TR_PAD_ID, 0.0);
         }
