@@ -16,8 +16,9 @@
  * mean averages the real positions only (tr_mean_masked; cls takes position 0), and lm
  * ignores targets -1: results at the real positions do not depend on how much padding a
  * sample has, and a batch may be shorter than the dataset's T (padding: longest; positions
- * are wpe's first T rows). The loss is cross-entropy (ignore -1) divided by the batch's
- * normaliser (the core passes global batch * T for LMs). Parameter names follow a GPT-2
+ * are wpe's first T rows). The loss is cross-entropy (lm ignores targets -1, classify -100)
+ * divided by the batch's normaliser (the core passes global batch * T for LMs, padded
+ * positions included: a normaliser of real tokens is the caller's). Parameter names follow a GPT-2
  * layout: wte.weight, wpe.weight, h.<i>.ln1.weight, h.<i>.attn.qkv.weight, ..., lnf.weight,
  * head.weight. Limits: no dropout inside the attention softmax (tr_attention has none);
  * learned absolute positions only, so sequences are at most max_seq long. */
