@@ -1,5 +1,6 @@
 /* Finite-difference gradient checks: matmul, embedding, attention and the shape ops
- * (reshape/flatten views, transpose, permute, concat, slice). */
+ * (reshape/flatten views, transpose, permute, concat, slice); padding (ids -1, key padding
+ * masks, the masked mean). */
 #include "check.h"
 #include "gradcheck.h"
 #include "trainer/ops.h"
@@ -32,6 +33,20 @@ static tr_tensor *attention_qkv(tr_graph *g, tr_tensor **in, void *ctx) {
     tr_tensor *y = tr_attention_qkv(g, in[0], a->n_head, a->causal);
     if (a->also == 1) return tr_mul(g, y, tr_slice(g, in[0], 2, 0, C));
     return before ? tr_mul(g, before, y) : y;
+}
+/* Attention with a key padding mask (input 3, or input 1 for the fused form). */
+static tr_tensor *attention_masked(tr_graph *g, tr_tensor **in, void *ctx) {
+    const attn_args *a = ctx;
+    return tr_attention_masked(g, in[0], in[1], in[2], in[3], a->n_head, a->causal);
+}
+static tr_tensor *attention_qkv_masked(tr_graph *g, tr_tensor **in, void *ctx) {
+    const attn_args *a = ctx;
+    return tr_attention_qkv_masked(g, in[0], in[1], a->n_head, a->causal);
+}
+/* The masked mean of a masked attention's output, the mask made from ids (input 1). */
+static tr_tensor *mean_masked(tr_graph *g, tr_tensor **in, void *ctx) {
+    tr_tensor *m = tr_padding_mask(g, in[1]);
+    return tr_mean_masked(g, tr_attention_qkv_masked(g, in[0], m, 2, 0), m);
 }
 /* A view of a leaf and of an op output, each feeding a copy op. */
 static tr_tensor *views(tr_graph *g, tr_tensor **in, void *ctx) {
@@ -69,6 +84,34 @@ int main(void) {
     gc_input em[2] = {{.dtype = TR_I32, .ndim = 2, .shape = {2, 3}, .ivalues = ids},
                       GC_F64(2, 5, 3)};
     gradcheck("embedding", embedding, NULL, 2, em, tol);
+
+    static const int32_t pad_ids[6] = {1, -1, 3, -1, 1, 0}; /* padding: zero rows, no gradient */
+    gc_input ep[2] = {{.dtype = TR_I32, .ndim = 2, .shape = {2, 3}, .ivalues = pad_ids}, GC_F64(2, 5, 3)};
+    gradcheck("embedding_padding", embedding, NULL, 2, ep, tol);
+
+    /* key padding masks (B = 3, S = 5): right padding, left padding, a sample with no key */
+    static const int32_t kmask[15] = {1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0};
+    static const struct {
+        const char *name;
+        attn_args a;
+        int T;
+    } am[] = {
+        {"attention_masked", {2, 0, 0}, 4},
+        {"attention_masked_causal", {2, 1, 0}, 5},
+        {"attention_masked_causal_h1_cross", {1, 1, 0}, 3},
+    };
+    for (size_t i = 0; i < sizeof am / sizeof am[0]; i++) {
+        gc_input a[4] = {GC_F64(3, 3, am[i].T, 4), GC_F64(3, 3, 5, 4), GC_F64(3, 3, 5, 4),
+                         {.dtype = TR_I32, .ndim = 2, .shape = {3, 5}, .ivalues = kmask}};
+        gradcheck(am[i].name, attention_masked, (void *)&am[i].a, 4, a, tol);
+    }
+    static const attn_args qm[2] = {{2, 0, 0}, {2, 1, 0}};
+    gc_input aq[2] = {GC_F64(3, 3, 5, 12), {.dtype = TR_I32, .ndim = 2, .shape = {3, 5}, .ivalues = kmask}};
+    gradcheck("attention_qkv_masked", attention_qkv_masked, (void *)&qm[0], 2, aq, tol);
+    gradcheck("attention_qkv_masked_causal", attention_qkv_masked, (void *)&qm[1], 2, aq, tol);
+    static const int32_t mids[15] = {4, 2, 7, -1, -1, -1, -1, 3, 3, 1, -1, -1, -1, -1, -1};
+    gc_input mm[2] = {GC_F64(3, 3, 5, 12), {.dtype = TR_I32, .ndim = 2, .shape = {3, 5}, .ivalues = mids}};
+    gradcheck("mean_masked_of_attention", mean_masked, NULL, 2, mm, tol);
 
     static const struct {
         const char *name;

@@ -210,7 +210,9 @@ static tr_plugin_desc desc = {
  * ends before copy_rows, as that of a plugin built before the transformers' entries were
  * appended: the core must refuse those ops on it, naming them; set to `qkv` it ends before
  * attention_qkv_forward, as a plugin built before the fused self-attention: the core must
- * compose it of slices and attention. */
+ * compose it of slices and attention; set to `pad` it ends before attention_mask_forward, as a
+ * plugin built for ABI 0.8, before padding: the core must refuse padding ids and masks on it,
+ * and run unpadded batches as before. */
 static tr_kernels old_kernels;
 
 __attribute__((constructor)) static void set_kernels(void) {
@@ -219,8 +221,9 @@ __attribute__((constructor)) static void set_kernels(void) {
     if (getenv("TRAINER_FAKE_GPU_OLD_KERNELS")) {
         old_kernels = *tr_cpu_kernels();
         const char *old = getenv("TRAINER_FAKE_GPU_OLD_KERNELS");
-        old_kernels.size = strcmp(old, "qkv") == 0 ? offsetof(tr_kernels, attention_qkv_forward)
-                                                   : offsetof(tr_kernels, copy_rows);
+        old_kernels.size = strcmp(old, "qkv") == 0   ? offsetof(tr_kernels, attention_qkv_forward)
+                           : strcmp(old, "pad") == 0 ? offsetof(tr_kernels, attention_mask_forward)
+                                                     : offsetof(tr_kernels, copy_rows);
         ops.kernels = &old_kernels;
     }
 }

@@ -1,5 +1,6 @@
-/* matmul, embedding, attention and the shape ops against PyTorch, forward and backward
- * (cases in tools/reference/cases/shape_attn.py). */
+/* matmul, embedding, attention and the shape ops against PyTorch, forward and backward, with
+ * padding (ids -1, key padding masks, the masked mean) (cases in
+ * tools/reference/cases/shape_attn.py). */
 #include "check.h"
 #include "reftest.h"
 #include "trainer/ops.h"
@@ -21,6 +22,17 @@ static tr_tensor *attention(tr_graph *g, tr_tensor **in, void *ctx) {
 static tr_tensor *attention_qkv(tr_graph *g, tr_tensor **in, void *ctx) {
     const attn_args *a = ctx;
     return tr_attention_qkv(g, in[0], a->n_head, a->causal);
+}
+static tr_tensor *attention_masked(tr_graph *g, tr_tensor **in, void *ctx) {
+    const attn_args *a = ctx;
+    return tr_attention_masked(g, in[0], in[1], in[2], in[3], a->n_head, a->causal);
+}
+static tr_tensor *attention_qkv_masked(tr_graph *g, tr_tensor **in, void *ctx) {
+    const attn_args *a = ctx;
+    return tr_attention_qkv_masked(g, in[0], in[1], a->n_head, a->causal);
+}
+static tr_tensor *mean_masked(tr_graph *g, tr_tensor **in, void *ctx) {
+    return tr_mean_masked(g, in[0], in[1]);
 }
 static tr_tensor *reshape_transpose(tr_graph *g, tr_tensor **in, void *ctx) {
     return tr_transpose(g, tr_reshape(g, in[0], 3, (int64_t[]){2, -1, 3}), 0, 2);
@@ -81,6 +93,31 @@ int main(void) {
     const char *fused[] = {"qkv", NULL};
     for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++)
         reftest_op(packed[i].name, attention_qkv, (void *)&packed[i].a, fused, tol);
+
+    /* padding: ids -1, key padding masks, the masked mean */
+    reftest_op("embedding_padding", embedding, NULL, ids_table, tol);
+    static const struct {
+        const char *name;
+        attn_args a;
+    } masked[] = {
+        {"attention_masked_right", {4, 0}},        {"attention_masked_left", {4, 0}},
+        {"attention_masked_empty", {2, 0}},        {"attention_masked_causal_right", {2, 1}},
+        {"attention_masked_causal_left", {2, 1}},  {"attention_masked_cross", {1, 0}},
+        {"attention_masked_cross_causal", {2, 1}}, {"attention_masked_long_causal", {2, 1}},
+    };
+    const char *qkvm[] = {"q", "k", "v", "mask", NULL};
+    for (size_t i = 0; i < sizeof masked / sizeof masked[0]; i++)
+        reftest_op(masked[i].name, attention_masked, (void *)&masked[i].a, qkvm, tol);
+    static const struct {
+        const char *name;
+        attn_args a;
+    } packed_masked[] = {{"attention_qkv_masked_right", {4, 0}}, {"attention_qkv_masked_causal_left", {2, 1}}};
+    const char *fused_mask[] = {"qkv", "mask", NULL};
+    for (size_t i = 0; i < sizeof packed_masked / sizeof packed_masked[0]; i++)
+        reftest_op(packed_masked[i].name, attention_qkv_masked, (void *)&packed_masked[i].a, fused_mask, tol);
+    const char *xm[] = {"x", "mask", NULL};
+    reftest_op("mean_masked", mean_masked, NULL, xm, tol);
+    reftest_op("mean_masked_left", mean_masked, NULL, xm, tol);
 
     reftest_op("reshape_transpose", reshape_transpose, NULL, x, tol);
     static const int t3[2] = {0, 2}, t4[2] = {1, -1}; /* -1: the last dim, 3 */

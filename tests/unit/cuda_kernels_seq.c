@@ -1,6 +1,7 @@
 /* The CUDA plugin's entries for the transformers' ops against the core's CPU kernels
  * (tr_cpu_kernels), entry by entry (see device_compare.h): slice and concat's row copies,
  * permute, batched matmul, embedding, layer-norm, attention (causal or not, T != S; and on one fused projection), the
+ * padding entries (embedding of ids -1; attention with a key padding mask, left or right, a sample with no key), the
  * reductions, mse and cosine similarity, forward and backward. Copies, permutes and the
  * embedding's gradient (rows added in token order, repeated ids included) must be equal;
  * the rest within rounding (the normalised error printed and bounded).
@@ -92,6 +93,91 @@ static void test_embedding(void) {
     dc_compare("embedding backward (token order)", gdt, dt, V * C, 0);
     dc_free_all();
     free(table), free(dy), free(dt), free(out);
+}
+
+/* Padding: ids -1 scattered among 300 tokens (more than a block), the first and the last
+ * included: zero rows forward, nothing backward; equal to the CPU's. */
+static void test_embedding_padding(void) {
+    enum { V = 9, NT = 300, C = 21 };
+    int32_t ids[NT];
+    for (int i = 0; i < NT; i++) ids[i] = i % 5 == 2 ? -1 : (int32_t)((i * 5 + i / 11) % V);
+    ids[0] = ids[NT - 1] = -1;
+    float *table, *dy, *dt, *out = calloc(NT * C, F);
+    void *gtable = rand_dev(&table, V * C, -1, 1), *gdy = rand_dev(&dy, NT * C, -1, 1);
+    void *gdt = rand_dev(&dt, V * C, -1, 1), *gids = dc_dev(ids, sizeof ids), *gout = rand_dev(&out, NT * C, 5, 6);
+    CHECK(TR_KERNELS_KNOW_PADDING(dc_gpu), "the device's kernel table does not know padding (size %zu)", dc_gpu->size);
+    dc_cpu->embedding_forward(out, ids, table, NT, C), dc_gpu->embedding_forward(gout, gids, gtable, NT, C);
+    dc_compare("embedding with padding", gout, out, NT * C, 0);
+    CHECK(out[0] == 0 && out[C - 1] == 0 && out[(NT - 1) * C] == 0, "a padding row is not zero");
+    dc_cpu->embedding_backward(dt, dy, ids, NT, C), dc_gpu->embedding_backward(gdt, gdy, gids, NT, C);
+    dc_compare("embedding backward with padding", gdt, dt, V * C, 0);
+    dc_free_all();
+    free(table), free(dy), free(dt), free(out);
+}
+
+/* The key padding mask (B, S) of lengths len[b], right- or left-aligned. */
+static void pad_mask(int32_t *m, int64_t B, int64_t S, const int64_t *len, int left) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t s = 0; s < S; s++) m[b * S + s] = left ? s >= S - len[b] : s < len[b];
+}
+
+/* Masked attention (separate q, k, v and the fused projection), causal or not, right and
+ * left padding, a sample without keys (its rows all zero, never NaN); the backward entries
+ * on the masked probabilities. */
+static void test_attention_masked(void) {
+    const int64_t shapes[][5] = {{3, 5, 7, 12, 3}, {3, 9, 9, 8, 2}, {3, 300, 300, 8, 1}}; /* B, T, S, C, NH */
+    for (int s = 0; s < 3; s++) {
+        int64_t B = shapes[s][0], T = shapes[s][1], S = shapes[s][2], C = shapes[s][3], NH = shapes[s][4];
+        int64_t nq = B * T * C, nk = B * S * C, na = B * NH * T * S, len[3] = {S, S / 2, 0};
+        int32_t *mask = malloc((size_t)(B * S) * sizeof *mask);
+        float *q, *k, *v, *dy, *dq, *dk, *dv;
+        void *gq = rand_dev(&q, nq, -2, 2), *gk = rand_dev(&k, nk, -2, 2), *gv = rand_dev(&v, nk, -1, 1);
+        void *gdy = rand_dev(&dy, nq, -1, 1), *gdq = rand_dev(&dq, nq, -1, 1), *gdk = rand_dev(&dk, nk, -1, 1);
+        void *gdv = rand_dev(&dv, nk, -1, 1);
+        float *out = malloc(nq * F), *att = malloc(na * F);
+        void *gout = dc_zeros(nq * F), *gatt = dc_zeros(na * F);
+        size_t cw = dc_cpu->attention_work(B, T, S, C, NH), gw = dc_gpu->attention_work(B, T, S, C, NH);
+        void *cwork = malloc(cw ? cw : 1), *gwork = gw ? dc_zeros(gw) : NULL;
+        for (int mode = 0; mode < 4; mode++) {
+            int causal = mode & 1, left = mode >> 1;
+            pad_mask(mask, B, S, len, left);
+            void *gmask = dc_dev(mask, (size_t)(B * S) * sizeof *mask);
+            char name[128];
+            snprintf(name, sizeof name, "attention_mask B%lld T%lld S%lld C%lld NH%lld%s%s", (long long)B,
+                     (long long)T, (long long)S, (long long)C, (long long)NH, causal ? " causal" : "",
+                     left ? " left" : " right");
+            dc_cpu->attention_mask_forward(out, att, q, k, v, mask, B, T, S, C, NH, causal);
+            dc_gpu->attention_mask_forward(gout, gatt, gq, gk, gv, gmask, B, T, S, C, NH, causal);
+            dc_compare(name, gout, out, nq, 1e-6);
+            dc_compare("attention_mask probabilities", gatt, att, na, 1e-6);
+            int finite = 1, empty = 1;
+            for (int64_t i = 0; i < nq; i++) finite &= isfinite(out[i]) != 0;
+            for (int64_t i = 2 * T * C; i < nq; i++) empty &= out[i] == 0; /* sample 2 has no key */
+            CHECK(finite && empty, "%s: the CPU's output is not finite, or not 0 for the sample without keys", name);
+            dc_cpu->attention_backward(dq, dk, dv, cwork, dy, att, q, k, v, B, T, S, C, NH);
+            dc_gpu->attention_backward(gdq, gdk, gdv, gwork, gdy, gatt, gq, gk, gv, B, T, S, C, NH);
+            dc_compare("attention_mask dq", gdq, dq, nq, 1e-5);
+            dc_compare("attention_mask dk", gdk, dk, nk, 1e-5);
+            dc_compare("attention_mask dv", gdv, dv, nk, 1e-6);
+            if (T == S) { /* the fused form: q, k and v the thirds of one (B, T, 3C) */
+                int64_t nx = B * T * 3 * C;
+                float *x, *dx, *xo = malloc(nq * F);
+                void *gx = rand_dev(&x, nx, -2, 2), *gdx = rand_dev(&dx, nx, -1, 1);
+                dc_cpu->attention_qkv_mask_forward(xo, att, x, mask, B, T, C, NH, causal);
+                dc_gpu->attention_qkv_mask_forward(gout, gatt, gx, gmask, B, T, C, NH, causal);
+                dc_compare("attention_qkv_mask", gout, xo, nq, 1e-6);
+                dc_compare("attention_qkv_mask probabilities", gatt, att, na, 1e-6);
+                dc_cpu->attention_qkv_backward(dx, cwork, dy, att, x, B, T, C, NH, 0);
+                dc_gpu->attention_qkv_backward(gdx, gwork, gdy, gatt, gx, B, T, C, NH, 0);
+                dc_compare("attention_qkv_mask dqkv", gdx, dx, nx, 1e-5);
+                dc_free(gx), dc_free(gdx);
+                free(x), free(dx), free(xo);
+            }
+            dc_free(gmask);
+        }
+        dc_free_all();
+        free(q), free(k), free(v), free(dy), free(dq), free(dk), free(dv), free(out), free(att), free(cwork), free(mask);
+    }
 }
 
 /* Rows shorter and longer than a block, with and without gamma and beta; inputs offset far
@@ -304,6 +390,8 @@ int main(int argc, char **argv) {
     test_layer_norm();
     test_attention();
     test_attention_qkv();
+    test_embedding_padding();
+    test_attention_masked();
     test_reductions();
     test_embedding_graph();
     return dc_close();

@@ -43,6 +43,8 @@ tr_status tr_accel_probe(const tr_plugin *backend);
 void tr_accel_close(tr_accel *a);
 /* "fake_gpu:0" */
 const char *tr_accel_name(const tr_accel *a);
+/* The device plugin's kernel table, zero-extended to this SDK's: every entry can be read (NULL
+ * where the plugin does not know it); `size` is the plugin's own. */
 const tr_kernels *tr_accel_kernels(const tr_accel *a);
 /* What a's GEMMs compute in (fixed at open); FP32 for NULL (the host). */
 tr_precision tr_accel_precision(const tr_accel *a);

@@ -206,8 +206,9 @@ typedef struct tr_kernels {
     void (*matmul_backward)(float *da, float *db, const float *dout, const float *a,
                             const float *b, int64_t batch, int64_t M, int64_t K, int64_t N);
 
-    /* ---- embedding: out (N, C) = rows ids[i] of the table (ids all in range); backward
-     * dtable[ids[i]] += dout[i], i in order (repeated ids add up) ---- */
+    /* ---- embedding: out (N, C) = rows ids[i] of the table (ids all in range, or -1 for a
+     * table that knows padding: TR_KERNELS_KNOW_PADDING); backward dtable[ids[i]] += dout[i],
+     * i in order (repeated ids add up) ---- */
     void (*embedding_forward)(float *out, const int32_t *ids, const float *table, int64_t N,
                               int64_t C);
     void (*embedding_backward)(float *dtable, const float *dout, const int32_t *ids, int64_t N,
@@ -278,7 +279,28 @@ typedef struct tr_kernels {
     void (*attention_qkv_backward)(float *dqkv, void *work, const float *dout, const float *att,
                                    const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
                                    int acc);
+
+    /* ---- padding (ABI 0.9; ops.h's TR_PAD_ID) ---- */
+    /* attention_forward and attention_qkv_forward with a key padding mask (B, S) (device
+     * memory, i32): key s of sample b takes part only where mask[b, s] != 0 (and causal allows
+     * it); att is 0 at every other key, and a row that sees no key is all 0 (its output 0).
+     * The backward is attention_backward / attention_qkv_backward unchanged: att's zeros give
+     * the masked keys and empty rows no gradient. NULL: masked attention is refused on the
+     * device, naming the op.
+     * A table whose `size` covers these entries (a plugin built for ABI 0.9 or later) also
+     * takes ids TR_PAD_ID (-1) in embedding_forward (a zero row) and embedding_backward
+     * (skipped); the core gives padding ids to no older table. */
+    void (*attention_mask_forward)(float *out, float *att, const float *q, const float *k,
+                                   const float *v, const int32_t *mask, int64_t B, int64_t T,
+                                   int64_t S, int64_t C, int64_t NH, int causal);
+    void (*attention_qkv_mask_forward)(float *out, float *att, const float *qkv,
+                                       const int32_t *mask, int64_t B, int64_t T, int64_t C,
+                                       int64_t NH, int causal);
 } tr_kernels;
+
+/* Whether a kernel table k knows the padding contract of ABI 0.9 (see attention_mask_forward). */
+#define TR_KERNELS_KNOW_PADDING(k) \
+    ((k)->size >= offsetof(tr_kernels, attention_qkv_mask_forward) + sizeof((k)->attention_qkv_mask_forward))
 
 /* The core's CPU kernels as a table (every entry set): the reference for device kernels. */
 const tr_kernels *tr_cpu_kernels(void);

@@ -90,8 +90,26 @@ tr_tensor *tr_layer_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
 
 /* ---- embedding and attention ---- */
 
-/* ids TR_I32 (...), table (V, C) -> (..., C). An id outside [0, V) is an error. */
+/* Padding. A token id TR_PAD_ID (-1) is padding: the position holds no token (datasets pad
+ * shorter samples with it, on the right or the left, and `padding: longest` batches carry
+ * only their longest sample's positions). tr_embedding gives padding a zero row and no
+ * gradient; tr_padding_mask turns ids into the mask that tr_attention_masked,
+ * tr_attention_qkv_masked and tr_mean_masked take, so that results at the real positions do
+ * not depend on how much padding there is. Losses: pass TR_PAD_ID as cross_entropy's
+ * ignore_index for next-token targets at padding.
+ *
+ *   tr_tensor *mask = tr_padding_mask(g, ids);                  // ids (B, T) -> i32 (B, T)
+ *   tr_tensor *x = tr_embedding(g, ids, wte);                     // zero rows at padding
+ *   tr_tensor *a = tr_attention_qkv_masked(g, qkv, mask, NH, 0); // keys at padding unseen
+ *   tr_tensor *e = tr_mean_masked(g, x, mask);                    // (B, C), real tokens only */
+#define TR_PAD_ID (-1)
+
+/* ids TR_I32 (...), table (V, C) -> (..., C). An id TR_PAD_ID (-1) gives a zero row and no
+ * gradient; any other id outside [0, V) is an error. */
 tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table);
+/* ids TR_I32 (...) -> a TR_I32 tensor of their shape: 1 where the id is a token, 0 where it
+ * is padding (TR_PAD_ID): Hugging Face's attention_mask. No gradient. */
+tr_tensor *tr_padding_mask(tr_graph *g, tr_tensor *ids);
 /* Multi-head scaled-dot-product attention. q (B, T, C), k and v (B, S, C), C = n_head * D;
  * softmax(q k^T / sqrt(D)) v per head, with the causal mask (query t sees keys <= t) when
  * `causal`. -> (B, T, C). */
@@ -102,6 +120,17 @@ tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, i
  * of the three tr_slice copies without the copies. -> (B, T, C). On a device whose plugin has
  * no kernel for it, it is that composition. */
 tr_tensor *tr_attention_qkv(tr_graph *g, tr_tensor *qkv, int n_head, int causal);
+/* tr_attention and tr_attention_qkv with a key padding mask: mask TR_I32 (B, S) (S = T for
+ * the fused form), key s of sample b is attended only where mask[b, s] != 0 (Hugging Face's
+ * attention_mask; left or right padding alike), on top of the causal mask when `causal`.
+ * A query that sees no key (a fully padded sample; causal with left padding) gets a zero
+ * output and no gradient, never NaN. Queries at padded positions otherwise attend as any
+ * query does (as Hugging Face's encoders): finite, and left out by tr_mean_masked and by the
+ * loss. mask NULL, or all nonzero, is the unmasked op, at its speed. */
+tr_tensor *tr_attention_masked(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v,
+                               tr_tensor *mask, int n_head, int causal);
+tr_tensor *tr_attention_qkv_masked(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head,
+                                   int causal);
 
 /* ---- shape ---- */
 
@@ -123,6 +152,10 @@ tr_tensor *tr_mean(tr_graph *g, tr_tensor *x);  /* -> scalar (shape (1)) */
 /* Over one dim, which is removed. */
 tr_tensor *tr_sum_dim(tr_graph *g, tr_tensor *x, int dim);
 tr_tensor *tr_mean_dim(tr_graph *g, tr_tensor *x, int dim);
+/* Mean over dim 1 of x (B, T, C) of the positions where mask TR_I32 (B, T) is nonzero:
+ * sum(x mask) / max(sum(mask), 1e-9) (sentence-transformers' mean pooling): (B, C), zeros
+ * for a sample with no position. mask NULL or all nonzero: tr_mean_dim(x, 1). */
+tr_tensor *tr_mean_masked(tr_graph *g, tr_tensor *x, tr_tensor *mask);
 
 #ifdef __cplusplus
 }

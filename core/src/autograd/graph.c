@@ -230,6 +230,11 @@ const int32_t *op_host_indices(tr_graph *g, const char *op, const char *what, co
     return copy && op_read(g, copy, t->data, n * sizeof *copy) ? copy : NULL;
 }
 
+void op_note_host_copy(tr_graph *g, const void *dev, const void *host, size_t bytes) {
+    if (g->accel && g->n_host_copies < TR_GRAPH_HOST_COPIES)
+        g->host_copies[g->n_host_copies++] = (host_copy){(const char *)dev, host, bytes};
+}
+
 int op_device_has(tr_graph *g, const char *op, int have) {
     if (!have) op_fail(g, TR_ERR_UNSUPPORTED, "%s: device %s has no kernel for this op (train this model on the CPU, "
                        "or on a device whose plugin has one)", op, tr_accel_name(g->accel));

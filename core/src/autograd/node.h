@@ -69,6 +69,11 @@ int op_read(tr_graph *g, void *dst, const void *src, size_t bytes);
  * graph's (naming the tensor beside it too, e.g. "table") or a failed download. */
 const int32_t *op_host_indices(tr_graph *g, const char *op, const char *what, const tr_tensor *t,
                                const char *with_what, const tr_tensor *with);
+/* Records that host memory [host, host + bytes), which lives until the graph's reset, holds
+ * what data memory dev holds (an op's host-computed output it uploaded), so that
+ * op_host_indices finds it without a download. Nothing on the CPU or when the graph's list
+ * of copies is full. */
+void op_note_host_copy(tr_graph *g, const void *dev, const void *host, size_t bytes);
 /* The gradient of one-element t (f32 or f64) as a double: on a device, when t is what
  * tr_backward runs from, the seed it was given (no download); else read. 0 after recording a
  * failed download. */

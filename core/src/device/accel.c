@@ -31,7 +31,7 @@ static const char *missing_entry(const tr_device_ops *o) {
 }
 
 /* backend's table into ops, checked for every execution entry; its kernel table into kern,
- * full size (entries the plugin does not know are NULL). */
+ * full size (entries the plugin does not know are NULL; `size` the plugin's). */
 static tr_status exec_ops(const tr_plugin *backend, tr_device_ops *ops, tr_kernels *kern) {
     if (!backend) return tr_error_set(TR_ERR_DEVICE, "no GPU device plugin to open a device with");
     TR_CHECK(tr_device_ops_of(backend, ops));
@@ -43,7 +43,9 @@ static tr_status exec_ops(const tr_plugin *backend, tr_device_ops *ops, tr_kerne
      * run): memory, the optimizer update, the gradient norm and clipping. */
     tr_kernels k = {0};
     memcpy(&k, ops->kernels, ops->kernels->size < sizeof k ? ops->kernels->size : sizeof k);
-    k.size = sizeof k;
+    /* size stays what the plugin knows (at most ours): a contract appended to an existing
+     * entry is given only to tables that know it (TR_KERNELS_KNOW_PADDING). */
+    k.size = ops->kernels->size < sizeof k ? ops->kernels->size : sizeof k;
     *kern = k;
     const char *need = !k.zero ? "zero" : !k.copy ? "copy" : !k.optim_update ? "optim_update" : !k.sumsq ? "sumsq"
                        : !k.scale_inplace ? "scale_inplace" : NULL;

@@ -1,6 +1,7 @@
 /* attention: multi-head scaled-dot-product attention, softmax(q k^T / sqrt(D)) v per head,
  * q (B, T, C), k and v (B, S, C), C = n_head * D -> (B, T, C); optional causal mask (query t
- * sees keys s <= t, PyTorch's is_causal semantics also when T != S). The probabilities
+ * sees keys s <= t, PyTorch's is_causal semantics also when T != S) and key padding mask
+ * (B, S) (ops.h: a row that sees no key is 0; an all-ones mask takes the unmasked path). The probabilities
  * (B, n_head, T, S) stay in the arena for backward: memory is O(B n_head T S), no
  * flash-style tiling. f32 and f64; the f32 softmax uses the vectorisable exp of vmath.h
  * (<= 2 ulp), as softmax.c does. */
@@ -48,7 +49,12 @@ static int parallel_heads(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH
  * T x S scores of scratch. */
 static void att_forward(float *out, float *att, const float *q, const float *k, const float *v, int64_t B, int64_t T,
                         int64_t S, int64_t C, int64_t NH, int causal) {
-    attention_forward_f32(out, att, q, k, v, C, B, T, S, C, NH, causal, 0);
+    attention_forward_f32(out, att, q, k, v, NULL, C, B, T, S, C, NH, causal, 0);
+}
+
+static void att_mask_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                             const int32_t *mask, int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH, int causal) {
+    attention_forward_f32(out, att, q, k, v, mask, C, B, T, S, C, NH, causal, 0);
 }
 
 static size_t att_work(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH) {
@@ -64,7 +70,12 @@ static void att_backward(float *dq, float *dk, float *dv, void *work, const floa
 
 static void att_qkv_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
                             int causal) {
-    attention_forward_f32(out, att, qkv, qkv + C, qkv + 2 * C, 3 * C, B, T, T, C, NH, causal, 0);
+    attention_forward_f32(out, att, qkv, qkv + C, qkv + 2 * C, NULL, 3 * C, B, T, T, C, NH, causal, 0);
+}
+
+static void att_qkv_mask_forward(float *out, float *att, const float *qkv, const int32_t *mask, int64_t B, int64_t T,
+                                 int64_t C, int64_t NH, int causal) {
+    attention_forward_f32(out, att, qkv, qkv + C, qkv + 2 * C, mask, 3 * C, B, T, T, C, NH, causal, 0);
 }
 
 static void att_qkv_backward(float *dqkv, void *work, const float *dout, const float *att, const float *qkv, int64_t B,
@@ -79,6 +90,8 @@ void ops_kernels_attention(tr_kernels *k) {
     k->attention_backward = att_backward;
     k->attention_qkv_forward = att_qkv_forward;
     k->attention_qkv_backward = att_qkv_backward;
+    k->attention_mask_forward = att_mask_forward;
+    k->attention_qkv_mask_forward = att_qkv_mask_forward;
 }
 
 /* The node: in q, k, v (packed: qkv alone); i B, T, S, C, NH, causal, packed; saved the
@@ -123,12 +136,13 @@ static void attention_backward(tr_graph *g, tr_node *n) {
                 S, C, NH, acc, par);
 }
 
-/* Attention over (B, T, S) of q, k and v (rows at stride ld): its output, computed, and the
- * node recording the inputs in[0..n_in) when any needs a gradient (n_in 1: the fused
- * projection whose thirds q, k and v are). NULL: failed, the graph says why. */
+/* Attention over (B, T, S) of q, k and v (rows at stride ld), keys masked by mask (B, S) in
+ * data memory (NULL: none): its output, computed, and the node recording the inputs
+ * in[0..n_in) when any needs a gradient (n_in 1: the fused projection whose thirds q, k and
+ * v are). NULL: failed, the graph says why. */
 static tr_tensor *attention_run(tr_graph *g, tr_tensor *const *in, int n_in, const void *q, const void *k,
-                                const void *v, int64_t ld, int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH,
-                                int causal) {
+                                const void *v, const int32_t *mask, int64_t ld, int64_t B, int64_t T, int64_t S,
+                                int64_t C, int64_t NH, int causal) {
     tr_dtype dt = in[0]->dtype;
     tr_tensor *y = op_out(g, dt, 3, (int64_t[]){B, T, C});
     if (!y) return NULL;
@@ -137,10 +151,12 @@ static tr_tensor *attention_run(tr_graph *g, tr_tensor *const *in, int n_in, con
     if (!att) return NULL;
     causal = causal != 0;
     const tr_kernels *kern = op_kernels(g);
-    if (kern && n_in == 1) kern->attention_qkv_forward(y->data, att, q, B, T, C, NH, causal);
+    if (kern && mask && n_in == 1) kern->attention_qkv_mask_forward(y->data, att, q, mask, B, T, C, NH, causal);
+    else if (kern && mask) kern->attention_mask_forward(y->data, att, q, k, v, mask, B, T, S, C, NH, causal);
+    else if (kern && n_in == 1) kern->attention_qkv_forward(y->data, att, q, B, T, C, NH, causal);
     else if (kern) kern->attention_forward(y->data, att, q, k, v, B, T, S, C, NH, causal);
     else
-        TR_DISPATCH(dt, attention_forward, y->data, att, q, k, v, ld, B, T, S, C, NH, causal,
+        TR_DISPATCH(dt, attention_forward, y->data, att, q, k, v, mask, ld, B, T, S, C, NH, causal,
                     parallel_heads(B, T, S, C, NH));
     int needs = n_in == 1 ? op_needs_grad(g, 1, in[0]) : op_needs_grad(g, 3, in[0], in[1], in[2]);
     if (!needs) return y;
@@ -159,39 +175,87 @@ static tr_tensor *heads_fail(tr_graph *g, const char *op, int64_t C, const tr_te
                    op_shape(x), n_head);
 }
 
-tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, int n_head,
-                        int causal) {
-    if (!op_check(g, "attention", 3, q, k, v)) return NULL;
-    if (!OP_DEVICE(g, "attention", attention_forward, attention_work, attention_backward)) return NULL;
+/* The key padding mask of an attention over B samples of S keys: NULL for none or all ones
+ * (the unmasked path), else its data; *ok 0 after recording an error. */
+static const int32_t *key_mask(tr_graph *g, const char *op, tr_tensor *mask, int64_t B, int64_t S,
+                               const tr_tensor *with, int *ok) {
+    *ok = 1;
+    if (!mask) return NULL;
+    *ok = 0;
+    if (mask->dtype != TR_I32 || mask->ndim != 2 || mask->shape[0] != B || mask->shape[1] != S) {
+        op_fail(g, TR_ERR_INVALID, "%s: mask %s of dtype %s must be i32 (B, S) = (%lld, %lld) for %s", op,
+                op_shape(mask), tr_dtype_name(mask->dtype), (long long)B, (long long)S, op_shape(with));
+        return NULL;
+    }
+    const int32_t *m = op_host_indices(g, op, "mask", mask, "q", with);
+    if (!m) return NULL;
+    *ok = 1;
+    for (int64_t i = 0; i < B * S; i++)
+        if (!m[i]) return mask->data;
+    return NULL;
+}
+
+static tr_tensor *attention_op(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, tr_tensor *mask, int n_head,
+                               int causal) {
+    const char *op = mask ? "attention_masked" : "attention";
+    if (!op_check(g, op, 3, q, k, v)) return NULL;
+    if (!OP_DEVICE(g, op, attention_forward, attention_work, attention_backward)) return NULL;
     if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
         return op_fail(g, TR_ERR_INVALID,
-                       "attention: q %s, k %s, v %s must be 3-D (B, T, C), (B, S, C), (B, S, C)",
+                       "%s: q %s, k %s, v %s must be 3-D (B, T, C), (B, S, C), (B, S, C)", op,
                        op_shape(q), op_shape(k), op_shape(v));
     int64_t B = q->shape[0], T = q->shape[1], C = q->shape[2], S = k->shape[1];
     if (!tr_tensor_same_shape(k, v) || k->shape[0] != B || k->shape[2] != C)
         return op_fail(g, TR_ERR_INVALID,
-                       "attention: q %s, k %s, v %s do not match: expected k and v (%lld, S, "
-                       "%lld)",
+                       "%s: q %s, k %s, v %s do not match: expected k and v (%lld, S, "
+                       "%lld)", op,
                        op_shape(q), op_shape(k), op_shape(v), (long long)B, (long long)C);
-    if (n_head < 1 || C % n_head != 0 || C == 0) return heads_fail(g, "attention", C, q, n_head);
+    if (n_head < 1 || C % n_head != 0 || C == 0) return heads_fail(g, op, C, q, n_head);
     if (S == 0)
-        return op_fail(g, TR_ERR_INVALID, "attention: k %s has no keys (S = 0)", op_shape(k));
-    return attention_run(g, (tr_tensor *[]){q, k, v}, 3, q->data, k->data, v->data, C, B, T, S, C, n_head, causal);
+        return op_fail(g, TR_ERR_INVALID, "%s: k %s has no keys (S = 0)", op, op_shape(k));
+    int ok;
+    const int32_t *m = key_mask(g, op, mask, B, S, k, &ok);
+    if (!ok) return NULL;
+    if (m && !OP_DEVICE(g, op, attention_mask_forward)) return NULL;
+    return attention_run(g, (tr_tensor *[]){q, k, v}, 3, q->data, k->data, v->data, m, C, B, T, S, C, n_head,
+                         causal);
+}
+
+tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, int n_head, int causal) {
+    return attention_op(g, q, k, v, NULL, n_head, causal);
+}
+
+tr_tensor *tr_attention_masked(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, tr_tensor *mask, int n_head,
+                               int causal) {
+    return attention_op(g, q, k, v, mask, n_head, causal);
+}
+
+static tr_tensor *attention_qkv_op(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head, int causal) {
+    const char *op = mask ? "attention_qkv_masked" : "attention_qkv";
+    if (!op_check(g, op, 1, qkv)) return NULL;
+    if (qkv->ndim != 3 || qkv->shape[2] % 3 != 0)
+        return op_fail(g, TR_ERR_INVALID, "%s: qkv %s must be 3-D (B, T, 3C)", op, op_shape(qkv));
+    int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3;
+    if (n_head < 1 || C % n_head != 0 || C == 0) return heads_fail(g, op, C, qkv, n_head);
+    if (T == 0) return op_fail(g, TR_ERR_INVALID, "%s: qkv %s has no keys (T = 0)", op, op_shape(qkv));
+    const tr_kernels *kern = op_kernels(g);
+    int ok;
+    const int32_t *m = key_mask(g, op, mask, B, T, qkv, &ok);
+    if (!ok) return NULL;
+    if (kern && (!kern->attention_qkv_forward || !kern->attention_qkv_backward || !kern->attention_work ||
+                 (m && !kern->attention_qkv_mask_forward)))
+        /* a device without the fused entries: q, k and v as copies */
+        return attention_op(g, tr_slice(g, qkv, 2, 0, C), tr_slice(g, qkv, 2, C, C), tr_slice(g, qkv, 2, 2 * C, C),
+                            m ? mask : NULL, n_head, causal);
+    const char *x = qkv->data;
+    size_t cb = (size_t)C * tr_dtype_size(qkv->dtype);
+    return attention_run(g, &qkv, 1, x, x + cb, x + 2 * cb, m, 3 * C, B, T, T, C, n_head, causal);
 }
 
 tr_tensor *tr_attention_qkv(tr_graph *g, tr_tensor *qkv, int n_head, int causal) {
-    if (!op_check(g, "attention_qkv", 1, qkv)) return NULL;
-    if (qkv->ndim != 3 || qkv->shape[2] % 3 != 0)
-        return op_fail(g, TR_ERR_INVALID, "attention_qkv: qkv %s must be 3-D (B, T, 3C)", op_shape(qkv));
-    int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3;
-    if (n_head < 1 || C % n_head != 0 || C == 0) return heads_fail(g, "attention_qkv", C, qkv, n_head);
-    if (T == 0) return op_fail(g, TR_ERR_INVALID, "attention_qkv: qkv %s has no keys (T = 0)", op_shape(qkv));
-    const tr_kernels *kern = op_kernels(g);
-    if (kern && (!kern->attention_qkv_forward || !kern->attention_qkv_backward || !kern->attention_work))
-        /* a device without the fused entries: q, k and v as copies */
-        return tr_attention(g, tr_slice(g, qkv, 2, 0, C), tr_slice(g, qkv, 2, C, C), tr_slice(g, qkv, 2, 2 * C, C),
-                            n_head, causal);
-    const char *x = qkv->data;
-    size_t cb = (size_t)C * tr_dtype_size(qkv->dtype);
-    return attention_run(g, &qkv, 1, x, x + cb, x + 2 * cb, 3 * C, B, T, T, C, n_head, causal);
+    return attention_qkv_op(g, qkv, NULL, n_head, causal);
+}
+
+tr_tensor *tr_attention_qkv_masked(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head, int causal) {
+    return attention_qkv_op(g, qkv, mask, n_head, causal);
 }

@@ -1,6 +1,7 @@
 /* embedding: rows of a table picked by TR_I32 ids. ids (...), table (V, C) f32/f64 ->
- * (..., C). An id outside [0, V) is an error naming the id and where it is. Backward adds
- * each row of dout into dtable[id] (repeated ids accumulate); ids get no gradient. */
+ * (..., C). An id TR_PAD_ID (-1) is padding: a zero row, no gradient (ops.h); any other id
+ * outside [0, V) is an error naming the id and where it is. Backward adds each row of dout
+ * into dtable[id] (repeated ids accumulate); ids get no gradient. */
 #include <stdio.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -9,6 +10,7 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/accel.h"
 
 #define TR_GENERIC "ops/embedding.inc"
 #include "ops/generic.h"
@@ -51,7 +53,12 @@ tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table) {
     int64_t V = table->shape[0], C = table->shape[1], N = tr_tensor_numel(ids);
     const int32_t *id = op_host_indices(g, "embedding", "ids", ids, "table", table);
     if (!id) return NULL;
+    int64_t pads = 0;
     for (int64_t i = 0; i < N; i++) {
+        if (id[i] == TR_PAD_ID) {
+            pads++;
+            continue;
+        }
         if (id[i] < 0 || id[i] >= V) {
             char at[96];
             return op_fail(g, TR_ERR_INVALID,
@@ -61,6 +68,11 @@ tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table) {
                            (long long)V, op_shape(table));
         }
     }
+    if (pads && op_kernels(g) && !TR_KERNELS_KNOW_PADDING(op_kernels(g)))
+        return op_fail(g, TR_ERR_UNSUPPORTED,
+                       "embedding: ids %s hold padding (id %d), which device %s's plugin, built for "
+                       "an SDK before ABI 0.9, cannot embed (rebuild it, or train on the CPU)",
+                       op_shape(ids), TR_PAD_ID, tr_accel_name(tr_graph_accel(g)));
     int64_t shape[TR_MAX_DIMS];
     for (int d = 0; d < ids->ndim; d++) shape[d] = ids->shape[d];
     shape[ids->ndim] = C;

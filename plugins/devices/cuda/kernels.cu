@@ -210,6 +210,32 @@ extern "C" __global__ void k_softmax_fwd(float *out, const float *x, int64_t R, 
     }
 }
 
+/* k_softmax_fwd with a key padding mask (B, C) over rows r = (b NH + h) T + t: key j of row r
+ * takes part where mask[b C + j] != 0 (and j <= t when causal); the rest are 0, and a row that
+ * sees no key is all 0 (attention_mask_forward's contract). out may be x. */
+extern "C" __global__ void k_softmax_mask_fwd(float *out, const float *x, const int32_t *mask, int64_t R, int64_t T,
+                                              int64_t NH, int64_t C, int causal) {
+    __shared__ float sh[CUDA_BLOCK / 32];
+    ROW_LOOP(r, R) {
+        int64_t t = r % T, n = causal && t + 1 < C ? t + 1 : C;
+        const int32_t *mk = mask + (r / (NH * T)) * C;
+        const float *xr = x + r * C;
+        float *o = out + r * C, m = -INFINITY, any = 0, s = 0;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+            if (mk[j]) m = fmaxf(m, xr[j]), any = 1;
+        m = block_max(m, sh);
+        any = block_max(any, sh);
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+            float e = any && mk[j] ? expf(xr[j] - m) : 0.0f;
+            o[j] = e;
+            s += e;
+        }
+        s = block_sum(s, sh);
+        float inv = any ? 1 / s : 0.0f;
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) o[j] = j < n ? o[j] * inv : 0.0f;
+    }
+}
+
 /* dx (+)= out (dout - sum(dout out)); with acc 0, dx may be dout (each thread rewrites only the
  * elements it read, after the row's sum). */
 extern "C" __global__ void k_softmax_bwd(float *dx, const float *dout, const float *out, int64_t R, int64_t C, int acc) {
@@ -681,11 +707,12 @@ extern "C" __global__ void k_permute(float *out, float *inp, tr_permute_dims p, 
 extern "C" __global__ void k_embed_fwd(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C) {
     GRID_LOOP(i, N * C) {
         int64_t r = i / C;
-        out[i] = table[(int64_t)ids[r] * C + (i - r * C)];
+        int32_t id = ids[r];
+        out[i] = id >= 0 ? table[(int64_t)id * C + (i - r * C)] : 0.0f; /* padding (-1): zeros */
     }
 }
 
-/* dtable[ids[i]] += dout[i] without atomics, in the CPU's order: the block of token i goes on
+/* dtable[ids[i]] += dout[i] (padding ids -1 skipped) without atomics, in the CPU's order: the block of token i goes on
  * only if i is its id's first token; it then adds the rows of every token with that id, in
  * token order. The ids pass through shared memory a block at a time. */
 extern "C" __global__ void k_embed_bwd(float *dtable, const float *dout, const int32_t *ids, int64_t N, int64_t C) {
@@ -693,6 +720,7 @@ extern "C" __global__ void k_embed_bwd(float *dtable, const float *dout, const i
     __shared__ int earlier;
     ROW_LOOP(i, N) {
         int32_t id = ids[i];
+        if (id < 0) continue; /* padding: no gradient (block-uniform, before any barrier) */
         float *row = dtable + (int64_t)id * C;
         if (threadIdx.x == 0) earlier = 0;
         __syncthreads();

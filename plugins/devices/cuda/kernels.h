@@ -37,6 +37,7 @@
     X(k_dropout_bwd, 0)         \
     X(k_softmax_fwd, 1)         \
     X(k_softmax_bwd, 1)         \
+    X(k_softmax_mask_fwd, 1)    \
     X(k_log_softmax_fwd, 1)     \
     X(k_log_softmax_bwd, 1)     \
     X(k_ce_fwd, 1)              \

@@ -565,14 +565,19 @@ static void layer_norm_backward(float *dinp, float *dgamma, float *dbeta, const 
  * softmax over every row of att at once ---- */
 
 static void attention_fwd(cuda_device *d, float *out, float *att, const float *q, const float *k, const float *v,
-                          int64_t ld, int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH, int causal) {
+                          const int32_t *mask, int64_t ld, int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH,
+                          int causal) {
     int64_t D = C / NH, TS = T * S, R = B * NH * T;
     float scale = 1.0f / sqrtf((float)D);
     const char *what = "attention (cuBLAS)";
     for (int64_t h = 0; h < NH; h++) /* scores = q k^T / sqrt(D) */
         rgemm(d, what, 0, 1, T, S, D, scale, q + h * D, ld, T * ld, k + h * D, ld, S * ld, 0.0f, att + h * TS, S,
               NH * TS, B);
-    LAUNCH("attention (softmax)", k_softmax_fwd, blocks_rows(R), &att, &att, &R, &T, &S, &causal);
+    if (mask) /* the key padding mask (B, S) */
+        LAUNCH("attention (masked softmax)", k_softmax_mask_fwd, blocks_rows(R), &att, &att, &mask, &R, &T, &NH, &S,
+               &causal);
+    else
+        LAUNCH("attention (softmax)", k_softmax_fwd, blocks_rows(R), &att, &att, &R, &T, &S, &causal);
     for (int64_t h = 0; h < NH; h++) /* out = att v */
         rgemm(d, what, 0, 0, T, D, S, 1.0f, att + h * TS, S, NH * TS, v + h * D, ld, S * ld, 0.0f, out + h * D, C,
               T * C, B);
@@ -611,7 +616,14 @@ static void attention_bwd(cuda_device *d, float *dq, float *dk, float *dv, const
 static void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int64_t B,
                               int64_t T, int64_t S, int64_t C, int64_t NH, int causal) {
     cuda_device *d = cuda_current();
-    if (d) attention_fwd(d, out, att, q, k, v, C, B, T, S, C, NH, causal);
+    if (d) attention_fwd(d, out, att, q, k, v, NULL, C, B, T, S, C, NH, causal);
+}
+
+static void attention_mask_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                                   const int32_t *mask, int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH,
+                                   int causal) {
+    cuda_device *d = cuda_current();
+    if (d) attention_fwd(d, out, att, q, k, v, mask, C, B, T, S, C, NH, causal);
 }
 
 /* The scores' gradient (B, NH, T, S) is scratch of the caching allocator for the call (the
@@ -632,7 +644,13 @@ static void attention_backward(float *dq, float *dk, float *dv, void *work, cons
 static void attention_qkv_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T, int64_t C,
                                   int64_t NH, int causal) {
     cuda_device *d = cuda_current();
-    if (d) attention_fwd(d, out, att, qkv, qkv + C, qkv + 2 * C, 3 * C, B, T, T, C, NH, causal);
+    if (d) attention_fwd(d, out, att, qkv, qkv + C, qkv + 2 * C, NULL, 3 * C, B, T, T, C, NH, causal);
+}
+
+static void attention_qkv_mask_forward(float *out, float *att, const float *qkv, const int32_t *mask, int64_t B,
+                                       int64_t T, int64_t C, int64_t NH, int causal) {
+    cuda_device *d = cuda_current();
+    if (d) attention_fwd(d, out, att, qkv, qkv + C, qkv + 2 * C, mask, 3 * C, B, T, T, C, NH, causal);
 }
 
 static void attention_qkv_backward(float *dqkv, void *work, const float *dout, const float *att, const float *qkv,
@@ -757,6 +775,8 @@ const tr_kernels cuda_kernel_table = {
     .attention_backward = attention_backward,
     .attention_qkv_forward = attention_qkv_forward,
     .attention_qkv_backward = attention_qkv_backward,
+    .attention_mask_forward = attention_mask_forward,
+    .attention_qkv_mask_forward = attention_qkv_mask_forward,
     .sum_all_forward = sum_all_forward,
     .sum_all_backward = sum_all_backward,
     .sum_dim_forward = sum_dim_forward,

@@ -11,11 +11,17 @@
  *             and pooled as in classify, the pair's score is the cosine similarity of the two
  *             embeddings (logits (B, 1), embeddings (B, 2*C)), and the loss is the squared
  *             error against the dataset's score (sentence-transformers' CosineSimilarityLoss).
- * The loss is cross-entropy (ignore -100) divided by the batch's normaliser (the core passes
- * global batch * T for LMs). Parameter names follow a GPT-2 layout: wte.weight, wpe.weight,
- * h.<i>.ln1.weight, h.<i>.attn.qkv.weight, ..., lnf.weight, head.weight. Limits: no dropout
- * inside the attention softmax (tr_attention has none); learned absolute positions only, so
- * sequences are at most max_seq long. */
+ * Padding (ops.h's TR_PAD_ID): a token id -1 is padding, left or right. Its embedding is 0,
+ * no key at a padded position is attended to (tr_padding_mask, tr_attention_qkv_masked), pool
+ * mean averages the real positions only (tr_mean_masked; cls takes position 0), and lm
+ * ignores targets -1: results at the real positions do not depend on how much padding a
+ * sample has, and a batch may be shorter than the dataset's T (padding: longest; positions
+ * are wpe's first T rows). The loss is cross-entropy (lm ignores targets -1, classify -100)
+ * divided by the batch's normaliser (the core passes global batch * T for LMs, padded
+ * positions included: a normaliser of real tokens is the caller's). Parameter names follow a GPT-2
+ * layout: wte.weight, wpe.weight, h.<i>.ln1.weight, h.<i>.attn.qkv.weight, ..., lnf.weight,
+ * head.weight. Limits: no dropout inside the attention softmax (tr_attention has none);
+ * learned absolute positions only, so sequences are at most max_seq long. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,13 +204,14 @@ static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
                             (long long)T, (long long)m->S);
     tr_tensor *wte = tr_params_get(P, m->wte), *wpe = tr_params_get(P, m->wpe);
     tr_tensor *pos = T == m->S ? wpe : tr_slice(g, wpe, 0, 0, T);
+    tr_tensor *mask = tr_padding_mask(g, ids); /* (B, T): 0 at padding; all ones is the unmasked path */
     tr_tensor *x = tr_dropout(g, tr_add(g, tr_embedding(g, ids, wte), pos), m->dropout);
     for (int i = 0; i < m->n_layer; i++) {
         const tf_block *k = &m->block[i];
 #define PG(f) tr_params_get(P, k->f)
         tr_tensor *h = tr_layer_norm(g, x, PG(ln1_w), PG(ln1_b), 1e-5);
         tr_tensor *qkv = tr_linear(g, h, PG(qkv_w), PG(qkv_b));
-        tr_tensor *a = tr_attention_qkv(g, qkv, m->n_head, m->lm);
+        tr_tensor *a = tr_attention_qkv_masked(g, qkv, mask, m->n_head, m->lm);
         a = tr_dropout(g, tr_linear(g, a, PG(proj_w), PG(proj_b)), m->dropout);
         x = tr_add(g, x, a);
         h = tr_layer_norm(g, x, PG(ln2_w), PG(ln2_b), 1e-5);
@@ -220,11 +227,16 @@ static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
         tr_tensor *w = m->tied ? wte : tr_params_get(P, m->head_w);
         out->logits = tr_linear(g, x, w, NULL);
         if (b->y) {
+            if (tr_tensor_numel(b->y) != B * T)
+                return tr_error_set(TR_ERR_INVALID, "transformer: %lld next-token targets for a batch of %lld x %lld "
+                                                    "token ids (targets must be as long as the batch's ids)",
+                                    (long long)tr_tensor_numel(b->y), (long long)B, (long long)T);
             tr_tensor *y = tr_reshape(g, b->y, 1, (int64_t[]){B * T});
-            out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, -100, 0.0);
+            out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, TR_PAD_ID, 0.0);
         }
     } else if (m->pairs) {
-        tr_tensor *e = m->pool_mean ? tr_mean_dim(g, x, 1) : tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (int64_t[]){2 * B, C});
+        tr_tensor *e = m->pool_mean ? tr_mean_masked(g, x, mask)
+                                    : tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (int64_t[]){2 * B, C});
         e = tr_reshape(g, e, 3, (int64_t[]){B, 2, C});
         tr_tensor *q = tr_reshape(g, tr_slice(g, e, 1, 0, 1), 2, (int64_t[]){B, C});
         tr_tensor *p = tr_reshape(g, tr_slice(g, e, 1, 1, 1), 2, (int64_t[]){B, C});
@@ -234,7 +246,7 @@ static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
         if (b->y) out->loss = tr_mse(g, score, tr_reshape(g, b->y, 1, (int64_t[]){B}), b->normaliser);
     } else {
         tr_tensor *e = m->pool_mean
-                           ? tr_mean_dim(g, x, 1)
+                           ? tr_mean_masked(g, x, mask)
                            : tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (int64_t[]){B, C});
         out->embedding = e;
         out->logits = tr_linear(g, e, tr_params_get(P, m->head_w), tr_params_get(P, m->head_b));

@@ -27,6 +27,39 @@ def _attention(q, k, v, n_head, causal):
     return y.transpose(1, 2).reshape(B, T, C)
 
 
+def _attention_masked(q, k, v, mask, n_head, causal):
+    """_attention with a key padding mask (B, S), nonzero = attended (Hugging Face's
+    attention_mask), composed with the causal mask. A query that sees no key gets zeros and no
+    gradient: its scores are set to 0 before the softmax (no NaN) and its probabilities
+    multiplied by the (all false) mask row."""
+    B, T, C = q.shape
+    S = k.shape[1]
+    D = C // n_head
+    qh = q.reshape(B, T, n_head, D).transpose(1, 2)
+    kh = k.reshape(B, S, n_head, D).transpose(1, 2)
+    vh = v.reshape(B, S, n_head, D).transpose(1, 2)
+    scores = qh @ kh.transpose(-2, -1) / math.sqrt(D)
+    keep = (mask != 0).reshape(B, 1, 1, S).expand(B, n_head, T, S)
+    if causal:
+        keep = keep & torch.ones(T, S, dtype=torch.bool).tril()
+    seen = keep.any(-1, keepdim=True)
+    scores = scores.masked_fill(~keep, float("-inf")).masked_fill(~seen, 0.0)
+    att = torch.softmax(scores, dim=-1) * keep
+    y = att @ vh
+    return y.transpose(1, 2).reshape(B, T, C)
+
+
+def _pad_mask(B, S, lengths, left):
+    """(B, S) int32: 1 on the first (or, left, the last) lengths[b] positions of each row."""
+    m = torch.zeros(B, S, dtype=torch.int32)
+    for b, n in enumerate(lengths):
+        if left:
+            m[b, S - n:] = 1
+        else:
+            m[b, :n] = 1
+    return m
+
+
 def cases():
     g = torch.Generator().manual_seed(0)
 
@@ -79,6 +112,46 @@ def cases():
     ]:
         yield name, _fwd_bwd(lambda qkv: _attention(*qkv.chunk(3, dim=-1), nh, causal),
                              dict(qkv=rnd(B, T, 3 * C)), 5)
+
+    # padding: id -1 is a zero row with no gradient (torch: the rows of the clamped ids times
+    # the padding mask, so the gradient of a padded position reaches no row)
+    pids = torch.tensor([[2, 0, 5, -1, -1], [-1, -1, 6, 2, 0], [-1, -1, -1, -1, -1]], dtype=torch.int32)
+    yield "embedding_padding", _fwd_bwd(
+        lambda ids, table: torch.nn.functional.embedding(ids.long().clamp(min=0), table)
+        * (ids >= 0).unsqueeze(-1).to(table.dtype),
+        dict(ids=pids, table=rnd(7, 6)), 19)
+
+    # key padding masks: right and left padding, a fully padded sample, causal + padding,
+    # cross attention (T != S); (name, B, T, S, C, n_head, causal, lengths, left)
+    for name, B, T, S, C, nh, causal, lengths, left in [
+        ("attention_masked_right", 3, 6, 6, 16, 4, 0, [6, 4, 1], False),
+        ("attention_masked_left", 3, 6, 6, 16, 4, 0, [6, 4, 1], True),
+        ("attention_masked_empty", 3, 5, 5, 8, 2, 0, [5, 0, 3], False),
+        ("attention_masked_causal_right", 3, 6, 6, 16, 2, 1, [6, 3, 0], False),
+        ("attention_masked_causal_left", 3, 6, 6, 16, 2, 1, [6, 3, 2], True),
+        ("attention_masked_cross", 2, 4, 7, 8, 1, 0, [5, 2], False),
+        ("attention_masked_cross_causal", 2, 7, 4, 8, 2, 1, [3, 2], True),
+        # long rows (the OpenMP paths, as attention_long_causal)
+        ("attention_masked_long_causal", 2, 160, 160, 32, 2, 1, [160, 97], False),
+    ]:
+        yield name, _fwd_bwd(lambda q, k, v, mask: _attention_masked(q, k, v, mask, nh, causal),
+                             dict(q=rnd(B, T, C), k=rnd(B, S, C), v=rnd(B, S, C),
+                                  mask=_pad_mask(B, S, lengths, left)), 20)
+    for name, B, T, C, nh, causal, lengths, left in [
+        ("attention_qkv_masked_right", 3, 6, 16, 4, 0, [6, 4, 1], False),
+        ("attention_qkv_masked_causal_left", 3, 7, 8, 2, 1, [7, 5, 0], True),
+    ]:
+        yield name, _fwd_bwd(lambda qkv, mask: _attention_masked(*qkv.chunk(3, dim=-1), mask, nh, causal),
+                             dict(qkv=rnd(B, T, 3 * C), mask=_pad_mask(B, T, lengths, left)), 21)
+
+    # mean pooling over the real positions (sentence-transformers): sum(x mask) / max(n, 1e-9)
+    def mean_pool(x, mask):
+        m = mask.unsqueeze(-1).to(x.dtype)
+        return (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
+    yield "mean_masked", _fwd_bwd(mean_pool, dict(x=rnd(4, 6, 5),
+                                                   mask=_pad_mask(4, 6, [6, 3, 0, 2], False)), 22)
+    lm = _pad_mask(2, 5, [4, 1], True)
+    yield "mean_masked_left", _fwd_bwd(mean_pool, dict(x=rnd(2, 5, 3), mask=lm), 23)
 
     # reshape (a view in C) composed with a copy op, so the gradient passes through the view
     yield "reshape_transpose", _fwd_bwd(lambda x: x.reshape(2, -1, 3).transpose(0, 2),
