@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`trainer tokenize` against Hugging Face `tokenizers` (the oracle), line for line.
 
-  tokenizer_oracle.py TRAINER [--random N] [--seed S] [--only NAME,...] [--sets SET,...] [--keep DIR]
+  tokenizer_oracle.py TRAINER [--random N] [--seed S] [--only NAME,...] [--shard K/N] [--sets SET,...] [--keep DIR]
 
 For each test tokenizer (tools/oracle/build_tokenizers.py: the real all-MiniLM-L6-v2, a cased
 BERT WordPiece, two WordPiece pipelines of generic components, four BPE files (GPT-2, RoBERTa,
@@ -37,11 +37,11 @@ SHOW = 3  # mismatches printed per check
 
 
 def parse_args(argv):
-    a = {"trainer": None, "random": 100000, "seed": 45, "only": None, "sets": None, "keep": None}
+    a = {"trainer": None, "random": 100000, "seed": 45, "only": None, "shard": None, "sets": None, "keep": None}
     i = 0
     while i < len(argv):
         k = argv[i]
-        if k in ("--random", "--seed", "--only", "--sets", "--keep") and i + 1 < len(argv):
+        if k in ("--random", "--seed", "--only", "--shard", "--sets", "--keep") and i + 1 < len(argv):
             v = argv[i + 1]
             a[k[2:]] = int(v) if k in ("--random", "--seed") else v
             i += 2
@@ -159,9 +159,10 @@ def cached_random_lines(n, seed):
     path = os.path.join(oracle_venv.cache_root(), "random", f"{n}-{seed}-{src}.txt")
     if not os.path.exists(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path + ".tmp", "wb") as f:
+        tmp = f"{path}.{os.getpid()}.tmp"  # the shards may write it at once: each its own file
+        with open(tmp, "wb") as f:
             f.write(b"".join(ln.encode("utf-8") + b"\n" for ln in random_lines(n, seed)))
-        os.replace(path + ".tmp", path)
+        os.replace(tmp, path)
     return read_lines(path)
 
 
@@ -326,9 +327,10 @@ def expectations(tok, path, set_name, lines):
         keep = [i for i, e in enumerate(te) if not isinstance(e, Exception)]
         ex["trunc-" + strat] = (keep, [ids_line(te[i]) for i in keep])
     os.makedirs(os.path.dirname(cache), exist_ok=True)
-    with open(cache + ".tmp", "wb") as f:
+    tmp = f"{cache}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
         pickle.dump(ex, f, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(cache + ".tmp", cache)
+    os.replace(tmp, cache)
     return ex
 
 
@@ -396,7 +398,13 @@ def inner(args):
         skip(str(e))
     if args["only"]:
         names = args["only"].split(",")
+        unknown = [n for n in names if n not in {m["name"] for m in manifest}]
+        if unknown:
+            raise oracle_venv.Failed(f"--only: no test tokenizer named {', '.join(unknown)}")
         manifest = [m for m in manifest if m["name"] in names]
+    if args["shard"]:  # K/N: the tokenizers whose position in the manifest is K-1 modulo N
+        k, n = (int(x) for x in args["shard"].split("/"))
+        manifest = [m for i, m in enumerate(manifest) if i % n == k - 1]
     prune_expectations()
     import tokenizers
     print(f"oracle: tokenizers {tokenizers.__version__}; random set: {args['random']} strings, seed {args['seed']}")

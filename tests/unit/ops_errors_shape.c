@@ -49,10 +49,11 @@ static void test_embedding(void) {
     static const int32_t bad[6] = {0, 1, 4, 3, 5, 2};
     memcpy(ids->data, bad, sizeof bad);
     EXPECT_ERROR(tr_embedding(g, ids, table), "embedding", "id 5", "(1, 1)", "[0, 5)");
+    /* -1 is padding (a zero row); any other negative id is out of range. */
     ids = I32(4);
-    static const int32_t neg[4] = {0, -1, 0, 0};
+    static const int32_t neg[4] = {0, -1, -2, 0};
     memcpy(ids->data, neg, sizeof neg);
-    EXPECT_ERROR(tr_embedding(g, ids, F32(5, 4)), "id -1", "(1)");
+    EXPECT_ERROR(tr_embedding(g, ids, F32(5, 4)), "id -2", "(2)");
 }
 
 static void test_attention(void) {

@@ -85,8 +85,9 @@ def c_rate(binary, path, corpus, reps):
 def inner(args):
     import tokenizers
     import tokenizer_oracle
+    # The oracle test's own files (the same inputs, so the same cache entry).
     manifest = tokenizer_oracle.build_tokenizers([os.path.join(ROOT, "tools", "oracle", "build_tokenizers.py"),
-                                                  SHAKESPEARE, STRESS])
+                                                  oracle_venv.REQUIREMENTS, oracle_venv.ASSETS, STRESS, SHAKESPEARE])
     cpu = args["cpu"] if args["cpu"] is not None else max(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})  # both sides, one after the other, on this core
     binary = os.path.join(args["build"], "bin", "bench_tokenizer")
