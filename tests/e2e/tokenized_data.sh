@@ -48,6 +48,9 @@ cfg c.yaml csv "path: small.jsonl, $tok, label_column: sentiment"
 expect missing_key "small.jsonl:1: no key 'sentiment' \(the label column; the keys: 'text', 'label', 'id'\)" "$bin" run c.yaml
 cfg c.yaml csv "path: small.csv, $tok, classes: '[positive, neutral]'"
 expect label_outside_classes "small.csv:4: column 'label': label 'negative' is not one of the 2 classes \(data.params classes\)" "$bin" run c.yaml
+printf 'text,label\nfine,0\nbad,1\nodd,2000000000\n' >huge_label.csv
+cfg c.yaml csv "path: huge_label.csv, $tok"
+expect huge_inferred_class "huge_label.csv:4: label 2000000000 would make 2000000001 classes \(more than 16777216\)" "$bin" run c.yaml
 cfg c.yaml csv "path: small.csv, tokenizer: nope/tokenizer.json"
 expect tokenizer_missing "csv: tokenizer '.*/nope/tokenizer.json' \(data.params.tokenizer\): .*nope" "$bin" run c.yaml
 printf '{"model": {"type": "WordPiece", "vocab": {"a": 0' >broken.json

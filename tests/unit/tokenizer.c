@@ -561,6 +561,16 @@ static void refusals(void) {
         tr_tokenizer_free(m);
     }
 
+    /* Sparse ids: an added token far past the vocabulary; the id bound covers it. */
+    tr_tokenizer *sp = load("{\"added_tokens\": [{\"id\": 5000, \"content\": \"<x>\", \"special\": true}],"
+                            " \"post_processor\": {\"type\": \"BertProcessing\", \"sep\": [\"<x>\", 5000], \"cls\": [\"[CLS]\", 7000]},"
+                            " \"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 0, \"a\": 1, \"b\": 2}}}");
+    if (sp) {
+        CHECK(tr_tokenizer_vocab_size(sp) == 4 && tr_tokenizer_id_bound(sp) == 7001, "id bound: size %zu, bound %zu",
+              tr_tokenizer_vocab_size(sp), tr_tokenizer_id_bound(sp));
+        tr_tokenizer_free(sp);
+    }
+
     /* An added token the normalizer empties matches nothing here and must not stall
      * (tokenizers 0.23.3 gives [UNK] [UNK] for this text: its empty pattern splits it). */
     tr_tokenizer *z = load("{\"added_tokens\": [{\"id\": 1, \"content\": \"\\u200b\", \"normalized\": true}],"

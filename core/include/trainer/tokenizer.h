@@ -122,6 +122,11 @@ tr_status tr_tokenizer_id_to_token(const tr_tokenizer *tok, int32_t id, const ch
 /* The number of ids: the model's vocabulary with the added tokens. */
 size_t tr_tokenizer_vocab_size(const tr_tokenizer *tok);
 
+/* One more than the largest id encoding can give: the model's vocabulary, the added tokens,
+ * the post-processor's special tokens and the padding id (an embedding table needs this many
+ * rows; it exceeds tr_tokenizer_vocab_size when ids are sparse). */
+size_t tr_tokenizer_id_bound(const tr_tokenizer *tok);
+
 /* The special tokens the file declares (added tokens marked special), i in [0, count). */
 size_t tr_tokenizer_special_count(const tr_tokenizer *tok);
 tr_status tr_tokenizer_special(const tr_tokenizer *tok, size_t i, const char **token, int32_t *id);

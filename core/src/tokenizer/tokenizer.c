@@ -387,6 +387,37 @@ size_t tr_tokenizer_vocab_size(const tr_tokenizer *t) {
     return n;
 }
 
+/* One more than the largest id a post-processor adds. */
+static size_t post_bound(const tok_post *p) {
+    if (!p) return 0;
+    size_t b = 0;
+    if (p->kind == TOK_POST_BERT || p->kind == TOK_POST_ROBERTA) {
+        b = (size_t)p->cls_id + 1;
+        if ((size_t)p->sep_id + 1 > b) b = (size_t)p->sep_id + 1;
+    }
+    for (int pair = 0; pair < 2; pair++) {
+        const tok_tpl_piece *t = pair ? p->pair : p->single;
+        size_t n = pair ? p->npair : p->nsingle;
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < t[i].nids; k++)
+                if ((size_t)t[i].ids[k] + 1 > b) b = (size_t)t[i].ids[k] + 1;
+    }
+    for (size_t i = 0; i < p->nkids; i++) {
+        size_t k = post_bound(&p->kids[i]);
+        if (k > b) b = k;
+    }
+    return b;
+}
+
+size_t tr_tokenizer_id_bound(const tr_tokenizer *t) {
+    size_t b = t->model.vocab.n, k = post_bound(t->post);
+    if (k > b) b = k;
+    for (size_t i = 0; i < t->nadded; i++)
+        if ((size_t)t->added[i].id + 1 > b) b = (size_t)t->added[i].id + 1;
+    if (t->pad.strategy != TR_PAD_NONE && (size_t)t->pad.pad_id + 1 > b) b = (size_t)t->pad.pad_id + 1;
+    return b;
+}
+
 size_t tr_tokenizer_special_count(const tr_tokenizer *t) {
     size_t n = 0;
     for (size_t i = 0; i < t->nadded; i++) n += t->added[i].special != 0;

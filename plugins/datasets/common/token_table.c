@@ -25,6 +25,8 @@
 #define CHUNK 256       /* texts per encode_batch call */
 #define MAX_THREADS 8
 #define DEFAULT_MAX_LENGTH 512
+#define MAX_CLASSES (1 << 24) /* the classes option's bound */
+#define MAX_LENGTH (1 << 20) /* tokens per sample, as the max_length option's bound */
 
 enum { COL_TEXT, COL_PAIR, COL_LABEL, N_COLS };
 
@@ -472,7 +474,7 @@ static tr_status own_names(tt_data *d, char **names, int64_t n) {
 
 /* The classes: declared (a count or names), or inferred from the class file's labels: its
  * integers (n_classes = the largest + 1), else its distinct names in sorted order. */
-static tr_status settle_classes(tt_data *d, const tt_config *c, const rows *cr) {
+static tr_status settle_classes(tt_data *d, const tt_config *c, const rows *cr, const char *cr_path) {
     const char *decl = c->classes;
     while (*decl == ' ') decl++;
     if (*decl) {
@@ -480,8 +482,8 @@ static tr_status settle_classes(tt_data *d, const tt_config *c, const rows *cr) 
         errno = 0;
         long long n = strtoll(decl, &end, 10);
         if (end != decl && !*end) {
-            if (n < 1 || n > (1 << 24) || errno)
-                return tr_error_set(TR_ERR_INVALID, "%s: classes: a count from 1 to %d, got '%s'", c->plugin, 1 << 24, decl);
+            if (n < 1 || n > MAX_CLASSES || errno)
+                return tr_error_set(TR_ERR_INVALID, "%s: classes: a count from 1 to %d, got '%s'", c->plugin, MAX_CLASSES, decl);
             d->n_classes = n;
             return TR_OK;
         }
@@ -508,11 +510,15 @@ static tr_status settle_classes(tt_data *d, const tt_config *c, const rows *cr) 
         return st;
     }
     int all_int = 1;
-    int64_t max = -1, v;
+    int64_t max = -1, v, at = 0;
     for (int64_t i = 0; i < cr->n && all_int; i++) {
-        if (int_label(cell(cr, i, COL_LABEL), &v)) max = v > max ? v : max;
-        else all_int = 0;
+        if (!int_label(cell(cr, i, COL_LABEL), &v)) all_int = 0;
+        else if (v > max) max = v, at = i;
     }
+    if (all_int && max >= MAX_CLASSES)
+        return tr_error_set(TR_ERR_INVALID, "%s:%lld: label %lld would make %lld classes (more than %d): "
+                            "give the classes (a count or a list) if that is meant", cr_path,
+                            (long long)cr->line[at], (long long)max, (long long)max + 1, MAX_CLASSES);
     if (all_int) {
         d->n_classes = max + 1;
         return TR_OK;
@@ -624,6 +630,9 @@ static void *job_run(void *arg) {
             }
             tr_status st = tr_tokenizer_encode_batch(j->tok, (size_t)n, texts, tl, pair && j->seqs == 1 ? pairs : NULL, pl, 1, enc[s]);
             if (st != TR_OK) { /* find the row, for its line */
+                tr_status batch_st = st;
+                char batch_msg[512];
+                snprintf(batch_msg, sizeof batch_msg, "%s", tr_error_msg());
                 for (int64_t i = 0; i < n; i++) {
                     tr_encoding e;
                     st = tr_tokenizer_encode(j->tok, texts[i], tl[i], pairs[i], pl[i], 1, &e);
@@ -633,7 +642,10 @@ static void *job_run(void *arg) {
                     }
                     tr_encoding_free(&e);
                 }
-                if (j->st == TR_OK) job_fail(j, st, -1, 0);
+                if (j->st == TR_OK) { /* no row alone fails: the batch's error */
+                    j->st = batch_st;
+                    snprintf(j->msg, sizeof j->msg, "%s: %s", j->path, batch_msg);
+                }
                 break;
             }
             done++;
@@ -671,6 +683,12 @@ static tr_status open_tokenizer(tr_tokenizer **tok, const tt_config *c, int64_t 
     }
     tr_truncation t;
     tr_tokenizer_truncation(*tok, &t);
+    if (!c->max_length && t.enabled && t.max_length > MAX_LENGTH) {
+        tr_tokenizer_free(*tok);
+        *tok = NULL;
+        return tr_error_set(TR_ERR_INVALID, "%s: tokenizer '%s' truncates to %zu tokens, more than the %d a sample may hold: "
+                            "set data.params.max_length", c->plugin, c->tokenizer_given, t.max_length, MAX_LENGTH);
+    }
     int64_t L = c->max_length ? c->max_length : t.enabled && t.max_length ? (int64_t)t.max_length : DEFAULT_MAX_LENGTH;
     *max_length = L;
     *truncate = strcmp(c->truncation, "false") != 0;
@@ -698,9 +716,9 @@ static tr_status open_tokenizer(tr_tokenizer **tok, const tt_config *c, int64_t 
 
 static tr_status encode(tt_data *d, const tt_config *c, const char *path, const rows *r, int64_t lo, int64_t hi) {
     tr_tokenizer *tok = NULL;
-    int truncate;
+    int truncate = 1;
     TR_CHECK(open_tokenizer(&tok, c, &d->max_length, &truncate));
-    d->vocab = (int64_t)tr_tokenizer_vocab_size(tok);
+    d->vocab = (int64_t)tr_tokenizer_id_bound(tok); /* sparse added or special ids included */
     int64_t n = hi - lo;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = (int)((n + 4 * CHUNK - 1) / (4 * CHUNK)); /* a thread for at least 4 chunks */
@@ -760,11 +778,13 @@ tr_status tt_load(tt_data *d, const tt_config *c, const char *path, const char *
     rows r = {0}, cr = {0};
     tr_status st = read_rows(path, c, &r);
     const rows *classes_from = &r;
+    const char *classes_path = path;
     if (st == TR_OK && !c->regress && !c->classes[0] && class_path && strcmp(class_path, path) != 0) {
         st = read_rows(class_path, c, &cr);
         classes_from = &cr;
+        classes_path = class_path;
     }
-    if (st == TR_OK && !c->regress) st = settle_classes(d, c, classes_from);
+    if (st == TR_OK && !c->regress) st = settle_classes(d, c, classes_from, classes_path);
     if (st == TR_OK && !c->regress && d->n_classes < 1)
         st = tr_error_set(TR_ERR_INVALID, "%s: no classes", path);
     int64_t nval = whole ? 0 : (int64_t)floor((double)r.n * env->val_fraction), lo = 0, hi = r.n - nval;
