@@ -412,18 +412,18 @@ static tr_status read_rows(const char *path, const tt_config *c, rows *out) {
     char *p = buf;
     if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3, len -= 3; /* a BOM */
     wanted wt = {{c->text_col, c->pair_col && c->pair_col[0] ? c->pair_col : NULL, c->label_col}};
-    char delim = c->delimiter;
-    if (!delim) delim = ext_is(path, ".jsonl") || ext_is(path, ".json") || ext_is(path, ".ndjson") ? 'j'
-                       : ext_is(path, ".tsv") || ext_is(path, ".tab") ? '\t' : ',';
-    if (c->format == 'j') delim = 'j';
-    else if (c->format == 't') delim = '\t';
-    else if (c->format == 'c') delim = c->delimiter && c->delimiter != 'j' ? c->delimiter : ',';
+    /* JSON Lines by the format, else by the extension when no delimiter is given. */
+    int jsonl = c->format == 'j' || (!c->format && !c->delimiter &&
+                                     (ext_is(path, ".jsonl") || ext_is(path, ".json") || ext_is(path, ".ndjson")));
+    char delim = c->delimiter ? c->delimiter : ext_is(path, ".tsv") || ext_is(path, ".tab") ? '\t' : ',';
+    if (c->format == 't') delim = '\t';
+    else if (c->format == 'c') delim = c->delimiter ? c->delimiter : ',';
     /* the text plugin's lines unless the format or the extension says JSON Lines or CSV (a
      * .tsv file there is label<TAB>text lines, as without a tokenizer) */
-    int lines = c->lines && !c->format && delim != 'j' && !ext_is(path, ".csv");
+    int lines = c->lines && !c->format && !jsonl && !ext_is(path, ".csv");
     if (st == TR_OK) {
         if (lines) st = read_lines(path, p, c, &wt, out);
-        else if (delim == 'j') st = read_jsonl(path, p, len, &wt, out);
+        else if (jsonl) st = read_jsonl(path, p, len, &wt, out);
         else st = read_csv(path, p, len, c, delim, &wt, out);
     }
     tr_free(buf);
