@@ -1,7 +1,7 @@
 /* The transformer model plugin on padded batches (ops.h's TR_PAD_ID): the same samples padded
  * with ids -1 to T = 16 and to T = 40 (a batch shorter than the dataset's T, as `padding:
  * longest` gives) give the same loss, logits, pooled embeddings and parameter gradients to
- * 1e-5, in modes classify (pool mean and cls), pairs and lm (targets -1 at padding, the
+ * 1e-5, in modes classify (pool mean and cls), pairs and lm (targets -100 at padding, the
  * normaliser counting the real targets); a fully padded sample stays finite. Then the same
  * on a device (the test device fake_gpu, whose kernels are the CPU's): the T = 40 batch
  * against the CPU's. With argument `old`: fake_gpu as a plugin built for ABI 0.8 refuses
@@ -199,11 +199,11 @@ static void test_modes(const tr_plugin *p, tr_accel *dev) {
         if (!make(&m, p, kv, n, &d)) continue;
         ids_of(xs, rows, TL, mode), ids_of(xl, rows, TS, mode);
         double normaliser = B;
-        if (lm) { /* next tokens, -1 at padding and after each sample's last token */
+        if (lm) { /* next tokens, -100 (ignored, as Hugging Face's labels) at padding and after each sample's last token */
             int real = 0;
             for (int r = 0; r < B; r++) {
-                for (int t = 0; t < TL; t++) ys[r * TL + t] = t + 1 < len[r] ? xs[r * TL + t + 1] : -1;
-                for (int t = 0; t < TS; t++) yl[r * TS + t] = t + 1 < len[r] ? xl[r * TS + t + 1] : -1;
+                for (int t = 0; t < TL; t++) ys[r * TL + t] = t + 1 < len[r] ? xs[r * TL + t + 1] : -100;
+                for (int t = 0; t < TS; t++) yl[r * TS + t] = t + 1 < len[r] ? xl[r * TS + t + 1] : -100;
                 real += len[r] > 1 ? len[r] - 1 : 0;
             }
             normaliser = real;

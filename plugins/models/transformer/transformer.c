@@ -14,9 +14,9 @@
  * Padding (ops.h's TR_PAD_ID): a token id -1 is padding, left or right. Its embedding is 0,
  * no key at a padded position is attended to (tr_padding_mask, tr_attention_qkv_masked), pool
  * mean averages the real positions only (tr_mean_masked; cls takes position 0), and lm
- * ignores targets -1: results at the real positions do not depend on how much padding a
+ * ignores targets -100 (Hugging Face's labels at padding): results at the real positions do not depend on how much padding a
  * sample has, and a batch may be shorter than the dataset's T (padding: longest; positions
- * are wpe's first T rows). The loss is cross-entropy (lm ignores targets -1, classify -100)
+ * are wpe's first T rows). The loss is cross-entropy (targets -100 ignored, as in torch)
  * divided by the batch's normaliser (the core passes global batch * T for LMs, padded
  * positions included: a normaliser of real tokens is the caller's). Parameter names follow a GPT-2
  * layout: wte.weight, wpe.weight, h.<i>.ln1.weight, h.<i>.attn.qkv.weight, ..., lnf.weight,
@@ -232,7 +232,7 @@ static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
                                                     "token ids (targets must be as long as the batch's ids)",
                                     (long long)tr_tensor_numel(b->y), (long long)B, (long long)T);
             tr_tensor *y = tr_reshape(g, b->y, 1, (int64_t[]){B * T});
-            out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, TR_PAD_ID, 0.0);
+            out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, -100, 0.0);
         }
     } else if (m->pairs) {
         tr_tensor *e = m->pool_mean ? tr_mean_masked(g, x, mask)
