@@ -78,7 +78,7 @@ static int rows_set(rows *r, int c, const char *s, size_t n) {
         r->str = g;
         r->str_cap = cap;
     }
-    memcpy(r->str + r->str_n, s, n);
+    if (n) memcpy(r->str + r->str_n, s, n);
     r->str[r->str_n + n] = '\0';
     r->at[r->n - 1][c] = r->str_n;
     r->len[r->n - 1][c] = n;
@@ -595,7 +595,7 @@ static int job_push(job *j, const int32_t *ids, size_t n) {
         j->ids = g;
         j->cap = cap;
     }
-    memcpy(j->ids + j->n_ids, ids, n * sizeof *ids);
+    if (n) memcpy(j->ids + j->n_ids, ids, n * sizeof *ids);
     j->n_ids += n;
     return 0;
 }
@@ -753,7 +753,7 @@ static tr_status encode(tt_data *d, const tt_config *c, const char *path, const 
     }
     int64_t k = 0, at = 0;
     for (int t = 0; st == TR_OK && t < nt; t++) {
-        memcpy(d->ids + at, jobs[t].ids, jobs[t].n_ids * sizeof *d->ids);
+        if (jobs[t].n_ids) memcpy(d->ids + at, jobs[t].ids, jobs[t].n_ids * sizeof *d->ids);
         for (int64_t i = 0; i < (jobs[t].hi - jobs[t].lo) * d->seqs; i++) {
             d->off[k++] = at;
             at += jobs[t].lens[i];
