@@ -84,7 +84,7 @@ static void test_embedding(void) {
     int32_t ids[NT];
     for (int i = 0; i < NT; i++) ids[i] = (int32_t)((i * 7 + i / 13) % V);
     ids[NT - 1] = V - 1;
-    float *table, *dy, *dt, *out; /* rand_dev allocates each host copy */
+    float *table, *dy, *dt, *out = calloc(NT * C, F);
     void *gtable = rand_dev(&table, V * C, -1, 1), *gdy = rand_dev(&dy, NT * C, -1, 1);
     void *gdt = rand_dev(&dt, V * C, -1, 1), *gids = dc_dev(ids, sizeof ids), *gout = dc_zeros(NT * C * F);
     dc_cpu->embedding_forward(out, ids, table, NT, C), dc_gpu->embedding_forward(gout, gids, gtable, NT, C);
