@@ -8,7 +8,7 @@ made here (Python's standard library only: no torch, no PyPI).
   sharded with model.safetensors.index.json, and the legacy form (`bert.` prefix,
   LayerNorm.gamma/.beta, cls.* and position_ids, which are listed once as not used).
 - Each refusal, with its message: a missing tensor, an unexpected one, a shape mismatch (both
-  shapes), pytorch_model.bin only (the conversion command), model_type gpt2 and roberta,
+  shapes), pytorch_model.bin only (the conversion command), model_type gpt2 and distilbert,
   position_embedding_type relative_key, is_decoder, hidden_act swish.
 - Pooling and normalize options: normalize gives unit rows; cls, mean and pooler differ.
 - task classify trains (`trainer run`, a few steps on tests/data/tokdata/reviews.csv), logs the
@@ -218,7 +218,7 @@ def main(trainer):
     check(rc != 0 and "pytorch_model.bin only" in out and "python3 -c" in out and "save_file" in out,
           "refused: pytorch_model.bin only, with the conversion command")
     refused("gpt2", ["model_type 'gpt2'"], w=w, cfg=config(model_type="gpt2"))
-    refused("roberta", ["model_type 'roberta' is not supported yet"], w=w, cfg=config(model_type="roberta"))
+    refused("distilbert", ["model_type 'distilbert'"], w=w, cfg=config(model_type="distilbert"))
     refused("relative", ["position_embedding_type 'relative_key'"], w=w,
             cfg=config(position_embedding_type="relative_key"))
     refused("decoder", ["is_decoder"], w=w, cfg=config(is_decoder=True))

@@ -11,6 +11,8 @@ truncation, and every line of tests/data/tokenizer_stress.txt), in padded batche
 CPU) on the same batches: max abs difference <= 1e-5. Then the hidden states of every layer
 (TR_HF_ENCODER_DUMP) of a few texts at their real positions, texts "a [SEP] b" among them,
 which the oracle encodes as the pair (a, b) with token types 0 then 1 (the plugin's rule).
+And a tiny random XLM-R (saved as XLMRobertaForMaskedLM: roberta. prefix, lm_head.*): every
+hidden state of padded texts of mixed lengths (positions from pad_token_id + 1).
 Exit 0 pass, 1 fail, 77 (skip): no PyPI, no torch, no ../shared/data.
 """
 import os
@@ -196,8 +198,83 @@ def inner(argv):
         ok &= good
         print(f"{'ok  ' if good else 'FAIL'} hidden state {i} ({'embeddings' if i == 0 else f'layer {i}'}), "
               f"{int(real.sum())} real positions: max abs {err:.3g}")
+    ok &= xlmr(trainer, d)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+def xlmr(trainer, d):
+    """A tiny random XLM-R (gelu_new, initializer_range 0.2 so that layers differ), saved as
+    transformers saves XLMRobertaForMaskedLM (roberta. prefix, lm_head.*), the tiny WordPiece
+    tokenizer's ids: every hidden state at the real positions of texts of mixed lengths."""
+    import numpy as np
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM, XLMRobertaModel
+
+    tokfile = os.path.join(ROOT, "tests", "data", "tokdata", "tokenizer.json")
+    folder = os.path.join(d, "tiny_xlmr")
+    torch.manual_seed(0)
+    cfg = XLMRobertaConfig(vocab_size=149, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=64, max_position_embeddings=40, type_vocab_size=1, pad_token_id=0,
+                           hidden_act="gelu_new", initializer_range=0.2, layer_norm_eps=1e-5)
+    XLMRobertaForMaskedLM(cfg).save_pretrained(folder, safe_serialization=True)
+    hf = XLMRobertaModel.from_pretrained(folder).eval()
+    few = ["the movie was great", "terrible plot and bad acting, I did not like it at all", "", "fine",
+           "a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h"]
+    inp = os.path.join(d, "xlmr.txt")
+    with open(inp, "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in few))
+    cfgfile = os.path.join(d, "xlmr.yaml")
+    with open(cfgfile, "w") as f:
+        f.write(f"""run:
+  name: xlmr
+  output_dir: {d}/runs
+model:
+  name: hf_encoder
+  params:
+    pretrained: {folder}
+    pooling: cls
+    normalize: "false"
+data:
+  name: text
+  params:
+    path: {inp}
+    mode: classify
+    tokenizer: {tokfile}
+    max_length: 32
+  batch_size: 8
+trainer:
+  strategy: cpu
+""")
+    dump = os.path.join(d, "hidden_xlmr")
+    os.makedirs(dump, exist_ok=True)
+    embed(trainer, cfgfile, inp, os.path.join(d, "xlmr.npy"), dict(os.environ, TR_HF_ENCODER_DUMP=dump))
+    tok = Tokenizer.from_file(tokfile)
+    tok.enable_truncation(32)
+    enc = [tok.encode(t).ids for t in few]
+    T = max(len(e) for e in enc)
+    ids = torch.zeros(len(few), T, dtype=torch.long)  # pad_token_id 0
+    mask = torch.zeros(len(few), T, dtype=torch.long)
+    for i, e in enumerate(enc):
+        ids[i, :len(e)] = torch.tensor(e)
+        mask[i, :len(e)] = 1
+    with torch.no_grad():
+        hs = hf(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    real = mask.numpy().astype(bool)
+    ok = True
+    for i, h in enumerate(hs):
+        got = np.load(os.path.join(dump, f"hidden_{i}.npy"))
+        if got.shape != tuple(h.shape):
+            print(f"FAIL xlm-r hidden state {i}: shape {got.shape}, oracle {tuple(h.shape)}")
+            ok = False
+            continue
+        err = float(np.abs(got[real] - h.numpy()[real]).max())
+        good = err <= TOL
+        ok &= good
+        print(f"{'ok  ' if good else 'FAIL'} xlm-r hidden state {i}, {int(real.sum())} real positions of "
+              f"{real.shape[0]}x{real.shape[1]}: max abs {err:.3g} (|h| max {float(h.abs().max()):.3g})")
+    return ok
 
 
 if __name__ == "__main__":

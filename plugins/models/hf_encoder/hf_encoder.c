@@ -10,7 +10,9 @@
  *   classify: logits = classifier(drop(pooler)), BertForSequenceClassification's head
  * Parameter names are Hugging Face's (embeddings.word_embeddings.weight, encoder.layer.0...),
  * so checkpoints map back. hf_load.c reads and checks the files; docs/hf_encoder.md has the
- * rules (what loads, what is refused, token types). Limits: model_type bert only; no dropout
+ * rules (what loads, what is refused, token types). RoBERTa and XLM-R (model_type roberta,
+ * xlm-roberta): positions count from pad_token_id + 1 over the real tokens, the head is
+ * RobertaClassificationHead (dense, tanh, out_proj on the <s> token). Limits: no dropout
  * on the attention probabilities (the core's attention has none); token types come from the
  * ids on the CPU only (on a device every position is type 0). */
 #include <math.h>
@@ -78,10 +80,11 @@ static tr_status hf_create(void **ctx, const tr_options *o, const tr_data_spec *
         st = tr_error_set(TR_ERR_INVALID, "hf_encoder: the dataset's vocabulary %lld is larger than %s's vocab_size "
                                           "%lld (a tokenizer of another model?)",
                           (long long)d->vocab, m->dir, (long long)m->V);
-    if (st == TR_OK && d->x_shape[0] > m->S)
-        st = tr_error_set(TR_ERR_INVALID, "hf_encoder: the dataset's sequences of %lld tokens are longer than %s's "
-                                          "max_position_embeddings %lld (set data.params.max_length)",
-                          (long long)d->x_shape[0], m->dir, (long long)m->S);
+    int64_t n_pos = m->roberta ? m->S - m->pad_id - 1 : m->S; /* RoBERTa's start at pad_token_id + 1 */
+    if (st == TR_OK && d->x_shape[0] > n_pos)
+        st = tr_error_set(TR_ERR_INVALID, "hf_encoder: the dataset's sequences of %lld tokens are longer than the "
+                                          "%lld positions of %s (set data.params.max_length)",
+                          (long long)d->x_shape[0], (long long)n_pos, m->dir);
     if (st == TR_OK) st = hf_files_open(m);
     if (st == TR_OK) st = hf_register(m, P);
     if (st != TR_OK) {
@@ -120,6 +123,22 @@ static tr_tensor *token_types(const hf_model *m, tr_graph *g, tr_tensor *ids, in
     return types;
 }
 
+/* RoBERTa's position ids (create_position_ids_from_input_ids): pad_id + 1 + the count of real
+ * tokens before, for each real token; padding -1 (no row). NULL on a device (ids not readable
+ * here): the caller then takes rows pad_id + 1 ... as for right padding. */
+static tr_tensor *roberta_positions(const hf_model *m, tr_graph *g, tr_tensor *ids, int64_t B, int64_t T) {
+    if (ids->device.kind != TR_DEVICE_CPU) return NULL;
+    tr_tensor *pos = tr_graph_input(g, TR_I32, 2, (int64_t[]){B, T});
+    if (!pos) return NULL;
+    const int32_t *id = ids->data;
+    int32_t *p = pos->data;
+    for (int64_t b = 0; b < B; b++) {
+        int32_t next = m->pad_id + 1;
+        for (int64_t t = 0; t < T; t++) p[b * T + t] = id[b * T + t] == TR_PAD_ID ? TR_PAD_ID : next++;
+    }
+    return pos;
+}
+
 static tr_tensor *activation(const hf_model *m, tr_graph *g, tr_tensor *h) {
     switch (m->act) {
     case HF_ACT_GELU: return tr_gelu(g, h, TR_GELU_EXACT);
@@ -145,18 +164,21 @@ static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: task embed has no loss to train on: use `trainer embed`, or "
                                             "task classify to fine-tune");
     int64_t B = b->x->shape[0], T = b->x->shape[1], H = m->H;
-    if (T < 1 || T > m->S)
-        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %lld tokens, more than max_position_embeddings %lld",
-                            (long long)T, (long long)m->S);
+    int64_t first_pos = m->roberta ? m->pad_id + 1 : 0; /* RoBERTa's positions start after pad_id */
+    if (T < 1 || first_pos + T > m->S)
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %lld tokens, more than the %lld positions of "
+                                            "max_position_embeddings", (long long)T, (long long)(m->S - first_pos));
     double pdrop = m->hidden_dropout;
 #define W(i) tr_params_get(P, (i))
     tr_tensor *ids = b->x, *mask = tr_padding_mask(g, ids);
-    tr_tensor *pos = W(m->pos_emb);
-    if (T != m->S) pos = tr_slice(g, pos, 0, 0, T);
-    tr_tensor *x = tr_add(g, tr_embedding(g, ids, W(m->word_emb)), pos);
+    /* In transformers' order: (word + token type) + position. */
+    tr_tensor *x = tr_embedding(g, ids, W(m->word_emb));
     tr_tensor *types = token_types(m, g, ids, B, T);
     x = types ? tr_add(g, x, tr_embedding(g, types, W(m->type_emb)))
               : tr_add(g, x, tr_reshape(g, tr_slice(g, W(m->type_emb), 0, 0, 1), 1, &H));
+    tr_tensor *pos_ids = m->roberta ? roberta_positions(m, g, ids, B, T) : NULL;
+    if (pos_ids) x = tr_add(g, x, tr_embedding(g, pos_ids, W(m->pos_emb)));
+    else x = tr_add(g, x, first_pos == 0 && T == m->S ? W(m->pos_emb) : tr_slice(g, W(m->pos_emb), 0, first_pos, T));
     x = tr_dropout(g, tr_layer_norm(g, x, W(m->emb_ln_w), W(m->emb_ln_b), m->eps), pdrop);
     hf_dump(m, g, 0, x);
     for (int i = 0; i < m->n_layer; i++) {
@@ -175,9 +197,17 @@ static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
     tr_tensor *cls = tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (int64_t[]){B, H});
     tr_tensor *pooled = m->pool_w >= 0 ? tr_tanh(g, tr_linear(g, cls, W(m->pool_w), W(m->pool_b))) : NULL;
     if (m->classify) {
-        tr_tensor *h = tr_dropout(g, pooled, m->classifier_dropout);
+        tr_tensor *h;
+        if (m->roberta) { /* RobertaClassificationHead on the <s> token */
+            h = tr_dropout(g, cls, m->classifier_dropout);
+            h = tr_tanh(g, tr_linear(g, h, W(m->cls_dense_w), W(m->cls_dense_b)));
+            h = tr_dropout(g, h, m->classifier_dropout);
+            out->embedding = cls;
+        } else {
+            h = tr_dropout(g, pooled, m->classifier_dropout);
+            out->embedding = pooled;
+        }
         out->logits = tr_linear(g, h, W(m->cls_w), W(m->cls_b));
-        out->embedding = pooled;
         if (b->y) {
             tr_tensor *y = tr_reshape(g, b->y, 1, (int64_t[]){B});
             out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, -100, 0.0);

@@ -28,6 +28,8 @@ typedef struct hf_source {
 typedef struct hf_model {
     char dir[4096];
     int classify;
+    int roberta;     /* model_type roberta or xlm-roberta: positions from pad_id + 1, RoBERTa's head */
+    int32_t pad_id;  /* config.json's pad_token_id (RoBERTa's position offset) */
     int64_t V, H, S, n_layer_, F, type_vocab, num_labels;
     int n_layer, n_head;
     int act, pooling, normalize;
@@ -36,7 +38,8 @@ typedef struct hf_model {
     int word_emb, pos_emb, type_emb, emb_ln_w, emb_ln_b;
     hf_layer *layer;
     int pool_w, pool_b;  /* -1 when the file has no pooler and nothing needs it */
-    int cls_w, cls_b;    /* classify */
+    int cls_w, cls_b;    /* classify: classifier (BERT) or classifier.out_proj (RoBERTa) */
+    int cls_dense_w, cls_dense_b; /* classify, RoBERTa: classifier.dense; -1 otherwise */
     tr_safetensors *files[HF_MAX_SHARDS];
     int n_files;
     hf_source *src;      /* (n_src) by parameter index */

@@ -54,13 +54,11 @@ static double cfg_num(json_t *c, const char *key, double def) {
 static tr_status read_arch(hf_model *m, json_t *c) {
     json_t *mt = json_object_get(c, "model_type");
     const char *type = json_is_string(mt) ? json_string_value(mt) : "";
-    if (strcmp(type, "bert") != 0) {
-        if (strcmp(type, "roberta") == 0 || strcmp(type, "xlm-roberta") == 0)
-            return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json: model_type '%s' is not supported yet "
-                                                "(bert only in this version)", m->dir, type);
+    m->roberta = strcmp(type, "roberta") == 0 || strcmp(type, "xlm-roberta") == 0;
+    if (strcmp(type, "bert") != 0 && !m->roberta)
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json: model_type '%s' is not a BERT-family "
-                                            "encoder this plugin builds (bert)", m->dir, *type ? type : "(none)");
-    }
+                                            "encoder this plugin builds (bert, roberta, xlm-roberta)",
+                            m->dir, *type ? type : "(none)");
     static const char *const refuse_true[] = {"is_decoder", "add_cross_attention"};
     for (int i = 0; i < 2; i++)
         if (json_is_true(json_object_get(c, refuse_true[i])))
@@ -78,6 +76,12 @@ static tr_status read_arch(hf_model *m, json_t *c) {
     TR_CHECK(cfg_int(m, c, "num_attention_heads", -1, &NH));
     TR_CHECK(cfg_int(m, c, "intermediate_size", -1, &m->F));
     TR_CHECK(cfg_int(m, c, "max_position_embeddings", 512, &m->S));
+    json_t *pad = json_object_get(c, "pad_token_id");
+    m->pad_id = json_is_integer(pad) ? (int32_t)json_integer_value(pad) : m->roberta ? 1 : 0;
+    if (m->roberta && (m->pad_id < 0 || m->pad_id + 1 >= m->S))
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json: pad_token_id %d leaves no position of "
+                                            "max_position_embeddings %lld (RoBERTa's positions start at pad_token_id + 1)",
+                            m->dir, (int)m->pad_id, (long long)m->S);
     TR_CHECK(cfg_int(m, c, "type_vocab_size", 2, &m->type_vocab));
     if (L > 4096 || NH > 4096 || m->H % NH != 0)
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json: hidden_size %lld is not a multiple of "
@@ -250,7 +254,7 @@ void hf_files_close(hf_model *m) {
 
 /* The name a file's tensor has in this model ("" for one ignored), into out. */
 static void canonical(const char *raw, char *out, size_t size) {
-    const char *n = strncmp(raw, "bert.", 5) == 0 ? raw + 5 : raw;
+    const char *n = strncmp(raw, "bert.", 5) == 0 ? raw + 5 : strncmp(raw, "roberta.", 8) == 0 ? raw + 8 : raw;
     size_t len = strlen(n);
     if (strncmp(n, "cls.", 4) == 0 || strncmp(n, "lm_head.", 8) == 0 ||
         (len >= 12 && strcmp(n + len - 12, "position_ids") == 0)) {
@@ -345,11 +349,15 @@ static tr_status plan_model(hf_model *m, plan *p) {
      * absent it is made only if the task needs it. */
     ADD(&m->pool_w, 2, H, H, N, 2, "pooler.dense.weight", 0);
     ADD(&m->pool_b, 1, H, 0, Z, 2, "pooler.dense.bias", 0);
-    if (m->classify) {
+    m->cls_w = m->cls_b = m->cls_dense_w = m->cls_dense_b = -1;
+    if (m->classify && m->roberta) { /* RobertaClassificationHead */
+        ADD(&m->cls_dense_w, 2, H, H, N, 1, "classifier.dense.weight", 0);
+        ADD(&m->cls_dense_b, 1, H, 0, Z, 1, "classifier.dense.bias", 0);
+        ADD(&m->cls_w, 2, m->num_labels, H, N, 1, "classifier.out_proj.weight", 0);
+        ADD(&m->cls_b, 1, m->num_labels, 0, Z, 1, "classifier.out_proj.bias", 0);
+    } else if (m->classify) {
         ADD(&m->cls_w, 2, m->num_labels, H, N, 1, "classifier.weight", 0);
         ADD(&m->cls_b, 1, m->num_labels, 0, Z, 1, "classifier.bias", 0);
-    } else {
-        m->cls_w = m->cls_b = -1;
     }
 #undef ADD
     return TR_OK;
@@ -392,7 +400,8 @@ tr_status hf_register(hf_model *m, tr_params *P) {
             const tr_st_entry *e = tr_safetensors_at(m->files[f], i);
             char name[256];
             canonical(e->name, name, sizeof name);
-            if (!name[0] || (!m->classify && strncmp(name, "classifier.", 11) == 0)) {
+            int unused_pooler = m->classify && m->roberta && strncmp(name, "pooler.", 7) == 0;
+            if (!name[0] || unused_pooler || (!m->classify && strncmp(name, "classifier.", 11) == 0)) {
                 size_t k = strlen(ignored);
                 if (k + strlen(e->name) + 8 < sizeof ignored)
                     snprintf(ignored + k, sizeof ignored - k, "%s%s", n_ignored ? ", " : "", e->name);
@@ -423,7 +432,9 @@ tr_status hf_register(hf_model *m, tr_params *P) {
             }
         }
     }
-    int need_pooler = m->classify || m->pooling == HF_POOL_POOLER;
+    /* BERT's classifier reads the pooler; RoBERTa's has its own dense layer (and the plugin
+     * ignores a pooler in the file, as RobertaForSequenceClassification does). */
+    int need_pooler = (m->classify && !m->roberta) || (!m->classify && m->pooling == HF_POOL_POOLER);
     for (int j = 0; j < p.n && st == TR_OK; j++) {
         want *w = &p.w[j];
         if (w->e || (w->optional == 2 && need_pooler) || w->optional == 1) continue;
@@ -439,6 +450,7 @@ tr_status hf_register(hf_model *m, tr_params *P) {
         if (!m->src) st = tr_error_set(TR_ERR_NOMEM, "hf_encoder: out of memory");
         for (int j = 0; j < p.n && st == TR_OK; j++) {
             want *w = &p.w[j];
+            if (w->optional == 2 && (m->classify && m->roberta)) continue;
             if (!w->e && w->optional == 2 && !need_pooler) continue;
             st = tr_params_add(P, w->name, w->ndim, w->shape, w->init, w->arg, w->index);
             if (st != TR_OK) break;
