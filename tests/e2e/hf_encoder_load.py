@@ -11,6 +11,8 @@ made here (Python's standard library only: no torch, no PyPI).
   shapes), pytorch_model.bin only (the conversion command), model_type gpt2 and distilbert,
   position_embedding_type relative_key, is_decoder, hidden_act swish.
 - Pooling and normalize options: normalize gives unit rows; cls, mean and pooler differ.
+- text<TAB>pair lines: (N, 2, E) embeddings and one score per pair; a line without its TAB
+  in such a file is refused with file:line.
 - task classify trains (`trainer run`, a few steps on tests/data/tokdata/reviews.csv), logs the
   head as newly initialised, and its checkpoint keeps Hugging Face's names.
 """
@@ -239,6 +241,27 @@ def main(trainer):
                   f"pooling {pool}, normalize: {shape} rows of norm 1 (min {min(norms):.7f}, max {max(norms):.7f})")
     if len(rows) == 3:
         check(rows["cls"][0] != rows["mean"][0] and rows["cls"][0] != rows["pooler"][0], "cls, mean and pooler differ")
+
+    # text<TAB>pair lines: (N, 2, E) and a score per pair; a line without its TAB is refused
+    pairs = os.path.join(base, "pairs.txt")
+    with open(pairs, "w") as f:
+        f.write("the movie was great\tI liked it\nbad\tterrible plot\n")
+    o = os.path.join(base, "pairs.npy")
+    rc, out = run(trainer, "embed", embed_cfg(base, model), "--input", pairs, "--output", o,
+                  "model.params.pooling=mean", "model.params.normalize=true")
+    rows_ok = False
+    if rc == 0:
+        with open(o, "rb") as f:
+            hdr = f.read(128).decode("latin-1")
+        with open(os.path.join(base, "pairs.csv")) as f:
+            lines = f.read().split()
+        rows_ok = "'shape': (2, 2, 8, )" in hdr and lines[0] == "index,score" and len(lines) == 3
+    check(rc == 0 and rows_ok, f"text<TAB>pair lines: (2, 2, 8) embeddings and 2 scores in pairs.csv (rc {rc})")
+    with open(pairs, "a") as f:
+        f.write("no tab here\n")
+    rc, out = run(trainer, "embed", embed_cfg(base, model), "--input", pairs, "--output", o)
+    check(rc != 0 and f"{pairs}:3: expected 'text<TAB>pair' (one TAB)" in out,
+          f"refused: a pair file's line without a TAB: {out.strip().splitlines()[-1] if out.strip() else ''}")
 
     # task classify: trains, names the new head, checkpoints keep HF names
     cfg = embed_cfg(base, model, "classify")

@@ -8,7 +8,8 @@ pooling over the real tokens, L2-normalised, as sentence-transformers computes t
 texts of mixed lengths (Tiny Shakespeare lines, single and run together up to past the 256-token
 truncation, and every line of tests/data/tokenizer_stress.txt), in padded batches of 16, from
 `trainer embed` under cpu and under dataparallel x2, against AutoModel (float32, torch on the
-CPU) on the same batches: max abs difference <= 1e-5. Then the hidden states of every layer
+CPU) on the same batches: max abs difference <= 1e-5; 40 of them as text<TAB>pair lines, with
+the pairs' cosine scores. Then the hidden states of every layer
 (TR_HF_ENCODER_DUMP) of a few texts at their real positions, texts "a [SEP] b" among them,
 which the oracle encodes as the pair (a, b) with token types 0 then 1 (the plugin's rule).
 And a tiny random XLM-R (saved as XLMRobertaForMaskedLM: roberta. prefix, lm_head.*): every
@@ -74,7 +75,7 @@ def texts():
                 t = raw.decode("utf-8")
             except UnicodeDecodeError:
                 continue
-            if "\r" not in t:
+            if "\r" not in t and "\t" not in t:
                 out.append(t)
     out = out[:330]
     rng.shuffle(out)
@@ -161,6 +162,27 @@ def inner(argv):
         ok &= good
         print(f"{'ok  ' if good else 'FAIL'} embeddings ({strategy}): max abs {err:.3g} (tol {TOL:g}; worst text "
               f"{worst}, {lens[worst]} tokens)")
+
+    # --- text<TAB>pair lines: both embedded alone, the pair's cosine similarity ---
+    pairs = [(xs[i], xs[i + 1]) for i in range(0, 80, 2)]
+    inp_p = os.path.join(d, "pairs.txt")
+    with open(inp_p, "w", encoding="utf-8") as f:
+        f.write("".join(f"{a}\t{b}\n" for a, b in pairs))
+    out_p = os.path.join(d, "pairs.npy")
+    embed(trainer, write_config(d, model, "cpu"), inp_p, out_p)
+    got = np.load(out_p)
+    want = np.stack([ref[:80:2], ref[1:80:2]], axis=1)
+    scores = np.loadtxt(os.path.join(d, "pairs.csv"), delimiter=",", skiprows=1)[:, 1]
+    want_s = (want[:, 0] * want[:, 1]).sum(1)
+    if got.shape != want.shape:
+        print(f"FAIL pairs: shape {got.shape}, oracle {want.shape}")
+        ok = False
+    else:
+        err, err_s = float(np.abs(got - want).max()), float(np.abs(scores - want_s).max())
+        good = err <= TOL and err_s <= TOL
+        ok &= good
+        print(f"{'ok  ' if good else 'FAIL'} {len(pairs)} text<TAB>pair lines: embeddings max abs {err:.3g}, "
+              f"cosine scores max abs {err_s:.3g}")
 
     # --- hidden states of every layer, a few texts, pairs by [SEP] ---
     few = [xs[0], "O Romeo, Romeo!", "To be, or not to be [SEP] that is the question",
