@@ -13,11 +13,16 @@ the pairs' cosine scores. Then the hidden states of every layer
 (TR_HF_ENCODER_DUMP) of a few texts at their real positions, texts "a [SEP] b" among them,
 which the oracle encodes as the pair (a, b) with token types 0 then 1 (the plugin's rule).
 And a tiny random XLM-R (saved as XLMRobertaForMaskedLM: roberta. prefix, lm_head.*): every
-hidden state of padded texts of mixed lengths (positions from pad_token_id + 1).
+hidden state of padded texts of mixed lengths (positions from pad_token_id + 1). And
+fine-tuning: all-MiniLM-L6-v2 with BertForSequenceClassification's head (transformers' initial
+head saved into the folder, dropout off), 30 AdamW steps (lr 2e-5) on tests/data/tokdata
+reviews with `trainer run`: each step's loss within 1e-4 relative, the weights within 1e-5.
 Exit 0 pass, 1 fail, 77 (skip): no PyPI, no torch, no ../shared/data.
 """
 import os
+import glob
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -221,6 +226,7 @@ def inner(argv):
         print(f"{'ok  ' if good else 'FAIL'} hidden state {i} ({'embeddings' if i == 0 else f'layer {i}'}), "
               f"{int(real.sum())} real positions: max abs {err:.3g}")
     ok &= xlmr(trainer, d)
+    ok &= finetune(trainer, d, model)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
@@ -296,6 +302,116 @@ trainer:
         ok &= good
         print(f"{'ok  ' if good else 'FAIL'} xlm-r hidden state {i}, {int(real.sum())} real positions of "
               f"{real.shape[0]}x{real.shape[1]}: max abs {err:.3g} (|h| max {float(h.abs().max()):.3g})")
+    return ok
+
+
+def finetune(trainer, d, model):
+    """all-MiniLM-L6-v2 with a BertForSequenceClassification head (transformers' initial head,
+    saved into the folder so both sides start equal), dropout off, AdamW lr 2e-5 weight decay
+    0.01, 30 steps of 8 reviews in file order: each step's loss within 1e-4 relative, the
+    weights after them within 1e-5."""
+    import json
+    import numpy as np
+    import torch
+    from safetensors.numpy import load_file
+    from transformers import AutoConfig, AutoTokenizer, BertForSequenceClassification
+
+    folder = os.path.join(d, "minilm_cls")
+    cfg = AutoConfig.from_pretrained(model, num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                     classifier_dropout=0.0)
+    torch.manual_seed(1)
+    hf = BertForSequenceClassification.from_pretrained(model, config=cfg)
+    hf.save_pretrained(folder, safe_serialization=True)
+    for f in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        if os.path.exists(os.path.join(model, f)):
+            shutil.copy(os.path.join(model, f), folder)
+    reviews = os.path.join(ROOT, "tests", "data", "tokdata", "reviews.csv")
+    yaml = os.path.join(d, "finetune.yaml")
+    with open(yaml, "w") as f:
+        f.write(f"""run:
+  name: finetune
+  output_dir: {d}/runs
+  seed: 1
+model:
+  name: hf_encoder
+  params:
+    pretrained: {folder}
+    task: classify
+data:
+  name: csv
+  params:
+    path: {reviews}
+    tokenizer: {folder}
+    text_column: text
+    label_column: label
+    max_length: 64
+    padding: longest
+  val_fraction: 0
+  batch_size: 8
+  shuffle: false
+optimizer:
+  name: adamw
+  lr: 2.0e-5
+  weight_decay: 0.01
+trainer:
+  strategy: cpu
+  max_steps: 30
+  log_every: 1
+  grad_clip: 0
+""")
+    p = subprocess.run([trainer, "run", yaml], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        print(p.stdout[-2000:])
+        print("FAIL fine-tuning: trainer run failed")
+        return False
+    run_dir = os.path.join(d, "runs", "finetune")
+    run_dir = os.path.join(run_dir, sorted(os.listdir(run_dir))[-1])
+    ours = {}
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            if "step" in r and "loss" in r and "lr" in r:  # a step record (log_every 1: that step's loss)
+                ours[r["step"]] = r["loss"]
+
+    import csv
+    with open(reviews, newline="") as f:
+        rows = list(csv.DictReader(f))
+    classes = sorted({r["label"] for r in rows})
+    tok = AutoTokenizer.from_pretrained(folder)
+    hf = BertForSequenceClassification.from_pretrained(folder).train()
+    opt = torch.optim.AdamW(hf.parameters(), lr=2e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    theirs = []
+    for step in range(30):
+        batch = rows[8 * step:8 * step + 8]
+        b = tok([r["text"] for r in batch], padding=True, truncation=True, max_length=64, return_tensors="pt")
+        y = torch.tensor([classes.index(r["label"]) for r in batch])
+        out = hf(**b, labels=y)
+        opt.zero_grad()
+        out.loss.backward()
+        opt.step()
+        theirs.append(out.loss.item())
+    ok = True
+    worst = 0.0
+    for step, want in enumerate(theirs, 1):
+        got = ours.get(step)
+        if got is None:
+            print(f"FAIL fine-tuning: no loss for step {step} in metrics.jsonl")
+            return False
+        worst = max(worst, abs(got - want) / abs(want))
+    good = worst <= 1e-4
+    ok &= good
+    print(f"{'ok  ' if good else 'FAIL'} fine-tuning: 30 AdamW steps, losses {theirs[0]:.5f} -> {theirs[-1]:.5f}, "
+          f"max relative difference {worst:.3g} (tol 1e-4)")
+    cks = sorted(glob.glob(os.path.join(run_dir, "checkpoints", "*")))
+    ck = load_file(os.path.join(cks[-1], "model.safetensors"))
+    sd = {k[5:] if k.startswith("bert.") else k: v.detach().numpy() for k, v in hf.state_dict().items()
+          if not k.endswith("position_ids")}
+    missing = sorted(set(sd) ^ set(ck))
+    err = max(float(np.abs(ck[k] - sd[k]).max()) for k in sd if k in ck)
+    good = not missing and err <= 1e-5
+    ok &= good
+    print(f"{'ok  ' if good else 'FAIL'} fine-tuned weights ({os.path.basename(cks[-1])}, {len(ck)} tensors, Hugging "
+          f"Face's names{'; differing names ' + str(missing[:4]) if missing else ''}): max abs {err:.3g} (tol 1e-5)")
     return ok
 
 
