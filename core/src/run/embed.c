@@ -244,6 +244,12 @@ static tr_status embed_job(job *j, const char *config_path, const char *const *o
                 break;
             }
         }
+        if (mo.embedding->shape[1] != E || hb->first < 0 || hb->first + hb->size > N) {
+            st = tr_error_set(TR_ERR_INVALID, "embed: batch %lld gives %lld x %lld embeddings for texts %lld.. of %lld "
+                                              "(width %lld before)", (long long)hb->index, (long long)hb->size,
+                              (long long)mo.embedding->shape[1], (long long)hb->first, (long long)N, (long long)E);
+            break;
+        }
         memcpy(all + hb->first * E, mo.embedding->data, (size_t)(hb->size * E) * sizeof *all);
     }
     double dt = tr_now() - t0;
