@@ -138,7 +138,7 @@ static tr_status read_lines(job *j, const char *input, lines_ds **out) {
     }
     if (st == TR_OK && d->n == 0) st = tr_error_set(TR_ERR_INVALID, "embed: %s holds no line of text", input);
     if (st == TR_OK) {
-        d->vocab = (int64_t)tr_tokenizer_vocab_size(tok);
+        d->vocab = (int64_t)tr_tokenizer_id_bound(tok); /* sparse added or special ids included */
         *out = d;
     } else {
         lines_destroy(d);
