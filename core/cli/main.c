@@ -6,6 +6,7 @@
 #include "checkpoint_cmd.h"
 #include "demo.h"
 #include "devices_cmd.h"
+#include "embed_cmd.h"
 #include "eval_cmd.h"
 #include "help.h"
 #include "interrupt.h"
@@ -26,6 +27,9 @@ static void usage(FILE *out) {
             "                loss and accuracy of a checkpoint's weights\n"
             "  predict CONFIG --checkpoint PATH --output FILE.csv [--split val|train] [key=value ...]\n"
             "                one CSV row of predictions per sample\n"
+            "  embed CONFIG --input FILE --output OUT.npy [--scores FILE.csv] [--checkpoint PATH] [key=value ...]\n"
+            "                the pooled embedding of each line of FILE, in order (.npy float32);\n"
+            "                text<TAB>pair lines also score each pair (cosine similarity)\n"
             "  plan CONFIG [key=value ...]\n"
             "                the strategy a run would use and why, and memory per rank for it and the\n"
             "                alternatives, without training\n"
@@ -69,6 +73,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "plan") == 0) return trainer_plan_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "eval") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 0);
     if (strcmp(argv[1], "predict") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 1);
+    if (strcmp(argv[1], "embed") == 0) return trainer_embed_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "launch") == 0) return trainer_launch_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plugins") == 0) return trainer_plugins_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "checkpoint") == 0) return trainer_checkpoint_cmd(argc - 2, argv + 2);

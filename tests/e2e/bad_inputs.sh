@@ -48,7 +48,7 @@ base "$c"; expect max_steps_zero "command line:1:19: trainer.max_steps: 0 would 
 base "$c"; sed -i 's/^model: .*/model: {params: {layers: [16]}}/' "$c"
 expect missing_required "model.name: required key is missing" "$bin" run "$c"
 base "$c"; sed -i 's/name: mlp/name: mlpp/' "$c"
-expect unknown_plugin "model.name: no model plugin named 'mlpp' \(available: cnn, mlp, transformer\)" "$bin" run "$c"
+expect unknown_plugin "model.name: no model plugin named 'mlpp' \(available: cnn, hf_encoder, mlp, transformer\)" "$bin" run "$c"
 base "$c"; sed -i 's/name: mlp/name: synthetic/' "$c"
 expect wrong_kind_plugin "'synthetic' is a dataset plugin" "$bin" run "$c"
 base "$c"; sed -i 's/layers: \[16\]/layerz: [16]/' "$c"

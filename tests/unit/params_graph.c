@@ -310,8 +310,44 @@ static void test_set_data_buffer(void) {
     tr_free(copy);
 }
 
+/* tr_params_set_fill: the callback's values replace the init rule; its error stops finalize. */
+static tr_status fill_index(void *ctx, int index, float *data, size_t numel) {
+    int *calls = ctx;
+    (*calls)++;
+    for (size_t i = 0; i < numel; i++) data[i] = (float)(100 * index + (int)i);
+    return TR_OK;
+}
+
+static tr_status fill_fail(void *ctx, int index, float *data, size_t numel) {
+    (void)ctx, (void)data, (void)numel;
+    return tr_error_set(TR_ERR_INVALID, "fill of %d refused", index);
+}
+
+static void test_params_fill(void) {
+    tr_params *P;
+    int a, b, calls = 0;
+    CHECK(tr_params_create(&P) == TR_OK, "create");
+    tr_params_add(P, "a", 1, (int64_t[]){3}, TR_INIT_ONES, 0, &a);
+    tr_params_add(P, "b", 2, (int64_t[]){2, 2}, TR_INIT_ONES, 0, &b);
+    CHECK(tr_params_set_fill(P, b, fill_index, &calls) == TR_OK, "set_fill");
+    CHECK(tr_params_set_fill(P, 7, fill_index, &calls) == TR_ERR_INVALID, "set_fill of no parameter");
+    CHECK(tr_params_finalize(P, 1) == TR_OK, "finalize with a fill");
+    const float *A = tr_params_get(P, a)->data, *B = tr_params_get(P, b)->data;
+    CHECK(calls == 1 && A[0] == 1 && A[2] == 1 && B[0] == 100 && B[3] == 103, "filled: calls %d, b %g..%g", calls,
+          B[0], B[3]);
+    CHECK(tr_params_set_fill(P, a, fill_index, &calls) == TR_ERR_INVALID, "set_fill after finalize refused");
+    tr_params_destroy(P);
+    CHECK(tr_params_create(&P) == TR_OK, "create");
+    tr_params_add(P, "a", 1, (int64_t[]){3}, TR_INIT_ONES, 0, &a);
+    tr_params_set_fill(P, a, fill_fail, NULL);
+    CHECK(tr_params_finalize(P, 1) == TR_ERR_INVALID && strstr(tr_error_msg(), "fill of 0 refused"),
+          "a failing fill stops finalize: %s", tr_error_msg());
+    tr_params_destroy(P);
+}
+
 int main(void) {
     test_params();
+    test_params_fill();
     test_write_param_grads();
     test_set_grad_buffer();
     test_set_data_buffer();

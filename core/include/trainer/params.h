@@ -46,6 +46,13 @@ void tr_params_destroy(tr_params *P);
 /* Registers a trainable parameter (before finalize); `name` is copied; *index receives its id. */
 tr_status tr_params_add(tr_params *P, const char *name, int ndim, const int64_t *shape,
                         tr_init init, double init_arg, int *index);
+/* ABI 0.10. Before finalize: parameter `index`'s initial values come from fill(ctx, index,
+ * data, numel) instead of its init rule (a pretrained model's weights read from a file).
+ * finalize calls it once, with the parameter's numel floats to write, on the thread that
+ * finalizes; an error it returns stops finalize with its message. ctx is borrowed and must
+ * live until finalize returns. */
+typedef tr_status (*tr_params_fill_fn)(void *ctx, int index, float *data, size_t numel);
+tr_status tr_params_set_fill(tr_params *P, int index, tr_params_fill_fn fill, void *ctx);
 /* Registers a non-trainable buffer; its tensor has param = -1 and no grad. */
 tr_status tr_params_add_buffer(tr_params *P, const char *name, int ndim, const int64_t *shape,
                                tr_init init, double init_arg, int *index);

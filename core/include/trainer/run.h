@@ -109,6 +109,27 @@ tr_status tr_run_predict(const char *config_path, const char *const *overrides, 
                          const char *const *plugin_dirs, const char *checkpoint,
                          const char *split, const char *output, tr_eval_result *out);
 
+typedef struct tr_embed_result {
+    char checkpoint[1024];   /* the checkpoint folder used ("" none: the model's own start) */
+    int64_t texts;           /* lines embedded (texts, or pairs) */
+    int64_t dim;             /* embedding width */
+    int pairs;               /* the lines were text<TAB>pair */
+} tr_embed_result;
+
+/* `trainer embed`: the pooled embedding (the model's out->embedding) of every line of `input`
+ * (UTF-8 text, one text per line), tokenized with the config's tokenizer
+ * (data.params.tokenizer, else model.params.pretrained's tokenizer.json; max_length
+ * data.params.max_length, else the file's truncation, else 512), batched by data.batch_size
+ * through the config's strategy (one process), written to `output` as .npy float32 (N, E) in
+ * input order. `checkpoint` (may be NULL) as for tr_run_eval; without it the model's own
+ * initial weights (hf_encoder: its pretrained folder). The config's dataset is not opened.
+ * When the lines are `text<TAB>pair` (every line one TAB) both texts are embedded alone,
+ * `output` is (N, 2, E), and `scores` (NULL: output with .npy replaced by .csv) gets
+ * `index,score` rows: each pair's cosine similarity. */
+tr_status tr_run_embed(const char *config_path, const char *const *overrides, int n_overrides,
+                       const char *const *plugin_dirs, const char *checkpoint, const char *input,
+                       const char *output, const char *scores, tr_embed_result *out);
+
 #ifdef __cplusplus
 }
 #endif

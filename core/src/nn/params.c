@@ -18,6 +18,8 @@ typedef struct entry {
     size_t offset;
     tr_init init;
     double init_arg;
+    tr_params_fill_fn fill; /* NULL: the init rule */
+    void *fill_ctx;
 } entry;
 
 typedef struct table {
@@ -186,8 +188,21 @@ static tr_status layout(table *t, int with_grad, size_t align, uint64_t seed, ui
         e->t.grad = with_grad ? t->grad + e->offset : NULL;
         e->t.requires_grad = with_grad;
         e->t.param = with_grad ? i : -1;
-        init_entry(e, e->t.data, seed, tr_rng_stream(TR_RNG_STREAM_INIT, stream_base, (uint64_t)i));
+        if (e->fill) {
+            tr_status st = e->fill(e->fill_ctx, i, e->t.data, (size_t)tr_tensor_numel(&e->t));
+            if (st != TR_OK) return st;
+        } else {
+            init_entry(e, e->t.data, seed, tr_rng_stream(TR_RNG_STREAM_INIT, stream_base, (uint64_t)i));
+        }
     }
+    return TR_OK;
+}
+
+tr_status tr_params_set_fill(tr_params *P, int index, tr_params_fill_fn fill, void *ctx) {
+    if (P->finalized) return tr_error_set(TR_ERR_INVALID, "params: a fill set after finalize");
+    if (index < 0 || index >= P->p.n) return tr_error_set(TR_ERR_INVALID, "params: no parameter %d to fill", index);
+    P->p.e[index].fill = fill;
+    P->p.e[index].fill_ctx = ctx;
     return TR_OK;
 }
 

@@ -748,16 +748,19 @@ static tr_status val_params_resolve(job *j) {
 }
 
 tr_status job_open_model(job *j) {
-    TR_CHECK(plugin_copy_ops(j->data_p, &j->dops_table, sizeof j->dops_table, offsetof(tr_dataset_ops, get) + sizeof j->dops_table.get,
-                             "dataset", "create ... get"));
-    j->dops = &j->dops_table;
-    TR_CHECK(make_dataset(j, TR_SPLIT_TRAIN, &j->train_ds));
+    int own = !j->train_ds; /* else the caller's own samples (trainer embed's texts) */
+    if (own) {
+        TR_CHECK(plugin_copy_ops(j->data_p, &j->dops_table, sizeof j->dops_table,
+                                 offsetof(tr_dataset_ops, get) + sizeof j->dops_table.get, "dataset", "create ... get"));
+        j->dops = &j->dops_table;
+        TR_CHECK(make_dataset(j, TR_SPLIT_TRAIN, &j->train_ds));
+    }
     memset(&j->spec, 0, sizeof j->spec); /* a dataset built for an older minor fills only the fields it knows */
     j->dops->spec(j->train_ds, &j->spec);
     if (j->dops->size(j->train_ds) <= 0) return tr_error_set(TR_ERR_INVALID, "data: the training split is empty");
     trim_needs_new_plugins(j);
     TR_CHECK(settle_classes(j)); /* first: the validation split is checked against the model's classes */
-    TR_CHECK(open_val(j));
+    if (own) TR_CHECK(open_val(j));
 
     TR_CHECK(options_from(tr_cfg_find(j->root, "model.params"), NULL, "model.params", j->model_p, &j->model_opts));
     TR_CHECK(plugin_defaults(j, "model.params", j->model_p));

@@ -105,7 +105,9 @@ tr_status job_check_world(const job *j);
  * processes) and, into *local (may be NULL), those on this host. */
 int job_world(const job *j, int *local);
 
-/* After job_plan: the datasets (their specs checked) and the model factory, no strategy. */
+/* After job_plan: the datasets (their specs checked) and the model factory, no strategy. A
+ * caller that set j->dops and j->train_ds first (trainer embed's texts) keeps them: the
+ * config's dataset is then not opened, and there is no validation split. */
 tr_status job_open_model(job *j);
 /* job_plan, then the datasets, the strategy and the loaders. On failure the job is left for
  * job_close. */

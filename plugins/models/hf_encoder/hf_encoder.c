@@ -1,0 +1,240 @@
+/* The `hf_encoder` model plugin: a pretrained Hugging Face BERT-family encoder loaded from its
+ * folder (config.json + model.safetensors, or model.safetensors.index.json with shards), built
+ * as `transformers`' BertModel computes it:
+ *
+ *   x = drop(LN(word[ids] + position[0:T] + token_type[types]))
+ *   per layer: x = LN(x + drop(o(attn(q(x), k(x), v(x), mask))));  x = LN(x + drop(out(act(in(x)))))
+ *   pooler = tanh(dense(x[:, 0]))
+ *   embed:    out->embedding = pool(x) (cls | mean over real tokens | pooler), L2-normalised
+ *             with `normalize`; logits = the same tensor
+ *   classify: logits = classifier(drop(pooler)), BertForSequenceClassification's head
+ * Parameter names are Hugging Face's (embeddings.word_embeddings.weight, encoder.layer.0...),
+ * so checkpoints map back. hf_load.c reads and checks the files; docs/hf_encoder.md has the
+ * rules (what loads, what is refused, token types). RoBERTa and XLM-R (model_type roberta,
+ * xlm-roberta): positions count from pad_token_id + 1 over the real tokens, the head is
+ * RobertaClassificationHead (dense, tanh, out_proj on the <s> token). Limits: no dropout
+ * on the attention probabilities (the core's attention has none); token types come from the
+ * ids on the CPU only (on a device every position is type 0). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf_encoder.h"
+#include "trainer/io.h"
+#include "trainer/log.h"
+#include "trainer/ops.h"
+#include "trainer/plugin.h"
+
+static const tr_option_spec hf_options[] = {
+    {.key = "pretrained", .type = TR_OPTION_PATH, .default_value = NULL,
+     .doc = "a Hugging Face model folder: config.json and model.safetensors (or model.safetensors.index.json)"},
+    {.key = "task", .type = TR_OPTION_CHOICE, .default_value = "embed", .choices = "embed|classify",
+     .doc = "embed: pooled text embeddings (trainer embed); classify: BertForSequenceClassification's head"},
+    {.key = "num_labels", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = 1 << 20,
+     .doc = "classify: classes; 0 = the dataset's"},
+    {.key = "pooling", .type = TR_OPTION_CHOICE, .default_value = "auto", .choices = "auto|cls|mean|pooler",
+     .doc = "embed: cls token, mean of the real tokens, or the BERT pooler; auto = sentence-transformers' "
+            "1_Pooling/config.json when present, else cls"},
+    {.key = "normalize", .type = TR_OPTION_CHOICE, .default_value = "auto", .choices = "auto|true|false",
+     .doc = "embed: L2-normalise the embedding; auto = true when modules.json lists a Normalize module"},
+    {.key = "sep_token_id", .type = TR_OPTION_INT, .default_value = "-2", .min = -2, .max = 1 << 30,
+     .doc = "the [SEP] id that ends segment 0 (token types); -2 = config.json's, else the folder's tokenizer's "
+            "[SEP]; -1 = none (every token type 0)"},
+};
+
+static void hf_destroy(void *ctx) {
+    hf_model *m = ctx;
+    if (!m) return;
+    hf_files_close(m);
+    free(m->layer);
+    free(m->src);
+    free(m);
+}
+
+static tr_status hf_create(void **ctx, const tr_options *o, const tr_data_spec *d, tr_params *P) {
+    *ctx = NULL;
+    if (d->x_dtype != TR_I32 || d->x_ndim != 1 || d->x_shape[0] < 1)
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: input x must be %s token ids of shape (T) (a tokenized "
+                                            "csv or text dataset), the dataset gives %s with %d dims",
+                            tr_dtype_name(TR_I32), tr_dtype_name(d->x_dtype), d->x_ndim);
+    hf_model *m = calloc(1, sizeof *m);
+    if (!m) return tr_error_set(TR_ERR_NOMEM, "hf_encoder: out of memory");
+    const char *task = tr_options_string(o, "task");
+    m->classify = task && strcmp(task, "classify") == 0;
+    m->sep_id = (int32_t)tr_options_int(o, "sep_token_id");
+    tr_status st = hf_config_read(m, tr_options_string(o, "pretrained"));
+    if (st == TR_OK) st = hf_pooling_read(m, tr_options_string(o, "pooling"), tr_options_string(o, "normalize"));
+    if (st == TR_OK && m->classify) {
+        m->num_labels = tr_options_int(o, "num_labels");
+        if (m->num_labels == 0) m->num_labels = d->n_classes;
+        if (m->num_labels < 1) st = tr_error_set(TR_ERR_INVALID, "hf_encoder: task classify needs num_labels (the "
+                                                                "dataset gives no classes)");
+        else if (d->task != TR_TASK_CLASSIFY)
+            st = tr_error_set(TR_ERR_INVALID, "hf_encoder: task classify needs a classification dataset");
+        else if (d->n_classes != m->num_labels)
+            st = tr_error_set(TR_ERR_INVALID, "hf_encoder: num_labels %lld differs from the dataset's %lld classes",
+                              (long long)m->num_labels, (long long)d->n_classes);
+    }
+    if (st == TR_OK && d->vocab > m->V)
+        st = tr_error_set(TR_ERR_INVALID, "hf_encoder: the dataset's vocabulary %lld is larger than %s's vocab_size "
+                                          "%lld (a tokenizer of another model?)",
+                          (long long)d->vocab, m->dir, (long long)m->V);
+    int64_t n_pos = m->roberta ? m->S - m->pad_id - 1 : m->S; /* RoBERTa's start at pad_token_id + 1 */
+    if (st == TR_OK && d->x_shape[0] > n_pos)
+        st = tr_error_set(TR_ERR_INVALID, "hf_encoder: the dataset's sequences of %lld tokens are longer than the "
+                                          "%lld positions of %s (set data.params.max_length)",
+                          (long long)d->x_shape[0], (long long)n_pos, m->dir);
+    if (st == TR_OK) st = hf_files_open(m);
+    if (st == TR_OK) st = hf_register(m, P);
+    if (st != TR_OK) {
+        hf_destroy(m);
+        if (strncmp(tr_error_msg(), "hf_encoder", 10) != 0) tr_error_prefix("hf_encoder: ");
+        return st;
+    }
+    *ctx = m;
+    return TR_OK;
+}
+
+/* Token types as BERT's template makes them: 0 up to and including the first sep id of each
+ * row, 1 after it (padding -1 stays -1: no row). NULL when every type is 0 (no row has a
+ * token after its first sep), or on a device (ids not readable here). */
+static tr_tensor *token_types(const hf_model *m, tr_graph *g, tr_tensor *ids, int64_t B, int64_t T) {
+    if (m->sep_id < 0 || m->type_vocab < 2 || ids->device.kind != TR_DEVICE_CPU) return NULL;
+    const int32_t *id = ids->data;
+    int any = 0;
+    for (int64_t b = 0; b < B && !any; b++) {
+        int64_t t = 0;
+        while (t < T && id[b * T + t] != m->sep_id) t++;
+        for (t++; t < T && !any; t++) any = id[b * T + t] != TR_PAD_ID;
+    }
+    if (!any) return NULL;
+    tr_tensor *types = tr_graph_input(g, TR_I32, 2, (int64_t[]){B, T});
+    if (!types) return NULL;
+    int32_t *ty = types->data;
+    for (int64_t b = 0; b < B; b++) {
+        int seg = 0;
+        for (int64_t t = 0; t < T; t++) {
+            int32_t v = id[b * T + t];
+            ty[b * T + t] = v == TR_PAD_ID ? TR_PAD_ID : seg;
+            if (v == m->sep_id) seg = 1;
+        }
+    }
+    return types;
+}
+
+/* RoBERTa's position ids (create_position_ids_from_input_ids): pad_id + 1 + the count of real
+ * tokens before, for each real token; padding -1 (no row). NULL on a device (ids not readable
+ * here): the caller then takes rows pad_id + 1 ... as for right padding. */
+static tr_tensor *roberta_positions(const hf_model *m, tr_graph *g, tr_tensor *ids, int64_t B, int64_t T) {
+    if (ids->device.kind != TR_DEVICE_CPU) return NULL;
+    tr_tensor *pos = tr_graph_input(g, TR_I32, 2, (int64_t[]){B, T});
+    if (!pos) return NULL;
+    const int32_t *id = ids->data;
+    int32_t *p = pos->data;
+    for (int64_t b = 0; b < B; b++) {
+        int32_t next = m->pad_id + 1;
+        for (int64_t t = 0; t < T; t++) p[b * T + t] = id[b * T + t] == TR_PAD_ID ? TR_PAD_ID : next++;
+    }
+    return pos;
+}
+
+static tr_tensor *activation(const hf_model *m, tr_graph *g, tr_tensor *h) {
+    switch (m->act) {
+    case HF_ACT_GELU: return tr_gelu(g, h, TR_GELU_EXACT);
+    case HF_ACT_GELU_TANH: return tr_gelu(g, h, TR_GELU_TANH);
+    default: return tr_relu(g, h);
+    }
+}
+
+/* x / max(|x|, ~0) over the last dim, from ops with a gradient and device kernels: the layer
+ * norm of [x, -x] (mean 0, variance |x|^2 / H) is x sqrt(H) / sqrt(|x|^2 + H eps). */
+static tr_tensor *l2_normalize(tr_graph *g, tr_tensor *x, int64_t B, int64_t H) {
+    tr_tensor *both[2] = {x, tr_scale(g, x, -1.0)};
+    tr_tensor *n = tr_layer_norm(g, tr_concat(g, both, 2, 1), NULL, NULL, 1e-30 / (double)H);
+    return tr_scale(g, tr_reshape(g, tr_slice(g, n, 1, 0, H), 2, (int64_t[]){B, H}), 1.0 / sqrt((double)H));
+}
+
+static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch *b, tr_model_out *out) {
+    hf_model *m = ctx;
+    memset(out, 0, sizeof *out);
+    if (!b->x || b->x->dtype != TR_I32 || b->x->ndim != 2)
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: batch x must be %s token ids (B, T)", tr_dtype_name(TR_I32));
+    if (b->y && !m->classify)
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: task embed has no loss to train on: use `trainer embed`, or "
+                                            "task classify to fine-tune");
+    int64_t B = b->x->shape[0], T = b->x->shape[1], H = m->H;
+    int64_t first_pos = m->roberta ? m->pad_id + 1 : 0; /* RoBERTa's positions start after pad_id */
+    if (T < 1 || first_pos + T > m->S)
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %lld tokens, more than the %lld positions of "
+                                            "max_position_embeddings", (long long)T, (long long)(m->S - first_pos));
+    double pdrop = m->hidden_dropout;
+#define W(i) tr_params_get(P, (i))
+    tr_tensor *ids = b->x, *mask = tr_padding_mask(g, ids);
+    /* In transformers' order: (word + token type) + position. */
+    tr_tensor *x = tr_embedding(g, ids, W(m->word_emb));
+    tr_tensor *types = token_types(m, g, ids, B, T);
+    x = types ? tr_add(g, x, tr_embedding(g, types, W(m->type_emb)))
+              : tr_add(g, x, tr_reshape(g, tr_slice(g, W(m->type_emb), 0, 0, 1), 1, &H));
+    tr_tensor *pos_ids = m->roberta ? roberta_positions(m, g, ids, B, T) : NULL;
+    if (pos_ids) x = tr_add(g, x, tr_embedding(g, pos_ids, W(m->pos_emb)));
+    else x = tr_add(g, x, first_pos == 0 && T == m->S ? W(m->pos_emb) : tr_slice(g, W(m->pos_emb), 0, first_pos, T));
+    x = tr_dropout(g, tr_layer_norm(g, x, W(m->emb_ln_w), W(m->emb_ln_b), m->eps), pdrop);
+    hf_dump(m, g, 0, x);
+    for (int i = 0; i < m->n_layer; i++) {
+        const hf_layer *k = &m->layer[i];
+        tr_tensor *q = tr_linear(g, x, W(k->q_w), W(k->q_b));
+        tr_tensor *kk = tr_linear(g, x, W(k->k_w), W(k->k_b));
+        tr_tensor *v = tr_linear(g, x, W(k->v_w), W(k->v_b));
+        tr_tensor *a = tr_attention_masked(g, q, kk, v, mask, m->n_head, 0);
+        a = tr_dropout(g, tr_linear(g, a, W(k->ao_w), W(k->ao_b)), pdrop);
+        x = tr_layer_norm(g, tr_add(g, a, x), W(k->ao_ln_w), W(k->ao_ln_b), m->eps);
+        tr_tensor *h = activation(m, g, tr_linear(g, x, W(k->in_w), W(k->in_b)));
+        h = tr_dropout(g, tr_linear(g, h, W(k->out_w), W(k->out_b)), pdrop);
+        x = tr_layer_norm(g, tr_add(g, h, x), W(k->out_ln_w), W(k->out_ln_b), m->eps);
+        hf_dump(m, g, i + 1, x);
+    }
+    tr_tensor *cls = tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (int64_t[]){B, H});
+    tr_tensor *pooled = m->pool_w >= 0 ? tr_tanh(g, tr_linear(g, cls, W(m->pool_w), W(m->pool_b))) : NULL;
+    if (m->classify) {
+        tr_tensor *h;
+        if (m->roberta) { /* RobertaClassificationHead on the <s> token */
+            h = tr_dropout(g, cls, m->classifier_dropout);
+            h = tr_tanh(g, tr_linear(g, h, W(m->cls_dense_w), W(m->cls_dense_b)));
+            h = tr_dropout(g, h, m->classifier_dropout);
+            out->embedding = cls;
+        } else {
+            h = tr_dropout(g, pooled, m->classifier_dropout);
+            out->embedding = pooled;
+        }
+        out->logits = tr_linear(g, h, W(m->cls_w), W(m->cls_b));
+        if (b->y) {
+            tr_tensor *y = tr_reshape(g, b->y, 1, (int64_t[]){B});
+            out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, -100, 0.0);
+        }
+    } else {
+        tr_tensor *e = m->pooling == HF_POOL_MEAN ? tr_mean_masked(g, x, mask)
+                       : m->pooling == HF_POOL_POOLER ? pooled
+                                                      : cls;
+        if (m->normalize) e = l2_normalize(g, e, B, H);
+        out->embedding = e;
+        out->logits = e;
+    }
+#undef W
+    return tr_graph_status(g);
+}
+
+static const tr_model_ops hf_ops = {.create = hf_create, .destroy = hf_destroy, .forward = hf_forward};
+
+static const tr_plugin_desc hf_desc = {
+    TR_PLUGIN_DESC_HEADER,
+    .kind = TR_PLUGIN_MODEL,
+    .name = "hf_encoder",
+    .version = "0.1.0",
+    .description = "a pretrained Hugging Face BERT encoder (config.json + safetensors): text embeddings or a classifier",
+    .options = hf_options,
+    .n_options = sizeof hf_options / sizeof hf_options[0],
+    .ops = &hf_ops,
+    .ops_size = sizeof hf_ops};
+
+TR_PLUGIN_DEFINE(hf_desc)

@@ -1,0 +1,59 @@
+/* The hf_encoder plugin's state, shared by its forward (hf_encoder.c) and its loader
+ * (hf_load.c: config.json, the pooling files, the safetensors shards, parameter registration).
+ * Private to the plugin. */
+#ifndef HF_ENCODER_H
+#define HF_ENCODER_H
+
+#include <stdint.h>
+
+#include "trainer/graph.h"
+#include "trainer/model.h"
+#include "trainer/params.h"
+#include "trainer/safetensors.h"
+
+enum { HF_ACT_GELU, HF_ACT_GELU_TANH, HF_ACT_RELU };
+enum { HF_POOL_CLS, HF_POOL_MEAN, HF_POOL_POOLER };
+#define HF_MAX_SHARDS 256
+
+typedef struct hf_layer {
+    int q_w, q_b, k_w, k_b, v_w, v_b, ao_w, ao_b, ao_ln_w, ao_ln_b;
+    int in_w, in_b, out_w, out_b, out_ln_w, out_ln_b;
+} hf_layer;
+
+/* Where parameter i's values come from: a tensor of an open shard, or nothing (new). */
+typedef struct hf_source {
+    const tr_st_entry *e; /* NULL: initialised by its init rule */
+} hf_source;
+
+typedef struct hf_model {
+    char dir[4096];
+    int classify;
+    int roberta;     /* model_type roberta or xlm-roberta: positions from pad_id + 1, RoBERTa's head */
+    int32_t pad_id;  /* config.json's pad_token_id (RoBERTa's position offset) */
+    int64_t V, H, S, n_layer_, F, type_vocab, num_labels;
+    int n_layer, n_head;
+    int act, pooling, normalize;
+    double eps, hidden_dropout, classifier_dropout, init_range;
+    int32_t sep_id;  /* -1: none */
+    int word_emb, pos_emb, type_emb, emb_ln_w, emb_ln_b;
+    hf_layer *layer;
+    int pool_w, pool_b;  /* -1 when the file has no pooler and nothing needs it */
+    int cls_w, cls_b;    /* classify: classifier (BERT) or classifier.out_proj (RoBERTa) */
+    int cls_dense_w, cls_dense_b; /* classify, RoBERTa: classifier.dense; -1 otherwise */
+    tr_safetensors *files[HF_MAX_SHARDS];
+    int n_files;
+    hf_source *src;      /* (n_src) by parameter index */
+    int n_src, n_fill, n_filled; /* src's size; parameters read from the files; copied so far */
+    const char *dump_dir; /* TR_HF_ENCODER_DUMP: hidden states written here (debug) */
+} hf_model;
+
+tr_status hf_config_read(hf_model *m, const char *dir);
+tr_status hf_pooling_read(hf_model *m, const char *pooling, const char *normalize);
+tr_status hf_files_open(hf_model *m);
+void hf_files_close(hf_model *m);
+tr_status hf_register(hf_model *m, tr_params *P);
+/* Debug: with TR_HF_ENCODER_DUMP=DIR, the hidden state after layer `i` (0: the embeddings) of
+ * the batch, (B, T, H), written to DIR/hidden_<i>.npy (CPU, eval mode). */
+void hf_dump(const hf_model *m, tr_graph *g, int i, const tr_tensor *x);
+
+#endif
