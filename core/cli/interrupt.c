@@ -12,11 +12,16 @@
 #include "trainer/run.h"
 
 static volatile sig_atomic_t g_first;
+static int g_claimed, g_said;      /* lock-free atomics: safe in a handler */
 static int g_rank_of_launcher; /* started by trainer's launcher (TRAINER_JOB_ID) */
 
+/* Two signals may be handled at once on two threads (each handler's mask blocks the other
+ * signal on its own thread only): the first to claim is the first, and the second waits (a
+ * bounded spin) until the first has said what it does before it stops the process. */
 static void on_stop(int sig) {
-    if (g_first) {
+    if (__atomic_exchange_n(&g_claimed, 1, __ATOMIC_SEQ_CST)) {
         if (g_rank_of_launcher) return;
+        for (long i = 0; i < 50000000 && !__atomic_load_n(&g_said, __ATOMIC_ACQUIRE); i++) {}
         signal(sig, SIG_DFL); /* the second: stop now (checkpoints are renamed into place whole) */
         raise(sig);
         return;
@@ -29,6 +34,7 @@ static void on_stop(int sig) {
         ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)w;
     }
+    __atomic_store_n(&g_said, 1, __ATOMIC_RELEASE);
 }
 
 void trainer_interrupt_install(void) {
@@ -36,8 +42,8 @@ void trainer_interrupt_install(void) {
     /* SA_RESTART: the stop is read at the next step boundary, so nothing needs a blocking
      * call cut short; without it a write to the launcher's pipe or a read the libraries do
      * not retry fails with EINTR and turns a clean stop into an I/O error. Each signal blocks
-     * the other while its handler runs, so two arriving together are one first and one
-     * second (stop at once), never two firsts. */
+     * the other while its handler runs on a thread; across threads the handler's atomic claim
+     * makes two arriving together one first and one second (stop at once). */
     struct sigaction sa = {.sa_handler = on_stop, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
     sigaddset(&sa.sa_mask, SIGINT);
