@@ -29,28 +29,6 @@ static void usage(FILE *out) {
             "  --no-padding     ignore the file's padding\n");
 }
 
-/* The byte offset of the first invalid UTF-8 sequence in s[0..n), or n (RFC 3629). */
-static size_t utf8_bad(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t k;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) { i++; continue; }
-        else if (c >= 0xC2 && c <= 0xDF) k = 1;
-        else if (c >= 0xE0 && c <= 0xEF) { k = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-        else if (c >= 0xF0 && c <= 0xF4) { k = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-        else return i;
-        for (size_t j = 1; j <= k; j++) {
-            if (i + j >= n) return i;
-            unsigned d = s[i + j];
-            if (d < (j == 1 ? lo : 0x80) || d > (j == 1 ? hi : 0xBF)) return i;
-        }
-        i += k + 1;
-    }
-    return n;
-}
-
 /* Writes v in decimal (fprintf's "%d" dominates the time of padded output). */
 static void put_int(int32_t v, FILE *out) {
     char buf[12], *p = buf + sizeof buf;
@@ -208,7 +186,7 @@ int trainer_tokenize_cmd(int argc, char **argv) {
             rc = decode_line(tok, where, lineno, line, stdout);
             continue;
         }
-        size_t bad = utf8_bad((const unsigned char *)line, len);
+        size_t bad = tr_utf8_valid_prefix(line, len);
         if (bad < len) {
             fprintf(stderr, "trainer tokenize: %s:%zu: invalid UTF-8 at byte %zu of the line\n", where, lineno, bad);
             rc = 1;

@@ -105,6 +105,10 @@ tr_status tr_tokenizer_encode_batch(const tr_tokenizer *tok, size_t n, const cha
 
 void tr_encoding_free(tr_encoding *enc);
 
+/* The byte offset of the first invalid UTF-8 sequence of text[0..n) (RFC 3629), or n when it
+ * is all valid: where a reader names the bad byte. */
+size_t tr_utf8_valid_prefix(const char *text, size_t n);
+
 /* Decodes ids back to text with the file's decoder (tokens joined by spaces without one);
  * skip_special leaves out the special tokens. Unknown ids are skipped. *out is malloc'ed:
  * the caller frees it. */

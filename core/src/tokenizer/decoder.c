@@ -37,10 +37,7 @@ void tok_strs_free(tok_strs *v) {
     memset(v, 0, sizeof *v);
 }
 
-/* A growing byte buffer, NUL-terminated. */
-typedef struct sbuf { char *p; size_t n, cap; } sbuf;
-
-static int put(sbuf *b, const char *s, size_t n) {
+int tok_buf_put(tok_buf *b, const char *s, size_t n) {
     if (n >= SIZE_MAX / 2 - b->n) return -1;
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
@@ -50,14 +47,14 @@ static int put(sbuf *b, const char *s, size_t n) {
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->n, s, n);
+    if (n) memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = '\0';
     return 0;
 }
 
 /* The Rust library's cleanup, replacement by replacement, in its order. */
-static int cleanup(sbuf *t) {
+static int cleanup(tok_buf *t) {
     static const char *const rules[][2] = {
         {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
         {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
@@ -65,13 +62,13 @@ static int cleanup(sbuf *t) {
         const char *from = rules[r][0], *to = rules[r][1];
         size_t nf = strlen(from), nt = strlen(to);
         if (!t->n || !strstr(t->p, from)) continue;
-        sbuf o = {0};
+        tok_buf o = {0};
         const char *s = t->p, *hit;
         while ((hit = strstr(s, from))) {
-            if (put(&o, s, (size_t)(hit - s)) || put(&o, to, nt)) goto fail;
+            if (tok_buf_put(&o, s, (size_t)(hit - s)) || tok_buf_put(&o, to, nt)) goto fail;
             s = hit + nf;
         }
-        if (put(&o, s, strlen(s))) goto fail;
+        if (tok_buf_put(&o, s, strlen(s))) goto fail;
         free(t->p);
         *t = o;
         continue;
@@ -87,11 +84,11 @@ static tr_status wordpiece(const tok_decoder *d, const tok_strs *in, tok_strs *o
     for (size_t i = 0; i < in->n; i++) {
         const char *t = in->s[i];
         size_t tl = in->len[i];
-        sbuf piece = {0};
+        tok_buf piece = {0};
         int ok;
-        if (i && pl && tl >= pl && memcmp(t, d->prefix, pl) == 0) ok = put(&piece, t + pl, tl - pl) == 0;
-        else if (i) ok = put(&piece, " ", 1) == 0 && put(&piece, t, tl) == 0;
-        else ok = put(&piece, t, tl) == 0;
+        if (i && pl && tl >= pl && memcmp(t, d->prefix, pl) == 0) ok = tok_buf_put(&piece, t + pl, tl - pl) == 0;
+        else if (i) ok = tok_buf_put(&piece, " ", 1) == 0 && tok_buf_put(&piece, t, tl) == 0;
+        else ok = tok_buf_put(&piece, t, tl) == 0;
         if (ok && d->cleanup && piece.n) ok = cleanup(&piece) == 0;
         tr_status st = ok ? tok_strs_push(out, piece.p ? piece.p : "", piece.n) : TR_ERR_NOMEM;
         free(piece.p);
@@ -109,17 +106,17 @@ static tr_status bpe_suffix(const tok_decoder *d, const tok_strs *in, tok_strs *
         const char *t = in->s[i], *end = t + in->len[i];
         const char *rep = i + 1 == in->n ? "" : " ";
         size_t rl = strlen(rep);
-        sbuf b = {0};
-        int bad = put(&b, "", 0);
+        tok_buf b = {0};
+        int bad = tok_buf_put(&b, "", 0);
         if (!sl) {
             /* Before each character and at the end. */
             while (!bad && t < end) {
                 size_t k = 1;
                 while (t + k < end && ((unsigned char)t[k] & 0xC0) == 0x80) k++;
-                bad = put(&b, rep, rl) || put(&b, t, k);
+                bad = tok_buf_put(&b, rep, rl) || tok_buf_put(&b, t, k);
                 t += k;
             }
-            if (!bad) bad = put(&b, rep, rl);
+            if (!bad) bad = tok_buf_put(&b, rep, rl);
         } else {
             while (!bad && t < end) {
                 const char *hit = NULL;
@@ -129,10 +126,10 @@ static tr_status bpe_suffix(const tok_decoder *d, const tok_strs *in, tok_strs *
                         break;
                     }
                 if (!hit) {
-                    bad = put(&b, t, (size_t)(end - t));
+                    bad = tok_buf_put(&b, t, (size_t)(end - t));
                     break;
                 }
-                bad = put(&b, t, (size_t)(hit - t)) || put(&b, rep, rl);
+                bad = tok_buf_put(&b, t, (size_t)(hit - t)) || tok_buf_put(&b, rep, rl);
                 t = hit + sl;
             }
         }
@@ -173,13 +170,13 @@ static tr_status chain(const tok_decoder *d, tok_strs *list) {
 tr_status tok_decode_tokens(const tok_decoder *d, const char *const *tokens, size_t n, char **out, size_t *len) {
     *out = NULL;
     tok_strs list = {0};
-    sbuf b = {0};
+    tok_buf b = {0};
     tr_status st = TR_OK;
     for (size_t i = 0; st == TR_OK && i < n; i++) st = tok_strs_push(&list, tokens[i], strlen(tokens[i]));
     if (st == TR_OK && d) st = chain(d, &list);
-    if (st == TR_OK && put(&b, "", 0)) st = tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
+    if (st == TR_OK && tok_buf_put(&b, "", 0)) st = tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
     for (size_t i = 0; st == TR_OK && i < list.n; i++)
-        if ((!d && i && put(&b, " ", 1)) || put(&b, list.s[i], list.len[i]))
+        if ((!d && i && tok_buf_put(&b, " ", 1)) || tok_buf_put(&b, list.s[i], list.len[i]))
             st = tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory");
     tok_strs_free(&list);
     if (st != TR_OK) {

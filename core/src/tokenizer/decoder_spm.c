@@ -11,22 +11,6 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
-typedef struct buf { char *p; size_t n, cap; } buf;
-
-static int put(buf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return -1;
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->n, s, n);
-    b->n += n;
-    return 0;
-}
-
 static tr_status nomem(void) { return tr_error_set(TR_ERR_NOMEM, "tokenizer: out of memory"); }
 
 /* A String pattern as a regular expression that matches it literally. */
@@ -123,7 +107,7 @@ tr_status tok_load_decoder_spm(const char *file, const char *path, json_t *j, co
 static tr_status metaspace(const tok_decoder *d, const tok_strs *in, tok_strs *out) {
     char rep[4];
     size_t nrep = tok_utf8_put(rep, d->replacement);
-    buf b = {0};
+    tok_buf b = {0};
     tr_status st = TR_OK;
     for (size_t i = 0; st == TR_OK && i < in->n; i++) {
         const char *t = in->s[i];
@@ -131,10 +115,10 @@ static tr_status metaspace(const tok_decoder *d, const tok_strs *in, tok_strs *o
         b.n = 0;
         for (size_t k = 0; k < n;) {
             if (k + nrep <= n && memcmp(t + k, rep, nrep) == 0) {
-                if ((i || d->prepend_scheme == TOK_PREPEND_NEVER) && put(&b, " ", 1)) st = nomem();
+                if ((i || d->prepend_scheme == TOK_PREPEND_NEVER) && tok_buf_put(&b, " ", 1)) st = nomem();
                 k += nrep;
             } else {
-                if (put(&b, t + k, 1)) st = nomem();
+                if (tok_buf_put(&b, t + k, 1)) st = nomem();
                 k++;
             }
         }
@@ -172,7 +156,7 @@ static int valid_utf8(const char *s, size_t n) {
     return 1;
 }
 
-static tr_status flush_bytes(buf *bytes, tok_strs *out) {
+static tr_status flush_bytes(tok_buf *bytes, tok_strs *out) {
     if (!bytes->n) return TR_OK;
     if (valid_utf8(bytes->p, bytes->n)) TR_CHECK(tok_strs_push(out, bytes->p, bytes->n));
     else
@@ -182,13 +166,13 @@ static tr_status flush_bytes(buf *bytes, tok_strs *out) {
 }
 
 static tr_status byte_fallback(const tok_strs *in, tok_strs *out) {
-    buf bytes = {0};
+    tok_buf bytes = {0};
     tr_status st = TR_OK;
     for (size_t i = 0; st == TR_OK && i < in->n; i++) {
         int v = byte_token(in->s[i], in->len[i]);
         if (v >= 0) {
             char c = (char)v;
-            if (put(&bytes, &c, 1)) st = nomem();
+            if (tok_buf_put(&bytes, &c, 1)) st = nomem();
             continue;
         }
         st = flush_bytes(&bytes, out);
@@ -200,9 +184,9 @@ static tr_status byte_fallback(const tok_strs *in, tok_strs *out) {
 }
 
 static tr_status fuse(const tok_strs *in, tok_strs *out) {
-    buf b = {0};
+    tok_buf b = {0};
     for (size_t i = 0; i < in->n; i++)
-        if (put(&b, in->s[i], in->len[i])) {
+        if (tok_buf_put(&b, in->s[i], in->len[i])) {
             free(b.p);
             return nomem();
         }
@@ -224,7 +208,7 @@ static tr_status chars(const char *t, size_t n, tok_nstr *s, int *ok) {
 static tr_status replace(const tok_decoder *d, const tok_strs *in, tok_strs *out) {
     tok_nstr s = {0};
     tok_ranges m = {0};
-    buf b = {0};
+    tok_buf b = {0};
     tr_status st = TR_OK;
     for (size_t i = 0; st == TR_OK && i < in->n; i++) {
         const char *t = in->s[i];
@@ -242,10 +226,10 @@ static tr_status replace(const tok_decoder *d, const tok_strs *in, tok_strs *out
         size_t last = 0; /* bytes */
         for (size_t k = 0; st == TR_OK && k < m.n; k++) {
             size_t b0 = m.r[k].b < s.n ? s.a0[m.r[k].b] : n, b1 = m.r[k].e < s.n ? s.a0[m.r[k].e] : n;
-            if (put(&b, t + last, b0 - last) || put(&b, d->content, d->ncontent)) st = nomem();
+            if (tok_buf_put(&b, t + last, b0 - last) || tok_buf_put(&b, d->content, d->ncontent)) st = nomem();
             last = b1;
         }
-        if (st == TR_OK && put(&b, t + last, n - last)) st = nomem();
+        if (st == TR_OK && tok_buf_put(&b, t + last, n - last)) st = nomem();
         if (st == TR_OK) st = tok_strs_push(out, b.p ? b.p : "", b.n);
     }
     tok_nstr_free(&s);

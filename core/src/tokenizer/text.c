@@ -192,3 +192,28 @@ tr_status tok_ranges_push(tok_ranges *r, size_t b, size_t e) {
     r->r[r->n++] = (tok_range){b, e};
     return TR_OK;
 }
+
+/* RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF. */
+size_t tr_utf8_valid_prefix(const char *text, size_t n) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i], lo = 0x80, hi = 0xBF;
+        size_t k;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) k = 1;
+        else if (c >= 0xE0 && c <= 0xEF) k = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        else if (c >= 0xF0 && c <= 0xF4) k = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        else return i;
+        for (size_t j = 1; j <= k; j++) {
+            if (i + j >= n) return i;
+            unsigned d = s[i + j];
+            if (d < (j == 1 ? lo : 0x80) || d > (j == 1 ? hi : 0xBF)) return i;
+        }
+        i += k + 1;
+    }
+    return n;
+}

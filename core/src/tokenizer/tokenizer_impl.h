@@ -207,6 +207,10 @@ typedef struct tok_decoder {
  * only where a decoder made them). */
 typedef struct tok_strs { char **s; size_t *len; size_t n, cap; } tok_strs;
 tr_status tok_strs_push(tok_strs *v, const char *s, size_t len);
+/* A growing byte buffer, kept NUL-terminated (decoder.c); tok_buf_put returns -1 when out of
+ * memory. */
+typedef struct tok_buf { char *p; size_t n, cap; } tok_buf;
+int tok_buf_put(tok_buf *b, const char *s, size_t n);
 void tok_strs_free(tok_strs *v);
 /* ByteLevel decoder: GPT-2 characters back to bytes, one string (invalid UTF-8 as U+FFFD). */
 tr_status tok_bytelevel_decode(const tok_strs *in, tok_strs *out);

@@ -105,32 +105,8 @@ void tt_config_read(tt_config *c, const tr_options *o, const char *base_dir) {
 
 /* ---- reading ---- */
 
-/* The byte offset of the first invalid UTF-8 sequence of s[0..n) (RFC 3629), or n. */
-static size_t utf8_bad(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i], lo = 0x80, hi = 0xBF;
-        size_t k;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF) k = 1;
-        else if (c >= 0xE0 && c <= 0xEF) k = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        else if (c >= 0xF0 && c <= 0xF4) k = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        else return i;
-        for (size_t j = 1; j <= k; j++) {
-            if (i + j >= n) return i;
-            unsigned d = s[i + j];
-            if (d < (j == 1 ? lo : 0x80) || d > (j == 1 ? hi : 0xBF)) return i;
-        }
-        i += k + 1;
-    }
-    return n;
-}
-
 static tr_status check_utf8(const char *path, const char *buf, size_t len) {
-    size_t bad = utf8_bad((const unsigned char *)buf, len);
+    size_t bad = tr_utf8_valid_prefix(buf, len);
     if (bad == len) return TR_OK;
     int64_t line = 1;
     size_t line_start = 0;
