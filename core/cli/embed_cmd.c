@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "embed_cmd.h"
+#include "cli_flag.h"
 #include "plugins_cmd.h"
 #include "trainer/run.h"
 
@@ -17,20 +18,6 @@ static int usage(void) {
     return 2;
 }
 
-/* "--name VALUE" or "--name=VALUE" at argv[*i]; advances *i past it. */
-static int flag(int argc, char **argv, int *i, const char *name, const char **value) {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0) return 0;
-    if (argv[*i][n] == '=') {
-        *value = argv[*i] + n + 1;
-        return 1;
-    }
-    if (argv[*i][n] != 0) return 0;
-    if (*i + 1 >= argc) return -1;
-    *value = argv[++*i];
-    return 1;
-}
-
 int trainer_embed_cmd(int argc, char **argv) {
     if (argc < 1 || argv[0][0] == '-') return usage();
     const char *checkpoint = NULL, *input = NULL, *output = NULL, *scores = NULL;
@@ -38,8 +25,8 @@ int trainer_embed_cmd(int argc, char **argv) {
     int n = 0;
     for (int i = 1; i < argc; i++) {
         int r;
-        if ((r = flag(argc, argv, &i, "--checkpoint", &checkpoint)) || (r = flag(argc, argv, &i, "--input", &input)) ||
-            (r = flag(argc, argv, &i, "--output", &output)) || (r = flag(argc, argv, &i, "--scores", &scores))) {
+        if ((r = cli_flag(argc, argv, &i, "--checkpoint", &checkpoint)) || (r = cli_flag(argc, argv, &i, "--input", &input)) ||
+            (r = cli_flag(argc, argv, &i, "--output", &output)) || (r = cli_flag(argc, argv, &i, "--scores", &scores))) {
             if (r < 0) {
                 fprintf(stderr, "trainer embed: %s needs a value\n", argv[i]);
                 return usage();

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "eval_cmd.h"
+#include "cli_flag.h"
 #include "plugins_cmd.h"
 #include "trainer/run.h"
 
@@ -17,20 +18,6 @@ static int usage(int predict) {
     return 2;
 }
 
-/* "--name VALUE" or "--name=VALUE" at argv[*i]; advances *i past it. */
-static int flag(int argc, char **argv, int *i, const char *name, const char **value) {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0) return 0;
-    if (argv[*i][n] == '=') {
-        *value = argv[*i] + n + 1;
-        return 1;
-    }
-    if (argv[*i][n] != 0) return 0;
-    if (*i + 1 >= argc) return -1;
-    *value = argv[++*i];
-    return 1;
-}
-
 int trainer_eval_cmd(int argc, char **argv, int predict) {
     const char *cmd = predict ? "predict" : "eval";
     if (argc < 1 || argv[0][0] == '-') return usage(predict);
@@ -39,9 +26,9 @@ int trainer_eval_cmd(int argc, char **argv, int predict) {
     int n = 0;
     for (int i = 1; i < argc; i++) {
         int r;
-        if ((r = flag(argc, argv, &i, "--checkpoint", &checkpoint)) ||
-            (r = flag(argc, argv, &i, "--split", &split)) ||
-            (predict && (r = flag(argc, argv, &i, "--output", &output)))) {
+        if ((r = cli_flag(argc, argv, &i, "--checkpoint", &checkpoint)) ||
+            (r = cli_flag(argc, argv, &i, "--split", &split)) ||
+            (predict && (r = cli_flag(argc, argv, &i, "--output", &output)))) {
             if (r < 0) {
                 fprintf(stderr, "trainer %s: %s needs a value\n", cmd, argv[i]);
                 return usage(predict);

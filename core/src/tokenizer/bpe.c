@@ -76,23 +76,6 @@ static tr_status opt_string(const char *file, const char *key, json_t *j, char *
     return TR_OK;
 }
 
-static tr_status load_vocab(const char *file, json_t *j, tok_vocab *vocab) {
-    json_t *v = json_object_get(j, "vocab");
-    if (!json_is_object(v)) return tok_bad(file, "model.vocab", "expected an object of token: id");
-    size_t n = json_object_size(v);
-    TR_CHECK(tok_vocab_init(vocab, n));
-    const char *key;
-    json_t *val;
-    json_object_foreach(v, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 || (size_t)json_integer_value(val) >= n)
-            return tr_error_set(TR_ERR_PARSE, "%s: model.vocab[\"%s\"]: expected an id in 0..%zu (the ids must run 0..N-1 without gaps)",
-                                file, key, n ? n - 1 : 0);
-        if (tok_vocab_set(vocab, (int32_t)json_integer_value(val), key, strlen(key)) != TR_OK)
-            return tr_error_set(TR_ERR_PARSE, "%s: model.vocab[\"%s\"]: %s (each id once, 0..N-1)", file, key, tr_error_msg());
-    }
-    return TR_OK;
-}
-
 /* One merge, model.merges[i]: "a b" or ["a", "b"]. `legacy` says which form the list uses. */
 static tr_status load_merge(const char *file, tok_model *m, json_t *e, size_t i, int legacy, uint32_t rank) {
     struct tok_bpe *b = m->bpe;
@@ -170,7 +153,7 @@ tr_status tok_load_bpe(const char *file, json_t *j, tok_model *m) {
     TR_CHECK(tok_get_bool(file, "model", j, "fuse_unk", 0, &b->fuse_unk));
     TR_CHECK(tok_get_bool(file, "model", j, "byte_fallback", 0, &b->byte_fallback));
     TR_CHECK(tok_get_bool(file, "model", j, "ignore_merges", 0, &b->ignore_merges));
-    TR_CHECK(load_vocab(file, j, &m->vocab));
+    TR_CHECK(tok_load_vocab(file, j, &m->vocab));
     if (m->unk) m->unk_id = tok_vocab_find(&m->vocab, m->unk, strlen(m->unk));
     for (int i = 0; i < 256; i++) {
         char t[8];

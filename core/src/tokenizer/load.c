@@ -72,6 +72,24 @@ char *tok_dup(const char *s) {
     return d;
 }
 
+/* A model's "vocab" object of token: id, ids 0..N-1 each once (WordPiece, BPE). */
+tr_status tok_load_vocab(const char *file, json_t *j, tok_vocab *vocab) {
+    json_t *v = json_object_get(j, "vocab");
+    if (!json_is_object(v)) return tok_bad(file, "model.vocab", "expected an object of token: id");
+    size_t n = json_object_size(v);
+    TR_CHECK(tok_vocab_init(vocab, n));
+    const char *key;
+    json_t *val;
+    json_object_foreach(v, key, val) {
+        if (!json_is_integer(val) || json_integer_value(val) < 0 || (size_t)json_integer_value(val) >= n)
+            return tr_error_set(TR_ERR_PARSE, "%s: model.vocab[\"%s\"]: expected an id in 0..%zu (the ids must run 0..N-1 without gaps)",
+                                file, key, n ? n - 1 : 0);
+        if (tok_vocab_set(vocab, (int32_t)json_integer_value(val), key, strlen(key)) != TR_OK)
+            return tr_error_set(TR_ERR_PARSE, "%s: model.vocab[\"%s\"]: %s (each id once, 0..N-1)", file, key, tr_error_msg());
+    }
+    return TR_OK;
+}
+
 tr_status tok_load_normalizer(const char *file, const char *path, json_t *j, tok_normalizer *n) {
     memset(n, 0, sizeof *n);
     const char *type = "";

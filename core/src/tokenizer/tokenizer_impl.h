@@ -312,6 +312,7 @@ tr_status tok_load_pretok(const char *file, const char *path, json_t *j, tok_pre
 tr_status tok_load_post(const tr_tokenizer *t, const char *file, const char *path, json_t *j,
                         tok_post *out);
 tr_status tok_load_decoder(const char *file, const char *path, json_t *j, tok_decoder *out);
+tr_status tok_load_vocab(const char *file, json_t *j, tok_vocab *vocab);
 tr_status tok_load_wordpiece(const char *file, json_t *j, tok_model *m);
 tr_status tok_load_bpe(const char *file, json_t *j, tok_model *m);
 tr_status tok_load_unigram(const char *file, json_t *j, tok_model *m);

@@ -21,19 +21,7 @@ tr_status tok_load_wordpiece(const char *file, json_t *j, tok_model *m) {
             return tok_bad(file, "model.max_input_chars_per_word", "expected a non-negative integer");
         m->wp.max_chars = (size_t)json_integer_value(v);
     }
-    v = json_object_get(j, "vocab");
-    if (!json_is_object(v)) return tok_bad(file, "model.vocab", "expected an object of token: id");
-    size_t n = json_object_size(v);
-    TR_CHECK(tok_vocab_init(&m->vocab, n));
-    const char *key;
-    json_t *val;
-    json_object_foreach(v, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 || (size_t)json_integer_value(val) >= n)
-            return tr_error_set(TR_ERR_PARSE, "%s: model.vocab[\"%s\"]: expected an id in 0..%zu (the ids must run 0..N-1 without gaps)",
-                                file, key, n ? n - 1 : 0);
-        if (tok_vocab_set(&m->vocab, (int32_t)json_integer_value(val), key, strlen(key)) != TR_OK)
-            return tr_error_set(TR_ERR_PARSE, "%s: model.vocab[\"%s\"]: %s (each id once, 0..N-1)", file, key, tr_error_msg());
-    }
+    TR_CHECK(tok_load_vocab(file, j, &m->vocab));
     m->unk_id = tok_vocab_find(&m->vocab, m->unk, strlen(m->unk));
     return TR_OK;
 }
