@@ -75,10 +75,11 @@ static tr_status check_range(const char *where, const tr_option_spec *sp, double
     return TR_OK;
 }
 
-static tr_status set_value(value *v, const char *where, const char *raw);
+static tr_status set_value(value *v, const char *where, const char *raw, int is_default);
 
-/* v from its trimmed text. */
-static tr_status set_text(value *v, const char *where, const char *text) {
+/* v from its trimmed text; is_default: the text is the spec's default itself, whose unset list
+ * items have no default to take (and whose parse must not parse itself again). */
+static tr_status set_text(value *v, const char *where, const char *text, int is_default) {
     const tr_option_spec *sp = v->spec;
     switch (sp->type) {
     case TR_OPTION_INT:
@@ -147,8 +148,8 @@ static tr_status set_text(value *v, const char *where, const char *text) {
             const char *t = trim(item);
             if (!*t) {
                 /* (the default itself with an unset item has none to take) */
-                if (!have_dflt && sp->default_value && strcmp(text, sp->default_value) != 0 &&
-                    set_value(&dflt, where, sp->default_value) == TR_OK)
+                if (!have_dflt && !is_default && sp->default_value &&
+                    set_value(&dflt, where, sp->default_value, 1) == TR_OK)
                     have_dflt = 1;
                 if (!have_dflt || v->n_list >= dflt.n_list)
                     return tr_error_set(TR_ERR_INVALID, "%s.%s: item %d of %s is unset and the default (%s) has no item %d: "
@@ -171,12 +172,12 @@ static tr_status set_text(value *v, const char *where, const char *text) {
 }
 
 /* v from raw, whole: a string option has no length limit (a list of class names can be long). */
-static tr_status set_value(value *v, const char *where, const char *raw) {
+static tr_status set_value(value *v, const char *where, const char *raw, int is_default) {
     size_t n = strlen(raw);
     char *buf = tr_malloc(n + 1);
     if (!buf) return tr_error_set(TR_ERR_NOMEM, "%s.%s: out of memory", where, v->spec->key);
     memcpy(buf, raw, n + 1);
-    tr_status st = set_text(v, where, trim(buf));
+    tr_status st = set_text(v, where, trim(buf), is_default);
     tr_free(buf);
     return st;
 }
@@ -213,7 +214,7 @@ tr_status plugin_options_check(const char *path, const char *plugin, const tr_op
                                 o->key, o->min, o->max);
         if (!o->default_value) continue;
         value v = {.spec = o};
-        tr_status st = set_value(&v, "default", o->default_value);
+        tr_status st = set_value(&v, "default", o->default_value, 1);
         tr_free(v.s);
         if (st != TR_OK) {
             tr_error_prefix("%s: plugin '%s': option '%s' has a bad default: ", path, plugin, o->key);
@@ -281,7 +282,7 @@ tr_status tr_options_create(tr_options **out, const tr_option_spec *specs, uint3
             break;
         }
         given[found] = 1;
-        st = set_value(&o->v[found], where, eq + 1);
+        st = set_value(&o->v[found], where, eq + 1, 0);
     }
     for (uint32_t i = 0; i < n_specs && st == TR_OK; i++) {
         if (given[i]) continue;
@@ -289,7 +290,7 @@ tr_status tr_options_create(tr_options **out, const tr_option_spec *specs, uint3
             st = tr_error_set(TR_ERR_INVALID, "%s.%s: required option is missing (%s)", where,
                               specs[i].key, specs[i].doc ? specs[i].doc : "no description");
         else
-            st = set_value(&o->v[i], where, specs[i].default_value);
+            st = set_value(&o->v[i], where, specs[i].default_value, 1);
     }
     tr_free(given);
     if (st == TR_OK) {
