@@ -11,7 +11,7 @@ python; HF_HUB_OFFLINE=1 (nothing is downloaded).
         DIR/cls: MODEL with BertForSequenceClassification's head (4 labels, the head as
         transformers initialises it under seed 1) saved as safetensors, with the tokenizer
         files; DIR/cls_check, for the loss check: every dropout 0 and the head drawn with
-        initializer_range 0.1 instead of 0.02, so that the logits are of order 1 and the loss
+        initializer_range 1.0 instead of 0.02, so that the logits are of order 1 and the loss
         depends on the encoder's output (at 0.02 it stays within 1% of ln 4 whatever it is)
     hf_encoder_peer.py embed MODEL TEXTS THREADS BATCH [OUT.npy]
         mean-pooled, L2-normalised embeddings under torch.inference_mode(), batches of BATCH;
@@ -66,7 +66,7 @@ def write_data(model, shakespeare, d, n_embed, n_classify):
 
 
 def write_head(model, d):
-    for name, extra in (("cls", {}), ("cls_check", dict(initializer_range=0.1, hidden_dropout_prob=0.0,
+    for name, extra in (("cls", {}), ("cls_check", dict(initializer_range=1.0, hidden_dropout_prob=0.0,
                                                         attention_probs_dropout_prob=0.0, classifier_dropout=0.0))):
         torch.manual_seed(1)
         m = AutoModelForSequenceClassification.from_pretrained(model, num_labels=N_LABELS, **extra)
