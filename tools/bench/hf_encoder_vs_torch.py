@@ -22,7 +22,9 @@ tokens, so both sides see the same 128 ids per text and no padding.
      lr 2e-5 weight decay 0.01, dropout as the model's config.json; trainer run: the windows it
      logs after the first; torch: windows after one warm-up window). A run's figure is the
      median of its windows, the table's the median of the runs; the runs are listed (the
-     spread), with the load average after each round.
+     spread), with the load average after each round and the CPU share each run had (its
+     processes' CPU time over wall time x T: below 100% where other processes took the cores;
+     OpenMP threads spinning at a barrier count as busy).
 GFLOP/s count the GEMM-shaped work (2 per multiply-add; training 3x the forward: every weight
 and input gradient is needed, the embeddings being trained) against the cores' multiply-add
 peak measured on the same cores (bench_core --peak); OpenBLAS's sgemm rate there is printed
@@ -33,10 +35,12 @@ when PyPI cannot be reached; a missed target is reported, never an error.
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -52,6 +56,20 @@ N_EMBED, N_CLASSIFY = 512, 512
 CHECK_STEPS, EMBED_TOL, LOSS_RTOL = 3, 1e-4, 1e-4
 TARGET = 1.3
 H, F, LAYERS, LABELS = 384, 1536, 6, 4  # all-MiniLM-L6-v2's config.json; the peer's 4 labels
+
+
+KINDS = {"eo": "embed trainer", "et": "embed torch", "to": "fine-tune trainer", "tt": "fine-tune torch"}
+
+
+def with_share(fn, threads, cores):
+    """fn(threads, cores) and the CPU share its processes had: their CPU time (user and
+    system) over the wall time times the threads, below 1 where other processes took the
+    cores (the whole process counts: loading included)."""
+    r0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    v = fn(threads, cores)
+    r1, w1 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    return v, cpu / ((w1 - w0) * threads)
 
 
 def forward_flops():
@@ -198,21 +216,24 @@ def main():
         print(f"trainer vs PyTorch {version[0]} (oneDNN {version[1]}, MKL {version[2]}) + transformers 4.47.1, "
               f"all-MiniLM-L6-v2, {SEQ} tokens, cores {cpus}, {args.reps} runs each, median\n", flush=True)
         checks(b, cpus)
-        rows = []
+        rows, shares = [], []
         for t in threads:
             cores = ",".join(str(c) for c in cpus[:t])
             rate, sgemm = b.rate("--peak", t, cores), b.rate("--sgemm", t, cores)
             print(f"\n{t} thread(s) on cores {cores}: multiply-add peak {rate:.1f} GFLOP/s, OpenBLAS sgemm "
                   f"{sgemm:.1f}", flush=True)
-            runs, load = {k: [] for k in ("eo", "et", "to", "tt")}, []
+            runs, share, load = {k: [] for k in KINDS}, {k: [] for k in KINDS}, []
             for _ in range(args.reps):
-                runs["eo"].append(b.trainer_embed(t, cores))
-                runs["et"].append(b.torch_embed(t, cores))
-                runs["to"].append(b.time_train_ours(t, cores))
-                runs["tt"].append(b.time_train_torch(t, cores))
+                for k, fn in (("eo", b.trainer_embed), ("et", b.torch_embed), ("to", b.time_train_ours),
+                              ("tt", b.time_train_torch)):
+                    v, c = with_share(fn, t, cores)
+                    runs[k].append(v)
+                    share[k].append(c)
                 load.append(os.getloadavg()[0])
-                print(f"  embed trainer {runs['eo'][-1]:.2f} torch {runs['et'][-1]:.2f}  fine-tune trainer "
-                      f"{runs['to'][-1]:.2f} torch {runs['tt'][-1]:.2f}  (load average {load[-1]:.1f})", flush=True)
+                print("  " + "  ".join(f"{KINDS[k]} {runs[k][-1]:.2f} (CPU {100 * share[k][-1]:.0f}%)" for k in KINDS)
+                      + f"  load average {load[-1]:.1f}", flush=True)
+            shares.append(f"{t} thread(s): " + ", ".join(f"{KINDS[k]} {100 * statistics.median(share[k]):.0f}%"
+                                                          for k in KINDS))
             for what, o, p, fl in (("embedding, batch 64 (texts/s)", runs["eo"], runs["et"], forward_flops()),
                                    ("fine-tuning, batch 32, AdamW (samples/s)", runs["to"], runs["tt"], train_flops())):
                 rows.append((what, t, o, p, fl, rate, load))
@@ -226,7 +247,8 @@ def main():
                   f"{'met' if mo / mp >= TARGET else '**missed**'} | {g[0]:.1f} ({100 * g[0] / rate:.0f}%) | "
                   f"{g[1]:.1f} ({100 * g[1] / rate:.0f}%) | {' '.join(f'{v:.1f}' for v in o)} / "
                   f"{' '.join(f'{v:.1f}' for v in p)} ({' '.join(f'{v:.1f}' for v in load)}) |")
-        print("\nmultiply-add peak: " + ", ".join(sorted({f"{r[1]} thread(s) {r[5]:.1f} GFLOP/s" for r in rows})))
+        print("\nCPU share (a run's CPU time over its wall time x threads, median): " + "; ".join(shares))
+        print("multiply-add peak: " + ", ".join(sorted({f"{r[1]} thread(s) {r[5]:.1f} GFLOP/s" for r in rows})))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
