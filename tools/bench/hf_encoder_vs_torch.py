@@ -21,10 +21,10 @@ tokens, so both sides see the same 128 ids per text and no padding.
      batch, the model loaded and the texts tokenized before) and fine-tuning (batch 32, AdamW
      lr 2e-5 weight decay 0.01, dropout as the model's config.json; trainer run: the windows it
      logs after the first; torch: windows after one warm-up window). A run's figure is the
-     median of its windows, the table's the median of the runs; the runs are listed (the
-     spread), with the load average after each round and the CPU share each run had (its
-     processes' CPU time over wall time x T: below 100% where other processes took the cores;
-     OpenMP threads spinning at a barrier count as busy).
+     median of its windows, the table's the median of the runs, beside the range of the
+     ratios of the rounds; the runs are listed (the spread), the load average after each
+     round and the CPU share each run had (its processes' CPU time over wall time x T: below
+     100% where other processes took the cores; OpenMP threads spinning at a barrier count).
 GFLOP/s count the GEMM-shaped work (2 per multiply-add; training 3x the forward: every weight
 and input gradient is needed, the embeddings being trained) against the cores' multiply-add
 peak measured on the same cores (bench_core --peak); OpenBLAS's sgemm rate there is printed
@@ -236,17 +236,18 @@ def main():
                                                           for k in KINDS))
             for what, o, p, fl in (("embedding, batch 64 (texts/s)", runs["eo"], runs["et"], forward_flops()),
                                    ("fine-tuning, batch 32, AdamW (samples/s)", runs["to"], runs["tt"], train_flops())):
-                rows.append((what, t, o, p, fl, rate, load))
-        print("\n| workload | threads | trainer | torch | ratio | target 1.3x | trainer GFLOP/s (% of peak) "
-              "| torch GFLOP/s (% of peak) | runs: trainer / torch (load average) |")
+                rows.append((what, t, o, p, fl, rate))
+        print("\n| workload | threads | trainer | torch | ratio (per round) | target 1.3x | trainer GFLOP/s (% of peak) "
+              "| torch GFLOP/s (% of peak) | runs: trainer / torch |")
         print("|---|---|---|---|---|---|---|---|---|")
-        for what, t, o, p, fl, rate, load in rows:
+        for what, t, o, p, fl, rate in rows:
             mo, mp = statistics.median(o), statistics.median(p)
             g = [v * fl / 1e9 for v in (mo, mp)]
-            print(f"| {what} | {t} | {mo:.1f} | {mp:.1f} | **{mo / mp:.2f}x** | "
+            paired = sorted(a / b for a, b in zip(o, p))
+            print(f"| {what} | {t} | {mo:.1f} | {mp:.1f} | **{mo / mp:.2f}x** ({paired[0]:.2f}-{paired[-1]:.2f}) | "
                   f"{'met' if mo / mp >= TARGET else '**missed**'} | {g[0]:.1f} ({100 * g[0] / rate:.0f}%) | "
                   f"{g[1]:.1f} ({100 * g[1] / rate:.0f}%) | {' '.join(f'{v:.1f}' for v in o)} / "
-                  f"{' '.join(f'{v:.1f}' for v in p)} ({' '.join(f'{v:.1f}' for v in load)}) |")
+                  f"{' '.join(f'{v:.1f}' for v in p)} |")
         print("\nCPU share (a run's CPU time over its wall time x threads, median): " + "; ".join(shares))
         print("multiply-add peak: " + ", ".join(sorted({f"{r[1]} thread(s) {r[5]:.1f} GFLOP/s" for r in rows})))
     finally:
