@@ -12,7 +12,10 @@ python; HF_HUB_OFFLINE=1 (nothing is downloaded).
         transformers initialises it under seed 1) saved as safetensors, with the tokenizer
         files; DIR/cls_check, for the loss check: every dropout 0 and the head drawn with
         initializer_range 1.0 instead of 0.02, so that the logits are of order 1 and the loss
-        depends on the encoder's output (at 0.02 it stays within 1% of ln 4 whatever it is)
+        depends on the encoder's output (at 0.02 it stays within 1% of ln 4 whatever it is);
+        DIR/cls_noattn: DIR/cls without the dropout on the attention probabilities, the work
+        trainer's fine-tuning does (the core's attention has no dropout yet); with it, SDPA
+        runs its math path (a flash kernel has no dropout on the CPU)
     hf_encoder_peer.py embed MODEL TEXTS THREADS BATCH [OUT.npy]
         mean-pooled, L2-normalised embeddings under torch.inference_mode(), batches of BATCH;
         prints texts/s over every batch, the first included, as `trainer embed` times its
@@ -66,8 +69,9 @@ def write_data(model, shakespeare, d, n_embed, n_classify):
 
 
 def write_head(model, d):
-    for name, extra in (("cls", {}), ("cls_check", dict(initializer_range=1.0, hidden_dropout_prob=0.0,
-                                                        attention_probs_dropout_prob=0.0, classifier_dropout=0.0))):
+    for name, extra in (("cls", {}), ("cls_noattn", dict(attention_probs_dropout_prob=0.0)),
+                        ("cls_check", dict(initializer_range=1.0, hidden_dropout_prob=0.0,
+                                           attention_probs_dropout_prob=0.0, classifier_dropout=0.0))):
         torch.manual_seed(1)
         m = AutoModelForSequenceClassification.from_pretrained(model, num_labels=N_LABELS, **extra)
         m.save_pretrained(os.path.join(d, name), safe_serialization=True)

@@ -20,7 +20,9 @@ tokens, so both sides see the same 128 ids per text and no padding.
      trainer.threads=T, its own "in S s" line; torch under inference_mode; both over every
      batch, the model loaded and the texts tokenized before) and fine-tuning (batch 32, AdamW
      lr 2e-5 weight decay 0.01, dropout as the model's config.json; trainer run: the windows it
-     logs after the first; torch: windows after one warm-up window). A run's figure is the
+     logs after the first; torch: windows after one warm-up window; and torch once more without
+     the dropout on the attention probabilities, which trainer does not apply while the core's
+     attention has none: the same work on both sides). A run's figure is the
      median of its windows, the table's the median of the runs, beside the range of the
      ratios of the rounds; the runs are listed (the spread), the load average after each
      round and the CPU share each run had (its processes' CPU time over wall time x T: below
@@ -58,7 +60,8 @@ TARGET = 1.3
 H, F, LAYERS, LABELS = 384, 1536, 6, 4  # all-MiniLM-L6-v2's config.json; the peer's 4 labels
 
 
-KINDS = {"eo": "embed trainer", "et": "embed torch", "to": "fine-tune trainer", "tt": "fine-tune torch"}
+KINDS = {"eo": "embed trainer", "et": "embed torch", "to": "fine-tune trainer", "tt": "fine-tune torch",
+         "tn": "fine-tune torch without attention dropout"}
 
 
 def with_share(fn, threads, cores):
@@ -149,8 +152,8 @@ checkpoint: {{every_n_epochs: 0, resume: never}}
                                              f"trainer.max_steps={self.per * (self.windows + 1)}"], cores)
         return statistics.median(r["samples_per_sec"] for r in rows[1:])
 
-    def time_train_torch(self, threads, cores):
-        out = self.peer_run(["train", self.cls, self.tsv, str(threads), str(TRAIN_BATCH), str(self.windows),
+    def time_train_torch(self, threads, cores, folder=None):
+        out = self.peer_run(["train", folder or self.cls, self.tsv, str(threads), str(TRAIN_BATCH), str(self.windows),
                              str(self.per)], "torch train", cores)
         return statistics.median(float(v) for v in out.split())
 
@@ -210,7 +213,7 @@ def main():
         b = Bench(args, tmp, model, peer, oracle_venv.env())
         b.peer_run(["data", model, SHAKESPEARE, tmp, str(N_EMBED), str(N_CLASSIFY)], "torch data")
         b.peer_run(["head", model, tmp], "torch head")
-        b.cls, b.cls_check = os.path.join(tmp, "cls"), os.path.join(tmp, "cls_check")
+        b.cls, b.cls_check, b.cls_noattn = (os.path.join(tmp, d) for d in ("cls", "cls_check", "cls_noattn"))
         b.embed_cfg = b.embed_config()
         version = b.peer_run(["version"], "torch version").split()
         print(f"trainer vs PyTorch {version[0]} (oneDNN {version[1]}, MKL {version[2]}) + transformers 4.47.1, "
@@ -225,7 +228,8 @@ def main():
             runs, share, load = {k: [] for k in KINDS}, {k: [] for k in KINDS}, []
             for _ in range(args.reps):
                 for k, fn in (("eo", b.trainer_embed), ("et", b.torch_embed), ("to", b.time_train_ours),
-                              ("tt", b.time_train_torch)):
+                              ("tt", b.time_train_torch),
+                              ("tn", lambda t, c: b.time_train_torch(t, c, b.cls_noattn))):
                     v, c = with_share(fn, t, cores)
                     runs[k].append(v)
                     share[k].append(c)
@@ -235,7 +239,9 @@ def main():
             shares.append(f"{t} thread(s): " + ", ".join(f"{KINDS[k]} {100 * statistics.median(share[k]):.0f}%"
                                                           for k in KINDS))
             for what, o, p, fl in (("embedding, batch 64 (texts/s)", runs["eo"], runs["et"], forward_flops()),
-                                   ("fine-tuning, batch 32, AdamW (samples/s)", runs["to"], runs["tt"], train_flops())):
+                                   ("fine-tuning, batch 32, AdamW (samples/s)", runs["to"], runs["tt"], train_flops()),
+                                   ("the same, torch without attention dropout (trainer's work)", runs["to"],
+                                    runs["tn"], train_flops())):
                 rows.append((what, t, o, p, fl, rate))
         print("\n| workload | threads | trainer | torch | ratio (per round) | target 1.3x | trainer GFLOP/s (% of peak) "
               "| torch GFLOP/s (% of peak) | runs: trainer / torch |")
