@@ -58,7 +58,7 @@ def write_data(model, shakespeare, d, n_embed, n_classify):
     texts = []
     while len(texts) < n_embed + n_classify:
         i = rng.randrange(len(lines) - 40)
-        t = " ".join(lines[i:i + 30])
+        t = " ".join(lines[i:i + 30]).replace("\t", " ")  # a TAB would make trainer embed read pairs
         if len(tok(t)["input_ids"]) > SEQ:
             texts.append(t)
     os.makedirs(d, exist_ok=True)

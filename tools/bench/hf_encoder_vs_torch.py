@@ -194,7 +194,12 @@ def main():
     ap.add_argument("--quick", action="store_true", help="2 windows of 2 steps per fine-tuning run")
     args = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
-    threads = [int(t) for t in args.threads.split(",")]
+    try:
+        threads = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        sys.exit(f"hf_encoder_vs_torch: --threads {args.threads!r}: expected thread counts such as 1,2")
+    if args.reps < 1 or min(threads) < 1:
+        sys.exit("hf_encoder_vs_torch: --reps and every --threads count must be at least 1")
     if max(threads) > len(cpus):
         sys.exit(f"hf_encoder_vs_torch: {max(threads)} threads asked, {len(cpus)} cores available")
     if not os.path.exists(SHAKESPEARE):
