@@ -40,6 +40,8 @@ static void record(run_loggers *ls, run_record_kind kind, const run_value *v, in
     CHECK(st == TR_OK, "record: %s", tr_error_msg());
 }
 
+static int name_cmp(const void *a, const void *b) { return strcmp(a, b); }
+
 /* The names of the event files in dir/tensorboard, sorted, into names; their count. */
 static int event_files(char names[4][256]) {
     char path[256];
@@ -49,7 +51,7 @@ static int event_files(char names[4][256]) {
     for (struct dirent *de; d && (de = readdir(d));)
         if (strncmp(de->d_name, "events.out.tfevents.", 20) == 0 && n < 4) snprintf(names[n++], 256, "%s", de->d_name);
     if (d) closedir(d);
-    qsort(names, (size_t)n, 256, (int (*)(const void *, const void *))strcmp);
+    qsort(names, (size_t)n, 256, name_cmp);
     return n;
 }
 
