@@ -9,9 +9,10 @@ step-4 checkpoint (A). TensorBoard's EventAccumulator (the `tensorboard` package
 oracle venv: tools/oracle/oracle_venv.py) reads each run's tensorboard/ folder: every scalar of
 metrics.jsonl (the last record of each kind per step, docs/config.md "metrics.jsonl") under its
 tag, at its step, equal as float32, and nothing else; A's folder holds two event files and reads
-as B's (throughput aside); the resolved config is its text summary. metrics.csv, parsed by
-Python's csv module, holds metrics.jsonl's records in order. A tiny transformer LM adds
-tokens_per_sec and val_perplexity. Unknown and repeated logger names are refused.
+as B's (throughput aside); the resolved config is its text summary, which TensorBoard's text
+plugin shows as a code block. metrics.csv, parsed by Python's csv module, holds metrics.jsonl's
+records in order. A tiny transformer LM adds tokens_per_sec and val_perplexity. Unknown and
+repeated logger names are refused.
 Exit 0 pass, 1 fail, 77 (skip): the oracle venv cannot be made (no PyPI).
 """
 import csv
@@ -139,10 +140,14 @@ def read_tensorboard(folder):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     ea = EventAccumulator(folder, size_guidance={"scalars": 0, "tensors": 0})
     ea.Reload()
+    from tensorboard.plugins.text import text_plugin
+    from tensorboard.util import tensor_util
     scalars = {t: [(e.step, e.value) for e in ea.Scalars(t)] for t in ea.Tags()["scalars"]}
-    texts = [(e.step, e.tensor_proto.string_val[0].decode()) for e in ea.Tensors("config")] \
-        if "config" in ea.Tags()["tensors"] else []
-    return scalars, texts, ea.PluginTagToContent("text") if texts else {}
+    texts, html = [], None
+    if "config" in ea.Tags()["tensors"]:
+        texts = [(e.step, e.tensor_proto.string_val[0].decode()) for e in ea.Tensors("config")]
+        html = text_plugin.text_array_to_html(tensor_util.make_ndarray(ea.Tensors("config")[0].tensor_proto), True)
+    return scalars, texts, (ea.PluginTagToContent("text"), html)
 
 
 def same_series(g, w):
@@ -235,7 +240,8 @@ def run(bin_, tmp):
     check(sorted(sa) == sorted(sb) and all(same_series(sa[t], sb[t]) for t in sa if t != thru) and
           [s for s, _ in sa[thru]] == [s for s, _ in sb[thru]],
           "run a reads as run b in TensorBoard (every step once; throughput aside)")
-    check(pa == {"config": b""}, "the config's summary is the text plugin's", f"{pa}")
+    check(pa[0] == {"config": b""} and pa[1].startswith("<pre><code>run:\n  name: a\n"),
+          "the config's summary is the text plugin's, which shows it as a code block", f"{pa}")
     check_config_text("run b", tb, b, [0])
     check_config_text("run a", ta, a, [0, 4])
     check_csv("run b", b, rb)
