@@ -58,7 +58,7 @@ static tr_status add_col(csv_log *c, const char *key, size_t len) {
     return TR_OK;
 }
 
-/* One line of cells under `cols`: cell i from what `value` gives for column i ("" none). */
+/* One line of cells under `cols`: cell i is what `cell` gives for column i ("" none). */
 typedef const char *(*cell_fn)(const void *from, const char *col, char buf[48], size_t *len);
 
 static tr_status put_line(log_file *lf, char *const *cols, int n, cell_fn cell, const void *from) {
@@ -67,7 +67,8 @@ static tr_status put_line(log_file *lf, char *const *cols, int n, cell_fn cell, 
     for (int i = 0; i < n; i++) {
         size_t len;
         const char *s = cell(from, cols[i], buf, &len);
-        if (k + len + 2 > sizeof line) return tr_error_set(TR_ERR_INTERNAL, "%s: a row longer than %zu bytes", lf->path, sizeof line);
+        if (k + len + 2 > sizeof line)
+            return tr_error_set(TR_ERR_INTERNAL, "%s: a row longer than %zu bytes", lf->path, sizeof line);
         if (i) line[k++] = ',';
         memcpy(line + k, s, len);
         k += len;
