@@ -109,5 +109,22 @@ target_include_directories(trainer_pcre2 INTERFACE ${PCRE2_INCLUDE_DIR})
 target_link_libraries(trainer_pcre2 INTERFACE ${PCRE2_LIBRARY})
 target_compile_definitions(trainer_pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=32)
 
+# protobuf-c: the TensorBoard logger's Event messages (core/src/run/tensorboard.proto, compiled
+# by protoc-c at build time; core/src/run/logger_tensorboard.c).
+if(PkgConfig_FOUND)
+  pkg_check_modules(PROTOBUFC QUIET libprotobuf-c)
+endif()
+find_path(PROTOBUFC_INCLUDE_DIR protobuf-c/protobuf-c.h HINTS ${PROTOBUFC_INCLUDE_DIRS})
+find_library(PROTOBUFC_LIBRARY NAMES protobuf-c HINTS ${PROTOBUFC_LIBRARY_DIRS})
+find_program(PROTOC_C_EXECUTABLE NAMES protoc-c)
+if(NOT PROTOBUFC_INCLUDE_DIR OR NOT PROTOBUFC_LIBRARY OR NOT PROTOC_C_EXECUTABLE)
+  message(FATAL_ERROR "protobuf-c not found: install libprotobuf-c-dev and protobuf-c-compiler (tools/dev deps "
+                      "does it); libtrainer's TensorBoard logger encodes its event files with it")
+endif()
+message(STATUS "protobuf-c: ${PROTOBUFC_LIBRARY} (${PROTOC_C_EXECUTABLE})")
+add_library(trainer_protobufc INTERFACE)
+target_include_directories(trainer_protobufc INTERFACE ${PROTOBUFC_INCLUDE_DIR})
+target_link_libraries(trainer_protobufc INTERFACE ${PROTOBUFC_LIBRARY})
+
 # zlib: gzip'ed data files (tr_file_read).
 find_package(ZLIB REQUIRED)

@@ -70,6 +70,7 @@ trainer:
   grad_accum: 2
   grad_clip: 1.0
   log_every: 1
+  loggers: [jsonl, tensorboard, csv]
   val_every_n_steps: 0
   threads: 1
   strategy: auto

@@ -13,7 +13,7 @@
 
 static const char *const ignored[] = {
     "run.name", "run.output_dir", "data.prefetch", "data.workers", "trainer.max_epochs", "trainer.max_steps",
-    "trainer.log_every", "trainer.val_every_n_steps", "trainer.val_every_n_epochs", "trainer.threads", "trainer.progress", "trainer.profile",
+    "trainer.log_every", "trainer.val_every_n_steps", "trainer.val_every_n_epochs", "trainer.threads", "trainer.progress", "trainer.profile", "trainer.loggers",
     "trainer.strategy", "trainer.accelerator", "trainer.precision", "trainer.devices", "trainer.max_restarts", "strategy", "checkpoint", "plugins"};
 
 static int is_ignored(const char *path) {

@@ -47,9 +47,13 @@ void job_write(job *j, FILE *f, const char *fmt, ...) {
     if (!bad || j->io_error[0]) return;
     char why[256];
     tr_io_reason(errno ? errno : EIO, why, sizeof why);
-    snprintf(j->io_error, sizeof j->io_error, "%s/%s: write failed: %s", j->run_dir,
-             f == j->log ? "log.txt" : "metrics.jsonl", why);
+    snprintf(j->io_error, sizeof j->io_error, "%s/log.txt: write failed: %s", j->run_dir, why);
     clearerr(f);
+}
+
+void job_record(job *j, const run_record *r) {
+    if (run_loggers_record(&j->loggers, r) != TR_OK && !j->io_error[0])
+        snprintf(j->io_error, sizeof j->io_error, "%s", tr_error_msg());
 }
 
 tr_status job_io_status(const job *j) {
@@ -277,7 +281,8 @@ static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum",
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
 static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps", "val_every_n_epochs",
                                            "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts",
-                                           "on_nan", "max_consecutive_skips", "flush_denormals", "gpu_backend", "profile"};
+                                           "on_nan", "max_consecutive_skips", "flush_denormals", "gpu_backend", "profile",
+                                           "loggers"};
 #define N_(a) (sizeof(a) / sizeof(a[0]))
 
 static tr_status check_sections(const tr_cfg_node *r) {
@@ -409,6 +414,31 @@ static tr_status read_optim(job *j, tr_optim_config *oc) {
     return st;
 }
 
+/* trainer.loggers: a list of logger names, each at most once (a name alone is a list of one;
+ * [] none); absent: [jsonl]. */
+static tr_status read_loggers(job *j, job_settings *s) {
+    const tr_cfg_node *n = tr_cfg_find(j->root, "trainer.loggers");
+    s->loggers = 0;
+    if (!n || tr_cfg_null_(n)) {
+        s->loggers = RUN_LOGGER_JSONL;
+        return set_default(j, "trainer.loggers", "[jsonl]");
+    }
+    int seq = tr_cfg_node_kind(n) == TR_CFG_SEQ;
+    for (size_t i = 0; i < (seq ? tr_cfg_size(n) : 1); i++) {
+        char key[64] = "trainer.loggers";
+        if (seq) snprintf(key, sizeof key, "trainer.loggers[%zu]", i);
+        int k;
+        TR_CHECK(tr_cfg_get_choice(j->root, key, RUN_LOGGER_NAMES, NULL, &k, 1));
+        if (s->loggers & (1u << k)) {
+            const tr_cfg_node *it = tr_cfg_find(j->root, key);
+            return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: '%s' is listed twice", tr_cfg_source(it), tr_cfg_line(it),
+                                tr_cfg_column(it), key, tr_cfg_scalar(it));
+        }
+        s->loggers |= 1u << k;
+    }
+    return TR_OK;
+}
+
 /* run.name and run.output_dir make the run directory <output_dir>/<name>/<version>. */
 static tr_status check_run_paths(const job *j, const job_settings *s) {
     const char *n = s->name;
@@ -457,6 +487,7 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_choice(j, "trainer.on_nan", "stop|skip", "stop", &s->on_nan));
     TR_CHECK(get_int(j, "trainer.max_consecutive_skips", 10, 0, INT64_MAX, &s->max_consecutive_skips));
     TR_CHECK(get_choice(j, "trainer.precision", "fp32|bf16-mixed", "fp32", &s->precision));
+    TR_CHECK(read_loggers(j, s));
     int sched_kind;
     TR_CHECK(get_choice(j, "scheduler.name", "constant|step|cosine", "constant", &sched_kind));
     s->sched.kind = (tr_sched_kind)sched_kind;
@@ -830,7 +861,7 @@ void job_close(job *j) {
     tr_registry_destroy(j->reg);
     tr_config_destroy(j->cfg);
     if (j->log) fclose(j->log);
-    if (j->metrics) fclose(j->metrics);
+    run_loggers_close(&j->loggers); /* a failed run's: its error is the one to report */
 }
 
 tr_status job_find_checkpoint(const char *path, char *out, size_t size) { return tr_checkpoint_find(path, out, size); }

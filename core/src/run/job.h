@@ -8,6 +8,7 @@
 
 #include "classes.h"
 #include "progress.h"
+#include "run/logger.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
@@ -36,6 +37,7 @@ typedef struct job_settings {
     int resume;  /* 0 auto, 1 never */
     int on_nan;  /* ON_NAN_STOP or ON_NAN_SKIP */
     int64_t max_consecutive_skips;  /* on_nan skip: more steps in a row left out stop the job (0: never) */
+    unsigned loggers;  /* trainer.loggers: RUN_LOGGER_* bits (logger.h) */
 } job_settings;
 
 enum { ON_NAN_STOP, ON_NAN_SKIP };
@@ -73,8 +75,9 @@ typedef struct job {
     tr_strategy_info info;
     tr_loader *train_L, *val_L;
     tr_sampler train_sampler;
-    FILE *log, *metrics;         /* rank 0, `run` only */
-    char io_error[1400];         /* the first failed write to log or metrics ("" none) */
+    FILE *log;                   /* rank 0, `run` only */
+    run_loggers loggers;         /* trainer.loggers: rank 0, `run` only (none open elsewhere) */
+    char io_error[1400];         /* the first failed write to the log or a logger ("" none) */
     char run_dir[1024];
     progress prog;
 } job;
@@ -126,9 +129,11 @@ tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train
 
 /* A line to stdout (above the progress bar) and to log.txt. */
 void job_say(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Text to the job's log or metrics file f (NULL: nothing), flushed; a failure is kept for
+/* Text to the job's log file f (NULL: nothing), flushed; a failure is kept for
  * job_io_status (the first one, naming the file and the reason). */
 void job_write(job *j, FILE *f, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A metrics record to every logger open (none: nothing); a failure is kept as job_write's. */
+void job_record(job *j, const run_record *r);
 /* TR_OK, or the first failed write of job_write as an error. */
 tr_status job_io_status(const job *j);
 

@@ -19,6 +19,7 @@
 #include "run/run_lock.h"
 #include "trainer/io.h"
 #include "trainer/log.h"
+#include "trainer/memory.h"
 #include "trainer/profile.h"
 #include "trainer/run.h"
 #include "trainer/runtime.h"
@@ -38,13 +39,6 @@ typedef struct loop {
                               * run's final validation and checkpoint count) */
     int64_t prof_from;       /* the step it was attached after (0: not yet) */
 } loop;
-
-/* A metrics value: JSON has no NaN or infinity (a step left out, a window of them). */
-static const char *json_number(char buf[32], double v, int digits) {
-    if (isfinite(v)) snprintf(buf, 32, "%.*g", digits, v);
-    else snprintf(buf, 32, "null");
-    return buf;
-}
 
 /* Every rank learns whether any failed: TR_OK when none did; else this rank's own error, or
  * "WHAT: OTHERS" when only others failed. */
@@ -157,8 +151,8 @@ static tr_status nonfinite_step(loop *lp, const nonfinite_seen *seen, int64_t st
                                             "diverged, not a batch (%s)",
                             what, (long long)lp->tot.skipped_in_a_row, (long long)j->s.max_consecutive_skips, newest);
     job_say(j, "warning: %s; step left out (trainer.on_nan: skip; %lld so far)", what, (long long)lp->tot.skipped);
-    job_write(j, j->metrics, "{\"step\": %lld, \"skipped\": true, \"loss_finite\": %s}\n", (long long)step,
-              isfinite(loss) ? "true" : "false");
+    run_value v[] = {RUN_INT("step", step), RUN_BOOL("skipped", 1), RUN_BOOL("loss_finite", isfinite(loss))};
+    job_record(j, &(run_record){.kind = RUN_RECORD_SKIPPED, .v = v, .n = 3});
     return job_io_status(j);
 }
 
@@ -258,10 +252,23 @@ static tr_status check_resume_config(job *j, const char *ckpt, const tr_train_st
                         ckpt, diff[0] ? ": " : "", diff);
 }
 
+/* Rank 0: trainer.loggers' files, and the resolved config (config.yaml, just written) to
+ * those that keep texts, at the step the run starts from. */
+static tr_status open_loggers(job *j, int resuming, int64_t step) {
+    TR_CHECK(run_loggers_open(&j->loggers, j->s.loggers, &(run_logger_env){.run_dir = j->run_dir, .resuming = resuming}));
+    char path[1300], *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/config.yaml", j->run_dir);
+    TR_CHECK(tr_file_read(path, &text, &len));
+    tr_status st = run_loggers_text(&j->loggers, "config", text, step);
+    tr_free(text);
+    return st;
+}
+
 /* Rank 0: the run folder, its config, log and metrics files and the checkpoints folder, made
  * and probed before training so that an unwritable place fails at once; the folders a
  * killed save left are removed. */
-static tr_status open_run_dir(job *j, int resuming, const char *ck_dir) {
+static tr_status open_run_dir(job *j, int resuming, int64_t step, const char *ck_dir) {
     char path[1300], why[256];
     TR_CHECK(tr_mkdirs(j->run_dir));
     snprintf(path, sizeof path, "%s/config.yaml", j->run_dir);
@@ -270,9 +277,7 @@ static tr_status open_run_dir(job *j, int resuming, const char *ck_dir) {
     snprintf(path, sizeof path, "%s/log.txt", j->run_dir);
     j->log = fopen(path, mode);
     if (!j->log) return tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, tr_io_reason(errno, why, sizeof why));
-    snprintf(path, sizeof path, "%s/metrics.jsonl", j->run_dir);
-    j->metrics = fopen(path, mode);
-    if (!j->metrics) return tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, tr_io_reason(errno, why, sizeof why));
+    TR_CHECK(open_loggers(j, resuming, step));
     TR_CHECK(tr_mkdirs(ck_dir));
     snprintf(path, sizeof path, "%s/.write-test-%ld", ck_dir, (long)getpid());
     if (mkdir(path, 0755) != 0 && errno != EEXIST)
@@ -303,13 +308,11 @@ static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vlo
     if (isfinite(*vacc)) snprintf(extra, sizeof extra, "  val accuracy %.2f%%", 100 * *vacc); /* not for regression */
     if (j->spec.task == TR_TASK_LM) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "  val perplexity %.3f", exp(*vloss));
     job_say(j, "%s: val loss %.4f%s", when, *vloss, extra);
-    char rec[256], a[32];
-    int k = snprintf(rec, sizeof rec, "{\"step\": %lld, \"epoch\": %lld, \"val_loss\": %s", (long long)lp->state.step,
-                     (long long)epoch + 1, json_number(a, *vloss, 9));
-    if (isfinite(*vacc)) k += snprintf(rec + k, sizeof rec - (size_t)k, ", \"val_accuracy\": %.6g", *vacc);
-    if (j->spec.task == TR_TASK_LM)
-        snprintf(rec + k, sizeof rec - (size_t)k, ", \"val_perplexity\": %s", json_number(a, exp(*vloss), 6));
-    job_write(j, j->metrics, "%s}\n", rec);
+    run_value v[5] = {RUN_INT("step", lp->state.step), RUN_INT("epoch", epoch + 1), RUN_REAL("val_loss", *vloss, "%.9g")};
+    int n = 3;
+    if (isfinite(*vacc)) v[n++] = RUN_REAL("val_accuracy", *vacc, "%.6g");
+    if (j->spec.task == TR_TASK_LM) v[n++] = RUN_REAL("val_perplexity", exp(*vloss), "%.6g");
+    job_record(j, &(run_record){.kind = RUN_RECORD_VAL, .v = v, .n = n});
     return job_io_status(j);
 }
 
@@ -467,13 +470,12 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                     } else {
                         job_say(j, "%s", line);
                     }
-                    char a[32], b[32], tokens[48] = "";
+                    run_value v[7] = {RUN_INT("step", step), RUN_INT("epoch", ep + 1), RUN_REAL("loss", wl, "%.9g"),
+                                      RUN_REAL("lr", lr, "%.6g"), RUN_REAL("grad_norm", gnorm, "%.6g"),
+                                      RUN_REAL("samples_per_sec", sps, "%.1f")};
                     if (j->spec.task == TR_TASK_LM) /* samples are not tokens for the other tasks */
-                        snprintf(tokens, sizeof tokens, ", \"tokens_per_sec\": %.1f", sps * lp->per_sample_tokens);
-                    job_write(j, j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, "
-                                             "\"samples_per_sec\": %.1f%s}\n",
-                              (long long)step, (long long)ep + 1, json_number(a, wl, 9), lr, json_number(b, gnorm, 6), sps,
-                              tokens);
+                        v[6] = RUN_REAL("tokens_per_sec", sps * lp->per_sample_tokens, "%.1f");
+                    job_record(j, &(run_record){.kind = RUN_RECORD_TRAIN, .v = v, .n = j->spec.task == TR_TASK_LM ? 7 : 6});
                     TR_CHECK(job_io_status(j));
                     /* The loss window restarts at log_every's multiples only: a record at the
                      * run's last step ends this run, and one that extends it (a larger
@@ -529,9 +531,9 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         if (j->val_L && s->val_every_n_epochs > 0 && ((ep + 1) % s->val_every_n_epochs == 0 || last))
             TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
-        char a[32];
-        job_write(j, j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %s%s}\n", (long long)ep + 1,
-                  (long long)step, json_number(a, epoch_loss, 9), complete ? "" : ", \"partial\": true");
+        run_value v[] = {RUN_INT("epoch", ep + 1), RUN_INT("step", step), RUN_REAL("train_loss", epoch_loss, "%.9g"),
+                         RUN_BOOL("partial", 1)};
+        job_record(j, &(run_record){.kind = RUN_RECORD_EPOCH, .v = v, .n = complete ? 3 : 4});
         TR_CHECK(job_io_status(j));
         if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last)) {
             lp->state.epoch = complete ? ep + 1 : ep;
@@ -564,10 +566,9 @@ static void report_memory(job *j) {
     job_say(j, "memory on the primary device: parameters %.2f MiB, gradients %.2f MiB, optimizer state %.2f MiB, "
                "activations (peak) %.2f MiB, other %.2f MiB; this process in all %.2f MiB",
             m.params / M, m.grads / M, m.optimizer / M, m.activations / M, m.other / M, m.all_devices / M);
-    job_write(j, j->metrics, "{\"memory\": {\"params\": %llu, \"grads\": %llu, \"optimizer\": %llu, \"activations\": %llu, "
-                             "\"other\": %llu, \"all_devices\": %llu}}\n",
-              (unsigned long long)m.params, (unsigned long long)m.grads, (unsigned long long)m.optimizer,
-              (unsigned long long)m.activations, (unsigned long long)m.other, (unsigned long long)m.all_devices);
+    run_value v[] = {RUN_INT("params", m.params), RUN_INT("grads", m.grads), RUN_INT("optimizer", m.optimizer),
+                     RUN_INT("activations", m.activations), RUN_INT("other", m.other), RUN_INT("all_devices", m.all_devices)};
+    job_record(j, &(run_record){.kind = RUN_RECORD_MEMORY, .group = "memory", .v = v, .n = 6});
 }
 
 /* Resuming with another max_steps or max_epochs changes the run's length; a schedule over the
@@ -596,7 +597,8 @@ static tr_status note_resume(loop *lp, const char *ckpt, int found) {
         job_say(j, "warning: %s has no epoch totals (an older trainer's checkpoint): epoch %lld's train loss covers "
                    "its steps after step %lld only", ckpt, (long long)lp->state.epoch + 1, (long long)lp->state.step);
     say_horizon(lp, lp->tot.total_steps);
-    job_write(j, j->metrics, "{\"resumed_from_step\": %lld}\n", (long long)lp->state.step);
+    run_value v[] = {RUN_INT("resumed_from_step", lp->state.step)};
+    job_record(j, &(run_record){.kind = RUN_RECORD_RESUMED, .v = v, .n = 1});
     return job_io_status(j);
 }
 
@@ -638,7 +640,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     snprintf(lp.state.config_hash, sizeof lp.state.config_hash, "%s", digest);
     snprintf(lp.state.model, sizeof lp.state.model, "%s", j->model_p->desc->name);
     snprintf(lp.ck_dir, sizeof lp.ck_dir, "%s/checkpoints", j->run_dir);
-    tr_status st = j->info.rank == 0 ? open_run_dir(j, resuming, lp.ck_dir) : TR_OK;
+    tr_status st = j->info.rank == 0 ? open_run_dir(j, resuming, lp.state.step, lp.ck_dir) : TR_OK;
     TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot write the run folder"));
     if (resuming) TR_CHECK(note_resume(&lp, ckpt, totals_found));
     tr_params *P;
@@ -667,18 +669,16 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     return job_io_status(j);
 }
 
-/* Closes log.txt and metrics.jsonl; a failure (some file systems report write errors only at
- * close) is the run's error. */
+/* Closes log.txt and the loggers' files; a failure (some file systems report write errors
+ * only at close) is the run's error. */
 static tr_status close_run_files(job *j) {
-    FILE *f[2] = {j->log, j->metrics};
-    const char *name[2] = {"log.txt", "metrics.jsonl"};
-    j->log = j->metrics = NULL;
-    tr_status st = TR_OK;
-    for (int i = 0; i < 2; i++)
-        if (f[i] && fclose(f[i]) != 0 && st == TR_OK) {
-            char why[256];
-            st = tr_error_set(TR_ERR_IO, "%s/%s: close failed: %s", j->run_dir, name[i], tr_io_reason(errno, why, sizeof why));
-        }
+    FILE *f = j->log;
+    j->log = NULL;
+    tr_status st = run_loggers_close(&j->loggers);
+    if (f && fclose(f) != 0 && st == TR_OK) {
+        char why[256];
+        st = tr_error_set(TR_ERR_IO, "%s/log.txt: close failed: %s", j->run_dir, tr_io_reason(errno, why, sizeof why));
+    }
     return st;
 }
 
