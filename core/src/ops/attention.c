@@ -3,8 +3,10 @@
  * sees keys s <= t, PyTorch's is_causal semantics also when T != S) and key padding mask
  * (B, S) (ops.h: a row that sees no key is 0; an all-ones mask takes the unmasked path). The probabilities
  * (B, n_head, T, S) stay in the arena for backward: memory is O(B n_head T S), no
- * flash-style tiling. f32 and f64; the f32 softmax uses the vectorisable exp of vmath.h
- * (<= 2 ulp), as softmax.c does. */
+ * flash-style tiling. Dropout on the probabilities (tr_attention_dropout, training mode): the
+ * mask tr_dropout's of them, kept too (one byte each); p 0 and eval mode take the code
+ * without it. f32 and f64; the f32 softmax uses the vectorisable exp of vmath.h (<= 2 ulp),
+ * as softmax.c does. */
 #ifdef _OPENMP
 #include <omp.h>
 #endif
