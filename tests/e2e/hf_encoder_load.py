@@ -15,6 +15,11 @@ made here (Python's standard library only: no torch, no PyPI).
   in such a file is refused with file:line.
 - task classify trains (`trainer run`, a few steps on tests/data/tokdata/reviews.csv), logs the
   head as newly initialised, and its checkpoint keeps Hugging Face's names.
+- attention_probs_dropout_prob: out of range or not a number is refused naming it (and
+  hidden_dropout_prob); embeddings (eval mode) do not depend on it; in training it is applied
+  (hidden and classifier dropout 0: the losses of 0.5 differ from those of 0), reproducibly
+  (two runs give the same losses), and `dataparallel` over 2 replicas draws the masks `cpu`
+  draws (the same losses to 1e-5).
 """
 import glob
 import json
@@ -225,6 +230,18 @@ def main(trainer):
             cfg=config(position_embedding_type="relative_key"))
     refused("decoder", ["is_decoder"], w=w, cfg=config(is_decoder=True))
     refused("swish", ["hidden_act 'swish'"], w=w, cfg=config(hidden_act="swish"))
+    refused("attn_dropout_range", ["config.json: attention_probs_dropout_prob 1.5 is outside [0, 1)"], w=w,
+            cfg=config(attention_probs_dropout_prob=1.5))
+    refused("attn_dropout_string", ["config.json: attention_probs_dropout_prob must be a number in [0, 1)",
+                                    "got a string"], w=w, cfg=config(attention_probs_dropout_prob="0.1"))
+    refused("hidden_dropout_range", ["config.json: hidden_dropout_prob -0.1 is outside [0, 1)"], w=w,
+            cfg=config(hidden_dropout_prob=-0.1))
+
+    # attention_probs_dropout_prob: no effect on embeddings (eval mode)
+    o = os.path.join(base, "attn0.npy")
+    rc, out = embed(folder(base, "attn0", w, cfg=config(attention_probs_dropout_prob=0.0)), o)
+    check(rc == 0 and open(o, "rb").read() == refb,
+          f"embeddings with attention_probs_dropout_prob 0 and 0.1 are the same (rc {rc})")
 
     # pooling and normalize
     model = os.path.join(base, "f32")
@@ -277,6 +294,27 @@ def main(trainer):
             names += f.read(n).decode()
     check("encoder.layer.1.attention.self.query.weight" in names and '"classifier.weight"' in names,
           f"classify checkpoint keeps Hugging Face's names ({len(cks)} files)")
+    # attention_probs_dropout_prob in training: applied, reproducible, the same masks on dataparallel
+    def losses(name, p, *extra):
+        m = folder(base, name, w, cfg=config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=p,
+                                                 classifier_dropout=0.0))
+        rc, out = run(trainer, "run", embed_cfg(base, m, name), "model.params.task=classify", "trainer.max_steps=4",
+                      "trainer.log_every=1", "data.val_fraction=0", "optimizer.name=adamw", "optimizer.lr=0.001",
+                      "data.shuffle=false", *extra)
+        check(rc == 0, f"{name}: trains (rc {rc}) {out.strip()[-400:] if rc else ''}")
+        got = []
+        for f in glob.glob(os.path.join(base, "runs", name, "*", "metrics.jsonl")):
+            with open(f) as fh:
+                got += [json.loads(ln)["loss"] for ln in fh if '"lr"' in ln and '"loss"' in ln]
+        return got
+    l0, l5, l5b = losses("attn_p0", 0.0), losses("attn_p5", 0.5), losses("attn_p5b", 0.5)
+    l5dp = losses("attn_p5dp", 0.5, "trainer.strategy=dataparallel", "trainer.devices=2")
+    check(len(l0) == 4 and len(l5) == 4 and l0 != l5,
+          f"attention_probs_dropout_prob 0.5 changes the training losses ({l0} vs {l5})")
+    check(l5 == l5b, f"attention dropout is reproducible ({l5} vs {l5b})")
+    worst = max((abs(a - b) / abs(b) for a, b in zip(l5dp, l5)), default=1.0)
+    check(len(l5dp) == 4 and worst <= 1e-5,
+          f"dataparallel x2 draws cpu's attention dropout masks: losses within {worst:.2g} (tol 1e-5)")
     if not FAILS:
         shutil.rmtree(base)
     print("PASS" if not FAILS else f"FAIL: {len(FAILS)} checks (files in {base})")

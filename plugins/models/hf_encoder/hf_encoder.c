@@ -4,6 +4,7 @@
  *
  *   x = drop(LN(word[ids] + position[0:T] + token_type[types]))
  *   per layer: x = LN(x + drop(o(attn(q(x), k(x), v(x), mask))));  x = LN(x + drop(out(act(in(x)))))
+ *   (drop: hidden_dropout_prob; attn drops its probabilities with attention_probs_dropout_prob)
  *   pooler = tanh(dense(x[:, 0]))
  *   embed:    out->embedding = pool(x) (cls | mean over real tokens | pooler), L2-normalised
  *             with `normalize`; logits = the same tensor
@@ -12,9 +13,9 @@
  * so checkpoints map back. hf_load.c reads and checks the files; docs/hf_encoder.md has the
  * rules (what loads, what is refused, token types). RoBERTa and XLM-R (model_type roberta,
  * xlm-roberta): positions count from pad_token_id + 1 over the real tokens, the head is
- * RobertaClassificationHead (dense, tanh, out_proj on the <s> token). Limits: no dropout
- * on the attention probabilities (the core's attention has none); token types come from the
- * ids on the CPU only (on a device every position is type 0). */
+ * RobertaClassificationHead (dense, tanh, out_proj on the <s> token). Limits: token types
+ * come from the ids on the CPU only (on a device every position is type 0); dropout draws
+ * the core's masks, not torch's (the same probabilities, other random numbers). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,7 +187,7 @@ static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
         tr_tensor *q = tr_linear(g, x, W(k->q_w), W(k->q_b));
         tr_tensor *kk = tr_linear(g, x, W(k->k_w), W(k->k_b));
         tr_tensor *v = tr_linear(g, x, W(k->v_w), W(k->v_b));
-        tr_tensor *a = tr_attention_masked(g, q, kk, v, mask, m->n_head, 0);
+        tr_tensor *a = tr_attention_dropout(g, q, kk, v, mask, m->n_head, 0, m->attn_dropout);
         a = tr_dropout(g, tr_linear(g, a, W(k->ao_w), W(k->ao_b)), pdrop);
         x = tr_layer_norm(g, tr_add(g, a, x), W(k->ao_ln_w), W(k->ao_ln_b), m->eps);
         tr_tensor *h = activation(m, g, tr_linear(g, x, W(k->in_w), W(k->in_b)));

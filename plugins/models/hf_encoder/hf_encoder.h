@@ -33,7 +33,7 @@ typedef struct hf_model {
     int64_t V, H, S, n_layer_, F, type_vocab, num_labels;
     int n_layer, n_head;
     int act, pooling, normalize;
-    double eps, hidden_dropout, classifier_dropout, init_range;
+    double eps, hidden_dropout, attn_dropout, classifier_dropout, init_range; /* attn: on the probabilities */
     int32_t sep_id;  /* -1: none */
     int word_emb, pos_emb, type_emb, emb_ln_w, emb_ln_b;
     hf_layer *layer;

@@ -51,6 +51,22 @@ static double cfg_num(json_t *c, const char *key, double def) {
     return v && json_is_number(v) ? json_number_value(v) : def;
 }
 
+/* A dropout probability of config.json: def when absent or null, else a number in [0, 1). */
+static tr_status cfg_prob(const hf_model *m, json_t *c, const char *key, double def, double *out) {
+    json_t *v = json_object_get(c, key);
+    *out = def;
+    if (!v || json_is_null(v)) return TR_OK;
+    if (!json_is_number(v))
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json: %s must be a number in [0, 1) (a dropout "
+                                            "probability), got a %s", m->dir, key,
+                            json_is_string(v) ? "string" : json_is_boolean(v) ? "boolean" : "list or object");
+    *out = json_number_value(v);
+    if (!(*out >= 0 && *out < 1))
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json: %s %g is outside [0, 1) (a dropout "
+                                            "probability)", m->dir, key, *out);
+    return TR_OK;
+}
+
 static tr_status read_arch(hf_model *m, json_t *c) {
     json_t *mt = json_object_get(c, "model_type");
     const char *type = json_is_string(mt) ? json_string_value(mt) : "";
@@ -90,11 +106,10 @@ static tr_status read_arch(hf_model *m, json_t *c) {
     m->n_layer = (int)L;
     m->n_head = (int)NH;
     m->eps = cfg_num(c, "layer_norm_eps", 1e-12);
-    m->hidden_dropout = cfg_num(c, "hidden_dropout_prob", 0.1);
-    m->classifier_dropout = cfg_num(c, "classifier_dropout", m->hidden_dropout);
+    TR_CHECK(cfg_prob(m, c, "hidden_dropout_prob", 0.1, &m->hidden_dropout));
+    TR_CHECK(cfg_prob(m, c, "attention_probs_dropout_prob", 0.1, &m->attn_dropout));
+    TR_CHECK(cfg_prob(m, c, "classifier_dropout", m->hidden_dropout, &m->classifier_dropout));
     m->init_range = cfg_num(c, "initializer_range", 0.02);
-    if (m->hidden_dropout < 0 || m->hidden_dropout >= 1 || m->classifier_dropout < 0 || m->classifier_dropout >= 1)
-        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json: a dropout probability outside [0, 1)", m->dir);
     json_t *act = json_object_get(c, "hidden_act");
     const char *a = json_is_string(act) ? json_string_value(act) : "gelu";
     if (strcmp(a, "gelu") == 0) m->act = HF_ACT_GELU;

@@ -20,8 +20,11 @@
  * divided by the batch's normaliser (the core passes global batch * T for LMs, padded
  * positions included: a normaliser of real tokens is the caller's). Parameter names follow a GPT-2
  * layout: wte.weight, wpe.weight, h.<i>.ln1.weight, h.<i>.attn.qkv.weight, ..., lnf.weight,
- * head.weight. Limits: no dropout inside the attention softmax (tr_attention has none);
- * learned absolute positions only, so sequences are at most max_seq long. */
+ * head.weight. Limits: `dropout` is not applied to the attention probabilities (torch's
+ * nn.TransformerEncoderLayer and GPT-2's attn_pdrop drop them too; tr_attention_qkv_dropout
+ * would), so runs keep the numbers the benchmark peer (tools/bench/torch_peer.py) and the
+ * strategy tests are written for; learned absolute positions only, so sequences are at most
+ * max_seq long. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +64,8 @@ static const tr_option_spec tf_options[] = {
     {.key = "d_ff", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = 1 << 20,
      .doc = "MLP hidden width; 0 = 4 * d_model"},
     {.key = "dropout", .type = TR_OPTION_FLOAT, .default_value = "0.1", .min = 0, .max = 0.99,
-     .doc = "dropout on the embeddings and each residual branch (training only)"},
+     .doc = "dropout on the embeddings and each residual branch (training only; not on the attention "
+            "probabilities)"},
     {.key = "max_seq", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = 1 << 24,
      .doc = "positions in the position table; 0 = the dataset's sequence length"},
     {.key = "pool", .type = TR_OPTION_CHOICE, .default_value = "mean", .choices = "cls|mean",
