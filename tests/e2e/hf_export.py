@@ -2,7 +2,7 @@
 """`trainer export CHECKPOINT OUTDIR --format hf` on tiny BERT and RoBERTa folders made with
 hf_encoder_load.py's helpers (Python's standard library only: no torch, no PyPI).
 
-  hf_export.py TRAINER
+  hf_export.py TRAINER [OLD_MODEL_DIR]
 
 - A BERT classifier trained a few steps (`trainer run`, task classify on
   tests/data/tokdata/reviews.csv), exported from its run folder: config.json
@@ -20,7 +20,8 @@ hf_encoder_load.py's helpers (Python's standard library only: no torch, no PyPI)
   `trainer run` writes them): AutoModel's names, pooler included, sentence-transformers'
   files copied; with another pooling than theirs they are left out.
 - Refusals, each with its message and nothing written: OUTDIR not empty (its file untouched),
-  OUTDIR a file, a model without export (mlp), --format onnx, a missing checkpoint, a
+  OUTDIR a file, a model without export (mlp; and OLD_MODEL_DIR's old_model, built for ABI
+  0.10, which trains first), --format onnx, a missing checkpoint, a
   checkpoint outside its run folder; a failure after the temporary folder was made (the
   pretrained folder lost its config.json) leaves neither OUTDIR nor the temporary folder.
 """
@@ -233,7 +234,7 @@ def embed(trainer, base):
           f"embed: with pooling cls (theirs: mean) their files are left out, and said so (rc {rc})")
 
 
-def refusals(trainer, base, cfg, bert_folder):
+def refusals(trainer, base, cfg, bert_folder, old_model):
     run_dir = os.path.join(base, "runs", "bert_cls", "0")
     full = os.path.join(base, "full")
     os.makedirs(full)
@@ -263,6 +264,20 @@ def refusals(trainer, base, cfg, bert_folder):
     check(rc == 0, f"mlp trains 2 steps (rc {rc})")
     rc, out = run(trainer, "export", os.path.join(base, "runs", "mlp", "0"), os.path.join(base, "x_mlp"))
     check(rc == 1 and "model 'mlp' cannot export --format hf" in out, f"refused: a model without export: {last_line(out)}")
+    if old_model:  # built for ABI 0.10: its table ends before export_to (an abort() lies past it)
+        cfg_old = os.path.join(base, "old.yaml")
+        with open(cfg_old, "w") as f:
+            f.write(f"""run: {{name: old, output_dir: {base}/runs}}
+model: {{name: old_model}}
+data: {{name: synthetic, params: {{task: classify, samples: 64, val_samples: 16, features: 4, classes: 2}}, batch_size: 8}}
+trainer: {{strategy: cpu, max_steps: 2}}
+plugins: [{old_model}]
+""")
+        rc, out = run(trainer, "run", cfg_old)
+        check(rc == 0, f"a model built for ABI 0.10 trains (rc {rc}) {out.strip()[-300:] if rc else ''}")
+        rc, out = run(trainer, "export", os.path.join(base, "runs", "old", "0"), os.path.join(base, "x_old"))
+        check(rc == 1 and "model 'old_model' cannot export --format hf" in out,
+              f"refused: a model built for ABI 0.10 (no export_to in its table): {last_line(out)}")
     # a failure once the temporary folder exists: nothing is left
     cfg_json = os.path.join(bert_folder, "config.json")
     os.rename(cfg_json, cfg_json + ".away")
@@ -276,7 +291,7 @@ def refusals(trainer, base, cfg, bert_folder):
     check(not leftovers, f"no refused export wrote anything ({leftovers})")
 
 
-def main(trainer):
+def main(trainer, old_model):
     base = tempfile.mkdtemp(prefix="hf_export.")
     w = hl.tensors(random.Random(7))
     bert = hl.folder(base, "bert", w)
@@ -285,7 +300,7 @@ def main(trainer):
     sharded(trainer, base, cfg)
     roberta_classify(trainer, base)
     embed(trainer, base)
-    refusals(trainer, base, cfg, bert)
+    refusals(trainer, base, cfg, bert, old_model)
     if not FAILS:
         shutil.rmtree(base)
     print("PASS" if not FAILS else f"FAIL: {len(FAILS)} checks (files in {base})")
@@ -293,6 +308,6 @@ def main(trainer):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         sys.exit(__doc__.splitlines()[3].strip())
-    sys.exit(main(os.path.abspath(sys.argv[1])))
+    sys.exit(main(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]) if len(sys.argv) == 3 else None))
