@@ -5,7 +5,8 @@
 
 - A tiny random BERT (2 layers, width 32, gelu) and a tiny random XLM-R (3 layers, width 24,
   relu), fine-tuned as classifiers 8 AdamW steps with `trainer run` (task classify on
-  tests/data/tokdata/reviews.csv), exported from their run folders: AutoModelForSequenceClassification loads each (BertForSequenceClassification,
+  tests/data/tokdata/reviews.csv), exported from their run folders:
+  AutoModelForSequenceClassification loads each (BertForSequenceClassification,
   XLMRobertaForSequenceClassification) with no missing, unexpected or mismatched key, and its
   softmax over the 240 reviews gives what `trainer predict` wrote: the top class (by the
   exported id2label's names) and its probability within 1e-5. The BERT's texts are encoded by
