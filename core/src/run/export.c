@@ -42,8 +42,8 @@ static tr_status check_outdir(const char *outdir) {
         return tr_error_set(TR_ERR_IO, "%s: %s", outdir, tr_io_reason(errno, why, sizeof why));
     }
     if (!S_ISDIR(sb.st_mode))
-        return tr_error_set(TR_ERR_INVALID, "%s exists and is not a folder: refusing to replace it (give a new folder)",
-                            outdir);
+        return tr_error_set(TR_ERR_INVALID, "%s exists and is %s: refusing to replace it (give a new folder)", outdir,
+                            S_ISLNK(sb.st_mode) ? "a symbolic link" : "not a folder");
     DIR *d = opendir(outdir);
     if (!d) return tr_error_set(TR_ERR_IO, "%s: cannot read the folder: %s", outdir, tr_io_reason(errno, why, sizeof why));
     const struct dirent *de;
