@@ -20,7 +20,7 @@ hf_encoder_load.py's helpers (Python's standard library only: no torch, no PyPI)
   `trainer run` writes them): AutoModel's names, pooler included, sentence-transformers'
   files copied; with another pooling than theirs they are left out.
 - Refusals, each with its message and nothing written: OUTDIR not empty (its file untouched),
-  OUTDIR a file, a model without export (mlp; and OLD_MODEL_DIR's old_model, built for ABI
+  OUTDIR a file, a stray argument or none (usage, exit 2), a model without export (mlp; and OLD_MODEL_DIR's old_model, built for ABI
   0.10, which trains first), --format onnx, a missing checkpoint, a
   checkpoint outside its run folder; a failure after the temporary folder was made (the
   pretrained folder lost its config.json) leaves neither OUTDIR nor the temporary folder.
@@ -250,6 +250,13 @@ def refusals(trainer, base, cfg, bert_folder, old_model):
     rc, out = run(trainer, "export", run_dir, os.path.join(base, "x_onnx"), "--format", "onnx")
     check(rc == 1 and "--format: 'onnx' is not a format trainer export writes (hf" in out,
           f"refused: --format onnx: {last_line(out)}")
+    rc, out = run(trainer, "export", run_dir, os.path.join(base, "x_args"), "extra")
+    check(rc == 2 and "unexpected argument 'extra'" in out and "usage: trainer export CHECKPOINT OUTDIR" in out,
+          f"refused: a third argument that is no key=value (exit 2): {out.strip().splitlines()[0]}")
+    rc, out = run(trainer, "export", run_dir)
+    check(rc == 2 and "CHECKPOINT and OUTDIR are required" in out, "refused: no OUTDIR (exit 2)")
+    rc, out = run(trainer, "--help")
+    check(rc == 0 and "export CHECKPOINT OUTDIR [--format hf]" in out, "trainer --help lists export")
     missing = os.path.join(base, "runs", "nothing")
     rc, out = run(trainer, "export", missing, os.path.join(base, "x_missing"))
     check(rc == 1 and f"{missing}: no checkpoint there" in out, f"refused: a missing checkpoint: {last_line(out)}")
