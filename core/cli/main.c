@@ -8,6 +8,7 @@
 #include "devices_cmd.h"
 #include "embed_cmd.h"
 #include "eval_cmd.h"
+#include "export_cmd.h"
 #include "help.h"
 #include "interrupt.h"
 #include "launch_cmd.h"
@@ -33,6 +34,9 @@ static void usage(FILE *out) {
             "  plan CONFIG [key=value ...]\n"
             "                the strategy a run would use and why, and memory per rank for it and the\n"
             "                alternatives, without training\n"
+            "  export CHECKPOINT OUTDIR [--format hf] [key=value ...]\n"
+            "                a run's checkpoint as a Hugging Face model folder (config.json,\n"
+            "                model.safetensors, tokenizer files) that transformers loads\n"
             "  checkpoint consolidate DIR OUT.safetensors\n"
             "                one weights file from a sharded (or full) checkpoint\n"
             "  demo          train an MLP on a synthetic task with the core alone\n"
@@ -74,6 +78,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "eval") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 0);
     if (strcmp(argv[1], "predict") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 1);
     if (strcmp(argv[1], "embed") == 0) return trainer_embed_cmd(argc - 2, argv + 2);
+    if (strcmp(argv[1], "export") == 0) return trainer_export_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "launch") == 0) return trainer_launch_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plugins") == 0) return trainer_plugins_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "checkpoint") == 0) return trainer_checkpoint_cmd(argc - 2, argv + 2);

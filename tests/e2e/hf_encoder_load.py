@@ -134,7 +134,7 @@ def folder(base, name, w=None, dtype="F32", cfg=None, shards=0):
     return d
 
 
-def embed_cfg(base, model, name="embed"):
+def embed_cfg(base, model, name="embed", tokenizer=TOKENIZER, max_length=32):
     p = os.path.join(base, name + ".yaml")
     with open(p, "w") as f:
         f.write(f"""run:
@@ -148,10 +148,10 @@ data:
   name: csv
   params:
     path: {REVIEWS}
-    tokenizer: {TOKENIZER}
+    tokenizer: {tokenizer}
     text_column: text
     label_column: label
-    max_length: 32
+    max_length: {max_length}
   batch_size: 4
 trainer:
   strategy: cpu

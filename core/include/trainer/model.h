@@ -78,6 +78,18 @@ typedef struct tr_model_out {
     tr_tensor *embedding; /* (B, E) pooled embedding, when the model provides one */
 } tr_model_out;
 
+/* What `trainer export` asks of a model (ABI 0.11): the core allocates it and may append
+ * fields (docs/abi.md). Every pointer is borrowed for the call. */
+typedef struct tr_model_export {
+    const char *format;              /* "hf": a Hugging Face model folder */
+    const char *dir;                 /* the folder to write into: made empty by the core, which
+                                      * renames it into place after TR_OK and removes it after an
+                                      * error (so write nothing elsewhere) */
+    int64_t n_classes;               /* classification: the run's classes; 0 otherwise */
+    const char *const *class_names;  /* (n_classes) their names, or NULL: integer labels */
+    const char *tokenizer;           /* the run's data.params.tokenizer (absolute), or NULL */
+} tr_model_export;
+
 typedef struct tr_model_ops {
     /* Registers parameters and buffers in P (not finalized) and makes *ctx. */
     tr_status (*create)(void **ctx, const tr_options *opts, const tr_data_spec *data,
@@ -86,6 +98,11 @@ typedef struct tr_model_ops {
     /* Records the forward pass on g (training mode is tr_graph_training(g)); fills out. */
     tr_status (*forward)(void *ctx, tr_graph *g, tr_params *P, const tr_batch *batch,
                          tr_model_out *out);
+    /* ABI 0.11, optional (NULL: the model cannot be exported; `trainer export` refuses it by
+     * name). Writes the model with the weights in P (a checkpoint's, on the host) in
+     * env->format into env->dir; a format it does not write is TR_ERR_UNSUPPORTED naming it.
+     * Every failure names the file. */
+    tr_status (*export_to)(void *ctx, tr_params *P, const tr_model_export *env);
 } tr_model_ops;
 
 typedef enum tr_split { TR_SPLIT_TRAIN = 0, TR_SPLIT_VAL = 1 } tr_split;

@@ -1,4 +1,4 @@
-/* `trainer run`, `eval` and `predict`: jobs from a YAML config.
+/* `trainer run`, `eval`, `predict`, `embed` and `export`: jobs from a YAML config.
  *
  *   const char *overrides[] = {"trainer.max_epochs=3", "optimizer.lr=3e-4"};
  *   tr_run_result r;
@@ -9,7 +9,8 @@
  * it names, trains, validates every epoch (or every trainer.val_every_n_steps) and writes
  * runs/<name>/<version>/ with the resolved config.yaml, metrics.jsonl, log.txt and
  * checkpoints/. Eval and predict build the same job without training and load the weights of
- * a checkpoint. See docs/config.md for every key. */
+ * a checkpoint; export builds the model from a run's config.yaml and writes a checkpoint's
+ * weights in another framework's format. See docs/config.md for every key. */
 #ifndef TRAINER_RUN_H
 #define TRAINER_RUN_H
 
@@ -129,6 +130,26 @@ typedef struct tr_embed_result {
 tr_status tr_run_embed(const char *config_path, const char *const *overrides, int n_overrides,
                        const char *const *plugin_dirs, const char *checkpoint, const char *input,
                        const char *output, const char *scores, tr_embed_result *out);
+
+typedef struct tr_export_result {
+    char checkpoint[1024];   /* the checkpoint folder exported */
+    char config[1100];       /* the run's config.yaml the model was built from */
+    char outdir[1100];       /* the folder written */
+    int64_t step;            /* the checkpoint's step */
+} tr_export_result;
+
+/* `trainer export`: the weights of `checkpoint` (as for tr_run_eval: a checkpoint folder, or
+ * the newest in a checkpoints/ or run folder) written by the model plugin as a model folder
+ * in `format` ("hf", also for NULL: a Hugging Face folder; any other is refused) at `outdir`.
+ * The model is built from the config.yaml of the run folder holding the checkpoint (with
+ * overrides) and its data's sample spec, with the checkpoint's classes; a sharded checkpoint
+ * is consolidated in memory. A model whose plugin has no export_to (tr_model_ops, ABI 0.11)
+ * is refused by name. outdir must be absent or an empty folder (nothing is overwritten); the
+ * files are written into a temporary folder beside it, renamed into place at the end, so a
+ * failure leaves nothing. */
+tr_status tr_run_export(const char *checkpoint, const char *outdir, const char *format,
+                        const char *const *overrides, int n_overrides, const char *const *plugin_dirs,
+                        tr_export_result *out);
 
 #ifdef __cplusplus
 }

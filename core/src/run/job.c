@@ -643,8 +643,8 @@ tr_status job_read_settings(job *j) {
     return read_settings(j, &j->s);
 }
 
-tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
-                   const char *const *plugin_dirs) {
+tr_status job_plan_model(job *j, const char *config_path, const char *const *overrides, int n_overrides,
+                         const char *const *plugin_dirs) {
     TR_CHECK(tr_config_load(&j->cfg, config_path));
     for (int i = 0; i < n_overrides; i++) TR_CHECK(tr_config_override(j->cfg, overrides[i]));
     char dirbuf[1024];
@@ -658,7 +658,12 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(find_plugins(j, plugin_dirs));
     TR_CHECK(plugin_for(j, "model", TR_PLUGIN_MODEL, &j->model_p));
     TR_CHECK(plugin_for(j, "data", TR_PLUGIN_DATASET, &j->data_p));
-    TR_CHECK(job_absolute_paths(j));
+    return job_absolute_paths(j);
+}
+
+tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
+                   const char *const *plugin_dirs) {
+    TR_CHECK(job_plan_model(j, config_path, overrides, n_overrides, plugin_dirs));
     TR_CHECK(choose_strategy(j));
     TR_CHECK(job_check_world(j));
     /* bf16-mixed is the devices' arithmetic (tr_accel_open applies it; a device plugin that
@@ -866,11 +871,16 @@ void job_close(job *j) {
 
 tr_status job_find_checkpoint(const char *path, char *out, size_t size) { return tr_checkpoint_find(path, out, size); }
 
-tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train_state *state) {
+tr_status job_checkpoint_state(const job *j, const char *path, tr_train_state *state) {
     TR_CHECK(tr_checkpoint_read_state(path, state));
     if (strcmp(state->model, j->model_p->desc->name) != 0)
         return tr_error_set(TR_ERR_INVALID, "checkpoint refused: %s holds a '%s' model, the config's model is '%s'",
                             path, state->model, j->model_p->desc->name);
+    return TR_OK;
+}
+
+tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train_state *state) {
+    TR_CHECK(job_checkpoint_state(j, path, state));
     if (j->sops->shards) {
         tr_state_shards sh;
         TR_CHECK(j->sops->shards(j->strat, &sh));

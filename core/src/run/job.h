@@ -89,9 +89,14 @@ tr_status job_read_settings(job *j);
 /* The config's paths made absolute (config_paths.c): run.output_dir, plugins, and the model's
  * and dataset's options that name an existing file or folder. After the plugins are found. */
 tr_status job_absolute_paths(job *j);
-/* Loads the config with overrides, reads every setting, finds the plugins and picks the
- * strategy (with its resolved options), and checks the world (job_check_world): enough to
- * know how many processes the job needs, and that they fit how this one was started. */
+/* Loads the config with overrides, reads every setting and finds the model and dataset
+ * plugins (paths made absolute): the part of job_plan that a job without a strategy (trainer
+ * export) needs; job_open_model may follow. */
+tr_status job_plan_model(job *j, const char *config_path, const char *const *overrides, int n_overrides,
+                         const char *const *plugin_dirs);
+/* job_plan_model, then picks the strategy (with its resolved options) and checks the world
+ * (job_check_world): enough to know how many processes the job needs, and that they fit how
+ * this one was started. */
 tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                    const char *const *plugin_dirs);
 /* A strategy plugin's ops table, padded with NULL past the entries it was built with; a
@@ -108,9 +113,10 @@ tr_status job_check_world(const job *j);
  * processes) and, into *local (may be NULL), those on this host. */
 int job_world(const job *j, int *local);
 
-/* After job_plan: the datasets (their specs checked) and the model factory, no strategy. A
- * caller that set j->dops and j->train_ds first (trainer embed's texts) keeps them: the
- * config's dataset is then not opened, and there is no validation split. */
+/* After job_plan (or job_plan_model): the datasets (their specs checked) and the model
+ * factory, no strategy. A caller that set j->dops and j->train_ds first (trainer embed's
+ * texts) keeps them: the config's dataset is then not opened, and there is no validation
+ * split. */
 tr_status job_open_model(job *j);
 /* job_plan, then the datasets, the strategy and the loaders. On failure the job is left for
  * job_close. */
@@ -123,6 +129,9 @@ void job_close(job *j);
 /* The checkpoint a user's path means: a checkpoint folder, or the newest one in a
  * checkpoints/ folder or in a run folder's checkpoints/. */
 tr_status job_find_checkpoint(const char *path, char *out, size_t size);
+/* The train state of the checkpoint at path; one of another model than the config's is
+ * refused, naming both. */
+tr_status job_checkpoint_state(const job *j, const char *path, tr_train_state *state);
 /* Loads a checkpoint into the strategy's state (weights; the optimizer state too with
  * with_optim), then syncs the replicas. A checkpoint of another model is refused first. */
 tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train_state *state);

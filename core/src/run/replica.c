@@ -3,12 +3,14 @@
 
 #include <string.h>
 
+#include "plugin/plugin_impl.h"
 #include "trainer/accel.h"
 #include "trainer/memory.h"
 #include "trainer/strategy.h"
 
 struct tr_model_factory {
     const tr_plugin *plugin;
+    tr_model_ops ops;  /* the plugin's table, entries past its ops_size NULL */
     const tr_options *opts;
     tr_data_spec spec;
     uint64_t seed;
@@ -24,6 +26,11 @@ tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model
     tr_model_factory *f = tr_malloc(sizeof *f);
     if (!f) return tr_error_set(TR_ERR_NOMEM, "model factory: out of memory");
     *f = (tr_model_factory){.plugin = model, .opts = opts, .spec = *spec, .seed = seed};
+    tr_status st = plugin_model_ops(model, &f->ops);
+    if (st != TR_OK) {
+        tr_free(f);
+        return st;
+    }
     *out = f;
     return TR_OK;
 }
@@ -131,7 +138,7 @@ tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_
     tr_replica *r = tr_malloc(sizeof *r);
     if (!r) return tr_error_set(TR_ERR_NOMEM, "replica: out of memory");
     memset(r, 0, sizeof *r);
-    r->ops = f->plugin->desc->ops;
+    r->ops = &f->ops;
     r->spec = f->spec;
     r->seed = f->seed;
     tr_status st;

@@ -225,7 +225,8 @@ static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
     return tr_graph_status(g);
 }
 
-static const tr_model_ops hf_ops = {.create = hf_create, .destroy = hf_destroy, .forward = hf_forward};
+static const tr_model_ops hf_ops = {.create = hf_create, .destroy = hf_destroy, .forward = hf_forward,
+                                    .export_to = hf_export};
 
 static const tr_plugin_desc hf_desc = {
     TR_PLUGIN_DESC_HEADER,

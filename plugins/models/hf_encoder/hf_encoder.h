@@ -1,6 +1,6 @@
 /* The hf_encoder plugin's state, shared by its forward (hf_encoder.c) and its loader
- * (hf_load.c: config.json, the pooling files, the safetensors shards, parameter registration).
- * Private to the plugin. */
+ * (hf_load.c: config.json, the pooling files, the safetensors shards, parameter registration)
+ * and its export (hf_export.c). Private to the plugin. */
 #ifndef HF_ENCODER_H
 #define HF_ENCODER_H
 
@@ -52,6 +52,8 @@ tr_status hf_pooling_read(hf_model *m, const char *pooling, const char *normaliz
 tr_status hf_files_open(hf_model *m);
 void hf_files_close(hf_model *m);
 tr_status hf_register(hf_model *m, tr_params *P);
+/* tr_model_ops.export_to: the model as a Hugging Face folder (hf_export.c). */
+tr_status hf_export(void *ctx, tr_params *P, const tr_model_export *env);
 /* Debug: with TR_HF_ENCODER_DUMP=DIR, the hidden state after layer `i` (0: the embeddings) of
  * the batch, (B, T, H), written to DIR/hidden_<i>.npy (CPU, eval mode). */
 void hf_dump(const hf_model *m, tr_graph *g, int i, const tr_tensor *x);
