@@ -712,9 +712,6 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     tr_status st = j->info.rank == 0 ? open_run_dir(j, resuming, lp->state.step, lp->ck_dir) : TR_OK;
     TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot write the run folder"));
     if (resuming) TR_CHECK(note_resume(lp, ckpt, totals_found));
-    for (int i = 0; i < 2; i++)
-        if (notes[i][0]) job_say(j, "note: %s", notes[i]);
-    if (init_line[0]) job_say(j, "%s", init_line);
     /* A resume points best and last again (a run killed between a save and its pointers). */
     int points = lp->sel.m.metric != MONITOR_OFF || s->save_last;
     st = resuming && points && j->info.rank == 0 ? select_after_save(&lp->sel, lp->ck_dir, (int)s->keep_last, lp->state.step)
@@ -731,6 +728,9 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
             (long long)j->train_sampler.n,
             (long long)(j->val_ds ? ((const tr_dataset_ops *)j->data_p->desc->ops)->size(j->val_ds) : 0),
             (long long)s->batch, (long long)lp->per_epoch, (long long)s->max_epochs);
+    for (int i = 0; i < 2; i++)
+        if (notes[i][0]) job_say(j, "note: %s", notes[i]);
+    if (init_line[0]) job_say(j, "%s", init_line);
     if (s->precision == TR_PRECISION_BF16_MIXED)
         job_say(j, "precision bf16-mixed: the GEMMs multiply bf16 roundings of their operands, accumulating in fp32; "
                    "weights, gradients, activations and optimizer state stay fp32");
@@ -771,8 +771,14 @@ tr_status tr_run_train(const char *config_path, const char *const *overrides, in
     select_free(&lp.sel);
     if (st != TR_OK && j.log) fprintf(j.log, "error: %s\n", tr_error_msg()); /* best effort */
     if (st == TR_OK) st = close_run_files(&j);
+    int made_nothing = st != TR_OK && j.run_dir[0] && !j.log; /* refused before open_run_dir */
     job_close(&j);
     run_lock_release(&lock);
+    if (made_nothing && rmdir(j.run_dir) == 0) { /* the folders the lock made, when empty */
+        char *slash = strrchr(j.run_dir, '/');
+        if (slash) *slash = '\0';
+        rmdir(j.run_dir);
+    }
     run_interrupt_reset(); /* a stop asked for this run is not the next one's */
     return st;
 }
