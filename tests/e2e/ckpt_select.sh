@@ -189,6 +189,11 @@ if [ "$rc" = 0 ] && [ -n "$(step1 g)" ] && [ "$(step1 g)" = "$(step1 f)" ] && [ 
     grep -q "starting from the weights of $t/src.safetensors (a weights file)" "$t/g.log"; then
     ok "init_from a consolidated .safetensors and from RUN/best: the same step-1 loss $(step1 g)"
 else bad "init_from a consolidated .safetensors and RUN/best" "steps 1: $(step1 g) $(step1 h), want $(step1 f)" "$(tail -2 "$t/g.log" "$t/h.log")"; fi
+# A relative path is from the working directory (as --checkpoint), written absolute.
+(cd "$t" && timeout 60 "$bin" run "$t/c.yaml" "run.output_dir=$t/rel" "${fb[@]}" trainer.max_steps=1 model.init_from=a/r/0/best >"$t/rel.log" 2>&1)
+if [ "$(step1 rel)" = "$(step1 f)" ] && grep -q "^  init_from: $t/a/r/0/best$" "$t/rel/r/0/config.yaml"; then
+    ok "init_from a/r/0/best, relative to the working directory, is written absolute into config.yaml"
+else bad "init_from relative to the working directory" "$(tail -2 "$t/rel.log")" "$(grep init_from "$t/rel/r/0/config.yaml")"; fi
 # `best` alone: the config's own run's, here a finished monitored run; the next version starts from it.
 run a ab.log "${fb[@]}" trainer.max_steps=1 model.init_from=best checkpoint.monitor=val_loss
 if [ "$rc" = 0 ] && [ "$(step1 a 1)" = "$(step1 f)" ] && grep -q "starting from the weights of $src " "$t/ab.log"; then

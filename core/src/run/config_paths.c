@@ -1,6 +1,6 @@
 /* Makes the config's paths absolute in memory, so the resolved config.yaml written into the run
- * folder runs again from any working directory (docs/config.md): run.output_dir (relative to
- * the working directory), `plugins:` entries, model.init_from and the path options
+ * folder runs again from any working directory (docs/config.md): run.output_dir and
+ * model.init_from (relative to the working directory), `plugins:` entries and the path options
  * (TR_OPTION_PATH, ABI 0.8) of the model and the dataset, relative to the
  * config's folder (how the plugins resolve them: tr_path_resolve against base_dir). Only
  * options declared as paths: a string option whose value merely names a file that happens to
@@ -73,12 +73,12 @@ tr_status job_absolute_paths(job *j) {
         TR_CHECK(absolute(path, sizeof path, j->cfg_dir, d));
         TR_CHECK(set_text(it, path));
     }
-    /* model.init_from is read from the config's folder, as the plugins' paths; `best` and
-     * `last` name the config's own run's (job_resolve_checkpoint). */
+    /* model.init_from names a run's output, as --checkpoint does: from the working directory,
+     * as run.output_dir; `best` and `last` name the config's own run's (job_resolve_checkpoint). */
     const tr_cfg_node *init = tr_cfg_find(j->root, "model.init_from");
     const char *from = tr_cfg_scalar(init);
     if (from && from[0] && from[0] != '/' && strcmp(from, "best") != 0 && strcmp(from, "last") != 0) {
-        TR_CHECK(absolute(path, sizeof path, j->cfg_dir, from));
+        TR_CHECK(absolute(path, sizeof path, NULL, from));
         TR_CHECK(set_text(init, path));
         j->s.init_from = init->text;
     }
