@@ -33,11 +33,7 @@ data: {name: synthetic, params: {samples: 160, val_samples: 64, features: 8, cla
 optimizer: {name: sgd, lr: 2.0}
 trainer: {max_epochs: 8, log_every: 100, progress: lines, threads: 1}
 YAML
-run() { # run OUT LOG [overrides...]: exit status in $rc
-    local out="$1" log="$2"; shift 2
-    timeout 120 "$bin" run "$t/c.yaml" "run.output_dir=$t/$out" "$@" >"$t/$log" 2>&1
-    rc=$?
-}
+run() { local out="$1" log="$2"; shift 2; run_config "$t/c.yaml" "$t/$out" "$t/$log" "$@"; } # run OUT LOG [overrides...]
 m() { echo "$t/$1/r/${2:-0}/metrics.jsonl"; }
 ck() { echo "$t/$1/r/${2:-0}/checkpoints"; }
 kept() { ls "$(ck "$1" "${2:-0}")" | grep '^step-' | sed 's/step-0*//' | sort -n | tr '\n' ' ' | sed 's/ $//'; }
@@ -78,6 +74,18 @@ st="$(ck b)/step-$(printf %08d "$bs")/state.json"
 if grep -q "\"batch_in_epoch\": $((bs % 10))," "$st"; then
     ok "the best (step $bs) is a checkpoint that resumes where it was taken ($(grep -o '"batch_in_epoch": [0-9]*' "$st"))"
 else bad "the best is a checkpoint that resumes where it was taken" "$(head -5 "$st")"; fi
+
+# save_top_k -1 keeps every validation's checkpoint; a language model's val_perplexity.
+run all all.log checkpoint.monitor=val_loss checkpoint.save_top_k=-1 checkpoint.keep_last=1
+check_topk "save_top_k -1: every validation's" all val_loss min -1
+transformer_device_yaml "$t/lm.yaml" "$t/lm" auto lm
+timeout 60 "$bin" run "$t/lm.yaml" trainer.max_steps=12 trainer.val_every_n_steps=3 checkpoint.monitor=val_perplexity \
+    checkpoint.save_top_k=2 checkpoint.keep_last=1 >"$t/lm.log" 2>&1; rc=$?
+o=($(oracle topk "$t/lm/l/0/metrics.jsonl" val_perplexity min 2))
+if [ "$rc" = 0 ] && [ "$(readlink "$t/lm/l/0/checkpoints/best")" = "step-$(printf %08d "${o[0]}")" ] &&
+    [ -d "$t/lm/l/0/checkpoints/step-$(printf %08d "${o[2]}")" ]; then
+    ok "a language model's val_perplexity (min): best -> step ${o[0]}, top 2 ${o[*]:1}"
+else bad "a language model's val_perplexity" "exit $rc" "$(ls "$t/lm/l/0/checkpoints")" "want ${o[*]}"; fi
 
 # 3. eval, predict and embed-style resolution of best: the checkpoint's own numbers.
 timeout 60 "$bin" eval "$t/c.yaml" "run.output_dir=$t/a" --checkpoint best >"$t/eb.log" 2>&1; rc1=$?
