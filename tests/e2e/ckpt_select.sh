@@ -144,16 +144,20 @@ else bad "sharded best evaluated and consolidated" "$(cat "$t/es.log" "$t/cs.log
 # min_delta 0.01 on val_loss; patience 1 on val_accuracy), on cpu and ddp x2.
 es() { echo "trainer.early_stopping={monitor: $1, patience: $2, min_delta: $3}"; }
 last_step() { grep '"train_loss"' "$(m "$1")" | tail -1 | sed 's/.*"step": \([0-9]*\).*/\1/'; }
-want="$(oracle stop "$(m a)" val_loss min 2 0.01)"
-run e e.log "$(es val_loss 2 0.01)"
+read -r want want_best <<<"$(oracle stop "$(m a)" val_loss min 2 0.01)"
+run e e.log "$(es val_loss 2 0.01)" "trainer.loggers=[jsonl, csv]"
 rec="$(grep '"early_stopped"' "$(m e)")"
 if [ "$rc" = 0 ] && [ "$want" != none ] && [ "$(last_step e)" = "$want" ] && [ "$(newest e)" = "$want" ] &&
-    grep -q "\"step\": $want, .*\"early_stopped\": true, \"monitor\": \"val_loss\"" <<<"$rec" &&
+    grep -q "^{\"step\": $want, \"epoch\": $((want / 10)), \"early_stopped\": true, \"best_val_loss\": $(val_at a "$want_best"), \"best_step\": $want_best, \"patience\": 2}$" <<<"$rec" &&
     grep -q "^early stopping at step $want: val_loss has not improved on its best, .* by more than 0.01 in 2 validations (trainer.early_stopping.patience 2)" "$t/e.log" &&
     grep -q '"stopped": true' "$(ck e)/step-$(printf %08d "$want")/state.json"; then
     ok "early stopping (val_loss, patience 2, min_delta 0.01) at step $want of 80, as the validation losses say; exit 0; $rec"
 else bad "early stopping at the oracle's step" "exit $rc, stopped at $(last_step e), want $want" "$rec" "$(grep -i "early\|error" "$t/e.log")"; fi
-want2="$(oracle stop "$(m a)" val_accuracy max 1 0)"
+csv="$t/e/r/0/metrics.csv"
+if "$py" -c 'import csv, sys; r = [x for x in csv.DictReader(open(sys.argv[1])) if x["early_stopped"]]; sys.exit(not (len(r) == 1 and r[0]["early_stopped"] == "true" and r[0]["step"] == sys.argv[2] and r[0]["best_step"] == sys.argv[3]))' "$csv" "$want" "$want_best"; then
+    ok "metrics.csv has the early stop's row (early_stopped true, best_step $want_best)"
+else bad "metrics.csv has the early stop's row" "$(head -1 "$csv")" "$(tail -3 "$csv")"; fi
+read -r want2 _ <<<"$(oracle stop "$(m a)" val_accuracy max 1 0)"
 run e2 e2.log "$(es val_accuracy 1 0)"
 if [ "$rc" = 0 ] && [ "$want2" != none ] && [ "$(last_step e2)" = "$want2" ]; then ok "early stopping on val_accuracy (max), patience 1: step $want2, as the oracle"
 else bad "early stopping on val_accuracy (max), patience 1" "exit $rc, stopped at $(last_step e2), want $want2"; fi
@@ -162,7 +166,7 @@ if [ "$rc" = 0 ] && [ "$(last_step ed)" = "$want" ] && grep -q "\"step\": $want,
     ok "ddp x2 stops at the same step ($want), every rank (exit 0)"
 else bad "ddp x2 stops at the same step" "exit $rc, stopped at $(last_step ed), want $want" "$(grep -i "early\|error\|rank 1" "$t/ed.log" | head -5)"; fi
 # Killed after the first validation without improvement and resumed: the count goes on.
-first_miss=$(( $(grep -o '"best_step": [0-9]*' "$(m e)" | grep -o '[0-9]*$') + 10 ))
+first_miss=$((want_best + 10))
 TRAINER_FAULT_KILL_AT_STEP=$((first_miss + 3)) run er er1.log "$(es val_loss 2 0.01)"
 run er er2.log "$(es val_loss 2 0.01)"
 if [ "$rc" = 0 ] && grep -q "resuming from" "$t/er2.log" && [ "$(last_step er)" = "$want" ]; then

@@ -4,6 +4,7 @@ checkpoint files independently of the trainer's own code.
     select_oracle.py topk METRICS METRIC MODE K          prints the best step, then the top k's steps (sorted)
     select_oracle.py stop METRICS METRIC MODE PATIENCE MIN_DELTA
                                                          prints the step early stopping ends the run at ("none")
+                                                         and the step of the best it kept
     select_oracle.py adam_step BEFORE AFTER LR           exit 0 when AFTER's weights are one fresh Adam step from
                                                          BEFORE's (no weight decay): every element moved by LR, or
                                                          not at all (a zero gradient)
@@ -42,16 +43,16 @@ def topk(path, metric, mode, k):
 
 
 def stop(path, metric, mode, patience, min_delta):
-    best, wait = None, 0
+    best, best_step, wait = None, None, 0
     for step, v in validations(path, metric):
         if best is None or better(mode, v, best, min_delta):
-            best, wait = v, 0
+            best, best_step, wait = v, step, 0
         else:
             wait += 1
             if wait >= patience:
-                print(step)
+                print(step, best_step)
                 return
-    print("none")
+    print("none", best_step)
 
 
 def adam_step(before, after, lr):
