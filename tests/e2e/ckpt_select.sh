@@ -140,6 +140,10 @@ if [ -e "$(ck s)/step-$(printf %08d "$bs")/index.json" ] && [ "$(eval_loss "$t/e
     ok "sharded best (step $bs) scores $(eval_loss "$t/es.log") = metrics.jsonl's; consolidated, the .safetensors scores the same"
 else bad "sharded best evaluated and consolidated" "$(cat "$t/es.log" "$t/cs.log" "$t/ef.log")" "want $(val_at s "$bs")"; fi
 
+timeout 60 "$bin" checkpoint consolidate "$t/best.safetensors" "$t/again.safetensors" >"$t/cs2.log" 2>&1
+if cmp -s "$t/best.safetensors" "$t/again.safetensors"; then ok "checkpoint consolidate takes a weights file too (the same bytes)"
+else bad "checkpoint consolidate takes a weights file too" "$(cat "$t/cs2.log")"; fi
+
 # 7. Early stopping: at the step the 8-epoch run's own validation losses say (patience 2 and
 # min_delta 0.01 on val_loss; patience 1 on val_accuracy), on cpu and ddp x2.
 es() { echo "trainer.early_stopping={monitor: $1, patience: $2, min_delta: $3}"; }
@@ -201,6 +205,10 @@ if [ "$rc" = 0 ] && [ -n "$(step1 g)" ] && [ "$(step1 g)" = "$(step1 f)" ] && [ 
     grep -q "starting from the weights of $t/src.safetensors (a weights file)" "$t/g.log"; then
     ok "init_from a consolidated .safetensors and from RUN/best: the same step-1 loss $(step1 g)"
 else bad "init_from a consolidated .safetensors and RUN/best" "steps 1: $(step1 g) $(step1 h), want $(step1 f)" "$(tail -2 "$t/g.log" "$t/h.log")"; fi
+run gs gs.log "${fb[@]}" trainer.max_steps=1 "model.init_from=$t/src.safetensors" trainer.strategy=sharded trainer.devices=2
+if [ "$rc" = 0 ] && [ -n "$(step1 gs)" ] && [ "$(d4 "$(step1 gs)")" = "$(d4 "$(step1 f)")" ]; then
+    ok "init_from a .safetensors under sharded x2 (each rank its shard): step 1's loss $(step1 gs)"
+else bad "init_from under sharded x2" "exit $rc, step 1: $(step1 gs), want $(step1 f)" "$(tail -2 "$t/gs.log")"; fi
 # A relative path is from the working directory (as --checkpoint), written absolute.
 (cd "$t" && timeout 60 "$bin" run "$t/c.yaml" "run.output_dir=$t/rel" "${fb[@]}" trainer.max_steps=1 model.init_from=a/r/0/best >"$t/rel.log" 2>&1)
 if [ "$(step1 rel)" = "$(step1 f)" ] && grep -q "^  init_from: $t/a/r/0/best$" "$t/rel/r/0/config.yaml"; then
