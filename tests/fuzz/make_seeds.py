@@ -87,6 +87,9 @@ plugins: [../plugins]
     write("config", "scalars.yaml", "run:\n  name: \"tab\\there \\u0085 \\x01\"\n  output_dir: 'it''s'\n"
                                     "model:\n  name: |\n    block\n    literal\n  params: ~\n"
                                     "data: {name: null, batch_size: \"64\"}\n")
+    write("config", "monitor.yaml", "model: {name: mlp, init_from: runs/x/0/best}\n"
+                                    "trainer: {early_stopping: {monitor: val_loss, mode: min, patience: 2, min_delta: 0.01}}\n"
+                                    "checkpoint: {monitor: val_accuracy, save_top_k: -1, save_last: true}\n")
     write("config", "unknown_key.yaml", "trainer:\n  max_epoch: 3\n")
     write("config", "bad_range.yaml", "data:\n  batch_size: 0\n")
     write("config", "anchor.yaml", "run: &a {name: x}\nmodel: *a\n")

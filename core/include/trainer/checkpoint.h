@@ -41,7 +41,9 @@ tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr
                              const tr_train_state *s);
 /* Loads a full or a sharded checkpoint (any world size) into P (names and shapes must match
  * exactly: a mismatch names the tensor and both shapes), opt (may be NULL; it must cover P's
- * whole flat buffer) and s (may be NULL). Nothing is changed when the checkpoint is refused. */
+ * whole flat buffer) and s (may be NULL). Nothing is changed when the checkpoint is refused.
+ * path may also be a weights file (a .safetensors of parameters and buffers by name, as
+ * tr_checkpoint_consolidate writes): its weights only (opt must be NULL; s is zeroed). */
 tr_status tr_checkpoint_load(const char *path, tr_params *P, tr_optim *opt, tr_train_state *s);
 
 /* ---- sharded checkpoints (ZeRO): every rank writes the pieces of the parameters it holds ----
@@ -81,16 +83,18 @@ void tr_checkpoint_abandon(const char *tmp);
  * checked (names, shapes, optimizer kind, every piece covered) before anything is changed. */
 tr_status tr_checkpoint_load_pieces(const char *path, tr_params *P, tr_optim *opt, const tr_ckpt_piece *pieces,
                                     int n, tr_train_state *s);
-/* Writes the weights (parameters, then buffers) of the checkpoint at path, full or sharded,
- * as one safetensors file out_file (atomically). */
+/* Writes the weights (parameters, then buffers) of the checkpoint at path, full or sharded
+ * (or a weights file, copied), as one safetensors file out_file (atomically). */
 tr_status tr_checkpoint_consolidate(const char *path, const char *out_file);
 /* Only the train state of the checkpoint at path (its state.json). */
 tr_status tr_checkpoint_read_state(const char *path, tr_train_state *s);
 /* Path of the complete checkpoint with the highest step in dir; TR_ERR_NOT_FOUND if none. */
 tr_status tr_checkpoint_latest(const char *dir, char *out, size_t size);
-/* The checkpoint a user's path means: a checkpoint folder (it holds state.json), else the
- * newest complete one in a checkpoints/ folder or in a run folder's checkpoints/;
- * TR_ERR_NOT_FOUND, saying what to give, if none. */
+/* The checkpoint a user's path means: a checkpoint folder (it holds state.json), a weights
+ * file (.safetensors), a pointer a run keeps in its checkpoints/ (`best`, `last`: the
+ * checkpoint it points at; RUN/best means RUN/checkpoints/best), else the newest complete one
+ * in a checkpoints/ folder or in a run folder's checkpoints/; TR_ERR_NOT_FOUND, saying what to
+ * give, if none. */
 tr_status tr_checkpoint_find(const char *path, char *out, size_t size);
 /* Removes all but the newest keep_last complete checkpoints and any stale .tmp dirs. */
 tr_status tr_checkpoint_prune(const char *dir, int keep_last);

@@ -52,6 +52,15 @@ tr_status ckpt_begin(const char *dir, const char *name, long tag, char *final_pa
 tr_status ckpt_remove_stale(const char *dir, int *removed);
 /* fsyncs tmp, renames it to final, fsyncs dir. */
 tr_status ckpt_commit(const char *dir, const char *final_path, const char *tmp_path);
+/* tr_checkpoint_prune, keeping also the n checkpoints named in keep (a monitored metric's top k:
+ * ckpt_select.h) whatever their age. */
+tr_status ckpt_prune(const char *dir, int keep_last, const char *const *keep, int n);
+/* Points dir/link (`best`, `last`) at the checkpoint dir/target: a relative symbolic link, made
+ * under a temporary name and renamed over the old one, so a reader sees the old or the new. */
+tr_status ckpt_link(const char *dir, const char *link, const char *target);
+/* Whether path is a regular file: a weights file (.safetensors, e.g. what
+ * tr_checkpoint_consolidate writes) rather than a checkpoint folder. */
+int ckpt_is_file(const char *path);
 /* Removes tmp, keeps st's message (prefixed with the checkpoint's path); returns st. */
 tr_status ckpt_abandon(const char *final_path, const char *tmp_path, tr_status st);
 

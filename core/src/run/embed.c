@@ -214,7 +214,7 @@ static tr_status embed_job(job *j, const char *config_path, const char *const *o
     j->s.shuffle = 0; /* in input order, every text */
     j->s.drop_last = 0;
     if (checkpoint) {
-        TR_CHECK(job_find_checkpoint(checkpoint, res->checkpoint, sizeof res->checkpoint));
+        TR_CHECK(job_resolve_checkpoint(j, checkpoint, res->checkpoint, sizeof res->checkpoint));
         snprintf(j->ckpt_path, sizeof j->ckpt_path, "%s", res->checkpoint);
     }
     TR_CHECK(job_open_planned(j));

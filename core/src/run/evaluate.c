@@ -154,7 +154,7 @@ static tr_status eval_job(job *j, const char *config_path, const char *const *ov
     memset(res, 0, sizeof *res);
     TR_CHECK(job_plan(j, config_path, overrides, n_overrides, plugin_dirs));
     /* The checkpoint's classes decide the model's outputs (classes.h): read before it is made. */
-    TR_CHECK(job_find_checkpoint(checkpoint, res->checkpoint, sizeof res->checkpoint));
+    TR_CHECK(job_resolve_checkpoint(j, checkpoint, res->checkpoint, sizeof res->checkpoint));
     snprintf(j->ckpt_path, sizeof j->ckpt_path, "%s", res->checkpoint);
     TR_CHECK(classes_read_checkpoint(&j->ckpt_classes, res->checkpoint));
     TR_CHECK(job_open_planned(j));
@@ -212,8 +212,10 @@ static tr_status eval_job(job *j, const char *config_path, const char *const *ov
     if (j->spec.task == TR_TASK_LM) snprintf(extra, sizeof extra, "  perplexity %.3f", res->perplexity);
     if (j->spec.task != TR_TASK_REGRESS)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "  accuracy %.2f%%", 100 * res->accuracy);
-    job_say(j, "%s (step %lld) on the %s split, %lld samples: loss %.4f%s", res->checkpoint, (long long)state.step,
-            used, (long long)res->samples, res->loss, extra);
+    char step[48] = "weights file"; /* a weights file has no state */
+    if (state.model[0]) snprintf(step, sizeof step, "step %lld", (long long)state.step);
+    job_say(j, "%s (%s) on the %s split, %lld samples: loss %.4f%s", res->checkpoint, step, used, (long long)res->samples,
+            res->loss, extra);
     job_say(j, "inference: %lld samples in %.3f s (%.0f samples/s, %s)", (long long)res->samples, dt,
             dt > 0 ? (double)res->samples / dt : 0.0, j->info.description);
     if (output) job_say(j, "predictions written to %s", output);

@@ -273,16 +273,17 @@ static tr_status make_dataset(job *j, tr_split split, void **out) {
 }
 
 static const char *const top_keys[] = {"run", "model", "data", "optimizer", "scheduler", "trainer", "strategy", "checkpoint", "plugins"};
-static const char *const ckpt_keys[] = {"every_n_epochs", "every_n_steps", "keep_last", "resume"};
+static const char *const ckpt_keys[] = {"every_n_epochs", "every_n_steps", "keep_last", "resume", "monitor", "mode",
+                                        "save_top_k", "save_last"};
 static const char *const run_keys[] = {"name", "seed", "output_dir"};
-static const char *const model_keys[] = {"name", "params"};
+static const char *const model_keys[] = {"name", "params", "init_from"};
 static const char *const data_keys[] = {"name", "params", "val_params", "batch_size", "shuffle", "drop_last", "prefetch", "workers", "val_fraction"};
 static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps"};
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
 static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps", "val_every_n_epochs",
                                            "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts",
                                            "on_nan", "max_consecutive_skips", "flush_denormals", "gpu_backend", "profile",
-                                           "loggers"};
+                                           "loggers", "early_stopping"};
 #define N_(a) (sizeof(a) / sizeof(a[0]))
 
 static tr_status check_sections(const tr_cfg_node *r) {
@@ -308,6 +309,8 @@ static tr_status set_default(job *j, const char *key, const char *text) {
     j->root = tr_config_root(j->cfg);
     return TR_OK;
 }
+
+tr_status job_set_default(job *j, const char *key, const char *text) { return set_default(j, key, text); }
 
 static tr_status get_int(job *j, const char *key, int64_t def, int64_t min, int64_t max, int64_t *out) {
     TR_CHECK(tr_cfg_get_int(j->root, key, def, min, max, out, 0));
@@ -499,6 +502,8 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_int(j, "checkpoint.every_n_steps", 0, 0, INT64_MAX, &s->ck_steps));
     TR_CHECK(get_int(j, "checkpoint.keep_last", 3, 1, 1000000, &s->keep_last));
     TR_CHECK(get_choice(j, "checkpoint.resume", "auto|never", "auto", &s->resume));
+    TR_CHECK(monitor_read_settings(j));
+    TR_CHECK(tr_cfg_get_string(j->root, "model.init_from", NULL, &s->init_from, 0));
     return read_optim(j, &s->optim);
 }
 
@@ -871,7 +876,30 @@ void job_close(job *j) {
 
 tr_status job_find_checkpoint(const char *path, char *out, size_t size) { return tr_checkpoint_find(path, out, size); }
 
+tr_status job_resolve_checkpoint(const job *j, const char *path, char *out, size_t size) {
+    if (strcmp(path, "best") != 0 && strcmp(path, "last") != 0) return tr_checkpoint_find(path, out, size);
+    /* The config's run: its newest version holding the pointer. */
+    char at[1200];
+    struct stat sb;
+    int found = -1;
+    for (int v = 0; v < 100000; v++) {
+        snprintf(at, sizeof at, "%s/%s/%d", j->s.outdir, j->s.name, v);
+        if (stat(at, &sb) != 0) break;
+        snprintf(at, sizeof at, "%s/%s/%d/checkpoints/%s", j->s.outdir, j->s.name, v, path);
+        if (lstat(at, &sb) == 0) found = v;
+    }
+    if (found < 0)
+        return tr_error_set(TR_ERR_NOT_FOUND, "%s: no version of the run %s/%s has checkpoints/%s (kept %s)", path,
+                            j->s.outdir, j->s.name, path,
+                            strcmp(path, "best") == 0 ? "when checkpoint.monitor is set" : "with checkpoint.save_last: true");
+    snprintf(at, sizeof at, "%s/%s/%d/checkpoints/%s", j->s.outdir, j->s.name, found, path);
+    return tr_checkpoint_find(at, out, size);
+}
+
 tr_status job_checkpoint_state(const job *j, const char *path, tr_train_state *state) {
+    struct stat sb;
+    memset(state, 0, sizeof *state);
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) return TR_OK; /* a weights file: no state, no model name */
     TR_CHECK(tr_checkpoint_read_state(path, state));
     if (strcmp(state->model, j->model_p->desc->name) != 0)
         return tr_error_set(TR_ERR_INVALID, "checkpoint refused: %s holds a '%s' model, the config's model is '%s'",

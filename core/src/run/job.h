@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "classes.h"
+#include "monitor.h"
 #include "progress.h"
 #include "run/logger.h"
 #include "trainer/checkpoint.h"
@@ -38,6 +39,13 @@ typedef struct job_settings {
     int on_nan;  /* ON_NAN_STOP or ON_NAN_SKIP */
     int64_t max_consecutive_skips;  /* on_nan skip: more steps in a row left out stop the job (0: never) */
     unsigned loggers;  /* trainer.loggers: RUN_LOGGER_* bits (logger.h) */
+    monitor ck_monitor;    /* checkpoint.monitor and mode (metric MONITOR_OFF: none) */
+    int64_t save_top_k;    /* checkpoints kept by ck_monitor (-1: every validation's) */
+    int save_last;         /* checkpoints/last points at the newest checkpoint */
+    monitor es_monitor;    /* trainer.early_stopping (metric MONITOR_OFF: off) */
+    int64_t es_patience;
+    double es_min_delta;
+    const char *init_from; /* model.init_from as given (NULL: none) */
 } job_settings;
 
 enum { ON_NAN_STOP, ON_NAN_SKIP };
@@ -82,6 +90,9 @@ typedef struct job {
     progress prog;
 } job;
 
+/* Writes text as key's value when the config does not set key (or sets it to null), so that
+ * the run's config.yaml is the resolved one. */
+tr_status job_set_default(job *j, const char *key, const char *text);
 /* Checks j->cfg's sections and reads every setting into j->s, writing absent keys' defaults
  * into the config (so that the run's config.yaml is the resolved one): all of job_plan that
  * needs neither files nor plugins (tests/fuzz/config.c runs it on fuzzed configs). */
@@ -126,15 +137,25 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
 tr_status job_open_planned(job *j);
 void job_close(job *j);
 
-/* The checkpoint a user's path means: a checkpoint folder, or the newest one in a
- * checkpoints/ folder or in a run folder's checkpoints/. */
+/* The checkpoint a user's path means (tr_checkpoint_find): a checkpoint folder, a weights file
+ * (.safetensors), RUN/best, or the newest one in a checkpoints/ folder or in a run folder's
+ * checkpoints/. */
 tr_status job_find_checkpoint(const char *path, char *out, size_t size);
+/* The same, where `best` and `last` alone mean those of the config's run
+ * (run.output_dir/run.name): its newest version that has one. */
+tr_status job_resolve_checkpoint(const job *j, const char *path, char *out, size_t size);
 /* The train state of the checkpoint at path; one of another model than the config's is
- * refused, naming both. */
+ * refused, naming both. A weights file has none: *state zeroed. */
 tr_status job_checkpoint_state(const job *j, const char *path, tr_train_state *state);
 /* Loads a checkpoint into the strategy's state (weights; the optimizer state too with
- * with_optim), then syncs the replicas. A checkpoint of another model is refused first. */
+ * with_optim), then syncs the replicas. A checkpoint of another model is refused first. A
+ * weights file (.safetensors) loads its weights alone (state zeroed; with_optim refused). */
 tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train_state *state);
+
+/* model.init_from, in a fresh run (resuming 0): the weights of the checkpoint or weights file
+ * it names (init_from.c); *line (cap bytes) is what to log. A resumed run (from checkpoint
+ * `resumed`) ignores it, and *line says so. A refusal names the key and why. */
+tr_status job_init_from(job *j, int resuming, const char *resumed, char *line, size_t cap);
 
 /* A line to stdout (above the progress bar) and to log.txt. */
 void job_say(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

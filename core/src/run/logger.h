@@ -22,6 +22,7 @@ typedef enum run_record_kind {
     RUN_RECORD_SKIPPED,  /* a step trainer.on_nan skip left out */
     RUN_RECORD_RESUMED,  /* a resume: resumed_from_step N (the steps after N are run again) */
     RUN_RECORD_MEMORY,   /* after training: the strategy's memory by kind, under `group` */
+    RUN_RECORD_STOPPED,  /* trainer.early_stopping ended the run: the monitored metric's best */
 } run_record_kind;
 
 typedef enum run_value_kind { RUN_VALUE_INT, RUN_VALUE_REAL, RUN_VALUE_BOOL } run_value_kind;

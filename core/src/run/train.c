@@ -15,6 +15,8 @@
 #include "job.h"
 #include "nonfinite.h"
 #include "run/checkpoint_impl.h"
+#include "run/ckpt_select.h"
+#include "run/early_stop.h"
 #include "run/loop_totals.h"
 #include "run/run_lock.h"
 #include "trainer/io.h"
@@ -38,6 +40,10 @@ typedef struct loop {
                               * first step to the end of the last (neither the warm-up nor the
                               * run's final validation and checkpoint count) */
     int64_t prof_from;       /* the step it was attached after (0: not yet) */
+    ckpt_select sel;         /* checkpoint.monitor's top k, best and last: checkpointed */
+    early_stop es;           /* trainer.early_stopping: checkpointed */
+    int want_save;           /* this step entered the top k: save it */
+    int early_stopped;       /* early stopping ended the run at this step */
 } loop;
 
 /* Every rank learns whether any failed: TR_OK when none did; else this rank's own error, or
@@ -76,7 +82,7 @@ static tr_status save_sharded(loop *lp, const char *name, json_t *totals) {
     }
     if (j->info.rank == 0) {
         st = ckpt_commit_shards(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state, &j->classes, totals);
-        if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
+        if (st == TR_OK) st = select_after_save(&lp->sel, lp->ck_dir, (int)j->s.keep_last, lp->state.step);
     }
     /* No rank goes on before the checkpoint is in place: a failure right after the save
      * (any rank's) then always finds it. */
@@ -91,9 +97,13 @@ static tr_status save_checkpoint(loop *lp) {
     if (lp->fault == TR_FAULT_CHECKPOINT && lp->state.step == lp->fault_step) tr_fault_arm(TR_FAULT_CHECKPOINT);
     tr_status st = TR_OK;
     char name[64];
-    snprintf(name, sizeof name, "step-%08lld", (long long)lp->state.step);
+    select_name(name, sizeof name, lp->state.step);
     lp->tot.total_steps = lp->total;
     json_t *totals = loop_totals_json(&lp->tot);
+    if (totals && (select_put(&lp->sel, totals) != 0 || early_stop_put(&lp->es, totals) != 0)) {
+        json_decref(totals);
+        totals = NULL;
+    }
     if (!totals) {
         st = tr_error_set(TR_ERR_NOMEM, "checkpoint %s/%s: cannot encode the loop's figures", lp->ck_dir, name);
     } else if (j->sops->shards) {
@@ -103,12 +113,13 @@ static tr_status save_checkpoint(loop *lp) {
         tr_optim *opt;
         st = j->sops->state(j->strat, &P, &opt);
         if (st == TR_OK) st = ckpt_save(lp->ck_dir, name, P, opt, &lp->state, &j->classes, totals);
-        if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
+        if (st == TR_OK) st = select_after_save(&lp->sel, lp->ck_dir, (int)j->s.keep_last, lp->state.step);
     }
     json_decref(totals);
     tr_fault_disarm(); /* a rank that writes nothing (ddp's others) does not die later instead */
     TR_CHECK(st);
     lp->last_saved = lp->state.step;
+    lp->want_save = 0;
     return TR_OK;
 }
 
@@ -202,9 +213,14 @@ static tr_status pick_locked(job *j, int64_t total, run_lock *lock, char *ckpt, 
     if (!*resuming) return TR_OK;
     tr_train_state found;
     TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
-    if (found.step < total) return TR_OK;
-    job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)found.step,
-            (long long)total);
+    int stopped = early_stop_ended(ckpt);
+    if (found.step < total && !stopped) return TR_OK;
+    if (stopped)
+        job_say(j, "%s is complete (trainer.early_stopping ended it at step %lld); starting a new version", j->run_dir,
+                (long long)found.step);
+    else
+        job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)found.step,
+                (long long)total);
     run_lock_release(lock);
     int keep = j->s.resume;
     j->s.resume = 1;
@@ -291,6 +307,35 @@ static tr_status open_run_dir(job *j, int resuming, int64_t step, const char *ck
     return TR_OK;
 }
 
+/* After a validation: the monitored values offered to early stopping and then to the top k (so
+ * that a checkpoint saved at this step holds both decisions). Rank 0's values, on every rank:
+ * the ranks take the same decisions from the same numbers, and save and stop at one step. */
+static tr_status watch(loop *lp, int64_t epoch, double vloss, double vacc) {
+    job *j = lp->j;
+    if (lp->sel.m.metric == MONITOR_OFF && lp->es.m.metric == MONITOR_OFF) return TR_OK;
+    double v[2] = {monitor_value(&lp->sel.m, vloss, vacc), monitor_value(&lp->es.m, vloss, vacc)};
+    if (j->info.rank != 0) v[0] = v[1] = 0;
+    if (j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, v, 2));
+    int64_t step = lp->state.step;
+    early_stop *e = &lp->es;
+    if (!lp->early_stopped && early_stop_update(e, step, v[1])) {
+        lp->early_stopped = 1;
+        job_say(j, "early stopping at step %lld: %s has not improved on its best, %.6g at step %lld, by more than %g in %lld "
+                   "validations (trainer.early_stopping.patience %lld)",
+                (long long)step, monitor_name(e->m.metric), e->best, (long long)e->best_step, e->min_delta,
+                (long long)e->wait, (long long)e->patience);
+        char best[48];
+        snprintf(best, sizeof best, "best_%s", monitor_name(e->m.metric));
+        run_value rec[] = {RUN_INT("step", step), RUN_INT("epoch", epoch + 1), RUN_BOOL("early_stopped", 1),
+                           RUN_REAL(best, e->best, "%.9g"), RUN_INT("best_step", e->best_step), RUN_INT("patience", e->patience)};
+        job_record(j, &(run_record){.kind = RUN_RECORD_STOPPED, .v = rec, .n = 6});
+    }
+    int entered = select_offer(&lp->sel, step, v[0]);
+    if (entered < 0) return tr_error_set(TR_ERR_NOMEM, "checkpoint.monitor: out of memory");
+    if (entered) lp->want_save = 1;
+    return job_io_status(j);
+}
+
 /* Validation: a line, a metrics record; returns loss and accuracy. epoch counts from 0, as the
  * loop's and the checkpoint's; the records, as the log, count from 1. */
 static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vloss, double *vacc) {
@@ -313,7 +358,8 @@ static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vlo
     if (isfinite(*vacc)) v[n++] = RUN_REAL("val_accuracy", *vacc, "%.6g");
     if (j->spec.task == TR_TASK_LM) v[n++] = RUN_REAL("val_perplexity", exp(*vloss), "%.6g");
     job_record(j, &(run_record){.kind = RUN_RECORD_VAL, .v = v, .n = n});
-    return job_io_status(j);
+    TR_CHECK(job_io_status(j));
+    return watch(lp, epoch, *vloss, *vacc);
 }
 
 /* Samples of the optimizer-step group that global batch `index` belongs to (accumulation:
@@ -397,7 +443,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
     int64_t step = lp->state.step, ep, resume_epoch = lp->state.epoch, resume_batch = lp->state.batch_in_epoch;
     double t0 = tr_now(), samples = 0, epoch_loss = NAN, vloss = NAN, vacc = NAN;
     progress_init(&j->prog, j->info.rank == 0 ? s->progress : 2, step); /* one bar: rank 0's */
-    for (ep = lp->state.epoch; ep < s->max_epochs && step < lp->total; ep++) {
+    for (ep = lp->state.epoch; ep < s->max_epochs && step < lp->total && !lp->early_stopped; ep++) {
         int64_t start_batch = ep == resume_epoch ? resume_batch : 0;
         tr_profile_enter("loop", "epoch start");
         TR_CHECK(tr_loader_start_epoch(j->train_L, ep, start_batch));
@@ -496,7 +542,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                 snprintf(when, sizeof when, "step %lld", (long long)step);
                 TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
             }
-            if (s->ck_steps > 0 && step % s->ck_steps == 0) {
+            if ((lp->want_save || (s->ck_steps > 0 && step % s->ck_steps == 0)) && lp->last_saved != step) {
                 lp->state.epoch = ep;
                 lp->state.batch_in_epoch = consumed;
                 TR_CHECK(save_checkpoint(lp));
@@ -508,6 +554,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                     tr_fault_kill("rank %d after step %lld", j->info.rank, (long long)step);
             }
             profile_step_done(lp, step);
+            if (lp->early_stopped) break; /* decided by this step's validation; the epoch's end saves */
             /* At the run's last step the run ends here anyway: it finishes (its epoch end,
              * validation and last checkpoint) rather than leave a checkpoint at its end that
              * a rerun takes for a finished run and so never completes. */
@@ -520,26 +567,31 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         int complete = !hb || consumed >= lp->n_batches;
         epoch_loss = lp->tot.epoch_steps ? lp->tot.epoch_loss_sum / (double)lp->tot.epoch_steps : NAN;
         char when[160];
+        int stopped = lp->early_stopped; /* by a validation inside the epoch, which need not run again */
         if (complete)
             snprintf(when, sizeof when, "epoch %lld/%lld done: train loss %.4f", (long long)ep + 1, (long long)s->max_epochs,
                      epoch_loss);
+        else if (stopped)
+            snprintf(when, sizeof when, "epoch %lld/%lld stopped at step %lld by trainer.early_stopping (batch %lld of %lld): "
+                     "train loss so far %.4f", (long long)ep + 1, (long long)s->max_epochs, (long long)step,
+                     (long long)consumed, (long long)lp->n_batches, epoch_loss);
         else
             snprintf(when, sizeof when, "epoch %lld/%lld stopped at step %lld by trainer.max_steps (batch %lld of %lld): "
                      "train loss so far %.4f", (long long)ep + 1, (long long)s->max_epochs, (long long)step,
                      (long long)consumed, (long long)lp->n_batches, epoch_loss);
         int last = ep + 1 >= s->max_epochs || step >= lp->total;
-        if (j->val_L && s->val_every_n_epochs > 0 && ((ep + 1) % s->val_every_n_epochs == 0 || last))
+        lp->state.epoch = complete ? ep + 1 : ep; /* a checkpoint the validation makes due resumes after it */
+        lp->state.batch_in_epoch = complete ? 0 : consumed;
+        if (!stopped && j->val_L && s->val_every_n_epochs > 0 && ((ep + 1) % s->val_every_n_epochs == 0 || last))
             TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
         run_value v[] = {RUN_INT("epoch", ep + 1), RUN_INT("step", step), RUN_REAL("train_loss", epoch_loss, "%.9g"),
                          RUN_BOOL("partial", 1)};
         job_record(j, &(run_record){.kind = RUN_RECORD_EPOCH, .v = v, .n = complete ? 3 : 4});
         TR_CHECK(job_io_status(j));
-        if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last)) {
-            lp->state.epoch = complete ? ep + 1 : ep;
-            lp->state.batch_in_epoch = complete ? 0 : consumed;
+        if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last || lp->want_save ||
+                                       lp->early_stopped))
             TR_CHECK(save_checkpoint(lp));
-        }
     }
     double dt = tr_now() - t0;
     if (lp->prof) write_profile(lp);
@@ -602,47 +654,69 @@ static tr_status note_resume(loop *lp, const char *ckpt, int found) {
     return job_io_status(j);
 }
 
+/* The top k and early stopping's count from the checkpoint resumed; notes[i] says when a changed
+ * monitor starts one afresh. */
+static tr_status restore_watch(loop *lp, const char *ckpt, char notes[2][1400]) {
+    json_t *o;
+    TR_CHECK(ckpt_read_loop(ckpt, &o));
+    tr_status st = select_restore(&lp->sel, o, ckpt, notes[0], sizeof notes[0]);
+    if (st == TR_OK) st = early_stop_restore(&lp->es, o, ckpt, notes[1], sizeof notes[1]);
+    json_decref(o);
+    return st;
+}
+
 static tr_status train(job *j, const char *config_path, const char *const *overrides, int n_overrides,
-                       const char *const *plugin_dirs, run_lock *lock, tr_run_result *res) {
+                       const char *const *plugin_dirs, run_lock *lock, loop *lp, tr_run_result *res) {
     TR_CHECK(job_open(j, config_path, overrides, n_overrides, plugin_dirs));
-    loop lp = {.j = j, .last_saved = -1, .nan_at = fault_nan_step(j)};
-    TR_CHECK(tr_fault_setup(j->info.rank, &lp.fault, &lp.fault_step));
-    if (lp.fault == TR_FAULT_CHECKPOINT && !j->sops->shards && j->info.rank != 0)
+    TR_CHECK(monitor_check_run(j)); /* before the run folder is made */
+    *lp = (loop){.j = j, .last_saved = -1, .nan_at = fault_nan_step(j)};
+    TR_CHECK(tr_fault_setup(j->info.rank, &lp->fault, &lp->fault_step));
+    if (lp->fault == TR_FAULT_CHECKPOINT && !j->sops->shards && j->info.rank != 0)
         TR_WARN("TRAINER_FAULT_KILL_POINT=checkpoint: rank %d writes no checkpoint under %s (rank 0 does); nothing "
                 "will be injected", j->info.rank, j->strat_p->desc->name);
     job_settings *s = &j->s;
-    lp.per_sample_tokens = j->spec.task == TR_TASK_LM ? (double)j->spec.y_numel : 1;
-    lp.n_batches = tr_sampler_batches(&j->train_sampler);
+    lp->per_sample_tokens = j->spec.task == TR_TASK_LM ? (double)j->spec.y_numel : 1;
+    lp->n_batches = tr_sampler_batches(&j->train_sampler);
     /* With accumulation an optimizer step takes `accum` batches; per_epoch counts steps. */
-    lp.per_epoch = (lp.n_batches + s->accum - 1) / s->accum;
-    if (lp.per_epoch == 0)
+    lp->per_epoch = (lp->n_batches + s->accum - 1) / s->accum;
+    if (lp->per_epoch == 0)
         return tr_error_set(TR_ERR_INVALID, "data: no complete batch (drop_last with fewer samples than data.batch_size)");
     /* Training stops at max_epochs or max_steps, whichever comes first. */
-    lp.total = lp.per_epoch * s->max_epochs;
-    if (s->max_steps > 0 && s->max_steps < lp.total) {
-        lp.total = s->max_steps;
-        s->max_epochs = (s->max_steps + lp.per_epoch - 1) / lp.per_epoch;
+    lp->total = lp->per_epoch * s->max_epochs;
+    if (s->max_steps > 0 && s->max_steps < lp->total) {
+        lp->total = s->max_steps;
+        s->max_epochs = (s->max_steps + lp->per_epoch - 1) / lp->per_epoch;
     }
 
     char ckpt[1200] = "", digest[17];
     job_config_digest(j->root, digest);
     int resuming, totals_found = 0;
-    TR_CHECK(choose_run_dir(j, lp.total, lock, ckpt, sizeof ckpt, &resuming));
-    lp.state = (tr_train_state){.seed = (uint64_t)s->seed};
+    TR_CHECK(choose_run_dir(j, lp->total, lock, ckpt, sizeof ckpt, &resuming));
+    lp->state = (tr_train_state){.seed = (uint64_t)s->seed};
+    select_init(&lp->sel, &s->ck_monitor, s->save_top_k, s->save_last);
+    early_stop_init(&lp->es, &s->es_monitor, s->es_patience, s->es_min_delta);
+    char notes[2][1400] = {"", ""}, init_line[1400];
     if (resuming) {
         tr_train_state found;
         TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
         TR_CHECK(check_resume_config(j, ckpt, &found, digest));
-        TR_CHECK(job_load_checkpoint(j, ckpt, 1, &lp.state));
-        TR_CHECK(loop_totals_read(ckpt, &lp.tot, &totals_found));
-        lp.last_saved = lp.state.step; /* that step is saved already */
+        TR_CHECK(job_load_checkpoint(j, ckpt, 1, &lp->state));
+        TR_CHECK(loop_totals_read(ckpt, &lp->tot, &totals_found));
+        TR_CHECK(restore_watch(lp, ckpt, notes));
+        lp->last_saved = lp->state.step; /* that step is saved already */
     }
-    snprintf(lp.state.config_hash, sizeof lp.state.config_hash, "%s", digest);
-    snprintf(lp.state.model, sizeof lp.state.model, "%s", j->model_p->desc->name);
-    snprintf(lp.ck_dir, sizeof lp.ck_dir, "%s/checkpoints", j->run_dir);
-    tr_status st = j->info.rank == 0 ? open_run_dir(j, resuming, lp.state.step, lp.ck_dir) : TR_OK;
+    TR_CHECK(job_init_from(j, resuming, ckpt, init_line, sizeof init_line)); /* before the run folder is made */
+    snprintf(lp->state.config_hash, sizeof lp->state.config_hash, "%s", digest);
+    snprintf(lp->state.model, sizeof lp->state.model, "%s", j->model_p->desc->name);
+    snprintf(lp->ck_dir, sizeof lp->ck_dir, "%s/checkpoints", j->run_dir);
+    tr_status st = j->info.rank == 0 ? open_run_dir(j, resuming, lp->state.step, lp->ck_dir) : TR_OK;
     TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot write the run folder"));
-    if (resuming) TR_CHECK(note_resume(&lp, ckpt, totals_found));
+    if (resuming) TR_CHECK(note_resume(lp, ckpt, totals_found));
+    /* A resume points best and last again (a run killed between a save and its pointers). */
+    int points = lp->sel.m.metric != MONITOR_OFF || s->save_last;
+    st = resuming && points && j->info.rank == 0 ? select_after_save(&lp->sel, lp->ck_dir, (int)s->keep_last, lp->state.step)
+                                                 : TR_OK;
+    TR_CHECK(agree(j, st, lp->ck_dir, "rank 0 cannot point best or last"));
     tr_params *P;
     tr_optim *opt;
     TR_CHECK(j->sops->state(j->strat, &P, &opt));
@@ -653,16 +727,19 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
             j->info.description, j->model_p->desc->name, tr_params_trainable(P), j->data_p->desc->name,
             (long long)j->train_sampler.n,
             (long long)(j->val_ds ? ((const tr_dataset_ops *)j->data_p->desc->ops)->size(j->val_ds) : 0),
-            (long long)s->batch, (long long)lp.per_epoch, (long long)s->max_epochs);
+            (long long)s->batch, (long long)lp->per_epoch, (long long)s->max_epochs);
+    for (int i = 0; i < 2; i++)
+        if (notes[i][0]) job_say(j, "note: %s", notes[i]);
+    if (init_line[0]) job_say(j, "%s", init_line);
     if (s->precision == TR_PRECISION_BF16_MIXED)
         job_say(j, "precision bf16-mixed: the GEMMs multiply bf16 roundings of their operands, accumulating in fp32; "
                    "weights, gradients, activations and optimizer state stay fp32");
     /* A profile the calling program attached to this thread (an embedding application's) is
      * set aside while the run's own records, and attached again after. */
     tr_profile *outer = s->profile ? tr_profile_current() : NULL;
-    if (s->profile) TR_CHECK(tr_profile_create(&lp.prof));
-    st = train_loop(&lp, res);
-    tr_profile_destroy(lp.prof);
+    if (s->profile) TR_CHECK(tr_profile_create(&lp->prof));
+    st = train_loop(lp, res);
+    tr_profile_destroy(lp->prof);
     if (outer) tr_profile_attach(outer);
     TR_CHECK(st);
     report_memory(j);
@@ -688,11 +765,20 @@ tr_status tr_run_train(const char *config_path, const char *const *overrides, in
     memset(&j, 0, sizeof j);
     memset(out, 0, sizeof *out);
     run_lock lock = RUN_LOCK_NONE;
-    tr_status st = train(&j, config_path, overrides, n_overrides, plugin_dirs, &lock, out);
+    loop lp;
+    memset(&lp, 0, sizeof lp);
+    tr_status st = train(&j, config_path, overrides, n_overrides, plugin_dirs, &lock, &lp, out);
+    select_free(&lp.sel);
     if (st != TR_OK && j.log) fprintf(j.log, "error: %s\n", tr_error_msg()); /* best effort */
     if (st == TR_OK) st = close_run_files(&j);
+    int made_nothing = st != TR_OK && j.run_dir[0] && !j.log; /* refused before open_run_dir */
     job_close(&j);
     run_lock_release(&lock);
+    if (made_nothing && rmdir(j.run_dir) == 0) { /* the folders the lock made, when empty */
+        char *slash = strrchr(j.run_dir, '/');
+        if (slash) *slash = '\0';
+        rmdir(j.run_dir);
+    }
     run_interrupt_reset(); /* a stop asked for this run is not the next one's */
     return st;
 }
