@@ -20,7 +20,8 @@ tr_status pair_spec_check(const tr_data_spec *d, const char *who);
 
 /* e (2B, E): the pooled embeddings of the batch's texts, rows 2b and 2b + 1 the query and the
  * passage of sample b (b->x (B, 2, T) reshaped to (2B, T)). Sets out->logits (B, 1) to each
- * pair's cosine similarity (norms clamped at 1e-8, as torch's), out->embedding (B, 2E) and,
+ * pair's cosine similarity (norms clamped at 1e-8, as torch's), out->embedding (B, 2E) (e's
+ * rows as given, side by side) and,
  * when b->y (B) holds the scores, out->loss to the summed squared error / b->normaliser. */
 void pair_head(tr_graph *g, tr_tensor *e, const tr_batch *b, tr_model_out *out);
 

@@ -237,10 +237,14 @@ static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
         tr_tensor *e = m->pooling == HF_POOL_MEAN ? tr_mean_masked(g, x, mask)
                        : m->pooling == HF_POOL_POOLER ? pooled
                                                       : cls;
-        if (m->normalize) e = l2_normalize(g, e, B, H);
         if (pair_batch) {
+            /* The cosine of e as pooled, normalize or not: it is the same number, and its
+             * backward leaves a dimension whose gradient is 0 at 0, where l2_normalize's
+             * (a layer norm of [x, -x]) leaves rounding noise (~1e-12) that AdamW turns into
+             * full steps: all-MiniLM-L6-v2's dead dimensions 127 and 223 came alive. */
             pair_head(g, e, b, out);
         } else {
+            if (m->normalize) e = l2_normalize(g, e, B, H);
             out->embedding = e;
             out->logits = e;
         }
