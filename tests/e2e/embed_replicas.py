@@ -10,8 +10,6 @@ their scores, under a task pairs config; the lines reversed give the rows revers
 """
 import os
 import random
-import shutil
-import struct
 import sys
 import tempfile
 
@@ -21,19 +19,9 @@ import hf_encoder_load as tiny  # noqa: E402
 TOL = 1e-6
 
 
-def floats(path):
-    """A float32 .npy's shape and values."""
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<H", data[8:10])[0]
-    hdr = data[10:10 + n].decode()
-    shape = tuple(int(x) for x in hdr.split("(")[1].split(")")[0].split(",") if x.strip())
-    return shape, struct.unpack(f"<{(len(data) - 10 - n) // 4}f", data[10 + n:])
-
-
-def compare(base, name, ref, got):
+def compare(name, ref, got):
     """Checks got against ref: same shape, values within TOL (bitwise when the bytes agree)."""
-    (rs, rv), (gs, gv) = floats(ref), floats(got)
+    (rs, rv), (gs, gv) = tiny.npy_floats(ref), tiny.npy_floats(got)
     same = open(ref, "rb").read() == open(got, "rb").read()
     err = max((abs(a - b) for a, b in zip(rv, gv)), default=0.0) if rs == gs else float("inf")
     tiny.check(rs == gs and err <= TOL, f"{name}: shape {gs}, {'bitwise equal' if same else f'max abs {err:.3g}'} "
@@ -72,7 +60,7 @@ def main(trainer):
         for n in (1, 2, 3):
             got = embed(config, inp, f"{kind}_dp{n}", "trainer.strategy=dataparallel", f"trainer.devices={n}")
             if ref and got:
-                compare(base, f"{kind}, dataparallel x{n}", ref, got)
+                compare(f"{kind}, dataparallel x{n}", ref, got)
                 if kind == "pairs":
                     a = open(ref[:-4] + ".csv").read().split()
                     b = open(got[:-4] + ".csv").read().split()
@@ -87,15 +75,12 @@ def main(trainer):
     fwd, back = os.path.join(base, "texts_dp3.npy"), embed(cfg, rev, "reversed_dp3", "trainer.strategy=dataparallel",
                                                              "trainer.devices=3")
     if back and os.path.exists(fwd):
-        (fs, fv), (bs, bv) = floats(fwd), floats(back)
+        (fs, fv), (bs, bv) = tiny.npy_floats(fwd), tiny.npy_floats(back)
         E = fs[1]
         rows = lambda v, i: v[i * E:(i + 1) * E]  # noqa: E731
         err = max(max(abs(a - b) for a, b in zip(rows(fv, i), rows(bv, fs[0] - 1 - i))) for i in range(fs[0]))
         tiny.check(fs == bs and err <= TOL, f"input order: the 37 lines reversed give the rows reversed (max abs {err:.3g})")
-    if not tiny.FAILS:
-        shutil.rmtree(base)
-    print("PASS" if not tiny.FAILS else f"FAIL: {len(tiny.FAILS)} checks (files in {base})")
-    return 1 if tiny.FAILS else 0
+    return tiny.finish(base)
 
 
 if __name__ == "__main__":

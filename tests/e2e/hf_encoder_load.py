@@ -46,6 +46,7 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond:
         FAILS.append(what)
+    return cond
 
 
 def bf16(x):
@@ -167,14 +168,28 @@ def run(trainer, *args):
     return p.returncode, p.stdout
 
 
-def load_npy(path):
+def npy_floats(path):
+    """A float32 .npy's shape and its values, flat."""
     with open(path, "rb") as f:
         data = f.read()
     n = struct.unpack("<H", data[8:10])[0]
     hdr = data[10:10 + n].decode()
     shape = tuple(int(x) for x in hdr.split("(")[1].split(")")[0].split(",") if x.strip())
-    vals = struct.unpack(f"<{shape[0] * shape[1]}f", data[10 + n:])
+    return shape, struct.unpack(f"<{(len(data) - 10 - n) // 4}f", data[10 + n:])
+
+
+def load_npy(path):
+    """A 2-D float32 .npy's shape and rows."""
+    shape, vals = npy_floats(path)
     return shape, [vals[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])]
+
+
+def finish(base):
+    """The verdict: removes the scratch folder `base` when every check passed."""
+    if not FAILS:
+        shutil.rmtree(base)
+    print("PASS" if not FAILS else f"FAIL: {len(FAILS)} checks (files in {base})")
+    return 1 if FAILS else 0
 
 
 def main(trainer):
@@ -350,10 +365,7 @@ trainer: {{max_epochs: 3, log_every: 4, progress: lines}}
     rc, out = run(trainer, "run", cfg, "model.params.task=pairs", "trainer.max_steps=1", "data.val_fraction=0")
     check(rc != 0 and "task pairs trains on scored text pairs" in out and "the dataset gives single texts" in out,
           f"refused: task pairs on single texts: {out.strip().splitlines()[-1] if out.strip() else ''}")
-    if not FAILS:
-        shutil.rmtree(base)
-    print("PASS" if not FAILS else f"FAIL: {len(FAILS)} checks (files in {base})")
-    return 1 if FAILS else 0
+    return finish(base)
 
 
 if __name__ == "__main__":

@@ -22,19 +22,14 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_encoder_load as tiny  # noqa: E402  (check, finish)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CONFIG = "configs/minilm_embed_pairs.yaml"
 SKIP = 77
 PAIRS = 40
-FAILS = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILS.append(what)
-    return cond
 
 
 def commands():
@@ -74,7 +69,7 @@ def main(trainer):
         print("SKIPPED: /usr/share/common-licenses lacks the license texts (tools/data/license_pairs.sh)")
         return SKIP
     cmds = commands()
-    if not check(len(cmds) == 7 and sum(c.startswith("trainer ") for c in cmds) == 4,
+    if not tiny.check(len(cmds) == 7 and sum(c.startswith("trainer ") for c in cmds) == 4,
                  f"the config's comments give 7 commands, 4 of them trainer's: {cmds}"):
         return 1
     t = tempfile.mkdtemp(prefix="minilm_embed_pairs.")
@@ -86,7 +81,7 @@ def main(trainer):
             print(f"SKIPPED: the model cannot be fetched: {p.stdout.strip()[-300:]}")
             shutil.rmtree(t)
             return SKIP
-        if not check(p.returncode == 0, f"{cmd} (rc {p.returncode}){' ' + p.stdout.strip()[-500:] if p.returncode else ''}"):
+        if not tiny.check(p.returncode == 0, f"{cmd} (rc {p.returncode}){' ' + p.stdout.strip()[-500:] if p.returncode else ''}"):
             break
         if cmd.startswith("tools/data/license_pairs.sh"):  # the small input
             path = os.path.join(t, "data", "license_pairs.tsv")
@@ -98,30 +93,27 @@ def main(trainer):
             e = np.load(os.path.join(t, "p.npy"))
             head, s = scores(os.path.join(t, "p.csv"))
             dots = (e[:, 0] * e[:, 1]).sum(1)
-            check(e.shape == (2, 2, 384) and head == "index,score" and len(s) == 2 and
+            tiny.check(e.shape == (2, 2, 384) and head == "index,score" and len(s) == 2 and
                   float(np.abs(dots - s).max()) <= 1e-6 and s[0] > s[1] and
                   float(np.abs(np.linalg.norm(e, axis=2) - 1).max()) <= 1e-5,
                   f"embed without training: {e.shape} normalised embeddings, scores {s} (their dot products)")
         elif cmd.startswith("trainer run"):
             ck = os.path.join(t, "runs", "minilm_embed_pairs", "0", "checkpoints")
-            check("dataparallel (2 CPU replicas" in p.stdout and "val loss" in p.stdout and os.path.isdir(ck),
+            tiny.check("dataparallel (2 CPU replicas" in p.stdout and "val loss" in p.stdout and os.path.isdir(ck),
                   f"run: dataparallel x2 on {PAIRS - PAIRS // 10} pairs, validated on {PAIRS // 10}: "
                   f"{[ln for ln in p.stdout.splitlines() if 'val loss' in ln][-1:]}")
         elif cmd.startswith("trainer predict"):
             with open(os.path.join(t, "scores.csv")) as f:
                 rows = f.read().split()
             sims = [float(r.split(",")[2]) for r in rows[1:]]
-            check(rows[0] == "index,score,similarity" and len(sims) == PAIRS // 10 and all(-1 <= v <= 1 for v in sims),
+            tiny.check(rows[0] == "index,score,similarity" and len(sims) == PAIRS // 10 and all(-1 <= v <= 1 for v in sims),
                   f"predict: index,score,similarity for the {len(sims)} validation pairs: {sims}")
         elif cmd.startswith("trainer embed"):
             _, before = scores(os.path.join(t, "p.csv"))
             _, after = scores(os.path.join(t, "tuned.csv"))
-            check(np.load(os.path.join(t, "tuned.npy")).shape == (2, 2, 384) and after != before,
+            tiny.check(np.load(os.path.join(t, "tuned.npy")).shape == (2, 2, 384) and after != before,
                   f"embed with the fine-tuned checkpoint: scores {after} (before {before})")
-    if not FAILS:
-        shutil.rmtree(t)
-    print("PASS" if not FAILS else f"FAIL: {len(FAILS)} checks (files in {t})")
-    return 1 if FAILS else 0
+    return tiny.finish(t)
 
 
 if __name__ == "__main__":

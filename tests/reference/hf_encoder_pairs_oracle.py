@@ -16,21 +16,20 @@ gradient, the trainer's decays it (weight decay) like every other.
 Exit 0 pass, 1 fail, 77 (skip): no PyPI, no torch.
 """
 import csv
-import glob
 import json
 import os
-import subprocess
+import shutil
 import sys
 import tempfile
-import shutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools", "oracle"))
 import oracle_venv  # noqa: E402
+import hf_encoder_oracle  # noqa: E402  (train(), loss_gap(): one mechanism)
 
 REVIEWS = os.path.join(ROOT, "tests", "data", "tokdata", "reviews.csv")
-STEPS, BATCH, MAX_LEN, LR, WD = 10, 8, 64, 2e-5, 0.01
+STEPS, BATCH, MAX_LEN, LR, WD = 10, 8, 64, 2e-5, 0.01  # LR, WD: hf_encoder_oracle.train()'s
 
 
 def pairs():
@@ -59,55 +58,6 @@ def model_folder(d, model):
     return folder
 
 
-def ours(trainer, d, folder, data):
-    yaml = os.path.join(d, "pairs.yaml")
-    with open(yaml, "w") as f:
-        f.write(f"""run:
-  name: pairs
-  output_dir: {d}/runs
-  seed: 1
-model:
-  name: hf_encoder
-  params:
-    pretrained: {folder}
-    task: pairs
-data:
-  name: text
-  params:
-    path: {data}
-    mode: pairs
-    tokenizer: {folder}
-    max_length: {MAX_LEN}
-    padding: longest
-  val_fraction: 0
-  batch_size: {BATCH}
-  shuffle: false
-optimizer:
-  name: adamw
-  lr: {LR}
-  weight_decay: {WD}
-trainer:
-  strategy: cpu
-  max_steps: {STEPS}
-  log_every: 1
-  grad_clip: 0
-""")
-    p = subprocess.run([trainer, "run", yaml], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        print(p.stdout[-2000:])
-        return None, None
-    run_dir = os.path.join(d, "runs", "pairs")
-    run_dir = os.path.join(run_dir, sorted(os.listdir(run_dir))[-1])
-    losses = {}
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        for line in f:
-            r = json.loads(line)
-            if "step" in r and "loss" in r and "lr" in r:  # a step record (log_every 1: that step's loss)
-                losses[r["step"]] = r["loss"]
-    ck = sorted(glob.glob(os.path.join(run_dir, "checkpoints", "*")))[-1]
-    return losses, ck
-
-
 def inner(argv):
     import numpy as np
     import torch
@@ -126,7 +76,13 @@ def inner(argv):
     path = os.path.join(d, "pairs.jsonl")  # JSON Lines: some reviews hold quotes and line breaks
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(json.dumps({"label": s, "text": a, "text_pair": b}) + "\n" for s, a, b in data))
-    got, ck = ours(trainer, d, folder, path)
+    got, ck = hf_encoder_oracle.train(trainer, d, "pairs", folder, "pairs", f"""  name: text
+  params:
+    path: {path}
+    mode: pairs
+    tokenizer: {folder}
+    max_length: {MAX_LEN}
+    padding: longest""", steps=STEPS, batch=BATCH)
     if got is None:
         print("FAIL: trainer run failed")
         return 1
@@ -152,12 +108,7 @@ def inner(argv):
         opt.step()
         theirs.append(loss.item())
     ok = True
-    worst = 0.0
-    for step, want in enumerate(theirs, 1):
-        if step not in got:
-            print(f"FAIL: no loss for step {step} in metrics.jsonl")
-            return 1
-        worst = max(worst, abs(got[step] - want) / abs(want))
+    worst = hf_encoder_oracle.loss_gap(got, theirs)
     good = worst <= 1e-4
     ok &= good
     print(f"{'ok  ' if good else 'FAIL'} task pairs: {STEPS} AdamW steps on {len(data)} pairs, losses {theirs[0]:.6f} -> "
