@@ -21,7 +21,8 @@ made here (Python's standard library only: no torch, no PyPI).
   (two runs give the same losses), and `dataparallel` over 2 replicas draws the masks `cpu`
   draws (the same losses to 1e-5).
 - task pairs trains on scored pairs (the text dataset's mode pairs: the validation loss falls),
-  `trainer predict` writes index,score,similarity, and training it on single texts is refused.
+  `trainer predict` writes index,score,similarity, dataparallel x3 trains with cpu's dropout
+  masks (the same losses), and training it on single texts is refused.
 """
 import glob
 import json
@@ -362,6 +363,17 @@ trainer: {{max_epochs: 3, log_every: 4, progress: lines}}
     check(rc == 0 and rows[0] == "index,score,similarity" and len(rows) == 9 and
           all(-1 <= float(r.split(",")[2]) <= 1 for r in rows[1:]),
           f"task pairs: predict writes index,score,similarity for the 8 validation pairs (rc {rc})")
+    def pair_losses(name, *extra):  # hidden and attention dropout 0.1 (the folder's config.json)
+        rc, out = run(trainer, "run", pcfg, f"run.name={name}", "trainer.max_steps=4", "trainer.log_every=1",
+                      "data.shuffle=false", *extra)
+        if rc != 0:
+            return []
+        with open(os.path.join(base, "runs", name, "0", "metrics.jsonl")) as fh:
+            return [json.loads(ln)["loss"] for ln in fh if '"lr"' in ln and '"loss"' in ln]
+    one, three = pair_losses("pairs_cpu"), pair_losses("pairs_dp3", "trainer.strategy=dataparallel", "trainer.devices=3")
+    worst = max((abs(a - b) / abs(b) for a, b in zip(three, one)), default=1.0)
+    check(len(one) == len(three) == 4 and worst <= 1e-5,
+          f"task pairs with dropout: dataparallel x3 draws cpu's masks for each text (losses {one}, within {worst:.2g})")
     rc, out = run(trainer, "run", cfg, "model.params.task=pairs", "trainer.max_steps=1", "data.val_fraction=0")
     check(rc != 0 and "task pairs trains on scored text pairs" in out and "the dataset gives single texts" in out,
           f"refused: task pairs on single texts: {out.strip().splitlines()[-1] if out.strip() else ''}")

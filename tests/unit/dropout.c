@@ -1,6 +1,7 @@
 /* Dropout: statistics of the mask, exact scaling of the kept values, the mask's definition
  * through the counter-based RNG (so that a sample's mask does not depend on how the global
- * batch is split over ranks), fresh masks per call and per step, backward = mask * scale,
+ * batch is split over ranks, also at two rows per sample), fresh masks per call and per step,
+ * backward = mask * scale,
  * eval mode and p == 0 as identity, and bad p. */
 #include <math.h>
 #include <string.h>
@@ -146,6 +147,49 @@ static void batch_split(void) {
     CHECK(memcmp(b, c, sizeof c) != 0, "seed 12 repeats seed 11's mask");
 }
 
+/* Two rows per sample (a pair model's query and passage, tr_graph_set_rows_per_sample): the
+ * last 2 samples' 4 rows of a batch of 3 samples (6 rows) get the masks they get as a batch of
+ * 2 samples with sample_base 1, where counting rows as samples would repeat row 2's mask on row
+ * 0; tr_graph_set_rng and tr_graph_reset go back to one row per sample. */
+static void rows_per_sample(void) {
+    const double p = 0.3;
+    int64_t full[3] = {6, 3, 5}, part[3] = {4, 3, 5};
+    float xs[90], a[90], b[60], c[60];
+    for (int i = 0; i < 90; i++) xs[i] = 0.5f + (float)(i % 13) / 16.0f;
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 11, 2, 0);
+    tr_graph_set_rows_per_sample(g, 2);
+    tr_tensor *x = tr_graph_input(g, TR_F32, 3, full);
+    memcpy(x->data, xs, sizeof xs);
+    memcpy(a, tr_dropout(g, x, p)->data, sizeof a);
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 11, 2, 1);
+    tr_graph_set_rows_per_sample(g, 2);
+    tr_tensor *xp = tr_graph_input(g, TR_F32, 3, part);
+    memcpy(xp->data, xs + 30, sizeof b);
+    memcpy(b, tr_dropout(g, xp, p)->data, sizeof b);
+    CHECK(memcmp(a + 30, b, sizeof b) == 0, "rows 2..5 differ between the splits at 2 rows per sample");
+    int zeros = 0;
+    for (int i = 0; i < 60; i++) zeros += b[i] == 0;
+    CHECK(zeros > 5 && zeros < 45, "rows check is trivial: %d of 60 dropped", zeros);
+    /* one row per sample again after tr_graph_set_rng: sample_base 1 is row 1 */
+    tr_graph_reset(g);
+    tr_graph_set_rows_per_sample(g, 2);
+    tr_graph_set_rng(g, 11, 2, 1);
+    xp = tr_graph_input(g, TR_F32, 3, part);
+    memcpy(xp->data, xs + 15, sizeof c);
+    memcpy(c, tr_dropout(g, xp, p)->data, sizeof c);
+    CHECK(memcmp(a + 15, c, sizeof c) == 0, "tr_graph_set_rng did not go back to one row per sample");
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 11, 2, 1);
+    tr_graph_set_rows_per_sample(g, 2);
+    tr_graph_reset(g); /* keeps the rng, drops the rows */
+    xp = tr_graph_input(g, TR_F32, 3, part);
+    memcpy(xp->data, xs + 15, sizeof c);
+    CHECK(memcmp(a + 15, tr_dropout(g, xp, p)->data, sizeof c) == 0,
+          "tr_graph_reset did not go back to one row per sample");
+}
+
 /* dx = dout * mask / (1-p), added to what the gradient already holds. */
 static void backward(tr_dtype dt) {
     const double p = 0.25;
@@ -236,6 +280,7 @@ int main(void) {
     definition();
     definition_large();
     batch_split();
+    rows_per_sample();
     backward(TR_F32);
     backward(TR_F64);
     identity_cases();

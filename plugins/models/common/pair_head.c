@@ -12,6 +12,11 @@ tr_status pair_spec_check(const tr_data_spec *d, const char *who) {
                         who, tr_dtype_name(TR_I32), tr_dtype_name(TR_F32));
 }
 
+tr_tensor *pair_rows(tr_graph *g, tr_tensor *x) {
+    tr_graph_set_rows_per_sample(g, 2);
+    return tr_reshape(g, x, 2, (int64_t[]){2 * x->shape[0], x->shape[x->ndim - 1]});
+}
+
 void pair_head(tr_graph *g, tr_tensor *e, const tr_batch *b, tr_model_out *out) {
     int64_t B = b->x->shape[0], E = e ? e->shape[e->ndim - 1] : 0;
     tr_tensor *pairs = tr_reshape(g, e, 3, (int64_t[]){B, 2, E});

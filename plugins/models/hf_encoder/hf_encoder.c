@@ -190,7 +190,7 @@ static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
                                             "max_position_embeddings", (long long)T, (long long)(m->S - first_pos));
     double pdrop = m->hidden_dropout;
 #define W(i) tr_params_get(P, (i))
-    tr_tensor *ids = pair_batch ? tr_reshape(g, b->x, 2, (int64_t[]){B, T}) : b->x;
+    tr_tensor *ids = pair_batch ? pair_rows(g, b->x) : b->x;
     tr_tensor *mask = tr_padding_mask(g, ids);
     /* In transformers' order: (word + token type) + position. */
     tr_tensor *x = tr_embedding(g, ids, W(m->word_emb));

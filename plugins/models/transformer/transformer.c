@@ -200,7 +200,7 @@ static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
                             tr_dtype_name(TR_I32), m->pairs ? "(B, 2, T)" : "(B, T)");
     int64_t B = b->x->shape[0], T = b->x->shape[b->x->ndim - 1], C = m->C;
     /* pairs: both texts of every sample go through the encoder as one batch of 2B. */
-    tr_tensor *ids = m->pairs ? tr_reshape(g, b->x, 2, (int64_t[]){2 * B, T}) : b->x;
+    tr_tensor *ids = m->pairs ? pair_rows(g, b->x) : b->x;
     if (T < 1 || T > m->S)
         return tr_error_set(TR_ERR_INVALID, "transformer: sequence length %lld exceeds max_seq %lld",
                             (long long)T, (long long)m->S);
