@@ -105,6 +105,15 @@ static void definition_large(void) {
     CHECK(dropped > 1500 && dropped < 2000, "%d of 7007 dropped at p = 0.25", dropped);
 }
 
+/* out = tr_dropout(x, p) of x = src (f32, `shape`) under the graph's randomness as the caller
+ * set it (after tr_graph_reset). */
+static void drop_copy(float *out, const float *src, int ndim, const int64_t *shape, double p) {
+    tr_tensor *x = tr_graph_input(g, TR_F32, ndim, shape);
+    size_t n = (size_t)tr_tensor_numel(x);
+    memcpy(x->data, src, n * sizeof(float));
+    memcpy(out, tr_dropout(g, x, p)->data, n * sizeof(float));
+}
+
 /* The last 3 samples of a batch of 6 (sample_base 0) get the mask they get as a batch of 3
  * with sample_base 3: the split of a global batch over ranks does not change it. */
 static void batch_split(void) {
@@ -114,15 +123,11 @@ static void batch_split(void) {
     for (int i = 0; i < 180; i++) xs[i] = 0.5f + (float)(i % 17) / 16.0f;
     tr_graph_reset(g);
     tr_graph_set_rng(g, 11, 2, 0);
-    tr_tensor *x = tr_graph_input(g, TR_F32, 4, full);
-    memcpy(x->data, xs, sizeof xs);
-    memcpy(a, tr_dropout(g, x, p)->data, sizeof a);
+    drop_copy(a, xs, 4, full, p);
     /* rank 1 of 2: the last 3 samples, sample_base 3 */
     tr_graph_reset(g);
     tr_graph_set_rng(g, 11, 2, 3);
-    tr_tensor *xh = tr_graph_input(g, TR_F32, 4, half);
-    memcpy(xh->data, xs + 90, sizeof b);
-    memcpy(b, tr_dropout(g, xh, p)->data, sizeof b);
+    drop_copy(b, xs + 90, 4, half, p);
     CHECK(memcmp(a + 90, b, sizeof b) == 0, "samples 3..5 differ between the splits");
     int zeros = 0;
     for (int i = 0; i < 90; i++) zeros += b[i] == 0;
@@ -134,16 +139,12 @@ static void batch_split(void) {
     /* another step gives another mask */
     tr_graph_reset(g);
     tr_graph_set_rng(g, 11, 3, 3);
-    xh = tr_graph_input(g, TR_F32, 4, half);
-    memcpy(xh->data, xs + 90, sizeof c);
-    memcpy(c, tr_dropout(g, xh, p)->data, sizeof c);
+    drop_copy(c, xs + 90, 4, half, p);
     CHECK(memcmp(b, c, sizeof c) != 0, "step 3 repeats step 2's mask");
     /* and another seed too */
     tr_graph_reset(g);
     tr_graph_set_rng(g, 12, 2, 3);
-    xh = tr_graph_input(g, TR_F32, 4, half);
-    memcpy(xh->data, xs + 90, sizeof c);
-    memcpy(c, tr_dropout(g, xh, p)->data, sizeof c);
+    drop_copy(c, xs + 90, 4, half, p);
     CHECK(memcmp(b, c, sizeof c) != 0, "seed 12 repeats seed 11's mask");
 }
 
@@ -159,35 +160,29 @@ static void rows_per_sample(void) {
     tr_graph_reset(g);
     tr_graph_set_rng(g, 11, 2, 0);
     tr_graph_set_rows_per_sample(g, 2);
-    tr_tensor *x = tr_graph_input(g, TR_F32, 3, full);
-    memcpy(x->data, xs, sizeof xs);
-    memcpy(a, tr_dropout(g, x, p)->data, sizeof a);
+    drop_copy(a, xs, 3, full, p);
     tr_graph_reset(g);
     tr_graph_set_rng(g, 11, 2, 1);
     tr_graph_set_rows_per_sample(g, 2);
-    tr_tensor *xp = tr_graph_input(g, TR_F32, 3, part);
-    memcpy(xp->data, xs + 30, sizeof b);
-    memcpy(b, tr_dropout(g, xp, p)->data, sizeof b);
+    drop_copy(b, xs + 30, 3, part, p);
     CHECK(memcmp(a + 30, b, sizeof b) == 0, "rows 2..5 differ between the splits at 2 rows per sample");
     int zeros = 0;
     for (int i = 0; i < 60; i++) zeros += b[i] == 0;
     CHECK(zeros > 5 && zeros < 45, "rows check is trivial: %d of 60 dropped", zeros);
-    /* one row per sample again after tr_graph_set_rng: sample_base 1 is row 1 */
-    tr_graph_reset(g);
-    tr_graph_set_rows_per_sample(g, 2);
-    tr_graph_set_rng(g, 11, 2, 1);
-    xp = tr_graph_input(g, TR_F32, 3, part);
-    memcpy(xp->data, xs + 15, sizeof c);
-    memcpy(c, tr_dropout(g, xp, p)->data, sizeof c);
-    CHECK(memcmp(a + 15, c, sizeof c) == 0, "tr_graph_set_rng did not go back to one row per sample");
-    tr_graph_reset(g);
-    tr_graph_set_rng(g, 11, 2, 1);
-    tr_graph_set_rows_per_sample(g, 2);
-    tr_graph_reset(g); /* keeps the rng, drops the rows */
-    xp = tr_graph_input(g, TR_F32, 3, part);
-    memcpy(xp->data, xs + 15, sizeof c);
-    CHECK(memcmp(a + 15, tr_dropout(g, xp, p)->data, sizeof c) == 0,
-          "tr_graph_reset did not go back to one row per sample");
+    /* one row per sample again after tr_graph_set_rng, and after tr_graph_reset (which keeps
+     * the rng): sample_base 1 is row 1 */
+    for (int how = 0; how < 2; how++) {
+        tr_graph_reset(g);
+        if (how == 0) tr_graph_set_rows_per_sample(g, 2);
+        tr_graph_set_rng(g, 11, 2, 1);
+        if (how == 1) {
+            tr_graph_set_rows_per_sample(g, 2);
+            tr_graph_reset(g);
+        }
+        drop_copy(c, xs + 15, 3, part, p);
+        CHECK(memcmp(a + 15, c, sizeof c) == 0, "%s did not go back to one row per sample",
+              how ? "tr_graph_reset" : "tr_graph_set_rng");
+    }
 }
 
 /* dx = dout * mask / (1-p), added to what the gradient already holds. */
