@@ -10,10 +10,12 @@ tools/oracle/oracle_venv.py), `trainer embed` scores the two pairs without train
 scores are the dot products of the normalised embeddings, the related pair above the other),
 tools/data/license_pairs.sh makes the scored pairs, cut here to 40 (36 train, 4 validation),
 `trainer run` fine-tunes on them with dataparallel x2, `trainer predict` writes
-index,score,similarity and `trainer embed --checkpoint` scores with the tuned weights.
+index,score,similarity, `trainer embed --checkpoint` scores with the tuned weights and
+`trainer export` writes them as a sentence-transformers folder (BertModel, mean, normalised).
 Exit 0 pass, 1 fail, 77 (skip): the model cannot be fetched, or /usr/share/common-licenses
 lacks the license texts.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -69,8 +71,8 @@ def main(trainer):
         print("SKIPPED: /usr/share/common-licenses lacks the license texts (tools/data/license_pairs.sh)")
         return SKIP
     cmds = commands()
-    if not tiny.check(len(cmds) == 7 and sum(c.startswith("trainer ") for c in cmds) == 4,
-                 f"the config's comments give 7 commands, 4 of them trainer's: {cmds}"):
+    if not tiny.check(len(cmds) == 8 and sum(c.startswith("trainer ") for c in cmds) == 5,
+                      f"the config's comments give 8 commands, 5 of them trainer's: {cmds}"):
         return 1
     t = tempfile.mkdtemp(prefix="minilm_embed_pairs.")
     env = scratch_root(t, trainer)
@@ -108,6 +110,16 @@ def main(trainer):
             sims = [float(r.split(",")[2]) for r in rows[1:]]
             tiny.check(rows[0] == "index,score,similarity" and len(sims) == PAIRS // 10 and all(-1 <= v <= 1 for v in sims),
                   f"predict: index,score,similarity for the {len(sims)} validation pairs: {sims}")
+        elif cmd.startswith("trainer export"):
+            out = os.path.join(t, cmd.split()[-1])
+            with open(os.path.join(out, "config.json")) as f:
+                arch = json.load(f).get("architectures")
+            with open(os.path.join(out, "1_Pooling", "config.json")) as f:
+                mean = json.load(f).get("pooling_mode_mean_tokens")
+            tiny.check(arch == ["BertModel"] and mean is True and
+                       all(os.path.exists(os.path.join(out, n)) for n in ("model.safetensors", "modules.json",
+                                                                          "tokenizer.json", "2_Normalize")),
+                       f"export: {sorted(os.listdir(out))}, architectures {arch}, mean pooling")
         elif cmd.startswith("trainer embed"):
             _, before = scores(os.path.join(t, "p.csv"))
             _, after = scores(os.path.join(t, "tuned.csv"))
