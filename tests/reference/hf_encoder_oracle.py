@@ -26,7 +26,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -116,14 +115,9 @@ def inner(argv):
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    trainer = os.path.abspath(argv[0])
-    keep = argv[argv.index("--keep") + 1] if "--keep" in argv else None
-    model = os.environ["TRAINER_ORACLE_INNER"]
-    torch.set_num_threads(2)
+    trainer, keep, d, model = oracle_venv.scratch(argv, "hf_encoder_oracle.")
     tok = AutoTokenizer.from_pretrained(model)
     hf = AutoModel.from_pretrained(model, torch_dtype=torch.float32).eval()
-    d = keep or tempfile.mkdtemp(prefix="hf_encoder_oracle.")
-    os.makedirs(d, exist_ok=True)
     ok = True
 
     # --- embeddings of 330 texts, batch by batch as trainer embed batches them ---
@@ -217,10 +211,7 @@ def inner(argv):
               f"{int(real.sum())} real positions: max abs {err:.3g}")
     ok &= xlmr(trainer, d)
     ok &= finetune(trainer, d, model)
-    if ok and not keep:
-        shutil.rmtree(d)  # 350 MB: the model saved with its head
-    print("PASS" if ok else f"FAIL (files in {d})")
-    return 0 if ok else 1
+    return oracle_venv.verdict(ok, keep, d)  # on a pass, 350 MB less: the model saved with its head
 
 
 def xlmr(trainer, d):

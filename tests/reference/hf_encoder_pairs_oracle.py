@@ -18,9 +18,7 @@ Exit 0 pass, 1 fail, 77 (skip): no PyPI, no torch.
 import csv
 import json
 import os
-import shutil
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -65,12 +63,7 @@ def inner(argv):
     from safetensors.numpy import load_file
     from transformers import AutoModel, AutoTokenizer
 
-    trainer = os.path.abspath(argv[0])
-    keep = argv[argv.index("--keep") + 1] if "--keep" in argv else None
-    model = os.environ["TRAINER_ORACLE_INNER"]
-    torch.set_num_threads(2)
-    d = keep or tempfile.mkdtemp(prefix="hf_encoder_pairs_oracle.")
-    os.makedirs(d, exist_ok=True)
+    trainer, keep, d, model = oracle_venv.scratch(argv, "hf_encoder_pairs_oracle.")
     folder = model_folder(d, model)
     data = pairs()
     path = os.path.join(d, "pairs.jsonl")  # JSON Lines: some reviews hold quotes and line breaks
@@ -131,15 +124,8 @@ def inner(argv):
     if pooler:
         perr = max(float(np.abs(w[k] - sd[k]).max()) for k in pooler)
         print(f"info pooler (not used by mean pooling; decayed by weight decay here, left by torch): max abs {perr:.3g}")
-    if ok and not keep:
-        shutil.rmtree(d)
-    print("PASS" if ok else f"FAIL (files in {d})")
-    return 0 if ok else 1
+    return oracle_venv.verdict(ok, keep, d)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(f"usage: {__doc__.splitlines()[3].strip()}")
-    if os.environ.get("TRAINER_ORACLE_INNER"):
-        sys.exit(inner(sys.argv[1:]))
-    oracle_venv.exec_inner(__file__, sys.argv[1:], oracle_venv.minilm_folder)
+    oracle_venv.oracle_main(__file__, __doc__.splitlines()[3].strip(), inner)
