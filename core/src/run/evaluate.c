@@ -60,23 +60,26 @@ typedef struct predict_out {
     const run_classes *classes;   /* named classes are written by name */
 } predict_out;
 
-/* Class `id` as predict writes it: its name when the classes have names, else the id. */
-static void write_class(const predict_out *p, int64_t id) {
-    if (!p->classes->names || id < 0 || id >= p->classes->count) {
-        fprintf(p->f, "%lld", (long long)id);
-        return;
-    }
-    const char *name = p->classes->names[id];
-    if (!strpbrk(name, ",\"\r\n")) {
-        fputs(name, p->f);
-        return;
-    }
-    fputc('"', p->f); /* RFC 4180 quoting */
-    for (const char *c = name; *c; c++) {
-        if (*c == '"') fputc('"', p->f);
-        fputc(*c, p->f);
-    }
-    fputc('"', p->f);
+/* One CSV field, prefix then text, quoted per RFC 4180 when it holds a comma, a quote or a
+ * line break. */
+static void write_field(FILE *f, const char *prefix, const char *text) {
+    int quote = strpbrk(prefix, ",\"\r\n") || strpbrk(text, ",\"\r\n");
+    if (quote) fputc('"', f);
+    for (int part = 0; part < 2; part++)
+        for (const char *c = part ? text : prefix; *c; c++) {
+            if (*c == '"') fputc('"', f);
+            fputc(*c, f);
+        }
+    if (quote) fputc('"', f);
+}
+
+/* Class `id` as predict writes it, after `prefix`: its name when the classes have names,
+ * else the id. */
+static void write_class(const predict_out *p, const char *prefix, int64_t id) {
+    char num[32];
+    snprintf(num, sizeof num, "%lld", (long long)id);
+    int named = p->classes->names && id >= 0 && id < p->classes->count;
+    write_field(p->f, prefix, named ? p->classes->names[id] : num);
 }
 
 /* Scored text pairs (the text dataset's mode pairs): x (2, T) token ids, one score. */
@@ -87,7 +90,14 @@ static int pair_spec(const tr_data_spec *s) {
 static tr_status write_header(predict_out *p) {
     const tr_data_spec *s = p->spec;
     if (pair_spec(s)) fprintf(p->f, "index,score,similarity\n");
-    else if (s->task == TR_TASK_CLASSIFY) fprintf(p->f, "index,label,prediction,confidence\n");
+    else if (s->task == TR_TASK_CLASSIFY) {
+        fprintf(p->f, "index,label,prediction,confidence");
+        for (int64_t c = 0; c < s->n_classes; c++) {
+            fputc(',', p->f);
+            write_class(p, "prob_", c);
+        }
+        fputc('\n', p->f);
+    }
     else if (s->task == TR_TASK_LM) fprintf(p->f, "index,loss,accuracy,next_token\n");
     else {
         fprintf(p->f, "index");
@@ -121,12 +131,16 @@ static tr_status write_rows(void *user, const tr_host_batch *hb, const tr_model_
             int64_t C = s->n_classes, best;
             double conf, nll = 0;
             int32_t label = ((const int32_t *)hb->y)[i];
-            row_stats(out + i * C, C, -1, &best, &conf, &nll);
+            const float *l = out + i * C;
+            row_stats(l, C, -1, &best, &conf, &nll);
             fprintf(p->f, "%lld,", index);
-            write_class(p, label);
+            write_class(p, "", label);
             fputc(',', p->f);
-            write_class(p, best);
-            fprintf(p->f, ",%.7g\n", conf);
+            write_class(p, "", best);
+            fprintf(p->f, ",%.7g", conf);
+            /* The softmax, each term as conf is: exp(l - max) / sum(exp(l - max)), in double. */
+            for (int64_t c = 0; c < C; c++) fprintf(p->f, ",%.7g", exp((double)l[c] - (double)l[best]) * conf);
+            fputc('\n', p->f);
         } else if (s->task == TR_TASK_LM) {
             int64_t T = s->y_numel, V = s->n_classes, best = 0, hits = 0;
             double loss = 0, conf, nll = 0;
