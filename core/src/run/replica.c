@@ -14,6 +14,7 @@ struct tr_model_factory {
     const tr_options *opts;
     tr_data_spec spec;
     uint64_t seed;
+    char *restore; /* tr_model_factory_set_restore's checkpoint, or NULL */
 };
 
 tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model,
@@ -35,7 +36,22 @@ tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model
     return TR_OK;
 }
 
-void tr_model_factory_destroy(tr_model_factory *f) { tr_free(f); }
+void tr_model_factory_destroy(tr_model_factory *f) {
+    if (f) tr_free(f->restore);
+    tr_free(f);
+}
+
+tr_status tr_model_factory_set_restore(tr_model_factory *f, const char *checkpoint) {
+    char *copy = NULL;
+    if (checkpoint) {
+        size_t n = strlen(checkpoint) + 1;
+        if (!(copy = tr_malloc(n))) return tr_error_set(TR_ERR_NOMEM, "model factory: out of memory");
+        memcpy(copy, checkpoint, n);
+    }
+    tr_free(f->restore);
+    f->restore = copy;
+    return TR_OK;
+}
 
 const tr_data_spec *tr_model_factory_spec(const tr_model_factory *f) { return &f->spec; }
 
@@ -143,6 +159,7 @@ tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_
     r->seed = f->seed;
     tr_status st;
     TR_CHECK_GOTO(tr_params_create(&r->P), fail);
+    TR_CHECK_GOTO(tr_params_set_restore(r->P, f->restore), fail);
     st = r->ops->create(&r->model, f->opts, &r->spec, r->P);
     if (st != TR_OK) {
         r->model = NULL;
