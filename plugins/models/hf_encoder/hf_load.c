@@ -2,7 +2,8 @@
  * honour it), sentence-transformers' modules.json / 1_Pooling/config.json (pooling defaults),
  * the safetensors weights (one file or an index of shards) checked against the model before
  * anything is registered, and the fill callback that copies them into the flat parameter buffer
- * at finalize (F32, F16, BF16 upcast to f32). The name rules are in docs/hf_encoder.md. */
+ * at finalize (F32, F16, BF16 upcast to f32); config.json's text as the checkpoints keep it.
+ * The name rules are in docs/hf_encoder.md. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -12,10 +13,11 @@
 
 #include "hf_encoder.h"
 #include "trainer/half.h"
+#include "trainer/io.h"
 #include "trainer/log.h"
 #include "trainer/tokenizer.h"
 
-static int file_exists(const char *dir, const char *name) {
+int hf_file_exists(const char *dir, const char *name) {
     char p[4200];
     struct stat sb;
     if (snprintf(p, sizeof p, "%s/%s", dir, name) >= (int)sizeof p) return 0;
@@ -134,10 +136,15 @@ tr_status hf_config_read(hf_model *m, const char *dir) {
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: pretrained: %s is not a folder", dir);
-    if (!file_exists(dir, "config.json"))
+    if (!hf_file_exists(dir, "config.json"))
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: pretrained: %s has no config.json", dir);
-    json_t *c;
-    TR_CHECK(json_read(dir, "config.json", &c));
+    char p[4200];
+    json_error_t err;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    TR_CHECK(tr_file_read(p, &m->config_text, &m->config_len)); /* kept: hf_config_keep */
+    json_t *c = json_loadb(m->config_text, m->config_len, 0, &err);
+    if (!c) return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s:%d: %s", p, err.line, err.text);
+    m->config_has_sep = json_object_get(c, "sep_token_id") != NULL;
     tr_status st = json_is_object(c) ? read_arch(m, c)
                                      : tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json is not an object", dir);
     json_decref(c);
@@ -145,9 +152,10 @@ tr_status hf_config_read(hf_model *m, const char *dir) {
     if (m->sep_id == -2) { /* the folder's tokenizer's [SEP] */
         m->sep_id = -1;
         tr_tokenizer *tok = NULL;
-        if (file_exists(dir, "tokenizer.json") && tr_tokenizer_load(&tok, dir) == TR_OK) {
+        if (hf_file_exists(dir, "tokenizer.json") && tr_tokenizer_load(&tok, dir) == TR_OK) {
             int32_t id;
             if (tr_tokenizer_token_to_id(tok, "[SEP]", &id) == TR_OK) m->sep_id = id;
+            m->sep_from_tokenizer = m->sep_id >= 0;
             tr_tokenizer_free(tok);
         }
         tr_error_clear();
@@ -159,9 +167,36 @@ tr_status hf_config_read(hf_model *m, const char *dir) {
     return TR_OK;
 }
 
+tr_status hf_config_keep(const hf_model *m, tr_params *P) {
+    if (!m->sep_from_tokenizer) return tr_params_add_file(P, "config.json", m->config_text, m->config_len);
+    char ins[48];
+    int k = snprintf(ins, sizeof ins, "\n  \"sep_token_id\": %d,", (int)m->sep_id);
+    const char *brace = strchr(m->config_text, '{'); /* it parsed as a non-empty object */
+    if (m->config_has_sep || !brace) { /* "sep_token_id": null there: written anew */
+        json_t *c = json_loadb(m->config_text, m->config_len, 0, NULL);
+        char *text = NULL;
+        if (c && json_object_set_new(c, "sep_token_id", json_integer(m->sep_id)) == 0)
+            text = json_dumps(c, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_decref(c);
+        if (!text) return tr_error_set(TR_ERR_NOMEM, "hf_encoder: out of memory");
+        tr_status st = tr_params_add_file(P, "config.json", text, strlen(text));
+        free(text);
+        return st;
+    }
+    size_t head = (size_t)(brace + 1 - m->config_text), n = m->config_len + (size_t)k;
+    char *text = malloc(n);
+    if (!text) return tr_error_set(TR_ERR_NOMEM, "hf_encoder: out of memory");
+    memcpy(text, m->config_text, head);
+    memcpy(text + head, ins, (size_t)k);
+    memcpy(text + head + k, m->config_text + head, m->config_len - head);
+    tr_status st = tr_params_add_file(P, "config.json", text, n);
+    free(text);
+    return st;
+}
+
 tr_status hf_pooling_read(hf_model *m, const char *pooling, const char *normalize) {
     int pool = HF_POOL_CLS, norm = 0;
-    if (file_exists(m->dir, "modules.json")) {
+    if (hf_file_exists(m->dir, "modules.json")) {
         json_t *mods;
         TR_CHECK(json_read(m->dir, "modules.json", &mods));
         size_t i;
@@ -175,7 +210,7 @@ tr_status hf_pooling_read(hf_model *m, const char *pooling, const char *normaliz
             if (!strstr(type, "Pooling") || !path) continue;
             char sub[4200];
             snprintf(sub, sizeof sub, "%s/config.json", path);
-            if (!file_exists(m->dir, sub)) continue;
+            if (!hf_file_exists(m->dir, sub)) continue;
             json_t *pc;
             st = json_read(m->dir, sub, &pc);
             if (st != TR_OK) break;
@@ -217,8 +252,8 @@ static tr_status open_shard(hf_model *m, const char *name) {
 }
 
 tr_status hf_files_open(hf_model *m) {
-    if (file_exists(m->dir, "model.safetensors")) return open_shard(m, "model.safetensors");
-    if (file_exists(m->dir, "model.safetensors.index.json")) {
+    if (hf_file_exists(m->dir, "model.safetensors")) return open_shard(m, "model.safetensors");
+    if (hf_file_exists(m->dir, "model.safetensors.index.json")) {
         json_t *ix;
         TR_CHECK(json_read(m->dir, "model.safetensors.index.json", &ix));
         json_t *map = json_object_get(ix, "weight_map");
@@ -251,7 +286,7 @@ tr_status hf_files_open(hf_model *m) {
         json_decref(ix);
         return st;
     }
-    if (file_exists(m->dir, "pytorch_model.bin"))
+    if (hf_file_exists(m->dir, "pytorch_model.bin"))
         return tr_error_set(TR_ERR_INVALID,
                             "hf_encoder: %s holds pytorch_model.bin only: convert it to safetensors first with\n"
                             "  python3 -c \"import torch; from safetensors.torch import save_file; "
@@ -450,7 +485,7 @@ tr_status hf_register(hf_model *m, tr_params *P) {
     /* BERT's classifier reads the pooler; RoBERTa's has its own dense layer (and the plugin
      * ignores a pooler in the file, as RobertaForSequenceClassification does). */
     int need_pooler = (m->classify && !m->roberta) || (!m->classify && m->pooling == HF_POOL_POOLER);
-    for (int j = 0; j < p.n && st == TR_OK; j++) {
+    for (int j = 0; j < p.n && st == TR_OK && !m->restored; j++) {
         want *w = &p.w[j];
         if (w->e || (w->optional == 2 && need_pooler) || w->optional == 1) continue;
         if (w->optional == 2) continue; /* a pooler nothing uses */
@@ -479,7 +514,7 @@ tr_status hf_register(hf_model *m, tr_params *P) {
                     snprintf(fresh + k, sizeof fresh - k, "%s%s", k ? ", " : "", w->name);
             }
         }
-        if (st == TR_OK && fresh[0])
+        if (st == TR_OK && fresh[0] && !m->restored)
             TR_INFO("hf_encoder: newly initialised (not in %s): %s; train the model before using it for predictions",
                     m->dir, fresh);
         if (st == TR_OK && n_ignored)
