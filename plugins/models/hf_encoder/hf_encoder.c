@@ -240,7 +240,7 @@ static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
     if (pos_ids) x = tr_add(g, x, tr_embedding(g, pos_ids, W(m->pos_emb)));
     else x = tr_add(g, x, T == m->S ? W(m->pos_emb) : tr_slice(g, W(m->pos_emb), 0, 0, T));
     x = tr_dropout(g, tr_layer_norm(g, x, W(m->emb_ln_w), W(m->emb_ln_b), m->eps), pdrop);
-    hf_dump(m, g, 0, x);
+    hf_dump(m, g, "hidden_0", x);
     for (int i = 0; i < m->n_layer; i++) {
         const hf_layer *k = &m->layer[i];
         tr_tensor *q = tr_linear(g, x, W(k->q_w), W(k->q_b));
@@ -252,7 +252,9 @@ static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
         tr_tensor *h = activation(m, g, tr_linear(g, x, W(k->in_w), W(k->in_b)));
         h = tr_dropout(g, tr_linear(g, h, W(k->out_w), W(k->out_b)), pdrop);
         x = tr_layer_norm(g, tr_add(g, h, x), W(k->out_ln_w), W(k->out_ln_b), m->eps);
-        hf_dump(m, g, i + 1, x);
+        char dump[32];
+        snprintf(dump, sizeof dump, "hidden_%d", i + 1);
+        hf_dump(m, g, dump, x);
     }
     tr_tensor *cls = tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (int64_t[]){B, H});
     tr_tensor *pooled = m->pool_w >= 0 ? tr_tanh(g, tr_linear(g, cls, W(m->pool_w), W(m->pool_b))) : NULL;
@@ -268,6 +270,7 @@ static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
             out->embedding = pooled;
         }
         out->logits = tr_linear(g, h, W(m->cls_w), W(m->cls_b));
+        hf_dump(m, g, "logits", out->logits);
         if (b->y) {
             tr_tensor *y = tr_reshape(g, b->y, 1, (int64_t[]){B});
             out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, -100, 0.0);

@@ -66,8 +66,8 @@ void hf_files_close(hf_model *m);
 tr_status hf_register(hf_model *m, tr_params *P);
 /* tr_model_ops.export_to: the model as a Hugging Face folder (hf_export.c). */
 tr_status hf_export(void *ctx, tr_params *P, const tr_model_export *env);
-/* Debug: with TR_HF_ENCODER_DUMP=DIR, the hidden state after layer `i` (0: the embeddings) of
- * the batch, (B, T, H), written to DIR/hidden_<i>.npy (CPU, eval mode). */
-void hf_dump(const hf_model *m, tr_graph *g, int i, const tr_tensor *x);
+/* Debug: with TR_HF_ENCODER_DUMP=DIR, a float32 tensor of the batch written to DIR/NAME.npy
+ * (on the CPU): hidden_<i> after layer i (0: the embeddings), (B, T, H); logits (classify). */
+void hf_dump(const hf_model *m, tr_graph *g, const char *name, const tr_tensor *x);
 
 #endif

@@ -524,19 +524,20 @@ tr_status hf_register(hf_model *m, tr_params *P) {
     return st;
 }
 
-/* ---- debug: hidden states to .npy ---- */
+/* ---- debug: hidden states and logits to .npy ---- */
 
-void hf_dump(const hf_model *m, tr_graph *g, int i, const tr_tensor *x) {
+void hf_dump(const hf_model *m, tr_graph *g, const char *name, const tr_tensor *x) {
     if (!m->dump_dir || !x || x->device.kind != TR_DEVICE_CPU || tr_graph_status(g) != TR_OK) return;
-    char p[4200], hdr[128];
-    snprintf(p, sizeof p, "%s/hidden_%d.npy", m->dump_dir, i);
+    char p[4200], hdr[160];
+    snprintf(p, sizeof p, "%s/%s.npy", m->dump_dir, name);
     FILE *f = fopen(p, "wb");
     if (!f) {
         TR_WARN("hf_encoder: TR_HF_ENCODER_DUMP: cannot write %s: %s", p, strerror(errno));
         return;
     }
-    int n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld, %lld, %lld), }",
-                     (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2]);
+    int n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+    for (int d = 0; d < x->ndim; d++) n += snprintf(hdr + n, sizeof hdr - (size_t)n, "%lld, ", (long long)x->shape[d]);
+    n += snprintf(hdr + n, sizeof hdr - (size_t)n, "), }");
     int total = (10 + n + 1 + 63) / 64 * 64;
     while (10 + n + 1 < total) hdr[n++] = ' ';
     hdr[n++] = '\n';
