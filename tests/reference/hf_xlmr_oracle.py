@@ -40,26 +40,10 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools", "oracle"))
 import oracle_venv  # noqa: E402
 
-SKIP = 77
 TOL = 1e-5
 REVIEWS = os.path.join(ROOT, "tests", "data", "tokdata", "reviews.csv")
 MAX_LEN = 64
 STEPS, BATCH, LR, WD, EPS = 10, 8, 1e-3, 0.01, 1e-5
-
-
-def outer(argv):
-    try:
-        py = oracle_venv.ensure_venv(sys.executable)
-    except oracle_venv.Unreachable as e:
-        print(f"SKIPPED: {e}")
-        sys.exit(SKIP)
-    if subprocess.run([py, "-c", "import torch"], stderr=subprocess.DEVNULL).returncode != 0:
-        print(f"SKIPPED: {sys.executable} has no torch (python3-torch): the oracle needs it")
-        sys.exit(SKIP)
-    env = oracle_venv.env()
-    env["TRAINER_ORACLE_INNER"] = "1"
-    sys.stdout.flush()
-    os.execve(py, [py, os.path.abspath(__file__), *argv], env)
 
 
 def reviews():
@@ -229,4 +213,4 @@ if __name__ == "__main__":
         sys.exit(f"usage: {__doc__.splitlines()[2].strip()}")
     if os.environ.get("TRAINER_ORACLE_INNER"):
         sys.exit(inner(sys.argv[1:]))
-    outer(sys.argv[1:])
+    oracle_venv.exec_inner(__file__, sys.argv[1:], lambda: "1")
