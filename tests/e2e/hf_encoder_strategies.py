@@ -23,7 +23,8 @@ padded to their longest, a global batch of 11 (6 + 5 over 2 ranks), a validation
   and ends with the uninterrupted run's checkpoint byte for byte (cpu; sharded x2, whose
   checkpoint is sharded), although before the resume the pretrained folder was corrupted
   (garbage config.json, model.safetensors and tokenizer.json: bert) or moved away (roberta):
-  a resume reads the config.json its checkpoint keeps, never the folder.
+  a resume reads the config.json its checkpoint keeps, never the folder (and a checkpoint
+  without it, an older trainer's, resumes with the folder's config.json).
 
   hf_encoder_strategies.py TRAINER --device cuda|cuda_emu [--keep DIR]
 
@@ -218,6 +219,17 @@ def resume(trainer, base, models, pairs):
         env = dict(os.environ, TRAINER_FAULT_KILL_AT_STEP="4")
         rc, log = trainer_run(trainer, cfg, os.path.join(out, "killed"), STRATEGIES[s], env)
         check(rc != 0 and "fault injection" in log, f"{name} {s}: the run is killed after step 4 (rc {rc})")
+        if model_name == "bert":
+            # an older trainer's checkpoint, without config.json: the folder's, and no weights
+            old = os.path.join(out, "older")
+            shutil.copytree(os.path.join(out, "killed"), old)
+            os.remove(os.path.join(run_dir(old, name), "checkpoints", "step-00000004", "config.json"))
+            rc, log = trainer_run(trainer, cfg, old, STRATEGIES[s])
+            same = rc == 0 and checkpoint_files(run_dir(old, name))[1] == \
+                checkpoint_files(run_dir(os.path.join(out, "straight"), name))[1]
+            check(same and "keeps no config.json" in log,
+                  f"{name} {s}: a checkpoint without config.json (an older trainer's) resumes from the folder's and "
+                  f"ends equal (rc {rc}) {log.strip()[-600:] if rc else ''}")
         if model_name == "bert":  # a resume must read none of these
             for f in ("config.json", "model.safetensors", "tokenizer.json"):
                 with open(os.path.join(model, f), "wb") as fh:
