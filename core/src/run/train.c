@@ -202,17 +202,28 @@ static int pick_run_dir(job *j, char *ckpt, size_t size, int *version) {
     return 0;
 }
 
+/* Whether the run of the checkpoint at ckpt goes on (*more): it has not reached total steps and
+ * early stopping did not end it (*stopped); *step: its step. */
+static tr_status run_goes_on(const char *ckpt, int64_t total, int *more, int64_t *step, int *stopped) {
+    tr_train_state found;
+    TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
+    *stopped = early_stop_ended(ckpt);
+    *step = found.step;
+    *more = found.step < total && !*stopped;
+    return TR_OK;
+}
+
 /* Whether the run will resume, and from which checkpoint (into ckpt), as pick_locked will
  * decide: read before the strategy exists (so on every rank, without the lock). */
 static int probe_resume(job *j, int64_t total, char *ckpt, size_t size) {
-    int version;
-    tr_train_state found;
+    int version, more, stopped;
+    int64_t step;
     if (!pick_run_dir(j, ckpt, size, &version)) return 0;
-    if (tr_checkpoint_read_state(ckpt, &found) != TR_OK) { /* rank 0 says why below */
+    if (run_goes_on(ckpt, total, &more, &step, &stopped) != TR_OK) { /* rank 0 says why below */
         tr_error_clear();
         return 0;
     }
-    return found.step < total;
+    return more;
 }
 
 /* Rank 0: the run folder, locked (run_lock.h) before any of its checkpoints is read: a
@@ -224,15 +235,15 @@ static tr_status pick_locked(job *j, int64_t total, run_lock *lock, char *ckpt, 
     *resuming = pick_run_dir(j, ckpt, size, version);
     TR_CHECK(run_lock_take(lock, j->run_dir));
     if (!*resuming) return TR_OK;
-    tr_train_state found;
-    TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
-    int stopped = early_stop_ended(ckpt);
-    if (found.step < total && !stopped) return TR_OK;
+    int more, stopped;
+    int64_t step;
+    TR_CHECK(run_goes_on(ckpt, total, &more, &step, &stopped));
+    if (more) return TR_OK;
     if (stopped)
         job_say(j, "%s is complete (trainer.early_stopping ended it at step %lld); starting a new version", j->run_dir,
-                (long long)found.step);
+                (long long)step);
     else
-        job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)found.step,
+        job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)step,
                 (long long)total);
     run_lock_release(lock);
     int keep = j->s.resume;
