@@ -13,10 +13,11 @@ padded to their longest, a global batch of 11 (6 + 5 over 2 ranks), a validation
 - Strategy invariance (DESIGN.md decision 5): cpu, dataparallel x2, ddp x2 and sharded stage 3
   x2 (small units: gathered and released several times a step) end with the same weights
   (relative L2 <= 1e-5), the same loss at every step and the same validation metrics
-  (compare_runs.py), with dropout off; and with dropout on where the strategies promise the
-  same masks: sequences of one length (padding max_length). A mask is keyed by the element's
-  index within its sample (ops/dropout.c), and a ddp or sharded rank cuts its share of a
-  padded batch to that share's longest text, so with padding longest the masks differ.
+  (compare_runs.py), with dropout off; and with dropout on (hidden and attention
+  probabilities) where the strategies promise the same masks: sequences of one length
+  (padding max_length). A mask is keyed by the element's index within its sample
+  (ops/dropout.c), and a ddp or sharded rank cuts its share of a padded batch to that share's
+  longest text, so with padding longest the masks differ.
 - The classifier head is newly initialised (it is not in the folders): the same on every rank
   and strategy (it is part of the weights compared).
 - Exact resume: a run killed right after its step-4 checkpoint and run again resumes from it
@@ -101,8 +102,8 @@ def write_pairs(base):
 def write_config(base, name, model, padding, pairs=None):
     """AdamW's eps is 1e-6, as in strategy_invariance.sh: the attention key biases have a zero
     gradient in exact arithmetic, and with 1e-8 Adam turns their rounding noise, which depends
-    on how the batch is split, into full-size steps (6.7e-6 of the weights after 8 steps here,
-    all of it in those biases)."""
+    on how the batch is split, into full-size steps (7.0e-6 of the weights after 8 steps here,
+    nearly all of it in those biases)."""
     p = os.path.join(base, name + ".yaml")
     data = f"path: {pairs}, text_pair_column: pair" if pairs else f"path: {tiny.REVIEWS}"
     with open(p, "w") as f:
