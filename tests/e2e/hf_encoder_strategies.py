@@ -25,7 +25,10 @@ padded to their longest, a global batch of 11 (6 + 5 over 2 ranks), a validation
   checkpoint is sharded), although before the resume the pretrained folder was corrupted
   (garbage config.json, model.safetensors and tokenizer.json: bert) or moved away (roberta):
   a resume reads the config.json its checkpoint keeps, never the folder (and a checkpoint
-  without it, an older trainer's, resumes with the folder's config.json).
+  without it, an older trainer's, resumes with the folder's config.json). Task pairs likewise
+  under ddp x2, its folder moved away: the pooling and normalising that modules.json chose at
+  the start, and a pooler the folder has but mean pooling does not use, come from the
+  checkpoint's config.json.
 
   hf_encoder_strategies.py TRAINER --device cuda|cuda_emu [--keep DIR]
 
@@ -37,6 +40,7 @@ ids, are an input of the device's graph) and RoBERTa with dropout (its positions
 """
 import csv
 import glob
+import json
 import os
 import random
 import shutil
@@ -200,6 +204,59 @@ def on_devices(trainer, base, models, pairs, dev):
     return 0
 
 
+def pairs_task(trainer, base, models):
+    """Task pairs resumed under ddp x2 with its folder moved away: the folder's choices, mean
+    pooling and normalising from sentence-transformers' modules.json and a pooler the folder has
+    but mean pooling does not use, are the checkpoint's to keep (its config.json)."""
+    model = os.path.join(base, "resume_pairs")
+    shutil.copytree(models[0.1]["bert"], model)
+    os.makedirs(os.path.join(model, "1_Pooling"))
+    with open(os.path.join(model, "modules.json"), "w") as f:
+        json.dump([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                   {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                   {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}], f)
+    with open(os.path.join(model, "1_Pooling", "config.json"), "w") as f:
+        json.dump({"word_embedding_dimension": tiny.H, "pooling_mode_mean_tokens": True}, f)
+    rng = random.Random(3)
+    words = "the movie was great terrible plot and bad acting I liked it fine".split()
+    tsv = os.path.join(base, "scored.tsv")
+    with open(tsv, "w") as f:
+        for i in range(60):
+            a = " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
+            b = a if i % 3 == 0 else " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
+            f.write(f"{rng.random():.3f}\t{a}\t{b}\n")
+    cfg = os.path.join(base, "resume_pairs.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"""run: {{name: resume_pairs, seed: 5}}
+model: {{name: hf_encoder, params: {{pretrained: {model}, task: pairs}}}}
+data: {{name: text, params: {{path: {tsv}, mode: pairs, tokenizer: {tiny.TOKENIZER}, max_length: 16}},
+       batch_size: 10, val_fraction: 0.2}}
+optimizer: {{name: adamw, lr: 0.003, eps: 1.0e-6}}
+trainer: {{max_steps: 8, log_every: 1, progress: lines, threads: 1}}
+checkpoint: {{every_n_steps: 4}}
+""")
+    s = "ddp2"
+    out = os.path.join(base, "resume", "pairs")
+    rc, log = trainer_run(trainer, cfg, os.path.join(out, "straight"), STRATEGIES[s])
+    check(rc == 0, f"task pairs {s}: the straight run (rc {rc}) {log.strip()[-600:] if rc else ''}")
+    env = dict(os.environ, TRAINER_FAULT_KILL_AT_STEP="4")
+    rc, log = trainer_run(trainer, cfg, os.path.join(out, "killed"), STRATEGIES[s], env)
+    check(rc != 0 and "fault injection" in log, f"task pairs {s}: the run is killed after step 4 (rc {rc})")
+    os.rename(model, model + ".moved")
+    rc, log = trainer_run(trainer, cfg, os.path.join(out, "killed"), STRATEGIES[s])
+    check(rc == 0 and "step-00000004" in log and "is not read" in log,
+          f"task pairs {s}: resumed from step 4 with the folder moved away (rc {rc}) {log.strip()[-800:] if rc else ''}")
+    if rc != 0:
+        return
+    a, fa = checkpoint_files(run_dir(os.path.join(out, "straight"), "resume_pairs"))
+    b, fb = checkpoint_files(run_dir(os.path.join(out, "killed"), "resume_pairs"))
+    with open(os.path.join(b, "config.json")) as f:
+        kept = json.load(f).get("trainer_hf_encoder")
+    check(os.path.basename(a) == os.path.basename(b) and fa == fb and
+          kept == {"pooling": "mean", "normalize": True, "pooler": True},
+          f"task pairs {s}: the uninterrupted run's checkpoint byte for byte; config.json keeps {kept}")
+
+
 def checkpoint_files(run):
     ck = sorted(glob.glob(os.path.join(run, "checkpoints", "step-*")))[-1]
     return ck, {os.path.basename(f): open(f, "rb").read() for f in glob.glob(os.path.join(ck, "*.safetensors"))}
@@ -270,6 +327,7 @@ def main(argv):
     else:
         invariance(trainer, base, models, pairs)
         resume(trainer, base, models, pairs)
+        pairs_task(trainer, base, models)
     if not FAILS and not keep:
         shutil.rmtree(base)
     print("PASS" if not FAILS else f"FAIL: {len(FAILS)} checks (files in {base})")

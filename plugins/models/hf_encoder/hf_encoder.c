@@ -86,9 +86,13 @@ static tr_status hf_create(void **ctx, const tr_options *o, const tr_data_spec *
      * older trainer's checkpoint has none: then the folder's config.json. */
     const char *restore = tr_params_restore(P), *pretrained = tr_options_string(o, "pretrained");
     m->restored = restore != NULL;
-    int from_ckpt = restore && hf_file_exists(restore, "config.json");
+    int from_ckpt = m->from_checkpoint = restore && hf_file_exists(restore, "config.json");
     tr_status st = hf_config_read(m, from_ckpt ? restore : pretrained);
     if (st == TR_OK) st = hf_pooling_read(m, tr_options_string(o, "pooling"), tr_options_string(o, "normalize"));
+    if (st == TR_OK && m->kept_pooling >= 0) { /* the choices the run made at its start */
+        m->pooling = m->kept_pooling;
+        m->normalize = m->kept_normalize;
+    }
     if (st == TR_OK && m->classify) {
         m->num_labels = tr_options_int(o, "num_labels");
         if (m->num_labels == 0) m->num_labels = d->n_classes;
@@ -109,7 +113,7 @@ static tr_status hf_create(void **ctx, const tr_options *o, const tr_data_spec *
         st = tr_error_set(TR_ERR_INVALID, "hf_encoder: the dataset's sequences of %lld tokens are longer than the "
                                           "%lld positions of %s (set data.params.max_length)",
                           (long long)T, (long long)n_pos, m->dir);
-    if (st == TR_OK && !m->restored) st = hf_files_open(m);
+    if (st == TR_OK && !from_ckpt) st = hf_files_open(m); /* an older checkpoint: for the names only */
     if (st == TR_OK) st = hf_register(m, P);
     if (st == TR_OK) st = hf_config_keep(m, P);
     if (st == TR_OK && from_ckpt)

@@ -51,6 +51,9 @@ typedef struct hf_model {
     int config_has_sep;   /* config.json has a sep_token_id key (maybe null) */
     int sep_from_tokenizer; /* sep_id came from the folder's tokenizer.json */
     int restored;         /* a resumed run: no weights read, the checkpoint's replace the initial values */
+    int from_checkpoint;  /* ... built from the config.json its checkpoint keeps (hf_config_keep) */
+    int config_has_kept;  /* config.json has the kept choices' key */
+    int kept_pooling, kept_normalize, kept_pooler; /* those choices; -1 when not kept */
 } hf_model;
 
 /* 1 when dir/name is a regular file. */

@@ -127,6 +127,29 @@ static tr_status read_arch(hf_model *m, json_t *c) {
     return TR_OK;
 }
 
+/* The key config.json keeps the run's choices under (hf_config_keep). */
+#define KEPT_KEY "trainer_hf_encoder"
+static const char *const pooling_names[] = {"cls", "mean", "pooler"};
+
+/* The choices a run kept in its checkpoint's config.json: pooling, normalize, whether the
+ * pooler is a parameter; -1 each when the file has none (a pretrained folder's). */
+static tr_status kept_read(hf_model *m, json_t *c, const char *path) {
+    m->kept_pooling = m->kept_normalize = m->kept_pooler = -1;
+    json_t *k = json_object_get(c, KEPT_KEY);
+    m->config_has_kept = k != NULL;
+    if (!k) return TR_OK;
+    const char *pool = json_string_value(json_object_get(k, "pooling"));
+    json_t *norm = json_object_get(k, "normalize"), *pooler = json_object_get(k, "pooler");
+    for (int i = 0; pool && i < 3; i++)
+        if (strcmp(pool, pooling_names[i]) == 0) m->kept_pooling = i;
+    if (m->kept_pooling < 0 || !json_is_boolean(norm) || !json_is_boolean(pooler))
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s: %s must be {\"pooling\": cls, mean or pooler, "
+                                            "\"normalize\": true or false, \"pooler\": true or false}", path, KEPT_KEY);
+    m->kept_normalize = json_is_true(norm);
+    m->kept_pooler = json_is_true(pooler);
+    return TR_OK;
+}
+
 tr_status hf_config_read(hf_model *m, const char *dir) {
     if (!dir || !*dir)
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: model.params.pretrained is required: a Hugging Face model "
@@ -147,6 +170,7 @@ tr_status hf_config_read(hf_model *m, const char *dir) {
     m->config_has_sep = json_object_get(c, "sep_token_id") != NULL;
     tr_status st = json_is_object(c) ? read_arch(m, c)
                                      : tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json is not an object", dir);
+    if (st == TR_OK) st = kept_read(m, c, p);
     json_decref(c);
     if (st != TR_OK) return st;
     if (m->sep_id == -2) { /* the folder's tokenizer's [SEP] */
@@ -168,27 +192,43 @@ tr_status hf_config_read(hf_model *m, const char *dir) {
 }
 
 tr_status hf_config_keep(const hf_model *m, tr_params *P) {
-    if (!m->sep_from_tokenizer) return tr_params_add_file(P, "config.json", m->config_text, m->config_len);
-    char ins[48];
-    int k = snprintf(ins, sizeof ins, "\n  \"sep_token_id\": %d,", (int)m->sep_id);
+    if (m->from_checkpoint) return tr_params_add_file(P, "config.json", m->config_text, m->config_len);
+    /* What the files decided at the start, which a resume must not decide again from files it
+     * no longer reads: the sep id the tokenizer gave, the pooling modules.json chose, and
+     * whether the pooler is a parameter (it is when the folder has one). */
+    char ins[256];
+    int k = snprintf(ins, sizeof ins, "\n  \"" KEPT_KEY "\": {\"pooling\": \"%s\", \"normalize\": %s, \"pooler\": %s},",
+                     pooling_names[m->pooling], m->normalize ? "true" : "false", m->pool_w >= 0 ? "true" : "false");
+    if (m->sep_from_tokenizer) k += snprintf(ins + k, sizeof ins - (size_t)k, "\n  \"sep_token_id\": %d,", (int)m->sep_id);
     const char *brace = strchr(m->config_text, '{'); /* it parsed as a non-empty object */
-    if (m->config_has_sep || !brace) { /* "sep_token_id": null there: written anew */
+    char *text = NULL;
+    size_t n = 0;
+    if (!brace || m->config_has_kept || (m->sep_from_tokenizer && m->config_has_sep)) {
+        /* keys there already (a checkpoint given as the pretrained folder; "sep_token_id": null):
+         * the JSON written anew */
         json_t *c = json_loadb(m->config_text, m->config_len, 0, NULL);
-        char *text = NULL;
-        if (c && json_object_set_new(c, "sep_token_id", json_integer(m->sep_id)) == 0)
-            text = json_dumps(c, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_t *kept = json_pack("{s:s, s:b, s:b}", "pooling", pooling_names[m->pooling], "normalize", m->normalize,
+                                 "pooler", m->pool_w >= 0);
+        int ok = 0;
+        if (c && kept) { /* set_new takes the reference, whatever it returns */
+            ok = json_object_set_new(c, KEPT_KEY, kept) == 0 &&
+                 (!m->sep_from_tokenizer || json_object_set_new(c, "sep_token_id", json_integer(m->sep_id)) == 0);
+            kept = NULL;
+        }
+        json_decref(kept);
+        text = ok ? json_dumps(c, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         json_decref(c);
-        if (!text) return tr_error_set(TR_ERR_NOMEM, "hf_encoder: out of memory");
-        tr_status st = tr_params_add_file(P, "config.json", text, strlen(text));
-        free(text);
-        return st;
+        n = text ? strlen(text) : 0;
+    } else {
+        size_t head = (size_t)(brace + 1 - m->config_text);
+        n = m->config_len + (size_t)k;
+        if ((text = malloc(n))) {
+            memcpy(text, m->config_text, head);
+            memcpy(text + head, ins, (size_t)k);
+            memcpy(text + head + k, m->config_text + head, m->config_len - head);
+        }
     }
-    size_t head = (size_t)(brace + 1 - m->config_text), n = m->config_len + (size_t)k;
-    char *text = malloc(n);
     if (!text) return tr_error_set(TR_ERR_NOMEM, "hf_encoder: out of memory");
-    memcpy(text, m->config_text, head);
-    memcpy(text + head, ins, (size_t)k);
-    memcpy(text + head + k, m->config_text + head, m->config_len - head);
     tr_status st = tr_params_add_file(P, "config.json", text, n);
     free(text);
     return st;
@@ -485,6 +525,9 @@ tr_status hf_register(hf_model *m, tr_params *P) {
     /* BERT's classifier reads the pooler; RoBERTa's has its own dense layer (and the plugin
      * ignores a pooler in the file, as RobertaForSequenceClassification does). */
     int need_pooler = (m->classify && !m->roberta) || (!m->classify && m->pooling == HF_POOL_POOLER);
+    /* The pooler is a parameter when the folder has one or something needs it (RoBERTa's head
+     * aside), or, at a resume, when the run's kept config.json says it was. */
+    int pooler = m->kept_pooler >= 0 ? m->kept_pooler : need_pooler;
     for (int j = 0; j < p.n && st == TR_OK && !m->restored; j++) {
         want *w = &p.w[j];
         if (w->e || (w->optional == 2 && need_pooler) || w->optional == 1) continue;
@@ -500,11 +543,11 @@ tr_status hf_register(hf_model *m, tr_params *P) {
         if (!m->src) st = tr_error_set(TR_ERR_NOMEM, "hf_encoder: out of memory");
         for (int j = 0; j < p.n && st == TR_OK; j++) {
             want *w = &p.w[j];
-            if (w->optional == 2 && (m->classify && m->roberta)) continue;
-            if (!w->e && w->optional == 2 && !need_pooler) continue;
+            if (w->optional == 2 && (m->kept_pooler >= 0 ? !pooler : (m->classify && m->roberta) || (!w->e && !pooler)))
+                continue;
             st = tr_params_add(P, w->name, w->ndim, w->shape, w->init, w->arg, w->index);
             if (st != TR_OK) break;
-            if (w->e) {
+            if (w->e && !m->restored) {
                 m->src[*w->index].e = w->e;
                 m->n_fill++;
                 st = tr_params_set_fill(P, *w->index, fill, m);
@@ -517,10 +560,11 @@ tr_status hf_register(hf_model *m, tr_params *P) {
         if (st == TR_OK && fresh[0] && !m->restored)
             TR_INFO("hf_encoder: newly initialised (not in %s): %s; train the model before using it for predictions",
                     m->dir, fresh);
-        if (st == TR_OK && n_ignored)
+        if (st == TR_OK && n_ignored && !m->restored)
             TR_INFO("hf_encoder: %d tensor%s of %s not used: %s", n_ignored, n_ignored == 1 ? "" : "s", m->dir, ignored);
     }
     free(p.w);
+    if (m->restored) hf_files_close(m); /* read for the names only: the checkpoint has the values */
     return st;
 }
 
