@@ -232,6 +232,30 @@ int main(void) {
               strcmp(tr_safetensors_meta(f, "steps"), "3") == 0,
           "optimizer file: per-parameter moments in the parameters' shapes, and steps");
     tr_safetensors_close(f);
+    /* The files a model is rebuilt from (tr_params_add_file) go into the checkpoint as given. */
+    static const char cfg[] = "{\"model_type\": \"bert\", \"sep_token_id\": 3}";
+    const void *bytes;
+    size_t nbytes;
+    CHECK(tr_params_add_file(P, "config.json", "old", 3) == TR_OK &&
+              tr_params_add_file(P, "config.json", cfg, sizeof cfg - 1) == TR_OK && tr_params_file_count(P) == 1 &&
+              strcmp(tr_params_file(P, 0, &bytes, &nbytes), "config.json") == 0 && nbytes == sizeof cfg - 1,
+          "a model file added, then replaced");
+    CHECK(tr_params_add_file(P, "../config.json", "x", 1) == TR_ERR_INVALID && strstr(tr_error_msg(), "../config.json") &&
+              tr_params_add_file(P, ".hidden", "x", 1) == TR_ERR_INVALID && tr_params_file(P, 1, &bytes, &nbytes) == NULL,
+          "a model file's name with a folder refused: %s", tr_error_msg());
+    snprintf(p2, sizeof p2, "%s/files", root);
+    CHECK(tr_checkpoint_save(p2, "step-00000120", P, opt, &s) == TR_OK, "save with a file: %s", tr_error_msg());
+    snprintf(p2, sizeof p2, "%s/files/step-00000120/config.json", root);
+    char got[128] = "";
+    FILE *cf = fopen(p2, "rb");
+    size_t got_n = cf ? fread(got, 1, sizeof got - 1, cf) : 0;
+    if (cf) fclose(cf);
+    CHECK(got_n == sizeof cfg - 1 && memcmp(got, cfg, got_n) == 0, "the checkpoint holds config.json as given");
+    snprintf(p2, sizeof p2, "%s/files/step-00000120", root);
+    CHECK(tr_checkpoint_load(p2, P, opt, &s) == TR_OK && same(&good, P, opt, &s), "and loads as any other");
+    snprintf(p2, sizeof p2, "%s/files", root);
+    rm_rf(p2);
+
     /* s may be NULL, opt may be NULL. */
     scribble(P, opt, &s);
     CHECK(tr_checkpoint_load(path, P, NULL, NULL) == TR_OK, "weights-only load");

@@ -10,7 +10,8 @@
  *
  * A checkpoint is a directory <dir>/<name>/ holding model.safetensors (parameters by name,
  * then buffers by name), optimizer.safetensors ("<state>" flat buffers, e.g. "exp_avg", plus
- * the step count in metadata) and state.json. It is written as <name>.tmp-<pid>/, each file
+ * the step count in metadata), state.json and the files the model is rebuilt from
+ * (tr_params_add_file: hf_encoder's config.json). It is written as <name>.tmp-<pid>/, each file
  * fsync'ed, then renamed into place, and the directory fsync'ed: a directory without the
  * .tmp suffix is always complete. `latest` is the newest complete checkpoint by its step. */
 #ifndef TRAINER_CHECKPOINT_H
@@ -49,7 +50,7 @@ tr_status tr_checkpoint_load(const char *path, tr_params *P, tr_optim *opt, tr_t
 /* ---- sharded checkpoints (ZeRO): every rank writes the pieces of the parameters it holds ----
  *
  * A sharded checkpoint directory holds index.json (world size, files, every parameter's and
- * buffer's name and shape, optimizer state names and step count), state.json and one
+ * buffer's name and shape, optimizer state names and step count), state.json, the model's files and one
  * shard-RRRRR-of-WWWWW.safetensors per rank: 1-D tensors "<param>" and "<param>.<state>"
  * holding elements [start, start + count) of the flattened parameter (the starts in the
  * file's metadata "starts", a JSON object), and, in rank 0's file, every buffer whole. Any

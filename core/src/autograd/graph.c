@@ -569,6 +569,12 @@ tr_tensor *tr_graph_input_from(tr_graph *g, void *data, tr_dtype dtype, int ndim
     return t;
 }
 
+const void *tr_graph_host_values(const tr_graph *g, const tr_tensor *t) {
+    if (!t || !t->data) return NULL;
+    if (t->device.kind != TR_DEVICE_GPU) return t->data;
+    return g->accel ? host_copy_of(g, t->data, tr_tensor_bytes(t)) : NULL;
+}
+
 tr_tensor *tr_graph_view(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape) {
     if (g->status != TR_OK) return NULL;
     if (ndim < 0 || ndim > TR_MAX_DIMS)

@@ -1,7 +1,8 @@
 /* Checkpoints (DESIGN.md decision 11): save, validated load, latest, prune.
  *
- * A save writes <dir>/<name>.tmp-<pid>/ (model.safetensors, optimizer.safetensors when an
- * optimizer is given, state.json, each fsync'ed), fsyncs it, renames it to <dir>/<name> and
+ * A save writes <dir>/<name>.tmp-<pid>/ (model.safetensors, the files the model is rebuilt
+ * from (tr_params_add_file), optimizer.safetensors when an optimizer is given, state.json,
+ * each fsync'ed), fsyncs it, renames it to <dir>/<name> and
  * fsyncs <dir>, so a directory without ".tmp" is always complete. An existing <name> is never
  * replaced. A load reads and checks all three files before it touches the model, the
  * optimizer or the state, so a refused checkpoint changes nothing. Limits: F32 parameters
@@ -81,15 +82,14 @@ void ckpt_shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
     if (k < cap) snprintf(out + k, cap - k, ")");
 }
 
-tr_status ckpt_write_json(json_t *o, const char *path, size_t flags) {
+tr_status ckpt_write_bytes(const char *path, const void *data, size_t n) {
     char why[256];
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return tr_error_set(TR_ERR_IO, "%s: cannot create: %s", path, tr_io_reason(errno, why, sizeof why));
-    char *text = json_dumps(o, flags);
-    tr_status st = text ? TR_OK : tr_error_set(TR_ERR_NOMEM, "%s: cannot encode the JSON", path);
-    size_t n = text ? strlen(text) : 0, done = 0;
+    tr_status st = TR_OK;
+    size_t done = 0;
     while (st == TR_OK && done < n) {
-        ssize_t w = write(fd, text + done, n - done);
+        ssize_t w = write(fd, (const char *)data + done, n - done);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0)
             st = tr_error_set(TR_ERR_IO, "%s: write failed after %zu of %zu bytes: %s", path, done, n,
@@ -97,12 +97,31 @@ tr_status ckpt_write_json(json_t *o, const char *path, size_t flags) {
         else
             done += (size_t)w;
     }
-    free(text);
     if (st == TR_OK && fsync(fd) != 0)
         st = tr_error_set(TR_ERR_IO, "%s: fsync failed: %s", path, tr_io_reason(errno, why, sizeof why));
     if (close(fd) != 0 && st == TR_OK)
         st = tr_error_set(TR_ERR_IO, "%s: close failed: %s", path, tr_io_reason(errno, why, sizeof why));
     return st;
+}
+
+tr_status ckpt_write_json(json_t *o, const char *path, size_t flags) {
+    char *text = json_dumps(o, flags);
+    if (!text) return tr_error_set(TR_ERR_NOMEM, "%s: cannot encode the JSON", path);
+    tr_status st = ckpt_write_bytes(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
+tr_status ckpt_write_files(const char *dir, const tr_params *P) {
+    for (int i = 0; i < tr_params_file_count(P); i++) {
+        const void *data;
+        size_t size;
+        const char *name = tr_params_file(P, i, &data, &size);
+        char path[PATH_CAP];
+        TR_CHECK(ckpt_join(path, sizeof path, dir, name));
+        TR_CHECK(ckpt_write_bytes(path, data, size));
+    }
+    return TR_OK;
 }
 
 /* ---- state.json ---- */
@@ -358,6 +377,7 @@ tr_status ckpt_save(const char *dir, const char *name, tr_params *P, tr_optim *o
     TR_CHECK(ckpt_begin(dir, name, (long)getpid(), final_path, tmp_path));
     tr_status st;
     TR_CHECK_GOTO(ckpt_write_model(tmp_path, P), fail);
+    TR_CHECK_GOTO(ckpt_write_files(tmp_path, P), fail);
     if (opt) TR_CHECK_GOTO(write_optim(tmp_path, P, opt), fail);
     TR_CHECK_GOTO(ckpt_write_state(tmp_path, s, c, loop), fail);
     TR_CHECK_GOTO(ckpt_commit(dir, final_path, tmp_path), fail);

@@ -23,6 +23,10 @@ void ckpt_fsync_path(const char *path);
 /* Removes a file or a directory tree (symlinks are removed, never followed). */
 tr_status ckpt_remove_tree(const char *path, int depth);
 void ckpt_shape_str(char *out, size_t cap, int ndim, const int64_t *shape);
+/* n bytes into path (created or truncated), fsync'ed; every failure names path. */
+tr_status ckpt_write_bytes(const char *path, const void *data, size_t n);
+/* The files the model is rebuilt from (tr_params_add_file) into dir. */
+tr_status ckpt_write_files(const char *dir, const tr_params *P);
 /* o as JSON text into path (created or truncated), fsync'ed; every failure names path. */
 tr_status ckpt_write_json(json_t *o, const char *path, size_t flags);
 struct run_classes;

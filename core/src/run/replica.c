@@ -1,6 +1,7 @@
 /* Model replicas and the factory that makes them (see trainer/replica.h). */
 #include "trainer/replica.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "plugin/plugin_impl.h"
@@ -14,6 +15,7 @@ struct tr_model_factory {
     const tr_options *opts;
     tr_data_spec spec;
     uint64_t seed;
+    char restore[4096]; /* tr_model_factory_set_restore's checkpoint, or "" */
 };
 
 tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model,
@@ -36,6 +38,13 @@ tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model
 }
 
 void tr_model_factory_destroy(tr_model_factory *f) { tr_free(f); }
+
+tr_status tr_model_factory_set_restore(tr_model_factory *f, const char *checkpoint) {
+    if ((size_t)snprintf(f->restore, sizeof f->restore, "%s", checkpoint ? checkpoint : "") >= sizeof f->restore)
+        return tr_error_set(TR_ERR_INVALID, "model factory: checkpoint path of more than %zu bytes: %s",
+                            sizeof f->restore - 1, checkpoint);
+    return TR_OK;
+}
 
 const tr_data_spec *tr_model_factory_spec(const tr_model_factory *f) { return &f->spec; }
 
@@ -143,6 +152,7 @@ tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_
     r->seed = f->seed;
     tr_status st;
     TR_CHECK_GOTO(tr_params_create(&r->P), fail);
+    TR_CHECK_GOTO(tr_params_set_restore(r->P, f->restore[0] ? f->restore : NULL), fail);
     st = r->ops->create(&r->model, f->opts, &r->spec, r->P);
     if (st != TR_OK) {
         r->model = NULL;

@@ -202,6 +202,30 @@ static int pick_run_dir(job *j, char *ckpt, size_t size, int *version) {
     return 0;
 }
 
+/* Whether the run of the checkpoint at ckpt goes on (*more): it has not reached total steps and
+ * early stopping did not end it (*stopped); *step: its step. */
+static tr_status run_goes_on(const char *ckpt, int64_t total, int *more, int64_t *step, int *stopped) {
+    tr_train_state found;
+    TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
+    *stopped = early_stop_ended(ckpt);
+    *step = found.step;
+    *more = found.step < total && !*stopped;
+    return TR_OK;
+}
+
+/* Whether the run will resume, and from which checkpoint (into ckpt), as pick_locked will
+ * decide: read before the strategy exists (so on every rank, without the lock). */
+static int probe_resume(job *j, int64_t total, char *ckpt, size_t size) {
+    int version, more, stopped;
+    int64_t step;
+    if (!pick_run_dir(j, ckpt, size, &version)) return 0;
+    if (run_goes_on(ckpt, total, &more, &step, &stopped) != TR_OK) { /* rank 0 says why below */
+        tr_error_clear();
+        return 0;
+    }
+    return more;
+}
+
 /* Rank 0: the run folder, locked (run_lock.h) before any of its checkpoints is read: a
  * trainer still writing it then refuses this one at once, instead of this one reading a
  * checkpoint that the other's keep_last prunes meanwhile. A finished run is let go again
@@ -211,15 +235,15 @@ static tr_status pick_locked(job *j, int64_t total, run_lock *lock, char *ckpt, 
     *resuming = pick_run_dir(j, ckpt, size, version);
     TR_CHECK(run_lock_take(lock, j->run_dir));
     if (!*resuming) return TR_OK;
-    tr_train_state found;
-    TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
-    int stopped = early_stop_ended(ckpt);
-    if (found.step < total && !stopped) return TR_OK;
+    int more, stopped;
+    int64_t step;
+    TR_CHECK(run_goes_on(ckpt, total, &more, &step, &stopped));
+    if (more) return TR_OK;
     if (stopped)
         job_say(j, "%s is complete (trainer.early_stopping ended it at step %lld); starting a new version", j->run_dir,
-                (long long)found.step);
+                (long long)step);
     else
-        job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)found.step,
+        job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)step,
                 (long long)total);
     run_lock_release(lock);
     int keep = j->s.resume;
@@ -667,16 +691,13 @@ static tr_status restore_watch(loop *lp, const char *ckpt, char notes[2][1400]) 
 
 static tr_status train(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                        const char *const *plugin_dirs, run_lock *lock, loop *lp, tr_run_result *res) {
-    TR_CHECK(job_open(j, config_path, overrides, n_overrides, plugin_dirs));
-    TR_CHECK(monitor_check_run(j)); /* before the run folder is made */
-    *lp = (loop){.j = j, .last_saved = -1, .nan_at = fault_nan_step(j)};
-    TR_CHECK(tr_fault_setup(j->info.rank, &lp->fault, &lp->fault_step));
-    if (lp->fault == TR_FAULT_CHECKPOINT && !j->sops->shards && j->info.rank != 0)
-        TR_WARN("TRAINER_FAULT_KILL_POINT=checkpoint: rank %d writes no checkpoint under %s (rank 0 does); nothing "
-                "will be injected", j->info.rank, j->strat_p->desc->name);
+    TR_CHECK(job_plan(j, config_path, overrides, n_overrides, plugin_dirs));
+    TR_CHECK(job_open_model(j));
+    *lp = (loop){.j = j, .last_saved = -1};
     job_settings *s = &j->s;
-    lp->per_sample_tokens = j->spec.task == TR_TASK_LM ? (double)j->spec.y_numel : 1;
-    lp->n_batches = tr_sampler_batches(&j->train_sampler);
+    /* The run's length, from the data alone (the same on every rank). */
+    tr_sampler all = {.n = j->dops->size(j->train_ds), .global_batch = s->batch, .drop_last = s->drop_last};
+    lp->n_batches = tr_sampler_batches(&all);
     /* With accumulation an optimizer step takes `accum` batches; per_epoch counts steps. */
     lp->per_epoch = (lp->n_batches + s->accum - 1) / s->accum;
     if (lp->per_epoch == 0)
@@ -687,11 +708,30 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
         lp->total = s->max_steps;
         s->max_epochs = (s->max_steps + lp->per_epoch - 1) / lp->per_epoch;
     }
+    /* A resumed run's model is made for its checkpoint (a model built from files rebuilds
+     * itself from the checkpoint's copies, never from the original: hf_encoder's pretrained
+     * folder), so every rank looks before the strategy makes the replicas; rank 0's choice
+     * below must agree. */
+    char probed[1200] = "";
+    int will_resume = probe_resume(j, lp->total, probed, sizeof probed);
+    if (will_resume) TR_CHECK(tr_model_factory_set_restore(j->models, probed));
+    TR_CHECK(job_open_strategy(j));
+    TR_CHECK(monitor_check_run(j)); /* before the run folder is made */
+    lp->nan_at = fault_nan_step(j);
+    TR_CHECK(tr_fault_setup(j->info.rank, &lp->fault, &lp->fault_step));
+    if (lp->fault == TR_FAULT_CHECKPOINT && !j->sops->shards && j->info.rank != 0)
+        TR_WARN("TRAINER_FAULT_KILL_POINT=checkpoint: rank %d writes no checkpoint under %s (rank 0 does); nothing "
+                "will be injected", j->info.rank, j->strat_p->desc->name);
+    lp->per_sample_tokens = j->spec.task == TR_TASK_LM ? (double)j->spec.y_numel : 1;
 
     char ckpt[1200] = "", digest[17];
     job_config_digest(j->root, digest);
     int resuming, totals_found = 0;
     TR_CHECK(choose_run_dir(j, lp->total, lock, ckpt, sizeof ckpt, &resuming));
+    if (resuming != will_resume || (resuming && strcmp(ckpt, probed) != 0))
+        return tr_error_set(TR_ERR_INVALID, "%s changed while the run started (its newest checkpoint was %s, now %s: "
+                                            "another trainer writing it?); run the command again",
+                            j->run_dir, will_resume ? probed : "none", resuming ? ckpt : "none");
     lp->state = (tr_train_state){.seed = (uint64_t)s->seed};
     select_init(&lp->sel, &s->ck_monitor, s->save_top_k, s->save_last);
     early_stop_init(&lp->es, &s->es_monitor, s->es_patience, s->es_min_delta);
