@@ -14,7 +14,7 @@
  *             error against the score (../common/pair_head.h); single texts x (B, T) are
  *             embedded as under embed (`trainer embed`), not trained on
  * Parameter names are Hugging Face's (embeddings.word_embeddings.weight, encoder.layer.0...),
- * so checkpoints map back. hf_load.c reads and checks the files; docs/hf_encoder.md has the
+ * so checkpoints map back. hf_load.c reads and checks the files; docs/huggingface.md has the
  * rules (what loads, what is refused, token types). RoBERTa and XLM-R (model_type roberta,
  * xlm-roberta): positions count from pad_token_id + 1 over the real tokens, the head is
  * RobertaClassificationHead (dense, tanh, out_proj on the <s> token). config.json is kept

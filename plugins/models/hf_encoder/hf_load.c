@@ -3,7 +3,7 @@
  * the safetensors weights (one file or an index of shards) checked against the model before
  * anything is registered, and the fill callback that copies them into the flat parameter buffer
  * at finalize (F32, F16, BF16 upcast to f32); config.json's text as the checkpoints keep it.
- * The name rules are in docs/hf_encoder.md. */
+ * The name rules are in docs/huggingface.md. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
