@@ -9,6 +9,7 @@
 #include "embed_cmd.h"
 #include "eval_cmd.h"
 #include "export_cmd.h"
+#include "generate_cmd.h"
 #include "help.h"
 #include "interrupt.h"
 #include "launch_cmd.h"
@@ -32,6 +33,10 @@ static void usage(FILE *out) {
             "  embed CONFIG --input FILE --output OUT.npy [--scores FILE.csv] [--checkpoint PATH] [key=value ...]\n"
             "                the pooled embedding of each line of FILE, in order (.npy float32);\n"
             "                text<TAB>pair lines also score each pair (cosine similarity)\n"
+            "  generate CONFIG --checkpoint PATH --prompt TEXT [--max-new-tokens N] [--temperature T]\n"
+            "           [--top-k K] [--top-p P] [--seed S] [key=value ...]\n"
+            "                a language model's continuation of the prompt (--prompt-file F: from a file),\n"
+            "                printed after it; temperature 0 is greedy\n"
             "  plan CONFIG [key=value ...]\n"
             "                the strategy a run would use and why, and memory per rank for it and the\n"
             "                alternatives, without training\n"
@@ -79,6 +84,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "eval") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 0);
     if (strcmp(argv[1], "predict") == 0) return trainer_eval_cmd(argc - 2, argv + 2, 1);
     if (strcmp(argv[1], "embed") == 0) return trainer_embed_cmd(argc - 2, argv + 2);
+    if (strcmp(argv[1], "generate") == 0) return trainer_generate_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "export") == 0) return trainer_export_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "launch") == 0) return trainer_launch_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plugins") == 0) return trainer_plugins_cmd(argc - 2, argv + 2);

@@ -1,4 +1,4 @@
-/* `trainer run`, `eval`, `predict`, `embed` and `export`: jobs from a YAML config.
+/* `trainer run`, `eval`, `predict`, `embed`, `export` and `generate`: jobs from a YAML config.
  *
  *   const char *overrides[] = {"trainer.max_epochs=3", "optimizer.lr=3e-4"};
  *   tr_run_result r;
@@ -14,6 +14,7 @@
 #ifndef TRAINER_RUN_H
 #define TRAINER_RUN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "trainer/status.h"
@@ -150,6 +151,44 @@ typedef struct tr_export_result {
 tr_status tr_run_export(const char *checkpoint, const char *outdir, const char *format,
                         const char *const *overrides, int n_overrides, const char *const *plugin_dirs,
                         tr_export_result *out);
+
+typedef struct tr_generate_options {
+    const char *prompt;        /* borrowed; prompt_len bytes (UTF-8 with a tokenizer) */
+    size_t prompt_len;
+    int64_t max_new_tokens;    /* >= 0 */
+    double temperature;        /* 0: greedy (the most likely token); else > 0 */
+    int64_t top_k;             /* 0: off */
+    double top_p;              /* in (0, 1]; 1: off */
+    int has_seed;              /* 0: the config's run.seed */
+    uint64_t seed;
+    /* Called with the prompt, then with the text as the tokens come (may be NULL). */
+    void (*emit)(void *user, const char *text, size_t len);
+    void *user;
+} tr_generate_options;
+
+typedef struct tr_generate_result {
+    char checkpoint[1024];     /* the checkpoint folder (or weights file) used */
+    int64_t prompt_tokens;     /* the prompt's tokens (all of them, not only the context) */
+    int64_t new_tokens;        /* tokens generated, the end-of-text token not counted */
+    int stopped_at_eos;        /* the tokenizer's end-of-text token came before max_new_tokens */
+    char eos_token[64];        /* that token ("" none: bytes, or a tokenizer without one) */
+    int64_t context;           /* the most tokens a forward sees (data seq_len) */
+    double seconds;            /* generating, without loading */
+    char description[256];     /* the strategy's one line: "cpu (16 threads)" */
+} tr_generate_result;
+
+/* `trainer generate`: continues `prompt` with a language model (the config's model: the data's
+ * task is lm and a model with a mode is in mode lm) and the weights of `checkpoint` (as for
+ * tr_run_eval), one token at a time: each a full forward (no KV cache) of the last data
+ * seq_len tokens in eval mode on one device (trainer.devices=1 comes before the overrides),
+ * the next token picked as Hugging Face's generate() does (temperature, then top-k, then
+ * top-p; temperature 0: greedy), a pure function of the seed. Tokens are bytes (a vocabulary
+ * of 256), or the ids of data.params.tokenizer when the config names one; it stops after
+ * max_new_tokens or at the tokenizer's end-of-text token. The prompt and the text generated
+ * go to opt->emit as they come; nothing is logged. docs/config.md, "trainer generate". */
+tr_status tr_run_generate(const char *config_path, const char *const *overrides, int n_overrides,
+                          const char *const *plugin_dirs, const char *checkpoint, const tr_generate_options *opt,
+                          tr_generate_result *out);
 
 #ifdef __cplusplus
 }

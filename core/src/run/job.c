@@ -818,6 +818,10 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
 
 tr_status job_open_planned(job *j) {
     TR_CHECK(job_open_model(j));
+    return job_open_strategy(j);
+}
+
+tr_status job_open_strategy(job *j) {
     const tr_dataset_ops *dops = j->dops;
     tr_strategy_env env = {.models = j->models, .spec = &j->spec, .optim = j->s.optim, .global_batch = j->s.batch,
                            .grad_accum = j->s.accum, .threads = (int)j->s.threads, .seed = (uint64_t)j->s.seed,

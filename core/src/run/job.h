@@ -135,6 +135,9 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
                    int n_overrides, const char *const *plugin_dirs);
 /* job_open after job_plan (eval reads the checkpoint's classes in between). */
 tr_status job_open_planned(job *j);
+/* The second half of job_open_planned, after job_open_model: the strategy and the loaders
+ * (trainer generate checks the model's kind in between). */
+tr_status job_open_strategy(job *j);
 void job_close(job *j);
 
 /* The checkpoint a user's path means (tr_checkpoint_find): a checkpoint folder, a weights file
