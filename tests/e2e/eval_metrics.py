@@ -70,6 +70,24 @@ def read_predictions(path):
     return rows[0], rows[1:]
 
 
+def train_eval_predict(t, name, seed, data, lr, steps):
+    """An MLP config on `data`, trained, then eval (its output and record) and predict (the CSV)."""
+    cfg = f"{t}/{name}.yaml"
+    open(cfg, "w").write(f"""run: {{name: {name}, seed: {seed}, output_dir: {t}/runs}}
+model: {{name: mlp, params: {{layers: [16]}}}}
+data: {data}
+optimizer: {{name: adamw, lr: {lr}}}
+trainer: {{max_steps: {steps}, log_every: {steps // 2}, progress: lines, threads: 1}}
+""")
+    run = f"{t}/runs/{name}/0"
+    if trainer("run", cfg).returncode:
+        return None
+    out = trainer("eval", cfg, "--checkpoint", run).stdout
+    rec, n_rec = last_eval(run)
+    trainer("predict", cfg, "--checkpoint", run, "--output", f"{t}/{name}.pred.csv")
+    return cfg, run, out, rec, n_rec, f"{t}/{name}.pred.csv"
+
+
 def close(a, b, tol=1e-6):
     return a is not None and abs(a - b) <= tol * max(1.0, abs(b))
 
@@ -112,20 +130,12 @@ def classification(t):
     write_csv(f"{t}/train.csv", header, rows[:400])
     write_csv(f"{t}/val.csv", header, rows[400:])
     write_csv(f"{t}/val_nolabel.csv", header[:-1], [r[:-1] for r in rows[400:]])
-    cfg = f"{t}/c.yaml"
-    open(cfg, "w").write(f"""run: {{name: c, seed: 2, output_dir: {t}/runs}}
-model: {{name: mlp, params: {{layers: [16]}}}}
-data: {{name: csv, params: {{path: train.csv, classes: [{', '.join(NAMES)}]}}, val_params: {{path: val.csv}}, batch_size: 50}}
-optimizer: {{name: adamw, lr: 0.01}}
-trainer: {{max_steps: 16, log_every: 8, progress: lines, threads: 1}}
-""")
-    run = f"{t}/runs/c/0"
-    if trainer("run", cfg).returncode:
+    got = train_eval_predict(t, "c", 2, "{name: csv, params: {path: train.csv, classes: [%s]}, val_params: {path: val.csv}, "
+                                        "batch_size: 50}" % ", ".join(NAMES), 0.01, 16)
+    if not got:
         return
-    out = trainer("eval", cfg, "--checkpoint", run).stdout
-    rec, n_rec = last_eval(run)
-    trainer("predict", cfg, "--checkpoint", run, "--output", f"{t}/pred.csv")
-    head, rows = read_predictions(f"{t}/pred.csv")
+    cfg, run, out, rec, n_rec, pred = got
+    head, rows = read_predictions(pred)
     classes = [h[len("prob_"):] for h in head[4:]]
     labels = [classes.index(r[1]) for r in rows]
     preds = [classes.index(r[2]) for r in rows]
@@ -202,20 +212,12 @@ def regression(t):
         y = 5 + 3 * x[0] - 2 * x[1] + 0.5 * x[2] * x[3] + rng.gauss(0, 0.5)
         rows.append([f"{v:.5f}" for v in x] + [f"{y:.5f}"])
     write_csv(f"{t}/reg.csv", ["a", "b", "c", "d", "y"], rows)
-    cfg = f"{t}/r.yaml"
-    open(cfg, "w").write(f"""run: {{name: r, seed: 3, output_dir: {t}/runs}}
-model: {{name: mlp, params: {{layers: [16]}}}}
-data: {{name: csv, params: {{path: reg.csv, task: regress, label: y}}, batch_size: 32, val_fraction: 0.3}}
-optimizer: {{name: adamw, lr: 0.05}}
-trainer: {{max_steps: 100, log_every: 50, progress: lines, threads: 1}}
-""")
-    run = f"{t}/runs/r/0"
-    if trainer("run", cfg).returncode:
+    got = train_eval_predict(t, "r", 3, "{name: csv, params: {path: reg.csv, task: regress, label: y}, batch_size: 32, "
+                                        "val_fraction: 0.3}", 0.05, 100)
+    if not got:
         return
-    out = trainer("eval", cfg, "--checkpoint", run).stdout
-    rec, _ = last_eval(run)
-    trainer("predict", cfg, "--checkpoint", run, "--output", f"{t}/rp.csv")
-    d = np.loadtxt(f"{t}/rp.csv", delimiter=",", skiprows=1, ndmin=2)
+    cfg, run, out, rec, _, pred = got
+    d = np.loadtxt(pred, delimiter=",", skiprows=1, ndmin=2)
     y, p = d[:, 1], d[:, 2]
     ref = {"mae": np.mean(np.abs(p - y)), "rmse": np.sqrt(np.mean((p - y) ** 2)),
            "r2": 1 - np.sum((p - y) ** 2) / np.sum((y - y.mean()) ** 2)}
