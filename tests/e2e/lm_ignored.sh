@@ -7,7 +7,7 @@
 # targets would halve the loss and the accuracy.
 # usage: lm_ignored.sh TRAINER_BIN TEST_PLUGIN_DIR PYTHON
 set -u
-bin="$1"; plugins="$2/masked_lm"; py="$3"
+bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; plugins="$(cd "$2" && pwd)/masked_lm"; py="$3"
 t="$(mktemp -d /tmp/trainer-lmign-XXXXXX)"
 trap 'rm -rf "$t"' EXIT
 . "$(dirname "$0")/lib.sh"
