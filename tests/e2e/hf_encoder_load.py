@@ -20,11 +20,15 @@ made here (Python's standard library only: no torch, no PyPI).
   (hidden and classifier dropout 0: the losses of 0.5 differ from those of 0), reproducibly
   (two runs give the same losses), and `dataparallel` over 2 replicas draws the masks `cpu`
   draws (the same losses to 1e-5).
+- task pairs trains on scored pairs (the text dataset's mode pairs: the validation loss falls),
+  `trainer predict` writes index,score,similarity, dataparallel x3 trains with cpu's dropout
+  masks (the same losses), and training it on single texts is refused.
 """
 import glob
 import json
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -43,6 +47,7 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond:
         FAILS.append(what)
+    return cond
 
 
 def bf16(x):
@@ -164,14 +169,28 @@ def run(trainer, *args):
     return p.returncode, p.stdout
 
 
-def load_npy(path):
+def npy_floats(path):
+    """A float32 .npy's shape and its values, flat."""
     with open(path, "rb") as f:
         data = f.read()
     n = struct.unpack("<H", data[8:10])[0]
     hdr = data[10:10 + n].decode()
     shape = tuple(int(x) for x in hdr.split("(")[1].split(")")[0].split(",") if x.strip())
-    vals = struct.unpack(f"<{shape[0] * shape[1]}f", data[10 + n:])
+    return shape, struct.unpack(f"<{(len(data) - 10 - n) // 4}f", data[10 + n:])
+
+
+def load_npy(path):
+    """A 2-D float32 .npy's shape and rows."""
+    shape, vals = npy_floats(path)
     return shape, [vals[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])]
+
+
+def finish(base):
+    """The verdict: removes the scratch folder `base` when every check passed."""
+    if not FAILS:
+        shutil.rmtree(base)
+    print("PASS" if not FAILS else f"FAIL: {len(FAILS)} checks (files in {base})")
+    return 1 if FAILS else 0
 
 
 def main(trainer):
@@ -315,10 +334,50 @@ def main(trainer):
     worst = max((abs(a - b) / abs(b) for a, b in zip(l5dp, l5)), default=1.0)
     check(len(l5dp) == 4 and worst <= 1e-5,
           f"dataparallel x2 draws cpu's attention dropout masks: losses within {worst:.2g} (tol 1e-5)")
-    if not FAILS:
-        shutil.rmtree(base)
-    print("PASS" if not FAILS else f"FAIL: {len(FAILS)} checks (files in {base})")
-    return 1 if FAILS else 0
+    # task pairs: trains on scored pairs (text mode pairs), predict scores them; single texts refused
+    rng = random.Random(3)
+    words = "the movie was great terrible plot and bad acting I liked it fine".split()
+    pairs_tsv = os.path.join(base, "scored.tsv")
+    with open(pairs_tsv, "w") as f:
+        for i in range(40):
+            a = " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
+            b = a if i % 2 else " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
+            f.write(f"{i % 2}\t{a}\t{b}\n")
+    pcfg = os.path.join(base, "pairs_task.yaml")
+    with open(pcfg, "w") as f:
+        f.write(f"""run: {{name: pairs, output_dir: {base}/runs, seed: 1}}
+model: {{name: hf_encoder, params: {{pretrained: {model}, task: pairs, pooling: mean, normalize: "true"}}}}
+data: {{name: text, params: {{path: {pairs_tsv}, mode: pairs, tokenizer: {model}, max_length: 16, padding: longest}},
+       batch_size: 8, val_fraction: 0.2}}
+optimizer: {{name: adamw, lr: 0.003}}
+trainer: {{max_epochs: 3, log_every: 4, progress: lines}}
+""")
+    rc, out = run(trainer, "run", pcfg)
+    vl = [float(v) for v in re.findall(r"val loss ([0-9.]+)", out)]
+    check(rc == 0 and len(vl) == 3 and vl[-1] < vl[0],
+          f"task pairs trains on scored pairs: val loss {' -> '.join(f'{v:.4f}' for v in vl)} (rc {rc}) "
+          f"{out.strip()[-300:] if rc else ''}")
+    preds = os.path.join(base, "pairs_pred.csv")
+    rc, out = run(trainer, "predict", pcfg, "--checkpoint", os.path.join(base, "runs", "pairs", "0"), "--output", preds)
+    rows = open(preds).read().split() if rc == 0 else []
+    check(rc == 0 and rows[0] == "index,score,similarity" and len(rows) == 9 and
+          all(-1 <= float(r.split(",")[2]) <= 1 for r in rows[1:]),
+          f"task pairs: predict writes index,score,similarity for the 8 validation pairs (rc {rc})")
+    def pair_losses(name, *extra):  # hidden and attention dropout 0.1 (the folder's config.json)
+        rc, out = run(trainer, "run", pcfg, f"run.name={name}", "trainer.max_steps=4", "trainer.log_every=1",
+                      "data.shuffle=false", *extra)
+        if rc != 0:
+            return []
+        with open(os.path.join(base, "runs", name, "0", "metrics.jsonl")) as fh:
+            return [json.loads(ln)["loss"] for ln in fh if '"lr"' in ln and '"loss"' in ln]
+    one, three = pair_losses("pairs_cpu"), pair_losses("pairs_dp3", "trainer.strategy=dataparallel", "trainer.devices=3")
+    worst = max((abs(a - b) / abs(b) for a, b in zip(three, one)), default=1.0)
+    check(len(one) == len(three) == 4 and worst <= 1e-5,
+          f"task pairs with dropout: dataparallel x3 draws cpu's masks for each text (losses {one}, within {worst:.2g})")
+    rc, out = run(trainer, "run", cfg, "model.params.task=pairs", "trainer.max_steps=1", "data.val_fraction=0")
+    check(rc != 0 and "task pairs trains on scored text pairs" in out and "the dataset gives single texts" in out,
+          f"refused: task pairs on single texts: {out.strip().splitlines()[-1] if out.strip() else ''}")
+    return finish(base)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -195,26 +194,12 @@ def minilm(trainer, d, model):
 
 
 def inner(argv):
-    import torch
-
-    trainer = os.path.abspath(argv[0])
-    keep = argv[argv.index("--keep") + 1] if "--keep" in argv else None
-    model = os.environ["TRAINER_ORACLE_INNER"]
-    torch.set_num_threads(2)
-    d = keep or tempfile.mkdtemp(prefix="hf_export_oracle.")
-    os.makedirs(d, exist_ok=True)
+    trainer, keep, d, model = oracle_venv.scratch(argv, "hf_export_oracle.")
     ok = bert(trainer, d)
     ok &= xlmr(trainer, d)
     ok &= minilm(trainer, d, model)
-    if ok and not keep:
-        shutil.rmtree(d)
-    print("PASS" if ok else f"FAIL (files in {d})")
-    return 0 if ok else 1
+    return oracle_venv.verdict(ok, keep, d)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(f"usage: {__doc__.splitlines()[2].strip()}")
-    if os.environ.get("TRAINER_ORACLE_INNER"):
-        sys.exit(inner(sys.argv[1:]))
-    oracle_venv.exec_inner(__file__, sys.argv[1:], oracle_venv.minilm_folder)
+    oracle_venv.oracle_main(__file__, __doc__.splitlines()[2].strip(), inner)

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from contextlib import contextmanager
 
@@ -185,6 +186,38 @@ def exec_inner(script, argv, inner):
     e["TRAINER_ORACLE_INNER"] = value
     sys.stdout.flush()
     os.execve(py, [py, os.path.abspath(script), *argv], e)
+
+
+def oracle_main(script, usage, inner, value=minilm_folder):
+    """An oracle test's entry point: `usage` without arguments; in the venv (TRAINER_ORACLE_INNER
+    set) exits with inner(argv); else exec_inner(script, argv, value). Does not return."""
+    argv = sys.argv[1:]
+    if not argv:
+        sys.exit(f"usage: {usage}")
+    if os.environ.get("TRAINER_ORACLE_INNER"):
+        sys.exit(inner(argv))
+    exec_inner(script, argv, value)
+
+
+def scratch(argv, prefix):
+    """For an oracle's inner run (`TRAINER [--keep DIR]`, under exec_inner): (the trainer
+    binary, DIR or None, a scratch folder: DIR, else a new temporary one, the value exec_inner
+    passed). torch gets 2 threads, as the machines the tests share have."""
+    import torch
+    torch.set_num_threads(2)
+    keep = argv[argv.index("--keep") + 1] if "--keep" in argv else None
+    d = keep or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(d, exist_ok=True)
+    return os.path.abspath(argv[0]), keep, d, os.environ["TRAINER_ORACLE_INNER"]
+
+
+def verdict(ok, keep, d):
+    """Prints PASS, or FAIL with the folder kept; removes scratch folder d when it passed and was
+    not --keep's. The exit code."""
+    if ok and not keep:
+        shutil.rmtree(d)
+    print("PASS" if ok else f"FAIL (files in {d})")
+    return 0 if ok else 1
 
 
 def main(argv):

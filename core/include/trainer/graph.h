@@ -67,6 +67,11 @@ int tr_graph_grad_enabled(const tr_graph *g);
  * stream tr_rng_stream(DROPOUT, step, call), so it does not depend on how a global batch is
  * split. `sample_base` is the global index of this batch's first sample. */
 void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample_base);
+/* ABI 0.11: the ops' dim 0 holds `rows` rows per sample (a pair model encodes sample s's two
+ * texts as rows 2s and 2s + 1), until the next tr_graph_set_rng or tr_graph_reset (then 1):
+ * dropout draws row r of the batch as row sample_base * rows + r of the global batch, so the
+ * masks still do not depend on how a global batch is split. rows >= 1. */
+void tr_graph_set_rows_per_sample(tr_graph *g, uint64_t rows);
 
 /* The parameters this graph's ops may use; tr_backward then also signals parameters that
  * the step never used (their gradient is final as it is). Borrowed. The graph keeps use

@@ -9,6 +9,10 @@
  *   embed:    out->embedding = pool(x) (cls | mean over real tokens | pooler), L2-normalised
  *             with `normalize`; logits = the same tensor
  *   classify: logits = classifier(drop(pooler)), BertForSequenceClassification's head
+ *   pairs:    x (B, 2, T) a query and a passage per sample, encoded as one batch of 2B and
+ *             pooled as embed; logits (B, 1) their cosine similarity, the loss its squared
+ *             error against the score (../common/pair_head.h); single texts x (B, T) are
+ *             embedded as under embed (`trainer embed`), not trained on
  * Parameter names are Hugging Face's (embeddings.word_embeddings.weight, encoder.layer.0...),
  * so checkpoints map back. hf_load.c reads and checks the files; docs/hf_encoder.md has the
  * rules (what loads, what is refused, token types). RoBERTa and XLM-R (model_type roberta,
@@ -22,6 +26,7 @@
 #include <string.h>
 
 #include "hf_encoder.h"
+#include "../common/pair_head.h"
 #include "trainer/io.h"
 #include "trainer/log.h"
 #include "trainer/ops.h"
@@ -30,15 +35,16 @@
 static const tr_option_spec hf_options[] = {
     {.key = "pretrained", .type = TR_OPTION_PATH, .default_value = NULL,
      .doc = "a Hugging Face model folder: config.json and model.safetensors (or model.safetensors.index.json)"},
-    {.key = "task", .type = TR_OPTION_CHOICE, .default_value = "embed", .choices = "embed|classify",
-     .doc = "embed: pooled text embeddings (trainer embed); classify: BertForSequenceClassification's head"},
+    {.key = "task", .type = TR_OPTION_CHOICE, .default_value = "embed", .choices = "embed|classify|pairs",
+     .doc = "embed: pooled text embeddings (trainer embed); classify: BertForSequenceClassification's head; "
+            "pairs: scored query/passage pairs, the cosine similarity of their embeddings"},
     {.key = "num_labels", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = 1 << 20,
      .doc = "classify: classes; 0 = the dataset's"},
     {.key = "pooling", .type = TR_OPTION_CHOICE, .default_value = "auto", .choices = "auto|cls|mean|pooler",
-     .doc = "embed: cls token, mean of the real tokens, or the BERT pooler; auto = sentence-transformers' "
+     .doc = "embed, pairs: cls token, mean of the real tokens, or the BERT pooler; auto = sentence-transformers' "
             "1_Pooling/config.json when present, else cls"},
     {.key = "normalize", .type = TR_OPTION_CHOICE, .default_value = "auto", .choices = "auto|true|false",
-     .doc = "embed: L2-normalise the embedding; auto = true when modules.json lists a Normalize module"},
+     .doc = "embed, pairs: L2-normalise the embedding; auto = true when modules.json lists a Normalize module"},
     {.key = "sep_token_id", .type = TR_OPTION_INT, .default_value = "-2", .min = -2, .max = 1 << 30,
      .doc = "the [SEP] id that ends segment 0 (token types); -2 = config.json's, else the folder's tokenizer's "
             "[SEP]; -1 = none (every token type 0)"},
@@ -55,14 +61,21 @@ static void hf_destroy(void *ctx) {
 
 static tr_status hf_create(void **ctx, const tr_options *o, const tr_data_spec *d, tr_params *P) {
     *ctx = NULL;
-    if (d->x_dtype != TR_I32 || d->x_ndim != 1 || d->x_shape[0] < 1)
+    const char *task = tr_options_string(o, "task");
+    int pairs = task && strcmp(task, "pairs") == 0;
+    if (pairs && d->x_ndim == 2) {
+        TR_CHECK(pair_spec_check(d, "hf_encoder: task pairs"));
+    } else if (d->x_dtype != TR_I32 || d->x_ndim != 1 || d->x_shape[0] < 1) {
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: input x must be %s token ids of shape (T) (a tokenized "
-                                            "csv or text dataset), the dataset gives %s with %d dims",
-                            tr_dtype_name(TR_I32), tr_dtype_name(d->x_dtype), d->x_ndim);
+                                            "csv or text dataset%s), the dataset gives %s with %d dims",
+                            tr_dtype_name(TR_I32), pairs ? "; task pairs: (2, T), the text dataset's mode pairs" : "",
+                            tr_dtype_name(d->x_dtype), d->x_ndim);
+    }
+    int64_t T = d->x_shape[d->x_ndim - 1];
     hf_model *m = calloc(1, sizeof *m);
     if (!m) return tr_error_set(TR_ERR_NOMEM, "hf_encoder: out of memory");
-    const char *task = tr_options_string(o, "task");
     m->classify = task && strcmp(task, "classify") == 0;
+    m->pairs = pairs;
     m->sep_id = (int32_t)tr_options_int(o, "sep_token_id");
     tr_status st = hf_config_read(m, tr_options_string(o, "pretrained"));
     if (st == TR_OK) st = hf_pooling_read(m, tr_options_string(o, "pooling"), tr_options_string(o, "normalize"));
@@ -82,10 +95,10 @@ static tr_status hf_create(void **ctx, const tr_options *o, const tr_data_spec *
                                           "%lld (a tokenizer of another model?)",
                           (long long)d->vocab, m->dir, (long long)m->V);
     int64_t n_pos = m->roberta ? m->S - m->pad_id - 1 : m->S; /* RoBERTa's start at pad_token_id + 1 */
-    if (st == TR_OK && d->x_shape[0] > n_pos)
+    if (st == TR_OK && T > n_pos)
         st = tr_error_set(TR_ERR_INVALID, "hf_encoder: the dataset's sequences of %lld tokens are longer than the "
                                           "%lld positions of %s (set data.params.max_length)",
-                          (long long)d->x_shape[0], (long long)n_pos, m->dir);
+                          (long long)T, (long long)n_pos, m->dir);
     if (st == TR_OK) st = hf_files_open(m);
     if (st == TR_OK) st = hf_register(m, P);
     if (st != TR_OK) {
@@ -159,19 +172,26 @@ static tr_tensor *l2_normalize(tr_graph *g, tr_tensor *x, int64_t B, int64_t H) 
 static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch *b, tr_model_out *out) {
     hf_model *m = ctx;
     memset(out, 0, sizeof *out);
-    if (!b->x || b->x->dtype != TR_I32 || b->x->ndim != 2)
-        return tr_error_set(TR_ERR_INVALID, "hf_encoder: batch x must be %s token ids (B, T)", tr_dtype_name(TR_I32));
-    if (b->y && !m->classify)
-        return tr_error_set(TR_ERR_INVALID, "hf_encoder: task embed has no loss to train on: use `trainer embed`, or "
-                                            "task classify to fine-tune");
-    int64_t B = b->x->shape[0], T = b->x->shape[1], H = m->H;
+    /* pairs: both texts of every sample go through the encoder as one batch of 2B rows. */
+    int pair_batch = m->pairs && b->x && b->x->ndim == 3;
+    if (!b->x || b->x->dtype != TR_I32 || b->x->ndim != 2 + pair_batch || (pair_batch && b->x->shape[1] != 2))
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: batch x must be %s token ids (B, T)%s", tr_dtype_name(TR_I32),
+                            m->pairs ? " or pairs (B, 2, T)" : "");
+    if (b->y && !m->classify && !pair_batch)
+        return tr_error_set(TR_ERR_INVALID, m->pairs ? "hf_encoder: task pairs trains on scored text pairs (x (B, 2, T): "
+                                                       "the text dataset's mode pairs), the dataset gives single texts"
+                                                     : "hf_encoder: task embed has no loss to train on: use `trainer "
+                                                       "embed`, or task classify or pairs to fine-tune");
+    int64_t T = b->x->shape[b->x->ndim - 1], H = m->H;
+    int64_t B = pair_batch ? 2 * b->x->shape[0] : b->x->shape[0]; /* rows encoded */
     int64_t first_pos = m->roberta ? m->pad_id + 1 : 0; /* RoBERTa's positions start after pad_id */
     if (T < 1 || first_pos + T > m->S)
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: %lld tokens, more than the %lld positions of "
                                             "max_position_embeddings", (long long)T, (long long)(m->S - first_pos));
     double pdrop = m->hidden_dropout;
 #define W(i) tr_params_get(P, (i))
-    tr_tensor *ids = b->x, *mask = tr_padding_mask(g, ids);
+    tr_tensor *ids = pair_batch ? pair_rows(g, b->x) : b->x;
+    tr_tensor *mask = tr_padding_mask(g, ids);
     /* In transformers' order: (word + token type) + position. */
     tr_tensor *x = tr_embedding(g, ids, W(m->word_emb));
     tr_tensor *types = token_types(m, g, ids, B, T);
@@ -217,9 +237,17 @@ static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
         tr_tensor *e = m->pooling == HF_POOL_MEAN ? tr_mean_masked(g, x, mask)
                        : m->pooling == HF_POOL_POOLER ? pooled
                                                       : cls;
-        if (m->normalize) e = l2_normalize(g, e, B, H);
-        out->embedding = e;
-        out->logits = e;
+        if (pair_batch) {
+            /* The cosine of e as pooled, normalize or not: it is the same number, and its
+             * backward leaves a dimension whose gradient is 0 at 0, where l2_normalize's
+             * (a layer norm of [x, -x]) leaves rounding noise (~1e-12) that AdamW turns into
+             * full steps: all-MiniLM-L6-v2's dead dimensions 127 and 223 came alive. */
+            pair_head(g, e, b, out);
+        } else {
+            if (m->normalize) e = l2_normalize(g, e, B, H);
+            out->embedding = e;
+            out->logits = e;
+        }
     }
 #undef W
     return tr_graph_status(g);
@@ -233,7 +261,8 @@ static const tr_plugin_desc hf_desc = {
     .kind = TR_PLUGIN_MODEL,
     .name = "hf_encoder",
     .version = "0.1.0",
-    .description = "a pretrained Hugging Face BERT encoder (config.json + safetensors): text embeddings or a classifier",
+    .description = "a pretrained Hugging Face BERT encoder (config.json + safetensors): text embeddings, a classifier "
+                   "or scored text pairs",
     .options = hf_options,
     .n_options = sizeof hf_options / sizeof hf_options[0],
     .ops = &hf_ops,

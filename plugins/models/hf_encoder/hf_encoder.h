@@ -28,6 +28,7 @@ typedef struct hf_source {
 typedef struct hf_model {
     char dir[4096];
     int classify;
+    int pairs;       /* task pairs: x (B, 2, T) scored pairs; single texts embed as task embed */
     int roberta;     /* model_type roberta or xlm-roberta: positions from pad_id + 1, RoBERTa's head */
     int32_t pad_id;  /* config.json's pad_token_id (RoBERTa's position offset) */
     int64_t V, H, S, n_layer_, F, type_vocab, num_labels;

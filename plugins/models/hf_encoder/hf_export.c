@@ -1,5 +1,5 @@
 /* hf_encoder's export (tr_model_ops.export_to, `trainer export --format hf`): the model as a
- * Hugging Face folder that transformers' AutoModel (task embed) or
+ * Hugging Face folder that transformers' AutoModel (task embed, and pairs: a bi-encoder) or
  * AutoModelForSequenceClassification (task classify) loads with no missing or unexpected key:
  * config.json (the pretrained folder's, with architectures, the labels and torch_dtype
  * float32), model.safetensors (F32, transformers' names: AutoModel's for embed; under the
