@@ -198,6 +198,12 @@ def classification(t):
     uhead, urows = read_predictions(f"{t}/nolabel.csv")
     check(uhead == [head[0]] + head[2:] and urows == [[r[0]] + r[2:] for r in rows],
           "csv without the label column: predict's rows = the labelled file's, without the label", uhead, head)
+    trainer("predict", cfg, "--checkpoint", run, "--output", f"{t}/nolabel2.csv", "data.val_params.path=val_nolabel.csv",
+            "trainer.strategy=dataparallel", "trainer.devices=2")
+    dhead, drows = read_predictions(f"{t}/nolabel2.csv")
+    check(dhead == uhead and len(drows) == len(urows) and all(
+        a[:2] == b[:2] and all(abs(float(x) - float(y)) <= 1e-6 for x, y in zip(a[2:], b[2:])) for a, b in zip(drows, urows)),
+          "the same without labels under dataparallel x2")
     for cmd in (["eval", cfg, "--checkpoint", run], ["run", cfg, "run.name=u"]):
         p = trainer(*cmd, "data.val_params.path=val_nolabel.csv", expect=1)
         check(p.returncode == 1 and "val_nolabel.csv: no label column 'label'" in p.stdout,
