@@ -193,6 +193,14 @@ def classification(t):
     check(p.returncode == 0 and "macro avg" in p.stdout and "eval record" not in p.stdout and
           open(os.path.join(run, "metrics.jsonl")).read() == before, "a weights file outside a run: printed, no record",
           p.stdout)
+    # A run folder whose metrics.jsonl cannot be written: a warning naming it, the scores printed.
+    os.makedirs(f"{t}/ro/checkpoints")
+    shutil.copy(cfg, f"{t}/ro/config.yaml")
+    shutil.copytree(f"{run}/checkpoints/step-00000016", f"{t}/ro/checkpoints/step-00000016")
+    os.makedirs(f"{t}/ro/metrics.jsonl")  # a folder: no file can be opened there
+    p = trainer("eval", cfg, "--checkpoint", f"{t}/ro")
+    check(p.returncode == 0 and "macro avg" in p.stdout and "ro/metrics.jsonl: cannot write the eval record" in p.stdout,
+          "an unwritable metrics.jsonl: a warning naming it, the scores printed, exit 0", p.stdout)
     # Unlabelled: the same predictions, no label column; run and eval refuse the file.
     trainer("predict", cfg, "--checkpoint", run, "--output", f"{t}/nolabel.csv", "data.val_params.path=val_nolabel.csv")
     uhead, urows = read_predictions(f"{t}/nolabel.csv")

@@ -7,6 +7,7 @@
 #include "job.h"
 #include "run/eval_report.h"
 #include "run/predict_csv.h"
+#include "trainer/log.h"
 #include "trainer/run.h"
 #include "trainer/runtime.h"
 
@@ -130,17 +131,18 @@ static void results(const job *j, const eval_totals *t, const class_scores *cs, 
     if (rs) snprintf(extra + k, cap - k, "  MAE %.4g  RMSE %.4g  R^2 %.4f", res->mae, res->rmse, res->r2);
 }
 
-/* trainer eval: the table, and the record in the checkpoint's run (rank 0). */
-static tr_status report(job *j, const eval_report *r, tr_eval_result *res) {
+/* trainer eval: the table, and the record in the checkpoint's run (rank 0). A record that
+ * cannot be written (a run folder of someone else's, read-only; a full disk) is a warning: the
+ * scores are printed all the same. */
+static void report(job *j, const eval_report *r, tr_eval_result *res) {
     char path[1300];
     eval_report rr = *r;
     int recorded = j->info.rank == 0 && eval_report_record_path(r->checkpoint, path, sizeof path);
     rr.record = recorded ? path : NULL;
     eval_report_print(j, &rr);
-    if (!recorded) return TR_OK;
-    TR_CHECK(eval_report_append(path, &rr));
-    snprintf(res->record, sizeof res->record, "%s", path);
-    return TR_OK;
+    if (!recorded) return;
+    if (eval_report_append(path, &rr) != TR_OK) TR_WARN("%s (the scores above are printed only)", tr_error_msg());
+    else snprintf(res->record, sizeof res->record, "%s", path);
 }
 
 static tr_status eval_job(job *j, const char *config_path, const char *const *overrides, int n_overrides,
@@ -211,7 +213,7 @@ static tr_status eval_job(job *j, const char *config_path, const char *const *ov
                          .spec = &j->spec, .classes = &j->classes, .samples = res->samples, .loss = res->loss,
                          .accuracy = res->accuracy, .perplexity = res->perplexity, .cls = cs.precision ? &cs : NULL,
                          .counts = t.cls.v ? &t.cls : NULL, .reg = t.reg.v ? &rs : NULL};
-        if (!output) st = report(j, &r, res);
+        if (!output) report(j, &r, res);
     }
     class_scores_free(&cs);
     eval_totals_free(&t);
