@@ -36,7 +36,9 @@ SKIP = 77
 TAGS = {
     "train": {"epoch": "train/epoch", "loss": "train/loss", "lr": "train/lr", "grad_norm": "train/grad_norm",
               "samples_per_sec": "train/samples_per_sec", "tokens_per_sec": "train/tokens_per_sec"},
-    "val": {"val_loss": "val/loss", "val_accuracy": "val/accuracy", "val_perplexity": "val/perplexity"},
+    "val": {"val_loss": "val/loss", "val_accuracy": "val/accuracy", "val_perplexity": "val/perplexity",
+            **{f"val_{m}_{a}": f"val/{m}_{a}" for m in ("precision", "recall", "f1") for a in ("macro", "weighted")},
+            "val_mae": "val/mae", "val_rmse": "val/rmse", "val_r2": "val/r2"},
     "epoch": {"train_loss": "train/loss_epoch"},
 }
 MLP = """run: {{name: m, seed: 5, output_dir: {out}}}

@@ -126,6 +126,7 @@ def csv():
                                            "1,2,0\n3,4,1\n5,6,1\n7,8,0\r\n"))
     write("csv", "regress_val_path", parts("task=regress normalize=none label=y", "a,b,y\n1,2,0.5\n3,4,-1.5\n",
                                            "a,b,y\n5,6,2.25\n"))
+    write("csv", "val_path_unlabelled", parts("split=val labels_optional=1", "a,b,label\n1,2,0\n3,4,1\n", "a,b\n5,6\n7,8\n"))
     write("csv", "gzip", parts("label=label", gz(table.encode())))
     write("csv", "bad_cell", parts("", "a,label\n1,0\nx,1\n"))
 

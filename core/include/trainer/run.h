@@ -94,19 +94,30 @@ typedef struct tr_eval_result {
     double loss;             /* mean per sample (per token for LMs) */
     double accuracy;         /* classification, LM next-token; NAN for regression */
     double perplexity;       /* LMs; NAN otherwise */
+    /* Classification: scikit-learn's scores with zero_division 0 (macro: over the classes
+     * among the labels or the predictions; weighted: by support); NAN otherwise. */
+    double precision_macro, recall_macro, f1_macro;
+    double precision_weighted, recall_weighted, f1_weighted;
+    double mae, rmse, r2;    /* regression, each the mean over the targets; NAN otherwise */
+    int labelled;            /* 0: predict on a split without labels (nothing scored: NAN) */
+    char record[1300];       /* eval: the metrics.jsonl its record was appended to ("" none) */
 } tr_eval_result;
 
 /* Evaluates the weights of `checkpoint` (a checkpoint folder, a checkpoints/ folder or a run
  * folder: its newest checkpoint) on a split: "val" or NULL (the validation split; an error
  * when the data has none, or when the one configured cannot be loaded) or "train". A
  * classification model is built with the checkpoint's classes (an error when the data's
- * named classes differ). */
+ * named classes differ). Prints the scores (classification: a table per class and the
+ * confusion matrix up to 20 classes) and appends them as {"eval": {...}} to the metrics.jsonl
+ * of the run holding the checkpoint (RUN/checkpoints/...; none for a weights file elsewhere). */
 tr_status tr_run_eval(const char *config_path, const char *const *overrides, int n_overrides,
                       const char *const *plugin_dirs, const char *checkpoint, const char *split,
                       tr_eval_result *out);
-/* Like tr_run_eval, and writes one CSV row per sample to `output`: index and label, then
- * prediction and confidence (classification: label and prediction by name when the classes
- * have names), loss and next_token (LMs) or prediction_<k> (regression). */
+/* Like tr_run_eval (without the table or the record), and writes one CSV row per sample to
+ * `output`: index and label, then prediction, confidence and a probability per class
+ * (classification: label and prediction by name when the classes have names), loss and
+ * next_token (LMs) or prediction_<k> (regression). The validation split may be a file without
+ * labels (tr_dataset_env.labels_optional): its rows have no label column, nothing is scored. */
 tr_status tr_run_predict(const char *config_path, const char *const *overrides, int n_overrides,
                          const char *const *plugin_dirs, const char *checkpoint,
                          const char *split, const char *output, tr_eval_result *out);

@@ -259,7 +259,8 @@ static tr_status make_dataset(job *j, tr_split split, void **out) {
     tr_status st = options_from(params, over, over ? "data.val_params" : "data.params", j->data_p, &o);
     if (st == TR_OK && over) st = options_from(params, NULL, "data.params", j->data_p, &train_o);
     tr_dataset_env env = {.split = split, .seed = (uint64_t)j->s.seed, .base_dir = j->cfg_dir,
-                          .val_fraction = j->s.val_fraction, .train_opts = train_o};
+                          .val_fraction = j->s.val_fraction, .train_opts = train_o,
+                          .labels_optional = split == TR_SPLIT_VAL && j->labels_optional};
     if (st == TR_OK) {
         st = j->dops->create(out, o, &env);
         if (st != TR_OK) {
@@ -748,6 +749,7 @@ static tr_status open_val(job *j) {
     }
     tr_data_spec vspec = {0}; /* a dataset built for an older minor fills only the fields it knows */
     j->dops->spec(j->val_ds, &vspec);
+    j->val_unlabelled = j->labels_optional && j->dops->labelled && !j->dops->labelled(j->val_ds);
     return check_val_spec(j, &vspec);
 }
 

@@ -9,7 +9,9 @@
 #include "classes.h"
 #include "monitor.h"
 #include "progress.h"
+#include "run/class_metrics.h"
 #include "run/logger.h"
+#include "run/regress_metrics.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
@@ -66,6 +68,8 @@ typedef struct job {
     run_classes classes;          /* classification: the classes the model is built for */
     run_classes ckpt_classes;     /* eval/predict: the checkpoint's, read before the model is made */
     char ckpt_path[1200];         /* eval/predict: the checkpoint folder */
+    int labels_optional;          /* predict: the validation split may have no labels */
+    int val_unlabelled;           /* the validation split has none (dataset's labelled()) */
     char why[512];                /* why this strategy: "named in trainer.strategy", auto's reason */
     tr_gpu_scan gpus;             /* what the device plugins see (not asked for a CPU-only request) */
     int strategy_auto;            /* trainer.strategy was auto */
@@ -171,19 +175,32 @@ void job_record(job *j, const run_record *r);
 /* TR_OK, or the first failed write of job_write as an error. */
 tr_status job_io_status(const job *j);
 
-/* Metrics of one pass over a loader in eval mode. */
+/* Metrics of one pass over a loader in eval mode, summed over ranks. Targets below 0 (-100,
+ * which the losses ignore) are left out of every figure, as the loss leaves them out. */
 typedef struct eval_totals {
     double loss_sum;     /* summed per-sample (per-token for LMs) losses */
     int64_t hits;        /* argmax hits (classification, LM next token) */
-    int64_t count;       /* samples (tokens for LMs) */
+    int64_t count;       /* targets scored: samples, or tokens for LMs */
+    int64_t samples;     /* samples the pass went over */
+    class_counts cls;    /* classification: per-class counts (and the confusion matrix) */
+    regress_sums reg;    /* regression: error sums and the labels' spread */
 } eval_totals;
 
 /* Called per batch with the outputs in sample order (predict writes its CSV from it). */
 typedef tr_status (*eval_batch_fn)(void *user, const tr_host_batch *hb, const tr_model_out *out);
 
-/* One pass over L (epoch `epoch`, no shuffling assumed) summed over ranks. */
-tr_status job_evaluate(job *j, tr_loader *L, int64_t epoch, eval_totals *t, eval_batch_fn fn,
-                       void *user);
+/* How a pass goes. */
+typedef struct eval_pass {
+    int confusion;       /* keep the confusion matrix (trainer eval; up to CLASS_MATRIX_MAX classes) */
+    int unlabelled;      /* the split has no labels (trainer predict): outputs only, nothing scored */
+    eval_batch_fn fn;    /* NULL, or called per batch */
+    void *user;
+} eval_pass;
+
+/* One pass over L (epoch `epoch`, no shuffling assumed) summed over ranks into *t, which
+ * eval_totals_free releases (also after an error). */
+tr_status job_evaluate(job *j, tr_loader *L, int64_t epoch, const eval_pass *how, eval_totals *t);
+void eval_totals_free(eval_totals *t);
 
 /* Digest of the config keys that change the math of a run (everything but cadence, paths and
  * length keys such as trainer.max_epochs), 16 hex digits. */

@@ -41,6 +41,15 @@ static const struct {
     {RUN_RECORD_VAL, "val_loss", "val/loss"},
     {RUN_RECORD_VAL, "val_accuracy", "val/accuracy"},
     {RUN_RECORD_VAL, "val_perplexity", "val/perplexity"},
+    {RUN_RECORD_VAL, "val_precision_macro", "val/precision_macro"},
+    {RUN_RECORD_VAL, "val_recall_macro", "val/recall_macro"},
+    {RUN_RECORD_VAL, "val_f1_macro", "val/f1_macro"},
+    {RUN_RECORD_VAL, "val_precision_weighted", "val/precision_weighted"},
+    {RUN_RECORD_VAL, "val_recall_weighted", "val/recall_weighted"},
+    {RUN_RECORD_VAL, "val_f1_weighted", "val/f1_weighted"},
+    {RUN_RECORD_VAL, "val_mae", "val/mae"},
+    {RUN_RECORD_VAL, "val_rmse", "val/rmse"},
+    {RUN_RECORD_VAL, "val_r2", "val/r2"},
     {RUN_RECORD_EPOCH, "train_loss", "train/loss_epoch"},
 };
 enum { N_TAGS = sizeof tags / sizeof tags[0] };

@@ -360,6 +360,43 @@ static tr_status watch(loop *lp, int64_t epoch, double vloss, double vacc) {
     return job_io_status(j);
 }
 
+/* A validation's line and metrics record (t counted something): val_loss, then
+ * val_accuracy and the macro and weighted scores (classification), val_perplexity (LMs) or
+ * val_mae, val_rmse and val_r2 (regression). */
+static tr_status val_report(loop *lp, int64_t epoch, const char *when, const eval_totals *t, double *vloss, double *vacc) {
+    job *j = lp->j;
+    *vloss = t->loss_sum / (double)t->count;
+    if (j->spec.task != TR_TASK_REGRESS) *vacc = (double)t->hits / (double)t->count;
+    char extra[96] = "";
+    if (isfinite(*vacc)) snprintf(extra, sizeof extra, "  val accuracy %.2f%%", 100 * *vacc); /* not for regression */
+    if (j->spec.task == TR_TASK_LM) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "  val perplexity %.3f", exp(*vloss));
+    job_say(j, "%s: val loss %.4f%s", when, *vloss, extra);
+    run_value v[12] = {RUN_INT("step", lp->state.step), RUN_INT("epoch", epoch + 1), RUN_REAL("val_loss", *vloss, "%.9g")};
+    int n = 3;
+    if (isfinite(*vacc)) v[n++] = RUN_REAL("val_accuracy", *vacc, "%.6g");
+    if (j->spec.task == TR_TASK_LM) v[n++] = RUN_REAL("val_perplexity", exp(*vloss), "%.6g");
+    if (t->cls.v) {
+        class_scores cs;
+        TR_CHECK(class_scores_compute(&cs, &t->cls));
+        v[n++] = RUN_REAL("val_precision_macro", cs.precision_macro, "%.6g");
+        v[n++] = RUN_REAL("val_recall_macro", cs.recall_macro, "%.6g");
+        v[n++] = RUN_REAL("val_f1_macro", cs.f1_macro, "%.6g");
+        v[n++] = RUN_REAL("val_precision_weighted", cs.precision_weighted, "%.6g");
+        v[n++] = RUN_REAL("val_recall_weighted", cs.recall_weighted, "%.6g");
+        v[n++] = RUN_REAL("val_f1_weighted", cs.f1_weighted, "%.6g");
+        class_scores_free(&cs);
+    }
+    if (t->reg.v) {
+        regress_scores rs;
+        regress_scores_of(&t->reg, &rs);
+        v[n++] = RUN_REAL("val_mae", rs.mae, "%.6g");
+        v[n++] = RUN_REAL("val_rmse", rs.rmse, "%.6g");
+        v[n++] = RUN_REAL("val_r2", rs.r2, "%.6g");
+    }
+    job_record(j, &(run_record){.kind = RUN_RECORD_VAL, .v = v, .n = n});
+    return job_io_status(j);
+}
+
 /* Validation: a line, a metrics record; returns loss and accuracy. epoch counts from 0, as the
  * loop's and the checkpoint's; the records, as the log, count from 1. */
 static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vloss, double *vacc) {
@@ -369,21 +406,13 @@ static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vlo
     tr_profile_enter("loop", "validation");
     if (j->sops->settle) TR_CHECK(j->sops->settle(j->strat));
     eval_totals t;
-    TR_CHECK(job_evaluate(j, j->val_L, epoch, &t, NULL, NULL));
-    if (!t.count) return TR_OK;
-    *vloss = t.loss_sum / (double)t.count;
-    if (j->spec.task != TR_TASK_REGRESS) *vacc = (double)t.hits / (double)t.count;
-    char extra[96] = "";
-    if (isfinite(*vacc)) snprintf(extra, sizeof extra, "  val accuracy %.2f%%", 100 * *vacc); /* not for regression */
-    if (j->spec.task == TR_TASK_LM) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "  val perplexity %.3f", exp(*vloss));
-    job_say(j, "%s: val loss %.4f%s", when, *vloss, extra);
-    run_value v[5] = {RUN_INT("step", lp->state.step), RUN_INT("epoch", epoch + 1), RUN_REAL("val_loss", *vloss, "%.9g")};
-    int n = 3;
-    if (isfinite(*vacc)) v[n++] = RUN_REAL("val_accuracy", *vacc, "%.6g");
-    if (j->spec.task == TR_TASK_LM) v[n++] = RUN_REAL("val_perplexity", exp(*vloss), "%.6g");
-    job_record(j, &(run_record){.kind = RUN_RECORD_VAL, .v = v, .n = n});
-    TR_CHECK(job_io_status(j));
-    return watch(lp, epoch, *vloss, *vacc);
+    eval_pass how = {0};
+    tr_status st = job_evaluate(j, j->val_L, epoch, &how, &t);
+    int counted = st == TR_OK && t.count > 0;
+    if (counted) st = val_report(lp, epoch, when, &t, vloss, vacc);
+    eval_totals_free(&t);
+    TR_CHECK(st);
+    return counted ? watch(lp, epoch, *vloss, *vacc) : TR_OK;
 }
 
 /* Samples of the optimizer-step group that global batch `index` belongs to (accumulation:
