@@ -1,0 +1,22 @@
+/* curves.svg at the end of a run (curves.h). */
+#include "run/curves.h"
+
+#include <stdio.h>
+
+#include "run/logger.h"
+#include "trainer/io.h"
+#include "trainer/plot.h"
+
+void job_curves(job *j) {
+    if (j->info.rank != 0 || !j->log || !(j->s.loggers & RUN_LOGGER_JSONL)) return;
+    char kept[2048], path[1200];
+    snprintf(kept, sizeof kept, "%s", tr_error_msg()); /* the run's own error, if any */
+    snprintf(path, sizeof path, "%s/curves.svg", j->run_dir);
+    const char *runs[] = {j->run_dir};
+    char *svg;
+    size_t len;
+    if (tr_plot_svg(runs, 1, NULL, &svg, &len) != TR_OK || tr_file_write(path, svg, len) != TR_OK)
+        job_say(j, "warning: curves.svg not written: %s", tr_error_msg());
+    tr_plot_free(svg);
+    tr_error_set(TR_OK, "%s", kept);
+}
