@@ -1,5 +1,5 @@
-/* Private: curves.svg, the run folder's picture of its loss curves (docs/config.md "Run
- * folder"), drawn from its metrics.jsonl at the end of `trainer run`. */
+/* Private: curves.svg, the run folder's picture of its loss curves (docs/plot.md), drawn
+ * from its metrics.jsonl at the end of `trainer run`. */
 #ifndef TRAINER_RUN_CURVES_H
 #define TRAINER_RUN_CURVES_H
 
