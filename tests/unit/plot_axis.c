@@ -80,6 +80,17 @@ static void integer_and_single(void) {
     check_ticks(&a, (double[]){0, 0.2, 0.4, 0.6, 0.8, 1}, 6, "0 alone");
     plot_axis_fit(&a, -3, -3, 2, 0);
     CHECK(a.lo <= -3.3 + 1e-12 && a.hi >= -2.7 - 1e-12 && a.hi <= 0, "-3 alone: %g..%g", a.lo, a.hi);
+    plot_axis_fit(&a, 1, 1 + 1e-15, 6, 0); /* alike to 15 digits: as one value */
+    CHECK(a.n_ticks >= 2 && a.lo <= 0.9 && a.hi >= 1.1 && a.hi <= 1.5, "1 and 1+1e-15: %g..%g", a.lo, a.hi);
+    plot_axis_fit(&a, 1e10, 1e10 + 1e-5, 6, 0);
+    CHECK(a.n_ticks >= 2 && a.lo < 1e10 && a.hi > 1e10 + 1e-5, "1e10 and 1e10+1e-5: %g..%g", a.lo, a.hi);
+    plot_axis_fit(&a, 5e-324, 1e-320, 6, 0); /* denormals: as 0 */
+    check_ticks(&a, (double[]){0, 0.2, 0.4, 0.6, 0.8, 1}, 6, "denormals");
+    plot_axis_fit(&a, -1e300, 1e300, 6, 0); /* the widest values an axis holds */
+    CHECK(a.n_ticks >= 3 && a.lo <= -1e300 && a.hi >= 1e300 && isfinite(a.lo) && isfinite(a.hi) &&
+          isfinite(a.hi - a.lo), "-1e300..1e300: %g..%g", a.lo, a.hi);
+    plot_axis_place(&a, 0, 100);
+    CHECK_NEAR(plot_axis_px(&a, 0), 50, 1e-9);
     plot_axis_fit(&a, 0, 1e9, 1000, 1); /* more ticks than fit: at most PLOT_AXIS_MAX_TICKS */
     CHECK(a.n_ticks <= PLOT_AXIS_MAX_TICKS && a.hi >= 1e9, "%d ticks up to %g", a.n_ticks, a.hi);
 }
@@ -111,6 +122,9 @@ static void logarithmic(void) {
     check_label(&a, 1e-6, "1e-06");
     check_label(&a, 1e-3, "0.001");
 
+    plot_axis_fit_log(&a, 1e-300, 1e300, 6); /* the widest a log axis holds */
+    CHECK(a.n_ticks >= 2 && a.n_ticks <= 8 && a.lo == 1e-300 && a.hi == 1e300 && a.step == 100,
+          "log 1e-300..1e300: %d ticks %g..%g every %g decades", a.n_ticks, a.lo, a.hi, a.step);
     plot_axis_fit_log(&a, 100, 100, 6); /* one value */
     CHECK(a.n_ticks >= 2 && a.lo <= 100 && a.hi > 100, "log 100 alone: %g..%g", a.lo, a.hi);
 }

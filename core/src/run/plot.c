@@ -141,10 +141,13 @@ static tr_status render(plot_job *p, const char *const *runs, const tr_plot_opti
     long left_out;
     tr_status st = plot_svg_write(out, &f, p->curve, n, &left_out);
     if (st != TR_OK)
-        tr_error_set(st, "%s: no finite value of %s to draw%s", named, p->y_title, o->log_y ? " on a log scale" : "");
+        tr_error_set(st, "%s: no value of %s to draw (null, or beyond %s)", named, p->y_title,
+                     o->log_y ? "1e-300..1e300 on a log scale" : "+-1e300");
     int bad = ferror(out);
     if (fclose(out) != 0 || bad) st = tr_error_set(TR_ERR_NOMEM, "plot: out of memory");
-    if (st == TR_OK && left_out) TR_WARN("%ld values <= 0 left out of the log scale (--log-y)", left_out);
+    if (st == TR_OK && left_out)
+        TR_WARN("%ld value%s left out: a log axis (--log-y) draws from 1e-300 to 1e300 (no value <= 0), a linear one "
+                "up to +-1e300", left_out, left_out == 1 ? "" : "s");
     if (st != TR_OK) {
         free(*svg);
         *svg = NULL;

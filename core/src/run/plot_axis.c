@@ -25,23 +25,23 @@ double plot_nice_step(double raw) {
 void plot_axis_fit(plot_axis *a, double min, double max, int max_ticks, int integer) {
     if (max_ticks < 1) max_ticks = 1;
     if (max_ticks > PLOT_AXIS_MAX_TICKS - 2) max_ticks = PLOT_AXIS_MAX_TICKS - 2;
-    if (max <= min) { /* one value: a range around it that keeps its sign */
-        double d = fabs(min) > 0 ? fabs(min) * 0.1 : 1;
+    double big = fmax(fabs(min), fabs(max));
+    if (max - min <= big * 1e-9 || big < 1e-290) {
+        /* One value (or values alike to 9 digits, or all but 0): a range around it that keeps
+         * its sign. */
+        double mid = min / 2 + max / 2, d = big >= 1e-290 ? big * 0.1 : 1;
         if (integer && d < 1) d = 1;
-        max = min + d;
-        min = min >= 0 && min - d < 0 ? 0 : min - d;
+        max = mid + d;
+        min = mid >= 0 && mid - d < 0 ? 0 : mid - d;
     }
     double step = plot_nice_step((max - min) / max_ticks);
     if (integer && step < 1) step = 1;
     /* Ticks are whole multiples of the step, computed from their index so that 0.1 x 3 is
      * the tick 0.3 (the nearest double to it), not 0.30000000000000004. */
-    double k0 = floor(min / step + 1e-9), k1 = ceil(max / step - 1e-9);
-    *a = (plot_axis){.lo = k0 * step, .hi = k1 * step, .step = step};
-    for (double k = k0; k <= k1 && a->n_ticks < PLOT_AXIS_MAX_TICKS; k++) {
-        double t = k * step;
-        if (step < 1) t = k / round(1 / step); /* 1/step is a whole number then: 3 / 10 = 0.3 */
-        a->tick[a->n_ticks++] = t;
-    }
+    double k0 = floor(min / step + 1e-9), k1 = ceil(max / step - 1e-9), inverse = round(1 / step);
+    *a = (plot_axis){.step = step};
+    for (double k = k0; k <= k1 && a->n_ticks < PLOT_AXIS_MAX_TICKS; k++) /* 1/step whole: 3 / 10 = 0.3 */
+        a->tick[a->n_ticks++] = step < 1 && inverse < 0x1p53 ? k / inverse : k * step;
     a->lo = a->tick[0];
     a->hi = a->tick[a->n_ticks - 1];
 }

@@ -24,10 +24,11 @@ typedef struct plot_axis {
 
 /* The smallest 1, 2 or 5 x 10^k at least `raw` (> 0). */
 double plot_nice_step(double raw);
-/* A linear axis over [min, max] (finite, min <= max) with at most max_ticks + 1 ticks;
- * integer: its step is at least 1 (optimizer steps). A single value gets a range around it. */
+/* A linear axis over [min, max] (min <= max, both within +-1e300) with at most max_ticks + 2
+ * ticks; integer: its step is at least 1 (optimizer steps). A single value (or values alike
+ * to 9 digits) gets a range around it. */
 void plot_axis_fit(plot_axis *a, double min, double max, int max_ticks, int integer);
-/* A log10 axis over [min, max] (0 < min <= max, finite). */
+/* A log10 axis over [min, max] (1e-300 <= min <= max <= 1e300). */
 void plot_axis_fit_log(plot_axis *a, double min, double max, int max_ticks);
 /* Sets the pixels of the range's ends. */
 void plot_axis_place(plot_axis *a, double px_lo, double px_hi);

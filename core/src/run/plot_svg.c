@@ -21,7 +21,9 @@ typedef struct box {
     double x, y, w, h;
 } box;
 
-static int drawable(double v, int log) { return isfinite(v) && (!log || v > 0); }
+/* Values an axis can hold with room for its rounded-out ticks: up to +-1e300; on a log axis
+ * from 1e-300. */
+static int drawable(double v, int log) { return fabs(v) <= 1e300 && (!log || v >= 1e-300); }
 
 /* Text as XML character data or an attribute value: & < > " ' escaped; control characters and
  * bytes that are not UTF-8 (a run folder's name may hold any) as U+FFFD. */

@@ -1,7 +1,7 @@
 /* Private: the SVG document of `trainer plot` (docs/plot.md): curves against the optimizer
  * step on 1-2-5 ticks (plot_axis.h), axis titles, a title, a legend in the corner the curves
- * leave emptiest. A curve is a polyline per stretch of finite values (null, and on a log axis
- * values <= 0, are gaps); sparse curves (validations, epoch ends) get a marker at each point;
+ * leave emptiest. A curve is a polyline per stretch of values it can draw (null, beyond
+ * +-1e300 and on a log axis below 1e-300 are gaps); sparse curves (validations, epoch ends) get a marker at each point;
  * a curve of more points than 4 per pixel column keeps each column's first, lowest, highest
  * and last (it looks the same). Text is XML-escaped, bytes that are not UTF-8 become U+FFFD.
  *
@@ -33,7 +33,8 @@ typedef struct plot_frame {
 } plot_frame;
 
 /* Writes the document to out. An error when no curve has a value to draw (naming none: the
- * caller knows what was asked). *left_out: the values <= 0 a log axis left out. */
+ * caller knows what was asked). *left_out: the finite values no axis can hold (beyond +-1e300;
+ * on a log axis, below 1e-300 as well: <= 0 among them), left out. */
 tr_status plot_svg_write(FILE *out, const plot_frame *f, const plot_curve *c, int n, long *left_out);
 
 #endif
