@@ -427,6 +427,12 @@ def body(bin_, png, rsvg, t):
     check("the run has no metrics.jsonl (its trainer.loggers leave out jsonl?)" in text(p),
           "trainer plot of a run without metrics.jsonl says why", text(p))
 
+    # A run that fails before its first record: nothing to draw, no curves.svg, no warning.
+    p = trainer_run("run.name=nan1", "trainer.on_nan=stop", env={"TRAINER_FAULT_NAN_AT_STEP": "1"}, expect=1)
+    check(not os.path.exists(os.path.join(out, "nan1", "0", "curves.svg")) and "curves.svg" not in text(p) and
+          "not finite" in text(p), "a run stopped at step 1 (on_nan stop): no curves.svg, only its own error",
+          *text(p).splitlines()[-3:])
+
     # A curves.svg that cannot be written (a folder is in its place): a warning, the run succeeds.
     trainer_run("run.name=w", env={"TRAINER_FAULT_KILL_AT_STEP": "6"}, expect=-9)
     os.makedirs(os.path.join(out, "w", "0", "curves.svg"))

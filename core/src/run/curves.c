@@ -15,8 +15,10 @@ void job_curves(job *j) {
     const char *runs[] = {j->run_dir};
     char *svg;
     size_t len;
-    if (tr_plot_svg(runs, 1, NULL, &svg, &len) != TR_OK || tr_file_write(path, svg, len) != TR_OK)
-        job_say(j, "warning: curves.svg not written: %s", tr_error_msg());
+    tr_status st = tr_plot_svg(runs, 1, NULL, &svg, &len);
+    if (st == TR_OK) st = tr_file_write(path, svg, len);
+    /* A run that stopped before its first record (or logged only nulls) has nothing to draw. */
+    if (st != TR_OK && st != TR_ERR_NOT_FOUND) job_say(j, "warning: curves.svg not written: %s", tr_error_msg());
     tr_plot_free(svg);
     tr_error_set(TR_OK, "%s", kept);
 }

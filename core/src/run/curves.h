@@ -7,7 +7,8 @@
 
 /* Rank 0, when the run folder is open and trainer.loggers writes metrics.jsonl: writes
  * <run folder>/curves.svg (trainer plot's default picture of the run). Whatever the run's
- * outcome: a failure is a warning line, and this thread's error message is kept as it was. */
+ * outcome: nothing to draw yet (no record with loss or val_loss) writes none, a failure is a
+ * warning line, and this thread's error message is kept as it was. */
 void job_curves(job *j);
 
 #endif

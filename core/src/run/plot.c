@@ -28,8 +28,8 @@ typedef struct plot_job {
 
 static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-/* The keys the runs have, sorted, as "a, b, c". */
-static void known_keys(const plot_job *p, char *out, size_t cap) {
+/* The keys the runs have, sorted, as "a, b, c"; how many. */
+static int known_keys(const plot_job *p, char *out, size_t cap) {
     const char *keys[256];
     int n = 0;
     for (int r = 0; r < p->n_runs; r++)
@@ -43,6 +43,7 @@ static void known_keys(const plot_job *p, char *out, size_t cap) {
     out[0] = '\0';
     for (int i = 0; i < n && k < cap; i++) k += (size_t)snprintf(out + k, cap - k, "%s%s", i ? ", " : "", keys[i]);
     if (n == 0) snprintf(out, cap, "none: no step, validation or epoch record yet");
+    return n;
 }
 
 static int some_run_has(const plot_job *p, const char *metric) {
@@ -74,9 +75,9 @@ static tr_status pick_metrics(plot_job *p, const tr_plot_options *o, const char 
     for (int i = 0; i < 2; i++)
         if (some_run_has(p, loss[i])) p->metric[p->n_metrics++] = loss[i];
     if (p->n_metrics > 0) return TR_OK;
-    known_keys(p, keys, sizeof keys);
-    return tr_error_set(TR_ERR_NOT_FOUND, "no loss or val_loss in the metrics.jsonl of %s (metrics there: %s; pick one "
-                                          "with --metric)", runs_named, keys);
+    int n = known_keys(p, keys, sizeof keys);
+    return tr_error_set(TR_ERR_NOT_FOUND, "no loss or val_loss in the metrics.jsonl of %s (metrics there: %s%s)",
+                        runs_named, keys, n ? "; pick one with --metric" : "");
 }
 
 static void pick_curves(plot_job *p, int *n) {
