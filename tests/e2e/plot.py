@@ -5,7 +5,8 @@
 
 Two MLP runs on synthetic data with a validation every 3 steps: `a` gets a NaN at step 3
 (on_nan skip: a loss of null, a gap) and is killed at step 6, then resumed from its step-4
-checkpoint (metrics.jsonl then holds steps 5 and 6 twice); `b` runs straight with another lr.
+checkpoint (metrics.jsonl then holds steps 5 and 6 twice), and `trainer eval` adds its record;
+`b` runs straight with another lr.
 Each SVG is parsed by xml.etree: the axes' tick labels and positions give the scale (1-2-5
 steps, linear or log10), through which every polyline point and marker must be a metrics.jsonl
 value by its rules (docs/config.md "metrics.jsonl": the points after a resume's step
@@ -309,6 +310,12 @@ def body(bin_, png, rsvg, t):
                     check_png("curves.svg by rsvg-convert", f.read(), 800, 500)
 
     # ---- trainer plot ----
+    p = run([bin_, "eval", cfg, "--checkpoint", a])  # appends {"eval": {...}}: no curve
+    with open(am) as f:
+        evals = sum('"eval"' in x for x in f)
+    root = parse_svg(run([bin_, "plot", a, "--output", "-"]).stdout, "after trainer eval")
+    if check(p.returncode == 0 and evals == 1, "trainer eval appends its record to a/0's metrics.jsonl", text(p)) and root:
+        check_curves("after trainer eval's record", root, {"a/0": am}, ["loss", "val_loss"])
     two = os.path.join(t, "two.svg")
     p = plot(a, os.path.join(out, "b"), "--output", two)
     check(text(p).strip() == f"wrote {two}", "trainer plot says what it wrote", text(p))
@@ -383,8 +390,8 @@ def body(bin_, png, rsvg, t):
         f.write("keep")
     cases = [
         (["--metric", "val_acc", a, "--output", keep], 1,
-         f"trainer plot: metric 'val_acc': not in the metrics.jsonl of {a} (its metrics: grad_norm, loss, lr, "
-         "samples_per_sec, train_loss, val_accuracy, val_loss)"),
+         f"trainer plot: metric 'val_acc': not in the metrics.jsonl of {a} (its metrics: "
+         f"{', '.join(sorted(expected(am)))})"),
         ([a, b, "--metric", "nope", "--output", keep], 1, "(their metrics: grad_norm, loss, lr,"),
         ([os.path.join(t, "missing"), "--output", keep], 1, f"trainer plot: {t}/missing: No such file or directory"),
         ([t, "--output", keep], 1, f"trainer plot: {t}: no metrics.jsonl in it"),
