@@ -14,6 +14,7 @@
 #include "interrupt.h"
 #include "launch_cmd.h"
 #include "plan_cmd.h"
+#include "plot_cmd.h"
 #include "plugins_cmd.h"
 #include "run_cmd.h"
 #include "tokenize_cmd.h"
@@ -44,6 +45,9 @@ static void usage(FILE *out) {
             "  export CHECKPOINT OUTDIR [--format hf] [key=value ...]\n"
             "                a run's checkpoint as a Hugging Face model folder (config.json,\n"
             "                model.safetensors, tokenizer files) that transformers loads\n"
+            "  plot RUN... [--metric NAME[,NAME...]] [--output FILE.svg|FILE.png|-] [--log-y] [--size WxH]\n"
+            "                curves of runs against the step (default loss and val_loss; runs/<name>/<version>,\n"
+            "                runs/<name>: its newest version), from their metrics.jsonl\n"
             "  checkpoint consolidate DIR OUT.safetensors\n"
             "                one weights file from a sharded (or full) checkpoint\n"
             "  demo          train an MLP on a synthetic task with the core alone\n"
@@ -87,6 +91,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "embed") == 0) return trainer_embed_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "generate") == 0) return trainer_generate_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "export") == 0) return trainer_export_cmd(argc - 2, argv + 2);
+    if (strcmp(argv[1], "plot") == 0) return trainer_plot_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "launch") == 0) return trainer_launch_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "plugins") == 0) return trainer_plugins_cmd(argc - 2, argv + 2);
     if (strcmp(argv[1], "checkpoint") == 0) return trainer_checkpoint_cmd(argc - 2, argv + 2);

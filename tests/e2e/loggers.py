@@ -30,6 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools", "oracle"))
 import oracle_venv  # noqa: E402
+sys.path.insert(0, HERE)
+from checks import bad, check, summary  # noqa: E402
 
 SKIP = 77
 # metrics.jsonl's keys and their TensorBoard tags, by record kind (docs/config.md "Loggers").
@@ -56,29 +58,6 @@ data: {{name: text, params: {{path: {text}, mode: lm, seq_len: 8}}, batch_size: 
 optimizer: {{name: sgd, lr: 0.05}}
 trainer: {{max_steps: 6, log_every: 2, progress: lines, threads: 1, loggers: [tensorboard, jsonl, csv]}}
 """
-
-failures = 0
-passes = 0
-
-
-def ok(name):
-    global passes
-    passes += 1
-    print(f"ok   {name}")
-
-
-def bad(name, *detail):
-    global failures
-    failures += 1
-    print(f"FAIL {name}")
-    for d in detail:
-        print(f"     {d}")
-
-
-def check(cond, name, *detail):
-    (ok if cond else bad)(name, *(() if cond else detail))
-    return cond
-
 
 def outer(argv):
     try:
@@ -210,8 +189,7 @@ def inner(bin_):
         run(bin_, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{passes} passed, {failures} failed")
-    return 1 if failures else 0
+    return summary()
 
 
 def run(bin_, tmp):

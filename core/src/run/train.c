@@ -16,6 +16,7 @@
 #include "nonfinite.h"
 #include "run/checkpoint_impl.h"
 #include "run/ckpt_select.h"
+#include "run/curves.h"
 #include "run/early_stop.h"
 #include "run/loop_totals.h"
 #include "run/run_lock.h"
@@ -838,6 +839,7 @@ tr_status tr_run_train(const char *config_path, const char *const *overrides, in
     memset(&lp, 0, sizeof lp);
     tr_status st = train(&j, config_path, overrides, n_overrides, plugin_dirs, &lock, &lp, out);
     select_free(&lp.sel);
+    job_curves(&j); /* whatever metrics.jsonl holds: finished, stopped early, by Ctrl-C or failed */
     if (st != TR_OK && j.log) fprintf(j.log, "error: %s\n", tr_error_msg()); /* best effort */
     if (st == TR_OK) st = close_run_files(&j);
     int made_nothing = st != TR_OK && j.run_dir[0] && !j.log; /* refused before open_run_dir */
