@@ -86,35 +86,38 @@ def run_pip(python, args, what):
     return p.stdout
 
 
-def venv_dir(base_python):
+def venv_dir(base_python, requirements=REQUIREMENTS, prefix="venv-"):
     ver = subprocess.run([base_python, "-c", "import sys; print(sys.version)"], stdout=subprocess.PIPE,
                          text=True, check=True).stdout
-    key = hashlib.sha256(("\n".join(pins(REQUIREMENTS)) + "\n" + ver).encode()).hexdigest()[:12]
-    return os.path.join(cache_root(), "venv-" + key)
+    key = hashlib.sha256(("\n".join(pins(requirements)) + "\n" + ver).encode()).hexdigest()[:12]
+    return os.path.join(cache_root(), prefix + key)
 
 
-def ensure_venv(base_python=None):
-    """Returns the venv's python, making the venv first when needed."""
+def ensure_venv(base_python=None, requirements=REQUIREMENTS, prefix="venv-", system_site_packages=True):
+    """Returns the venv's python, making the venv first when needed: the pins of `requirements`,
+    in a folder `prefix` + a hash of them under the cache root. The oracle's venv sees the
+    system's packages (Debian's torch); another (tools/bench/peer_venv.py) may not."""
     base_python = base_python or sys.executable
-    d = venv_dir(base_python)
+    d = venv_dir(base_python, requirements, prefix)
     py = os.path.join(d, "bin", "python")
+    what = ", ".join(pins(requirements))
     with locked(cache_root(), os.path.basename(d)):
         if os.path.exists(os.path.join(d, STAMP)) and os.access(py, os.X_OK):
             return py
         shutil.rmtree(d, ignore_errors=True)
-        print(f"oracle: creating {d} ({', '.join(pins(REQUIREMENTS))})", file=sys.stderr)
-        p = subprocess.run([base_python, "-m", "venv", "--system-site-packages", d],
+        print(f"oracle: creating {d} ({what})", file=sys.stderr)
+        p = subprocess.run([base_python, "-m", "venv", *(["--system-site-packages"] if system_site_packages else []), d],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if p.returncode != 0:
             shutil.rmtree(d, ignore_errors=True)
             raise Failed(f"oracle: python3 -m venv failed (Debian: apt-get install python3-venv):\n{p.stdout}")
         try:
-            run_pip(py, ["install", "--quiet", "-r", REQUIREMENTS], "install " + " ".join(pins(REQUIREMENTS)))
+            run_pip(py, ["install", "--quiet", "-r", requirements], "install " + what)
         except Exception:
             shutil.rmtree(d, ignore_errors=True)
             raise
         with open(os.path.join(d, STAMP), "w") as f:
-            f.write("\n".join(pins(REQUIREMENTS)) + "\n")
+            f.write("\n".join(pins(requirements)) + "\n")
         return py
 
 
