@@ -109,5 +109,43 @@ target_include_directories(trainer_pcre2 INTERFACE ${PCRE2_INCLUDE_DIR})
 target_link_libraries(trainer_pcre2 INTERFACE ${PCRE2_LIBRARY})
 target_compile_definitions(trainer_pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=32)
 
+# protobuf-c: the TensorBoard logger's Event messages (core/src/run/tensorboard.proto, compiled
+# by protoc-c at build time; core/src/run/logger_tensorboard.c).
+if(PkgConfig_FOUND)
+  pkg_check_modules(PROTOBUFC QUIET libprotobuf-c)
+endif()
+find_path(PROTOBUFC_INCLUDE_DIR protobuf-c/protobuf-c.h HINTS ${PROTOBUFC_INCLUDE_DIRS})
+find_library(PROTOBUFC_LIBRARY NAMES protobuf-c HINTS ${PROTOBUFC_LIBRARY_DIRS})
+find_program(PROTOC_C_EXECUTABLE NAMES protoc-c)
+if(NOT PROTOBUFC_INCLUDE_DIR OR NOT PROTOBUFC_LIBRARY OR NOT PROTOC_C_EXECUTABLE)
+  message(FATAL_ERROR "protobuf-c not found: install libprotobuf-c-dev and protobuf-c-compiler (tools/dev deps "
+                      "does it); libtrainer's TensorBoard logger encodes its event files with it")
+endif()
+message(STATUS "protobuf-c: ${PROTOBUFC_LIBRARY} (${PROTOC_C_EXECUTABLE})")
+add_library(trainer_protobufc INTERFACE)
+target_include_directories(trainer_protobufc INTERFACE ${PROTOBUFC_INCLUDE_DIR})
+target_link_libraries(trainer_protobufc INTERFACE ${PROTOBUFC_LIBRARY})
+
+# librsvg + cairo (optional): `trainer plot --output FILE.png` rasterises its SVG with them, in
+# the CLI only (libtrainer writes SVG alone). Without them PNG is refused, saying why.
+set(TRAINER_PNG_ENABLED OFF)
+if(NOT TRAINER_PNG STREQUAL "OFF")
+  if(PkgConfig_FOUND)
+    pkg_check_modules(RSVG QUIET librsvg-2.0>=2.52 cairo)
+  endif()
+  if(RSVG_FOUND)
+    set(TRAINER_PNG_ENABLED ON)
+    add_library(trainer_rsvg INTERFACE)
+    target_include_directories(trainer_rsvg SYSTEM INTERFACE ${RSVG_INCLUDE_DIRS})
+    target_link_libraries(trainer_rsvg INTERFACE ${RSVG_LINK_LIBRARIES})
+    target_compile_definitions(trainer_rsvg INTERFACE TRAINER_HAVE_RSVG)
+    message(STATUS "trainer: librsvg ${RSVG_librsvg-2.0_VERSION} found; trainer plot writes PNG too")
+  elseif(TRAINER_PNG STREQUAL "ON")
+    message(FATAL_ERROR "TRAINER_PNG=ON but librsvg-2.0 (>= 2.52) and cairo were not found: install librsvg2-dev")
+  else()
+    message(STATUS "trainer: no librsvg2-dev found; trainer plot writes SVG only (PNG refused)")
+  endif()
+endif()
+
 # zlib: gzip'ed data files (tr_file_read).
 find_package(ZLIB REQUIRED)

@@ -1,7 +1,8 @@
 /* `trainer checkpoint consolidate PATH OUT.safetensors`: a checkpoint's weights, sharded or
  * full, as one safetensors file (parameters, then buffers, by name; PyTorch's safetensors
- * loads it). PATH is a checkpoint folder, or a checkpoints/ or run folder meaning its newest
- * checkpoint (as for `trainer eval --checkpoint`); the line written names the one used. */
+ * loads it). PATH is a checkpoint folder, RUN/best (what it points at), or a checkpoints/ or run
+ * folder meaning its newest checkpoint (as for `trainer eval --checkpoint`); the line written
+ * names the one used. */
 #include <stdio.h>
 #include <string.h>
 
@@ -11,7 +12,8 @@
 static void usage(FILE *out) {
     fprintf(out, "usage: trainer checkpoint consolidate CHECKPOINT OUT.safetensors\n"
                  "  writes the weights of a checkpoint (sharded over any number of ranks, or full) as one file;\n"
-                 "  CHECKPOINT is a checkpoint folder, or a run folder or checkpoints/ folder (its newest checkpoint)\n");
+                 "  CHECKPOINT is a checkpoint folder, a run's best (RUN/best), or a run folder or checkpoints/ folder\n"
+                 "  (its newest checkpoint)\n");
 }
 
 int trainer_checkpoint_cmd(int argc, char **argv) {
@@ -34,7 +36,11 @@ int trainer_checkpoint_cmd(int argc, char **argv) {
         fprintf(stderr, "trainer checkpoint consolidate: %s\n", tr_error_msg());
         return 1;
     }
+    const char *base = strrchr(argv[1], '/');
+    base = base ? base + 1 : argv[1];
     if (strcmp(ck, argv[1]) == 0) printf("wrote %s from %s\n", argv[2], ck);
+    else if (strcmp(base, "best") == 0 || strcmp(base, "last") == 0)
+        printf("wrote %s from %s (which %s points at)\n", argv[2], ck, argv[1]);
     else printf("wrote %s from %s (the newest checkpoint in %s)\n", argv[2], ck, argv[1]);
     return 0;
 }

@@ -5,7 +5,8 @@
 #   with no validation split at all, eval without --split refuses and says --split train;
 # - data.val_params inherits data.params and a file given there is scored whole (csv; text in
 #   lm and classify modes), with the same numbers as scoring that file as the train split;
-# - csv `classes` (a count, or names that predict writes), labels outside them refused with
+# - csv `classes` (a count, or names that predict writes, in its rows and its prob_<name>
+#   columns, quoted per RFC 4180 when they hold a comma or a quote), labels outside them refused with
 #   file:line; the checkpoint keeps the classes: a file lacking the top class scores, and a
 #   config whose classes differ is refused naming both.
 # - a dataset plugin built for ABI 0.6 that errs for "no validation split" still trains
@@ -129,6 +130,9 @@ if o="$("$bin" run n.yaml 2>&1)"; then
     if awk -F, 'NR > 1 { n++; if ($2 !~ /^(cat|dog)$/ || $3 !~ /^(cat|dog|bird)$/) bad = 1 } END { exit bad || n != 9 }' np.csv; then
         ok "predict names the classes, 9 rows"
     else bad "predict with names" "$o" "$(head -3 np.csv)"; fi
+    h="$(head -1 np.csv)"
+    [ "$h" = "index,label,prediction,confidence,prob_cat,prob_dog,prob_bird" ] &&
+        ok "predict's header: a probability column per class, by name ($h)" || bad "predict's header with names" "$h"
     expect_fail "a checkpoint whose classes differ is refused naming both" "trained on 3 classes \[cat, dog, bird\].*\[dog, cat, bird\]" \
         "$bin" eval n.yaml --checkpoint runs/n/0 "data.params.classes=[dog, cat, bird]"
     expect_fail "a label not among the names is refused at its line" "named.csv:2: column 'label': 'cat' is not one of the 2 classes" \
@@ -146,6 +150,15 @@ expect_fail "a classes count other than the checkpoint's is refused naming both"
 # inferred classes: the checkpoint's 3 outputs score a file whose labels stop at 1
 o="$("$bin" predict c.yaml --checkpoint $ck --split train --output q.csv data.params.path=two.csv data.val_fraction=0 2>&1)"
 [ "$(($(wc -l <q.csv) - 1))" = 10 ] && ok "a file lacking the top class scores with the checkpoint's classes" || bad "two.csv as train" "$o"
+
+# class names CSV must quote (a comma, a quote): quoted per RFC 4180, in the prob_ columns too
+for i in 1 2 3 4; do printf 'plain\tx%s\na,b\ty%s\nsay "hi"\tz%s\n' $i $i $i; done >q.tsv
+if o="$("$bin" run tc.yaml run.name=q data.params.path=q.tsv data.val_fraction=0 trainer.max_steps=2 2>&1)" &&
+   o="$("$bin" predict tc.yaml --checkpoint runs/q/0 --split train --output qp.csv data.params.path=q.tsv data.val_fraction=0 2>&1)"; then
+    h="$(head -1 qp.csv)"; r="$(sed -n 3p qp.csv)"
+    [ "$h" = 'index,label,prediction,confidence,"prob_a,b",prob_plain,"prob_say ""hi"""' ] && [ "${r#1,\"a,b\",}" != "$r" ] &&
+        ok "class names with a comma or a quote are quoted: $h / $r" || bad "quoted class names" "$h" "$r"
+else bad "quoted class names: run or predict" "$(tail -3 <<<"$o")"; fi
 
 # ---- a dataset built for ABI 0.6 ----
 if [ -n "$plugdir" ] && [ -e "$plugdir/old_dataset" ]; then

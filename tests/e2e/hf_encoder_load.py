@@ -15,11 +15,20 @@ made here (Python's standard library only: no torch, no PyPI).
   in such a file is refused with file:line.
 - task classify trains (`trainer run`, a few steps on tests/data/tokdata/reviews.csv), logs the
   head as newly initialised, and its checkpoint keeps Hugging Face's names.
+- attention_probs_dropout_prob: out of range or not a number is refused naming it (and
+  hidden_dropout_prob); embeddings (eval mode) do not depend on it; in training it is applied
+  (hidden and classifier dropout 0: the losses of 0.5 differ from those of 0), reproducibly
+  (two runs give the same losses), and `dataparallel` over 2 replicas draws the masks `cpu`
+  draws (the same losses to 1e-5).
+- task pairs trains on scored pairs (the text dataset's mode pairs: the validation loss falls),
+  `trainer predict` writes index,score,similarity, dataparallel x3 trains with cpu's dropout
+  masks (the same losses), and training it on single texts is refused.
 """
 import glob
 import json
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -38,6 +47,7 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond:
         FAILS.append(what)
+    return cond
 
 
 def bf16(x):
@@ -129,7 +139,7 @@ def folder(base, name, w=None, dtype="F32", cfg=None, shards=0):
     return d
 
 
-def embed_cfg(base, model, name="embed"):
+def embed_cfg(base, model, name="embed", tokenizer=TOKENIZER, max_length=32):
     p = os.path.join(base, name + ".yaml")
     with open(p, "w") as f:
         f.write(f"""run:
@@ -143,10 +153,10 @@ data:
   name: csv
   params:
     path: {REVIEWS}
-    tokenizer: {TOKENIZER}
+    tokenizer: {tokenizer}
     text_column: text
     label_column: label
-    max_length: 32
+    max_length: {max_length}
   batch_size: 4
 trainer:
   strategy: cpu
@@ -159,14 +169,28 @@ def run(trainer, *args):
     return p.returncode, p.stdout
 
 
-def load_npy(path):
+def npy_floats(path):
+    """A float32 .npy's shape and its values, flat."""
     with open(path, "rb") as f:
         data = f.read()
     n = struct.unpack("<H", data[8:10])[0]
     hdr = data[10:10 + n].decode()
     shape = tuple(int(x) for x in hdr.split("(")[1].split(")")[0].split(",") if x.strip())
-    vals = struct.unpack(f"<{shape[0] * shape[1]}f", data[10 + n:])
+    return shape, struct.unpack(f"<{(len(data) - 10 - n) // 4}f", data[10 + n:])
+
+
+def load_npy(path):
+    """A 2-D float32 .npy's shape and rows."""
+    shape, vals = npy_floats(path)
     return shape, [vals[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])]
+
+
+def finish(base):
+    """The verdict: removes the scratch folder `base` when every check passed."""
+    if not FAILS:
+        shutil.rmtree(base)
+    print("PASS" if not FAILS else f"FAIL: {len(FAILS)} checks (files in {base})")
+    return 1 if FAILS else 0
 
 
 def main(trainer):
@@ -225,6 +249,18 @@ def main(trainer):
             cfg=config(position_embedding_type="relative_key"))
     refused("decoder", ["is_decoder"], w=w, cfg=config(is_decoder=True))
     refused("swish", ["hidden_act 'swish'"], w=w, cfg=config(hidden_act="swish"))
+    refused("attn_dropout_range", ["config.json: attention_probs_dropout_prob 1.5 is outside [0, 1)"], w=w,
+            cfg=config(attention_probs_dropout_prob=1.5))
+    refused("attn_dropout_string", ["config.json: attention_probs_dropout_prob must be a number in [0, 1)",
+                                    "got a string"], w=w, cfg=config(attention_probs_dropout_prob="0.1"))
+    refused("hidden_dropout_range", ["config.json: hidden_dropout_prob -0.1 is outside [0, 1)"], w=w,
+            cfg=config(hidden_dropout_prob=-0.1))
+
+    # attention_probs_dropout_prob: no effect on embeddings (eval mode)
+    o = os.path.join(base, "attn0.npy")
+    rc, out = embed(folder(base, "attn0", w, cfg=config(attention_probs_dropout_prob=0.0)), o)
+    check(rc == 0 and open(o, "rb").read() == refb,
+          f"embeddings with attention_probs_dropout_prob 0 and 0.1 are the same (rc {rc})")
 
     # pooling and normalize
     model = os.path.join(base, "f32")
@@ -277,10 +313,71 @@ def main(trainer):
             names += f.read(n).decode()
     check("encoder.layer.1.attention.self.query.weight" in names and '"classifier.weight"' in names,
           f"classify checkpoint keeps Hugging Face's names ({len(cks)} files)")
-    if not FAILS:
-        shutil.rmtree(base)
-    print("PASS" if not FAILS else f"FAIL: {len(FAILS)} checks (files in {base})")
-    return 1 if FAILS else 0
+    # attention_probs_dropout_prob in training: applied, reproducible, the same masks on dataparallel
+    def losses(name, p, *extra):
+        m = folder(base, name, w, cfg=config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=p,
+                                                 classifier_dropout=0.0))
+        rc, out = run(trainer, "run", embed_cfg(base, m, name), "model.params.task=classify", "trainer.max_steps=4",
+                      "trainer.log_every=1", "data.val_fraction=0", "optimizer.name=adamw", "optimizer.lr=0.001",
+                      "data.shuffle=false", *extra)
+        check(rc == 0, f"{name}: trains (rc {rc}) {out.strip()[-400:] if rc else ''}")
+        got = []
+        for f in glob.glob(os.path.join(base, "runs", name, "*", "metrics.jsonl")):
+            with open(f) as fh:
+                got += [json.loads(ln)["loss"] for ln in fh if '"lr"' in ln and '"loss"' in ln]
+        return got
+    l0, l5, l5b = losses("attn_p0", 0.0), losses("attn_p5", 0.5), losses("attn_p5b", 0.5)
+    l5dp = losses("attn_p5dp", 0.5, "trainer.strategy=dataparallel", "trainer.devices=2")
+    check(len(l0) == 4 and len(l5) == 4 and l0 != l5,
+          f"attention_probs_dropout_prob 0.5 changes the training losses ({l0} vs {l5})")
+    check(l5 == l5b, f"attention dropout is reproducible ({l5} vs {l5b})")
+    worst = max((abs(a - b) / abs(b) for a, b in zip(l5dp, l5)), default=1.0)
+    check(len(l5dp) == 4 and worst <= 1e-5,
+          f"dataparallel x2 draws cpu's attention dropout masks: losses within {worst:.2g} (tol 1e-5)")
+    # task pairs: trains on scored pairs (text mode pairs), predict scores them; single texts refused
+    rng = random.Random(3)
+    words = "the movie was great terrible plot and bad acting I liked it fine".split()
+    pairs_tsv = os.path.join(base, "scored.tsv")
+    with open(pairs_tsv, "w") as f:
+        for i in range(40):
+            a = " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
+            b = a if i % 2 else " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
+            f.write(f"{i % 2}\t{a}\t{b}\n")
+    pcfg = os.path.join(base, "pairs_task.yaml")
+    with open(pcfg, "w") as f:
+        f.write(f"""run: {{name: pairs, output_dir: {base}/runs, seed: 1}}
+model: {{name: hf_encoder, params: {{pretrained: {model}, task: pairs, pooling: mean, normalize: "true"}}}}
+data: {{name: text, params: {{path: {pairs_tsv}, mode: pairs, tokenizer: {model}, max_length: 16, padding: longest}},
+       batch_size: 8, val_fraction: 0.2}}
+optimizer: {{name: adamw, lr: 0.003}}
+trainer: {{max_epochs: 3, log_every: 4, progress: lines}}
+""")
+    rc, out = run(trainer, "run", pcfg)
+    vl = [float(v) for v in re.findall(r"val loss ([0-9.]+)", out)]
+    check(rc == 0 and len(vl) == 3 and vl[-1] < vl[0],
+          f"task pairs trains on scored pairs: val loss {' -> '.join(f'{v:.4f}' for v in vl)} (rc {rc}) "
+          f"{out.strip()[-300:] if rc else ''}")
+    preds = os.path.join(base, "pairs_pred.csv")
+    rc, out = run(trainer, "predict", pcfg, "--checkpoint", os.path.join(base, "runs", "pairs", "0"), "--output", preds)
+    rows = open(preds).read().split() if rc == 0 else []
+    check(rc == 0 and rows[0] == "index,score,similarity" and len(rows) == 9 and
+          all(-1 <= float(r.split(",")[2]) <= 1 for r in rows[1:]),
+          f"task pairs: predict writes index,score,similarity for the 8 validation pairs (rc {rc})")
+    def pair_losses(name, *extra):  # hidden and attention dropout 0.1 (the folder's config.json)
+        rc, out = run(trainer, "run", pcfg, f"run.name={name}", "trainer.max_steps=4", "trainer.log_every=1",
+                      "data.shuffle=false", *extra)
+        if rc != 0:
+            return []
+        with open(os.path.join(base, "runs", name, "0", "metrics.jsonl")) as fh:
+            return [json.loads(ln)["loss"] for ln in fh if '"lr"' in ln and '"loss"' in ln]
+    one, three = pair_losses("pairs_cpu"), pair_losses("pairs_dp3", "trainer.strategy=dataparallel", "trainer.devices=3")
+    worst = max((abs(a - b) / abs(b) for a, b in zip(three, one)), default=1.0)
+    check(len(one) == len(three) == 4 and worst <= 1e-5,
+          f"task pairs with dropout: dataparallel x3 draws cpu's masks for each text (losses {one}, within {worst:.2g})")
+    rc, out = run(trainer, "run", cfg, "model.params.task=pairs", "trainer.max_steps=1", "data.val_fraction=0")
+    check(rc != 0 and "task pairs trains on scored text pairs" in out and "the dataset gives single texts" in out,
+          f"refused: task pairs on single texts: {out.strip().splitlines()[-1] if out.strip() else ''}")
+    return finish(base)
 
 
 if __name__ == "__main__":

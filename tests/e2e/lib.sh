@@ -127,3 +127,11 @@ gpu_count() { "$1" devices 2>/dev/null | awk '$1 == "gpu" {n = $2} END {print n 
 # cmp_runs RUN_A RUN_B [--tol T] [--weights-only]: compare_runs.py on two runs (exit 0 when
 # within tol; prints the differences).
 cmp_runs() { "${py:-/usr/bin/python3}" "$(dirname "${BASH_SOURCE[0]}")/compare_runs.py" "$@"; }
+
+# run_config CONFIG OUTPUT_DIR LOG [overrides...]: `trainer run CONFIG` ($bin) into OUTPUT_DIR,
+# its output in LOG, at most 120 s; the exit status in $rc.
+run_config() {
+    local cfg="$1" out="$2" log="$3"; shift 3
+    timeout 120 "$bin" run "$cfg" "run.output_dir=$out" "$@" >"$log" 2>&1
+    rc=$?
+}

@@ -1,6 +1,7 @@
 """PyTorch reads what `trainer` writes: a checkpoint's safetensors files load into a torch MLP
 (through the `safetensors` package when installed, else a reader of the published format) and
-reproduce `trainer predict`'s outputs, for a classifier and for a regressor on CSV data.
+reproduce `trainer predict`'s outputs, for a classifier (its class, confidence and per-class
+probabilities: torch.softmax of the logits) and for a regressor on CSV data.
 
 usage: safetensors_torch.py TRAINER_BIN      (exit 0 when every check passes)
 """
@@ -116,14 +117,25 @@ trainer: {{max_epochs: 3, log_every: 1000, progress: lines}}
         labels = torch.tensor([float(r["label_0"]) for r in rows])
         assert (labels - torch.tensor(y[500:], dtype=torch.float32)).abs().max() < 1e-5
     else:
-        prob = torch.softmax(out, dim=1)
+        header = next(csv.reader(open(f"{tmp}/preds.csv")))
+        assert header == ["index", "label", "prediction", "confidence", "prob_0", "prob_1", "prob_2"], header
+        prob = torch.softmax(out.double(), dim=1)
         conf, pred = prob.max(dim=1)
         got_pred = torch.tensor([int(r["prediction"]) for r in rows])
-        got_conf = torch.tensor([float(r["confidence"]) for r in rows])
+        got_conf = torch.tensor([float(r["confidence"]) for r in rows], dtype=torch.float64)
+        got_prob = torch.tensor([[float(r[f"prob_{c}"]) for c in range(3)] for r in rows], dtype=torch.float64)
         err = (got_conf - conf).abs().max().item()
         assert err < 1e-5, f"confidences differ by {err}"
+        err_p = (got_prob - prob).abs().max().item()
+        assert err_p < 1e-5, f"class probabilities differ from torch.softmax of the logits by {err_p}"
+        sums = (got_prob.sum(1) - 1).abs().max().item()
+        assert sums < 1e-6, f"class probabilities sum to 1 within {sums}"
+        assert bool((got_prob.argmax(1) == got_pred).all()), "the most probable class is not the prediction"
+        assert (got_prob.max(1).values - got_conf).abs().max().item() < 1e-7, "confidence is not the top probability"
         assert bool((got_pred == pred).all()), "predicted classes differ"
         assert [int(r["label"]) for r in rows] == [int(v) for v in y[500:]]
+        print(f"ok   classification: prob_0..prob_2 equal torch.softmax of the torch forward's logits within "
+              f"{err_p:.2g}; rows sum to 1 within {sums:.2g}; their argmax is the prediction")
     print(f"ok   {kind}: PyTorch loads the checkpoint ({len(params)} tensors, optimizer steps {ometa['steps']}) "
           f"and matches trainer predict within {err:.2g}")
 

@@ -74,7 +74,12 @@ static void same_settings(const job_settings *a, const job_settings *b) {
                a->max_restarts == b->max_restarts && a->accelerator == b->accelerator &&
                a->devices_asked == b->devices_asked && a->n_device_ids == b->n_device_ids &&
                memcmp(a->device_ids, b->device_ids, sizeof a->device_ids) == 0 && a->ck_epochs == b->ck_epochs &&
-               a->ck_steps == b->ck_steps && a->keep_last == b->keep_last && a->resume == b->resume;
+               a->ck_steps == b->ck_steps && a->keep_last == b->keep_last && a->resume == b->resume &&
+               a->ck_monitor.metric == b->ck_monitor.metric && a->ck_monitor.mode == b->ck_monitor.mode &&
+               a->save_top_k == b->save_top_k && a->save_last == b->save_last &&
+               a->es_monitor.metric == b->es_monitor.metric && a->es_monitor.mode == b->es_monitor.mode &&
+               a->es_patience == b->es_patience && a->es_min_delta == b->es_min_delta &&
+               !a->init_from == !b->init_from && (!a->init_from || strcmp(a->init_from, b->init_from) == 0);
     if (!same) fuzz_fail("the settings read from the resolved config differ from the run's");
 }
 

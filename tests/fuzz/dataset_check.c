@@ -1,7 +1,8 @@
 /* Dataset plugins under the fuzzer (fuzz.h): an input becomes the plugin's options and memory
  * files, the plugin's create() reads them as in a job, and an accepted dataset must keep every
- * promise of its spec (tr_data_spec, trainer/model.h) for every sample the loader may ask for.
- * Limits: at most the first and last 256 samples are read. */
+ * promise of its spec (tr_data_spec, trainer/model.h) for every sample the loader may ask for
+ * (a split without labels, labelled() 0, for its x only). Limits: at most the first and last
+ * 256 samples are read. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ static void check_spec(const tr_data_spec *d, const char *name) {
     if (d->x_dtype == TR_I32 && d->vocab < 1) fuzz_fail("%s: token inputs without a vocabulary", name);
 }
 
+/* y NULL: the split has no labels. */
 static void check_sample(const tr_data_spec *d, const void *x, const void *y, int64_t i, const char *name) {
     for (int64_t k = 0; k < d->x_numel; k++) {
         if (d->x_dtype == TR_F32 && !isfinite(((const float *)x)[k]))
@@ -52,7 +54,7 @@ static void check_sample(const tr_data_spec *d, const void *x, const void *y, in
             fuzz_fail("%s: sample %lld: token x[%lld] = %d outside the vocabulary of %lld or padding not at the end", name,
                       (long long)i, (long long)k, id, (long long)d->vocab);
     }
-    for (int64_t k = 0; k < d->y_numel; k++) {
+    for (int64_t k = 0; y && k < d->y_numel; k++) {
         if (d->y_dtype == TR_F32 && !isfinite(((const float *)y)[k]))
             fuzz_fail("%s: sample %lld: y[%lld] = %g", name, (long long)i, (long long)k, ((const float *)y)[k]);
         if (d->y_dtype == TR_I32 && d->task != TR_TASK_REGRESS &&
@@ -73,11 +75,12 @@ void fuzz_check_dataset(const tr_dataset_ops *ops, void *ds, const char *name) {
     void *x = malloc((size_t)d.x_numel * tr_dtype_size(d.x_dtype));
     void *y = malloc((size_t)d.y_numel * tr_dtype_size(d.y_dtype));
     if (!x || !y) fuzz_fail("%s: out of memory for one sample", name);
+    int labelled = !ops->labelled || ops->labelled(ds);
     for (int64_t i = 0; i < n; i++) {
         if (i == SAMPLES_READ && n > 2 * SAMPLES_READ) i = n - SAMPLES_READ;
         tr_error_clear();
         if (ops->get(ds, i, x, y) != TR_OK) fuzz_fail("%s: sample %lld of %lld refused: %s", name, (long long)i, (long long)n, tr_error_msg());
-        check_sample(&d, x, y, i, name);
+        check_sample(&d, x, labelled ? y : NULL, i, name);
     }
     if (ops->get(ds, n, x, y) == TR_OK || ops->get(ds, -1, x, NULL) == TR_OK)
         fuzz_fail("%s: a sample outside [0, %lld) was served", name, (long long)n);
@@ -85,7 +88,7 @@ void fuzz_check_dataset(const tr_dataset_ops *ops, void *ds, const char *name) {
     free(y);
 }
 
-/* Splits OPTIONS into words; split= and val_fraction= go to the environment. */
+/* Splits OPTIONS into words; split=, val_fraction= and labels_optional= go to the environment. */
 static int read_options(char *text, const char **kv, tr_dataset_env *env, const char *const *file_keys) {
     int n = 0;
     for (char *save = NULL, *w = strtok_r(text, " \t\r\n", &save); w; w = strtok_r(NULL, " \t\r\n", &save)) {
@@ -94,6 +97,8 @@ static int read_options(char *text, const char **kv, tr_dataset_env *env, const 
         } else if (strncmp(w, "val_fraction=", 13) == 0) {
             double f = atof(w + 13);
             env->val_fraction = f >= 0 && f <= 0.9 ? f : 0.1; /* the range job.c allows */
+        } else if (strncmp(w, "labels_optional=", 16) == 0) {
+            env->labels_optional = atoi(w + 16) != 0;
         } else if (n < MAX_WORDS) {
             int is_file = 0; /* the harness names the files */
             for (const char *const *k = file_keys; *k; k++)

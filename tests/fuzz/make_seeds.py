@@ -70,6 +70,7 @@ trainer:
   grad_accum: 2
   grad_clip: 1.0
   log_every: 1
+  loggers: [jsonl, tensorboard, csv]
   val_every_n_steps: 0
   threads: 1
   strategy: auto
@@ -86,6 +87,9 @@ plugins: [../plugins]
     write("config", "scalars.yaml", "run:\n  name: \"tab\\there \\u0085 \\x01\"\n  output_dir: 'it''s'\n"
                                     "model:\n  name: |\n    block\n    literal\n  params: ~\n"
                                     "data: {name: null, batch_size: \"64\"}\n")
+    write("config", "monitor.yaml", "model: {name: mlp, init_from: runs/x/0/best}\n"
+                                    "trainer: {early_stopping: {monitor: val_loss, mode: min, patience: 2, min_delta: 0.01}}\n"
+                                    "checkpoint: {monitor: val_accuracy, save_top_k: -1, save_last: true}\n")
     write("config", "unknown_key.yaml", "trainer:\n  max_epoch: 3\n")
     write("config", "bad_range.yaml", "data:\n  batch_size: 0\n")
     write("config", "anchor.yaml", "run: &a {name: x}\nmodel: *a\n")
@@ -122,6 +126,7 @@ def csv():
                                            "1,2,0\n3,4,1\n5,6,1\n7,8,0\r\n"))
     write("csv", "regress_val_path", parts("task=regress normalize=none label=y", "a,b,y\n1,2,0.5\n3,4,-1.5\n",
                                            "a,b,y\n5,6,2.25\n"))
+    write("csv", "val_path_unlabelled", parts("split=val labels_optional=1", "a,b,label\n1,2,0\n3,4,1\n", "a,b\n5,6\n7,8\n"))
     write("csv", "gzip", parts("label=label", gz(table.encode())))
     write("csv", "bad_cell", parts("", "a,label\n1,0\nx,1\n"))
 

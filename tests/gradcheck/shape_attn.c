@@ -1,6 +1,7 @@
 /* Finite-difference gradient checks: matmul, embedding, attention and the shape ops
  * (reshape/flatten views, transpose, permute, concat, slice); padding (ids -1, key padding
- * masks, the masked mean). */
+ * masks, the masked mean); dropout on the attention probabilities (a fixed mask: gradcheck
+ * resets the graph to the same seed, step and call before each evaluation). */
 #include "check.h"
 #include "gradcheck.h"
 #include "trainer/ops.h"
@@ -42,6 +43,25 @@ static tr_tensor *attention_masked(tr_graph *g, tr_tensor **in, void *ctx) {
 static tr_tensor *attention_qkv_masked(tr_graph *g, tr_tensor **in, void *ctx) {
     const attn_args *a = ctx;
     return tr_attention_qkv_masked(g, in[0], in[1], a->n_head, a->causal);
+}
+/* Attention with dropout p on its probabilities: q, k, v (self: input 0 three times) and the
+ * key padding mask (input 3 when `masked`); the fused form with `also` as attention_qkv. */
+typedef struct drop_args {
+    int n_head, causal, self, masked, also;
+    double p;
+} drop_args;
+static tr_tensor *attention_dropout(tr_graph *g, tr_tensor **in, void *ctx) {
+    const drop_args *a = ctx;
+    if (a->self) return tr_attention_dropout(g, in[0], in[0], in[0], NULL, a->n_head, a->causal, a->p);
+    return tr_attention_dropout(g, in[0], in[1], in[2], a->masked ? in[3] : NULL, a->n_head, a->causal, a->p);
+}
+static tr_tensor *attention_qkv_dropout(tr_graph *g, tr_tensor **in, void *ctx) {
+    const drop_args *a = ctx;
+    int64_t C = in[0]->shape[2] / 3;
+    tr_tensor *before = a->also == 2 ? tr_slice(g, in[0], 2, 0, C) : NULL;
+    tr_tensor *y = tr_attention_qkv_dropout(g, in[0], a->masked ? in[1] : NULL, a->n_head, a->causal, a->p);
+    if (a->also == 1) return tr_mul(g, y, tr_slice(g, in[0], 2, 0, C));
+    return before ? tr_mul(g, before, y) : y;
 }
 /* The masked mean of a masked attention's output, the mask made from ids (input 1). */
 static tr_tensor *mean_masked(tr_graph *g, tr_tensor **in, void *ctx) {
@@ -146,6 +166,42 @@ int main(void) {
     for (size_t i = 0; i < sizeof qa / sizeof qa[0]; i++) {
         gc_input a[1] = {GC_F64(3, qa[i].B, qa[i].T, 3 * qa[i].C)};
         gradcheck(qa[i].name, attention_qkv, (void *)&qa[i].a, 1, a, tol);
+    }
+
+    /* dropout on the probabilities: n_head, causal, self, masked, also, p */
+    static const struct {
+        const char *name;
+        drop_args a;
+        int B, T, S, C;
+    } ad[] = {
+        {"attention_dropout", {2, 0, 0, 0, 0, 0.5}, 2, 4, 4, 6},
+        {"attention_dropout_cross", {1, 0, 0, 0, 0, 0.4}, 1, 3, 5, 4},
+        {"attention_dropout_causal_cross", {2, 1, 0, 0, 0, 0.3}, 1, 5, 3, 4},
+        {"attention_dropout_self", {2, 1, 1, 0, 0, 0.5}, 2, 4, 4, 4},
+        {"attention_dropout_masked", {2, 0, 0, 1, 0, 0.5}, 3, 4, 5, 4},
+        {"attention_dropout_masked_causal", {2, 1, 0, 1, 0, 0.3}, 3, 5, 5, 4},
+    };
+    for (size_t i = 0; i < sizeof ad / sizeof ad[0]; i++) {
+        gc_input a[4] = {GC_F64(3, ad[i].B, ad[i].T, ad[i].C), GC_F64(3, ad[i].B, ad[i].S, ad[i].C),
+                         GC_F64(3, ad[i].B, ad[i].S, ad[i].C),
+                         {.dtype = TR_I32, .ndim = 2, .shape = {3, 5}, .ivalues = kmask}};
+        gradcheck(ad[i].name, attention_dropout, (void *)&ad[i].a, ad[i].a.self ? 1 : ad[i].a.masked ? 4 : 3, a,
+                  tol);
+    }
+    static const struct {
+        const char *name;
+        drop_args a;
+        int B, T, C;
+    } qd[] = {
+        {"attention_qkv_dropout", {2, 0, 0, 0, 0, 0.5}, 2, 4, 6},
+        {"attention_qkv_dropout_causal_adds", {2, 1, 0, 0, 1, 0.3}, 2, 3, 4},
+        {"attention_qkv_dropout_writes", {1, 0, 0, 0, 2, 0.5}, 2, 3, 4},
+        {"attention_qkv_dropout_masked_causal", {2, 1, 0, 1, 0, 0.4}, 3, 5, 4},
+    };
+    for (size_t i = 0; i < sizeof qd / sizeof qd[0]; i++) {
+        gc_input a[2] = {GC_F64(3, qd[i].B, qd[i].T, 3 * qd[i].C),
+                         {.dtype = TR_I32, .ndim = 2, .shape = {3, 5}, .ivalues = kmask}};
+        gradcheck(qd[i].name, attention_qkv_dropout, (void *)&qd[i].a, qd[i].a.masked ? 2 : 1, a, tol);
     }
 
     gc_input v[1] = {GC_F64(2, 6, 4)};

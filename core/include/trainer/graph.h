@@ -67,6 +67,11 @@ int tr_graph_grad_enabled(const tr_graph *g);
  * stream tr_rng_stream(DROPOUT, step, call), so it does not depend on how a global batch is
  * split. `sample_base` is the global index of this batch's first sample. */
 void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample_base);
+/* ABI 0.11: the ops' dim 0 holds `rows` rows per sample (a pair model encodes sample s's two
+ * texts as rows 2s and 2s + 1), until the next tr_graph_set_rng or tr_graph_reset (then 1):
+ * dropout draws row r of the batch as row sample_base * rows + r of the global batch, so the
+ * masks still do not depend on how a global batch is split. rows >= 1. */
+void tr_graph_set_rows_per_sample(tr_graph *g, uint64_t rows);
 
 /* The parameters this graph's ops may use; tr_backward then also signals parameters that
  * the step never used (their gradient is final as it is). Borrowed. The graph keeps use
@@ -111,6 +116,12 @@ tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *
  * targets. */
 #define TR_GRAPH_HOST_COPIES 8
 tr_tensor *tr_graph_input_from(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape);
+/* ABI 0.12. t's values in host memory when they are there without a wait: a host tensor's own
+ * data, a device tensor's host copy that tr_graph_input_from keeps (a batch's inputs); else
+ * NULL. A model derives host-side inputs from a batch's token ids with it (hf_encoder's token
+ * types and positions) and passes them in with tr_graph_input_from, on the CPU as on a device.
+ * Valid until the next reset; never write through it. */
+const void *tr_graph_host_values(const tr_graph *g, const tr_tensor *t);
 /* A tensor in the arena viewing borrowed `data` (no copy, no gradient): e.g. a loader's batch
  * buffer, which must stay valid and unchanged until the next reset. */
 tr_tensor *tr_graph_view(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape);

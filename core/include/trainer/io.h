@@ -1,4 +1,5 @@
-/* File helpers for plugins and the core: paths relative to a config, whole-file reads.
+/* File helpers for plugins and the core: paths relative to a config, whole-file reads and
+ * writes.
  *
  *   char path[4096];
  *   tr_path_resolve(path, sizeof path, env->base_dir, tr_options_string(o, "path"));
@@ -30,6 +31,10 @@ tr_status tr_mkdirs(const char *dir);
  * decompressed when it is gzip. A missing file, a read error and a truncated or corrupt
  * gzip stream are errors naming the file. */
 tr_status tr_file_read(const char *path, char **data, size_t *len);
+
+/* Writes len bytes as the file `path`, through a temporary file beside it renamed into place:
+ * a failure (naming the file and why) leaves what was at `path` as it was. */
+tr_status tr_file_write(const char *path, const void *data, size_t len);
 
 #ifdef __cplusplus
 }

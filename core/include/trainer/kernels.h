@@ -52,6 +52,16 @@ typedef struct tr_permute_dims {
     int64_t stride[TR_MAX_DIMS];
 } tr_permute_dims;
 
+/* Dropout on attention probabilities (ABI 0.11): element i of att (B, NH, T, S) is kept when
+ * element first + i of the counter-based stream (seed, stream) is, by dropout_forward's rule
+ * (Philox block (first + i) / 4, lane (first + i) % 4, kept when its value >> 8 is >= thr);
+ * kept probabilities are multiplied by scale = 1 / (1 - p). */
+typedef struct tr_dropout_draw {
+    uint64_t seed, stream, first;
+    uint32_t thr;
+    double scale;
+} tr_dropout_draw;
+
 typedef struct tr_kernels {
     size_t size; /* sizeof the plugin's table */
 
@@ -296,6 +306,26 @@ typedef struct tr_kernels {
     void (*attention_qkv_mask_forward)(float *out, float *att, const float *qkv,
                                        const int32_t *mask, int64_t B, int64_t T, int64_t C,
                                        int64_t NH, int causal);
+
+    /* ---- dropout on the attention probabilities (ABI 0.11; d: host memory) ---- */
+    /* The four attention forwards in one, with dropout: q, k and v rows ld apart (C for tensors
+     * of their own; 3C for the column blocks qkv, qkv + C, qkv + 2C of one fused projection),
+     * mask (B, S) a key padding mask or NULL (none). att (B, NH, T, S) gets the probabilities
+     * as attention_mask_forward writes them (before dropout), keep (B, NH, T, S) one byte per
+     * probability, 1 where d keeps it, and out (B, T, C) = (att * keep * d->scale) v. work:
+     * attention_work(B, T, S, C, NH) bytes. */
+    void (*attention_dropout_forward)(float *out, float *att, uint8_t *keep, void *work, const float *q,
+                                      const float *k, const float *v, const int32_t *mask,
+                                      const tr_dropout_draw *d, int64_t ld, int64_t B, int64_t T, int64_t S,
+                                      int64_t C, int64_t NH, int causal);
+    /* Its backward through att * keep * scale: dq, dk, dv (each may be NULL; rows ld apart, so
+     * the three blocks of a fused projection's gradient) = (acc 0) or += (acc 1). work as
+     * above. NULL (either entry): attention with dropout is refused on the device, naming
+     * the op. */
+    void (*attention_dropout_backward)(float *dq, float *dk, float *dv, void *work, const float *dout,
+                                       const float *att, const uint8_t *keep, double scale, const float *q,
+                                       const float *k, const float *v, int64_t ld, int64_t B, int64_t T,
+                                       int64_t S, int64_t C, int64_t NH, int acc);
 } tr_kernels;
 
 /* Whether a kernel table k knows the padding contract of ABI 0.9 (see attention_mask_forward). */

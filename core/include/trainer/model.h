@@ -78,6 +78,18 @@ typedef struct tr_model_out {
     tr_tensor *embedding; /* (B, E) pooled embedding, when the model provides one */
 } tr_model_out;
 
+/* What `trainer export` asks of a model (ABI 0.11): the core allocates it and may append
+ * fields (docs/abi.md). Every pointer is borrowed for the call. */
+typedef struct tr_model_export {
+    const char *format;              /* "hf": a Hugging Face model folder */
+    const char *dir;                 /* the folder to write into: made empty by the core, which
+                                      * renames it into place after TR_OK and removes it after an
+                                      * error (so write nothing elsewhere) */
+    int64_t n_classes;               /* classification: the run's classes; 0 otherwise */
+    const char *const *class_names;  /* (n_classes) their names, or NULL: integer labels */
+    const char *tokenizer;           /* the run's data.params.tokenizer (absolute), or NULL */
+} tr_model_export;
+
 typedef struct tr_model_ops {
     /* Registers parameters and buffers in P (not finalized) and makes *ctx. */
     tr_status (*create)(void **ctx, const tr_options *opts, const tr_data_spec *data,
@@ -86,6 +98,11 @@ typedef struct tr_model_ops {
     /* Records the forward pass on g (training mode is tr_graph_training(g)); fills out. */
     tr_status (*forward)(void *ctx, tr_graph *g, tr_params *P, const tr_batch *batch,
                          tr_model_out *out);
+    /* ABI 0.11, optional (NULL: the model cannot be exported; `trainer export` refuses it by
+     * name). Writes the model with the weights in P (a checkpoint's, on the host) in
+     * env->format into env->dir; a format it does not write is TR_ERR_UNSUPPORTED naming it.
+     * Every failure names the file. */
+    tr_status (*export_to)(void *ctx, tr_params *P, const tr_model_export *env);
 } tr_model_ops;
 
 typedef enum tr_split { TR_SPLIT_TRAIN = 0, TR_SPLIT_VAL = 1 } tr_split;
@@ -100,6 +117,11 @@ typedef struct tr_dataset_env {
      * differs from the train split's is a validation file, scored whole; statistics and class
      * ids come from the train split's file. NULL otherwise. */
     const tr_options *train_opts;
+    /* ABI 0.12: 1 when the split is read for `trainer predict`, which takes data without
+     * labels: a file that has none (a CSV without the label column, text lines without a
+     * label) may then be loaded, its samples' features alone, and `labelled` says so. 0 (run,
+     * eval, and a core built for an older minor): labels are required, as before. */
+    int labels_optional;
 } tr_dataset_env;
 
 /* The validation split (ABI 0.7): a dataset whose options give it none (nothing held out, no
@@ -121,6 +143,10 @@ typedef struct tr_dataset_ops {
      * integer labels found in the data. Named classes are saved with checkpoints and must be
      * the same, in the same order, when one is evaluated; `predict` writes the names. */
     const char *(*class_name)(void *ctx, int64_t id);
+    /* ABI 0.12, optional: 0 when this split was loaded without labels (only ever under
+     * env->labels_optional): get then writes no y (the core reads none; the classes are the
+     * train split's, or the checkpoint's). NULL, or any other value: the split has labels. */
+    int (*labelled)(void *ctx);
 } tr_dataset_ops;
 
 #ifdef __cplusplus

@@ -131,6 +131,20 @@ tr_tensor *tr_attention_masked(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tenso
                                tr_tensor *mask, int n_head, int causal);
 tr_tensor *tr_attention_qkv_masked(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head,
                                    int causal);
+/* tr_attention_masked and tr_attention_qkv_masked (mask NULL: no key padding) with dropout on
+ * the attention probabilities: in training mode each probability is zeroed with probability
+ * p and the others scaled by 1/(1-p) before they weight v (Hugging Face's
+ * attention_probs_dropout_prob, torch's MultiheadAttention dropout). The mask is tr_dropout's
+ * of the probabilities (B, n_head, T, S), sample dim 0: probability (b, h, t, s) is kept when
+ * tr_rng_uniform(seed, stream, (sample_base + b) * n_head * T * S + (h * T + t) * S + s) >= p,
+ * the stream that of the step's next dropout call (graph.h's tr_graph_set_rng), so a sample's
+ * mask does not depend on how the batch is split. In eval mode, or with p == 0, they are
+ * tr_attention_masked and tr_attention_qkv_masked, bit for bit and at their speed, and draw
+ * no randomness. p outside [0, 1) is an error. Memory: one byte per probability more. */
+tr_tensor *tr_attention_dropout(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v,
+                                tr_tensor *mask, int n_head, int causal, double p);
+tr_tensor *tr_attention_qkv_dropout(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head,
+                                    int causal, double p);
 
 /* ---- shape ---- */
 

@@ -53,6 +53,22 @@ tr_status tr_params_add(tr_params *P, const char *name, int ndim, const int64_t 
  * live until finalize returns. */
 typedef tr_status (*tr_params_fill_fn)(void *ctx, int index, float *data, size_t numel);
 tr_status tr_params_set_fill(tr_params *P, int index, tr_params_fill_fn fill, void *ctx);
+/* ABI 0.12. A file the model is rebuilt from, kept with its weights: every checkpoint saved
+ * from P holds `name` (a plain file name, e.g. "config.json") with these `size` bytes (copied;
+ * the same name again replaces them). A model whose shapes come from a file (hf_encoder's
+ * config.json) so never needs the original again: a resumed run builds it from the
+ * checkpoint's copy (tr_params_restore). At most 16 files of 16 MiB. Views
+ * (tr_params_clone_view) carry none. */
+tr_status tr_params_add_file(tr_params *P, const char *name, const void *data, size_t size);
+int tr_params_file_count(const tr_params *P);
+/* File i's name (NULL when out of range), its bytes in *data and *size (borrowed from P). */
+const char *tr_params_file(const tr_params *P, int i, const void **data, size_t *size);
+/* ABI 0.12. The checkpoint folder a resumed run loads into P after finalize, set by the core
+ * before the model's create (the path is copied; NULL: none, P keeps its initial values). A
+ * model then needs no initial values (fills, files read for them): the checkpoint's replace
+ * them; the files it added to P (tr_params_add_file) are in that folder. */
+tr_status tr_params_set_restore(tr_params *P, const char *checkpoint);
+const char *tr_params_restore(const tr_params *P);
 /* Registers a non-trainable buffer; its tensor has param = -1 and no grad. */
 tr_status tr_params_add_buffer(tr_params *P, const char *name, int ndim, const int64_t *shape,
                                tr_init init, double init_arg, int *index);

@@ -35,7 +35,7 @@ typedef struct tr_strategy_memory tr_strategy_memory;
 
 typedef struct tr_replica {
     void *model;               /* the model plugin's ctx */
-    const tr_model_ops *ops;   /* borrowed from the plugin */
+    const tr_model_ops *ops;   /* borrowed from the factory: the plugin's table, zero-extended */
     tr_params *P;              /* owned: parameters, gradients, buffers */
     tr_graph *g;               /* owned: the eager tape, reset every forward */
     tr_data_spec spec;
@@ -49,11 +49,17 @@ typedef struct tr_replica {
     tr_tensor h_t[3];
 } tr_replica;
 
-/* model and opts are borrowed and must outlive the factory. */
+/* model and opts are borrowed and must outlive the factory, which must outlive its replicas
+ * (they use its copy of the model's ops table). A model table shorter than its first version,
+ * or without create, destroy or forward, is refused naming the plugin. */
 tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model,
                                   const tr_options *opts, const tr_data_spec *spec,
                                   uint64_t seed);
 void tr_model_factory_destroy(tr_model_factory *f);
+/* ABI 0.12. Replicas made from now on are for a run resumed from that checkpoint folder
+ * (copied; NULL: none): their registries say so (tr_params_restore) before the model's
+ * create, so that a model built from files rebuilds itself from the checkpoint's. */
+tr_status tr_model_factory_set_restore(tr_model_factory *f, const char *checkpoint);
 const tr_data_spec *tr_model_factory_spec(const tr_model_factory *f);
 
 /* A new replica with parameters initialised from the seed (identical for every replica). */

@@ -1,4 +1,4 @@
-/* `trainer run`, `eval` and `predict`: jobs from a YAML config.
+/* `trainer run`, `eval`, `predict`, `embed`, `export` and `generate`: jobs from a YAML config.
  *
  *   const char *overrides[] = {"trainer.max_epochs=3", "optimizer.lr=3e-4"};
  *   tr_run_result r;
@@ -9,10 +9,12 @@
  * it names, trains, validates every epoch (or every trainer.val_every_n_steps) and writes
  * runs/<name>/<version>/ with the resolved config.yaml, metrics.jsonl, log.txt and
  * checkpoints/. Eval and predict build the same job without training and load the weights of
- * a checkpoint. See docs/config.md for every key. */
+ * a checkpoint; export builds the model from a run's config.yaml and writes a checkpoint's
+ * weights in another framework's format. See docs/config.md for every key. */
 #ifndef TRAINER_RUN_H
 #define TRAINER_RUN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "trainer/status.h"
@@ -92,19 +94,30 @@ typedef struct tr_eval_result {
     double loss;             /* mean per sample (per token for LMs) */
     double accuracy;         /* classification, LM next-token; NAN for regression */
     double perplexity;       /* LMs; NAN otherwise */
+    /* Classification: scikit-learn's scores with zero_division 0 (macro: over the classes
+     * among the labels or the predictions; weighted: by support); NAN otherwise. */
+    double precision_macro, recall_macro, f1_macro;
+    double precision_weighted, recall_weighted, f1_weighted;
+    double mae, rmse, r2;    /* regression, each the mean over the targets; NAN otherwise */
+    int labelled;            /* 0: predict on a split without labels (nothing scored: NAN) */
+    char record[1300];       /* eval: the metrics.jsonl its record was appended to ("" none) */
 } tr_eval_result;
 
 /* Evaluates the weights of `checkpoint` (a checkpoint folder, a checkpoints/ folder or a run
  * folder: its newest checkpoint) on a split: "val" or NULL (the validation split; an error
  * when the data has none, or when the one configured cannot be loaded) or "train". A
  * classification model is built with the checkpoint's classes (an error when the data's
- * named classes differ). */
+ * named classes differ). Prints the scores (classification: a table per class and the
+ * confusion matrix up to 20 classes) and appends them as {"eval": {...}} to the metrics.jsonl
+ * of the run holding the checkpoint (RUN/checkpoints/...; none for a weights file elsewhere). */
 tr_status tr_run_eval(const char *config_path, const char *const *overrides, int n_overrides,
                       const char *const *plugin_dirs, const char *checkpoint, const char *split,
                       tr_eval_result *out);
-/* Like tr_run_eval, and writes one CSV row per sample to `output`: index and label, then
- * prediction and confidence (classification: label and prediction by name when the classes
- * have names), loss and next_token (LMs) or prediction_<k> (regression). */
+/* Like tr_run_eval (without the table or the record), and writes one CSV row per sample to
+ * `output`: index and label, then prediction, confidence and a probability per class
+ * (classification: label and prediction by name when the classes have names), loss and
+ * next_token (LMs) or prediction_<k> (regression). The validation split may be a file without
+ * labels (tr_dataset_env.labels_optional): its rows have no label column, nothing is scored. */
 tr_status tr_run_predict(const char *config_path, const char *const *overrides, int n_overrides,
                          const char *const *plugin_dirs, const char *checkpoint,
                          const char *split, const char *output, tr_eval_result *out);
@@ -129,6 +142,64 @@ typedef struct tr_embed_result {
 tr_status tr_run_embed(const char *config_path, const char *const *overrides, int n_overrides,
                        const char *const *plugin_dirs, const char *checkpoint, const char *input,
                        const char *output, const char *scores, tr_embed_result *out);
+
+typedef struct tr_export_result {
+    char checkpoint[1024];   /* the checkpoint folder exported */
+    char config[1100];       /* the run's config.yaml the model was built from */
+    char outdir[1100];       /* the folder written */
+    int64_t step;            /* the checkpoint's step */
+} tr_export_result;
+
+/* `trainer export`: the weights of `checkpoint` (as for tr_run_eval: a checkpoint folder, or
+ * the newest in a checkpoints/ or run folder) written by the model plugin as a model folder
+ * in `format` ("hf", also for NULL: a Hugging Face folder; any other is refused) at `outdir`.
+ * The model is built from the config.yaml of the run folder holding the checkpoint (with
+ * overrides) and its data's sample spec, with the checkpoint's classes; a sharded checkpoint
+ * is consolidated in memory. A model whose plugin has no export_to (tr_model_ops, ABI 0.11)
+ * is refused by name. outdir must be absent or an empty folder (nothing is overwritten); the
+ * files are written into a temporary folder beside it, renamed into place at the end, so a
+ * failure leaves nothing. */
+tr_status tr_run_export(const char *checkpoint, const char *outdir, const char *format,
+                        const char *const *overrides, int n_overrides, const char *const *plugin_dirs,
+                        tr_export_result *out);
+
+typedef struct tr_generate_options {
+    const char *prompt;        /* borrowed; prompt_len bytes (UTF-8 with a tokenizer) */
+    size_t prompt_len;
+    int64_t max_new_tokens;    /* >= 0 */
+    double temperature;        /* 0: greedy (the most likely token); else > 0 */
+    int64_t top_k;             /* 0: off */
+    double top_p;              /* in (0, 1]; 1: off */
+    int has_seed;              /* 0: the config's run.seed */
+    uint64_t seed;
+    /* Called with the prompt, then with the text as the tokens come (may be NULL). */
+    void (*emit)(void *user, const char *text, size_t len);
+    void *user;
+} tr_generate_options;
+
+typedef struct tr_generate_result {
+    char checkpoint[1024];     /* the checkpoint folder (or weights file) used */
+    int64_t prompt_tokens;     /* the prompt's tokens (all of them, not only the context) */
+    int64_t new_tokens;        /* tokens generated, the end-of-text token not counted */
+    int stopped_at_eos;        /* the tokenizer's end-of-text token came before max_new_tokens */
+    char eos_token[64];        /* that token ("" none: bytes, or a tokenizer without one) */
+    int64_t context;           /* the most tokens a forward sees (data seq_len) */
+    double seconds;            /* generating, without loading */
+    char description[256];     /* the strategy's one line: "cpu (16 threads)" */
+} tr_generate_result;
+
+/* `trainer generate`: continues `prompt` with a language model (the config's model: the data's
+ * task is lm and a model with a mode is in mode lm) and the weights of `checkpoint` (as for
+ * tr_run_eval), one token at a time: each a full forward (no KV cache) of the last data
+ * seq_len tokens in eval mode on one device (trainer.devices=1 comes before the overrides),
+ * the next token picked as Hugging Face's generate() does (temperature, then top-k, then
+ * top-p; temperature 0: greedy), a pure function of the seed. Tokens are bytes (a vocabulary
+ * of 256), or the ids of data.params.tokenizer when the config names one; it stops after
+ * max_new_tokens or at the tokenizer's end-of-text token. The prompt and the text generated
+ * go to opt->emit as they come; nothing is logged. docs/config.md, "trainer generate". */
+tr_status tr_run_generate(const char *config_path, const char *const *overrides, int n_overrides,
+                          const char *const *plugin_dirs, const char *checkpoint, const tr_generate_options *opt,
+                          tr_generate_result *out);
 
 #ifdef __cplusplus
 }

@@ -36,6 +36,7 @@ struct tr_graph {
     int training;
     int grad_enabled;
     uint64_t seed, step, sample_base, dropout_calls;
+    uint64_t rows_per_sample; /* dim 0 rows per sample (tr_graph_set_rows_per_sample) */
     tr_params *params;
     tr_grad_ready_fn hook;
     void *hook_user;
@@ -85,6 +86,7 @@ tr_status tr_graph_create(tr_graph **out, size_t arena_bytes) {
     }
     g->training = 1;
     g->grad_enabled = 1;
+    g->rows_per_sample = 1;
     *out = g;
     return TR_OK;
 }
@@ -137,6 +139,7 @@ static void reset_step(tr_graph *g, int retire) {
     g->n_nodes = 0;
     g->status = TR_OK;
     g->dropout_calls = 0;
+    g->rows_per_sample = 1;
     if (g->n_fresh) memset(g->fresh, 0, (size_t)g->cap_fresh);
     g->n_fresh = 0;
     tr_graph_drop_deferred_(g); /* their data is gone */
@@ -249,13 +252,16 @@ void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample
     g->seed = seed;
     g->step = step;
     g->sample_base = sample_base;
+    g->rows_per_sample = 1;
 }
+
+void tr_graph_set_rows_per_sample(tr_graph *g, uint64_t rows) { g->rows_per_sample = rows ? rows : 1; }
 
 void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample_base,
                    uint64_t *call) {
     *seed = g->seed;
     *step = g->step;
-    *sample_base = g->sample_base;
+    *sample_base = g->sample_base * g->rows_per_sample; /* in rows: ops count dim 0 */
     *call = g->dropout_calls++;
 }
 
@@ -561,6 +567,12 @@ tr_tensor *tr_graph_input_from(tr_graph *g, void *data, tr_dtype dtype, int ndim
     if (g->n_host_copies < TR_GRAPH_HOST_COPIES) /* more: their checks download, as before */
         g->host_copies[g->n_host_copies++] = (host_copy){t->data, data, bytes};
     return t;
+}
+
+const void *tr_graph_host_values(const tr_graph *g, const tr_tensor *t) {
+    if (!t || !t->data) return NULL;
+    if (t->device.kind != TR_DEVICE_GPU) return t->data;
+    return g->accel ? host_copy_of(g, t->data, tr_tensor_bytes(t)) : NULL;
 }
 
 tr_tensor *tr_graph_view(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape) {

@@ -1,7 +1,9 @@
 /* Parameter registry: named shapes laid out in one flat parameter buffer, one flat gradient
- * buffer and one flat buffer for non-trainable state. */
+ * buffer and one flat buffer for non-trainable state; plus the files a model is rebuilt from
+ * (saved with its checkpoints) and the checkpoint a resumed run loads into it. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "trainer/memory.h"
@@ -11,6 +13,8 @@
 #define PARAM_ALIGN 16 /* floats: each parameter starts on a 64-byte boundary */
 #define NAME_MAX_LEN 127
 #define MAX_NUMEL ((int64_t)1 << 40) /* per tensor, as the safetensors reader allows */
+#define MAX_FILES 16
+#define MAX_FILE_BYTES ((size_t)1 << 24)
 
 typedef struct entry {
     char name[NAME_MAX_LEN + 1];
@@ -34,9 +38,18 @@ typedef struct table {
     int on_device; /* ... in a device's memory: the core never touches their bytes */
 } table;
 
+typedef struct model_file {
+    char name[NAME_MAX_LEN + 1];
+    void *data;
+    size_t size;
+} model_file;
+
 struct tr_params {
     table p;  /* trainable */
     table b;  /* buffers */
+    model_file files[MAX_FILES]; /* tr_params_add_file's, n_files of them */
+    int n_files;
+    char *restore; /* tr_params_set_restore's checkpoint folder, or NULL */
     size_t align;  /* floats; PARAM_ALIGN unless tr_params_set_align */
     int finalized;
 };
@@ -65,6 +78,8 @@ void tr_params_destroy(tr_params *P) {
     if (!P) return;
     free_table(&P->p);
     free_table(&P->b);
+    for (int i = 0; i < P->n_files; i++) tr_free(P->files[i].data);
+    tr_free(P->restore);
     tr_free(P);
 }
 
@@ -213,6 +228,48 @@ tr_status tr_params_finalize(tr_params *P, uint64_t seed) {
     P->finalized = 1;
     return TR_OK;
 }
+
+tr_status tr_params_add_file(tr_params *P, const char *name, const void *data, size_t size) {
+    if (!name || !*name || strlen(name) > NAME_MAX_LEN || strchr(name, '/') || name[0] == '.')
+        return tr_error_set(TR_ERR_INVALID, "params: a model file's name must be a plain file name of 1..%d characters, "
+                                            "got '%s'", NAME_MAX_LEN, name ? name : "(null)");
+    if (size > MAX_FILE_BYTES || (size && !data))
+        return tr_error_set(TR_ERR_INVALID, "params: model file %s: %zu bytes (at most %zu)", name, size, MAX_FILE_BYTES);
+    int i = 0;
+    while (i < P->n_files && strcmp(P->files[i].name, name) != 0) i++;
+    if (i == MAX_FILES) return tr_error_set(TR_ERR_INVALID, "params: more than %d model files (%s)", MAX_FILES, name);
+    void *copy = tr_malloc(size ? size : 1);
+    if (!copy) return tr_error_set(TR_ERR_NOMEM, "params: out of memory for model file %s (%zu bytes)", name, size);
+    if (size) memcpy(copy, data, size);
+    if (i == P->n_files) snprintf(P->files[P->n_files++].name, sizeof P->files[i].name, "%s", name);
+    tr_free(P->files[i].data);
+    P->files[i].data = copy;
+    P->files[i].size = size;
+    return TR_OK;
+}
+
+int tr_params_file_count(const tr_params *P) { return P->n_files; }
+
+const char *tr_params_file(const tr_params *P, int i, const void **data, size_t *size) {
+    if (i < 0 || i >= P->n_files) return NULL;
+    *data = P->files[i].data;
+    *size = P->files[i].size;
+    return P->files[i].name;
+}
+
+tr_status tr_params_set_restore(tr_params *P, const char *checkpoint) {
+    char *copy = NULL;
+    if (checkpoint) {
+        size_t n = strlen(checkpoint) + 1;
+        if (!(copy = tr_malloc(n))) return tr_error_set(TR_ERR_NOMEM, "params: out of memory");
+        memcpy(copy, checkpoint, n);
+    }
+    tr_free(P->restore);
+    P->restore = copy;
+    return TR_OK;
+}
+
+const char *tr_params_restore(const tr_params *P) { return P->restore; }
 
 /* dst: src's entries over borrowed flat buffers. */
 static tr_status clone_table(table *dst, const table *src, float *data, float *grad, tr_device device) {

@@ -3,8 +3,10 @@
  * sees keys s <= t, PyTorch's is_causal semantics also when T != S) and key padding mask
  * (B, S) (ops.h: a row that sees no key is 0; an all-ones mask takes the unmasked path). The probabilities
  * (B, n_head, T, S) stay in the arena for backward: memory is O(B n_head T S), no
- * flash-style tiling. f32 and f64; the f32 softmax uses the vectorisable exp of vmath.h
- * (<= 2 ulp), as softmax.c does. */
+ * flash-style tiling. Dropout on the probabilities (tr_attention_dropout, training mode): the
+ * mask tr_dropout's of them, kept too (one byte each); p 0 and eval mode take the code
+ * without it. f32 and f64; the f32 softmax uses the vectorisable exp of vmath.h (<= 2 ulp),
+ * as softmax.c does. */
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -13,8 +15,10 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "ops/dropout.h"
 #include "ops/gemm.h"
 #include "ops/vmath.h"
+#include "trainer/rng.h"
 
 static int thread_num(void) {
 #ifdef _OPENMP
@@ -49,12 +53,12 @@ static int parallel_heads(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH
  * T x S scores of scratch. */
 static void att_forward(float *out, float *att, const float *q, const float *k, const float *v, int64_t B, int64_t T,
                         int64_t S, int64_t C, int64_t NH, int causal) {
-    attention_forward_f32(out, att, q, k, v, NULL, C, B, T, S, C, NH, causal, 0);
+    attention_forward_f32(out, att, NULL, NULL, q, k, v, NULL, NULL, C, B, T, S, C, NH, causal, 0);
 }
 
 static void att_mask_forward(float *out, float *att, const float *q, const float *k, const float *v,
                              const int32_t *mask, int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH, int causal) {
-    attention_forward_f32(out, att, q, k, v, mask, C, B, T, S, C, NH, causal, 0);
+    attention_forward_f32(out, att, NULL, NULL, q, k, v, mask, NULL, C, B, T, S, C, NH, causal, 0);
 }
 
 static size_t att_work(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH) {
@@ -65,23 +69,37 @@ static size_t att_work(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH) {
 static void att_backward(float *dq, float *dk, float *dv, void *work, const float *dout, const float *att,
                          const float *q, const float *k, const float *v, int64_t B, int64_t T, int64_t S, int64_t C,
                          int64_t NH) {
-    attention_backward_f32(dq, dk, dv, work, dout, att, q, k, v, C, B, T, S, C, NH, 1, 0);
+    attention_backward_f32(dq, dk, dv, work, dout, att, NULL, 1, q, k, v, C, B, T, S, C, NH, 1, 0);
 }
 
 static void att_qkv_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
                             int causal) {
-    attention_forward_f32(out, att, qkv, qkv + C, qkv + 2 * C, NULL, 3 * C, B, T, T, C, NH, causal, 0);
+    attention_forward_f32(out, att, NULL, NULL, qkv, qkv + C, qkv + 2 * C, NULL, NULL, 3 * C, B, T, T, C, NH, causal,
+                          0);
 }
 
 static void att_qkv_mask_forward(float *out, float *att, const float *qkv, const int32_t *mask, int64_t B, int64_t T,
                                  int64_t C, int64_t NH, int causal) {
-    attention_forward_f32(out, att, qkv, qkv + C, qkv + 2 * C, mask, 3 * C, B, T, T, C, NH, causal, 0);
+    attention_forward_f32(out, att, NULL, NULL, qkv, qkv + C, qkv + 2 * C, mask, NULL, 3 * C, B, T, T, C, NH, causal,
+                          0);
 }
 
 static void att_qkv_backward(float *dqkv, void *work, const float *dout, const float *att, const float *qkv, int64_t B,
                              int64_t T, int64_t C, int64_t NH, int acc) {
-    attention_backward_f32(dqkv, dqkv + C, dqkv + 2 * C, work, dout, att, qkv, qkv + C, qkv + 2 * C, 3 * C, B, T, T, C,
-                           NH, acc, 0);
+    attention_backward_f32(dqkv, dqkv + C, dqkv + 2 * C, work, dout, att, NULL, 1, qkv, qkv + C, qkv + 2 * C, 3 * C, B,
+                           T, T, C, NH, acc, 0);
+}
+
+static void att_dropout_forward(float *out, float *att, uint8_t *keep, void *work, const float *q, const float *k,
+                                const float *v, const int32_t *mask, const tr_dropout_draw *d, int64_t ld, int64_t B,
+                                int64_t T, int64_t S, int64_t C, int64_t NH, int causal) {
+    attention_forward_f32(out, att, keep, work, q, k, v, mask, d, ld, B, T, S, C, NH, causal, 0);
+}
+
+static void att_dropout_backward(float *dq, float *dk, float *dv, void *work, const float *dout, const float *att,
+                                 const uint8_t *keep, double scale, const float *q, const float *k, const float *v,
+                                 int64_t ld, int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH, int acc) {
+    attention_backward_f32(dq, dk, dv, work, dout, att, keep, scale, q, k, v, ld, B, T, S, C, NH, acc, 0);
 }
 
 void ops_kernels_attention(tr_kernels *k) {
@@ -92,15 +110,18 @@ void ops_kernels_attention(tr_kernels *k) {
     k->attention_qkv_backward = att_qkv_backward;
     k->attention_mask_forward = att_mask_forward;
     k->attention_qkv_mask_forward = att_qkv_mask_forward;
+    k->attention_dropout_forward = att_dropout_forward;
+    k->attention_dropout_backward = att_dropout_backward;
 }
 
 /* The node: in q, k, v (packed: qkv alone); i B, T, S, C, NH, causal, packed; saved the
- * probabilities. */
+ * probabilities and, with dropout, its mask (f[0] its scale). */
 enum { I_B, I_T, I_S, I_C, I_NH, I_CAUSAL, I_PACKED };
 
 static void attention_backward(tr_graph *g, tr_node *n) {
     int64_t B = n->i[I_B], T = n->i[I_T], S = n->i[I_S], C = n->i[I_C], NH = n->i[I_NH], ld = C;
     const tr_kernels *kern = op_kernels(g);
+    const uint8_t *keep = n->saved[1];
     const void *q, *k, *v;
     void *dq, *dk, *dv, *scratch = NULL;
     int acc = 1;
@@ -119,7 +140,10 @@ static void attention_backward(tr_graph *g, tr_node *n) {
     }
     if (kern) { /* a device's kernels, with the scratch they ask for */
         if (!op_work(g, kern->attention_work(B, T, S, C, NH), &scratch)) return;
-        if (n->i[I_PACKED])
+        if (keep)
+            kern->attention_dropout_backward(dq, dk, dv, scratch, n->out->grad, n->saved[0], keep, n->f[0], q, k, v,
+                                             ld, B, T, S, C, NH, acc);
+        else if (n->i[I_PACKED])
             kern->attention_qkv_backward(dq, scratch, n->out->grad, n->saved[0], q, B, T, C, NH, acc);
         else
             kern->attention_backward(dq, dk, dv, scratch, n->out->grad, n->saved[0], q, k, v, B, T, S, C, NH);
@@ -128,36 +152,64 @@ static void attention_backward(tr_graph *g, tr_node *n) {
     /* dq, dk, dv may be one buffer (self-attention, or views of one base: same numel, B and C,
      * hence T == S): the (b, h) blocks still coincide, so threads write disjoint blocks. */
     int par = parallel_heads(B, T, S, C, NH);
-    if (dq || dk) {
+    if (dq || dk || keep) {
         scratch = op_data(g, (par ? (size_t)max_threads() : 1) * (size_t)(T * S) * tr_dtype_size(n->out->dtype) + 1);
         if (!scratch) return;
     }
-    TR_DISPATCH(n->out->dtype, attention_backward, dq, dk, dv, scratch, n->out->grad, n->saved[0], q, k, v, ld, B, T,
-                S, C, NH, acc, par);
+    TR_DISPATCH(n->out->dtype, attention_backward, dq, dk, dv, scratch, n->out->grad, n->saved[0], keep, n->f[0], q, k,
+                v, ld, B, T, S, C, NH, acc, par);
 }
 
 /* Attention over (B, T, S) of q, k and v (rows at stride ld), keys masked by mask (B, S) in
- * data memory (NULL: none): its output, computed, and the node recording the inputs
- * in[0..n_in) when any needs a gradient (n_in 1: the fused projection whose thirds q, k and
- * v are). NULL: failed, the graph says why. */
-static tr_tensor *attention_run(tr_graph *g, tr_tensor *const *in, int n_in, const void *q, const void *k,
-                                const void *v, const int32_t *mask, int64_t ld, int64_t B, int64_t T, int64_t S,
-                                int64_t C, int64_t NH, int causal) {
+ * data memory (NULL: none), dropout p on the probabilities (0: none): its output, computed,
+ * and the node recording the inputs in[0..n_in) when any needs a gradient (n_in 1: the fused
+ * projection whose thirds q, k and v are). NULL: failed, the graph says why. */
+static tr_tensor *attention_run(tr_graph *g, const char *op, tr_tensor *const *in, int n_in, const void *q,
+                                const void *k, const void *v, const int32_t *mask, int64_t ld, int64_t B, int64_t T,
+                                int64_t S, int64_t C, int64_t NH, int causal, double p) {
     tr_dtype dt = in[0]->dtype;
+    const tr_kernels *kern = op_kernels(g);
+    if (p > 0 && !OP_DEVICE(g, op, attention_dropout_forward, attention_dropout_backward, attention_work)) return NULL;
     tr_tensor *y = op_out(g, dt, 3, (int64_t[]){B, T, C});
     if (!y) return NULL;
-    size_t att_bytes = (size_t)(B * NH * T * S) * tr_dtype_size(dt);
+    size_t n_att = (size_t)(B * NH * T * S), att_bytes = n_att * tr_dtype_size(dt);
     void *att = op_data(g, att_bytes ? att_bytes : 1);
     if (!att) return NULL;
     causal = causal != 0;
-    const tr_kernels *kern = op_kernels(g);
-    if (kern && mask && n_in == 1) kern->attention_qkv_mask_forward(y->data, att, q, mask, B, T, C, NH, causal);
-    else if (kern && mask) kern->attention_mask_forward(y->data, att, q, k, v, mask, B, T, S, C, NH, causal);
-    else if (kern && n_in == 1) kern->attention_qkv_forward(y->data, att, q, B, T, C, NH, causal);
-    else if (kern) kern->attention_forward(y->data, att, q, k, v, B, T, S, C, NH, causal);
-    else
-        TR_DISPATCH(dt, attention_forward, y->data, att, q, k, v, mask, ld, B, T, S, C, NH, causal,
-                    parallel_heads(B, T, S, C, NH));
+    int par = parallel_heads(B, T, S, C, NH);
+    uint8_t *keep = NULL;
+    tr_dropout_draw d = {0};
+    if (p > 0) { /* tr_dropout's mask of the probabilities (B, NH, T, S): dim 0 the sample */
+        uint64_t step, sample_base, call;
+        tr_graph_rng_(g, &d.seed, &step, &sample_base, &call);
+        d.stream = tr_rng_stream(TR_RNG_STREAM_DROPOUT, step, call);
+        d.first = sample_base * (uint64_t)(NH * T * S);
+        d.thr = ops_dropout_threshold(p);
+        d.scale = 1.0 / (1.0 - p);
+        void *work = NULL;
+        keep = op_data(g, n_att + 1);
+        if (!keep) return NULL;
+        if (kern) {
+            if (!op_work(g, kern->attention_work(B, T, S, C, NH), &work)) return NULL;
+            kern->attention_dropout_forward(y->data, att, keep, work, q, k, v, mask, &d, ld, B, T, S, C, NH, causal);
+        } else {
+            work = op_data(g, (par ? (size_t)max_threads() : 1) * (size_t)(T * S) * tr_dtype_size(dt) + 1);
+            if (!work) return NULL;
+            TR_DISPATCH(dt, attention_forward, y->data, att, keep, work, q, k, v, mask, &d, ld, B, T, S, C, NH, causal,
+                        par);
+        }
+    } else if (kern && mask && n_in == 1) {
+        kern->attention_qkv_mask_forward(y->data, att, q, mask, B, T, C, NH, causal);
+    } else if (kern && mask) {
+        kern->attention_mask_forward(y->data, att, q, k, v, mask, B, T, S, C, NH, causal);
+    } else if (kern && n_in == 1) {
+        kern->attention_qkv_forward(y->data, att, q, B, T, C, NH, causal);
+    } else if (kern) {
+        kern->attention_forward(y->data, att, q, k, v, B, T, S, C, NH, causal);
+    } else {
+        TR_DISPATCH(dt, attention_forward, y->data, att, NULL, NULL, q, k, v, mask, NULL, ld, B, T, S, C, NH, causal,
+                    par);
+    }
     int needs = n_in == 1 ? op_needs_grad(g, 1, in[0]) : op_needs_grad(g, 3, in[0], in[1], in[2]);
     if (!needs) return y;
     tr_node *n = n_in == 1 ? op_record(g, "attention", attention_backward, y, 1, in[0])
@@ -167,6 +219,8 @@ static tr_tensor *attention_run(tr_graph *g, tr_tensor *const *in, int n_in, con
                       [I_PACKED] = n_in == 1};
     memcpy(n->i, args, sizeof args);
     n->saved[0] = att;
+    n->saved[1] = keep;
+    n->f[0] = d.scale;
     return y;
 }
 
@@ -195,9 +249,18 @@ static const int32_t *key_mask(tr_graph *g, const char *op, tr_tensor *mask, int
     return NULL;
 }
 
+/* The dropout probability p an attention op applies: p in training mode, 0 in eval mode (no
+ * randomness drawn); -1 after recording a p outside [0, 1). */
+static double dropout_p(tr_graph *g, const char *op, double p, const tr_tensor *x) {
+    if (!(p >= 0 && p < 1)) {
+        op_fail(g, TR_ERR_INVALID, "%s: dropout p = %g must be in [0, 1) (input %s)", op, p, op_shape(x));
+        return -1;
+    }
+    return tr_graph_training(g) ? p : 0;
+}
+
 static tr_tensor *attention_op(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, tr_tensor *mask, int n_head,
-                               int causal) {
-    const char *op = mask ? "attention_masked" : "attention";
+                               int causal, double p, const char *op) {
     if (!op_check(g, op, 3, q, k, v)) return NULL;
     if (!OP_DEVICE(g, op, attention_forward, attention_work, attention_backward)) return NULL;
     if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
@@ -213,49 +276,62 @@ static tr_tensor *attention_op(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tenso
     if (n_head < 1 || C % n_head != 0 || C == 0) return heads_fail(g, op, C, q, n_head);
     if (S == 0)
         return op_fail(g, TR_ERR_INVALID, "%s: k %s has no keys (S = 0)", op, op_shape(k));
+    if ((p = dropout_p(g, op, p, q)) < 0) return NULL;
     int ok;
     const int32_t *m = key_mask(g, op, mask, B, S, k, &ok);
     if (!ok) return NULL;
     if (m && !OP_DEVICE(g, op, attention_mask_forward)) return NULL;
-    return attention_run(g, (tr_tensor *[]){q, k, v}, 3, q->data, k->data, v->data, m, C, B, T, S, C, n_head,
-                         causal);
+    return attention_run(g, op, (tr_tensor *[]){q, k, v}, 3, q->data, k->data, v->data, m, C, B, T, S, C, n_head,
+                         causal, p);
 }
 
 tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, int n_head, int causal) {
-    return attention_op(g, q, k, v, NULL, n_head, causal);
+    return attention_op(g, q, k, v, NULL, n_head, causal, 0, "attention");
 }
 
 tr_tensor *tr_attention_masked(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, tr_tensor *mask, int n_head,
                                int causal) {
-    return attention_op(g, q, k, v, mask, n_head, causal);
+    return attention_op(g, q, k, v, mask, n_head, causal, 0, mask ? "attention_masked" : "attention");
 }
 
-static tr_tensor *attention_qkv_op(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head, int causal) {
-    const char *op = mask ? "attention_qkv_masked" : "attention_qkv";
+tr_tensor *tr_attention_dropout(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, tr_tensor *mask, int n_head,
+                                int causal, double p) {
+    return attention_op(g, q, k, v, mask, n_head, causal, p, "attention_dropout");
+}
+
+static tr_tensor *attention_qkv_op(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head, int causal, double p,
+                                   const char *op) {
     if (!op_check(g, op, 1, qkv)) return NULL;
     if (qkv->ndim != 3 || qkv->shape[2] % 3 != 0)
         return op_fail(g, TR_ERR_INVALID, "%s: qkv %s must be 3-D (B, T, 3C)", op, op_shape(qkv));
     int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3;
     if (n_head < 1 || C % n_head != 0 || C == 0) return heads_fail(g, op, C, qkv, n_head);
     if (T == 0) return op_fail(g, TR_ERR_INVALID, "%s: qkv %s has no keys (T = 0)", op, op_shape(qkv));
+    if ((p = dropout_p(g, op, p, qkv)) < 0) return NULL;
     const tr_kernels *kern = op_kernels(g);
     int ok;
     const int32_t *m = key_mask(g, op, mask, B, T, qkv, &ok);
     if (!ok) return NULL;
-    if (kern && (!kern->attention_qkv_forward || !kern->attention_qkv_backward || !kern->attention_work ||
-                 (m && !kern->attention_qkv_mask_forward)))
-        /* a device without the fused entries: q, k and v as copies */
+    /* A device without the fused entries: q, k and v as copies (the dropout entries read the
+     * fused layout themselves). */
+    if (kern && p == 0 &&
+        (!kern->attention_qkv_forward || !kern->attention_qkv_backward || !kern->attention_work ||
+         (m && !kern->attention_qkv_mask_forward)))
         return attention_op(g, tr_slice(g, qkv, 2, 0, C), tr_slice(g, qkv, 2, C, C), tr_slice(g, qkv, 2, 2 * C, C),
-                            m ? mask : NULL, n_head, causal);
+                            m ? mask : NULL, n_head, causal, 0, m ? "attention_masked" : "attention");
     const char *x = qkv->data;
     size_t cb = (size_t)C * tr_dtype_size(qkv->dtype);
-    return attention_run(g, &qkv, 1, x, x + cb, x + 2 * cb, m, 3 * C, B, T, T, C, n_head, causal);
+    return attention_run(g, op, &qkv, 1, x, x + cb, x + 2 * cb, m, 3 * C, B, T, T, C, n_head, causal, p);
 }
 
 tr_tensor *tr_attention_qkv(tr_graph *g, tr_tensor *qkv, int n_head, int causal) {
-    return attention_qkv_op(g, qkv, NULL, n_head, causal);
+    return attention_qkv_op(g, qkv, NULL, n_head, causal, 0, "attention_qkv");
 }
 
 tr_tensor *tr_attention_qkv_masked(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head, int causal) {
-    return attention_qkv_op(g, qkv, mask, n_head, causal);
+    return attention_qkv_op(g, qkv, mask, n_head, causal, 0, mask ? "attention_qkv_masked" : "attention_qkv");
+}
+
+tr_tensor *tr_attention_qkv_dropout(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head, int causal, double p) {
+    return attention_qkv_op(g, qkv, mask, n_head, causal, p, "attention_qkv_dropout");
 }

@@ -11,16 +11,20 @@
  * backward. */
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "ops/dropout.h"
 #include "ops/gemm.h"
 #include "trainer/rng.h"
 
 /* Elements per parallel chunk: a multiple of 4, the Philox block size. */
 #define DROPOUT_CHUNK 4096
 
-/* mask[i] = 1 if element first + i of the stream is kept. A 24-bit uniform u = (r >> 8) / 2^24
- * (tr_rng_uniform's) is >= p exactly when (r >> 8) >= thr = ceil(p * 2^24). */
-static void dropout_mask(uint8_t *mask, int64_t n, uint64_t seed, uint64_t stream,
-                         uint64_t first, uint32_t thr) {
+uint32_t ops_dropout_threshold(double p) {
+    double thr_d = p * 16777216.0;
+    return (uint32_t)thr_d + ((double)(uint32_t)thr_d < thr_d);
+}
+
+/* Philox blocks 64 at a time (tr_rng_uniform's numbers, in bulk). */
+void ops_dropout_mask(uint8_t *mask, int64_t n, uint64_t seed, uint64_t stream, uint64_t first, uint32_t thr) {
     enum { BLOCKS = 64 };
     uint32_t r[4 * BLOCKS];
     int64_t i = 0;
@@ -36,8 +40,8 @@ static void dropout_mask(uint8_t *mask, int64_t n, uint64_t seed, uint64_t strea
     }
 }
 
-static void dropout_apply(void *out, const void *inp, const uint8_t *mask, double scale,
-                          tr_dtype dt, int64_t n, int accumulate) {
+void ops_dropout_apply(void *out, const void *inp, const uint8_t *mask, double scale, tr_dtype dt, int64_t n,
+                       int accumulate) {
     if (dt == TR_F64) {
         double *y = out, s = scale;
         const double *x = inp;
@@ -66,8 +70,8 @@ static void dropout_fwd(void *out, uint8_t *mask, const void *x, tr_dtype dt, in
 #pragma omp parallel for if (N > TR_PAR_MIN / 8) schedule(static)
     for (int64_t ch = 0; ch < nchunks; ch++) {
         int64_t i0 = ch * DROPOUT_CHUNK, len = N - i0 < DROPOUT_CHUNK ? N - i0 : DROPOUT_CHUNK;
-        dropout_mask(mask + i0, len, seed, stream, first + (uint64_t)i0, thr);
-        dropout_apply((char *)out + (size_t)i0 * es, (const char *)x + (size_t)i0 * es, mask + i0, scale, dt, len, 0);
+        ops_dropout_mask(mask + i0, len, seed, stream, first + (uint64_t)i0, thr);
+        ops_dropout_apply((char *)out + (size_t)i0 * es, (const char *)x + (size_t)i0 * es, mask + i0, scale, dt, len, 0);
     }
 }
 
@@ -78,7 +82,7 @@ static void dropout_bwd(void *dx, const void *dout, const uint8_t *mask, tr_dtyp
 #pragma omp parallel for if (N > TR_PAR_MIN) schedule(static)
     for (int64_t ch = 0; ch < nchunks; ch++) {
         int64_t i0 = ch * DROPOUT_CHUNK, len = N - i0 < DROPOUT_CHUNK ? N - i0 : DROPOUT_CHUNK;
-        dropout_apply((char *)dx + (size_t)i0 * es, (const char *)dout + (size_t)i0 * es, mask + i0, scale, dt, len, acc);
+        ops_dropout_apply((char *)dx + (size_t)i0 * es, (const char *)dout + (size_t)i0 * es, mask + i0, scale, dt, len, acc);
     }
 }
 
@@ -117,8 +121,7 @@ tr_tensor *tr_dropout(tr_graph *g, tr_tensor *x, double p) {
     /* Element e of sample s is element s * per_sample + e of x: its stream index is
      * sample_base * per_sample + that flat index. */
     uint64_t first = sample_base * (uint64_t)per_sample;
-    double thr_d = p * 16777216.0;
-    uint32_t thr = (uint32_t)thr_d + ((double)(uint32_t)thr_d < thr_d);
+    uint32_t thr = ops_dropout_threshold(p);
     double scale = 1.0 / (1.0 - p);
     tr_tensor *y = op_out(g, x->dtype, x->ndim, x->shape);
     uint8_t *mask = op_data(g, (size_t)N + 1);

@@ -5,12 +5,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <libgen.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "plugin/plugin_impl.h"
 #include "trainer/memory.h"
+#include "trainer/model.h"
 #include "trainer/plugin.h"
 
 /* Size of the first published descriptor: anything smaller cannot be read safely. */
@@ -24,6 +26,15 @@ tr_status plugin_copy_ops(const tr_plugin *p, void *out, size_t out_size, size_t
         return tr_error_set(TR_ERR_PLUGIN, "%s: %s %s: its ops table has %zu bytes, a %s needs at least %zu (%s)", p->path,
                             kind, p->desc->name, size, kind, min_size, first_entries);
     memcpy(out, p->desc->ops, size < out_size ? size : out_size);
+    return TR_OK;
+}
+
+tr_status plugin_model_ops(const tr_plugin *p, tr_model_ops *out) {
+    TR_CHECK(plugin_copy_ops(p, out, sizeof *out, offsetof(tr_model_ops, forward) + sizeof out->forward, "model",
+                             "create, destroy, forward"));
+    const char *missing = !out->create ? "create" : !out->destroy ? "destroy" : !out->forward ? "forward" : NULL;
+    if (missing)
+        return tr_error_set(TR_ERR_PLUGIN, "%s: model %s lacks the required operation '%s'", p->path, p->desc->name, missing);
     return TR_OK;
 }
 

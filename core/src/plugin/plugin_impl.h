@@ -26,4 +26,10 @@ tr_status plugin_options_check(const char *path, const char *plugin, const tr_op
 tr_status plugin_copy_ops(const tr_plugin *p, void *out, size_t out_size, size_t min_size, const char *kind,
                           const char *first_entries);
 
+struct tr_model_ops;
+/* A model plugin's table, zero-extended (plugin_copy_ops): the entries of its first version
+ * (create, destroy, forward) are required, the optional ones appended since are NULL for a
+ * plugin built before them. */
+tr_status plugin_model_ops(const tr_plugin *p, struct tr_model_ops *out);
+
 #endif

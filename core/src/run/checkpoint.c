@@ -1,7 +1,8 @@
 /* Checkpoints (DESIGN.md decision 11): save, validated load, latest, prune.
  *
- * A save writes <dir>/<name>.tmp-<pid>/ (model.safetensors, optimizer.safetensors when an
- * optimizer is given, state.json, each fsync'ed), fsyncs it, renames it to <dir>/<name> and
+ * A save writes <dir>/<name>.tmp-<pid>/ (model.safetensors, the files the model is rebuilt
+ * from (tr_params_add_file), optimizer.safetensors when an optimizer is given, state.json,
+ * each fsync'ed), fsyncs it, renames it to <dir>/<name> and
  * fsyncs <dir>, so a directory without ".tmp" is always complete. An existing <name> is never
  * replaced. A load reads and checks all three files before it touches the model, the
  * optimizer or the state, so a refused checkpoint changes nothing. Limits: F32 parameters
@@ -81,15 +82,14 @@ void ckpt_shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
     if (k < cap) snprintf(out + k, cap - k, ")");
 }
 
-tr_status ckpt_write_json(json_t *o, const char *path, size_t flags) {
+tr_status ckpt_write_bytes(const char *path, const void *data, size_t n) {
     char why[256];
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return tr_error_set(TR_ERR_IO, "%s: cannot create: %s", path, tr_io_reason(errno, why, sizeof why));
-    char *text = json_dumps(o, flags);
-    tr_status st = text ? TR_OK : tr_error_set(TR_ERR_NOMEM, "%s: cannot encode the JSON", path);
-    size_t n = text ? strlen(text) : 0, done = 0;
+    tr_status st = TR_OK;
+    size_t done = 0;
     while (st == TR_OK && done < n) {
-        ssize_t w = write(fd, text + done, n - done);
+        ssize_t w = write(fd, (const char *)data + done, n - done);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0)
             st = tr_error_set(TR_ERR_IO, "%s: write failed after %zu of %zu bytes: %s", path, done, n,
@@ -97,12 +97,31 @@ tr_status ckpt_write_json(json_t *o, const char *path, size_t flags) {
         else
             done += (size_t)w;
     }
-    free(text);
     if (st == TR_OK && fsync(fd) != 0)
         st = tr_error_set(TR_ERR_IO, "%s: fsync failed: %s", path, tr_io_reason(errno, why, sizeof why));
     if (close(fd) != 0 && st == TR_OK)
         st = tr_error_set(TR_ERR_IO, "%s: close failed: %s", path, tr_io_reason(errno, why, sizeof why));
     return st;
+}
+
+tr_status ckpt_write_json(json_t *o, const char *path, size_t flags) {
+    char *text = json_dumps(o, flags);
+    if (!text) return tr_error_set(TR_ERR_NOMEM, "%s: cannot encode the JSON", path);
+    tr_status st = ckpt_write_bytes(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
+tr_status ckpt_write_files(const char *dir, const tr_params *P) {
+    for (int i = 0; i < tr_params_file_count(P); i++) {
+        const void *data;
+        size_t size;
+        const char *name = tr_params_file(P, i, &data, &size);
+        char path[PATH_CAP];
+        TR_CHECK(ckpt_join(path, sizeof path, dir, name));
+        TR_CHECK(ckpt_write_bytes(path, data, size));
+    }
+    return TR_OK;
 }
 
 /* ---- state.json ---- */
@@ -358,6 +377,7 @@ tr_status ckpt_save(const char *dir, const char *name, tr_params *P, tr_optim *o
     TR_CHECK(ckpt_begin(dir, name, (long)getpid(), final_path, tmp_path));
     tr_status st;
     TR_CHECK_GOTO(ckpt_write_model(tmp_path, P), fail);
+    TR_CHECK_GOTO(ckpt_write_files(tmp_path, P), fail);
     if (opt) TR_CHECK_GOTO(write_optim(tmp_path, P, opt), fail);
     TR_CHECK_GOTO(ckpt_write_state(tmp_path, s, c, loop), fail);
     TR_CHECK_GOTO(ckpt_commit(dir, final_path, tmp_path), fail);
@@ -466,19 +486,50 @@ tr_status tr_checkpoint_latest(const char *dir, char *out, size_t size) {
     return st;
 }
 
-tr_status tr_checkpoint_find(const char *path, char *out, size_t size) {
-    char probe[1200];
-    snprintf(probe, sizeof probe, "%s/state.json", path);
-    if (access(probe, F_OK) == 0) {
-        snprintf(out, size, "%s", path);
+int ckpt_is_file(const char *path) { return is_file(path); }
+
+/* A pointer (`best`, `last`: a symbolic link to a sibling checkpoint) as the checkpoint it names,
+ * so that messages name the checkpoint itself; other paths as they are. */
+static tr_status follow_pointer(const char *path, char *out, size_t size) {
+    struct stat sb;
+    char target[256];
+    ssize_t n = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) ? readlink(path, target, sizeof target - 1) : -1;
+    if (n <= 0 || memchr(target, '/', (size_t)n)) {
+        if ((size_t)snprintf(out, size, "%s", path) >= size) return tr_error_set(TR_ERR_INVALID, "%s: path too long", path);
         return TR_OK;
     }
-    if (tr_checkpoint_latest(path, out, size) == TR_OK) return TR_OK;
-    snprintf(probe, sizeof probe, "%s/checkpoints", path);
+    target[n] = '\0';
+    const char *slash = strrchr(path, '/');
+    int k = slash ? snprintf(out, size, "%.*s/%s", (int)(slash - path), path, target) : snprintf(out, size, "%s", target);
+    if (k < 0 || (size_t)k >= size) return tr_error_set(TR_ERR_INVALID, "%s: path too long", path);
+    if (stat(out, &sb) != 0)
+        return tr_error_set(TR_ERR_NOT_FOUND, "%s points at %s, which is not there (removed by hand?)", path, target);
+    return TR_OK;
+}
+
+tr_status tr_checkpoint_find(const char *path, char *out, size_t size) {
+    char probe[1200], at[PATH_CAP];
+    struct stat sb;
+    /* RUN/best and RUN/last: the pointers live in RUN/checkpoints/. */
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if ((strcmp(base, "best") == 0 || strcmp(base, "last") == 0) && lstat(path, &sb) != 0) {
+        snprintf(probe, sizeof probe, "%.*scheckpoints/%s", (int)(base - path), path, base);
+        if (lstat(probe, &sb) == 0) path = probe;
+    }
+    TR_CHECK(follow_pointer(path, at, sizeof at));
+    snprintf(probe, sizeof probe, "%s/state.json", at);
+    if (is_file(at) || access(probe, F_OK) == 0) { /* a weights file (.safetensors) or a checkpoint folder */
+        if ((size_t)snprintf(out, size, "%s", at) >= size) return tr_error_set(TR_ERR_INVALID, "%s: path too long", at);
+        return TR_OK;
+    }
+    if (tr_checkpoint_latest(at, out, size) == TR_OK) return TR_OK;
+    snprintf(probe, sizeof probe, "%s/checkpoints", at);
     if (tr_checkpoint_latest(probe, out, size) == TR_OK) return TR_OK;
     return tr_error_set(TR_ERR_NOT_FOUND,
                         "%s: no checkpoint there (give a checkpoint folder such as runs/NAME/0/checkpoints/"
-                        "step-00000100, a checkpoints/ folder or a run folder)", path);
+                        "step-00000100, a checkpoints/ folder, a run folder, its best or a .safetensors weights file)",
+                        at);
 }
 
 /* A "<name>.tmp-<pid>" directory is stale unless process pid is alive (and not us mid-save:
@@ -493,7 +544,9 @@ static int stale_tmp(const char *name) {
     return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
-tr_status tr_checkpoint_prune(const char *dir, int keep_last) {
+tr_status tr_checkpoint_prune(const char *dir, int keep_last) { return ckpt_prune(dir, keep_last, NULL, 0); }
+
+tr_status ckpt_prune(const char *dir, int keep_last, const char *const *keep, int n_keep) {
     if (!dir) return tr_error_set(TR_ERR_INVALID, "checkpoint prune: dir is required");
     if (keep_last < 1)
         return tr_error_set(TR_ERR_INVALID, "%s: keep_last must be at least 1, got %d", dir, keep_last);
@@ -502,6 +555,9 @@ tr_status tr_checkpoint_prune(const char *dir, int keep_last) {
     TR_CHECK(list_complete(dir, &v, &n));
     tr_status st = TR_OK;
     for (int i = keep_last; i < n && st == TR_OK; i++) {
+        int kept = 0;
+        for (int k = 0; k < n_keep && !kept; k++) kept = strcmp(keep[k], v[i].name) == 0;
+        if (kept) continue;
         char sub[PATH_CAP];
         st = ckpt_join(sub, sizeof sub, dir, v[i].name);
         if (st == TR_OK) st = ckpt_remove_tree(sub, 0);
@@ -509,6 +565,24 @@ tr_status tr_checkpoint_prune(const char *dir, int keep_last) {
     tr_free(v);
     if (st != TR_OK) return st;
     TR_CHECK(ckpt_remove_stale(dir, NULL));
+    ckpt_fsync_path(dir);
+    return TR_OK;
+}
+
+tr_status ckpt_link(const char *dir, const char *link, const char *target) {
+    char final_path[PATH_CAP], tmp[PATH_CAP], why[256];
+    TR_CHECK(ckpt_join(final_path, sizeof final_path, dir, link));
+    int k = snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%ld", dir, link, (long)getpid());
+    if (k < 0 || (size_t)k >= sizeof tmp) return tr_error_set(TR_ERR_INVALID, "%s: path too long", final_path);
+    unlink(tmp);
+    if (symlink(target, tmp) != 0)
+        return tr_error_set(TR_ERR_IO, "%s: cannot make the link to %s: %s", final_path, target,
+                            tr_io_reason(errno, why, sizeof why));
+    if (rename(tmp, final_path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return tr_error_set(TR_ERR_IO, "%s: cannot point it at %s: %s", final_path, target, tr_io_reason(e, why, sizeof why));
+    }
     ckpt_fsync_path(dir);
     return TR_OK;
 }

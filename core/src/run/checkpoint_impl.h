@@ -23,6 +23,10 @@ void ckpt_fsync_path(const char *path);
 /* Removes a file or a directory tree (symlinks are removed, never followed). */
 tr_status ckpt_remove_tree(const char *path, int depth);
 void ckpt_shape_str(char *out, size_t cap, int ndim, const int64_t *shape);
+/* n bytes into path (created or truncated), fsync'ed; every failure names path. */
+tr_status ckpt_write_bytes(const char *path, const void *data, size_t n);
+/* The files the model is rebuilt from (tr_params_add_file) into dir. */
+tr_status ckpt_write_files(const char *dir, const tr_params *P);
 /* o as JSON text into path (created or truncated), fsync'ed; every failure names path. */
 tr_status ckpt_write_json(json_t *o, const char *path, size_t flags);
 struct run_classes;
@@ -52,6 +56,15 @@ tr_status ckpt_begin(const char *dir, const char *name, long tag, char *final_pa
 tr_status ckpt_remove_stale(const char *dir, int *removed);
 /* fsyncs tmp, renames it to final, fsyncs dir. */
 tr_status ckpt_commit(const char *dir, const char *final_path, const char *tmp_path);
+/* tr_checkpoint_prune, keeping also the n checkpoints named in keep (a monitored metric's top k:
+ * ckpt_select.h) whatever their age. */
+tr_status ckpt_prune(const char *dir, int keep_last, const char *const *keep, int n);
+/* Points dir/link (`best`, `last`) at the checkpoint dir/target: a relative symbolic link, made
+ * under a temporary name and renamed over the old one, so a reader sees the old or the new. */
+tr_status ckpt_link(const char *dir, const char *link, const char *target);
+/* Whether path is a regular file: a weights file (.safetensors, e.g. what
+ * tr_checkpoint_consolidate writes) rather than a checkpoint folder. */
+int ckpt_is_file(const char *path);
 /* Removes tmp, keeps st's message (prefixed with the checkpoint's path); returns st. */
 tr_status ckpt_abandon(const char *final_path, const char *tmp_path, tr_status st);
 

@@ -110,9 +110,9 @@ static void apply(source *src, int p, int64_t start, int64_t count, const float 
 
 /* ---- full checkpoints ---- */
 
-static tr_status open_full(source *src) {
-    char mpath[PATH_CAP], opath[PATH_CAP];
-    TR_CHECK(ckpt_join(mpath, sizeof mpath, src->path, MODEL_FILE));
+/* mpath: the checkpoint's model.safetensors, or a weights file given whole. */
+static tr_status open_full(source *src, const char *mpath) {
+    char opath[PATH_CAP];
     TR_CHECK(ckpt_join(opath, sizeof opath, src->path, OPTIM_FILE));
     tr_params *P = src->P;
     TR_CHECK(tr_safetensors_open(&src->mf, mpath));
@@ -328,19 +328,30 @@ done:
 /* ---- the loop ---- */
 
 static tr_status load(source *src, tr_train_state *s) {
-    char spath[PATH_CAP], ipath[PATH_CAP];
-    TR_CHECK(ckpt_join(spath, sizeof spath, src->path, STATE_FILE));
-    TR_CHECK(ckpt_join(ipath, sizeof ipath, src->path, INDEX_FILE));
-    tr_train_state ns;
-    TR_CHECK(ckpt_read_state(spath, &ns));
-    src->sharded = access(ipath, F_OK) == 0;
+    char spath[PATH_CAP], ipath[PATH_CAP], mpath[PATH_CAP];
+    tr_train_state ns = {0};
+    /* A weights file (what consolidation writes): the weights alone, no state. */
+    int file = ckpt_is_file(src->path);
+    if (file && src->opt)
+        return tr_error_set(TR_ERR_INVALID, "%s: a weights file holds no optimizer state (resume from a checkpoint folder)",
+                            src->path);
+    if (file) {
+        if ((size_t)snprintf(mpath, sizeof mpath, "%s", src->path) >= sizeof mpath)
+            return tr_error_set(TR_ERR_INVALID, "%s: path too long", src->path);
+    } else {
+        TR_CHECK(ckpt_join(spath, sizeof spath, src->path, STATE_FILE));
+        TR_CHECK(ckpt_join(ipath, sizeof ipath, src->path, INDEX_FILE));
+        TR_CHECK(ckpt_join(mpath, sizeof mpath, src->path, MODEL_FILE));
+        TR_CHECK(ckpt_read_state(spath, &ns));
+        src->sharded = access(ipath, F_OK) == 0;
+    }
     if (src->opt && tr_optim_state_count(src->opt) > TR_CKPT_MAX_STATE)
         return tr_error_set(TR_ERR_INTERNAL, "%d optimizer states", tr_optim_state_count(src->opt));
     if (src->sharded) {
         TR_CHECK(open_sharded(src, ipath));
         for (int r = 0; r < src->world; r++) TR_CHECK(visit_shard(src, r, 0));
     } else {
-        TR_CHECK(open_full(src));
+        TR_CHECK(open_full(src, mpath));
         visit_full(src, 0);
     }
     for (int i = 0; i < src->nt; i++) {
@@ -459,6 +470,7 @@ tr_status tr_checkpoint_consolidate(const char *path, const char *out_file) {
     TR_CHECK(ckpt_join(mpath, sizeof mpath, path, MODEL_FILE));
     tr_params *P = NULL;
     tr_status st;
+    if (ckpt_is_file(path)) snprintf(mpath, sizeof mpath, "%s", path); /* a weights file: copied */
     if (access(ipath, F_OK) == 0) {
         st = params_from_index(ipath, &P);
     } else if (access(mpath, F_OK) == 0) {

@@ -1,6 +1,7 @@
 /* Sharded checkpoints: every rank writes the pieces it holds into the temporary directory
- * rank 0 made; rank 0 then writes index.json and state.json and renames the directory into
- * place (the same crash safety as a full checkpoint: no ".tmp", complete). */
+ * rank 0 made; rank 0 then writes index.json, the model's files (tr_params_add_file) and
+ * state.json and renames the directory into place (the same crash safety as a full
+ * checkpoint: no ".tmp", complete). */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <jansson.h>
@@ -144,6 +145,7 @@ tr_status ckpt_commit_shards(const char *dir, const char *name, const char *tmp,
     TR_CHECK(ckpt_join(final_path, sizeof final_path, dir, name));
     tr_status st;
     TR_CHECK_GOTO(write_index(tmp, world, P, opt), fail);
+    TR_CHECK_GOTO(ckpt_write_files(tmp, P), fail);
     TR_CHECK_GOTO(ckpt_write_state(tmp, s, c, loop), fail);
     TR_CHECK_GOTO(ckpt_commit(dir, final_path, tmp), fail);
     return TR_OK;

@@ -117,6 +117,7 @@ tr_status classes_from_json(run_classes *out, json_t *v, const char *path) {
 
 tr_status classes_read_checkpoint(run_classes *out, const char *ckpt) {
     *out = (run_classes){0};
+    if (ckpt_is_file(ckpt)) return TR_OK; /* a weights file records no classes */
     char path[PATH_CAP];
     TR_CHECK(ckpt_join(path, sizeof path, ckpt, STATE_FILE));
     json_error_t jerr;

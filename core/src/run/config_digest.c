@@ -3,7 +3,9 @@
  * the math of a step (lengths, cadence, paths, threads, the strategy: DESIGN.md decisions 5
  * and 11), or only its roundings (the accelerator, trainer.precision), are left out, so
  * extending a run or resuming under another strategy, on other devices or in another
- * precision (a bf16-mixed run's fp32 checkpoint on the CPU) is allowed. */
+ * precision (a bf16-mixed run's fp32 checkpoint on the CPU) is allowed. trainer.early_stopping
+ * decides when a run ends, as max_epochs does; model.init_from only starts a fresh run (a
+ * resume takes the run's own checkpoint). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +15,9 @@
 
 static const char *const ignored[] = {
     "run.name", "run.output_dir", "data.prefetch", "data.workers", "trainer.max_epochs", "trainer.max_steps",
-    "trainer.log_every", "trainer.val_every_n_steps", "trainer.val_every_n_epochs", "trainer.threads", "trainer.progress", "trainer.profile",
-    "trainer.strategy", "trainer.accelerator", "trainer.precision", "trainer.devices", "trainer.max_restarts", "strategy", "checkpoint", "plugins"};
+    "trainer.log_every", "trainer.val_every_n_steps", "trainer.val_every_n_epochs", "trainer.threads", "trainer.progress", "trainer.profile", "trainer.loggers",
+    "trainer.strategy", "trainer.accelerator", "trainer.precision", "trainer.devices", "trainer.max_restarts",
+    "trainer.early_stopping", "model.init_from", "strategy", "checkpoint", "plugins"};
 
 static int is_ignored(const char *path) {
     for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) {

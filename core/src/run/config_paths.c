@@ -1,7 +1,7 @@
 /* Makes the config's paths absolute in memory, so the resolved config.yaml written into the run
- * folder runs again from any working directory (docs/config.md): run.output_dir (relative to
- * the working directory), `plugins:` entries and the model's and dataset's string options that
- * the path options (TR_OPTION_PATH, ABI 0.8) of the model and the dataset, relative to the
+ * folder runs again from any working directory (docs/config.md): run.output_dir and
+ * model.init_from (relative to the working directory), `plugins:` entries and the path options
+ * (TR_OPTION_PATH, ABI 0.8) of the model and the dataset, relative to the
  * config's folder (how the plugins resolve them: tr_path_resolve against base_dir). Only
  * options declared as paths: a string option whose value merely names a file that happens to
  * be there (a csv label column `target` beside a folder `target/`) keeps its text; a plugin
@@ -72,6 +72,15 @@ tr_status job_absolute_paths(job *j) {
         if (!d || !d[0] || d[0] == '/') continue;
         TR_CHECK(absolute(path, sizeof path, j->cfg_dir, d));
         TR_CHECK(set_text(it, path));
+    }
+    /* model.init_from names a run's output, as --checkpoint does: from the working directory,
+     * as run.output_dir; `best` and `last` name the config's own run's (job_resolve_checkpoint). */
+    const tr_cfg_node *init = tr_cfg_find(j->root, "model.init_from");
+    const char *from = tr_cfg_scalar(init);
+    if (from && from[0] && from[0] != '/' && strcmp(from, "best") != 0 && strcmp(from, "last") != 0) {
+        TR_CHECK(absolute(path, sizeof path, NULL, from));
+        TR_CHECK(set_text(init, path));
+        j->s.init_from = init->text;
     }
     TR_CHECK(option_paths(j, "model.params", j->model_p));
     TR_CHECK(option_paths(j, "data.params", j->data_p));

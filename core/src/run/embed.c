@@ -7,7 +7,8 @@
  * texts take its place. One process (cpu, dataparallel and single-gpu strategies). With
  * text<TAB>pair lines (every line then has one TAB) both texts are embedded alone, written as
  * (N, 2, E), and each pair's cosine similarity (the dot product of normalized embeddings, as
- * bge-m3 scores) goes to a CSV `index,score`. */
+ * bge-m3 scores) goes to a CSV `index,score`. Progress: run/progress.c's bar on a terminal
+ * (trainer.progress auto or bar), lines every trainer.log_every batches with `lines`. */
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
@@ -214,7 +215,7 @@ static tr_status embed_job(job *j, const char *config_path, const char *const *o
     j->s.shuffle = 0; /* in input order, every text */
     j->s.drop_last = 0;
     if (checkpoint) {
-        TR_CHECK(job_find_checkpoint(checkpoint, res->checkpoint, sizeof res->checkpoint));
+        TR_CHECK(job_resolve_checkpoint(j, checkpoint, res->checkpoint, sizeof res->checkpoint));
         snprintf(j->ckpt_path, sizeof j->ckpt_path, "%s", res->checkpoint);
     }
     TR_CHECK(job_open_planned(j));
@@ -222,11 +223,14 @@ static tr_status embed_job(job *j, const char *config_path, const char *const *o
         tr_train_state state;
         TR_CHECK(job_load_checkpoint(j, res->checkpoint, 0, &state));
     }
-    int64_t N = d->n, E = 0;
+    int64_t N = d->n, E = 0, done = 0, batches = 0;
     float *all = NULL;
     tr_status st = tr_loader_start_epoch(j->train_L, 0, 0);
     const tr_host_batch *hb;
     double t0 = tr_now();
+    /* A bar on a terminal (trainer.progress auto or bar); lines every log_every batches with
+     * trainer.progress=lines; nothing otherwise (the summary line says it all). */
+    progress_init(&j->prog, j->s.progress, 0);
     while (st == TR_OK && (st = tr_loader_next(j->train_L, &hb)) == TR_OK && hb) {
         tr_model_out mo;
         st = j->sops->forward(j->strat, hb, 0, &mo);
@@ -251,7 +255,14 @@ static tr_status embed_job(job *j, const char *config_path, const char *const *o
             break;
         }
         memcpy(all + hb->first * E, mo.embedding->data, (size_t)(hb->size * E) * sizeof *all);
+        done += hb->size;
+        batches++;
+        double el = tr_now() - t0, rate = el > 0 ? (double)done / el : 0.0;
+        progress_update_pass(&j->prog, "embed", done, N, rate, "texts");
+        if (j->s.progress == 2 && (batches % j->s.log_every == 0 || done == N))
+            job_say(j, "embed: %lld/%lld texts  %.0f texts/s", (long long)done, (long long)N, rate);
     }
+    progress_end(&j->prog);
     double dt = tr_now() - t0;
     int64_t lines = d->pairs ? N / 2 : N;
     char scores_path[1100] = "";

@@ -47,9 +47,13 @@ void job_write(job *j, FILE *f, const char *fmt, ...) {
     if (!bad || j->io_error[0]) return;
     char why[256];
     tr_io_reason(errno ? errno : EIO, why, sizeof why);
-    snprintf(j->io_error, sizeof j->io_error, "%s/%s: write failed: %s", j->run_dir,
-             f == j->log ? "log.txt" : "metrics.jsonl", why);
+    snprintf(j->io_error, sizeof j->io_error, "%s/log.txt: write failed: %s", j->run_dir, why);
     clearerr(f);
+}
+
+void job_record(job *j, const run_record *r) {
+    if (run_loggers_record(&j->loggers, r) != TR_OK && !j->io_error[0])
+        snprintf(j->io_error, sizeof j->io_error, "%s", tr_error_msg());
 }
 
 tr_status job_io_status(const job *j) {
@@ -255,7 +259,8 @@ static tr_status make_dataset(job *j, tr_split split, void **out) {
     tr_status st = options_from(params, over, over ? "data.val_params" : "data.params", j->data_p, &o);
     if (st == TR_OK && over) st = options_from(params, NULL, "data.params", j->data_p, &train_o);
     tr_dataset_env env = {.split = split, .seed = (uint64_t)j->s.seed, .base_dir = j->cfg_dir,
-                          .val_fraction = j->s.val_fraction, .train_opts = train_o};
+                          .val_fraction = j->s.val_fraction, .train_opts = train_o,
+                          .labels_optional = split == TR_SPLIT_VAL && j->labels_optional};
     if (st == TR_OK) {
         st = j->dops->create(out, o, &env);
         if (st != TR_OK) {
@@ -269,15 +274,17 @@ static tr_status make_dataset(job *j, tr_split split, void **out) {
 }
 
 static const char *const top_keys[] = {"run", "model", "data", "optimizer", "scheduler", "trainer", "strategy", "checkpoint", "plugins"};
-static const char *const ckpt_keys[] = {"every_n_epochs", "every_n_steps", "keep_last", "resume"};
+static const char *const ckpt_keys[] = {"every_n_epochs", "every_n_steps", "keep_last", "resume", "monitor", "mode",
+                                        "save_top_k", "save_last"};
 static const char *const run_keys[] = {"name", "seed", "output_dir"};
-static const char *const model_keys[] = {"name", "params"};
+static const char *const model_keys[] = {"name", "params", "init_from"};
 static const char *const data_keys[] = {"name", "params", "val_params", "batch_size", "shuffle", "drop_last", "prefetch", "workers", "val_fraction"};
 static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps"};
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
 static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps", "val_every_n_epochs",
                                            "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts",
-                                           "on_nan", "max_consecutive_skips", "flush_denormals", "gpu_backend", "profile"};
+                                           "on_nan", "max_consecutive_skips", "flush_denormals", "gpu_backend", "profile",
+                                           "loggers", "early_stopping"};
 #define N_(a) (sizeof(a) / sizeof(a[0]))
 
 static tr_status check_sections(const tr_cfg_node *r) {
@@ -303,6 +310,8 @@ static tr_status set_default(job *j, const char *key, const char *text) {
     j->root = tr_config_root(j->cfg);
     return TR_OK;
 }
+
+tr_status job_set_default(job *j, const char *key, const char *text) { return set_default(j, key, text); }
 
 static tr_status get_int(job *j, const char *key, int64_t def, int64_t min, int64_t max, int64_t *out) {
     TR_CHECK(tr_cfg_get_int(j->root, key, def, min, max, out, 0));
@@ -409,6 +418,31 @@ static tr_status read_optim(job *j, tr_optim_config *oc) {
     return st;
 }
 
+/* trainer.loggers: a list of logger names, each at most once (a name alone is a list of one;
+ * [] none); absent: [jsonl]. */
+static tr_status read_loggers(job *j, job_settings *s) {
+    const tr_cfg_node *n = tr_cfg_find(j->root, "trainer.loggers");
+    s->loggers = 0;
+    if (!n || tr_cfg_null_(n)) {
+        s->loggers = RUN_LOGGER_JSONL;
+        return set_default(j, "trainer.loggers", "[jsonl]");
+    }
+    int seq = tr_cfg_node_kind(n) == TR_CFG_SEQ;
+    for (size_t i = 0; i < (seq ? tr_cfg_size(n) : 1); i++) {
+        char key[64] = "trainer.loggers";
+        if (seq) snprintf(key, sizeof key, "trainer.loggers[%zu]", i);
+        int k;
+        TR_CHECK(tr_cfg_get_choice(j->root, key, RUN_LOGGER_NAMES, NULL, &k, 1));
+        if (s->loggers & (1u << k)) {
+            const tr_cfg_node *it = tr_cfg_find(j->root, key);
+            return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: '%s' is listed twice", tr_cfg_source(it), tr_cfg_line(it),
+                                tr_cfg_column(it), key, tr_cfg_scalar(it));
+        }
+        s->loggers |= 1u << k;
+    }
+    return TR_OK;
+}
+
 /* run.name and run.output_dir make the run directory <output_dir>/<name>/<version>. */
 static tr_status check_run_paths(const job *j, const job_settings *s) {
     const char *n = s->name;
@@ -457,6 +491,7 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_choice(j, "trainer.on_nan", "stop|skip", "stop", &s->on_nan));
     TR_CHECK(get_int(j, "trainer.max_consecutive_skips", 10, 0, INT64_MAX, &s->max_consecutive_skips));
     TR_CHECK(get_choice(j, "trainer.precision", "fp32|bf16-mixed", "fp32", &s->precision));
+    TR_CHECK(read_loggers(j, s));
     int sched_kind;
     TR_CHECK(get_choice(j, "scheduler.name", "constant|step|cosine", "constant", &sched_kind));
     s->sched.kind = (tr_sched_kind)sched_kind;
@@ -468,6 +503,8 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_int(j, "checkpoint.every_n_steps", 0, 0, INT64_MAX, &s->ck_steps));
     TR_CHECK(get_int(j, "checkpoint.keep_last", 3, 1, 1000000, &s->keep_last));
     TR_CHECK(get_choice(j, "checkpoint.resume", "auto|never", "auto", &s->resume));
+    TR_CHECK(monitor_read_settings(j));
+    TR_CHECK(tr_cfg_get_string(j->root, "model.init_from", NULL, &s->init_from, 0));
     return read_optim(j, &s->optim);
 }
 
@@ -612,8 +649,8 @@ tr_status job_read_settings(job *j) {
     return read_settings(j, &j->s);
 }
 
-tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
-                   const char *const *plugin_dirs) {
+tr_status job_plan_model(job *j, const char *config_path, const char *const *overrides, int n_overrides,
+                         const char *const *plugin_dirs) {
     TR_CHECK(tr_config_load(&j->cfg, config_path));
     for (int i = 0; i < n_overrides; i++) TR_CHECK(tr_config_override(j->cfg, overrides[i]));
     char dirbuf[1024];
@@ -627,7 +664,12 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(find_plugins(j, plugin_dirs));
     TR_CHECK(plugin_for(j, "model", TR_PLUGIN_MODEL, &j->model_p));
     TR_CHECK(plugin_for(j, "data", TR_PLUGIN_DATASET, &j->data_p));
-    TR_CHECK(job_absolute_paths(j));
+    return job_absolute_paths(j);
+}
+
+tr_status job_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
+                   const char *const *plugin_dirs) {
+    TR_CHECK(job_plan_model(j, config_path, overrides, n_overrides, plugin_dirs));
     TR_CHECK(choose_strategy(j));
     TR_CHECK(job_check_world(j));
     /* bf16-mixed is the devices' arithmetic (tr_accel_open applies it; a device plugin that
@@ -707,6 +749,7 @@ static tr_status open_val(job *j) {
     }
     tr_data_spec vspec = {0}; /* a dataset built for an older minor fills only the fields it knows */
     j->dops->spec(j->val_ds, &vspec);
+    j->val_unlabelled = j->labels_optional && j->dops->labelled && !j->dops->labelled(j->val_ds);
     return check_val_spec(j, &vspec);
 }
 
@@ -777,6 +820,10 @@ tr_status job_open(job *j, const char *config_path, const char *const *overrides
 
 tr_status job_open_planned(job *j) {
     TR_CHECK(job_open_model(j));
+    return job_open_strategy(j);
+}
+
+tr_status job_open_strategy(job *j) {
     const tr_dataset_ops *dops = j->dops;
     tr_strategy_env env = {.models = j->models, .spec = &j->spec, .optim = j->s.optim, .global_batch = j->s.batch,
                            .grad_accum = j->s.accum, .threads = (int)j->s.threads, .seed = (uint64_t)j->s.seed,
@@ -830,16 +877,44 @@ void job_close(job *j) {
     tr_registry_destroy(j->reg);
     tr_config_destroy(j->cfg);
     if (j->log) fclose(j->log);
-    if (j->metrics) fclose(j->metrics);
+    run_loggers_close(&j->loggers); /* a failed run's: its error is the one to report */
 }
 
 tr_status job_find_checkpoint(const char *path, char *out, size_t size) { return tr_checkpoint_find(path, out, size); }
 
-tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train_state *state) {
+tr_status job_resolve_checkpoint(const job *j, const char *path, char *out, size_t size) {
+    if (strcmp(path, "best") != 0 && strcmp(path, "last") != 0) return tr_checkpoint_find(path, out, size);
+    /* The config's run: its newest version holding the pointer. */
+    char at[1200];
+    struct stat sb;
+    int found = -1;
+    for (int v = 0; v < 100000; v++) {
+        snprintf(at, sizeof at, "%s/%s/%d", j->s.outdir, j->s.name, v);
+        if (stat(at, &sb) != 0) break;
+        snprintf(at, sizeof at, "%s/%s/%d/checkpoints/%s", j->s.outdir, j->s.name, v, path);
+        if (lstat(at, &sb) == 0) found = v;
+    }
+    if (found < 0)
+        return tr_error_set(TR_ERR_NOT_FOUND, "%s: no version of the run %s/%s has checkpoints/%s (kept %s)", path,
+                            j->s.outdir, j->s.name, path,
+                            strcmp(path, "best") == 0 ? "when checkpoint.monitor is set" : "with checkpoint.save_last: true");
+    snprintf(at, sizeof at, "%s/%s/%d/checkpoints/%s", j->s.outdir, j->s.name, found, path);
+    return tr_checkpoint_find(at, out, size);
+}
+
+tr_status job_checkpoint_state(const job *j, const char *path, tr_train_state *state) {
+    struct stat sb;
+    memset(state, 0, sizeof *state);
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) return TR_OK; /* a weights file: no state, no model name */
     TR_CHECK(tr_checkpoint_read_state(path, state));
     if (strcmp(state->model, j->model_p->desc->name) != 0)
         return tr_error_set(TR_ERR_INVALID, "checkpoint refused: %s holds a '%s' model, the config's model is '%s'",
                             path, state->model, j->model_p->desc->name);
+    return TR_OK;
+}
+
+tr_status job_load_checkpoint(job *j, const char *path, int with_optim, tr_train_state *state) {
+    TR_CHECK(job_checkpoint_state(j, path, state));
     if (j->sops->shards) {
         tr_state_shards sh;
         TR_CHECK(j->sops->shards(j->strat, &sh));

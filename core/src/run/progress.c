@@ -74,15 +74,13 @@ static void clock_text(char *out, size_t size, double seconds) {
 
 /* The bar's text for a terminal of `cols` columns (0: no limit), at most cols - 1 characters
  * (writing the last column wraps on some terminals): the whole line when it fits, else without
- * elapsed, then samples/s, then with a shorter bar, no bar, no ETA, no loss. */
-static void progress_format(char *out, size_t size, int cols, int64_t epoch, int64_t max_epochs, int64_t step,
-                            int64_t total, double loss, double samples_per_sec, const char *elapsed, const char *eta) {
+ * elapsed, then the rate, then with a shorter bar, no bar, no ETA, no loss. `ep` leads ("epoch
+ * 1/3 "), `lossf` ("  loss 0.1234") may be empty. */
+static void progress_format(char *out, size_t size, int cols, const char *ep, int64_t step, int64_t total,
+                            const char *lossf, const char *rate, const char *elapsed, const char *eta) {
     enum { WIDTH = 24, MIN_WIDTH = 8 };
-    char ep[48], count[48], lossf[48], rate[48], el[64], et[64];
-    snprintf(ep, sizeof ep, "epoch %lld/%lld ", (long long)epoch + 1, (long long)max_epochs);
+    char count[48], el[64], et[64];
     snprintf(count, sizeof count, "%lld/%lld", (long long)step, (long long)total);
-    snprintf(lossf, sizeof lossf, "  loss %.4f", loss);
-    snprintf(rate, sizeof rate, "  %.0f samples/s", samples_per_sec);
     snprintf(el, sizeof el, "  %s elapsed", elapsed);
     snprintf(et, sizeof et, "  ETA %s", eta);
     size_t room = cols > 0 ? (size_t)cols - 1 : (size_t)-1;
@@ -119,8 +117,9 @@ static void progress_format(char *out, size_t size, int cols, int64_t epoch, int
     }
 }
 
-void progress_update(progress *p, int64_t epoch, int64_t max_epochs, int64_t step, int64_t total,
-                     double loss, double samples_per_sec) {
+/* Draws the bar (see progress_format for the fields). */
+static void progress_draw(progress *p, const char *ep, int64_t step, int64_t total, const char *lossf,
+                          const char *rate) {
     if (!p->bar) return;
     double now = tr_now();
     if (step < total && p->last_draw >= 0 && now - p->last_draw < 0.1) return;
@@ -134,10 +133,29 @@ void progress_update(progress *p, int64_t epoch, int64_t max_epochs, int64_t ste
     char eta[32], elapsed[32], line[512];
     clock_text(eta, sizeof eta, per * (double)(total - step));
     clock_text(elapsed, sizeof elapsed, now - p->t0);
-    progress_format(line, sizeof line, p->cols, epoch, max_epochs, step, total, loss, samples_per_sec, elapsed, eta);
+    progress_format(line, sizeof line, p->cols, ep, step, total, lossf, rate, elapsed, eta);
     printf("\r\033[K%s", line);
     fflush(stdout);
     p->drawn = 1;
+}
+
+void progress_update(progress *p, int64_t epoch, int64_t max_epochs, int64_t step, int64_t total,
+                     double loss, double samples_per_sec) {
+    if (!p->bar) return;
+    char ep[48], lossf[48], rate[48];
+    snprintf(ep, sizeof ep, "epoch %lld/%lld ", (long long)epoch + 1, (long long)max_epochs);
+    snprintf(lossf, sizeof lossf, "  loss %.4f", loss);
+    snprintf(rate, sizeof rate, "  %.0f samples/s", samples_per_sec);
+    progress_draw(p, ep, step, total, lossf, rate);
+}
+
+void progress_update_pass(progress *p, const char *what, int64_t done, int64_t total, double per_sec,
+                          const char *unit) {
+    if (!p->bar) return;
+    char ep[48], rate[64];
+    snprintf(ep, sizeof ep, "%s ", what);
+    snprintf(rate, sizeof rate, "  %.0f %s/s", per_sec, unit);
+    progress_draw(p, ep, done, total, "", rate);
 }
 
 void progress_clear(progress *p) {

@@ -1,17 +1,21 @@
 /* Model replicas and the factory that makes them (see trainer/replica.h). */
 #include "trainer/replica.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "plugin/plugin_impl.h"
 #include "trainer/accel.h"
 #include "trainer/memory.h"
 #include "trainer/strategy.h"
 
 struct tr_model_factory {
     const tr_plugin *plugin;
+    tr_model_ops ops;  /* the plugin's table, entries past its ops_size NULL */
     const tr_options *opts;
     tr_data_spec spec;
     uint64_t seed;
+    char restore[4096]; /* tr_model_factory_set_restore's checkpoint, or "" */
 };
 
 tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model,
@@ -24,11 +28,23 @@ tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model
     tr_model_factory *f = tr_malloc(sizeof *f);
     if (!f) return tr_error_set(TR_ERR_NOMEM, "model factory: out of memory");
     *f = (tr_model_factory){.plugin = model, .opts = opts, .spec = *spec, .seed = seed};
+    tr_status st = plugin_model_ops(model, &f->ops);
+    if (st != TR_OK) {
+        tr_free(f);
+        return st;
+    }
     *out = f;
     return TR_OK;
 }
 
 void tr_model_factory_destroy(tr_model_factory *f) { tr_free(f); }
+
+tr_status tr_model_factory_set_restore(tr_model_factory *f, const char *checkpoint) {
+    if ((size_t)snprintf(f->restore, sizeof f->restore, "%s", checkpoint ? checkpoint : "") >= sizeof f->restore)
+        return tr_error_set(TR_ERR_INVALID, "model factory: checkpoint path of more than %zu bytes: %s",
+                            sizeof f->restore - 1, checkpoint);
+    return TR_OK;
+}
 
 const tr_data_spec *tr_model_factory_spec(const tr_model_factory *f) { return &f->spec; }
 
@@ -131,11 +147,12 @@ tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_
     tr_replica *r = tr_malloc(sizeof *r);
     if (!r) return tr_error_set(TR_ERR_NOMEM, "replica: out of memory");
     memset(r, 0, sizeof *r);
-    r->ops = f->plugin->desc->ops;
+    r->ops = &f->ops;
     r->spec = f->spec;
     r->seed = f->seed;
     tr_status st;
     TR_CHECK_GOTO(tr_params_create(&r->P), fail);
+    TR_CHECK_GOTO(tr_params_set_restore(r->P, f->restore[0] ? f->restore : NULL), fail);
     st = r->ops->create(&r->model, f->opts, &r->spec, r->P);
     if (st != TR_OK) {
         r->model = NULL;

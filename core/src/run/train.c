@@ -15,10 +15,14 @@
 #include "job.h"
 #include "nonfinite.h"
 #include "run/checkpoint_impl.h"
+#include "run/ckpt_select.h"
+#include "run/curves.h"
+#include "run/early_stop.h"
 #include "run/loop_totals.h"
 #include "run/run_lock.h"
 #include "trainer/io.h"
 #include "trainer/log.h"
+#include "trainer/memory.h"
 #include "trainer/profile.h"
 #include "trainer/run.h"
 #include "trainer/runtime.h"
@@ -37,14 +41,11 @@ typedef struct loop {
                               * first step to the end of the last (neither the warm-up nor the
                               * run's final validation and checkpoint count) */
     int64_t prof_from;       /* the step it was attached after (0: not yet) */
+    ckpt_select sel;         /* checkpoint.monitor's top k, best and last: checkpointed */
+    early_stop es;           /* trainer.early_stopping: checkpointed */
+    int want_save;           /* this step entered the top k: save it */
+    int early_stopped;       /* early stopping ended the run at this step */
 } loop;
-
-/* A metrics value: JSON has no NaN or infinity (a step left out, a window of them). */
-static const char *json_number(char buf[32], double v, int digits) {
-    if (isfinite(v)) snprintf(buf, 32, "%.*g", digits, v);
-    else snprintf(buf, 32, "null");
-    return buf;
-}
 
 /* Every rank learns whether any failed: TR_OK when none did; else this rank's own error, or
  * "WHAT: OTHERS" when only others failed. */
@@ -82,7 +83,7 @@ static tr_status save_sharded(loop *lp, const char *name, json_t *totals) {
     }
     if (j->info.rank == 0) {
         st = ckpt_commit_shards(lp->ck_dir, name, tmp, j->info.world, sh.P, sh.opt, &lp->state, &j->classes, totals);
-        if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
+        if (st == TR_OK) st = select_after_save(&lp->sel, lp->ck_dir, (int)j->s.keep_last, lp->state.step);
     }
     /* No rank goes on before the checkpoint is in place: a failure right after the save
      * (any rank's) then always finds it. */
@@ -97,9 +98,13 @@ static tr_status save_checkpoint(loop *lp) {
     if (lp->fault == TR_FAULT_CHECKPOINT && lp->state.step == lp->fault_step) tr_fault_arm(TR_FAULT_CHECKPOINT);
     tr_status st = TR_OK;
     char name[64];
-    snprintf(name, sizeof name, "step-%08lld", (long long)lp->state.step);
+    select_name(name, sizeof name, lp->state.step);
     lp->tot.total_steps = lp->total;
     json_t *totals = loop_totals_json(&lp->tot);
+    if (totals && (select_put(&lp->sel, totals) != 0 || early_stop_put(&lp->es, totals) != 0)) {
+        json_decref(totals);
+        totals = NULL;
+    }
     if (!totals) {
         st = tr_error_set(TR_ERR_NOMEM, "checkpoint %s/%s: cannot encode the loop's figures", lp->ck_dir, name);
     } else if (j->sops->shards) {
@@ -109,12 +114,13 @@ static tr_status save_checkpoint(loop *lp) {
         tr_optim *opt;
         st = j->sops->state(j->strat, &P, &opt);
         if (st == TR_OK) st = ckpt_save(lp->ck_dir, name, P, opt, &lp->state, &j->classes, totals);
-        if (st == TR_OK) st = tr_checkpoint_prune(lp->ck_dir, (int)j->s.keep_last);
+        if (st == TR_OK) st = select_after_save(&lp->sel, lp->ck_dir, (int)j->s.keep_last, lp->state.step);
     }
     json_decref(totals);
     tr_fault_disarm(); /* a rank that writes nothing (ddp's others) does not die later instead */
     TR_CHECK(st);
     lp->last_saved = lp->state.step;
+    lp->want_save = 0;
     return TR_OK;
 }
 
@@ -157,8 +163,8 @@ static tr_status nonfinite_step(loop *lp, const nonfinite_seen *seen, int64_t st
                                             "diverged, not a batch (%s)",
                             what, (long long)lp->tot.skipped_in_a_row, (long long)j->s.max_consecutive_skips, newest);
     job_say(j, "warning: %s; step left out (trainer.on_nan: skip; %lld so far)", what, (long long)lp->tot.skipped);
-    job_write(j, j->metrics, "{\"step\": %lld, \"skipped\": true, \"loss_finite\": %s}\n", (long long)step,
-              isfinite(loss) ? "true" : "false");
+    run_value v[] = {RUN_INT("step", step), RUN_BOOL("skipped", 1), RUN_BOOL("loss_finite", isfinite(loss))};
+    job_record(j, &(run_record){.kind = RUN_RECORD_SKIPPED, .v = v, .n = 3});
     return job_io_status(j);
 }
 
@@ -197,6 +203,30 @@ static int pick_run_dir(job *j, char *ckpt, size_t size, int *version) {
     return 0;
 }
 
+/* Whether the run of the checkpoint at ckpt goes on (*more): it has not reached total steps and
+ * early stopping did not end it (*stopped); *step: its step. */
+static tr_status run_goes_on(const char *ckpt, int64_t total, int *more, int64_t *step, int *stopped) {
+    tr_train_state found;
+    TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
+    *stopped = early_stop_ended(ckpt);
+    *step = found.step;
+    *more = found.step < total && !*stopped;
+    return TR_OK;
+}
+
+/* Whether the run will resume, and from which checkpoint (into ckpt), as pick_locked will
+ * decide: read before the strategy exists (so on every rank, without the lock). */
+static int probe_resume(job *j, int64_t total, char *ckpt, size_t size) {
+    int version, more, stopped;
+    int64_t step;
+    if (!pick_run_dir(j, ckpt, size, &version)) return 0;
+    if (run_goes_on(ckpt, total, &more, &step, &stopped) != TR_OK) { /* rank 0 says why below */
+        tr_error_clear();
+        return 0;
+    }
+    return more;
+}
+
 /* Rank 0: the run folder, locked (run_lock.h) before any of its checkpoints is read: a
  * trainer still writing it then refuses this one at once, instead of this one reading a
  * checkpoint that the other's keep_last prunes meanwhile. A finished run is let go again
@@ -206,11 +236,16 @@ static tr_status pick_locked(job *j, int64_t total, run_lock *lock, char *ckpt, 
     *resuming = pick_run_dir(j, ckpt, size, version);
     TR_CHECK(run_lock_take(lock, j->run_dir));
     if (!*resuming) return TR_OK;
-    tr_train_state found;
-    TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
-    if (found.step < total) return TR_OK;
-    job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)found.step,
-            (long long)total);
+    int more, stopped;
+    int64_t step;
+    TR_CHECK(run_goes_on(ckpt, total, &more, &step, &stopped));
+    if (more) return TR_OK;
+    if (stopped)
+        job_say(j, "%s is complete (trainer.early_stopping ended it at step %lld); starting a new version", j->run_dir,
+                (long long)step);
+    else
+        job_say(j, "%s is complete (step %lld of %lld); starting a new version", j->run_dir, (long long)step,
+                (long long)total);
     run_lock_release(lock);
     int keep = j->s.resume;
     j->s.resume = 1;
@@ -258,10 +293,23 @@ static tr_status check_resume_config(job *j, const char *ckpt, const tr_train_st
                         ckpt, diff[0] ? ": " : "", diff);
 }
 
+/* Rank 0: trainer.loggers' files, and the resolved config (config.yaml, just written) to
+ * those that keep texts, at the step the run starts from. */
+static tr_status open_loggers(job *j, int resuming, int64_t step) {
+    TR_CHECK(run_loggers_open(&j->loggers, j->s.loggers, &(run_logger_env){.run_dir = j->run_dir, .resuming = resuming}));
+    char path[1300], *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/config.yaml", j->run_dir);
+    TR_CHECK(tr_file_read(path, &text, &len));
+    tr_status st = run_loggers_text(&j->loggers, "config", text, step);
+    tr_free(text);
+    return st;
+}
+
 /* Rank 0: the run folder, its config, log and metrics files and the checkpoints folder, made
  * and probed before training so that an unwritable place fails at once; the folders a
  * killed save left are removed. */
-static tr_status open_run_dir(job *j, int resuming, const char *ck_dir) {
+static tr_status open_run_dir(job *j, int resuming, int64_t step, const char *ck_dir) {
     char path[1300], why[256];
     TR_CHECK(tr_mkdirs(j->run_dir));
     snprintf(path, sizeof path, "%s/config.yaml", j->run_dir);
@@ -270,9 +318,7 @@ static tr_status open_run_dir(job *j, int resuming, const char *ck_dir) {
     snprintf(path, sizeof path, "%s/log.txt", j->run_dir);
     j->log = fopen(path, mode);
     if (!j->log) return tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, tr_io_reason(errno, why, sizeof why));
-    snprintf(path, sizeof path, "%s/metrics.jsonl", j->run_dir);
-    j->metrics = fopen(path, mode);
-    if (!j->metrics) return tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, tr_io_reason(errno, why, sizeof why));
+    TR_CHECK(open_loggers(j, resuming, step));
     TR_CHECK(tr_mkdirs(ck_dir));
     snprintf(path, sizeof path, "%s/.write-test-%ld", ck_dir, (long)getpid());
     if (mkdir(path, 0755) != 0 && errno != EEXIST)
@@ -286,6 +332,72 @@ static tr_status open_run_dir(job *j, int resuming, const char *ck_dir) {
     return TR_OK;
 }
 
+/* After a validation: the monitored values offered to early stopping and then to the top k (so
+ * that a checkpoint saved at this step holds both decisions). Rank 0's values, on every rank:
+ * the ranks take the same decisions from the same numbers, and save and stop at one step. */
+static tr_status watch(loop *lp, int64_t epoch, double vloss, double vacc) {
+    job *j = lp->j;
+    if (lp->sel.m.metric == MONITOR_OFF && lp->es.m.metric == MONITOR_OFF) return TR_OK;
+    double v[2] = {monitor_value(&lp->sel.m, vloss, vacc), monitor_value(&lp->es.m, vloss, vacc)};
+    if (j->info.rank != 0) v[0] = v[1] = 0;
+    if (j->sops->all_sum) TR_CHECK(j->sops->all_sum(j->strat, v, 2));
+    int64_t step = lp->state.step;
+    early_stop *e = &lp->es;
+    if (!lp->early_stopped && early_stop_update(e, step, v[1])) {
+        lp->early_stopped = 1;
+        job_say(j, "early stopping at step %lld: %s has not improved on its best, %.6g at step %lld, by more than %g in %lld "
+                   "validations (trainer.early_stopping.patience %lld)",
+                (long long)step, monitor_name(e->m.metric), e->best, (long long)e->best_step, e->min_delta,
+                (long long)e->wait, (long long)e->patience);
+        char best[48];
+        snprintf(best, sizeof best, "best_%s", monitor_name(e->m.metric));
+        run_value rec[] = {RUN_INT("step", step), RUN_INT("epoch", epoch + 1), RUN_BOOL("early_stopped", 1),
+                           RUN_REAL(best, e->best, "%.9g"), RUN_INT("best_step", e->best_step), RUN_INT("patience", e->patience)};
+        job_record(j, &(run_record){.kind = RUN_RECORD_STOPPED, .v = rec, .n = 6});
+    }
+    int entered = select_offer(&lp->sel, step, v[0]);
+    if (entered < 0) return tr_error_set(TR_ERR_NOMEM, "checkpoint.monitor: out of memory");
+    if (entered) lp->want_save = 1;
+    return job_io_status(j);
+}
+
+/* A validation's line and metrics record (t counted something): val_loss, then
+ * val_accuracy and the macro and weighted scores (classification), val_perplexity (LMs) or
+ * val_mae, val_rmse and val_r2 (regression). */
+static tr_status val_report(loop *lp, int64_t epoch, const char *when, const eval_totals *t, double *vloss, double *vacc) {
+    job *j = lp->j;
+    *vloss = t->loss_sum / (double)t->count;
+    if (j->spec.task != TR_TASK_REGRESS) *vacc = (double)t->hits / (double)t->count;
+    char extra[96] = "";
+    if (isfinite(*vacc)) snprintf(extra, sizeof extra, "  val accuracy %.2f%%", 100 * *vacc); /* not for regression */
+    if (j->spec.task == TR_TASK_LM) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "  val perplexity %.3f", exp(*vloss));
+    job_say(j, "%s: val loss %.4f%s", when, *vloss, extra);
+    run_value v[12] = {RUN_INT("step", lp->state.step), RUN_INT("epoch", epoch + 1), RUN_REAL("val_loss", *vloss, "%.9g")};
+    int n = 3;
+    if (isfinite(*vacc)) v[n++] = RUN_REAL("val_accuracy", *vacc, "%.6g");
+    if (j->spec.task == TR_TASK_LM) v[n++] = RUN_REAL("val_perplexity", exp(*vloss), "%.6g");
+    if (t->cls.v) {
+        class_scores cs;
+        TR_CHECK(class_scores_compute(&cs, &t->cls));
+        v[n++] = RUN_REAL("val_precision_macro", cs.precision_macro, "%.6g");
+        v[n++] = RUN_REAL("val_recall_macro", cs.recall_macro, "%.6g");
+        v[n++] = RUN_REAL("val_f1_macro", cs.f1_macro, "%.6g");
+        v[n++] = RUN_REAL("val_precision_weighted", cs.precision_weighted, "%.6g");
+        v[n++] = RUN_REAL("val_recall_weighted", cs.recall_weighted, "%.6g");
+        v[n++] = RUN_REAL("val_f1_weighted", cs.f1_weighted, "%.6g");
+        class_scores_free(&cs);
+    }
+    if (t->reg.v) {
+        regress_scores rs;
+        regress_scores_of(&t->reg, &rs);
+        v[n++] = RUN_REAL("val_mae", rs.mae, "%.6g");
+        v[n++] = RUN_REAL("val_rmse", rs.rmse, "%.6g");
+        v[n++] = RUN_REAL("val_r2", rs.r2, "%.6g");
+    }
+    job_record(j, &(run_record){.kind = RUN_RECORD_VAL, .v = v, .n = n});
+    return job_io_status(j);
+}
+
 /* Validation: a line, a metrics record; returns loss and accuracy. epoch counts from 0, as the
  * loop's and the checkpoint's; the records, as the log, count from 1. */
 static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vloss, double *vacc) {
@@ -295,22 +407,13 @@ static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vlo
     tr_profile_enter("loop", "validation");
     if (j->sops->settle) TR_CHECK(j->sops->settle(j->strat));
     eval_totals t;
-    TR_CHECK(job_evaluate(j, j->val_L, epoch, &t, NULL, NULL));
-    if (!t.count) return TR_OK;
-    *vloss = t.loss_sum / (double)t.count;
-    if (j->spec.task != TR_TASK_REGRESS) *vacc = (double)t.hits / (double)t.count;
-    char extra[96] = "";
-    if (isfinite(*vacc)) snprintf(extra, sizeof extra, "  val accuracy %.2f%%", 100 * *vacc); /* not for regression */
-    if (j->spec.task == TR_TASK_LM) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "  val perplexity %.3f", exp(*vloss));
-    job_say(j, "%s: val loss %.4f%s", when, *vloss, extra);
-    char rec[256], a[32];
-    int k = snprintf(rec, sizeof rec, "{\"step\": %lld, \"epoch\": %lld, \"val_loss\": %s", (long long)lp->state.step,
-                     (long long)epoch + 1, json_number(a, *vloss, 9));
-    if (isfinite(*vacc)) k += snprintf(rec + k, sizeof rec - (size_t)k, ", \"val_accuracy\": %.6g", *vacc);
-    if (j->spec.task == TR_TASK_LM)
-        snprintf(rec + k, sizeof rec - (size_t)k, ", \"val_perplexity\": %s", json_number(a, exp(*vloss), 6));
-    job_write(j, j->metrics, "%s}\n", rec);
-    return job_io_status(j);
+    eval_pass how = {0};
+    tr_status st = job_evaluate(j, j->val_L, epoch, &how, &t);
+    int counted = st == TR_OK && t.count > 0;
+    if (counted) st = val_report(lp, epoch, when, &t, vloss, vacc);
+    eval_totals_free(&t);
+    TR_CHECK(st);
+    return counted ? watch(lp, epoch, *vloss, *vacc) : TR_OK;
 }
 
 /* Samples of the optimizer-step group that global batch `index` belongs to (accumulation:
@@ -394,7 +497,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
     int64_t step = lp->state.step, ep, resume_epoch = lp->state.epoch, resume_batch = lp->state.batch_in_epoch;
     double t0 = tr_now(), samples = 0, epoch_loss = NAN, vloss = NAN, vacc = NAN;
     progress_init(&j->prog, j->info.rank == 0 ? s->progress : 2, step); /* one bar: rank 0's */
-    for (ep = lp->state.epoch; ep < s->max_epochs && step < lp->total; ep++) {
+    for (ep = lp->state.epoch; ep < s->max_epochs && step < lp->total && !lp->early_stopped; ep++) {
         int64_t start_batch = ep == resume_epoch ? resume_batch : 0;
         tr_profile_enter("loop", "epoch start");
         TR_CHECK(tr_loader_start_epoch(j->train_L, ep, start_batch));
@@ -467,13 +570,12 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                     } else {
                         job_say(j, "%s", line);
                     }
-                    char a[32], b[32], tokens[48] = "";
+                    run_value v[7] = {RUN_INT("step", step), RUN_INT("epoch", ep + 1), RUN_REAL("loss", wl, "%.9g"),
+                                      RUN_REAL("lr", lr, "%.6g"), RUN_REAL("grad_norm", gnorm, "%.6g"),
+                                      RUN_REAL("samples_per_sec", sps, "%.1f")};
                     if (j->spec.task == TR_TASK_LM) /* samples are not tokens for the other tasks */
-                        snprintf(tokens, sizeof tokens, ", \"tokens_per_sec\": %.1f", sps * lp->per_sample_tokens);
-                    job_write(j, j->metrics, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, "
-                                             "\"samples_per_sec\": %.1f%s}\n",
-                              (long long)step, (long long)ep + 1, json_number(a, wl, 9), lr, json_number(b, gnorm, 6), sps,
-                              tokens);
+                        v[6] = RUN_REAL("tokens_per_sec", sps * lp->per_sample_tokens, "%.1f");
+                    job_record(j, &(run_record){.kind = RUN_RECORD_TRAIN, .v = v, .n = j->spec.task == TR_TASK_LM ? 7 : 6});
                     TR_CHECK(job_io_status(j));
                     /* The loss window restarts at log_every's multiples only: a record at the
                      * run's last step ends this run, and one that extends it (a larger
@@ -494,7 +596,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                 snprintf(when, sizeof when, "step %lld", (long long)step);
                 TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
             }
-            if (s->ck_steps > 0 && step % s->ck_steps == 0) {
+            if ((lp->want_save || (s->ck_steps > 0 && step % s->ck_steps == 0)) && lp->last_saved != step) {
                 lp->state.epoch = ep;
                 lp->state.batch_in_epoch = consumed;
                 TR_CHECK(save_checkpoint(lp));
@@ -506,6 +608,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                     tr_fault_kill("rank %d after step %lld", j->info.rank, (long long)step);
             }
             profile_step_done(lp, step);
+            if (lp->early_stopped) break; /* decided by this step's validation; the epoch's end saves */
             /* At the run's last step the run ends here anyway: it finishes (its epoch end,
              * validation and last checkpoint) rather than leave a checkpoint at its end that
              * a rerun takes for a finished run and so never completes. */
@@ -518,26 +621,31 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         int complete = !hb || consumed >= lp->n_batches;
         epoch_loss = lp->tot.epoch_steps ? lp->tot.epoch_loss_sum / (double)lp->tot.epoch_steps : NAN;
         char when[160];
+        int stopped = lp->early_stopped; /* by a validation inside the epoch, which need not run again */
         if (complete)
             snprintf(when, sizeof when, "epoch %lld/%lld done: train loss %.4f", (long long)ep + 1, (long long)s->max_epochs,
                      epoch_loss);
+        else if (stopped)
+            snprintf(when, sizeof when, "epoch %lld/%lld stopped at step %lld by trainer.early_stopping (batch %lld of %lld): "
+                     "train loss so far %.4f", (long long)ep + 1, (long long)s->max_epochs, (long long)step,
+                     (long long)consumed, (long long)lp->n_batches, epoch_loss);
         else
             snprintf(when, sizeof when, "epoch %lld/%lld stopped at step %lld by trainer.max_steps (batch %lld of %lld): "
                      "train loss so far %.4f", (long long)ep + 1, (long long)s->max_epochs, (long long)step,
                      (long long)consumed, (long long)lp->n_batches, epoch_loss);
         int last = ep + 1 >= s->max_epochs || step >= lp->total;
-        if (j->val_L && s->val_every_n_epochs > 0 && ((ep + 1) % s->val_every_n_epochs == 0 || last))
+        lp->state.epoch = complete ? ep + 1 : ep; /* a checkpoint the validation makes due resumes after it */
+        lp->state.batch_in_epoch = complete ? 0 : consumed;
+        if (!stopped && j->val_L && s->val_every_n_epochs > 0 && ((ep + 1) % s->val_every_n_epochs == 0 || last))
             TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
-        char a[32];
-        job_write(j, j->metrics, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %s%s}\n", (long long)ep + 1,
-                  (long long)step, json_number(a, epoch_loss, 9), complete ? "" : ", \"partial\": true");
+        run_value v[] = {RUN_INT("epoch", ep + 1), RUN_INT("step", step), RUN_REAL("train_loss", epoch_loss, "%.9g"),
+                         RUN_BOOL("partial", 1)};
+        job_record(j, &(run_record){.kind = RUN_RECORD_EPOCH, .v = v, .n = complete ? 3 : 4});
         TR_CHECK(job_io_status(j));
-        if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last)) {
-            lp->state.epoch = complete ? ep + 1 : ep;
-            lp->state.batch_in_epoch = complete ? 0 : consumed;
+        if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last || lp->want_save ||
+                                       lp->early_stopped))
             TR_CHECK(save_checkpoint(lp));
-        }
     }
     double dt = tr_now() - t0;
     if (lp->prof) write_profile(lp);
@@ -564,10 +672,9 @@ static void report_memory(job *j) {
     job_say(j, "memory on the primary device: parameters %.2f MiB, gradients %.2f MiB, optimizer state %.2f MiB, "
                "activations (peak) %.2f MiB, other %.2f MiB; this process in all %.2f MiB",
             m.params / M, m.grads / M, m.optimizer / M, m.activations / M, m.other / M, m.all_devices / M);
-    job_write(j, j->metrics, "{\"memory\": {\"params\": %llu, \"grads\": %llu, \"optimizer\": %llu, \"activations\": %llu, "
-                             "\"other\": %llu, \"all_devices\": %llu}}\n",
-              (unsigned long long)m.params, (unsigned long long)m.grads, (unsigned long long)m.optimizer,
-              (unsigned long long)m.activations, (unsigned long long)m.other, (unsigned long long)m.all_devices);
+    run_value v[] = {RUN_INT("params", m.params), RUN_INT("grads", m.grads), RUN_INT("optimizer", m.optimizer),
+                     RUN_INT("activations", m.activations), RUN_INT("other", m.other), RUN_INT("all_devices", m.all_devices)};
+    job_record(j, &(run_record){.kind = RUN_RECORD_MEMORY, .group = "memory", .v = v, .n = 6});
 }
 
 /* Resuming with another max_steps or max_epochs changes the run's length; a schedule over the
@@ -596,51 +703,90 @@ static tr_status note_resume(loop *lp, const char *ckpt, int found) {
         job_say(j, "warning: %s has no epoch totals (an older trainer's checkpoint): epoch %lld's train loss covers "
                    "its steps after step %lld only", ckpt, (long long)lp->state.epoch + 1, (long long)lp->state.step);
     say_horizon(lp, lp->tot.total_steps);
-    job_write(j, j->metrics, "{\"resumed_from_step\": %lld}\n", (long long)lp->state.step);
+    run_value v[] = {RUN_INT("resumed_from_step", lp->state.step)};
+    job_record(j, &(run_record){.kind = RUN_RECORD_RESUMED, .v = v, .n = 1});
     return job_io_status(j);
 }
 
+/* The top k and early stopping's count from the checkpoint resumed; notes[i] says when a changed
+ * monitor starts one afresh. */
+static tr_status restore_watch(loop *lp, const char *ckpt, char notes[2][1400]) {
+    json_t *o;
+    TR_CHECK(ckpt_read_loop(ckpt, &o));
+    tr_status st = select_restore(&lp->sel, o, ckpt, notes[0], sizeof notes[0]);
+    if (st == TR_OK) st = early_stop_restore(&lp->es, o, ckpt, notes[1], sizeof notes[1]);
+    json_decref(o);
+    return st;
+}
+
 static tr_status train(job *j, const char *config_path, const char *const *overrides, int n_overrides,
-                       const char *const *plugin_dirs, run_lock *lock, tr_run_result *res) {
-    TR_CHECK(job_open(j, config_path, overrides, n_overrides, plugin_dirs));
-    loop lp = {.j = j, .last_saved = -1, .nan_at = fault_nan_step(j)};
-    TR_CHECK(tr_fault_setup(j->info.rank, &lp.fault, &lp.fault_step));
-    if (lp.fault == TR_FAULT_CHECKPOINT && !j->sops->shards && j->info.rank != 0)
-        TR_WARN("TRAINER_FAULT_KILL_POINT=checkpoint: rank %d writes no checkpoint under %s (rank 0 does); nothing "
-                "will be injected", j->info.rank, j->strat_p->desc->name);
+                       const char *const *plugin_dirs, run_lock *lock, loop *lp, tr_run_result *res) {
+    TR_CHECK(job_plan(j, config_path, overrides, n_overrides, plugin_dirs));
+    TR_CHECK(job_open_model(j));
+    *lp = (loop){.j = j, .last_saved = -1};
     job_settings *s = &j->s;
-    lp.per_sample_tokens = j->spec.task == TR_TASK_LM ? (double)j->spec.y_numel : 1;
-    lp.n_batches = tr_sampler_batches(&j->train_sampler);
+    /* The run's length, from the data alone (the same on every rank). */
+    tr_sampler all = {.n = j->dops->size(j->train_ds), .global_batch = s->batch, .drop_last = s->drop_last};
+    lp->n_batches = tr_sampler_batches(&all);
     /* With accumulation an optimizer step takes `accum` batches; per_epoch counts steps. */
-    lp.per_epoch = (lp.n_batches + s->accum - 1) / s->accum;
-    if (lp.per_epoch == 0)
+    lp->per_epoch = (lp->n_batches + s->accum - 1) / s->accum;
+    if (lp->per_epoch == 0)
         return tr_error_set(TR_ERR_INVALID, "data: no complete batch (drop_last with fewer samples than data.batch_size)");
     /* Training stops at max_epochs or max_steps, whichever comes first. */
-    lp.total = lp.per_epoch * s->max_epochs;
-    if (s->max_steps > 0 && s->max_steps < lp.total) {
-        lp.total = s->max_steps;
-        s->max_epochs = (s->max_steps + lp.per_epoch - 1) / lp.per_epoch;
+    lp->total = lp->per_epoch * s->max_epochs;
+    if (s->max_steps > 0 && s->max_steps < lp->total) {
+        lp->total = s->max_steps;
+        s->max_epochs = (s->max_steps + lp->per_epoch - 1) / lp->per_epoch;
     }
+    /* A resumed run's model is made for its checkpoint (a model built from files rebuilds
+     * itself from the checkpoint's copies, never from the original: hf_encoder's pretrained
+     * folder), so every rank looks before the strategy makes the replicas; rank 0's choice
+     * below must agree. */
+    char probed[1200] = "";
+    int will_resume = probe_resume(j, lp->total, probed, sizeof probed);
+    if (will_resume) TR_CHECK(tr_model_factory_set_restore(j->models, probed));
+    TR_CHECK(job_open_strategy(j));
+    TR_CHECK(monitor_check_run(j)); /* before the run folder is made */
+    lp->nan_at = fault_nan_step(j);
+    TR_CHECK(tr_fault_setup(j->info.rank, &lp->fault, &lp->fault_step));
+    if (lp->fault == TR_FAULT_CHECKPOINT && !j->sops->shards && j->info.rank != 0)
+        TR_WARN("TRAINER_FAULT_KILL_POINT=checkpoint: rank %d writes no checkpoint under %s (rank 0 does); nothing "
+                "will be injected", j->info.rank, j->strat_p->desc->name);
+    lp->per_sample_tokens = j->spec.task == TR_TASK_LM ? (double)j->spec.y_numel : 1;
 
     char ckpt[1200] = "", digest[17];
     job_config_digest(j->root, digest);
     int resuming, totals_found = 0;
-    TR_CHECK(choose_run_dir(j, lp.total, lock, ckpt, sizeof ckpt, &resuming));
-    lp.state = (tr_train_state){.seed = (uint64_t)s->seed};
+    TR_CHECK(choose_run_dir(j, lp->total, lock, ckpt, sizeof ckpt, &resuming));
+    if (resuming != will_resume || (resuming && strcmp(ckpt, probed) != 0))
+        return tr_error_set(TR_ERR_INVALID, "%s changed while the run started (its newest checkpoint was %s, now %s: "
+                                            "another trainer writing it?); run the command again",
+                            j->run_dir, will_resume ? probed : "none", resuming ? ckpt : "none");
+    lp->state = (tr_train_state){.seed = (uint64_t)s->seed};
+    select_init(&lp->sel, &s->ck_monitor, s->save_top_k, s->save_last);
+    early_stop_init(&lp->es, &s->es_monitor, s->es_patience, s->es_min_delta);
+    char notes[2][1400] = {"", ""}, init_line[1400];
     if (resuming) {
         tr_train_state found;
         TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
         TR_CHECK(check_resume_config(j, ckpt, &found, digest));
-        TR_CHECK(job_load_checkpoint(j, ckpt, 1, &lp.state));
-        TR_CHECK(loop_totals_read(ckpt, &lp.tot, &totals_found));
-        lp.last_saved = lp.state.step; /* that step is saved already */
+        TR_CHECK(job_load_checkpoint(j, ckpt, 1, &lp->state));
+        TR_CHECK(loop_totals_read(ckpt, &lp->tot, &totals_found));
+        TR_CHECK(restore_watch(lp, ckpt, notes));
+        lp->last_saved = lp->state.step; /* that step is saved already */
     }
-    snprintf(lp.state.config_hash, sizeof lp.state.config_hash, "%s", digest);
-    snprintf(lp.state.model, sizeof lp.state.model, "%s", j->model_p->desc->name);
-    snprintf(lp.ck_dir, sizeof lp.ck_dir, "%s/checkpoints", j->run_dir);
-    tr_status st = j->info.rank == 0 ? open_run_dir(j, resuming, lp.ck_dir) : TR_OK;
+    TR_CHECK(job_init_from(j, resuming, ckpt, init_line, sizeof init_line)); /* before the run folder is made */
+    snprintf(lp->state.config_hash, sizeof lp->state.config_hash, "%s", digest);
+    snprintf(lp->state.model, sizeof lp->state.model, "%s", j->model_p->desc->name);
+    snprintf(lp->ck_dir, sizeof lp->ck_dir, "%s/checkpoints", j->run_dir);
+    tr_status st = j->info.rank == 0 ? open_run_dir(j, resuming, lp->state.step, lp->ck_dir) : TR_OK;
     TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot write the run folder"));
-    if (resuming) TR_CHECK(note_resume(&lp, ckpt, totals_found));
+    if (resuming) TR_CHECK(note_resume(lp, ckpt, totals_found));
+    /* A resume points best and last again (a run killed between a save and its pointers). */
+    int points = lp->sel.m.metric != MONITOR_OFF || s->save_last;
+    st = resuming && points && j->info.rank == 0 ? select_after_save(&lp->sel, lp->ck_dir, (int)s->keep_last, lp->state.step)
+                                                 : TR_OK;
+    TR_CHECK(agree(j, st, lp->ck_dir, "rank 0 cannot point best or last"));
     tr_params *P;
     tr_optim *opt;
     TR_CHECK(j->sops->state(j->strat, &P, &opt));
@@ -651,34 +797,35 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
             j->info.description, j->model_p->desc->name, tr_params_trainable(P), j->data_p->desc->name,
             (long long)j->train_sampler.n,
             (long long)(j->val_ds ? ((const tr_dataset_ops *)j->data_p->desc->ops)->size(j->val_ds) : 0),
-            (long long)s->batch, (long long)lp.per_epoch, (long long)s->max_epochs);
+            (long long)s->batch, (long long)lp->per_epoch, (long long)s->max_epochs);
+    for (int i = 0; i < 2; i++)
+        if (notes[i][0]) job_say(j, "note: %s", notes[i]);
+    if (init_line[0]) job_say(j, "%s", init_line);
     if (s->precision == TR_PRECISION_BF16_MIXED)
         job_say(j, "precision bf16-mixed: the GEMMs multiply bf16 roundings of their operands, accumulating in fp32; "
                    "weights, gradients, activations and optimizer state stay fp32");
     /* A profile the calling program attached to this thread (an embedding application's) is
      * set aside while the run's own records, and attached again after. */
     tr_profile *outer = s->profile ? tr_profile_current() : NULL;
-    if (s->profile) TR_CHECK(tr_profile_create(&lp.prof));
-    st = train_loop(&lp, res);
-    tr_profile_destroy(lp.prof);
+    if (s->profile) TR_CHECK(tr_profile_create(&lp->prof));
+    st = train_loop(lp, res);
+    tr_profile_destroy(lp->prof);
     if (outer) tr_profile_attach(outer);
     TR_CHECK(st);
     report_memory(j);
     return job_io_status(j);
 }
 
-/* Closes log.txt and metrics.jsonl; a failure (some file systems report write errors only at
- * close) is the run's error. */
+/* Closes log.txt and the loggers' files; a failure (some file systems report write errors
+ * only at close) is the run's error. */
 static tr_status close_run_files(job *j) {
-    FILE *f[2] = {j->log, j->metrics};
-    const char *name[2] = {"log.txt", "metrics.jsonl"};
-    j->log = j->metrics = NULL;
-    tr_status st = TR_OK;
-    for (int i = 0; i < 2; i++)
-        if (f[i] && fclose(f[i]) != 0 && st == TR_OK) {
-            char why[256];
-            st = tr_error_set(TR_ERR_IO, "%s/%s: close failed: %s", j->run_dir, name[i], tr_io_reason(errno, why, sizeof why));
-        }
+    FILE *f = j->log;
+    j->log = NULL;
+    tr_status st = run_loggers_close(&j->loggers);
+    if (f && fclose(f) != 0 && st == TR_OK) {
+        char why[256];
+        st = tr_error_set(TR_ERR_IO, "%s/log.txt: close failed: %s", j->run_dir, tr_io_reason(errno, why, sizeof why));
+    }
     return st;
 }
 
@@ -688,11 +835,21 @@ tr_status tr_run_train(const char *config_path, const char *const *overrides, in
     memset(&j, 0, sizeof j);
     memset(out, 0, sizeof *out);
     run_lock lock = RUN_LOCK_NONE;
-    tr_status st = train(&j, config_path, overrides, n_overrides, plugin_dirs, &lock, out);
+    loop lp;
+    memset(&lp, 0, sizeof lp);
+    tr_status st = train(&j, config_path, overrides, n_overrides, plugin_dirs, &lock, &lp, out);
+    select_free(&lp.sel);
+    job_curves(&j); /* whatever metrics.jsonl holds: finished, stopped early, by Ctrl-C or failed */
     if (st != TR_OK && j.log) fprintf(j.log, "error: %s\n", tr_error_msg()); /* best effort */
     if (st == TR_OK) st = close_run_files(&j);
+    int made_nothing = st != TR_OK && j.run_dir[0] && !j.log; /* refused before open_run_dir */
     job_close(&j);
     run_lock_release(&lock);
+    if (made_nothing && rmdir(j.run_dir) == 0) { /* the folders the lock made, when empty */
+        char *slash = strrchr(j.run_dir, '/');
+        if (slash) *slash = '\0';
+        rmdir(j.run_dir);
+    }
     run_interrupt_reset(); /* a stop asked for this run is not the next one's */
     return st;
 }

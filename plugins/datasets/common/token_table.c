@@ -38,6 +38,8 @@ typedef struct rows {
     int64_t *line;            /* (n) file line the row starts on */
     char *str;
     size_t str_n, str_cap;
+    int optional;             /* the label column may be absent (a validation file for predict) */
+    int unlabelled;           /* it is: no row has a label */
 } rows;
 
 static void rows_free(rows *r) {
@@ -243,6 +245,10 @@ static tr_status read_csv(const char *path, char *buf, size_t len, const tt_conf
                 if (!wt->name[k]) continue;
                 for (int i = 0; i < n && col[k] < 0; i++)
                     if (strcmp(names[i], wt->name[k]) == 0) col[k] = i;
+                if (col[k] < 0 && k == COL_LABEL && out->optional) {
+                    out->unlabelled = 1;
+                    continue;
+                }
                 if (col[k] < 0) {
                     char list[600];
                     columns_list(list, sizeof list, names, n);
@@ -273,9 +279,26 @@ static tr_status read_csv(const char *path, char *buf, size_t len, const tt_conf
     return st;
 }
 
-/* The text plugin's lines: n_names tab-separated fields, the last taking the rest. */
+/* The text plugin's lines: n_names tab-separated fields, the last taking the rest. A file for
+ * predict (out->optional) whose first line has one field fewer has no labels: each line is
+ * then the fields but the label's. */
 static tr_status read_lines(const char *path, char *buf, const tt_config *c, const wanted *wt, rows *out) {
     int64_t line = 0;
+    const char *names[8];
+    int n_names = 0;
+    for (int i = 0; i < c->n_names && i < 8; i++) names[n_names++] = c->names[i];
+    if (out->optional) {
+        const char *first = buf;
+        while (*first == '\n' || *first == '\r') first++;
+        int tabs = 0;
+        for (const char *q = first; *q && *q != '\n'; q++) tabs += *q == '\t';
+        if (tabs < n_names - 1) { /* the label's field left out */
+            out->unlabelled = 1;
+            n_names = 0;
+            for (int i = 0; i < c->n_names && i < 8; i++)
+                if (strcmp(c->names[i], c->label_col) != 0) names[n_names++] = c->names[i];
+        }
+    }
     for (char *p = buf; p && *p;) {
         char *l = p, *nl = strchr(p, '\n');
         if (nl) *nl = '\0';
@@ -287,16 +310,17 @@ static tr_status read_lines(const char *path, char *buf, const tt_config *c, con
         char *f[8];
         int k = 0;
         f[k++] = l;
-        for (char *t; k < c->n_names && (t = strchr(f[k - 1], '\t'));) *t = '\0', f[k++] = t + 1;
-        if (k < c->n_names) {
+        for (char *t; k < n_names && (t = strchr(f[k - 1], '\t'));) *t = '\0', f[k++] = t + 1;
+        if (k < n_names) {
             char want[200] = "";
-            for (int i = 0; i < c->n_names; i++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", i ? "<TAB>" : "", c->names[i]);
-            return tr_error_set(TR_ERR_PARSE, "%s:%lld: expected '%s', found %d TAB", path, (long long)line, want, k - 1);
+            for (int i = 0; i < n_names; i++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", i ? "<TAB>" : "", names[i]);
+            return tr_error_set(TR_ERR_PARSE, "%s:%lld: expected '%s'%s, found %d TAB", path, (long long)line, want,
+                                out->unlabelled ? " (no label: the file's first line has none)" : "", k - 1);
         }
         if (rows_add(out, line)) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
         for (int col = 0; col < N_COLS; col++)
-            for (int i = 0; wt->name[col] && i < c->n_names; i++)
-                if (strcmp(c->names[i], wt->name[col]) == 0 && rows_set(out, col, f[i], strlen(f[i])))
+            for (int i = 0; wt->name[col] && i < n_names; i++)
+                if (strcmp(names[i], wt->name[col]) == 0 && rows_set(out, col, f[i], strlen(f[i])))
                     return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
     }
     if (out->n == 0) return tr_error_set(TR_ERR_PARSE, "%s: no lines", path);
@@ -339,8 +363,14 @@ static tr_status read_jsonl(const char *path, char *buf, size_t len, const wante
             break;
         }
         if (rows_add(out, line)) st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
+        /* A file for predict whose first object has no label has none: no object may have one. */
+        json_t *label = wt->name[COL_LABEL] ? json_object_get(o, wt->name[COL_LABEL]) : NULL;
+        if (out->optional && out->n == 1 && !label) out->unlabelled = 1;
+        if (out->unlabelled && label && st == TR_OK)
+            st = tr_error_set(TR_ERR_PARSE, "%s:%lld: key '%s' (the label column), but the first line has no label: a file "
+                              "has labels on every line or on none", path, (long long)line, wt->name[COL_LABEL]);
         for (int k = 0; k < N_COLS && st == TR_OK; k++) {
-            if (!wt->name[k]) continue;
+            if (!wt->name[k] || (k == COL_LABEL && out->unlabelled)) continue;
             json_t *v = json_object_get(o, wt->name[k]);
             if (!v) {
                 char keys[600] = "";
@@ -380,6 +410,7 @@ static tr_status read_jsonl(const char *path, char *buf, size_t len, const wante
     return st;
 }
 
+/* out->optional: the label column may be absent (out->unlabelled says whether it is). */
 static tr_status read_rows(const char *path, const tt_config *c, rows *out) {
     char *buf;
     size_t len;
@@ -751,8 +782,9 @@ tr_status tt_load(tt_data *d, const tt_config *c, const char *path, const char *
     d->pad_longest = c->pad_longest;
     if (c->two_texts && !(c->pair_col && c->pair_col[0]))
         return tr_error_set(TR_ERR_INVALID, "%s: text pairs need text_pair_column", c->plugin);
-    rows r = {0}, cr = {0};
+    rows r = {.optional = env->labels_optional && env->split == TR_SPLIT_VAL && whole}, cr = {0};
     tr_status st = read_rows(path, c, &r);
+    d->unlabelled = st == TR_OK && r.unlabelled;
     const rows *classes_from = &r;
     const char *classes_path = path;
     if (st == TR_OK && !c->regress && !c->classes[0] && class_path && strcmp(class_path, path) != 0) {
@@ -760,6 +792,8 @@ tr_status tt_load(tt_data *d, const tt_config *c, const char *path, const char *
         classes_from = &cr;
         classes_path = class_path;
     }
+    if (st == TR_OK && !c->regress && !c->classes[0] && classes_from == &r && d->unlabelled)
+        st = tr_error_set(TR_ERR_INVALID, "%s: no labels to take the classes from (give data.params classes)", path);
     if (st == TR_OK && !c->regress) st = settle_classes(d, c, classes_from, classes_path);
     if (st == TR_OK && !c->regress && d->n_classes < 1)
         st = tr_error_set(TR_ERR_INVALID, "%s: no classes", path);
@@ -768,13 +802,13 @@ tr_status tt_load(tt_data *d, const tt_config *c, const char *path, const char *
     if (st == TR_OK && hi == lo && env->split != TR_SPLIT_VAL)
         st = tr_error_set(TR_ERR_INVALID, "%s: the train split is empty (%lld rows, val_fraction %g)", path, (long long)r.n,
                           env->val_fraction);
-    if (st == TR_OK) {
-        d->n = hi - lo;
+    if (st == TR_OK) d->n = hi - lo;
+    if (st == TR_OK && !d->unlabelled) {
         if (c->regress) d->yf = malloc((size_t)(d->n ? d->n : 1) * sizeof *d->yf);
         else d->yi = malloc((size_t)(d->n ? d->n : 1) * sizeof *d->yi);
         if (!d->yf && !d->yi) st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
     }
-    for (int64_t i = lo; st == TR_OK && i < hi; i++) st = label_of(d, c, path, &r, i, i - lo);
+    for (int64_t i = lo; st == TR_OK && !d->unlabelled && i < hi; i++) st = label_of(d, c, path, &r, i, i - lo);
     if (st == TR_OK) st = encode(d, c, path, &r, lo, hi);
     rows_free(&r);
     rows_free(&cr);
@@ -798,10 +832,8 @@ tr_status tt_sample(const tt_data *d, int64_t i, int32_t *x, void *y) {
         memcpy(row, d->ids + a, (size_t)n * sizeof *row);
         for (int64_t t = n; t < d->max_length; t++) row[t] = -1;
     }
-    if (y) {
-        if (d->yf) *(float *)y = d->yf[i];
-        else *(int32_t *)y = d->yi[i];
-    }
+    if (y && d->yf) *(float *)y = d->yf[i];
+    else if (y && d->yi) *(int32_t *)y = d->yi[i];
     return TR_OK;
 }
 

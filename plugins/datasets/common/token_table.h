@@ -84,6 +84,7 @@ typedef struct tt_data {
     int64_t n_classes;
     char **class_names;      /* (n_classes) or NULL: the integer labels are the ids */
     char *class_buf;
+    int unlabelled;          /* a validation file without labels, for predict (yi, yf NULL) */
 } tt_data;
 
 /* Fills c from the TT_OPTION_SPECS options of o (o's strings are borrowed: valid during
@@ -93,12 +94,15 @@ void tt_config_read(tt_config *c, const tr_options *o, const char *base_dir);
 /* Reads `path` and keeps its rows [lo, hi): all of them when `whole`, else the train split
  * (all but the last val_fraction) or the validation split (that last share, maybe none), as
  * env->split says. Inferred class names come from `class_path`'s labels (the train split's
- * file; NULL: path). Errors name the file and line. */
+ * file; NULL: path). A validation file read `whole` under env->labels_optional may have no
+ * labels (d->unlabelled): a CSV/TSV without the label column, JSON Lines whose first object
+ * has no label key (then none may), lines whose first one has one field fewer. Errors name
+ * the file and line. */
 tr_status tt_load(tt_data *d, const tt_config *c, const char *path, const char *class_path, int whole,
                   const tr_dataset_env *env);
 /* The spec of d: x (seqs, max_length) or (max_length) i32 token ids. */
 void tt_spec(const tt_data *d, int regress, tr_data_spec *out);
-/* Sample i: x padded with -1, y (may be NULL). */
+/* Sample i: x padded with -1, y (may be NULL; not written without labels). */
 tr_status tt_sample(const tt_data *d, int64_t i, int32_t *x, void *y);
 const char *tt_class_name(const tt_data *d, int64_t id);
 void tt_free(tt_data *d);

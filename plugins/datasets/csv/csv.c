@@ -17,7 +17,8 @@
  * or integer ids (task classify), or float targets (task regress); normalize does not apply.
  *
  * Splits: with `val_path`, the validation split is that file whole (same columns); so is a
- * `path` given in data.val_params that differs from the train split's (env->train_opts);
+ * `path` given in data.val_params that differs from the train split's (env->train_opts); for
+ * `trainer predict` (env->labels_optional) such a file may lack the label column (unlabelled);
  * otherwise the last val_fraction of `path`'s rows (in file order: shuffle the file beforehand
  * if it is sorted) and the train split is the rest (none held out: an empty validation split).
  * `normalize` statistics (per feature: mean/std, or min/max) come from the train split's rows
@@ -66,6 +67,7 @@ typedef struct csv {
     int32_t *yi;      /* (n) classify */
     int tokenized;    /* with a tokenizer: the samples are tok's */
     tt_data tok;
+    int unlabelled;   /* a validation file without the label column (env->labels_optional) */
 } csv;
 
 static char *trim(char *s) {
@@ -122,8 +124,11 @@ static int64_t class_id(const classes *cls, const char *cell) {
     return -1;
 }
 
-/* The file as a table of numbers; with named classes, the label column's names become ids. */
-static tr_status parse(const char *path, int header, const char *lname, const classes *cls, char delim, table *t) {
+/* The file as a table of numbers; with named classes, the label column's names become ids.
+ * With `like` (the train file's table) the file may lack its label column: *unlabelled then
+ * says whether it does (one column fewer, and with a header no column named lname). */
+static tr_status parse(const char *path, int header, const char *lname, const classes *cls, char delim, const table *like,
+                       int *unlabelled, table *t) {
     char *buf;
     size_t len;
     TR_CHECK(tr_file_read(path, &buf, &len));
@@ -162,6 +167,7 @@ static tr_status parse(const char *path, int header, const char *lname, const cl
                     goto out;
                 }
             }
+            if (like) *unlabelled = t->ncol == like->ncol - 1 && (!header || find_col(t, lname) < 0);
             if (header) continue;
         }
         if (n != t->ncol) {
@@ -185,7 +191,7 @@ static tr_status parse(const char *path, int header, const char *lname, const cl
             t->line = nl;
             cap = nc;
         }
-        int lc = cls->names ? label_col(t, header, lname) : -1;
+        int lc = cls->names && !(like && *unlabelled) ? label_col(t, header, lname) : -1;
         for (int i = 0; i < n; i++) {
             char *c = trim(cells[i]), *end;
             if (i == lc) {
@@ -341,7 +347,7 @@ static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, t
     TR_CHECK(delimiter_of(to, ',', &delim));
     s->regress = strcmp(tr_options_string(to, "task"), "regress") == 0;
     TR_CHECK(read_classes(&s->cls, tr_options_string(to, "classes"), s->regress));
-    TR_CHECK(parse(path, header, lname, &s->cls, delim, tr));
+    TR_CHECK(parse(path, header, lname, &s->cls, delim, NULL, NULL, tr));
     int lc = label_col(tr, header, lname);
     if (!header && lc < 0)
         return tr_error_set(TR_ERR_INVALID,
@@ -359,8 +365,26 @@ static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, t
         return tr_error_set(TR_ERR_INVALID, "%s: only the label column, no features", path);
     int64_t max = -1;
     TR_CHECK(check_labels(path, tr, lc, s->regress, &s->cls, &max));
+    /* A validation file without the label column: predict's (labels_optional) to predict on;
+     * refused by the validation split otherwise; the train split (reading it for the classes)
+     * passes over it. */
+    int bare = 0;
     if (has_val) {
-        TR_CHECK(parse(vpath, header, lname, &s->cls, delim, tv));
+        TR_CHECK(parse(vpath, header, lname, &s->cls, delim, tr, &bare, tv));
+        if (bare && val && !env->labels_optional)
+            return tr_error_set(TR_ERR_INVALID, "%s: no label column '%s' (%d columns: %s's without it): scoring needs the "
+                                "labels; trainer predict takes a validation file without them",
+                                vpath, lname, tv->ncol, path);
+        s->unlabelled = bare && val;
+        for (int i = 0, k = 0; s->unlabelled && header && i < tr->ncol; i++) {
+            if (i == lc) continue;
+            if (strcmp(tv->names[k], tr->names[i]) != 0)
+                return tr_error_set(TR_ERR_PARSE, "%s: column %d is '%s', but in %s (less its label column '%s') it is '%s'",
+                                    vpath, k + 1, tv->names[k], path, lname, tr->names[i]);
+            k++;
+        }
+    }
+    if (has_val && !bare) {
         if (tv->ncol != tr->ncol)
             return tr_error_set(TR_ERR_PARSE, "%s: %d columns, but %s has %d", vpath, tv->ncol,
                                 path, tr->ncol);
@@ -386,6 +410,7 @@ static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, t
                             path, env->val_fraction);
     }
     int nc = tr->ncol, nf = nc - 1;
+    int snc = val && s->unlabelled ? nc - 1 : nc; /* the split's file's columns: no label column */
     s->n = r1 - r0;
     s->x = malloc((size_t)((s->n ? s->n : 1) * nf) * sizeof *s->x);
     if (s->regress) s->yf = malloc((size_t)(s->n ? s->n : 1) * sizeof *s->yf);
@@ -418,14 +443,15 @@ static tr_status build(csv *s, const tr_options *o, const tr_dataset_env *env, t
                 scale = hi > lo ? 1.0 / (hi - lo) : 0.0;
             }
         }
+        int sc = snc < nc && c > lc ? c - 1 : c;
         for (int64_t r = r0; r < r1; r++)
-            s->x[(r - r0) * nf + f] = (float)((src->v[r * nc + c] - shift) * scale);
+            s->x[(r - r0) * nf + f] = (float)((src->v[r * snc + sc] - shift) * scale);
         f++;
     }
     for (int64_t r = r0; r < r1; r++) {
-        double v = src->v[r * nc + lc];
+        double v = s->unlabelled ? NAN : src->v[r * nc + lc];
         if (s->regress) s->yf[r - r0] = (float)v;
-        else s->yi[r - r0] = (int32_t)v;
+        else s->yi[r - r0] = s->unlabelled ? -1 : (int32_t)v;
     }
     tr_data_spec *d = &s->spec;
     *d = (tr_data_spec){.x_dtype = TR_F32, .x_ndim = 1, .x_shape = {nf}, .x_numel = nf,
@@ -511,6 +537,11 @@ static const char *class_name(void *ctx, int64_t id) {
 }
 static int64_t size(void *ctx) { return ((csv *)ctx)->n; }
 
+static int labelled(void *ctx) {
+    const csv *s = ctx;
+    return !(s->tokenized ? s->tok.unlabelled : s->unlabelled);
+}
+
 static tr_status get(void *ctx, int64_t index, void *x, void *y) {
     csv *s = ctx;
     if (index < 0 || index >= s->n)
@@ -519,7 +550,7 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
     if (s->tokenized) return tt_sample(&s->tok, index, x, y);
     int64_t nf = s->spec.x_numel;
     memcpy(x, s->x + index * nf, (size_t)nf * sizeof *s->x);
-    if (y) {
+    if (y && !s->unlabelled) {
         if (s->regress) *(float *)y = s->yf[index];
         else *(int32_t *)y = s->yi[index];
     }
@@ -551,9 +582,9 @@ static const tr_option_spec opts[] = {
 };
 static const tr_dataset_ops ops = {
     .create = create, .destroy = destroy, .spec = spec, .size = size, .get = get,
-    .class_name = class_name};
+    .class_name = class_name, .labelled = labelled};
 static const tr_plugin_desc desc = {
-    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "csv", .version = "1.2.0",
+    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "csv", .version = "1.3.0",
     .description = "CSV tables: numeric features, or texts tokenized by a tokenizer.json, and a label column",
     .options = opts, .n_options = sizeof opts / sizeof opts[0], .ops = &ops,
     .ops_size = sizeof ops};

@@ -21,7 +21,9 @@
  * sample (tr_data_spec.x_trim_pad). The lines above, or JSON Lines (.jsonl/.json) and CSV
  * (.csv, with a header) whose columns text_column, text_pair_column and label_column name.
  * A `path` in data.val_params other than the train split's is a validation file, used whole
- * (no val_fraction); with nothing held out the validation split is empty ("none").
+ * (no val_fraction); with nothing held out the validation split is empty ("none"). For
+ * `trainer predict` (env->labels_optional) such a file may have no labels: classify lines are
+ * then texts (the first line has no TAB), pairs lines query<TAB>passage (the first has one).
  * x is TR_I32; y TR_I32 (lm, classify) or TR_F32 (pairs). */
 #define _POSIX_C_SOURCE 200809L
 #include <float.h>
@@ -50,6 +52,7 @@ typedef struct text {
     float *scores;      /* pairs: (n); bytes is then (n, 2, seq_len) */
     int tokenized;      /* with a tokenizer: the samples are tok's */
     tt_data tok;
+    int unlabelled;     /* a validation file without labels, for predict (labels, scores unset) */
 } text;
 
 static int cmp_str(const void *a, const void *b) {
@@ -104,9 +107,12 @@ static tr_status load_lm(text *s, const char *path, char *buf, size_t len, int64
 }
 
 /* The "label<TAB>text" lines of buf, split in place: labels, texts and their file lines (*n
- * of each; blank lines are skipped, so a row's line is not its index). */
-static tr_status read_lines(const char *path, char *buf, char ***lab, char ***txt, int64_t **ln, int64_t *n) {
+ * of each; blank lines are skipped, so a row's line is not its index). With `bare` (a file for
+ * predict) a first line without a TAB makes every line a text, TABs and all, and *bare 1 (the
+ * labels NULL); else *bare becomes 0. */
+static tr_status read_lines(const char *path, char *buf, char ***lab, char ***txt, int64_t **ln, int64_t *n, int *bare) {
     int64_t cap = 1024, lineno = 0;
+    int none = 0;
     *n = 0;
     *lab = malloc((size_t)cap * sizeof **lab);
     *txt = malloc((size_t)cap * sizeof **txt);
@@ -114,10 +120,11 @@ static tr_status read_lines(const char *path, char *buf, char ***lab, char ***tx
     if (!*lab || !*txt || !*ln) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
     for (char *cur = buf, *line; (line = next_line(&cur, &lineno));) {
         char *tab = strchr(line, '\t');
-        if (!tab)
+        if (*n == 0 && bare && *bare) none = !tab;
+        if (!tab && !none)
             return tr_error_set(TR_ERR_PARSE, "%s:%lld: expected 'label<TAB>text', found no TAB",
                                 path, (long long)lineno);
-        *tab = '\0';
+        if (!none) *tab = '\0';
         if (*n == cap) {
             cap *= 2;
             char **a = realloc(*lab, (size_t)cap * sizeof *a);
@@ -128,11 +135,12 @@ static tr_status read_lines(const char *path, char *buf, char ***lab, char ***tx
             if (c) *ln = c;
             if (!a || !b || !c) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
         }
-        (*lab)[*n] = line;
-        (*txt)[*n] = tab + 1;
+        (*lab)[*n] = none ? NULL : line;
+        (*txt)[*n] = none ? line : tab + 1;
         (*ln)[*n] = lineno;
         ++*n;
     }
+    if (bare) *bare = none;
     if (*n == 0) return tr_error_set(TR_ERR_PARSE, "%s: no 'label<TAB>text' lines", path);
     return TR_OK;
 }
@@ -169,7 +177,7 @@ static tr_status class_names(text *s, const char *declared, const char *train_pa
     tr_status st = TR_OK;
     if (train_path) { /* a validation file: the ids are the train file's */
         st = tr_file_read(train_path, &buf, &len);
-        if (st == TR_OK) st = read_lines(train_path, buf, &tl, &tt, &tn, &n);
+        if (st == TR_OK) st = read_lines(train_path, buf, &tl, &tt, &tn, &n, NULL);
         lab = tl;
     }
     if (st == TR_OK) {
@@ -207,7 +215,9 @@ static tr_status load_classify(text *s, const char *path, char *buf, int64_t T, 
                                const char *declared, const char *train_path) {
     char **lab = NULL, **txt = NULL;
     int64_t *ln = NULL, n = 0, a, b;
-    tr_status st = read_lines(path, buf, &lab, &txt, &ln, &n);
+    int bare = whole && env->split == TR_SPLIT_VAL && env->labels_optional;
+    tr_status st = read_lines(path, buf, &lab, &txt, &ln, &n, &bare);
+    s->unlabelled = bare; /* a validation file (whole): the classes are the train file's */
     if (st == TR_OK) st = class_names(s, declared, whole ? train_path : NULL, lab, n);
     if (st != TR_OK) goto out;
     split_range(n, env, whole, &a, &b);
@@ -231,6 +241,10 @@ static tr_status load_classify(text *s, const char *path, char *buf, int64_t T, 
      * order: a linear one (declared classes are few) */
     int sorted = !*declared;
     for (int64_t i = a; i < b; i++) {
+        size_t l = strlen(txt[i]);
+        memcpy(s->bytes + (i - a) * T, txt[i], l < (size_t)T ? l : (size_t)T);
+        s->labels[i - a] = -1;
+        if (s->unlabelled) continue;
         int64_t id = -1;
         if (sorted) {
             char **hit = bsearch(&lab[i], s->names, (size_t)s->n_names, sizeof *s->names, cmp_str);
@@ -245,8 +259,6 @@ static tr_status load_classify(text *s, const char *path, char *buf, int64_t T, 
             goto out;
         }
         s->labels[i - a] = (int32_t)id;
-        size_t l = strlen(txt[i]);
-        memcpy(s->bytes + (i - a) * T, txt[i], l < (size_t)T ? l : (size_t)T);
     }
 out:
     free(lab);
@@ -255,7 +267,8 @@ out:
     return st;
 }
 
-/* pairs: count the lines, then fill the split's rows. */
+/* pairs: count the lines, then fill the split's rows. A validation file for predict whose
+ * first line has one TAB is "query<TAB>passage" lines, without scores. */
 static tr_status load_pairs(text *s, const char *path, char *buf, int64_t T, const tr_dataset_env *env, int whole) {
     int64_t n = 0;
     for (const char *c = buf; *c; c++) n += *c == '\n';
@@ -264,18 +277,31 @@ static tr_status load_pairs(text *s, const char *path, char *buf, int64_t T, con
     s->scores = malloc((size_t)n * sizeof *s->scores);
     if (!s->bytes || !s->scores) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
     int64_t lineno = 0, k = 0;
+    int optional = whole && env->split == TR_SPLIT_VAL && env->labels_optional;
     for (char *cur = buf, *line; (line = next_line(&cur, &lineno));) {
         char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-        if (!t2)
-            return tr_error_set(TR_ERR_PARSE, "%s:%lld: expected 'score<TAB>query<TAB>passage', found %s TAB", path,
-                                (long long)lineno, t1 ? "one" : "no");
-        *t1 = *t2 = '\0';
-        char *end;
-        double v = strtod(line, &end); /* an underflow to 0 or a denormal is fine */
-        if (end == line || *end || !isfinite(v) || fabs(v) > FLT_MAX)
-            return tr_error_set(TR_ERR_PARSE, "%s:%lld: score '%s' is not a finite number within the float range",
-                                path, (long long)lineno, line);
-        const char *q = t1 + 1, *d = t2 + 1;
+        if (k == 0 && optional) s->unlabelled = t1 && !t2;
+        const char *q = line, *d;
+        double v = NAN;
+        if (s->unlabelled) { /* query<TAB>passage: the passage takes the rest */
+            if (!t1)
+                return tr_error_set(TR_ERR_PARSE, "%s:%lld: expected 'query<TAB>passage' (no score: the file's first line "
+                                    "has none), found no TAB", path, (long long)lineno);
+            *t1 = '\0';
+            d = t1 + 1;
+        } else {
+            if (!t2)
+                return tr_error_set(TR_ERR_PARSE, "%s:%lld: expected 'score<TAB>query<TAB>passage', found %s TAB", path,
+                                    (long long)lineno, t1 ? "one" : "no");
+            *t1 = *t2 = '\0';
+            q = t1 + 1;
+            d = t2 + 1;
+            char *end;
+            v = strtod(line, &end); /* an underflow to 0 or a denormal is fine */
+            if (end == line || *end || !isfinite(v) || fabs(v) > FLT_MAX)
+                return tr_error_set(TR_ERR_PARSE, "%s:%lld: score '%s' is not a finite number within the float range",
+                                    path, (long long)lineno, line);
+        }
         size_t lq = strlen(q), ld = strlen(d);
         memcpy(s->bytes + k * 2 * T, q, lq < (size_t)T ? lq : (size_t)T);
         memcpy(s->bytes + k * 2 * T + T, d, ld < (size_t)T ? ld : (size_t)T);
@@ -390,6 +416,11 @@ static const char *class_name(void *ctx, int64_t id) {
 }
 static int64_t size(void *ctx) { return ((text *)ctx)->n; }
 
+static int labelled(void *ctx) {
+    const text *s = ctx;
+    return !(s->tokenized ? s->tok.unlabelled : s->unlabelled);
+}
+
 static tr_status get(void *ctx, int64_t index, void *x, void *y) {
     text *s = ctx;
     if (index < 0 || index >= s->n)
@@ -401,13 +432,13 @@ static tr_status get(void *ctx, int64_t index, void *x, void *y) {
     if (s->pairs) {
         const uint8_t *p = s->bytes + index * T;
         for (int64_t t = 0; t < T; t++) xs[t] = p[t];
-        if (y) *(float *)y = s->scores[index];
+        if (y && !s->unlabelled) *(float *)y = s->scores[index];
         return TR_OK;
     }
     if (s->classify) {
         const uint8_t *p = s->bytes + index * T;
         for (int64_t t = 0; t < T; t++) xs[t] = p[t];
-        if (ys) *ys = s->labels[index];
+        if (ys && !s->unlabelled) *ys = s->labels[index];
         return TR_OK;
     }
     const uint8_t *p = s->bytes + index * s->stride;
@@ -433,9 +464,9 @@ static const tr_option_spec opts[] = {
 };
 static const tr_dataset_ops ops = {
     .create = create, .destroy = destroy, .spec = spec, .size = size, .get = get,
-    .class_name = class_name};
+    .class_name = class_name, .labelled = labelled};
 static const tr_plugin_desc desc = {
-    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "text", .version = "1.2.0",
+    TR_PLUGIN_DESC_HEADER, .kind = TR_PLUGIN_DATASET, .name = "text", .version = "1.3.0",
     .description = "text files: byte-level LM, label<TAB>text classification or scored text pairs (bytes, or a tokenizer's ids)",
     .options = opts, .n_options = sizeof opts / sizeof opts[0], .ops = &ops,
     .ops_size = sizeof ops};

@@ -2,7 +2,8 @@
  * honour it), sentence-transformers' modules.json / 1_Pooling/config.json (pooling defaults),
  * the safetensors weights (one file or an index of shards) checked against the model before
  * anything is registered, and the fill callback that copies them into the flat parameter buffer
- * at finalize (F32, F16, BF16 upcast to f32). The name rules are in docs/hf_encoder.md. */
+ * at finalize (F32, F16, BF16 upcast to f32); config.json's text as the checkpoints keep it.
+ * The name rules are in docs/huggingface.md. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -12,10 +13,11 @@
 
 #include "hf_encoder.h"
 #include "trainer/half.h"
+#include "trainer/io.h"
 #include "trainer/log.h"
 #include "trainer/tokenizer.h"
 
-static int file_exists(const char *dir, const char *name) {
+int hf_file_exists(const char *dir, const char *name) {
     char p[4200];
     struct stat sb;
     if (snprintf(p, sizeof p, "%s/%s", dir, name) >= (int)sizeof p) return 0;
@@ -49,6 +51,22 @@ static tr_status cfg_int(const hf_model *m, json_t *c, const char *key, int64_t 
 static double cfg_num(json_t *c, const char *key, double def) {
     json_t *v = json_object_get(c, key);
     return v && json_is_number(v) ? json_number_value(v) : def;
+}
+
+/* A dropout probability of config.json: def when absent or null, else a number in [0, 1). */
+static tr_status cfg_prob(const hf_model *m, json_t *c, const char *key, double def, double *out) {
+    json_t *v = json_object_get(c, key);
+    *out = def;
+    if (!v || json_is_null(v)) return TR_OK;
+    if (!json_is_number(v))
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json: %s must be a number in [0, 1) (a dropout "
+                                            "probability), got a %s", m->dir, key,
+                            json_is_string(v) ? "string" : json_is_boolean(v) ? "boolean" : "list or object");
+    *out = json_number_value(v);
+    if (!(*out >= 0 && *out < 1))
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json: %s %g is outside [0, 1) (a dropout "
+                                            "probability)", m->dir, key, *out);
+    return TR_OK;
 }
 
 static tr_status read_arch(hf_model *m, json_t *c) {
@@ -90,11 +108,10 @@ static tr_status read_arch(hf_model *m, json_t *c) {
     m->n_layer = (int)L;
     m->n_head = (int)NH;
     m->eps = cfg_num(c, "layer_norm_eps", 1e-12);
-    m->hidden_dropout = cfg_num(c, "hidden_dropout_prob", 0.1);
-    m->classifier_dropout = cfg_num(c, "classifier_dropout", m->hidden_dropout);
+    TR_CHECK(cfg_prob(m, c, "hidden_dropout_prob", 0.1, &m->hidden_dropout));
+    TR_CHECK(cfg_prob(m, c, "attention_probs_dropout_prob", 0.1, &m->attn_dropout));
+    TR_CHECK(cfg_prob(m, c, "classifier_dropout", m->hidden_dropout, &m->classifier_dropout));
     m->init_range = cfg_num(c, "initializer_range", 0.02);
-    if (m->hidden_dropout < 0 || m->hidden_dropout >= 1 || m->classifier_dropout < 0 || m->classifier_dropout >= 1)
-        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json: a dropout probability outside [0, 1)", m->dir);
     json_t *act = json_object_get(c, "hidden_act");
     const char *a = json_is_string(act) ? json_string_value(act) : "gelu";
     if (strcmp(a, "gelu") == 0) m->act = HF_ACT_GELU;
@@ -110,6 +127,29 @@ static tr_status read_arch(hf_model *m, json_t *c) {
     return TR_OK;
 }
 
+/* The key config.json keeps the run's choices under (hf_config_keep). */
+#define KEPT_KEY "trainer_hf_encoder"
+static const char *const pooling_names[] = {"cls", "mean", "pooler"};
+
+/* The choices a run kept in its checkpoint's config.json: pooling, normalize, whether the
+ * pooler is a parameter; -1 each when the file has none (a pretrained folder's). */
+static tr_status kept_read(hf_model *m, json_t *c, const char *path) {
+    m->kept_pooling = m->kept_normalize = m->kept_pooler = -1;
+    json_t *k = json_object_get(c, KEPT_KEY);
+    m->config_has_kept = k != NULL;
+    if (!k) return TR_OK;
+    const char *pool = json_string_value(json_object_get(k, "pooling"));
+    json_t *norm = json_object_get(k, "normalize"), *pooler = json_object_get(k, "pooler");
+    for (int i = 0; pool && i < 3; i++)
+        if (strcmp(pool, pooling_names[i]) == 0) m->kept_pooling = i;
+    if (m->kept_pooling < 0 || !json_is_boolean(norm) || !json_is_boolean(pooler))
+        return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s: %s must be {\"pooling\": cls, mean or pooler, "
+                                            "\"normalize\": true or false, \"pooler\": true or false}", path, KEPT_KEY);
+    m->kept_normalize = json_is_true(norm);
+    m->kept_pooler = json_is_true(pooler);
+    return TR_OK;
+}
+
 tr_status hf_config_read(hf_model *m, const char *dir) {
     if (!dir || !*dir)
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: model.params.pretrained is required: a Hugging Face model "
@@ -119,20 +159,27 @@ tr_status hf_config_read(hf_model *m, const char *dir) {
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: pretrained: %s is not a folder", dir);
-    if (!file_exists(dir, "config.json"))
+    if (!hf_file_exists(dir, "config.json"))
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: pretrained: %s has no config.json", dir);
-    json_t *c;
-    TR_CHECK(json_read(dir, "config.json", &c));
+    char p[4200];
+    json_error_t err;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    TR_CHECK(tr_file_read(p, &m->config_text, &m->config_len)); /* kept: hf_config_keep */
+    json_t *c = json_loadb(m->config_text, m->config_len, 0, &err);
+    if (!c) return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s:%d: %s", p, err.line, err.text);
+    m->config_has_sep = json_object_get(c, "sep_token_id") != NULL;
     tr_status st = json_is_object(c) ? read_arch(m, c)
                                      : tr_error_set(TR_ERR_INVALID, "hf_encoder: %s/config.json is not an object", dir);
+    if (st == TR_OK) st = kept_read(m, c, p);
     json_decref(c);
     if (st != TR_OK) return st;
     if (m->sep_id == -2) { /* the folder's tokenizer's [SEP] */
         m->sep_id = -1;
         tr_tokenizer *tok = NULL;
-        if (file_exists(dir, "tokenizer.json") && tr_tokenizer_load(&tok, dir) == TR_OK) {
+        if (hf_file_exists(dir, "tokenizer.json") && tr_tokenizer_load(&tok, dir) == TR_OK) {
             int32_t id;
             if (tr_tokenizer_token_to_id(tok, "[SEP]", &id) == TR_OK) m->sep_id = id;
+            m->sep_from_tokenizer = m->sep_id >= 0;
             tr_tokenizer_free(tok);
         }
         tr_error_clear();
@@ -144,9 +191,52 @@ tr_status hf_config_read(hf_model *m, const char *dir) {
     return TR_OK;
 }
 
+tr_status hf_config_keep(const hf_model *m, tr_params *P) {
+    if (m->from_checkpoint) return tr_params_add_file(P, "config.json", m->config_text, m->config_len);
+    /* What the files decided at the start, which a resume must not decide again from files it
+     * no longer reads: the sep id the tokenizer gave, the pooling modules.json chose, and
+     * whether the pooler is a parameter (it is when the folder has one). */
+    char ins[256];
+    int k = snprintf(ins, sizeof ins, "\n  \"" KEPT_KEY "\": {\"pooling\": \"%s\", \"normalize\": %s, \"pooler\": %s},",
+                     pooling_names[m->pooling], m->normalize ? "true" : "false", m->pool_w >= 0 ? "true" : "false");
+    if (m->sep_from_tokenizer) k += snprintf(ins + k, sizeof ins - (size_t)k, "\n  \"sep_token_id\": %d,", (int)m->sep_id);
+    const char *brace = strchr(m->config_text, '{'); /* it parsed as a non-empty object */
+    char *text = NULL;
+    size_t n = 0;
+    if (!brace || m->config_has_kept || (m->sep_from_tokenizer && m->config_has_sep)) {
+        /* keys there already (a checkpoint given as the pretrained folder; "sep_token_id": null):
+         * the JSON written anew */
+        json_t *c = json_loadb(m->config_text, m->config_len, 0, NULL);
+        json_t *kept = json_pack("{s:s, s:b, s:b}", "pooling", pooling_names[m->pooling], "normalize", m->normalize,
+                                 "pooler", m->pool_w >= 0);
+        int ok = 0;
+        if (c && kept) { /* set_new takes the reference, whatever it returns */
+            ok = json_object_set_new(c, KEPT_KEY, kept) == 0 &&
+                 (!m->sep_from_tokenizer || json_object_set_new(c, "sep_token_id", json_integer(m->sep_id)) == 0);
+            kept = NULL;
+        }
+        json_decref(kept);
+        text = ok ? json_dumps(c, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(c);
+        n = text ? strlen(text) : 0;
+    } else {
+        size_t head = (size_t)(brace + 1 - m->config_text);
+        n = m->config_len + (size_t)k;
+        if ((text = malloc(n))) {
+            memcpy(text, m->config_text, head);
+            memcpy(text + head, ins, (size_t)k);
+            memcpy(text + head + k, m->config_text + head, m->config_len - head);
+        }
+    }
+    if (!text) return tr_error_set(TR_ERR_NOMEM, "hf_encoder: out of memory");
+    tr_status st = tr_params_add_file(P, "config.json", text, n);
+    free(text);
+    return st;
+}
+
 tr_status hf_pooling_read(hf_model *m, const char *pooling, const char *normalize) {
     int pool = HF_POOL_CLS, norm = 0;
-    if (file_exists(m->dir, "modules.json")) {
+    if (hf_file_exists(m->dir, "modules.json")) {
         json_t *mods;
         TR_CHECK(json_read(m->dir, "modules.json", &mods));
         size_t i;
@@ -160,7 +250,7 @@ tr_status hf_pooling_read(hf_model *m, const char *pooling, const char *normaliz
             if (!strstr(type, "Pooling") || !path) continue;
             char sub[4200];
             snprintf(sub, sizeof sub, "%s/config.json", path);
-            if (!file_exists(m->dir, sub)) continue;
+            if (!hf_file_exists(m->dir, sub)) continue;
             json_t *pc;
             st = json_read(m->dir, sub, &pc);
             if (st != TR_OK) break;
@@ -202,8 +292,8 @@ static tr_status open_shard(hf_model *m, const char *name) {
 }
 
 tr_status hf_files_open(hf_model *m) {
-    if (file_exists(m->dir, "model.safetensors")) return open_shard(m, "model.safetensors");
-    if (file_exists(m->dir, "model.safetensors.index.json")) {
+    if (hf_file_exists(m->dir, "model.safetensors")) return open_shard(m, "model.safetensors");
+    if (hf_file_exists(m->dir, "model.safetensors.index.json")) {
         json_t *ix;
         TR_CHECK(json_read(m->dir, "model.safetensors.index.json", &ix));
         json_t *map = json_object_get(ix, "weight_map");
@@ -236,7 +326,7 @@ tr_status hf_files_open(hf_model *m) {
         json_decref(ix);
         return st;
     }
-    if (file_exists(m->dir, "pytorch_model.bin"))
+    if (hf_file_exists(m->dir, "pytorch_model.bin"))
         return tr_error_set(TR_ERR_INVALID,
                             "hf_encoder: %s holds pytorch_model.bin only: convert it to safetensors first with\n"
                             "  python3 -c \"import torch; from safetensors.torch import save_file; "
@@ -435,7 +525,10 @@ tr_status hf_register(hf_model *m, tr_params *P) {
     /* BERT's classifier reads the pooler; RoBERTa's has its own dense layer (and the plugin
      * ignores a pooler in the file, as RobertaForSequenceClassification does). */
     int need_pooler = (m->classify && !m->roberta) || (!m->classify && m->pooling == HF_POOL_POOLER);
-    for (int j = 0; j < p.n && st == TR_OK; j++) {
+    /* The pooler is a parameter when the folder has one or something needs it (RoBERTa's head
+     * aside), or, at a resume, when the run's kept config.json says it was. */
+    int pooler = m->kept_pooler >= 0 ? m->kept_pooler : need_pooler;
+    for (int j = 0; j < p.n && st == TR_OK && !m->restored; j++) {
         want *w = &p.w[j];
         if (w->e || (w->optional == 2 && need_pooler) || w->optional == 1) continue;
         if (w->optional == 2) continue; /* a pooler nothing uses */
@@ -450,11 +543,11 @@ tr_status hf_register(hf_model *m, tr_params *P) {
         if (!m->src) st = tr_error_set(TR_ERR_NOMEM, "hf_encoder: out of memory");
         for (int j = 0; j < p.n && st == TR_OK; j++) {
             want *w = &p.w[j];
-            if (w->optional == 2 && (m->classify && m->roberta)) continue;
-            if (!w->e && w->optional == 2 && !need_pooler) continue;
+            if (w->optional == 2 && (m->kept_pooler >= 0 ? !pooler : (m->classify && m->roberta) || (!w->e && !pooler)))
+                continue;
             st = tr_params_add(P, w->name, w->ndim, w->shape, w->init, w->arg, w->index);
             if (st != TR_OK) break;
-            if (w->e) {
+            if (w->e && !m->restored) {
                 m->src[*w->index].e = w->e;
                 m->n_fill++;
                 st = tr_params_set_fill(P, *w->index, fill, m);
@@ -464,29 +557,31 @@ tr_status hf_register(hf_model *m, tr_params *P) {
                     snprintf(fresh + k, sizeof fresh - k, "%s%s", k ? ", " : "", w->name);
             }
         }
-        if (st == TR_OK && fresh[0])
+        if (st == TR_OK && fresh[0] && !m->restored)
             TR_INFO("hf_encoder: newly initialised (not in %s): %s; train the model before using it for predictions",
                     m->dir, fresh);
-        if (st == TR_OK && n_ignored)
+        if (st == TR_OK && n_ignored && !m->restored)
             TR_INFO("hf_encoder: %d tensor%s of %s not used: %s", n_ignored, n_ignored == 1 ? "" : "s", m->dir, ignored);
     }
     free(p.w);
+    if (m->restored) hf_files_close(m); /* read for the names only: the checkpoint has the values */
     return st;
 }
 
-/* ---- debug: hidden states to .npy ---- */
+/* ---- debug: hidden states and logits to .npy ---- */
 
-void hf_dump(const hf_model *m, tr_graph *g, int i, const tr_tensor *x) {
+void hf_dump(const hf_model *m, tr_graph *g, const char *name, const tr_tensor *x) {
     if (!m->dump_dir || !x || x->device.kind != TR_DEVICE_CPU || tr_graph_status(g) != TR_OK) return;
-    char p[4200], hdr[128];
-    snprintf(p, sizeof p, "%s/hidden_%d.npy", m->dump_dir, i);
+    char p[4200], hdr[160];
+    snprintf(p, sizeof p, "%s/%s.npy", m->dump_dir, name);
     FILE *f = fopen(p, "wb");
     if (!f) {
         TR_WARN("hf_encoder: TR_HF_ENCODER_DUMP: cannot write %s: %s", p, strerror(errno));
         return;
     }
-    int n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld, %lld, %lld), }",
-                     (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2]);
+    int n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+    for (int d = 0; d < x->ndim; d++) n += snprintf(hdr + n, sizeof hdr - (size_t)n, "%lld, ", (long long)x->shape[d]);
+    n += snprintf(hdr + n, sizeof hdr - (size_t)n, "), }");
     int total = (10 + n + 1 + 63) / 64 * 64;
     while (10 + n + 1 < total) hdr[n++] = ' ';
     hdr[n++] = '\n';

@@ -20,8 +20,11 @@
  * divided by the batch's normaliser (the core passes global batch * T for LMs, padded
  * positions included: a normaliser of real tokens is the caller's). Parameter names follow a GPT-2
  * layout: wte.weight, wpe.weight, h.<i>.ln1.weight, h.<i>.attn.qkv.weight, ..., lnf.weight,
- * head.weight. Limits: no dropout inside the attention softmax (tr_attention has none);
- * learned absolute positions only, so sequences are at most max_seq long. */
+ * head.weight. Limits: `dropout` is not applied to the attention probabilities (torch's
+ * nn.TransformerEncoderLayer and GPT-2's attn_pdrop drop them too; tr_attention_qkv_dropout
+ * would), so runs keep the numbers the benchmark peer (tools/bench/torch_peer.py) and the
+ * strategy tests are written for; learned absolute positions only, so sequences are at most
+ * max_seq long. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,8 @@
 #include "trainer/model.h"
 #include "trainer/ops.h"
 #include "trainer/plugin.h"
+
+#include "../common/pair_head.h"
 
 typedef struct tf_block {
     int ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
@@ -61,7 +66,8 @@ static const tr_option_spec tf_options[] = {
     {.key = "d_ff", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = 1 << 20,
      .doc = "MLP hidden width; 0 = 4 * d_model"},
     {.key = "dropout", .type = TR_OPTION_FLOAT, .default_value = "0.1", .min = 0, .max = 0.99,
-     .doc = "dropout on the embeddings and each residual branch (training only)"},
+     .doc = "dropout on the embeddings and each residual branch (training only; not on the attention "
+            "probabilities)"},
     {.key = "max_seq", .type = TR_OPTION_INT, .default_value = "0", .min = 0, .max = 1 << 24,
      .doc = "positions in the position table; 0 = the dataset's sequence length"},
     {.key = "pool", .type = TR_OPTION_CHOICE, .default_value = "mean", .choices = "cls|mean",
@@ -107,11 +113,7 @@ static tr_status tf_create(void **ctx, const tr_options *o, const tr_data_spec *
     if (!lm && !pairs && d->task != TR_TASK_CLASSIFY)
         return tr_error_set(TR_ERR_INVALID, "transformer: mode classify needs a classification "
                                             "dataset (set mode: lm for next-token data)");
-    if (pairs && (d->task != TR_TASK_REGRESS || d->x_dtype != TR_I32 || d->x_ndim != 2 || d->x_shape[0] != 2 ||
-                  d->x_shape[1] < 1 || d->y_dtype != TR_F32 || d->y_numel != 1))
-        return tr_error_set(TR_ERR_INVALID, "transformer: mode pairs needs scored text pairs: x %s token ids "
-                                            "(2, T) and one %s score per sample (the text dataset's mode pairs)",
-                            tr_dtype_name(TR_I32), tr_dtype_name(TR_F32));
+    if (pairs) TR_CHECK(pair_spec_check(d, "transformer: mode pairs"));
     if (!pairs && (d->x_dtype != TR_I32 || d->x_ndim != 1 || d->x_shape[0] < 1))
         return tr_error_set(TR_ERR_INVALID, "transformer: input x must be %s token ids of shape "
                                             "(T), the dataset gives %s with %d dims",
@@ -198,7 +200,7 @@ static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
                             tr_dtype_name(TR_I32), m->pairs ? "(B, 2, T)" : "(B, T)");
     int64_t B = b->x->shape[0], T = b->x->shape[b->x->ndim - 1], C = m->C;
     /* pairs: both texts of every sample go through the encoder as one batch of 2B. */
-    tr_tensor *ids = m->pairs ? tr_reshape(g, b->x, 2, (int64_t[]){2 * B, T}) : b->x;
+    tr_tensor *ids = m->pairs ? pair_rows(g, b->x) : b->x;
     if (T < 1 || T > m->S)
         return tr_error_set(TR_ERR_INVALID, "transformer: sequence length %lld exceeds max_seq %lld",
                             (long long)T, (long long)m->S);
@@ -234,25 +236,19 @@ static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
             tr_tensor *y = tr_reshape(g, b->y, 1, (int64_t[]){B * T});
             out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, -100, 0.0);
         }
-    } else if (m->pairs) {
-        tr_tensor *e = m->pool_mean ? tr_mean_masked(g, x, mask)
-                                    : tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (int64_t[]){2 * B, C});
-        e = tr_reshape(g, e, 3, (int64_t[]){B, 2, C});
-        tr_tensor *q = tr_reshape(g, tr_slice(g, e, 1, 0, 1), 2, (int64_t[]){B, C});
-        tr_tensor *p = tr_reshape(g, tr_slice(g, e, 1, 1, 1), 2, (int64_t[]){B, C});
-        tr_tensor *score = tr_cosine_similarity(g, q, p, 1e-8);
-        out->embedding = tr_reshape(g, e, 2, (int64_t[]){B, 2 * C});
-        out->logits = tr_reshape(g, score, 2, (int64_t[]){B, 1});
-        if (b->y) out->loss = tr_mse(g, score, tr_reshape(g, b->y, 1, (int64_t[]){B}), b->normaliser);
     } else {
-        tr_tensor *e = m->pool_mean
-                           ? tr_mean_masked(g, x, mask)
-                           : tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (int64_t[]){B, C});
-        out->embedding = e;
-        out->logits = tr_linear(g, e, tr_params_get(P, m->head_w), tr_params_get(P, m->head_b));
-        if (b->y) {
-            tr_tensor *y = tr_reshape(g, b->y, 1, (int64_t[]){B});
-            out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, -100, 0.0);
+        int64_t R = m->pairs ? 2 * B : B; /* rows of ids */
+        tr_tensor *e = m->pool_mean ? tr_mean_masked(g, x, mask)
+                                    : tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (int64_t[]){R, C});
+        if (m->pairs) {
+            pair_head(g, e, b, out);
+        } else {
+            out->embedding = e;
+            out->logits = tr_linear(g, e, tr_params_get(P, m->head_w), tr_params_get(P, m->head_b));
+            if (b->y) {
+                tr_tensor *y = tr_reshape(g, b->y, 1, (int64_t[]){B});
+                out->loss = tr_cross_entropy(g, out->logits, y, b->normaliser, -100, 0.0);
+            }
         }
     }
     return tr_graph_status(g);

@@ -4,6 +4,7 @@ import math
 
 import torch
 from oracle import fwd_bwd  # noqa: E402
+from trainer_rng import dropout_keep  # noqa: E402
 
 
 _fwd_bwd = fwd_bwd
@@ -27,11 +28,13 @@ def _attention(q, k, v, n_head, causal):
     return y.transpose(1, 2).reshape(B, T, C)
 
 
-def _attention_masked(q, k, v, mask, n_head, causal):
+def _attention_masked(q, k, v, mask, n_head, causal, p=0.0):
     """_attention with a key padding mask (B, S), nonzero = attended (Hugging Face's
     attention_mask), composed with the causal mask. A query that sees no key gets zeros and no
     gradient: its scores are set to 0 before the softmax (no NaN) and its probabilities
-    multiplied by the (all false) mask row."""
+    multiplied by the (all false) mask row. p > 0: dropout on the probabilities with the mask
+    tr_attention_dropout draws in the C test's graph (seed 1234, step 0, its first dropout
+    call, sample_base 0), kept ones scaled by 1 / (1 - p)."""
     B, T, C = q.shape
     S = k.shape[1]
     D = C // n_head
@@ -45,6 +48,9 @@ def _attention_masked(q, k, v, mask, n_head, causal):
     seen = keep.any(-1, keepdim=True)
     scores = scores.masked_fill(~keep, float("-inf")).masked_fill(~seen, 0.0)
     att = torch.softmax(scores, dim=-1) * keep
+    if p > 0:
+        drop = dropout_keep(p, att.numel(), seed=1234, step=0, call=0, first=0).reshape(att.shape)
+        att = att * drop.to(att.dtype) / (1 - p)
     y = att @ vh
     return y.transpose(1, 2).reshape(B, T, C)
 
@@ -178,3 +184,26 @@ def cases():
     # slice along a middle dim
     yield "slice_mid", _fwd_bwd(lambda x: x[:, 2:5, :], dict(x=rnd(3, 7, 4)), 13)
     yield "slice_large", _fwd_bwd(lambda x: x[:, 10:40, :], dict(x=rnd(40, 50, 30)), 17)
+
+    # dropout on the attention probabilities (tr_attention_dropout, tr_attention_qkv_dropout),
+    # the mask rebuilt from the core's Philox stream: (name, B, T, S, C, n_head, causal,
+    # lengths (None: no key padding), left, p)
+    for name, B, T, S, C, nh, causal, lengths, left, p in [
+        ("attention_dropout_h4", 2, 6, 6, 16, 4, 0, None, False, 0.3),
+        ("attention_dropout_cross_causal", 2, 5, 7, 8, 2, 1, None, False, 0.5),
+        ("attention_dropout_masked", 3, 6, 6, 16, 4, 0, [6, 4, 0], False, 0.1),
+        ("attention_dropout_masked_causal_left", 3, 7, 5, 8, 2, 1, [5, 3, 2], True, 0.3),
+        # long rows: the OpenMP paths (rows threaded, or heads, as attention_long_causal)
+        ("attention_dropout_long", 1, 192, 192, 32, 1, 0, [150], False, 0.2),
+        ("attention_dropout_long_heads", 2, 96, 96, 32, 2, 1, [96, 70], True, 0.2),
+    ]:
+        mask = _pad_mask(B, S, lengths, left) if lengths else torch.ones(B, S, dtype=torch.int32)
+        yield name, _fwd_bwd(lambda q, k, v, mask: _attention_masked(q, k, v, mask, nh, causal, p),
+                             dict(q=rnd(B, T, C), k=rnd(B, S, C), v=rnd(B, S, C), mask=mask), 24)
+    for name, B, T, C, nh, causal, lengths, left, p in [
+        ("attention_qkv_dropout", 2, 6, 16, 4, 1, None, False, 0.3),
+        ("attention_qkv_dropout_masked", 3, 7, 8, 2, 0, [7, 5, 1], True, 0.4),
+    ]:
+        mask = _pad_mask(B, T, lengths, left) if lengths else torch.ones(B, T, dtype=torch.int32)
+        yield name, _fwd_bwd(lambda qkv, mask: _attention_masked(*qkv.chunk(3, dim=-1), mask, nh, causal, p),
+                             dict(qkv=rnd(B, T, 3 * C), mask=mask), 25)
