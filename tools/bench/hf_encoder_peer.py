@@ -13,9 +13,8 @@ python; HF_HUB_OFFLINE=1 (nothing is downloaded).
         files; DIR/cls_check, for the loss check: every dropout 0 and the head drawn with
         initializer_range 1.0 instead of 0.02, so that the logits are of order 1 and the loss
         depends on the encoder's output (at 0.02 it stays within 1% of ln 4 whatever it is);
-        DIR/cls_noattn: DIR/cls without the dropout on the attention probabilities, the work
-        trainer's fine-tuning does (the core's attention has no dropout yet); with it, SDPA
-        runs its math path (a flash kernel has no dropout on the CPU)
+        DIR/cls_noattn: DIR/cls without the dropout on the attention probabilities (with it,
+        SDPA runs its math path: its CPU flash kernel has no dropout)
     hf_encoder_peer.py embed MODEL TEXTS THREADS BATCH [OUT.npy]
         mean-pooled, L2-normalised embeddings under torch.inference_mode(), batches of BATCH;
         prints texts/s over every batch, the first included, as `trainer embed` times its
@@ -58,7 +57,7 @@ def write_data(model, shakespeare, d, n_embed, n_classify):
     texts = []
     while len(texts) < n_embed + n_classify:
         i = rng.randrange(len(lines) - 40)
-        t = " ".join(lines[i:i + 30])
+        t = " ".join(lines[i:i + 30]).replace("\t", " ")  # a TAB would make trainer embed read pairs
         if len(tok(t)["input_ids"]) > SEQ:
             texts.append(t)
     os.makedirs(d, exist_ok=True)

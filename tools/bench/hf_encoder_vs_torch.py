@@ -20,9 +20,9 @@ tokens, so both sides see the same 128 ids per text and no padding.
      trainer.threads=T, its own "in S s" line; torch under inference_mode; both over every
      batch, the model loaded and the texts tokenized before) and fine-tuning (batch 32, AdamW
      lr 2e-5 weight decay 0.01, dropout as the model's config.json; trainer run: the windows it
-     logs after the first; torch: windows after one warm-up window; and torch once more without
-     the dropout on the attention probabilities, which trainer does not apply while the core's
-     attention has none: the same work on both sides). A run's figure is the
+     logs after the first; torch: windows after one warm-up window; and both once more without
+     the dropout on the attention probabilities, with which torch's SDPA runs its flash kernel
+     instead of its math path). A run's figure is the
      median of its windows, the table's the median of the runs, beside the range of the
      ratios of the rounds; the runs are listed (the spread), the load average after each
      round and the CPU share each run had (its processes' CPU time over wall time x T: below
@@ -61,7 +61,7 @@ H, F, LAYERS, LABELS = 384, 1536, 6, 4  # all-MiniLM-L6-v2's config.json; the pe
 
 
 KINDS = {"eo": "embed trainer", "et": "embed torch", "to": "fine-tune trainer", "tt": "fine-tune torch",
-         "tn": "fine-tune torch without attention dropout"}
+         "no": "fine-tune trainer without attention dropout", "tn": "fine-tune torch without attention dropout"}
 
 
 def with_share(fn, threads, cores):
@@ -147,8 +147,8 @@ checkpoint: {{every_n_epochs: 0, resume: never}}
         shutil.rmtree(out, ignore_errors=True)  # the checkpoint: 270 MB with AdamW's state
         return rows
 
-    def time_train_ours(self, threads, cores):
-        rows = self.trainer_train(self.cls, [f"trainer.threads={threads}", f"trainer.log_every={self.per}",
+    def time_train_ours(self, threads, cores, folder=None):
+        rows = self.trainer_train(folder or self.cls, [f"trainer.threads={threads}", f"trainer.log_every={self.per}",
                                              f"trainer.max_steps={self.per * (self.windows + 1)}"], cores)
         return statistics.median(r["samples_per_sec"] for r in rows[1:])
 
@@ -194,7 +194,12 @@ def main():
     ap.add_argument("--quick", action="store_true", help="2 windows of 2 steps per fine-tuning run")
     args = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
-    threads = [int(t) for t in args.threads.split(",")]
+    try:
+        threads = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        sys.exit(f"hf_encoder_vs_torch: --threads {args.threads!r}: expected thread counts such as 1,2")
+    if args.reps < 1 or min(threads) < 1:
+        sys.exit("hf_encoder_vs_torch: --reps and every --threads count must be at least 1")
     if max(threads) > len(cpus):
         sys.exit(f"hf_encoder_vs_torch: {max(threads)} threads asked, {len(cpus)} cores available")
     if not os.path.exists(SHAKESPEARE):
@@ -228,7 +233,7 @@ def main():
             runs, share, load = {k: [] for k in KINDS}, {k: [] for k in KINDS}, []
             for _ in range(args.reps):
                 for k, fn in (("eo", b.trainer_embed), ("et", b.torch_embed), ("to", b.time_train_ours),
-                              ("tt", b.time_train_torch),
+                              ("tt", b.time_train_torch), ("no", lambda t, c: b.time_train_ours(t, c, b.cls_noattn)),
                               ("tn", lambda t, c: b.time_train_torch(t, c, b.cls_noattn))):
                     v, c = with_share(fn, t, cores)
                     runs[k].append(v)
@@ -240,7 +245,7 @@ def main():
                                                           for k in KINDS))
             for what, o, p, fl in (("embedding, batch 64 (texts/s)", runs["eo"], runs["et"], forward_flops()),
                                    ("fine-tuning, batch 32, AdamW (samples/s)", runs["to"], runs["tt"], train_flops()),
-                                   ("the same, torch without attention dropout (trainer's work)", runs["to"],
+                                   ("the same without attention dropout (torch: SDPA's flash kernel)", runs["no"],
                                     runs["tn"], train_flops())):
                 rows.append((what, t, o, p, fl, rate))
         print("\n| workload | threads | trainer | torch | ratio (per round) | target 1.3x | trainer GFLOP/s (% of peak) "

@@ -10,6 +10,7 @@ under $TRAINER_ORACLE_CACHE, else $XDG_CACHE_HOME/trainer/oracle (~/.cache/...),
 of the pins and the Python version, outside the source tree. A lock makes concurrent callers
 safe; a stamp written last makes a half-made venv be made again. Exit 77 (ctest's skip code) when
 PyPI cannot be reached, 1 on any other failure. HF_HUB_OFFLINE=1 always: no model hub is used.
+ensure_venv makes other pinned venvs the same way (tools/bench/peer_venv.py: the benchmark peer).
 """
 import fcntl
 import hashlib
