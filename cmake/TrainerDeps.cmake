@@ -33,7 +33,7 @@ target_include_directories(trainer_blas INTERFACE ${OPENBLAS_INCLUDE_DIR})
 target_link_libraries(trainer_blas INTERFACE ${OPENBLAS_LIBRARY})
 message(STATUS "trainer: OpenBLAS (${OPENBLAS_VARIANT}) ${OPENBLAS_LIBRARY}")
 
-# CUDA is optional and never needed by the core (DESIGN.md decision 8).
+# CUDA is optional and never needed by the core (docs/design.md "No CUDA needed").
 set(TRAINER_CUDA_ENABLED OFF)
 if(NOT TRAINER_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)

@@ -10,8 +10,8 @@ tests/data/tokdata/reviews.csv, BERT on pairs of reviews ([CLS] a [SEP] b [SEP]:
 and 1, derived from the ids), RoBERTa on single reviews: texts of different lengths, batches
 padded to their longest, a global batch of 11 (6 + 5 over 2 ranks), a validation split.
 
-- Strategy invariance (DESIGN.md decision 5): cpu, dataparallel x2, ddp x2 and sharded stage 3
-  x2 (small units: gathered and released several times a step) end with the same weights
+- Strategy invariance (docs/design.md "Strategy invariance"): cpu, dataparallel x2, ddp x2
+  and sharded stage 3 x2 (small units: gathered and released several times a step) end with the same weights
   (relative L2 <= 1e-5), the same loss at every step and the same validation metrics
   (compare_runs.py), with dropout off; and with dropout on (hidden and attention
   probabilities) where the strategies promise the same masks: sequences of one length

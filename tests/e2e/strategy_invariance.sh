@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Strategy invariance (DESIGN.md decision 5): the same config trained with `cpu`, with `ddp`
+# Strategy invariance (docs/design.md "Strategy invariance"): the same config trained with
+# `cpu`, with `ddp`
 # (its sharded update and its all-reduce one) and `sharded` stages 1, 2 and 3 at 2, 3 and 4
 # ranks (oversubscribed on small machines) and with `dataparallel` at 2, 3 and 4 replicas
 # (threads of one process) ends with the same weights (sharded: read from the shard files of

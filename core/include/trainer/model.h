@@ -19,7 +19,7 @@
  * registered, not yet allocated: the core finalizes P and initialises or loads it), then
  * forward once per micro-batch. Loss normalisation is the batch's `normaliser` (the global
  * batch size, times tokens per sample for LMs), so summed gradients over ranks are the exact
- * mean (DESIGN.md decision 5). */
+ * mean (docs/design.md "Strategy invariance"). */
 #ifndef TRAINER_MODEL_H
 #define TRAINER_MODEL_H
 

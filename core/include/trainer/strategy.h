@@ -1,5 +1,5 @@
 /* The strategy plugin interface: the strategy owns the step, the trainer owns the loop
- * (DESIGN.md decision 4).
+ * (docs/design.md "Step and loop").
  *
  * The trainer reads the config, loads the dataset and runs epochs, validation, logging and
  * checkpoints. The strategy decides placement, replication, sharding, which share of each

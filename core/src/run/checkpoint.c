@@ -1,4 +1,4 @@
-/* Checkpoints (DESIGN.md decision 11): save, validated load, latest, prune.
+/* Checkpoints (docs/design.md "Checkpoints"): save, validated load, latest, prune.
  *
  * A save writes <dir>/<name>.tmp-<pid>/ (model.safetensors, the files the model is rebuilt
  * from (tr_params_add_file), optimizer.safetensors when an optimizer is given, state.json,

@@ -1,4 +1,4 @@
-/* Checkpoint loading (DESIGN.md decision 11): full checkpoints (model.safetensors +
+/* Checkpoint loading (docs/design.md "Checkpoints"): full checkpoints (model.safetensors +
  * optimizer.safetensors) and sharded ones (index.json + one shard file per rank of any world
  * size) go through one loop that hands every stored piece of a parameter to the targets it
  * overlaps, so a full or partial model, a whole optimizer or a ZeRO shard loads from either.

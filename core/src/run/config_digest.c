@@ -1,7 +1,7 @@
 /* The config digest a checkpoint records, and the list of keys that changed when a resumed
  * run's config differs from the one its checkpoint was written with. Keys that do not change
- * the math of a step (lengths, cadence, paths, threads, the strategy: DESIGN.md decisions 5
- * and 11), or only its roundings (the accelerator, trainer.precision), are left out, so
+ * the math of a step (lengths, cadence, paths, threads, the strategy: docs/design.md
+ * "Strategy invariance" and "Checkpoints"), or only its roundings (the accelerator, trainer.precision), are left out, so
  * extending a run or resuming under another strategy, on other devices or in another
  * precision (a bf16-mixed run's fp32 checkpoint on the CPU) is allowed. trainer.early_stopping
  * decides when a run ends, as max_epochs does; model.init_from only starts a fresh run (a

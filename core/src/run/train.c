@@ -1,5 +1,5 @@
 /* `trainer run`: the training loop. The trainer owns epochs, validation, logging and
- * checkpoint cadence; the strategy plugin owns each step (DESIGN.md decision 4). */
+ * checkpoint cadence; the strategy plugin owns each step (docs/design.md "Step and loop"). */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
