@@ -32,13 +32,15 @@ vocabulary, GELU, dropout 0.1), AdamW (lr 1e-3, weight decay 0.01), on random by
      name from nvidia-smi, --peak-tflops otherwise).
 
 Prints a markdown table for docs/benchmarks.md. Exit 1 when a run or the loss check fails;
-exit 77 without a GPU, without the trainer's cuda plugin seeing one, or without a torch that
-has CUDA. A missed target (at least torch eager's tokens/s) is reported, never an error.
+exit 77 without a GPU or without the trainer's cuda plugin seeing one. Where torch has no CUDA
+(Debian's build on a GPU machine), trainer's side runs alone: the loss check against torch on
+the CPU, then trainer's tokens/s and MFU, no ratio. A missed target (at least torch eager's tokens/s) is reported, never an error.
 """
 import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -55,6 +57,16 @@ PEAKS = {("H200", "bf16-mixed"): 989.0, ("H200", "fp32"): 67.0, ("H100", "bf16-m
 CHECK_STEPS = 5
 CHECK_RTOL = 1e-3
 SAMPLES = 1024  # LM samples in the data file
+
+
+def gpu_name():
+    """GPU 0's name from nvidia-smi ("" where it cannot say)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+        return out.stdout.splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else "a GPU"
+    except (OSError, subprocess.SubprocessError):
+        return "a GPU"
 
 
 def skip(why):
@@ -109,6 +121,10 @@ def peer(argv):
     batch = int(batch)
     dev = torch.device(os.environ.get("GPU_VS_TORCH_DEVICE", "cuda"))
     cuda = dev.type == "cuda"
+    if cmd == "probe":  # before anything touches the device: a torch without CUDA answers too
+        name = torch.cuda.get_device_name(0) if cuda and torch.cuda.is_available() else "" if cuda else "cpu"
+        print(torch.__version__, int(hasattr(F, "scaled_dot_product_attention")), name)
+        return
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     x, y = (t.to(dev) for t in tp.load_data("gpt", data))
@@ -156,9 +172,6 @@ def peer(argv):
         print(" ".join(f"{r:.1f}" for r in rates))
     elif cmd == "flops":
         print(tp.transformer_flops("gpt", tp.SEQ) / tp.SEQ)
-    elif cmd == "probe":
-        name = torch.cuda.get_device_name(0) if cuda and torch.cuda.is_available() else "" if cuda else "cpu"
-        print(torch.__version__, int(hasattr(F, "scaled_dot_product_attention")), name)
 
 
 def main():
@@ -180,8 +193,12 @@ def main():
         if not any(l.split()[:2] == ["gpu", "1"] for l in devices.splitlines()):
             skip("trainer sees no GPU:\n" + devices)
         version, has_sdpa, gpu = (b.torch("probe").strip().split(" ", 2) + [""])[:3]
-        if not gpu:
-            skip(f"torch {version} has no CUDA device")
+        alone = not gpu  # torch without CUDA (a GPU machine with Debian's torch): trainer alone
+        if alone:
+            gpu = gpu_name()
+            os.environ["GPU_VS_TORCH_DEVICE"] = "cpu"  # the loss check's torch side on the CPU
+            print(f"torch {version} has no CUDA device: trainer's side alone, its loss checked "
+                  f"against torch on the CPU\n")
         peak = args.peak_tflops or next((v for (k, p), v in PEAKS.items() if k in gpu and p == args.precision), 0)
         print(f"trainer vs PyTorch {version} on {gpu}, {args.size} ({b.layers} layers, d_model {b.d}, {b.heads} heads, "
               f"FFN {b.ffn}, {b.T} tokens, batch {b.batch}), {args.precision}, {args.reps} runs each, median\n")
@@ -197,8 +214,8 @@ def main():
                      f"  trainer {ours}\n  torch   {theirs}")
         print(f"loss check: {CHECK_STEPS} steps in fp32, worst relative difference {worst:.1e}", flush=True)
         per, windows = args.steps, args.windows
-        res = {"trainer": [], "torch": []}
-        if has_sdpa == "1":  # torch 2.0 and later
+        res = {"trainer": []} if alone else {"trainer": [], "torch": []}
+        if has_sdpa == "1" and not alone:  # torch 2.0 and later
             res["torch sdpa"] = []
         for _ in range(args.reps):
             rows, _ = b.trainer([f"trainer.precision={args.precision}", f"trainer.max_steps={per * (windows + 1)}",
@@ -211,6 +228,13 @@ def main():
                 res[key].append(statistics.median(float(v) for v in out.split()))
             print("  " + "  ".join(f"{k} {v[-1]:,.0f}" for k, v in res.items()), flush=True)
         fpt = float(b.torch("flops"))
+        if alone:
+            m = statistics.median(res["trainer"])
+            tf = m * fpt / 1e12
+            mfu = f"{100 * tf / peak:.1f}%" if peak else "(peak unknown: --peak-tflops)"
+            print(f"\n| side | tokens/s | TFLOP/s | MFU |\n|---|---|---|---|\n| trainer | {m:,.0f} | {tf:.1f} | {mfu} |")
+            print(f"\nno torch with CUDA here: no ratio; {fpt / 1e6:.1f} MFLOP per token")
+            return
         best = max(statistics.median(v) for k, v in res.items() if k != "trainer")
         print(f"\n| side | tokens/s | ratio to torch eager's best | TFLOP/s | MFU |")
         print("|---|---|---|---|---|")
