@@ -8,8 +8,9 @@
 # - trainer.val_check_interval (a fraction: every int(f * batches) batches, a count), its
 #   validations on the interval only (none at an epoch end off it), as Lightning's;
 # - val_every_n_steps landing on an epoch's end validates once, and at the run's last step too;
-# - a run stopped part-way with limits and extended gives an uninterrupted run's records;
-# - ddp x2: the same counts and values as cpu;
+# - a run stopped part-way with limits and extended, or killed and resumed, gives an
+#   uninterrupted run's records;
+# - ddp, sharded and dataparallel x2: the same counts and values as cpu;
 # - trainer.fast_dev_run (true, N): N batches of each, exit 0, nothing written, an existing
 #   run's folder untouched and not resumed;
 # - bad values refused naming the key and where it was set.
@@ -126,14 +127,28 @@ if [ "$rc1" = 0 ] && [ "$rc" = 0 ] && grep -q "resuming from" "$t/part2.log" && 
     ok "stopped at step 5 and extended: the uninterrupted run's records (validations $(vals whole))"
 else bad "stopped and extended with limits" "exit $rc1 $rc" "$(diff <(last_of "$t/part/r/0/metrics.jsonl") <(last_of "$(m whole)") | head -5)"; fi
 
-# ddp x2: every rank the same counts (no collective left waiting), the cpu run's values.
-run ddp trainer.strategy=ddp trainer.devices=2 trainer.limit_train_batches=3 trainer.limit_val_batches=2 trainer.val_check_interval=0.5
-run cpu trainer.limit_train_batches=3 trainer.limit_val_batches=2 trainer.val_check_interval=0.5
-if [ "$rc" = 0 ] && [ "$(vals ddp) | $(epochs ddp)" = "1/1 2/1 3/1 4/2 5/2 6/2 | 1/3 2/6" ] && [ "$(vals cpu)" = "$(vals ddp)" ] &&
-   awk -v a="$(valloss ddp)" -v b="$(valloss cpu)" 'BEGIN { n = split(a, x, " "); split(b, y, " "); if (n != 6) exit 1
-        for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-4 * y[i]) exit 1 } }'; then
-    ok "ddp x2: validations $(vals ddp), epochs $(epochs ddp), val_loss as cpu's"
-else bad "ddp x2 with limits" "exit $rc" "ddp: $(vals ddp) | $(epochs ddp) | $(valloss ddp)" "cpu: $(vals cpu) | $(valloss cpu)" "$(tail -3 "$t/ddp.log")"; fi
+# Killed after step 5 (its checkpoint saved; mid-epoch 2) and resumed: the same records.
+lim=(trainer.limit_train_batches=4 trainer.limit_val_batches=2 trainer.val_check_interval=2 trainer.max_epochs=3)
+run whole2 "${lim[@]}"
+rc1="$(TRAINER_FAULT_KILL_AT_STEP=5 run_config "$t/r.yaml" "$t/kill" "$t/kill1.log" "${lim[@]}" checkpoint.every_n_steps=1; echo $rc)" 2>/dev/null
+run_config "$t/r.yaml" "$t/kill" "$t/kill2.log" "${lim[@]}" checkpoint.every_n_steps=1
+if [ "$rc1" != 0 ] && [ "$rc" = 0 ] && grep -q "resuming from .*step-00000005" "$t/kill2.log" && [ "$(vals kill)" = "$(vals whole2)" ] &&
+   [ "$(last_of "$(m kill)")" = "$(last_of "$(m whole2)")" ]; then
+    ok "killed at step 5 and resumed: the uninterrupted run's records (validations $(vals whole2))"
+else bad "killed and resumed with limits" "exit $rc1 $rc; validations $(vals kill), want $(vals whole2)" "$(diff <(last_of "$(m kill)") <(last_of "$(m whole2)") | head -5)"; fi
+
+# ddp, sharded and dataparallel x2: every rank the same counts (no collective left waiting),
+# the cpu run's values.
+lim=(trainer.limit_train_batches=3 trainer.limit_val_batches=2 trainer.val_check_interval=0.5)
+run cpu "${lim[@]}"
+for st in ddp sharded dataparallel; do
+    run "$st" trainer.strategy="$st" trainer.devices=2 "${lim[@]}"
+    if [ "$rc" = 0 ] && [ "$(vals "$st") | $(epochs "$st")" = "1/1 2/1 3/1 4/2 5/2 6/2 | 1/3 2/6" ] && [ "$(vals cpu)" = "$(vals "$st")" ] &&
+       awk -v a="$(valloss "$st")" -v b="$(valloss cpu)" 'BEGIN { n = split(a, x, " "); split(b, y, " "); if (n != 6) exit 1
+            for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-4 * y[i]) exit 1 } }'; then
+        ok "$st x2: validations $(vals "$st"), epochs $(epochs "$st"), val_loss as cpu's"
+    else bad "$st x2 with limits" "exit $rc" "$st: $(vals "$st") | $(epochs "$st") | $(valloss "$st")" "cpu: $(vals cpu) | $(valloss cpu)" "$(tail -3 "$t/$st.log")"; fi
+done
 
 # fast_dev_run: N batches of train and validation in one epoch; nothing written; exit 0.
 fdr() { # fdr NAME OUT [overrides...]: sets rc, the log in $t/NAME.log
