@@ -523,7 +523,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         double step_loss = 0, win_t = tr_now(), win_samples = 0;
         int64_t consumed = start_batch; /* batches of the epoch done */
         int64_t before = start_batch;   /* ... before this optimizer step */
-        int end_due = 0;                /* the epoch's (or run's) last step calls for a validation */
+        int64_t validated = -1;         /* the step validated last in this epoch */
         const tr_host_batch *hb = NULL;
         nonfinite_seen seen = {0};
         tr_status st = TR_OK;
@@ -609,9 +609,8 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             double paused = tr_now(); /* validation and saving are not training: out of samples/s */
             int due = limits_val_due(j, &lp->lim, ep, step, before, consumed);
             before = consumed;
-            /* Due at the step that ends the epoch or the run: the epoch's end validates, once. */
-            if (due && (step == lp->total || consumed >= lp->n_batches)) end_due = 1;
-            else if (due) {
+            if (due) { /* before this step's checkpoint, which then holds the validation's decisions */
+                validated = step;
                 char when[64];
                 snprintf(when, sizeof when, "step %lld", (long long)step);
                 TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
@@ -656,7 +655,8 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         int last = ep + 1 >= s->max_epochs || step >= lp->total;
         lp->state.epoch = complete ? ep + 1 : ep; /* a checkpoint the validation makes due resumes after it */
         lp->state.batch_in_epoch = complete ? 0 : consumed;
-        if (!stopped && j->val_L && (end_due || limits_val_at_epoch_end(j, &lp->lim, ep, last)))
+        /* A step validates once: one that val_every_n_steps or val_check_interval validated is not again. */
+        if (!stopped && j->val_L && validated != step && limits_val_at_epoch_end(j, &lp->lim, ep, last))
             TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
         run_value v[] = {RUN_INT("epoch", ep + 1), RUN_INT("step", step), RUN_REAL("train_loss", epoch_loss, "%.9g"),
