@@ -7,7 +7,8 @@
 #   validation split of that many batches;
 # - trainer.val_check_interval (a fraction: every int(f * batches) batches, a count), its
 #   validations on the interval only (none at an epoch end off it), as Lightning's;
-# - val_every_n_steps landing on an epoch's end validates once, and at the run's last step too;
+# - val_every_n_steps landing on an epoch's end validates once, and at the run's last step too,
+#   before that step's checkpoint (which holds its top-k decision);
 # - a run stopped part-way with limits and extended, or killed and resumed, gives an
 #   uninterrupted run's records;
 # - ddp, sharded and dataparallel x2: the same counts and values as cpu;
@@ -100,6 +101,13 @@ expect "val_every_n_steps 5 landing on epoch ends: once each" "$(vals steps5)" "
 run steps5only trainer.val_every_n_steps=5 trainer.val_every_n_epochs=0
 expect "val_every_n_steps 5 only: the run's last step too" "$(vals steps5only)" "5/1 10/1 15/2 20/2"
 
+# ... before that step's checkpoint, which then holds its top-k decision: best is the step of
+# the lowest val_loss, and no checkpoint is made at the step after.
+run sel trainer.val_every_n_steps=10 checkpoint.every_n_steps=10 checkpoint.monitor=val_loss trainer.max_epochs=3
+low="$(sed -n 's/^{"step": \([0-9]*\), .*"val_loss": \([^,]*\),.*/\2 \1/p' "$(m sel)" | sort -g | head -1 | cut -d' ' -f2)"
+kept="$(ls "$t/sel/r/0/checkpoints" | tr '\n' ' ')"
+expect "val_every_n_steps 10 with every_n_steps 10: validations; kept; best" "$(vals sel) | $kept| $(readlink "$t/sel/r/0/checkpoints/best")" \
+    "10/1 20/2 30/3 | best step-00000010 step-00000020 step-00000030 | $(printf 'step-%08d' "$low")"
 # Stopped at step 5 (mid-epoch 2 of 3-batch epochs), then extended: the records of the
 # uninterrupted run (the last record of each kind per step, docs/config.md).
 run whole trainer.limit_train_batches=3 trainer.limit_val_batches=2 trainer.max_epochs=3
