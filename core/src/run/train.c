@@ -524,6 +524,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         int64_t consumed = start_batch; /* batches of the epoch done */
         int64_t before = start_batch;   /* ... before this optimizer step */
         int64_t validated = -1;         /* the step validated last in this epoch */
+        int end_due = 0;                /* the run's last step calls for a validation: at its end */
         const tr_host_batch *hb = NULL;
         nonfinite_seen seen = {0};
         tr_status st = TR_OK;
@@ -609,13 +610,17 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             double paused = tr_now(); /* validation and saving are not training: out of samples/s */
             int due = limits_val_due(j, &lp->lim, ep, step, before, consumed);
             before = consumed;
-            if (due) { /* before this step's checkpoint, which then holds the validation's decisions */
+            /* Before this step's checkpoint, which then holds the validation's decisions; the run's
+             * last step validates at its end, as the run's end does (outside trainer.profile). */
+            if (due && step == lp->total) end_due = 1;
+            else if (due) {
                 validated = step;
                 char when[64];
                 snprintf(when, sizeof when, "step %lld", (long long)step);
                 TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
             }
-            if ((lp->want_save || (s->ck_steps > 0 && step % s->ck_steps == 0)) && lp->last_saved != step) {
+            /* The run's last step is saved at its end, after its validation. */
+            if ((lp->want_save || (s->ck_steps > 0 && step % s->ck_steps == 0)) && lp->last_saved != step && step < lp->total) {
                 lp->state.epoch = ep;
                 lp->state.batch_in_epoch = consumed;
                 TR_CHECK(save_checkpoint(lp));
@@ -656,7 +661,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         lp->state.epoch = complete ? ep + 1 : ep; /* a checkpoint the validation makes due resumes after it */
         lp->state.batch_in_epoch = complete ? 0 : consumed;
         /* A step validates once: one that val_every_n_steps or val_check_interval validated is not again. */
-        if (!stopped && j->val_L && validated != step && limits_val_at_epoch_end(j, &lp->lim, ep, last))
+        if (!stopped && j->val_L && validated != step && (end_due || limits_val_at_epoch_end(j, &lp->lim, ep, last)))
             TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
         run_value v[] = {RUN_INT("epoch", ep + 1), RUN_INT("step", step), RUN_REAL("train_loss", epoch_loss, "%.9g"),
