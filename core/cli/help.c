@@ -35,7 +35,7 @@ int trainer_config_help(const char *command) {
            "  data       name (a dataset plugin), params, val_params, batch_size (global), shuffle, workers\n"
            "  optimizer  name (sgd, adam, adamw), lr, weight_decay, momentum, betas, eps\n"
            "  scheduler  name (constant, step, cosine), warmup_steps, step_size, gamma, min_lr\n"
-           "  trainer    max_epochs, max_steps, devices, strategy, accelerator, early_stopping, progress, ...\n"
+           "  trainer    max_epochs, max_steps, devices, strategy, accelerator, early_stopping, fast_dev_run, ...\n"
            "  strategy   the chosen strategy plugin's options (trainer plugins --describe ddp)\n"
            "  checkpoint every_n_epochs, every_n_steps, keep_last, resume, monitor, mode, save_top_k, save_last\n"
            "  plugins    a list of plugin folders or .so files, searched first (relative to the config)\n"

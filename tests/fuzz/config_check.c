@@ -58,6 +58,10 @@ tr_config *fuzz_check_config_roundtrip(const tr_config *cfg, const char *what) {
     return back;
 }
 
+static int same_limit(const batch_limit *a, const batch_limit *b) {
+    return a->is_count == b->is_count && a->count == b->count && a->fraction == b->fraction;
+}
+
 static void same_settings(const job_settings *a, const job_settings *b) {
     int same = strcmp(a->name, b->name) == 0 && strcmp(a->outdir, b->outdir) == 0 && a->seed == b->seed &&
                a->batch == b->batch && a->prefetch == b->prefetch && a->workers == b->workers &&
@@ -65,6 +69,9 @@ static void same_settings(const job_settings *a, const job_settings *b) {
                a->log_every == b->log_every && a->threads == b->threads && a->val_fraction == b->val_fraction &&
                a->grad_clip == b->grad_clip && a->shuffle == b->shuffle && a->drop_last == b->drop_last &&
                a->progress == b->progress && a->val_every_n_steps == b->val_every_n_steps &&
+               a->val_every_n_epochs == b->val_every_n_epochs &&
+               same_limit(&a->lim.train, &b->lim.train) && same_limit(&a->lim.val, &b->lim.val) &&
+               same_limit(&a->lim.val_check, &b->lim.val_check) && a->lim.fast_dev_run == b->lim.fast_dev_run &&
                a->sched.kind == b->sched.kind && a->sched.warmup_steps == b->sched.warmup_steps &&
                a->sched.step_size == b->sched.step_size && a->sched.gamma == b->sched.gamma &&
                a->sched.min_lr == b->sched.min_lr && a->optim.kind == b->optim.kind && a->optim.lr == b->optim.lr &&

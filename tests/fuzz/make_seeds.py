@@ -72,6 +72,10 @@ trainer:
   log_every: 1
   loggers: [jsonl, tensorboard, csv]
   val_every_n_steps: 0
+  limit_train_batches: 0.5
+  limit_val_batches: 3
+  val_check_interval: 0.25
+  fast_dev_run: false
   threads: 1
   strategy: auto
   accelerator: cpu

@@ -6,11 +6,12 @@
  *   printf("val accuracy %.2f%% in %s\n", 100 * r.val_accuracy, r.run_dir);
  *
  * The job loads the config (with overrides), finds the model, dataset and strategy plugins
- * it names, trains, validates every epoch (or every trainer.val_every_n_steps) and writes
- * runs/<name>/<version>/ with the resolved config.yaml, metrics.jsonl, log.txt and
- * checkpoints/. Eval and predict build the same job without training and load the weights of
- * a checkpoint; export builds the model from a run's config.yaml and writes a checkpoint's
- * weights in another framework's format. See docs/config.md for every key. */
+ * it names, trains, validates every epoch (or as trainer.val_every_n_steps or
+ * val_check_interval say) and writes runs/<name>/<version>/ with the resolved config.yaml,
+ * metrics.jsonl, log.txt and checkpoints/ (trainer.fast_dev_run: nothing). Eval and predict
+ * build the same job without training and load the weights of a checkpoint; export builds the
+ * model from a run's config.yaml and writes a checkpoint's weights in another framework's
+ * format. See docs/config.md for every key. */
 #ifndef TRAINER_RUN_H
 #define TRAINER_RUN_H
 
@@ -25,7 +26,7 @@ extern "C" {
 #endif
 
 typedef struct tr_run_result {
-    char run_dir[1024];
+    char run_dir[1024];      /* "" under trainer.fast_dev_run, which writes none */
     int64_t steps;
     int64_t epochs;
     double train_loss;       /* mean over the last epoch */

@@ -4,8 +4,9 @@
  * "Strategy invariance" and "Checkpoints"), or only its roundings (the accelerator, trainer.precision), are left out, so
  * extending a run or resuming under another strategy, on other devices or in another
  * precision (a bf16-mixed run's fp32 checkpoint on the CPU) is allowed. trainer.early_stopping
- * decides when a run ends, as max_epochs does; model.init_from only starts a fresh run (a
- * resume takes the run's own checkpoint). */
+ * decides when a run ends, as max_epochs does; the limits how long an epoch or a validation is
+ * (a resume under others goes on from its batch, as an extended run does); model.init_from
+ * only starts a fresh run (a resume takes the run's own checkpoint). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,9 @@
 
 static const char *const ignored[] = {
     "run.name", "run.output_dir", "data.prefetch", "data.workers", "trainer.max_epochs", "trainer.max_steps",
-    "trainer.log_every", "trainer.val_every_n_steps", "trainer.val_every_n_epochs", "trainer.threads", "trainer.progress", "trainer.profile", "trainer.loggers",
+    "trainer.log_every", "trainer.val_every_n_steps", "trainer.val_every_n_epochs",
+    "trainer.limit_train_batches", "trainer.limit_val_batches", "trainer.val_check_interval", "trainer.fast_dev_run",
+    "trainer.threads", "trainer.progress", "trainer.profile", "trainer.loggers",
     "trainer.strategy", "trainer.accelerator", "trainer.precision", "trainer.devices", "trainer.max_restarts",
     "trainer.early_stopping", "model.init_from", "strategy", "checkpoint", "plugins"};
 

@@ -76,8 +76,9 @@ tr_status job_evaluate(job *j, tr_loader *L, int64_t epoch, const eval_pass *how
     if (!how->unlabelled && s->task == TR_TASK_REGRESS) TR_CHECK(regress_sums_init(&t->reg, s->y_numel));
     TR_CHECK(tr_loader_start_epoch(L, epoch, 0));
     const tr_host_batch *hb;
-    tr_status st;
-    while ((st = tr_loader_next(L, &hb)) == TR_OK && hb) {
+    tr_status st = TR_OK;
+    /* Every rank stops at the same batch: the batches are global, a share of each on each rank. */
+    for (int64_t b = 0; (!how->max_batches || b < how->max_batches) && (st = tr_loader_next(L, &hb)) == TR_OK && hb; b++) {
         tr_model_out mo;
         TR_CHECK(j->sops->forward(j->strat, hb, !how->unlabelled, &mo));
         t->samples += hb->size;

@@ -282,6 +282,7 @@ static const char *const data_keys[] = {"name", "params", "val_params", "batch_s
 static const char *const opt_keys[] = {"name", "lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps"};
 static const char *const sched_keys[] = {"name", "warmup_steps", "step_size", "gamma", "min_lr"};
 static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accum", "grad_clip", "log_every", "val_every_n_steps", "val_every_n_epochs",
+                                           "limit_train_batches", "limit_val_batches", "val_check_interval", "fast_dev_run",
                                            "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts",
                                            "on_nan", "max_consecutive_skips", "flush_denormals", "gpu_backend", "profile",
                                            "loggers", "early_stopping"};
@@ -481,6 +482,7 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_int(j, "trainer.log_every", 50, 1, INT64_MAX, &s->log_every));
     TR_CHECK(get_int(j, "trainer.val_every_n_steps", 0, 0, INT64_MAX, &s->val_every_n_steps));
     TR_CHECK(get_int(j, "trainer.val_every_n_epochs", 1, 0, INT64_MAX, &s->val_every_n_epochs));
+    TR_CHECK(limits_read(j)); /* fast_dev_run sets the length and cadence read above */
     TR_CHECK(get_int(j, "trainer.threads", 0, 0, 4096, &s->threads));
     TR_CHECK(get_choice(j, "trainer.progress", "auto|bar|lines", "auto", &s->progress));
     TR_CHECK(get_choice(j, "trainer.profile", "false|true|shapes", "false", &s->profile)); /* = TR_PROFILE_OPS_* */
@@ -504,6 +506,7 @@ static tr_status read_settings(job *j, job_settings *s) {
     TR_CHECK(get_int(j, "checkpoint.keep_last", 3, 1, 1000000, &s->keep_last));
     TR_CHECK(get_choice(j, "checkpoint.resume", "auto|never", "auto", &s->resume));
     TR_CHECK(monitor_read_settings(j));
+    TR_CHECK(limits_finish(j));
     TR_CHECK(tr_cfg_get_string(j->root, "model.init_from", NULL, &s->init_from, 0));
     return read_optim(j, &s->optim);
 }

@@ -12,6 +12,7 @@
 #include "run/class_metrics.h"
 #include "run/logger.h"
 #include "run/regress_metrics.h"
+#include "run/run_limits.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
@@ -30,6 +31,7 @@ typedef struct job_settings {
     int precision;        /* tr_precision: tr_set_precision for the devices the run opens */
     int64_t val_every_n_steps;
     int64_t val_every_n_epochs;  /* at the end of every n-th epoch and the last (0: never at epoch ends) */
+    run_limits lim;              /* limit_train_batches, limit_val_batches, val_check_interval, fast_dev_run */
     tr_sched_config sched;
     tr_optim_config optim;
     int64_t devices, max_restarts;     /* devices: as chosen (tr_choose_devices) */
@@ -195,6 +197,7 @@ typedef struct eval_pass {
     int unlabelled;      /* the split has no labels (trainer predict): outputs only, nothing scored */
     eval_batch_fn fn;    /* NULL, or called per batch */
     void *user;
+    int64_t max_batches; /* stop after this many batches (trainer.limit_val_batches; 0: all) */
 } eval_pass;
 
 /* One pass over L (epoch `epoch`, no shuffling assumed) summed over ranks into *t, which

@@ -19,6 +19,7 @@
 #include "run/curves.h"
 #include "run/early_stop.h"
 #include "run/loop_totals.h"
+#include "run/run_limits.h"
 #include "run/run_lock.h"
 #include "trainer/io.h"
 #include "trainer/log.h"
@@ -31,7 +32,8 @@ typedef struct loop {
     job *j;
     char ck_dir[1200];
     tr_train_state state;
-    int64_t per_epoch, n_batches, total, last_saved;
+    int64_t per_epoch, n_batches, total, last_saved; /* n_batches: the epoch's, after limit_train_batches */
+    limit_counts lim;  /* trainer.limit_*_batches, val_check_interval (run_limits.h) */
     loop_totals tot;   /* the epoch's and the log window's loss sums, skipped steps: checkpointed */
     int64_t nan_at;    /* fault injection: the step whose batch gets a NaN (0: none) */
     double per_sample_tokens;
@@ -93,6 +95,10 @@ static tr_status save_sharded(loop *lp, const char *name, json_t *totals) {
 /* Saves step-<step>, prunes to keep_last. */
 static tr_status save_checkpoint(loop *lp) {
     job *j = lp->j;
+    if (j->s.lim.fast_dev_run) { /* Lightning's fast_dev_run saves nothing */
+        lp->want_save = 0;
+        return TR_OK;
+    }
     tr_profile_enter("loop", "checkpoint");
     if (j->sops->settle) TR_CHECK(j->sops->settle(j->strat));
     if (lp->fault == TR_FAULT_CHECKPOINT && lp->state.step == lp->fault_step) tr_fault_arm(TR_FAULT_CHECKPOINT);
@@ -403,11 +409,11 @@ static tr_status val_report(loop *lp, int64_t epoch, const char *when, const eva
 static tr_status validate(loop *lp, int64_t epoch, const char *when, double *vloss, double *vacc) {
     job *j = lp->j;
     *vloss = *vacc = NAN;
-    if (!j->val_L) return TR_OK;
+    if (!j->val_L || lp->lim.val == 0) return TR_OK;
     tr_profile_enter("loop", "validation");
     if (j->sops->settle) TR_CHECK(j->sops->settle(j->strat));
     eval_totals t;
-    eval_pass how = {0};
+    eval_pass how = {.max_batches = lp->lim.val};
     tr_status st = job_evaluate(j, j->val_L, epoch, &how, &t);
     int counted = st == TR_OK && t.count > 0;
     if (counted) st = val_report(lp, epoch, when, &t, vloss, vacc);
@@ -423,8 +429,8 @@ static int64_t group_samples(const loop *lp, int64_t index, int *first, int *las
     int64_t accum = j->s.accum, g0 = index - index % accum;
     int64_t g1 = g0 + accum < lp->n_batches ? g0 + accum : lp->n_batches;
     int64_t n = (g1 - g0) * j->s.batch;
-    if (g1 == lp->n_batches && lp->n_batches * j->s.batch > j->train_sampler.n)
-        n -= lp->n_batches * j->s.batch - j->train_sampler.n;
+    if (g1 == lp->lim.train_all && lp->lim.train_all * j->s.batch > j->train_sampler.n) /* the short last batch */
+        n -= lp->lim.train_all * j->s.batch - j->train_sampler.n;
     *first = index == g0;
     *last = index + 1 == g1;
     return n;
@@ -453,6 +459,10 @@ static void write_profile(loop *lp) {
     job *j = lp->j;
     tr_profile_attach(NULL);
     int64_t steps = lp->state.step - lp->prof_from;
+    if (j->s.lim.fast_dev_run) {
+        job_say(j, "profile: not written (trainer.fast_dev_run makes no run folder)");
+        return;
+    }
     if (!lp->prof_from || steps <= 0) {
         job_say(j, "profile: nothing recorded (the first step of a run is left out as warm-up; run more steps)");
         return;
@@ -484,6 +494,10 @@ static tr_status stop_interrupted(loop *lp, int64_t ep, const tr_host_batch *hb,
     lp->state.batch_in_epoch = hb->index + 1;
     if (lp->last_saved != lp->state.step) TR_CHECK(save_checkpoint(lp));
     signo = run_interrupt_signal() ? run_interrupt_signal() : signo; /* the sum over ranks is no signal */
+    if (lp->j->s.lim.fast_dev_run)
+        return tr_error_set(TR_ERR_ABORTED, "stopped by %s at step %lld of %lld (trainer.fast_dev_run: nothing saved)",
+                            signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT (Ctrl-C)" : "a signal",
+                            (long long)lp->state.step, (long long)lp->total);
     return tr_error_set(TR_ERR_ABORTED, "stopped by %s at step %lld of %lld: saved %s/step-%08lld; run the same "
                                         "command again to resume from it",
                         signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT (Ctrl-C)" : "a signal",
@@ -508,10 +522,13 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         }
         double step_loss = 0, win_t = tr_now(), win_samples = 0;
         int64_t consumed = start_batch; /* batches of the epoch done */
+        int64_t before = start_batch;   /* ... before this optimizer step */
+        int64_t validated = -1;         /* the step validated last in this epoch */
+        int end_due = 0;                /* the run's last step calls for a validation: at its end */
         const tr_host_batch *hb = NULL;
         nonfinite_seen seen = {0};
-        tr_status st;
-        while (step < lp->total && (st = next_batch(lp, &hb)) == TR_OK && hb) {
+        tr_status st = TR_OK;
+        while (step < lp->total && consumed < lp->n_batches && (st = next_batch(lp, &hb)) == TR_OK && hb) {
             tr_micro_batch mb = {.hb = hb, .step = step};
             int64_t gs = group_samples(lp, hb->index, &mb.first, &mb.last);
             mb.normaliser = (double)gs * lp->per_sample_tokens;
@@ -591,12 +608,19 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             }
             lp->state.step = step;
             double paused = tr_now(); /* validation and saving are not training: out of samples/s */
-            if (s->val_every_n_steps > 0 && step % s->val_every_n_steps == 0 && step < lp->total) {
+            int due = limits_val_due(j, &lp->lim, ep, step, before, consumed);
+            before = consumed;
+            /* Before this step's checkpoint, which then holds the validation's decisions; the run's
+             * last step validates at its end, as the run's end does (outside trainer.profile). */
+            if (due && step == lp->total) end_due = 1;
+            else if (due) {
+                validated = step;
                 char when[64];
                 snprintf(when, sizeof when, "step %lld", (long long)step);
                 TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
             }
-            if ((lp->want_save || (s->ck_steps > 0 && step % s->ck_steps == 0)) && lp->last_saved != step) {
+            /* The run's last step is saved at its end, after its validation. */
+            if ((lp->want_save || (s->ck_steps > 0 && step % s->ck_steps == 0)) && lp->last_saved != step && step < lp->total) {
                 lp->state.epoch = ep;
                 lp->state.batch_in_epoch = consumed;
                 TR_CHECK(save_checkpoint(lp));
@@ -636,7 +660,8 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         int last = ep + 1 >= s->max_epochs || step >= lp->total;
         lp->state.epoch = complete ? ep + 1 : ep; /* a checkpoint the validation makes due resumes after it */
         lp->state.batch_in_epoch = complete ? 0 : consumed;
-        if (!stopped && j->val_L && s->val_every_n_epochs > 0 && ((ep + 1) % s->val_every_n_epochs == 0 || last))
+        /* A step validates once: one that val_every_n_steps or val_check_interval validated is not again. */
+        if (!stopped && j->val_L && validated != step && (end_due || limits_val_at_epoch_end(j, &lp->lim, ep, last)))
             TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
         run_value v[] = {RUN_INT("epoch", ep + 1), RUN_INT("step", step), RUN_REAL("train_loss", epoch_loss, "%.9g"),
@@ -727,7 +752,9 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     job_settings *s = &j->s;
     /* The run's length, from the data alone (the same on every rank). */
     tr_sampler all = {.n = j->dops->size(j->train_ds), .global_batch = s->batch, .drop_last = s->drop_last};
-    lp->n_batches = tr_sampler_batches(&all);
+    tr_sampler val = {.n = j->val_ds ? j->dops->size(j->val_ds) : 0, .global_batch = s->batch};
+    TR_CHECK(limits_resolve(j, tr_sampler_batches(&all), val.n > 0 ? tr_sampler_batches(&val) : 0, &lp->lim));
+    lp->n_batches = lp->lim.train; /* trainer.limit_train_batches: the epoch's length, the schedule's too */
     /* With accumulation an optimizer step takes `accum` batches; per_epoch counts steps. */
     lp->per_epoch = (lp->n_batches + s->accum - 1) / s->accum;
     if (lp->per_epoch == 0)
@@ -743,7 +770,8 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
      * folder), so every rank looks before the strategy makes the replicas; rank 0's choice
      * below must agree. */
     char probed[1200] = "";
-    int will_resume = probe_resume(j, lp->total, probed, sizeof probed);
+    int fast = s->lim.fast_dev_run != 0; /* no run folder: nothing resumed, nothing written */
+    int will_resume = !fast && probe_resume(j, lp->total, probed, sizeof probed);
     if (will_resume) TR_CHECK(tr_model_factory_set_restore(j->models, probed));
     TR_CHECK(job_open_strategy(j));
     TR_CHECK(monitor_check_run(j)); /* before the run folder is made */
@@ -756,8 +784,8 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
 
     char ckpt[1200] = "", digest[17];
     job_config_digest(j->root, digest);
-    int resuming, totals_found = 0;
-    TR_CHECK(choose_run_dir(j, lp->total, lock, ckpt, sizeof ckpt, &resuming));
+    int resuming = 0, totals_found = 0;
+    if (!fast) TR_CHECK(choose_run_dir(j, lp->total, lock, ckpt, sizeof ckpt, &resuming));
     if (resuming != will_resume || (resuming && strcmp(ckpt, probed) != 0))
         return tr_error_set(TR_ERR_INVALID, "%s changed while the run started (its newest checkpoint was %s, now %s: "
                                             "another trainer writing it?); run the command again",
@@ -779,7 +807,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     snprintf(lp->state.config_hash, sizeof lp->state.config_hash, "%s", digest);
     snprintf(lp->state.model, sizeof lp->state.model, "%s", j->model_p->desc->name);
     snprintf(lp->ck_dir, sizeof lp->ck_dir, "%s/checkpoints", j->run_dir);
-    tr_status st = j->info.rank == 0 ? open_run_dir(j, resuming, lp->state.step, lp->ck_dir) : TR_OK;
+    tr_status st = j->info.rank == 0 && !fast ? open_run_dir(j, resuming, lp->state.step, lp->ck_dir) : TR_OK;
     TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot write the run folder"));
     if (resuming) TR_CHECK(note_resume(lp, ckpt, totals_found));
     /* A resume points best and last again (a run killed between a save and its pointers). */
@@ -790,7 +818,8 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     tr_params *P;
     tr_optim *opt;
     TR_CHECK(j->sops->state(j->strat, &P, &opt));
-    job_say(j, "trainer %s: run %s -> %s", tr_version(), s->name, j->run_dir);
+    if (fast) job_say(j, "trainer %s: run %s (trainer.fast_dev_run: no run folder)", tr_version(), s->name);
+    else job_say(j, "trainer %s: run %s -> %s", tr_version(), s->name, j->run_dir);
     if (j->strategy_auto || j->gpu_fallback) job_say(j, "strategy %s chosen: %s", j->strat_p->desc->name, j->why);
     job_say(j, "strategy %s; model %s (%zu parameters); data %s (%lld train, %lld validation samples); "
                "global batch %lld, %lld steps/epoch, %lld epochs",
@@ -798,6 +827,9 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
             (long long)j->train_sampler.n,
             (long long)(j->val_ds ? ((const tr_dataset_ops *)j->data_p->desc->ops)->size(j->val_ds) : 0),
             (long long)s->batch, (long long)lp->per_epoch, (long long)s->max_epochs);
+    char limits[640];
+    limits_describe(j, &lp->lim, limits, sizeof limits);
+    if (limits[0]) job_say(j, "%s", limits);
     for (int i = 0; i < 2; i++)
         if (notes[i][0]) job_say(j, "note: %s", notes[i]);
     if (init_line[0]) job_say(j, "%s", init_line);
