@@ -1,0 +1,10 @@
+/* Private: saving the training loop's checkpoint. */
+#ifndef TRAINER_RUN_LOOP_SAVE_H
+#define TRAINER_RUN_LOOP_SAVE_H
+
+#include "run/loop.h"
+
+/* Saves step-<step>, prunes to keep_last. */
+tr_status save_checkpoint(loop *lp);
+
+#endif
