@@ -10,6 +10,6 @@ int64_t fault_nan_step(const job *j) {
     return atoll(at);
 }
 
-void fault_nan(const loop *lp, int64_t step, const tr_micro_batch *mb) {
+void fault_nan_apply(const loop *lp, int64_t step, const tr_micro_batch *mb) {
     if (lp->nan_at == step && mb->first && mb->hb->size > 0) ((float *)mb->hb->x)[0] = NAN;
 }

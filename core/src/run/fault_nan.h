@@ -11,6 +11,6 @@
  * on rank r only. Floating-point inputs only. Read once: the step to poison on this rank, or 0. */
 int64_t fault_nan_step(const job *j);
 
-void fault_nan(const loop *lp, int64_t step, const tr_micro_batch *mb);
+void fault_nan_apply(const loop *lp, int64_t step, const tr_micro_batch *mb);
 
 #endif

@@ -38,6 +38,6 @@ typedef struct loop {
 
 /* The schedule over a run of `total` optimizer steps (cosine decays over what follows the
  * warm-up). */
-tr_sched_config sched_over(const job *j, int64_t total);
+tr_sched_config loop_sched(const job *j, int64_t total);
 
 #endif

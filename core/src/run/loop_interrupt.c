@@ -6,10 +6,10 @@
 #include "run/interrupt.h"
 #include "run/loop_save.h"
 
-tr_status stop_interrupted(loop *lp, int64_t ep, const tr_host_batch *hb, int signo) {
+tr_status loop_interrupt_stop(loop *lp, int64_t ep, const tr_host_batch *hb, int signo) {
     lp->state.epoch = ep;
     lp->state.batch_in_epoch = hb->index + 1;
-    if (lp->last_saved != lp->state.step) TR_CHECK(save_checkpoint(lp));
+    if (lp->last_saved != lp->state.step) TR_CHECK(loop_save(lp));
     signo = run_interrupt_signal() ? run_interrupt_signal() : signo; /* the sum over ranks is no signal */
     if (lp->j->s.lim.fast_dev_run)
         return tr_error_set(TR_ERR_ABORTED, "stopped by %s at step %lld of %lld (trainer.fast_dev_run: nothing saved)",

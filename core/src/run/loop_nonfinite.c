@@ -6,8 +6,8 @@
 
 #include "run/nonfinite.h"
 
-tr_status nonfinite_step(loop *lp, const nonfinite_seen *seen, int64_t step, double loss, double gnorm,
-                         int gnorm_bad) {
+tr_status loop_nonfinite_step(loop *lp, const nonfinite_seen *seen, int64_t step, double loss, double gnorm,
+                              int gnorm_bad) {
     job *j = lp->j;
     char what[1024];
     int model_bad;

@@ -10,7 +10,7 @@
 /* A step whose loss or gradient norm was not finite (optim_step applied no non-finite
  * gradient): stop with the description, or with on_nan skip log it and go on, unless the
  * parameters or buffers themselves are no longer finite. */
-tr_status nonfinite_step(loop *lp, const nonfinite_seen *seen, int64_t step, double loss, double gnorm,
-                         int gnorm_bad);
+tr_status loop_nonfinite_step(loop *lp, const nonfinite_seen *seen, int64_t step, double loss, double gnorm,
+                              int gnorm_bad);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include "trainer/log.h"
 
-void profile_step_done(loop *lp, int64_t step) {
+void loop_profile_step(loop *lp, int64_t step) {
     if (!lp->prof) return;
     if (!lp->prof_from) {
         tr_profile_attach(lp->prof);
@@ -14,7 +14,7 @@ void profile_step_done(loop *lp, int64_t step) {
     if (step == lp->total) tr_profile_attach(NULL);
 }
 
-void write_profile(loop *lp) {
+void loop_profile_write(loop *lp) {
     job *j = lp->j;
     tr_profile_attach(NULL);
     int64_t steps = lp->state.step - lp->prof_from;

@@ -1,7 +1,7 @@
 /* What a finished run reports: its memory. */
 #include "run/loop_report.h"
 
-void report_memory(job *j) {
+void loop_report_memory(job *j) {
     tr_strategy_memory m;
     if (!j->sops->memory || j->sops->memory(j->strat, &m) != TR_OK) return;
     const double M = 1048576.0;

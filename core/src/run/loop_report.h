@@ -5,6 +5,6 @@
 #include "run/job.h"
 
 /* The strategy's memory after training: a line and a metrics record (rank 0). */
-void report_memory(job *j);
+void loop_report_memory(job *j);
 
 #endif

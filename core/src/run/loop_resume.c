@@ -7,7 +7,7 @@
 
 #include "run/checkpoint_impl.h"
 
-tr_status check_resume_config(job *j, const char *ckpt, const tr_train_state *s, const char *digest) {
+tr_status loop_resume_check(job *j, const char *ckpt, const tr_train_state *s, const char *digest) {
     if (!s->config_hash[0] || strcmp(s->config_hash, digest) == 0) return TR_OK;
     char path[1200], diff[1024] = "";
     snprintf(path, sizeof path, "%s/config.yaml", j->run_dir);
@@ -28,7 +28,7 @@ tr_status check_resume_config(job *j, const char *ckpt, const tr_train_state *s,
 static void say_horizon(loop *lp, int64_t saved_total) {
     job *j = lp->j;
     if (saved_total <= 0 || saved_total == lp->total) return;
-    tr_sched_config was = sched_over(j, saved_total), now = sched_over(j, lp->total);
+    tr_sched_config was = loop_sched(j, saved_total), now = loop_sched(j, lp->total);
     int64_t step = lp->state.step;
     double lr_was = tr_sched_lr(&was, j->s.optim.lr, step), lr_now = tr_sched_lr(&now, j->s.optim.lr, step);
     if (lr_was == lr_now) return;
@@ -38,7 +38,7 @@ static void say_horizon(loop *lp, int64_t saved_total) {
             (long long)saved_total, (long long)lp->total, (long long)step + 1, lr_now, lr_was);
 }
 
-tr_status note_resume(loop *lp, const char *ckpt, int found) {
+tr_status loop_resume_note(loop *lp, const char *ckpt, int found) {
     job *j = lp->j;
     job_say(j, "resuming from %s (epoch %lld, step %lld)", ckpt, (long long)lp->state.epoch + 1, (long long)lp->state.step);
     if (!found && lp->state.batch_in_epoch > 0)
@@ -50,7 +50,7 @@ tr_status note_resume(loop *lp, const char *ckpt, int found) {
     return job_io_status(j);
 }
 
-tr_status restore_watch(loop *lp, const char *ckpt, char notes[2][1400]) {
+tr_status loop_resume_restore(loop *lp, const char *ckpt, char notes[2][1400]) {
     json_t *o;
     TR_CHECK(ckpt_read_loop(ckpt, &o));
     tr_status st = select_restore(&lp->sel, o, ckpt, notes[0], sizeof notes[0]);

@@ -19,13 +19,13 @@ static tr_status save_sharded(loop *lp, const char *name, json_t *totals) {
     snprintf(what, sizeof what, "checkpoint %s/%s not saved", lp->ck_dir, name);
     tr_status st = j->info.rank == 0 ? tr_checkpoint_begin(lp->ck_dir, name, (long)tag, tmp, sizeof tmp)
                                      : tr_checkpoint_tmp_path(lp->ck_dir, name, (long)tag, tmp, sizeof tmp);
-    TR_CHECK(agree(j, st, what, "rank 0 failed"));
+    TR_CHECK(run_agree(j, st, what, "rank 0 failed"));
     tr_state_shards sh;
     st = j->sops->shards(j->strat, &sh);
     if (st == TR_OK)
         st = tr_checkpoint_write_shard(tmp, j->info.rank, j->info.world, sh.P, sh.opt, sh.pieces, sh.n_pieces);
     if (st != TR_OK) tr_error_prefix("%s: ", what);
-    st = agree(j, st, what, "another rank failed to write its shard");
+    st = run_agree(j, st, what, "another rank failed to write its shard");
     if (st != TR_OK) {
         if (j->info.rank == 0) tr_checkpoint_abandon(tmp);
         return st;
@@ -36,10 +36,10 @@ static tr_status save_sharded(loop *lp, const char *name, json_t *totals) {
     }
     /* No rank goes on before the checkpoint is in place: a failure right after the save
      * (any rank's) then always finds it. */
-    return agree(j, st, what, "rank 0 failed");
+    return run_agree(j, st, what, "rank 0 failed");
 }
 
-tr_status save_checkpoint(loop *lp) {
+tr_status loop_save(loop *lp) {
     job *j = lp->j;
     if (j->s.lim.fast_dev_run) { /* Lightning's fast_dev_run saves nothing */
         lp->want_save = 0;

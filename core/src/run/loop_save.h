@@ -5,6 +5,6 @@
 #include "run/loop.h"
 
 /* Saves step-<step>, prunes to keep_last. */
-tr_status save_checkpoint(loop *lp);
+tr_status loop_save(loop *lp);
 
 #endif

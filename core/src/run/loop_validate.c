@@ -74,7 +74,7 @@ static tr_status val_report(loop *lp, int64_t epoch, const char *when, const eva
     return job_io_status(j);
 }
 
-tr_status validate(loop *lp, int64_t epoch, const char *when, double *vloss, double *vacc) {
+tr_status loop_validate(loop *lp, int64_t epoch, const char *when, double *vloss, double *vacc) {
     job *j = lp->j;
     *vloss = *vacc = NAN;
     if (!j->val_L || lp->lim.val == 0) return TR_OK;

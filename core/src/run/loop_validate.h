@@ -8,6 +8,6 @@
 
 /* Validation: a line, a metrics record; returns loss and accuracy. epoch counts from 0, as the
  * loop's and the checkpoint's; the records, as the log, count from 1. */
-tr_status validate(loop *lp, int64_t epoch, const char *when, double *vloss, double *vacc);
+tr_status loop_validate(loop *lp, int64_t epoch, const char *when, double *vloss, double *vacc);
 
 #endif

@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-tr_status agree(job *j, tr_status st, const char *what, const char *others) {
+tr_status run_agree(job *j, tr_status st, const char *what, const char *others) {
     char msg[1024] = "";
     if (st != TR_OK) snprintf(msg, sizeof msg, "%s", tr_error_msg());
     double failed = st != TR_OK;

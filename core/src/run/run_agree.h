@@ -7,6 +7,6 @@
 
 /* Every rank learns whether any failed: TR_OK when none did; else this rank's own error, or
  * "WHAT: OTHERS" when only others failed. */
-tr_status agree(job *j, tr_status st, const char *what, const char *others);
+tr_status run_agree(job *j, tr_status st, const char *what, const char *others);
 
 #endif

@@ -61,7 +61,7 @@ static tr_status run_goes_on(const char *ckpt, int64_t total, int *more, int64_t
     return TR_OK;
 }
 
-int probe_resume(job *j, int64_t total, char *ckpt, size_t size) {
+int run_dir_probe(job *j, int64_t total, char *ckpt, size_t size) {
     int version, more, stopped;
     int64_t step;
     if (!pick_run_dir(j, ckpt, size, &version)) return 0;
@@ -99,13 +99,13 @@ static tr_status pick_locked(job *j, int64_t total, run_lock *lock, char *ckpt, 
     return run_lock_take(lock, j->run_dir);
 }
 
-tr_status choose_run_dir(job *j, int64_t total, run_lock *lock, char *ckpt, size_t size, int *resuming) {
+tr_status run_dir_choose(job *j, int64_t total, run_lock *lock, char *ckpt, size_t size, int *resuming) {
     int version = 0;
     *resuming = 0;
     tr_status st = j->info.rank == 0 ? pick_locked(j, total, lock, ckpt, size, &version, resuming) : TR_OK;
     char what[1100];
     snprintf(what, sizeof what, "%s/%s", j->s.outdir, j->s.name);
-    TR_CHECK(agree(j, st, what, "rank 0 cannot choose or lock the run folder"));
+    TR_CHECK(run_agree(j, st, what, "rank 0 cannot choose or lock the run folder"));
     if (j->info.world > 1 && j->sops->all_sum) {
         double v[2] = {j->info.rank == 0 ? version : 0, j->info.rank == 0 ? *resuming : 0};
         TR_CHECK(j->sops->all_sum(j->strat, v, 2));
@@ -132,7 +132,7 @@ static tr_status open_loggers(job *j, int resuming, int64_t step) {
     return st;
 }
 
-tr_status open_run_dir(job *j, int resuming, int64_t step, const char *ck_dir) {
+tr_status run_dir_open(job *j, int resuming, int64_t step, const char *ck_dir) {
     char path[1300], why[256];
     TR_CHECK(tr_mkdirs(j->run_dir));
     snprintf(path, sizeof path, "%s/config.yaml", j->run_dir);
@@ -155,7 +155,7 @@ tr_status open_run_dir(job *j, int resuming, int64_t step, const char *ck_dir) {
     return TR_OK;
 }
 
-tr_status close_run_files(job *j) {
+tr_status run_dir_close(job *j) {
     FILE *f = j->log;
     j->log = NULL;
     tr_status st = run_loggers_close(&j->loggers);

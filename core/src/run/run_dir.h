@@ -8,21 +8,21 @@
 #include "run/job.h"
 #include "run/run_lock.h"
 
-/* Whether the run will resume, and from which checkpoint (into ckpt), as pick_locked will
+/* Whether the run will resume, and from which checkpoint (into ckpt), as run_dir_choose will
  * decide: read before the strategy exists (so on every rank, without the lock). */
-int probe_resume(job *j, int64_t total, char *ckpt, size_t size);
+int run_dir_probe(job *j, int64_t total, char *ckpt, size_t size);
 
 /* Rank 0 picks the run directory (a finished run starts the next version), locks it and
  * tells the other ranks, so that all agree before anyone creates a folder. */
-tr_status choose_run_dir(job *j, int64_t total, run_lock *lock, char *ckpt, size_t size, int *resuming);
+tr_status run_dir_choose(job *j, int64_t total, run_lock *lock, char *ckpt, size_t size, int *resuming);
 
 /* Rank 0: the run folder, its config, log and metrics files and the checkpoints folder, made
  * and probed before training so that an unwritable place fails at once; the folders a
  * killed save left are removed. */
-tr_status open_run_dir(job *j, int resuming, int64_t step, const char *ck_dir);
+tr_status run_dir_open(job *j, int resuming, int64_t step, const char *ck_dir);
 
 /* Closes log.txt and the loggers' files; a failure (some file systems report write errors
  * only at close) is the run's error. */
-tr_status close_run_files(job *j);
+tr_status run_dir_close(job *j);
 
 #endif

@@ -48,7 +48,7 @@ static tr_status next_batch(loop *lp, const tr_host_batch **hb) {
 
 /* The schedule over a run of `total` optimizer steps (cosine decays over what follows the
  * warm-up). */
-tr_sched_config sched_over(const job *j, int64_t total) {
+tr_sched_config loop_sched(const job *j, int64_t total) {
     tr_sched_config sc = j->s.sched;
     sc.total_steps = total - sc.warmup_steps > 1 ? total - sc.warmup_steps : 1;
     return sc;
@@ -57,7 +57,7 @@ tr_sched_config sched_over(const job *j, int64_t total) {
 static tr_status train_loop(loop *lp, tr_run_result *res) {
     job *j = lp->j;
     job_settings *s = &j->s;
-    tr_sched_config sc = sched_over(j, lp->total);
+    tr_sched_config sc = loop_sched(j, lp->total);
     int64_t step = lp->state.step, ep, resume_epoch = lp->state.epoch, resume_batch = lp->state.batch_in_epoch;
     double t0 = tr_now(), samples = 0, epoch_loss = NAN, vloss = NAN, vacc = NAN;
     progress_init(&j->prog, j->info.rank == 0 ? s->progress : 2, step); /* one bar: rank 0's */
@@ -85,7 +85,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             if (mb.first && lp->fault == TR_FAULT_COLLECTIVE && step + 1 == lp->fault_step)
                 tr_fault_arm(TR_FAULT_COLLECTIVE); /* the communicator fires it (comm.c) */
             double loss;
-            fault_nan(lp, step + 1, &mb);
+            fault_nan_apply(lp, step + 1, &mb);
             tr_profile_set_ops((int)s->profile);
             tr_profile_enter("forward", "(before the first op)");
             st = j->sops->train_micro(j->strat, &mb, &loss);
@@ -110,7 +110,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             step_loss = agreed[0];
             step++;
             if (!isfinite(step_loss) || agreed[1] > 0) {
-                TR_CHECK(nonfinite_step(lp, &seen, step, step_loss, gnorm, agreed[1] > 0));
+                TR_CHECK(loop_nonfinite_step(lp, &seen, step, step_loss, gnorm, agreed[1] > 0));
             } else {
                 lp->tot.skipped_in_a_row = 0;
                 lp->tot.window_loss_sum += step_loss;
@@ -167,13 +167,13 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                 validated = step;
                 char when[64];
                 snprintf(when, sizeof when, "step %lld", (long long)step);
-                TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
+                TR_CHECK(loop_validate(lp, ep, when, &vloss, &vacc));
             }
             /* The run's last step is saved at its end, after its validation. */
             if ((lp->want_save || (s->ck_steps > 0 && step % s->ck_steps == 0)) && lp->last_saved != step && step < lp->total) {
                 lp->state.epoch = ep;
                 lp->state.batch_in_epoch = consumed;
-                TR_CHECK(save_checkpoint(lp));
+                TR_CHECK(loop_save(lp));
             }
             win_t += tr_now() - paused;
             if (step == lp->fault_step && lp->fault != TR_FAULT_NONE) {
@@ -181,12 +181,12 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                 if (lp->fault == TR_FAULT_STEP)
                     tr_fault_kill("rank %d after step %lld", j->info.rank, (long long)step);
             }
-            profile_step_done(lp, step);
+            loop_profile_step(lp, step);
             if (lp->early_stopped) break; /* decided by this step's validation; the epoch's end saves */
             /* At the run's last step the run ends here anyway: it finishes (its epoch end,
              * validation and last checkpoint) rather than leave a checkpoint at its end that
              * a rerun takes for a finished run and so never completes. */
-            if (agreed[2] > 0 && step < lp->total) return stop_interrupted(lp, ep, hb, (int)agreed[2]);
+            if (agreed[2] > 0 && step < lp->total) return loop_interrupt_stop(lp, ep, hb, (int)agreed[2]);
         }
         TR_CHECK(st);
         tr_profile_enter("loop", "epoch end");
@@ -212,7 +212,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         lp->state.batch_in_epoch = complete ? 0 : consumed;
         /* A step validates once: one that val_every_n_steps or val_check_interval validated is not again. */
         if (!stopped && j->val_L && validated != step && (end_due || limits_val_at_epoch_end(j, &lp->lim, ep, last)))
-            TR_CHECK(validate(lp, ep, when, &vloss, &vacc));
+            TR_CHECK(loop_validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
         run_value v[] = {RUN_INT("epoch", ep + 1), RUN_INT("step", step), RUN_REAL("train_loss", epoch_loss, "%.9g"),
                          RUN_BOOL("partial", 1)};
@@ -220,10 +220,10 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         TR_CHECK(job_io_status(j));
         if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last || lp->want_save ||
                                        lp->early_stopped))
-            TR_CHECK(save_checkpoint(lp));
+            TR_CHECK(loop_save(lp));
     }
     double dt = tr_now() - t0;
-    if (lp->prof) write_profile(lp);
+    if (lp->prof) loop_profile_write(lp);
     snprintf(res->run_dir, sizeof res->run_dir, "%s", j->run_dir);
     res->steps = step;
     res->epochs = ep;
@@ -266,7 +266,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
      * below must agree. */
     char probed[1200] = "";
     int fast = s->lim.fast_dev_run != 0; /* no run folder: nothing resumed, nothing written */
-    int will_resume = !fast && probe_resume(j, lp->total, probed, sizeof probed);
+    int will_resume = !fast && run_dir_probe(j, lp->total, probed, sizeof probed);
     if (will_resume) TR_CHECK(tr_model_factory_set_restore(j->models, probed));
     TR_CHECK(job_open_strategy(j));
     TR_CHECK(monitor_check_run(j)); /* before the run folder is made */
@@ -280,7 +280,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     char ckpt[1200] = "", digest[17];
     job_config_digest(j->root, digest);
     int resuming = 0, totals_found = 0;
-    if (!fast) TR_CHECK(choose_run_dir(j, lp->total, lock, ckpt, sizeof ckpt, &resuming));
+    if (!fast) TR_CHECK(run_dir_choose(j, lp->total, lock, ckpt, sizeof ckpt, &resuming));
     if (resuming != will_resume || (resuming && strcmp(ckpt, probed) != 0))
         return tr_error_set(TR_ERR_INVALID, "%s changed while the run started (its newest checkpoint was %s, now %s: "
                                             "another trainer writing it?); run the command again",
@@ -292,24 +292,24 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     if (resuming) {
         tr_train_state found;
         TR_CHECK(tr_checkpoint_read_state(ckpt, &found));
-        TR_CHECK(check_resume_config(j, ckpt, &found, digest));
+        TR_CHECK(loop_resume_check(j, ckpt, &found, digest));
         TR_CHECK(job_load_checkpoint(j, ckpt, 1, &lp->state));
         TR_CHECK(loop_totals_read(ckpt, &lp->tot, &totals_found));
-        TR_CHECK(restore_watch(lp, ckpt, notes));
+        TR_CHECK(loop_resume_restore(lp, ckpt, notes));
         lp->last_saved = lp->state.step; /* that step is saved already */
     }
     TR_CHECK(job_init_from(j, resuming, ckpt, init_line, sizeof init_line)); /* before the run folder is made */
     snprintf(lp->state.config_hash, sizeof lp->state.config_hash, "%s", digest);
     snprintf(lp->state.model, sizeof lp->state.model, "%s", j->model_p->desc->name);
     snprintf(lp->ck_dir, sizeof lp->ck_dir, "%s/checkpoints", j->run_dir);
-    tr_status st = j->info.rank == 0 && !fast ? open_run_dir(j, resuming, lp->state.step, lp->ck_dir) : TR_OK;
-    TR_CHECK(agree(j, st, j->run_dir, "rank 0 cannot write the run folder"));
-    if (resuming) TR_CHECK(note_resume(lp, ckpt, totals_found));
+    tr_status st = j->info.rank == 0 && !fast ? run_dir_open(j, resuming, lp->state.step, lp->ck_dir) : TR_OK;
+    TR_CHECK(run_agree(j, st, j->run_dir, "rank 0 cannot write the run folder"));
+    if (resuming) TR_CHECK(loop_resume_note(lp, ckpt, totals_found));
     /* A resume points best and last again (a run killed between a save and its pointers). */
     int points = lp->sel.m.metric != MONITOR_OFF || s->save_last;
     st = resuming && points && j->info.rank == 0 ? select_after_save(&lp->sel, lp->ck_dir, (int)s->keep_last, lp->state.step)
                                                  : TR_OK;
-    TR_CHECK(agree(j, st, lp->ck_dir, "rank 0 cannot point best or last"));
+    TR_CHECK(run_agree(j, st, lp->ck_dir, "rank 0 cannot point best or last"));
     tr_params *P;
     tr_optim *opt;
     TR_CHECK(j->sops->state(j->strat, &P, &opt));
@@ -339,7 +339,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     tr_profile_destroy(lp->prof);
     if (outer) tr_profile_attach(outer);
     TR_CHECK(st);
-    report_memory(j);
+    loop_report_memory(j);
     return job_io_status(j);
 }
 
@@ -355,8 +355,8 @@ tr_status tr_run_train(const char *config_path, const char *const *overrides, in
     select_free(&lp.sel);
     job_curves(&j); /* whatever metrics.jsonl holds: finished, stopped early, by Ctrl-C or failed */
     if (st != TR_OK && j.log) fprintf(j.log, "error: %s\n", tr_error_msg()); /* best effort */
-    if (st == TR_OK) st = close_run_files(&j);
-    int made_nothing = st != TR_OK && j.run_dir[0] && !j.log; /* refused before open_run_dir */
+    if (st == TR_OK) st = run_dir_close(&j);
+    int made_nothing = st != TR_OK && j.run_dir[0] && !j.log; /* refused before run_dir_open */
     job_close(&j);
     run_lock_release(&lock);
     if (made_nothing && rmdir(j.run_dir) == 0) { /* the folders the lock made, when empty */
