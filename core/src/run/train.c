@@ -11,6 +11,7 @@
 #include "run/fault_nan.h"
 #include "run/interrupt.h"
 #include "run/loop.h"
+#include "run/loop_log.h"
 #include "run/loop_interrupt.h"
 #include "run/loop_nonfinite.h"
 #include "run/loop_profile.h"
@@ -70,7 +71,8 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             lp->tot.epoch_loss_sum = lp->tot.window_loss_sum = 0;
             lp->tot.epoch_steps = lp->tot.window_steps = 0;
         }
-        double step_loss = 0, win_t = tr_now(), win_samples = 0;
+        double step_loss = 0;
+        log_window win = {.t = tr_now()};
         int64_t consumed = start_batch; /* batches of the epoch done */
         int64_t before = start_batch;   /* ... before this optimizer step */
         int64_t validated = -1;         /* the step validated last in this epoch */
@@ -96,7 +98,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             consumed = hb->index + 1;
             step_loss += loss;
             samples += (double)hb->size;
-            win_samples += (double)hb->global_size;
+            win.samples += (double)hb->global_size;
             if (!mb.last) continue;
             double lr = tr_sched_lr(&sc, s->optim.lr, step), gnorm;
             tr_profile_enter("strategy", "optim_step");
@@ -120,42 +122,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
             }
             step_loss = 0;
             seen = (nonfinite_seen){0};
-            int log_now = step % s->log_every == 0 || step == lp->total;
-            if (log_now || j->prog.bar) {
-                loop_totals *t = &lp->tot;
-                double wl = t->window_steps ? t->window_loss_sum / (double)t->window_steps : NAN;
-                double dt = tr_now() - win_t, sps = dt > 0 ? win_samples / dt : 0;
-                progress_update(&j->prog, ep, s->max_epochs, step, lp->total, wl, sps);
-                if (log_now) {
-                    char line[256];
-                    snprintf(line, sizeof line, "epoch %lld  step %lld/%lld  loss %.4f  lr %.3g  grad norm %.3g  %.0f samples/s",
-                             (long long)ep + 1, (long long)step, (long long)lp->total, wl, lr, gnorm, sps);
-                    if (j->spec.task == TR_TASK_LM)
-                        snprintf(line + strlen(line), sizeof line - strlen(line), "  %.0f tokens/s", sps * lp->per_sample_tokens);
-                    if (j->prog.bar) {
-                        job_write(j, j->log, "%s\n", line);
-                    } else {
-                        job_say(j, "%s", line);
-                    }
-                    run_value v[7] = {RUN_INT("step", step), RUN_INT("epoch", ep + 1), RUN_REAL("loss", wl, "%.9g"),
-                                      RUN_REAL("lr", lr, "%.6g"), RUN_REAL("grad_norm", gnorm, "%.6g"),
-                                      RUN_REAL("samples_per_sec", sps, "%.1f")};
-                    if (j->spec.task == TR_TASK_LM) /* samples are not tokens for the other tasks */
-                        v[6] = RUN_REAL("tokens_per_sec", sps * lp->per_sample_tokens, "%.1f");
-                    job_record(j, &(run_record){.kind = RUN_RECORD_TRAIN, .v = v, .n = j->spec.task == TR_TASK_LM ? 7 : 6});
-                    TR_CHECK(job_io_status(j));
-                    /* The loss window restarts at log_every's multiples only: a record at the
-                     * run's last step ends this run, and one that extends it (a larger
-                     * max_steps) continues the window the checkpoint saved, as an
-                     * uninterrupted run would. */
-                    if (step % s->log_every == 0) {
-                        t->window_loss_sum = 0;
-                        t->window_steps = 0;
-                    }
-                    win_samples = 0;
-                    win_t = tr_now();
-                }
-            }
+            TR_CHECK(loop_log_step(lp, ep, step, lr, gnorm, &win));
             lp->state.step = step;
             double paused = tr_now(); /* validation and saving are not training: out of samples/s */
             int due = limits_val_due(j, &lp->lim, ep, step, before, consumed);
@@ -175,7 +142,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                 lp->state.batch_in_epoch = consumed;
                 TR_CHECK(loop_save(lp));
             }
-            win_t += tr_now() - paused;
+            win.t += tr_now() - paused;
             if (step == lp->fault_step && lp->fault != TR_FAULT_NONE) {
                 tr_fault_disarm(); /* a collective point whose step had no collective */
                 if (lp->fault == TR_FAULT_STEP)
@@ -196,17 +163,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         epoch_loss = lp->tot.epoch_steps ? lp->tot.epoch_loss_sum / (double)lp->tot.epoch_steps : NAN;
         char when[160];
         int stopped = lp->early_stopped; /* by a validation inside the epoch, which need not run again */
-        if (complete)
-            snprintf(when, sizeof when, "epoch %lld/%lld done: train loss %.4f", (long long)ep + 1, (long long)s->max_epochs,
-                     epoch_loss);
-        else if (stopped)
-            snprintf(when, sizeof when, "epoch %lld/%lld stopped at step %lld by trainer.early_stopping (batch %lld of %lld): "
-                     "train loss so far %.4f", (long long)ep + 1, (long long)s->max_epochs, (long long)step,
-                     (long long)consumed, (long long)lp->n_batches, epoch_loss);
-        else
-            snprintf(when, sizeof when, "epoch %lld/%lld stopped at step %lld by trainer.max_steps (batch %lld of %lld): "
-                     "train loss so far %.4f", (long long)ep + 1, (long long)s->max_epochs, (long long)step,
-                     (long long)consumed, (long long)lp->n_batches, epoch_loss);
+        loop_report_epoch_line(lp, ep, step, consumed, complete, epoch_loss, when, sizeof when);
         int last = ep + 1 >= s->max_epochs || step >= lp->total;
         lp->state.epoch = complete ? ep + 1 : ep; /* a checkpoint the validation makes due resumes after it */
         lp->state.batch_in_epoch = complete ? 0 : consumed;
@@ -214,28 +171,14 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         if (!stopped && j->val_L && validated != step && (end_due || limits_val_at_epoch_end(j, &lp->lim, ep, last)))
             TR_CHECK(loop_validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
-        run_value v[] = {RUN_INT("epoch", ep + 1), RUN_INT("step", step), RUN_REAL("train_loss", epoch_loss, "%.9g"),
-                         RUN_BOOL("partial", 1)};
-        job_record(j, &(run_record){.kind = RUN_RECORD_EPOCH, .v = v, .n = complete ? 3 : 4});
-        TR_CHECK(job_io_status(j));
+        TR_CHECK(loop_report_epoch(lp, ep, step, epoch_loss, complete));
         if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last || lp->want_save ||
                                        lp->early_stopped))
             TR_CHECK(loop_save(lp));
     }
     double dt = tr_now() - t0;
     if (lp->prof) loop_profile_write(lp);
-    snprintf(res->run_dir, sizeof res->run_dir, "%s", j->run_dir);
-    res->steps = step;
-    res->epochs = ep;
-    res->train_loss = epoch_loss;
-    res->val_loss = vloss;
-    res->val_accuracy = vacc;
-    res->samples_per_sec = dt > 0 ? samples * j->info.data_world / dt : 0;
-    char acc[128] = "";
-    if (isfinite(vacc)) snprintf(acc, sizeof acc, "; final validation accuracy: %.2f%%", 100 * vacc);
-    if (lp->tot.skipped)
-        snprintf(acc + strlen(acc), sizeof acc - strlen(acc), "; %lld steps left out (non-finite)", (long long)lp->tot.skipped);
-    job_say(j, "done: %lld steps in %.1f s (%.0f samples/s)%s", (long long)step, dt, res->samples_per_sec, acc);
+    loop_report_done(lp, step, ep, epoch_loss, vloss, vacc, dt, samples, res);
     return TR_OK;
 }
 
