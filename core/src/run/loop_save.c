@@ -75,3 +75,8 @@ tr_status loop_save(loop *lp) {
     lp->want_save = 0;
     return TR_OK;
 }
+
+int loop_save_step_due(const loop *lp, int64_t step) {
+    int64_t n = lp->j->s.ck_steps;
+    return n > 0 && step % n == 0;
+}

@@ -89,3 +89,10 @@ tr_status loop_validate(loop *lp, int64_t epoch, const char *when, double *vloss
     TR_CHECK(st);
     return counted ? watch(lp, epoch, *vloss, *vacc) : TR_OK;
 }
+
+int loop_validates_at_epoch_end(const loop *lp, int64_t ep, int64_t step, int64_t validated, int end_due) {
+    const job *j = lp->j;
+    int last = ep + 1 >= j->s.max_epochs || step >= lp->total;
+    return !lp->early_stopped && j->val_L && validated != step &&
+           (end_due || limits_val_at_epoch_end(j, &lp->lim, ep, last));
+}

@@ -77,6 +77,7 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         int64_t before = start_batch;   /* ... before this optimizer step */
         int64_t validated = -1;         /* the step validated last in this epoch */
         int end_due = 0;                /* the run's last step calls for a validation: at its end */
+        int save_at_end = 0;            /* the epoch's last step is saved after the end's validation */
         const tr_host_batch *hb = NULL;
         nonfinite_seen seen = {0};
         tr_status st = TR_OK;
@@ -136,16 +137,22 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
                 snprintf(when, sizeof when, "step %lld", (long long)step);
                 TR_CHECK(loop_validate(lp, ep, when, &vloss, &vacc));
             }
-            /* The run's last step is saved at its end, after its validation. */
-            if ((lp->want_save || (s->ck_steps > 0 && step % s->ck_steps == 0)) && lp->last_saved != step && step < lp->total) {
-                lp->state.epoch = ep;
-                lp->state.batch_in_epoch = consumed;
-                TR_CHECK(loop_save(lp));
+            /* The run's last step is saved at its end, after its validation; so is an epoch's
+             * last step whose end validates (Lightning's ModelCheckpoint saves there after the
+             * validation), so that its one checkpoint holds that validation's decisions. */
+            if ((lp->want_save || loop_save_step_due(lp, step)) && lp->last_saved != step && step < lp->total) {
+                if (consumed >= lp->n_batches && loop_validates_at_epoch_end(lp, ep, step, validated, end_due)) {
+                    save_at_end = 1;
+                } else {
+                    lp->state.epoch = ep;
+                    lp->state.batch_in_epoch = consumed;
+                    TR_CHECK(loop_save(lp));
+                }
             }
             win.t += tr_now() - paused;
             if (step == lp->fault_step && lp->fault != TR_FAULT_NONE) {
                 tr_fault_disarm(); /* a collective point whose step had no collective */
-                if (lp->fault == TR_FAULT_STEP)
+                if (lp->fault == TR_FAULT_STEP && !save_at_end) /* else after the epoch end's save */
                     tr_fault_kill("rank %d after step %lld", j->info.rank, (long long)step);
             }
             loop_profile_step(lp, step);
@@ -162,19 +169,20 @@ static tr_status train_loop(loop *lp, tr_run_result *res) {
         int complete = !hb || consumed >= lp->n_batches;
         epoch_loss = lp->tot.epoch_steps ? lp->tot.epoch_loss_sum / (double)lp->tot.epoch_steps : NAN;
         char when[160];
-        int stopped = lp->early_stopped; /* by a validation inside the epoch, which need not run again */
         loop_report_epoch_line(lp, ep, step, consumed, complete, epoch_loss, when, sizeof when);
         int last = ep + 1 >= s->max_epochs || step >= lp->total;
         lp->state.epoch = complete ? ep + 1 : ep; /* a checkpoint the validation makes due resumes after it */
         lp->state.batch_in_epoch = complete ? 0 : consumed;
         /* A step validates once: one that val_every_n_steps or val_check_interval validated is not again. */
-        if (!stopped && j->val_L && validated != step && (end_due || limits_val_at_epoch_end(j, &lp->lim, ep, last)))
+        if (loop_validates_at_epoch_end(lp, ep, step, validated, end_due))
             TR_CHECK(loop_validate(lp, ep, when, &vloss, &vacc));
         else job_say(j, "%s", when);
         TR_CHECK(loop_report_epoch(lp, ep, step, epoch_loss, complete));
         if (lp->last_saved != step && ((s->ck_epochs > 0 && (ep + 1) % s->ck_epochs == 0) || last || lp->want_save ||
-                                       lp->early_stopped))
+                                       lp->early_stopped || save_at_end))
             TR_CHECK(loop_save(lp));
+        if (save_at_end && lp->fault == TR_FAULT_STEP && step == lp->fault_step) /* after step N and its checkpoint */
+            tr_fault_kill("rank %d after step %lld", j->info.rank, (long long)step);
     }
     double dt = tr_now() - t0;
     if (lp->prof) loop_profile_write(lp);
