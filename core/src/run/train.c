@@ -1,5 +1,6 @@
 /* `trainer run`: the training loop. The trainer owns epochs, validation, logging and
- * checkpoint cadence; the strategy plugin owns each step (docs/design.md "Step and loop"). */
+ * checkpoint cadence; the strategy plugin owns each step (docs/design.md "Step and loop").
+ * The loop's parts are the run/loop_*.c files, over its state in run/loop.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,8 @@
 #include "run/fault_nan.h"
 #include "run/interrupt.h"
 #include "run/loop.h"
-#include "run/loop_log.h"
 #include "run/loop_interrupt.h"
+#include "run/loop_log.h"
 #include "run/loop_nonfinite.h"
 #include "run/loop_profile.h"
 #include "run/loop_report.h"
@@ -47,8 +48,6 @@ static tr_status next_batch(loop *lp, const tr_host_batch **hb) {
     return tr_loader_next(lp->j->train_L, hb);
 }
 
-/* The schedule over a run of `total` optimizer steps (cosine decays over what follows the
- * warm-up). */
 tr_sched_config loop_sched(const job *j, int64_t total) {
     tr_sched_config sc = j->s.sched;
     sc.total_steps = total - sc.warmup_steps > 1 ? total - sc.warmup_steps : 1;
