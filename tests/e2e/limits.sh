@@ -8,7 +8,9 @@
 # - trainer.val_check_interval (a fraction: every int(f * batches) batches, a count), its
 #   validations on the interval only (none at an epoch end off it), as Lightning's;
 # - val_every_n_steps landing on an epoch's end validates once, and at the run's last step too,
-#   before that step's checkpoint (which holds its top-k decision);
+#   before that step's checkpoint (which holds its top-k decision); checkpoint.every_n_steps
+#   landing on an epoch's end validated there saves once, after that validation (killed after
+#   that step and its checkpoint and resumed too);
 # - a run stopped part-way with limits and extended, or killed and resumed, gives an
 #   uninterrupted run's records;
 # - ddp, sharded and dataparallel x2: the same counts and values as cpu;
@@ -144,6 +146,30 @@ if [ "$rc1" != 0 ] && [ "$rc" = 0 ] && grep -q "resuming from .*step-00000005" "
    [ "$(last_of "$(m kill)")" = "$(last_of "$(m whole2)")" ]; then
     ok "killed at step 5 and resumed: the uninterrupted run's records (validations $(vals whole2))"
 else bad "killed and resumed with limits" "exit $rc1 $rc; validations $(vals kill), want $(vals whole2)" "$(diff <(last_of "$(m kill)") <(last_of "$(m whole2)") | head -5)"; fi
+
+# checkpoint.every_n_steps landing on an epoch's last step that the epoch's end validates: one
+# checkpoint, saved after that validation (as Lightning's ModelCheckpoint), so that it holds the
+# validation's top-k decision and resumes at the next epoch: no checkpoint at the step after,
+# best at the lowest val_loss. Killed after step 20 and its checkpoint, and resumed: the same.
+# (Saved before the validation, the decision was lost: a stray step-00000011, best one behind.)
+topk() { ls "$t/$1/r/0/checkpoints" | tr '\n' ' '; echo "-> $(readlink "$t/$1/r/0/checkpoints/best")"; }
+at() { tr -d ' \n' <"$t/$1/r/0/checkpoints/step-$(printf %08d "$2")/state.json" | grep -o '"epoch":[0-9]*,"step":[0-9]*,"batch_in_epoch":[0-9]*'; }
+ck=(checkpoint.every_n_steps=10 checkpoint.monitor=val_loss trainer.max_epochs=3)
+run ckend "${ck[@]}"
+low="$(sed -n 's/^{"step": \([0-9]*\), .*"val_loss": \([^,]*\),.*/\2 \1/p' "$(m ckend)" | sort -g | head -1 | cut -d' ' -f2)"
+expect "every_n_steps 10 at epoch ends validated there: validations; kept -> best; step 20 resumes at epoch 3" \
+    "$(vals ckend) | $(topk ckend) | $(at ckend 20)" \
+    "10/1 20/2 30/3 | best step-00000010 step-00000020 step-00000030 -> $(printf 'step-%08d' "$low") | \"epoch\":2,\"step\":20,\"batch_in_epoch\":0"
+low20="$(sed -n 's/^{"step": \([12]0\), .*"val_loss": \([^,]*\),.*/\2 \1/p' "$(m ckend)" | sort -g | head -1 | cut -d' ' -f2)"
+rc1="$(TRAINER_FAULT_KILL_AT_STEP=20 run_config "$t/r.yaml" "$t/ckkill" "$t/ckkill1.log" "${ck[@]}"; echo $rc)" 2>/dev/null
+kept1="$(topk ckkill)"
+run_config "$t/r.yaml" "$t/ckkill" "$t/ckkill2.log" "${ck[@]}"
+if [ "$rc1" = 137 ] && [ "$kept1" = "best step-00000010 step-00000020 -> $(printf 'step-%08d' "$low20")" ] &&
+   [ "$rc" = 0 ] && grep -q "resuming from .*step-00000020 (epoch 3, step 20)" "$t/ckkill2.log" && [ "$(topk ckkill)" = "$(topk ckend)" ] &&
+   [ "$(last_of "$(m ckkill)")" = "$(last_of "$(m ckend)")" ]; then
+    ok "killed after step 20 (an epoch's end) and its checkpoint, resumed at epoch 3: $(topk ckkill)"
+else bad "killed after step 20 and its checkpoint" "exit $rc1 $rc; killed: $kept1; resumed: $(topk ckkill), want $(topk ckend)" \
+    "$(grep resuming "$t/ckkill2.log")" "$(diff <(last_of "$(m ckkill)") <(last_of "$(m ckend)") | head -5)"; fi
 
 # ddp, sharded and dataparallel x2: every rank the same counts (no collective left waiting),
 # the cpu run's values.
