@@ -13,11 +13,11 @@ padded to their longest, a global batch of 11 (6 + 5 over 2 ranks), a validation
 - Strategy invariance (DESIGN.md decision 5): cpu, dataparallel x2, ddp x2 and sharded stage 3
   x2 (small units: gathered and released several times a step) end with the same weights
   (relative L2 <= 1e-5), the same loss at every step and the same validation metrics
-  (compare_runs.py), with dropout off; and with dropout on (hidden and attention
-  probabilities) where the strategies promise the same masks: sequences of one length
-  (padding max_length). A mask is keyed by the element's index within its sample
-  (ops/dropout.c), and a ddp or sharded rank cuts its share of a padded batch to that share's
-  longest text, so with padding longest the masks differ.
+  (compare_runs.py), with dropout off and on (hidden and attention probabilities), padded
+  to each batch's longest text and to max_length. A mask is keyed by the element's index
+  within its sample (ops/dropout.c), so every rank cuts its share of a batch to the longest
+  text of the whole global batch (data/loader.c): with 6 + 5 texts of different lengths the
+  shares' own longest differ, and the masks would too.
 - The classifier head is newly initialised (it is not in the folders): the same on every rank
   and strategy (it is part of the weights compared).
 - Exact resume: a run killed right after its step-4 checkpoint and run again resumes from it
@@ -147,6 +147,7 @@ def invariance(trainer, base, models, pairs):
     # BERT on text pairs (token types 0 and 1), RoBERTa on single texts (type 0, positions
     # from pad_token_id + 1 over the real tokens)
     for model_name, dropout, padding in (("bert", 0.0, "longest"), ("roberta", 0.0, "longest"),
+                                         ("bert", 0.1, "longest"), ("roberta", 0.1, "longest"),
                                          ("bert", 0.1, "max_length"), ("roberta", 0.1, "max_length")):
         model = models[dropout][model_name]
         name = f"{model_name}_d{dropout}_{padding}"
