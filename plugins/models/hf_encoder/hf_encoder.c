@@ -86,6 +86,7 @@ static tr_status hf_create(void **ctx, const tr_options *o, const tr_data_spec *
      * older trainer's checkpoint has none: then the folder's config.json. */
     const char *restore = tr_params_restore(P), *pretrained = tr_options_string(o, "pretrained");
     m->restored = restore != NULL;
+    m->folder = pretrained ? pretrained : "";
     int from_ckpt = m->from_checkpoint = restore && hf_file_exists(restore, "config.json");
     tr_status st = hf_config_read(m, from_ckpt ? restore : pretrained);
     if (st == TR_OK) st = hf_pooling_read(m, tr_options_string(o, "pooling"), tr_options_string(o, "normalize"));
@@ -117,11 +118,11 @@ static tr_status hf_create(void **ctx, const tr_options *o, const tr_data_spec *
     if (st == TR_OK) st = hf_register(m, P);
     if (st == TR_OK) st = hf_config_keep(m, P);
     if (st == TR_OK && from_ckpt)
-        TR_INFO("hf_encoder: resuming: the model from %s/config.json, its weights from the checkpoint (%s is not read)",
-                restore, pretrained);
+        TR_INFO("hf_encoder: the model from %s/config.json, its weights from the checkpoint (%s is not read)", restore,
+                pretrained);
     else if (st == TR_OK && m->restored)
-        TR_INFO("hf_encoder: resuming from %s, which keeps no config.json (an older trainer's): the model from "
-                "%s/config.json, its weights from the checkpoint", restore, m->dir);
+        TR_INFO("hf_encoder: %s keeps no config.json (an older trainer's): the model from %s/config.json, its weights "
+                "from the checkpoint", restore, m->dir);
     if (st != TR_OK) {
         hf_destroy(m);
         if (strncmp(tr_error_msg(), "hf_encoder", 10) != 0) tr_error_prefix("hf_encoder: ");
