@@ -36,7 +36,8 @@ On the GPUs of a CUDA device plugin (cuda_emu: the CPU emulator of CUDA, 2 GPUs,
 build; cuda: this machine's, skipped (77) without): single-gpu, ddp x2 and sharded stage 3 x2
 (a rank per GPU over nccl or nccl_emu; with 2 GPUs or more) against cpu, 3 steps, within 1e-5 on the emulator and
 1e-4 on a GPU (as gpu_train.sh): BERT on pairs (the token types, made on the host from the
-ids, are an input of the device's graph) and RoBERTa with dropout (its positions likewise).
+ids, are an input of the device's graph) and RoBERTa with dropout (its positions likewise); and `trainer embed` under single-gpu
+and ddp x2 (run as 2 dataparallel replicas, a GPU each) against cpu's embeddings.
 """
 import csv
 import glob
@@ -202,7 +203,35 @@ def on_devices(trainer, base, models, pairs, dev):
             p = subprocess.run([sys.executable, COMPARE, run_dir(ref, name), run_dir(out, name), "--tol", tol],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             check(p.returncode == 0, f"{name}, {s} on {dev} vs cpu: {p.stdout.strip()}")
+    embed_on_devices(trainer, base, models, dev, gpus, float(tol))
     return 0
+
+
+def embed_on_devices(trainer, base, models, dev, gpus, tol):
+    """trainer embed on dev's GPUs against cpu: single-gpu, and ddp x2 (which embed runs as 2
+    dataparallel replicas, a GPU each, in one process)."""
+    cfg = tiny.embed_cfg(base, models[0.0]["bert"], "embed_dev")
+    texts = os.path.join(base, "embed_dev.txt")
+    with open(texts, "w") as f:
+        f.write("".join(f"review {i}: " + "a fine movie " * (i % 7) + "\n" for i in range(11)))
+
+    def embed(name, opts):
+        out = os.path.join(base, f"embed_{name.replace(' ', '_')}.npy")
+        p = subprocess.run([trainer, "embed", cfg, "--input", texts, "--output", out, *opts], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=600)
+        check(p.returncode == 0, f"embed under {name} (rc {p.returncode}) {p.stdout.strip()[-400:] if p.returncode else ''}")
+        return tiny.npy_floats(out) if p.returncode == 0 else None
+
+    ref = embed("cpu", ["trainer.strategy=cpu"])
+    on = [f"trainer.gpu_backend={dev}", "trainer.accelerator=gpu"]
+    runs = {"single-gpu": ["trainer.strategy=single-gpu", "trainer.devices=1"]}
+    if gpus >= 2:
+        runs["ddp2"] = ["trainer.strategy=ddp", "trainer.devices=2"]
+    for s, opts in runs.items():
+        got = embed(f"{s} on {dev}", [*on, *opts])
+        if ref and got:
+            err = max(abs(a - b) for a, b in zip(ref[1], got[1])) if ref[0] == got[0] else float("inf")
+            check(err <= tol, f"embed, {s} on {dev} vs cpu: shape {got[0]}, max abs {err:.3g} (tol {tol:g})")
 
 
 def pairs_task(trainer, base, models):
