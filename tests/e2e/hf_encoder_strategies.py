@@ -13,11 +13,11 @@ padded to their longest, a global batch of 11 (6 + 5 over 2 ranks), a validation
 - Strategy invariance (docs/design.md "Strategy invariance"): cpu, dataparallel x2, ddp x2
   and sharded stage 3 x2 (small units: gathered and released several times a step) end with the same weights
   (relative L2 <= 1e-5), the same loss at every step and the same validation metrics
-  (compare_runs.py), with dropout off; and with dropout on (hidden and attention
-  probabilities) where the strategies promise the same masks: sequences of one length
-  (padding max_length). A mask is keyed by the element's index within its sample
-  (ops/dropout.c), and a ddp or sharded rank cuts its share of a padded batch to that share's
-  longest text, so with padding longest the masks differ.
+  (compare_runs.py), with dropout off and on (hidden and attention probabilities), padded
+  to each batch's longest text and to max_length. A mask is keyed by the element's index
+  within its sample (ops/dropout.c), so every rank cuts its share of a batch to the longest
+  text of the whole global batch (data/loader.c): with 6 + 5 texts of different lengths the
+  shares' own longest differ, and the masks would too.
 - The classifier head is newly initialised (it is not in the folders): the same on every rank
   and strategy (it is part of the weights compared).
 - Exact resume: a run killed right after its step-4 checkpoint and run again resumes from it
@@ -36,7 +36,8 @@ On the GPUs of a CUDA device plugin (cuda_emu: the CPU emulator of CUDA, 2 GPUs,
 build; cuda: this machine's, skipped (77) without): single-gpu, ddp x2 and sharded stage 3 x2
 (a rank per GPU over nccl or nccl_emu; with 2 GPUs or more) against cpu, 3 steps, within 1e-5 on the emulator and
 1e-4 on a GPU (as gpu_train.sh): BERT on pairs (the token types, made on the host from the
-ids, are an input of the device's graph) and RoBERTa with dropout (its positions likewise).
+ids, are an input of the device's graph) and RoBERTa with dropout (its positions likewise); and `trainer embed` under single-gpu
+and ddp x2 (run as 2 dataparallel replicas, a GPU each) against cpu's embeddings.
 """
 import csv
 import glob
@@ -147,6 +148,7 @@ def invariance(trainer, base, models, pairs):
     # BERT on text pairs (token types 0 and 1), RoBERTa on single texts (type 0, positions
     # from pad_token_id + 1 over the real tokens)
     for model_name, dropout, padding in (("bert", 0.0, "longest"), ("roberta", 0.0, "longest"),
+                                         ("bert", 0.1, "longest"), ("roberta", 0.1, "longest"),
                                          ("bert", 0.1, "max_length"), ("roberta", 0.1, "max_length")):
         model = models[dropout][model_name]
         name = f"{model_name}_d{dropout}_{padding}"
@@ -201,7 +203,35 @@ def on_devices(trainer, base, models, pairs, dev):
             p = subprocess.run([sys.executable, COMPARE, run_dir(ref, name), run_dir(out, name), "--tol", tol],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             check(p.returncode == 0, f"{name}, {s} on {dev} vs cpu: {p.stdout.strip()}")
+    embed_on_devices(trainer, base, models, dev, gpus, float(tol))
     return 0
+
+
+def embed_on_devices(trainer, base, models, dev, gpus, tol):
+    """trainer embed on dev's GPUs against cpu: single-gpu, and ddp x2 (which embed runs as 2
+    dataparallel replicas, a GPU each, in one process)."""
+    cfg = tiny.embed_cfg(base, models[0.0]["bert"], "embed_dev")
+    texts = os.path.join(base, "embed_dev.txt")
+    with open(texts, "w") as f:
+        f.write("".join(f"review {i}: " + "a fine movie " * (i % 7) + "\n" for i in range(11)))
+
+    def embed(name, opts):
+        out = os.path.join(base, f"embed_{name.replace(' ', '_')}.npy")
+        p = subprocess.run([trainer, "embed", cfg, "--input", texts, "--output", out, *opts], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=600)
+        check(p.returncode == 0, f"embed under {name} (rc {p.returncode}) {p.stdout.strip()[-400:] if p.returncode else ''}")
+        return tiny.npy_floats(out) if p.returncode == 0 else None
+
+    ref = embed("cpu", ["trainer.strategy=cpu"])
+    on = [f"trainer.gpu_backend={dev}", "trainer.accelerator=gpu"]
+    runs = {"single-gpu": ["trainer.strategy=single-gpu", "trainer.devices=1"]}
+    if gpus >= 2:
+        runs["ddp2"] = ["trainer.strategy=ddp", "trainer.devices=2"]
+    for s, opts in runs.items():
+        got = embed(f"{s} on {dev}", [*on, *opts])
+        if ref and got:
+            err = max(abs(a - b) for a, b in zip(ref[1], got[1])) if ref[0] == got[0] else float("inf")
+            check(err <= tol, f"embed, {s} on {dev} vs cpu: shape {got[0]}, max abs {err:.3g} (tol {tol:g})")
 
 
 def pairs_task(trainer, base, models):

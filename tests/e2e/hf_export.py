@@ -23,7 +23,7 @@ hf_encoder_load.py's helpers (Python's standard library only: no torch, no PyPI)
   OUTDIR a file, a stray argument or none (usage, exit 2), a model without export (mlp; and OLD_MODEL_DIR's old_model, built for ABI
   0.10, which trains first), --format onnx, a missing checkpoint, a
   checkpoint outside its run folder; a failure after the temporary folder was made (the
-  pretrained folder lost its config.json) leaves neither OUTDIR nor the temporary folder.
+  pretrained folder's config.json is not JSON) leaves neither OUTDIR nor the temporary folder.
 """
 import glob
 import json
@@ -286,11 +286,14 @@ plugins: [{old_model}]
         check(rc == 1 and "model 'old_model' cannot export --format hf" in out,
               f"refused: a model built for ABI 0.10 (no export_to in its table): {last_line(out)}")
     # a failure once the temporary folder exists: nothing is left
+    # (the model is built from the checkpoint's config.json; the export's is the folder's)
     cfg_json = os.path.join(bert_folder, "config.json")
     os.rename(cfg_json, cfg_json + ".away")
+    with open(cfg_json, "w") as f:
+        f.write("{not json")
     target = os.path.join(base, "x_fail")
     rc, out = run(trainer, "export", run_dir, target)
-    os.rename(cfg_json + ".away", cfg_json)
+    os.replace(cfg_json + ".away", cfg_json)
     left = glob.glob(target + "*")
     check(rc == 1 and "config.json" in out and not left,
           f"a failed export leaves nothing ({left}): {last_line(out)}")

@@ -3,7 +3,8 @@
 # the tokenized reviews CSV (tests/data/tokdata) with batches of one, gives the same eval loss
 # and the same per-sample predictions at batch 1 (no padding), at batch 16 with padding longest
 # (each batch cut to its longest sample) and with padding max_length (every batch 64 long);
-# then the example configs/reviews_tokenized.yaml trains above chance. Needs a model that
+# with dropout, ddp and sharded x2 give cpu's loss at every step (the same masks with padding
+# longest); then the example configs/reviews_tokenized.yaml trains above chance. Needs a model that
 # honours the -1 padding ids (zero embedding, masked keys, excluded from pooling): until the
 # transformer does, its refusal of id -1 skips the test (77), saying so.
 # usage: tokenized_padding.sh TRAINER_BIN
@@ -47,6 +48,23 @@ same() { # same A.csv B.csv: labels and predictions equal, confidence and class 
 }
 d="$(same b1.csv longest.csv)" && ok "predictions: batch 16 longest = batch 1" || bad "predictions longest vs batch 1" "$(head -3 <<<"$d")"
 d="$(same b1.csv maxlen.csv)" && ok "predictions: batch 16 max_length = batch 1" || bad "predictions max_length vs batch 1" "$(head -3 <<<"$d")"
+
+# With dropout, ddp and sharded x2 draw cpu's masks: every rank cuts its share of a batch to
+# the longest text of the whole global batch, as one process does (a mask is keyed by an
+# element's index within its sample), so the loss of every step agrees (before, each rank cut
+# to its own share's longest: losses 7e-2 apart). Adam's eps 1e-6: strategy_invariance.sh says why.
+losses() { sed -n 's/.*"step": \([0-9]*\),.*"loss": \([-0-9.e]*\),.*/\1 \2/p' "$1"; }
+for s in cpu ddp sharded; do
+    out="$("$bin" run c.yaml run.name="drop_$s" trainer.strategy=$s trainer.devices=$([ $s = cpu ] && echo 1 || echo 2) \
+        model.params.dropout=0.1 data.batch_size=11 data.params.padding=longest trainer.max_steps=8 \
+        trainer.log_every=1 optimizer.eps=1.0e-6 2>&1)" || bad "dropout run under $s" "$(tail -3 <<<"$out")"
+done
+for s in ddp sharded; do
+    d="$(paste -d' ' <(losses runs/drop_cpu/0/metrics.jsonl) <(losses "runs/drop_$s/0/metrics.jsonl") |
+        awk 'NF == 4 { n++; e = $2 - $4; if (e < 0) e = -e; if (e > m) m = e } END { printf "%d %.3g", n, m; exit !(n == 8 && m <= 1e-5) }')" &&
+        ok "dropout 0.1, padding longest: $s x2 has cpu's loss at every step (steps, max diff: $d)" ||
+        bad "dropout 0.1, padding longest: $s x2 vs cpu losses (steps, max diff: $d)"
+done
 
 # the worked example
 cp "$root/configs/reviews_tokenized.yaml" ex.yaml

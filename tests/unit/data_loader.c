@@ -1,5 +1,6 @@
 /* Sampler and loader: permutations, per-rank shares (every sample once per epoch, any world
- * size), prefetching equals synchronous loading, resume mid-epoch, errors propagate. */
+ * size), prefetching equals synchronous loading, resume mid-epoch, errors propagate, padded
+ * token batches cut to the global batch's longest on every rank. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,7 +84,67 @@ static void collect(int prefetch, int workers, int64_t start, int32_t *out, int6
     collect_wide(16, 0, prefetch, workers, start, out, count, rank, world);
 }
 
+/* Token ids with -1 padding (x_trim_pad): sample i is (i % 13) + 1 ids of value i in 16. */
+static tr_status tok_get(void *ctx, int64_t i, void *x, void *y) {
+    toy *t = ctx;
+    if (i == t->fail_at) return tr_error_set(TR_ERR_PARSE, "tok.bin: record %lld is corrupt", (long long)i);
+    int32_t *row = x;
+    for (int64_t k = 0; k < 16; k++) row[k] = k <= i % 13 ? (int32_t)i : -1;
+    if (y) *(int32_t *)y = (int32_t)i;
+    return TR_OK;
+}
+
+/* Each batch's x_len for every rank of `world`: every rank cuts its share to the longest text
+ * of the whole global batch (what one process cuts it to), and its rows stay intact. */
+static void test_trim_global(int world, int workers) {
+    toy t = {.n = 61, .fail_at = -1};
+    tr_data_spec spec = {.x_dtype = TR_I32, .x_ndim = 1, .x_shape = {16}, .x_numel = 16, .y_dtype = TR_I32,
+                         .y_numel = 1, .n_classes = 1000, .x_trim_pad = 1};
+    tr_dataset_ops ops = {.size = toy_size, .spec = toy_spec, .get = tok_get};
+    int64_t lens[61][4];
+    int64_t nb = 0;
+    for (int r = 0; r <= world; r++) { /* r == world: the one-process reference */
+        tr_sampler s = {.n = 61, .global_batch = 6, .rank = r < world ? r : 0, .world = r < world ? world : 1,
+                        .shuffle = 1, .seed = 3};
+        tr_loader *L;
+        CHECK(tr_loader_create(&L, &ops, &t, &spec, &s, 2, workers) == TR_OK, "create: %s", tr_error_msg());
+        tr_loader_start_epoch(L, 2, 0);
+        const tr_host_batch *b;
+        nb = 0;
+        int intact = 1;
+        while (tr_loader_next(L, &b) == TR_OK && b) {
+            lens[nb++][r < world ? r : 3] = b->x_len;
+            for (int64_t i = 0; i < b->size; i++) {
+                const int32_t *row = (const int32_t *)b->x + i * b->x_len;
+                int32_t id = ((const int32_t *)b->y)[i];
+                for (int64_t k = 0; k < b->x_len; k++) intact &= row[k] == (k <= id % 13 ? id : -1);
+            }
+        }
+        CHECK(intact, "world %d rank %d: rows intact after the cut", world, r);
+        tr_loader_destroy(L);
+    }
+    int same = 1, differ = 0;
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < world; r++) same &= lens[b][r] == lens[b][3];
+    for (int64_t b = 0; b < nb; b++) differ |= lens[b][0] != 16;
+    CHECK(same && differ && nb == 11, "world %d: every rank's batches cut to the global batch's longest (%lld batches)",
+          world, (long long)nb);
+    /* another rank's sample that fails to load fails this rank's batch, naming it */
+    t.fail_at = 5;
+    tr_sampler s = {.n = 61, .global_batch = 6, .rank = 0, .world = world, .shuffle = 0, .seed = 3};
+    tr_loader *L;
+    tr_loader_create(&L, &ops, &t, &spec, &s, 0, 0);
+    tr_loader_start_epoch(L, 0, 0);
+    const tr_host_batch *b;
+    tr_status st = tr_loader_next(L, &b);
+    CHECK(st == TR_ERR_PARSE && strstr(tr_error_msg(), "sample 5") && strstr(tr_error_msg(), "record 5 is corrupt"),
+          "world %d: another rank's bad sample: %s", world, tr_error_msg());
+    tr_loader_destroy(L);
+}
+
 int main(void) {
+    test_trim_global(2, 1);
+    test_trim_global(3, 2);
     test_shares(47, 10, 0);
     test_shares(47, 10, 1);
     test_shares(100, 7, 0);

@@ -57,8 +57,9 @@ typedef struct tr_host_batch {
     int64_t first;          /* global position (epoch * n-style index) of this rank's first sample */
     int64_t index;          /* batch number in the epoch */
     /* ABI 0.9: the length of x's last dim in this batch: the spec's, or less when the spec
-     * has x_trim_pad (each sample's rows then lie x_len apart); 0 (a batch made by an older
-     * caller) means the spec's. */
+     * has x_trim_pad (each sample's rows then lie x_len apart; the same on every rank: the
+     * longest of the whole global batch); 0 (a batch made by an older caller) means the
+     * spec's. */
     int64_t x_len;
 } tr_host_batch;
 

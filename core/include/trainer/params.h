@@ -63,8 +63,9 @@ tr_status tr_params_add_file(tr_params *P, const char *name, const void *data, s
 int tr_params_file_count(const tr_params *P);
 /* File i's name (NULL when out of range), its bytes in *data and *size (borrowed from P). */
 const char *tr_params_file(const tr_params *P, int i, const void **data, size_t *size);
-/* ABI 0.12. The checkpoint folder a resumed run loads into P after finalize, set by the core
- * before the model's create (the path is copied; NULL: none, P keeps its initial values). A
+/* ABI 0.12. The checkpoint folder a resumed run (and eval, predict, embed, generate or export
+ * of a checkpoint folder) loads into P after finalize, set by the core before the model's
+ * create (the path is copied; NULL: none, P keeps its initial values). A
  * model then needs no initial values (fills, files read for them): the checkpoint's replace
  * them; the files it added to P (tr_params_add_file) are in that folder. */
 tr_status tr_params_set_restore(tr_params *P, const char *checkpoint);

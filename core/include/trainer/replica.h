@@ -56,9 +56,10 @@ tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model
                                   const tr_options *opts, const tr_data_spec *spec,
                                   uint64_t seed);
 void tr_model_factory_destroy(tr_model_factory *f);
-/* ABI 0.12. Replicas made from now on are for a run resumed from that checkpoint folder
- * (copied; NULL: none): their registries say so (tr_params_restore) before the model's
- * create, so that a model built from files rebuilds itself from the checkpoint's. */
+/* ABI 0.12. Replicas made from now on are for a run resumed from that checkpoint folder, or
+ * for a command that loads it (eval, predict, embed, generate, export) (copied; NULL: none):
+ * their registries say so (tr_params_restore) before the model's create, so that a model
+ * built from files rebuilds itself from the checkpoint's. */
 tr_status tr_model_factory_set_restore(tr_model_factory *f, const char *checkpoint);
 const tr_data_spec *tr_model_factory_spec(const tr_model_factory *f);
 

@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "base/log_mute.h"
 #include "trainer/log.h"
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
@@ -15,6 +16,7 @@ static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static tr_log_level log_level = TR_LOG_INFO;
 static FILE *log_sink;
 static char log_prefix[64];
+static _Thread_local int info_muted; /* log_mute_info */
 
 static void log_init(void) {
     const char *env = getenv("TRAINER_LOG_LEVEL");
@@ -45,9 +47,11 @@ void tr_log_set_prefix(const char *prefix) {
     snprintf(log_prefix, sizeof log_prefix, "%s", prefix ? prefix : "");
 }
 
+void log_mute_info(int mute) { info_muted = mute != 0; }
+
 void tr_log(tr_log_level level, const char *fmt, ...) {
     pthread_once(&log_once, log_init);
-    if (level > log_level) return;
+    if (level > log_level || (info_muted && level >= TR_LOG_INFO)) return;
     char line[4096];
     int n = 0;
     if (level != TR_LOG_INFO)

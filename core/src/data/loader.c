@@ -16,6 +16,7 @@
 
 typedef struct slot {
     tr_host_batch b;
+    void *other_x, *other_y;   /* another rank's sample, read for its length (trim); else NULL */
     tr_status status;
     char msg[512];
     int64_t ready;             /* the batch this slot holds, complete; -1: none */
@@ -42,20 +43,44 @@ struct tr_loader {
     int busy;                   /* workers filling a slot (reading perm) */
 };
 
-/* Cuts the batch's last x dim to the longest unpadded row in it (token ids, -1 padding at the
- * end; at least one position), packing the rows x_len apart in place (rows only move down). */
-static void trim(const tr_loader *L, tr_host_batch *b) {
-    int64_t T = b->x_len, rows = b->size * (L->spec.x_numel / (T ? T : 1)), keep = 1;
-    int32_t *x = b->x;
+/* The longest unpadded row of `rows` rows of T token ids (-1 padding at the end), or keep if
+ * longer. */
+static int64_t longest(const int32_t *x, int64_t rows, int64_t T, int64_t keep) {
     for (int64_t r = 0; r < rows && keep < T; r++) {
         const int32_t *row = x + r * T;
         int64_t t = T;
         while (t > keep && row[t - 1] == -1) t--;
         keep = t > keep ? t : keep;
     }
-    if (keep == T) return;
-    for (int64_t r = 1; r < rows; r++) memmove(x + r * keep, x + r * T, (size_t)keep * sizeof *x);
-    b->x_len = keep;
+    return keep;
+}
+
+/* Cuts the batch's last x dim to the longest unpadded row of the whole global batch b (at
+ * least one position), packing the rows x_len apart in place (rows only move down). A rank
+ * reads the other ranks' samples of the batch for their lengths: cut to its own share's
+ * longest, a sample's tensors would have another shape than under one process, and the
+ * dropout masks, keyed by an element's index within its sample (ops/dropout.c), would differ
+ * (DESIGN.md decision 5). */
+static tr_status trim(tr_loader *L, slot *sl, int64_t b, int64_t off, int64_t count, int64_t gs) {
+    tr_host_batch *hb = &sl->b;
+    int64_t T = hb->x_len, per = L->spec.x_numel / (T ? T : 1);
+    int32_t *x = hb->x;
+    int64_t keep = longest(x, hb->size * per, T, 1);
+    const int64_t *idx = L->perm + b * L->s.global_batch;
+    for (int64_t i = 0; i < gs && keep < T; i++) {
+        if (i == off) i += count; /* this rank's own, measured above */
+        if (i >= gs) break;
+        tr_status st = L->ops->get(L->ds, idx[i], sl->other_x, L->y_bytes ? sl->other_y : NULL);
+        if (st != TR_OK) {
+            tr_error_prefix("data: sample %lld: ", (long long)idx[i]);
+            return st;
+        }
+        keep = longest(sl->other_x, per, T, keep);
+    }
+    if (keep == T) return TR_OK;
+    for (int64_t r = 1; r < hb->size * per; r++) memmove(x + r * keep, x + r * T, (size_t)keep * sizeof *x);
+    hb->x_len = keep;
+    return TR_OK;
 }
 
 static tr_status fill(tr_loader *L, slot *sl, int64_t b) {
@@ -72,7 +97,7 @@ static tr_status fill(tr_loader *L, slot *sl, int64_t b) {
     }
     sl->b.size = count;
     sl->b.x_len = L->spec.x_ndim > 0 ? L->spec.x_shape[L->spec.x_ndim - 1] : 1;
-    if (L->spec.x_trim_pad) trim(L, &sl->b);
+    if (L->spec.x_trim_pad) TR_CHECK(trim(L, sl, b, off, count, gs));
     sl->b.global_size = gs;
     sl->b.first = b * L->s.global_batch + off;
     sl->b.index = b;
@@ -163,6 +188,11 @@ tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
         L->slots[i].b.x = tr_malloc(xs);
         L->slots[i].b.y = tr_malloc(ys);
         if (!L->slots[i].b.x || !L->slots[i].b.y) st = TR_ERR_NOMEM;
+        if (st == TR_OK && spec->x_trim_pad && s->world > 1) {
+            L->slots[i].other_x = tr_malloc(xb ? xb : 1);
+            L->slots[i].other_y = tr_malloc(yb ? yb : 1);
+            if (!L->slots[i].other_x || !L->slots[i].other_y) st = TR_ERR_NOMEM;
+        }
     }
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv, NULL);
@@ -191,6 +221,8 @@ void tr_loader_destroy(tr_loader *L) {
     for (int i = 0; L->slots && i < L->n_slots; i++) {
         tr_free(L->slots[i].b.x);
         tr_free(L->slots[i].b.y);
+        tr_free(L->slots[i].other_x);
+        tr_free(L->slots[i].other_y);
     }
     tr_free(L->threads);
     tr_free(L->slots);

@@ -4,7 +4,8 @@
  * (data.params.tokenizer, else the model's pretrained folder), [CLS] ... [SEP], truncated to
  * data.params.max_length (else the file's truncation, else 512) and padded with -1; batches
  * of data.batch_size are cut to their longest text. The config's dataset is not opened: these
- * texts take its place. One process (cpu, dataparallel and single-gpu strategies). With
+ * texts take its place. One process (cpu, dataparallel and single-gpu strategies; ddp and
+ * sharded run as dataparallel replicas, one per rank they would have). With
  * text<TAB>pair lines (every line then has one TAB) both texts are embedded alone, written as
  * (N, 2, E), and each pair's cosine similarity (the dot product of normalized embeddings, as
  * bge-m3 scores) goes to a CSV `index,score`. Progress: run/progress.c's bar on a terminal
@@ -199,14 +200,43 @@ static tr_status write_scores(const char *path, const float *v, int64_t n_pairs,
     return ok ? TR_OK : tr_error_set(TR_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
 }
 
+/* job_plan for embed: a strategy of several processes (ddp, sharded) runs as as many
+ * dataparallel replicas in this one (forward only: no gradient to synchronise, no optimizer
+ * state to shard, and the same embeddings; the texts stay in this process, in order). Under
+ * a launcher that started several ranks, each would embed every text: refused. */
+static tr_status embed_plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
+                            const char *const *plugin_dirs) {
+    TR_CHECK(job_plan(j, config_path, overrides, n_overrides, plugin_dirs));
+    int ranks = job_world(j, NULL);
+    if (ranks <= 1) return TR_OK;
+    if (tr_launched_externally())
+        return tr_error_set(TR_ERR_INVALID, "embed: runs in one process, and a launcher started %d ranks: run trainer "
+                                            "embed without the launcher (%s then runs as %d dataparallel replicas)",
+                            ranks, j->strat_p->desc->name, ranks);
+    char name[64], devices[48];
+    snprintf(name, sizeof name, "%s", j->strat_p->desc->name);
+    snprintf(devices, sizeof devices, "trainer.devices=%d", ranks);
+    const char **ov = malloc((size_t)(n_overrides + 3) * sizeof *ov);
+    if (!ov) return tr_error_set(TR_ERR_NOMEM, "embed: out of memory");
+    for (int i = 0; i < n_overrides; i++) ov[i] = overrides[i];
+    ov[n_overrides] = "trainer.strategy=dataparallel";
+    ov[n_overrides + 1] = "strategy={}"; /* the other strategy's options */
+    ov[n_overrides + 2] = devices;
+    job_close(j);
+    memset(j, 0, sizeof *j);
+    tr_status st = job_plan(j, config_path, ov, n_overrides + 3, plugin_dirs);
+    free(ov);
+    TR_CHECK(st);
+    job_say(j, "embed: %s's %d ranks run as %d dataparallel replicas in this process (the same embeddings)", name, ranks,
+            ranks);
+    return TR_OK;
+}
+
 static tr_status embed_job(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                            const char *const *plugin_dirs, const char *checkpoint, const char *input,
                            const char *output, const char *scores, tr_embed_result *res) {
     memset(res, 0, sizeof *res);
-    TR_CHECK(job_plan(j, config_path, overrides, n_overrides, plugin_dirs));
-    if (job_world(j, NULL) > 1)
-        return tr_error_set(TR_ERR_INVALID, "embed: runs in one process: use trainer.strategy dataparallel (or cpu, "
-                                            "single-gpu), not %s over %d ranks", j->strat_p->desc->name, job_world(j, NULL));
+    TR_CHECK(embed_plan(j, config_path, overrides, n_overrides, plugin_dirs));
     lines_ds *d;
     TR_CHECK(read_lines(j, input, &d));
     j->dops_table = lines_ops;

@@ -812,7 +812,7 @@ tr_status job_open_model(job *j) {
     TR_CHECK(plugin_defaults(j, "model.params", j->model_p));
     TR_CHECK(plugin_defaults(j, "data.params", j->data_p));
     TR_CHECK(val_params_resolve(j));
-    return tr_model_factory_create(&j->models, j->model_p, j->model_opts, &j->spec, (uint64_t)j->s.seed);
+    return job_make_models(j);
 }
 
 tr_status job_open(job *j, const char *config_path, const char *const *overrides, int n_overrides,

@@ -135,6 +135,9 @@ int job_world(const job *j, int *local);
  * texts) keeps them: the config's dataset is then not opened, and there is no validation
  * split. */
 tr_status job_open_model(job *j);
+/* The end of job_open_model: j->models, made for j->ckpt_path when that is a checkpoint
+ * folder (job_models.c). */
+tr_status job_make_models(job *j);
 /* job_plan, then the datasets, the strategy and the loaders. On failure the job is left for
  * job_close. */
 tr_status job_open(job *j, const char *config_path, const char *const *overrides,

@@ -1,10 +1,13 @@
 /* Model replicas and the factory that makes them (see trainer/replica.h). */
 #include "trainer/replica.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/log_mute.h"
 #include "plugin/plugin_impl.h"
+#include "run/model_factory.h"
 #include "trainer/accel.h"
 #include "trainer/memory.h"
 #include "trainer/strategy.h"
@@ -16,6 +19,8 @@ struct tr_model_factory {
     tr_data_spec spec;
     uint64_t seed;
     char restore[4096]; /* tr_model_factory_set_restore's checkpoint, or "" */
+    int quiet;          /* model_factory_set_quiet */
+    atomic_int made;    /* replicas made: the model's info lines are the first one's */
 };
 
 tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model,
@@ -28,6 +33,7 @@ tr_status tr_model_factory_create(tr_model_factory **out, const tr_plugin *model
     tr_model_factory *f = tr_malloc(sizeof *f);
     if (!f) return tr_error_set(TR_ERR_NOMEM, "model factory: out of memory");
     *f = (tr_model_factory){.plugin = model, .opts = opts, .spec = *spec, .seed = seed};
+    atomic_init(&f->made, 0);
     tr_status st = plugin_model_ops(model, &f->ops);
     if (st != TR_OK) {
         tr_free(f);
@@ -45,6 +51,8 @@ tr_status tr_model_factory_set_restore(tr_model_factory *f, const char *checkpoi
                             sizeof f->restore - 1, checkpoint);
     return TR_OK;
 }
+
+void model_factory_set_quiet(tr_model_factory *f, int quiet) { f->quiet = quiet != 0; }
 
 const tr_data_spec *tr_model_factory_spec(const tr_model_factory *f) { return &f->spec; }
 
@@ -153,14 +161,21 @@ tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_
     tr_status st;
     TR_CHECK_GOTO(tr_params_create(&r->P), fail);
     TR_CHECK_GOTO(tr_params_set_restore(r->P, f->restore[0] ? f->restore : NULL), fail);
+    /* What a model says when it is built (hf_encoder: the tensors it did not use), it says
+     * for the first replica of the job only. The count is the factory's only mutable state. */
+    int mute = f->quiet || atomic_fetch_add(&((tr_model_factory *)f)->made, 1) > 0;
+    if (mute) log_mute_info(1);
     st = r->ops->create(&r->model, f->opts, &r->spec, r->P);
     if (st != TR_OK) {
+        if (mute) log_mute_info(0);
         r->model = NULL;
         tr_error_prefix("model %s: ", f->plugin->desc->name);
         goto fail;
     }
-    if (align) TR_CHECK_GOTO(tr_params_set_align(r->P, align), fail);
-    TR_CHECK_GOTO(tr_params_finalize(r->P, f->seed), fail);
+    if (align) st = tr_params_set_align(r->P, align);
+    if (st == TR_OK) st = tr_params_finalize(r->P, f->seed);
+    if (mute) log_mute_info(0);
+    if (st != TR_OK) goto fail;
     TR_CHECK_GOTO(tr_graph_create(&r->g, 0), fail);
     tr_graph_set_params(r->g, r->P);
     *out = r;

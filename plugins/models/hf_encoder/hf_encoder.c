@@ -18,8 +18,8 @@
  * rules (what loads, what is refused, token types). RoBERTa and XLM-R (model_type roberta,
  * xlm-roberta): positions count from pad_token_id + 1 over the real tokens, the head is
  * RobertaClassificationHead (dense, tanh, out_proj on the <s> token). config.json is kept
- * with every checkpoint (tr_params_add_file); a resumed run is built from that copy and reads
- * nothing of the pretrained folder (tr_params_restore). Token types and positions come from
+ * with every checkpoint (tr_params_add_file); a resumed run (and a command given the
+ * checkpoint) is built from that copy and reads no pretrained weight (tr_params_restore). Token types and positions come from
  * the ids on the host, for a device's batch too (tr_graph_host_values). Limits: dropout draws
  * the core's masks, not torch's (the same probabilities, other random numbers). */
 #include <math.h>
@@ -81,11 +81,13 @@ static tr_status hf_create(void **ctx, const tr_options *o, const tr_data_spec *
     m->classify = task && strcmp(task, "classify") == 0;
     m->pairs = pairs;
     m->sep_id = (int32_t)tr_options_int(o, "sep_token_id");
-    /* A resumed run: built from the config.json its checkpoint keeps (hf_config_keep), never
-     * from the pretrained folder, and no weights read (the checkpoint's replace them). An
-     * older trainer's checkpoint has none: then the folder's config.json. */
+    /* A resumed run, or eval, predict, embed, export of a checkpoint folder: built from the
+     * config.json the checkpoint keeps (hf_config_keep), never from the pretrained folder, and
+     * no weights read (the checkpoint's replace them). An older trainer's checkpoint has
+     * none: then the folder's config.json. */
     const char *restore = tr_params_restore(P), *pretrained = tr_options_string(o, "pretrained");
     m->restored = restore != NULL;
+    m->folder = pretrained ? pretrained : "";
     int from_ckpt = m->from_checkpoint = restore && hf_file_exists(restore, "config.json");
     tr_status st = hf_config_read(m, from_ckpt ? restore : pretrained);
     if (st == TR_OK) st = hf_pooling_read(m, tr_options_string(o, "pooling"), tr_options_string(o, "normalize"));
@@ -117,11 +119,11 @@ static tr_status hf_create(void **ctx, const tr_options *o, const tr_data_spec *
     if (st == TR_OK) st = hf_register(m, P);
     if (st == TR_OK) st = hf_config_keep(m, P);
     if (st == TR_OK && from_ckpt)
-        TR_INFO("hf_encoder: resuming: the model from %s/config.json, its weights from the checkpoint (%s is not read)",
-                restore, pretrained);
+        TR_INFO("hf_encoder: the model from %s/config.json, its weights from the checkpoint (%s is not read)", restore,
+                pretrained);
     else if (st == TR_OK && m->restored)
-        TR_INFO("hf_encoder: resuming from %s, which keeps no config.json (an older trainer's): the model from "
-                "%s/config.json, its weights from the checkpoint", restore, m->dir);
+        TR_INFO("hf_encoder: %s keeps no config.json (an older trainer's): the model from %s/config.json, its weights "
+                "from the checkpoint", restore, m->dir);
     if (st != TR_OK) {
         hf_destroy(m);
         if (strncmp(tr_error_msg(), "hf_encoder", 10) != 0) tr_error_prefix("hf_encoder: ");

@@ -14,6 +14,8 @@
 enum { HF_ACT_GELU, HF_ACT_GELU_TANH, HF_ACT_RELU };
 enum { HF_POOL_CLS, HF_POOL_MEAN, HF_POOL_POOLER };
 #define HF_MAX_SHARDS 256
+/* The key config.json keeps the run's choices under (hf_config_keep). */
+#define HF_KEPT_KEY "trainer_hf_encoder"
 
 typedef struct hf_layer {
     int q_w, q_b, k_w, k_b, v_w, v_b, ao_w, ao_b, ao_ln_w, ao_ln_b;
@@ -26,7 +28,8 @@ typedef struct hf_source {
 } hf_source;
 
 typedef struct hf_model {
-    char dir[4096];
+    char dir[4096];      /* where config.json was read: the pretrained folder, or a checkpoint */
+    const char *folder;  /* model.params.pretrained (borrowed from the options): the tokenizer's */
     int classify;
     int pairs;       /* task pairs: x (B, 2, T) scored pairs; single texts embed as task embed */
     int roberta;     /* model_type roberta or xlm-roberta: positions from pad_id + 1, RoBERTa's head */

@@ -118,16 +118,25 @@ static const char *architecture(const char *model_type, int classify) {
     return classify ? "BertForSequenceClassification" : "BertModel";
 }
 
-/* config.json: the pretrained one, with the architecture, the run's labels and the dtype. */
+/* config.json: the pretrained folder's (else, that folder gone, the copy the checkpoint keeps,
+ * without the run's own key), with the architecture, the run's labels and the dtype. */
 static tr_status write_config(const hf_model *m, const tr_model_export *env) {
     char src[4200];
-    TR_CHECK(join(src, sizeof src, m->dir, "config.json"));
+    TR_CHECK(join(src, sizeof src, m->folder, "config.json"));
     json_error_t err;
-    json_t *c = json_load_file(src, 0, &err);
+    json_t *c = NULL;
+    if (is_file(src) || !m->from_checkpoint) {
+        c = json_load_file(src, 0, &err);
+    } else {
+        TR_CHECK(join(src, sizeof src, m->dir, "config.json"));
+        TR_INFO("hf_encoder: export: %s has no config.json: the checkpoint's copy %s", m->folder, src);
+        c = json_loadb(m->config_text, m->config_len, 0, &err);
+    }
     if (!c || !json_is_object(c)) {
         json_decref(c);
         return tr_error_set(TR_ERR_PARSE, "hf_encoder: export: %s:%d: %s", src, err.line, c ? "not an object" : err.text);
     }
+    json_object_del(c, HF_KEPT_KEY);
     const char *type = json_string_value(json_object_get(c, "model_type"));
     int bad = json_object_set_new(c, "architectures", json_pack("[s]", architecture(type ? type : "bert", m->classify))) != 0;
     bad |= json_object_set_new(c, "torch_dtype", json_string("float32")) != 0;
@@ -194,7 +203,7 @@ static tr_status write_weights(const hf_model *m, tr_params *P, const char *dir)
  * other tokenizer files may describe another vocabulary), else the tokenizer files of the
  * folder it names or of the pretrained folder. */
 static tr_status copy_tokenizer(const hf_model *m, const tr_model_export *env) {
-    const char *from = m->dir;
+    const char *from = m->folder;
     struct stat sb;
     if (env->tokenizer && stat(env->tokenizer, &sb) != 0)
         return tr_error_set(TR_ERR_IO, "hf_encoder: export: the run's tokenizer %s (data.params.tokenizer): %s",
@@ -203,16 +212,18 @@ static tr_status copy_tokenizer(const hf_model *m, const tr_model_export *env) {
         from = env->tokenizer;
     } else if (env->tokenizer) {
         char own[4200], a[PATH_MAX], b[PATH_MAX];
-        TR_CHECK(join(own, sizeof own, m->dir, "tokenizer.json"));
+        TR_CHECK(join(own, sizeof own, m->folder, "tokenizer.json"));
         int same = realpath(env->tokenizer, a) && realpath(own, b) && strcmp(a, b) == 0;
         if (!same) {
             char dst[4200];
             TR_CHECK(join(dst, sizeof dst, env->dir, "tokenizer.json"));
             TR_INFO("hf_encoder: export: tokenizer.json is the run's %s (data.params.tokenizer); the tokenizer files "
-                    "of %s are not copied", env->tokenizer, m->dir);
+                    "of %s are not copied", env->tokenizer, m->folder);
             return copy_file(env->tokenizer, dst);
         }
     }
+    if (stat(from, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        TR_WARN("hf_encoder: export: the tokenizer's folder %s is not there: the export has no tokenizer files", from);
     for (size_t i = 0; i < N_(tokenizer_files); i++) TR_CHECK(copy_if_there(from, env->dir, tokenizer_files[i]));
     return TR_OK;
 }
@@ -221,21 +232,21 @@ static tr_status copy_tokenizer(const hf_model *m, const tr_model_export *env) {
  * they say (else they would describe another embedding than the run's). */
 static tr_status copy_sentence_transformers(const hf_model *m, const char *dir) {
     char path[4200];
-    TR_CHECK(join(path, sizeof path, m->dir, "modules.json"));
+    TR_CHECK(join(path, sizeof path, m->folder, "modules.json"));
     if (!is_file(path)) return TR_OK;
     hf_model *files = calloc(1, sizeof *files);
     if (!files) return tr_error_set(TR_ERR_NOMEM, "hf_encoder: export: out of memory");
-    snprintf(files->dir, sizeof files->dir, "%s", m->dir);
+    snprintf(files->dir, sizeof files->dir, "%s", m->folder);
     int same = hf_pooling_read(files, "auto", "auto") == TR_OK && files->pooling == m->pooling &&
                files->normalize == m->normalize;
     free(files);
     tr_error_clear();
     if (!same) {
         TR_INFO("hf_encoder: export: sentence-transformers' files of %s not copied: the run's pooling or normalize "
-                "differs from theirs", m->dir);
+                "differs from theirs", m->folder);
         return TR_OK;
     }
-    for (size_t i = 0; i < N_(st_files); i++) TR_CHECK(copy_if_there(m->dir, dir, st_files[i]));
+    for (size_t i = 0; i < N_(st_files); i++) TR_CHECK(copy_if_there(m->folder, dir, st_files[i]));
     json_error_t err;
     json_t *mods = json_load_file(path, 0, &err);
     if (!mods) return tr_error_set(TR_ERR_PARSE, "hf_encoder: export: %s:%d: %s", path, err.line, err.text);
@@ -254,7 +265,7 @@ static tr_status copy_sentence_transformers(const hf_model *m, const char *dir) 
         if (st == TR_OK && mkdir(to, 0755) != 0 && errno != EEXIST)
             st = tr_error_set(TR_ERR_IO, "hf_encoder: export: cannot create the folder %s: %s", to, strerror(errno));
         if (st == TR_OK) st = join(cfg, sizeof cfg, sub, "config.json");
-        if (st == TR_OK) st = copy_if_there(m->dir, dir, cfg);
+        if (st == TR_OK) st = copy_if_there(m->folder, dir, cfg);
         if (st != TR_OK) break;
     }
     json_decref(mods);

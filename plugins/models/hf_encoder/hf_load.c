@@ -127,15 +127,13 @@ static tr_status read_arch(hf_model *m, json_t *c) {
     return TR_OK;
 }
 
-/* The key config.json keeps the run's choices under (hf_config_keep). */
-#define KEPT_KEY "trainer_hf_encoder"
 static const char *const pooling_names[] = {"cls", "mean", "pooler"};
 
 /* The choices a run kept in its checkpoint's config.json: pooling, normalize, whether the
  * pooler is a parameter; -1 each when the file has none (a pretrained folder's). */
 static tr_status kept_read(hf_model *m, json_t *c, const char *path) {
     m->kept_pooling = m->kept_normalize = m->kept_pooler = -1;
-    json_t *k = json_object_get(c, KEPT_KEY);
+    json_t *k = json_object_get(c, HF_KEPT_KEY);
     m->config_has_kept = k != NULL;
     if (!k) return TR_OK;
     const char *pool = json_string_value(json_object_get(k, "pooling"));
@@ -144,7 +142,7 @@ static tr_status kept_read(hf_model *m, json_t *c, const char *path) {
         if (strcmp(pool, pooling_names[i]) == 0) m->kept_pooling = i;
     if (m->kept_pooling < 0 || !json_is_boolean(norm) || !json_is_boolean(pooler))
         return tr_error_set(TR_ERR_INVALID, "hf_encoder: %s: %s must be {\"pooling\": cls, mean or pooler, "
-                                            "\"normalize\": true or false, \"pooler\": true or false}", path, KEPT_KEY);
+                                            "\"normalize\": true or false, \"pooler\": true or false}", path, HF_KEPT_KEY);
     m->kept_normalize = json_is_true(norm);
     m->kept_pooler = json_is_true(pooler);
     return TR_OK;
@@ -197,7 +195,7 @@ tr_status hf_config_keep(const hf_model *m, tr_params *P) {
      * no longer reads: the sep id the tokenizer gave, the pooling modules.json chose, and
      * whether the pooler is a parameter (it is when the folder has one). */
     char ins[256];
-    int k = snprintf(ins, sizeof ins, "\n  \"" KEPT_KEY "\": {\"pooling\": \"%s\", \"normalize\": %s, \"pooler\": %s},",
+    int k = snprintf(ins, sizeof ins, "\n  \"" HF_KEPT_KEY "\": {\"pooling\": \"%s\", \"normalize\": %s, \"pooler\": %s},",
                      pooling_names[m->pooling], m->normalize ? "true" : "false", m->pool_w >= 0 ? "true" : "false");
     if (m->sep_from_tokenizer) k += snprintf(ins + k, sizeof ins - (size_t)k, "\n  \"sep_token_id\": %d,", (int)m->sep_id);
     const char *brace = strchr(m->config_text, '{'); /* it parsed as a non-empty object */
@@ -211,7 +209,7 @@ tr_status hf_config_keep(const hf_model *m, tr_params *P) {
                                  "pooler", m->pool_w >= 0);
         int ok = 0;
         if (c && kept) { /* set_new takes the reference, whatever it returns */
-            ok = json_object_set_new(c, KEPT_KEY, kept) == 0 &&
+            ok = json_object_set_new(c, HF_KEPT_KEY, kept) == 0 &&
                  (!m->sep_from_tokenizer || json_object_set_new(c, "sep_token_id", json_integer(m->sep_id)) == 0);
             kept = NULL;
         }
