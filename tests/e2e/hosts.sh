@@ -7,7 +7,9 @@
 # keepers' pids that hosts_rsh.sh (mpirun's rsh agent) reads. `in_host I CMD...` runs CMD on
 # host I; `hosts_mpirun ARGS...` runs mpirun on host0 over every host; `hosts_down` ends
 # everything (it is also the EXIT trap's business: hosts_up installs none, call it from yours).
-# `hosts_skip_reason` says why namespaces cannot be made here (empty when they can).
+# `hosts_skip_reason` says why namespaces cannot be made here (empty when they can). What runs
+# on a host dies with this shell, even by SIGKILL (pdeathsig): the keepers, and mpirun, whose
+# daemons then end the ranks.
 HOSTS_NET=10.231.0
 HOSTS_SUBNET=$HOSTS_NET.0/24
 hosts_here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -62,13 +64,13 @@ hosts_up() {
 
 in_host() {
     local i="$1"; shift
-    nsenter -t "$(cat "$HOSTS_DIR/host$i.pid")" -n -m -u -- "$@"
+    setpriv --pdeathsig KILL nsenter -t "$(cat "$HOSTS_DIR/host$i.pid")" -n -m -u -- "$@"
 }
 
 # hosts_mpirun ARGS...: mpirun started on host0, its ranks on the hostfile's hosts through the
 # rsh agent, OpenMPI's own traffic on the veth subnet; at most HOSTS_TIMEOUT seconds (120).
 hosts_mpirun() {
-    in_host 0 timeout "${HOSTS_TIMEOUT:-120}" env HOSTS_DIR="$HOSTS_DIR" mpirun --allow-run-as-root --bind-to none \
+    in_host 0 timeout "${HOSTS_TIMEOUT:-120}" setpriv --pdeathsig KILL env HOSTS_DIR="$HOSTS_DIR" mpirun --allow-run-as-root --bind-to none \
         --hostfile "$HOSTS_DIR/hostfile" \
         --mca plm_rsh_agent "$hosts_here/hosts_rsh.sh" --mca plm_rsh_no_tree_spawn 1 \
         --mca oob_tcp_if_include "$HOSTS_SUBNET" --mca btl_tcp_if_include "$HOSTS_SUBNET" \
