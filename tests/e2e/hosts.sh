@@ -83,9 +83,9 @@ hosts_shm_left() {
     for ((i = 0; i < ${#hosts_pids[@]}; i++)); do in_host "$i" ls -A /dev/shm | sed "s/^/host$i:/"; done
 }
 
-hosts_down() {
+hosts_down() { # never fails (it runs in EXIT traps, also under set -e)
     local p
-    for p in "${hosts_pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    for p in "${hosts_pids[@]}"; do wait "$p" 2>/dev/null; done
+    for p in "${hosts_pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    for p in "${hosts_pids[@]}"; do wait "$p" 2>/dev/null || true; done
     hosts_pids=()
 }
