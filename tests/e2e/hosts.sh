@@ -70,7 +70,7 @@ in_host() {
 # hosts_mpirun ARGS...: mpirun started on host0, its ranks on the hostfile's hosts through the
 # rsh agent, OpenMPI's own traffic on the veth subnet; at most HOSTS_TIMEOUT seconds (120).
 hosts_mpirun() {
-    in_host 0 timeout "${HOSTS_TIMEOUT:-120}" setpriv --pdeathsig KILL env HOSTS_DIR="$HOSTS_DIR" mpirun --allow-run-as-root --bind-to none \
+    in_host 0 timeout "${HOSTS_TIMEOUT:-120}" setpriv --pdeathsig KILL env HOSTS_DIR="$HOSTS_DIR" TMPDIR=/tmp mpirun --allow-run-as-root --bind-to none \
         --hostfile "$HOSTS_DIR/hostfile" \
         --mca plm_rsh_agent "$hosts_here/hosts_rsh.sh" --mca plm_rsh_no_tree_spawn 1 \
         --mca oob_tcp_if_include "$HOSTS_SUBNET" --mca btl_tcp_if_include "$HOSTS_SUBNET" \

@@ -9,10 +9,11 @@
 #   every rank is on one host); strategy.backend shm across hosts refused by every rank naming
 #   both hosts, before any run folder; rank 3 killed on host1 ends the job within 30 s, the
 #   output naming rank 3 and host1, nothing left in any host's /dev/shm.
-# - nccl: comm_check over the nccl backend (nccl_emu, its "wire" a file on the shared folder),
-#   4 ranks on 2 hosts: NCCL's id goes over MPI (no host sees another's /dev/shm).
+# - comm: comm_check (every collective) over mpi, and over the nccl backend (nccl_emu, its
+#   "wire" a file on the shared folder): NCCL's id goes over MPI (no host sees another's
+#   /dev/shm), nothing is left in any host's /dev/shm.
 # Skips (77) without mpirun, the mpi backend, or where namespaces cannot be made.
-# usage: multihost.sh train|faults|nccl TRAINER_BIN PYTHON TESTS_DIR PLUGIN_DIR [EMU_PLUGIN_DIR]
+# usage: multihost.sh train|faults|comm TRAINER_BIN PYTHON TESTS_DIR PLUGIN_DIR [EMU_PLUGIN_DIR]
 set -u
 # Absolute paths: a host's commands start at its root.
 what="$1"; bin="$(realpath -m "$2")"; py="$3"; tests="$(realpath -m "$4")"; plugins="$(realpath -m "$5")"
@@ -25,7 +26,7 @@ reason="$(hosts_skip_reason)"
 unset $(env | grep -oE '^(SLURM|OMPI|PMIX|TORCHELASTIC)[A-Za-z0-9_]*' | sort -u) RANK WORLD_SIZE LOCAL_RANK \
     LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE MASTER_ADDR MASTER_PORT TRAINER_JOB_ID 2>/dev/null
 # Shared by every host: not under /tmp, which each host hides behind its own.
-t="$(mktemp -d /var/tmp/trainer-multihost-XXXXXX)"
+t="$(mktemp -d /var/tmp/trainer-multihost-XXXXXX 2>/dev/null || mktemp -d "$PWD/trainer-multihost-XXXXXX")" || exit 1
 trap 'hosts_down; rm -rf "$t"' EXIT
 trap 'exit 1' INT TERM
 hosts_up 2 "$t" >"$t/up.log" 2>&1 || { echo "FAIL: the hosts could not be made: $(cat "$t/up.log")"; exit 1; }
@@ -97,12 +98,17 @@ faults() {
     left="$(hosts_shm_left)"
     if [ $rc != 0 ] && [ "$ms" -lt 30000 ] && grep -q "rank 3 .*on node host1 exited on signal 9" "$t/kill.log" &&
        [ -z "$left" ]; then
-        ok "rank 3 killed on host1: the job ends in $secs s (exit $rc): $(grep -o "[^ ]* noticed that process rank 3 .*" "$t/kill.log" | head -1); every host's /dev/shm empty"
+        ok "rank 3 killed on host1 at step 3: the job, start to end, took $secs s (exit $rc): $(grep -o "[^ ]* noticed that process rank 3 .*" "$t/kill.log" | head -1); every host's /dev/shm empty"
     else bad "rank 3 killed on host1 (exit $rc, ${secs}s)" "left in /dev/shm: ${left:-nothing}" "$(tail -8 "$t/kill.log")"; fi
 }
 
-nccl() {
-    [ -n "$emu" ] && [ -e "$emu/nccl_emu.so" ] || { echo "SKIP: no nccl_emu plugin in '$emu'"; exit 77; }
+comm() {
+    # Every collective over mpi between the hosts (TCP; the ring all-reduce from 64 KiB).
+    mpi4 "$t/mpi.log" "$tests/comm_check" "$plugins" mpi; local rc=$?
+    if [ $rc = 0 ] && [ "$(grep -c ' 0 failed' "$t/mpi.log")" = 4 ]; then
+        ok "mpi on 2 hosts x 2 ranks: $(grep -o '[0-9]* passed' "$t/mpi.log" | head -1) per rank"
+    else bad "comm_check over mpi across hosts (exit $rc)" "$(grep FAIL "$t/mpi.log" | head -3)" "$(tail -5 "$t/mpi.log")"; fi
+    [ -n "$emu" ] && [ -e "$emu/nccl_emu.so" ] || { bad "no nccl_emu plugin in '$emu' (it is built with comm_check)"; return; }
     mkdir -p "$t/wire"
     mpi4 "$t/nccl.log" -x TRAINER_NCCL_EMU_DIR="$t/wire" "$tests/comm_check" "$emu" nccl_emu quick; local rc=$?
     local left; left="$(hosts_shm_left)"
@@ -112,7 +118,7 @@ nccl() {
 }
 
 case "$what" in
-train | faults | nccl) "$what" ;;
-*) echo "multihost.sh: unknown scenario '$what' (train, faults, nccl)"; exit 2 ;;
+train | faults | comm) "$what" ;;
+*) echo "multihost.sh: unknown scenario '$what' (train, faults, comm)"; exit 2 ;;
 esac
 finish

@@ -55,13 +55,14 @@ void tr_comm_env_hosts(const tr_comm_env *env, char *buf, size_t size) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *c = getenv(vars[i].count), *names = vars[i].names ? getenv(vars[i].names) : NULL;
         if (!c || !*c || (l == L_SLURM) != (i < 2) || (l == L_TORCHRUN) != (i == 3)) continue;
-        if (names && *names) n = snprintf(buf, size, "%s %s (%s, %s)", c, l == L_TORCHRUN ? "nodes" : "hosts", names, vars[i].names);
-        else n = snprintf(buf, size, "%s %s (%s)", c, l == L_TORCHRUN ? "nodes" : "hosts", vars[i].count);
+        const char *what = l == L_TORCHRUN ? "nodes" : "hosts";
+        if (names && *names) n = snprintf(buf, size, "%s %s (%s, %s)", c, what, names, vars[i].names);
+        else n = snprintf(buf, size, "%s %s (%s)", c, what, vars[i].count);
         break;
     }
     if (n >= 0 && (size_t)n < size)
-        snprintf(buf + n, size - (size_t)n, "; %d rank%s on this one, %s", env->local_size, env->local_size == 1 ? "" : "s",
-                 here);
+        snprintf(buf + n, size - (size_t)n, "; %d rank%s on this one, %s", env->local_size,
+                 env->local_size == 1 ? "" : "s", here);
 }
 
 /* An integer variable in [min, max]; *present = 0 when unset. */

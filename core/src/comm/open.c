@@ -44,8 +44,8 @@ static tr_status check_hosts(const tr_comm_env *env, const char *name) {
                             env->size, hosts, env->size, env->local_size);
     if (!strcmp(name, "shm"))
         return tr_error_set(TR_ERR_UNSUPPORTED, "strategy.backend: shm joins the ranks of one host, but %s started "
-                            "this job's %d ranks on %s: use strategy.backend: mpi (auto picks it when ranks span hosts)",
-                            launcher ? launcher : "the launcher", env->size, hosts);
+                            "this job's %d ranks on %s: use strategy.backend: mpi (auto picks it when ranks span "
+                            "hosts)", launcher ? launcher : "the launcher", env->size, hosts);
     return TR_OK;
 }
 
