@@ -11,7 +11,8 @@
 #   output naming rank 3 and host1, nothing left in any host's /dev/shm.
 # - comm: comm_check (every collective) over mpi, and over the nccl backend (nccl_emu, its
 #   "wire" a file on the shared folder): NCCL's id goes over MPI (no host sees another's
-#   /dev/shm), nothing is left in any host's /dev/shm.
+#   /dev/shm), nothing is left in any host's /dev/shm; ddp on emulated GPUs (cuda_emu, 2 per
+#   host) over it reaches cpu's weights (1e-4).
 # Skips (77) without mpirun, the mpi backend, or where namespaces cannot be made.
 # usage: multihost.sh train|faults|comm TRAINER_BIN PYTHON TESTS_DIR PLUGIN_DIR [EMU_PLUGIN_DIR]
 set -u
@@ -115,6 +116,17 @@ comm() {
     if [ $rc = 0 ] && [ "$(grep -c ' 0 failed' "$t/nccl.log")" = 4 ] && [ -z "$left" ] && [ -z "$(ls -A "$t/wire")" ]; then
         ok "nccl (emulated) on 2 hosts x 2 ranks, the id over MPI: $(grep -o '[0-9]* passed' "$t/nccl.log" | head -1) per rank; nothing left in /dev/shm"
     else bad "nccl across hosts (exit $rc)" "left: ${left:-nothing} $(ls -A "$t/wire")" "$(grep FAIL "$t/nccl.log" | head -3)" "$(tail -5 "$t/nccl.log")"; fi
+    # ddp on 2 emulated GPUs per host over it: the cpu strategy's weights.
+    mlp_device_yaml "$t/m.yaml" cuda_emu 1
+    TRAINER_PLUGIN_PATH="$emu" timeout 120 "$bin" run "$t/m.yaml" "run.output_dir=$t/mcpu" trainer.accelerator=cpu >"$t/mcpu.log" 2>&1 ||
+        { bad "cpu run of the GPU config" "$(tail -3 "$t/mcpu.log")"; return; }
+    local o
+    if TRAINER_PLUGIN_PATH="$emu" TRAINER_CUDA_EMU_GPUS=2 TRAINER_NCCL_EMU_STREAM=1 TRAINER_NCCL_EMU_DIR="$t/wire" \
+           mpi4 "$t/gddp.log" -x TRAINER_PLUGIN_PATH -x TRAINER_CUDA_EMU_GPUS -x TRAINER_NCCL_EMU_STREAM -x TRAINER_NCCL_EMU_DIR \
+           "$bin" run "$t/m.yaml" "run.output_dir=$t/gddp" trainer.strategy=ddp strategy.backend=nccl_emu &&
+       grep -q "4 ranks over nccl_emu, one GPU each" "$t/gddp.log" && o="$(cmp_runs "$t/mcpu/m/0" "$t/gddp/m/0" --tol 1e-4)"; then
+        ok "ddp on emulated GPUs, 2 hosts x 2 ranks over nccl_emu: within 1e-4 of cpu: $o"
+    else bad "ddp over nccl_emu across hosts" "$(grep -m1 "ranks over" "$t/gddp.log")" "${o:-}" "$(tail -4 "$t/gddp.log")"; fi
 }
 
 case "$what" in

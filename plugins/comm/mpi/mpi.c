@@ -110,9 +110,9 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
 /* All-reduce of RING_MIN_BYTES or more as a ring, as gloo and NCCL do it: a reduce-scatter,
  * then an all-gather, each W-1 steps of one block (1/W of the buffer) sent to the right and
  * one received from the left at once, so every rank sends and receives 2(W-1)/W of the buffer
- * with both directions of each link busy. OpenMPI's non-blocking all-reduce (libnbc) sends the
- * whole buffer to one rank and back when called in place, as ddp calls it: twice the time on
- * a network. Every rank ends with the same bits (block b is reduced once, on one rank, and
+ * with both directions of each link busy. OpenMPI's non-blocking all-reduce (libnbc, 4.1)
+ * sends the whole buffer to one rank and back (a binomial tree) when called in place, as ddp
+ * calls it, or with fewer than 4 ranks: twice the bytes per link on a network. Every rank ends with the same bits (block b is reduced once, on one rank, and
  * copied); the order of the sum differs per block (rank b+1 first), within float tolerance of
  * MPI's. Steps use tag 1 (send/recv use 0), so they never match a user's message. */
 #define RING_MIN_BYTES ((size_t)64 << 10)
