@@ -8,14 +8,17 @@
  * (float arithmetic, rounded once per pair, as the core's kernels). In-place calls in NCCL's
  * layout and send == recv are both turned into MPI_IN_PLACE or a staging copy in a buffer
  * that grows once and is reused. All-reduces of 64 KiB and more run as a ring of
- * point-to-point steps (ring_all_reduce). Counts above INT_MAX are refused. Abort calls MPI_Abort,
+ * point-to-point steps (ring_all_reduce). Ranks each alone on their host sleep between tests
+ * while OpenMPI's TCP progress thread moves the data (create). Counts above INT_MAX are refused. Abort calls MPI_Abort,
  * which ends every rank of the job (MPI has no gentler way). */
+#define _POSIX_C_SOURCE 200809L /* setenv, nanosleep */
 #include <limits.h>
 #include <mpi.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "trainer/comm_backend.h"
 #include "trainer/memory.h"
@@ -30,6 +33,7 @@ typedef struct mpi_ctx {
     void *scratch;
     size_t scratch_size;
     volatile int abort_requested;
+    int sleep_poll;                 /* OpenMPI's TCP progress thread moves the data: sleep between tests */
 } mpi_ctx;
 
 /* User reductions over 16-bit words: inout = in op inout. */
@@ -85,7 +89,8 @@ static tr_status finish(mpi_ctx *m, MPI_Request *req, double deadline, const cha
             MPI_Abort(m->comm, 134);
         }
         if (spins > 64) {
-            sched_yield();
+            if (m->sleep_poll) nanosleep(&(struct timespec){0, 50000}, NULL);
+            else sched_yield();
             if (tr_now() > deadline)
                 return tr_error_set(TR_ERR_TIMEOUT, "%s timed out (the mpi backend cannot tell which ranks are missing)",
                                     what);
@@ -254,6 +259,15 @@ static tr_status create(void **ctx, const tr_options *opts, const tr_comm_env *e
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
     if (!inited) {
+        /* Ranks each alone on their host talk over TCP only: OpenMPI's TCP progress thread
+         * then moves the data, woken by the kernel, while the polling thread sleeps between
+         * tests, as gloo's I/O thread does. Spinning and yielding instead loses the core to
+         * every other runnable thread on a busy host (docs/benchmarks.md, "mpi between
+         * hosts"). Ranks sharing a host keep spinning: shared memory progresses only in the
+         * polling thread's tests. A setting of the user's wins. */
+        if (env->local_size == 1 && env->size > 1) setenv("OMPI_MCA_btl_tcp_progress_thread", "1", 0);
+        const char *pt = getenv("OMPI_MCA_btl_tcp_progress_thread");
+        m->sleep_poll = env->local_size == 1 && pt && !strcmp(pt, "1");
         /* Calls come from the communicator thread, create/destroy from the caller's. */
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
         if (rc != MPI_SUCCESS) {
