@@ -9,8 +9,8 @@
  * layout and send == recv are both turned into MPI_IN_PLACE or a staging copy in a buffer
  * that grows once and is reused. All-reduces of 64 KiB and more run as a ring of
  * point-to-point steps (ring_all_reduce). Ranks each alone on their host sleep between tests
- * while OpenMPI's TCP progress thread moves the data (create). Counts above INT_MAX are refused. Abort calls MPI_Abort,
- * which ends every rank of the job (MPI has no gentler way). */
+ * while OpenMPI's TCP progress thread moves the data (create). Counts above INT_MAX are
+ * refused. Abort calls MPI_Abort, which ends every rank of the job (MPI has no gentler way). */
 #define _POSIX_C_SOURCE 200809L /* setenv, nanosleep */
 #include <limits.h>
 #include <mpi.h>
@@ -117,9 +117,10 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
  * one received from the left at once, so every rank sends and receives 2(W-1)/W of the buffer
  * with both directions of each link busy. OpenMPI's non-blocking all-reduce (libnbc, 4.1)
  * sends the whole buffer to one rank and back (a binomial tree) when called in place, as ddp
- * calls it, or with fewer than 4 ranks: twice the bytes per link on a network. Every rank ends with the same bits (block b is reduced once, on one rank, and
- * copied); the order of the sum differs per block (rank b+1 first), within float tolerance of
- * MPI's. Steps use tag 1 (send/recv use 0), so they never match a user's message. */
+ * calls it, or with fewer than 4 ranks: twice the bytes per link on a network. Every rank
+ * ends with the same bits (block b is reduced once, on one rank, and copied); the order of
+ * the sum differs per block (rank b+1 first), within float tolerance of MPI's. Steps use
+ * tag 1 (send/recv use 0), so they never match a user's message. */
 #define RING_MIN_BYTES ((size_t)64 << 10)
 static tr_status ring_step(mpi_ctx *m, const void *sbuf, size_t sn, void *rbuf, size_t rn, MPI_Datatype t,
                            double deadline, const char *what) {
