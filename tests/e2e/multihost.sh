@@ -9,8 +9,8 @@
 #   every rank is on one host); strategy.backend shm across hosts refused by every rank naming
 #   both hosts, before any run folder; rank 3 killed on host1 ends the job within 30 s, the
 #   output naming rank 3 and host1, nothing left in any host's /dev/shm.
-# - comm: comm_check (every collective) over mpi (2 x 2 ranks, and 2 x 1, where OpenMPI's TCP
-#   progress thread moves the data), and over the nccl backend (nccl_emu, its
+# - comm (a third host): comm_check (every collective) over mpi (2 hosts x 2 ranks, and 3 x 1,
+#   where OpenMPI's TCP progress thread moves the data), and over the nccl backend (nccl_emu, its
 #   "wire" a file on the shared folder): NCCL's id goes over MPI (no host sees another's
 #   /dev/shm), nothing is left in any host's /dev/shm; ddp on emulated GPUs (cuda_emu, 2 per
 #   host) over it reaches cpu's weights (1e-4).
@@ -31,7 +31,8 @@ unset $(env | grep -oE '^(SLURM|OMPI|PMIX|TORCHELASTIC)[A-Za-z0-9_]*' | sort -u)
 t="$(mktemp -d /var/tmp/trainer-multihost-XXXXXX 2>/dev/null || mktemp -d "$PWD/trainer-multihost-XXXXXX")" || exit 1
 trap 'hosts_down; rm -rf "$t"' EXIT
 trap 'exit 1' INT TERM
-hosts_up 2 "$t" >"$t/up.log" 2>&1 || { echo "FAIL: the hosts could not be made: $(cat "$t/up.log")"; exit 1; }
+n=2; [ "$what" = comm ] && n=3 # comm: a third host for a ring of one rank per host
+hosts_up "$n" "$t" >"$t/up.log" 2>&1 || { echo "FAIL: the hosts could not be made: $(cat "$t/up.log")"; exit 1; }
 export TRAINER_COMM_TIMEOUT=60 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # OpenMPI leaks by design
 # mpi4 LOG ARGS...: mpirun -np 4 over both hosts (ranks 0-1 on host0, 2-3 on host1), 120 s at most.
 mpi4() { local log="$1"; shift; hosts_mpirun -np 4 -x TRAINER_COMM_TIMEOUT -x ASAN_OPTIONS "$@" >"$log" 2>&1; }
@@ -110,11 +111,12 @@ comm() {
     if [ $rc = 0 ] && [ "$(grep -c ' 0 failed' "$t/mpi.log")" = 4 ]; then
         ok "mpi on 2 hosts x 2 ranks: $(grep -o '[0-9]* passed' "$t/mpi.log" | head -1) per rank"
     else bad "comm_check over mpi across hosts (exit $rc)" "$(grep FAIL "$t/mpi.log" | head -3)" "$(tail -5 "$t/mpi.log")"; fi
-    # One rank per host: all traffic over TCP, moved by OpenMPI's progress thread while ranks sleep.
-    hosts_mpirun -np 2 --map-by node -x TRAINER_COMM_TIMEOUT "$tests/comm_check" "$plugins" mpi quick >"$t/mpi1.log" 2>&1; rc=$?
-    if [ $rc = 0 ] && [ "$(grep -c ' 0 failed' "$t/mpi1.log")" = 2 ] && [ "$(grep -c "^rank [01] of 2" "$t/mpi1.log")" = 2 ]; then
-        ok "mpi on 2 hosts x 1 rank (TCP progress thread): $(grep -o '[0-9]* passed' "$t/mpi1.log" | head -1) per rank"
-    else bad "comm_check over mpi, one rank per host (exit $rc)" "$(grep FAIL "$t/mpi1.log" | head -3)" "$(tail -5 "$t/mpi1.log")"; fi
+    # One rank on each of 3 hosts: all traffic over TCP, moved by OpenMPI's progress thread
+    # while the ranks sleep; the ring's blocks uneven.
+    hosts_mpirun -np 3 --map-by node -x TRAINER_COMM_TIMEOUT "$tests/comm_check" "$plugins" mpi quick >"$t/mpi1.log" 2>&1; rc=$?
+    if [ $rc = 0 ] && [ "$(grep -c ' 0 failed' "$t/mpi1.log")" = 3 ] && [ "$(grep -c "^rank [012] of 3" "$t/mpi1.log")" = 3 ]; then
+        ok "mpi on 3 hosts x 1 rank (TCP progress thread): $(grep -o '[0-9]* passed' "$t/mpi1.log" | head -1) per rank"
+    else bad "comm_check over mpi, one rank on each of 3 hosts (exit $rc)" "$(grep FAIL "$t/mpi1.log" | head -3)" "$(tail -5 "$t/mpi1.log")"; fi
     [ -n "$emu" ] && [ -e "$emu/nccl_emu.so" ] || { bad "no nccl_emu plugin in '$emu' (it is built with comm_check)"; return; }
     mkdir -p "$t/wire"
     mpi4 "$t/nccl.log" -x TRAINER_NCCL_EMU_DIR="$t/wire" "$tests/comm_check" "$emu" nccl_emu quick; local rc=$?
