@@ -17,10 +17,13 @@ hosts_pids=()
 
 hosts_skip_reason() {
     local t
-    for t in ip unshare nsenter setpriv; do command -v "$t" >/dev/null || { echo "no $t (Debian: iproute2, util-linux)"; return; }; done
+    for t in ip unshare nsenter setpriv; do
+        command -v "$t" >/dev/null || { echo "no $t (Debian: iproute2, util-linux)"; return; }
+    done
     [ "$(id -u)" = 0 ] || { echo "not root: network and mount namespaces need CAP_SYS_ADMIN and CAP_NET_ADMIN"; return; }
     local out
-    out="$(timeout 10 unshare --net --mount --uts sh -c 'mount -t tmpfs tmpfs /dev/shm && ip link add name x type veth peer name y && ip link add name b type bridge' 2>&1)" ||
+    out="$(timeout 10 unshare --net --mount --uts sh -c 'mount -t tmpfs tmpfs /dev/shm &&
+        ip link add name x type veth peer name y && ip link add name b type bridge' 2>&1)" ||
         echo "cannot make network, mount and UTS namespaces with veth pairs and a bridge here: $out"
 }
 
@@ -47,12 +50,14 @@ hosts_up() {
     for ((i = 0; i < n; i++)); do
         local w=0
         while [ ! -e "$HOSTS_DIR/host$i.up" ]; do
-            kill -0 "${hosts_pids[$i]}" 2>/dev/null && [ $w -lt 100 ] || { echo "host$i: its namespaces could not be set up"; return 1; }
+            kill -0 "${hosts_pids[$i]}" 2>/dev/null && [ $w -lt 200 ] ||
+                { echo "host$i: its namespaces could not be set up"; return 1; }
             sleep 0.05; w=$((w + 1))
         done
     done
-    in_host 0 ip link add name br0 type bridge stp_state 0 forward_delay 0 && in_host 0 ip addr add "$HOSTS_NET.1/24" dev br0 &&
-        in_host 0 ip link set br0 up || { echo "host0: no bridge"; return 1; }
+    in_host 0 ip link add name br0 type bridge stp_state 0 forward_delay 0 &&
+        in_host 0 ip addr add "$HOSTS_NET.1/24" dev br0 && in_host 0 ip link set br0 up ||
+        { echo "host0: no bridge"; return 1; }
     for ((i = 1; i < n; i++)); do
         pid="${hosts_pids[$i]}"
         ip link add name eth0 netns "$pid" type veth peer name "p$i" netns "${hosts_pids[0]}" &&
@@ -70,8 +75,8 @@ in_host() {
 # hosts_mpirun ARGS...: mpirun started on host0, its ranks on the hostfile's hosts through the
 # rsh agent, OpenMPI's own traffic on the veth subnet; at most HOSTS_TIMEOUT seconds (120).
 hosts_mpirun() {
-    in_host 0 timeout "${HOSTS_TIMEOUT:-120}" setpriv --pdeathsig KILL env HOSTS_DIR="$HOSTS_DIR" TMPDIR=/tmp mpirun --allow-run-as-root --bind-to none \
-        --hostfile "$HOSTS_DIR/hostfile" \
+    in_host 0 timeout "${HOSTS_TIMEOUT:-120}" setpriv --pdeathsig KILL env HOSTS_DIR="$HOSTS_DIR" TMPDIR=/tmp \
+        mpirun --allow-run-as-root --bind-to none --hostfile "$HOSTS_DIR/hostfile" \
         --mca plm_rsh_agent "$hosts_here/hosts_rsh.sh" --mca plm_rsh_no_tree_spawn 1 \
         --mca oob_tcp_if_include "$HOSTS_SUBNET" --mca btl_tcp_if_include "$HOSTS_SUBNET" \
         --mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none "$@"
