@@ -36,9 +36,10 @@ hosts_up "$n" "$t" >"$t/up.log" 2>&1 || { echo "FAIL: the hosts could not be mad
 export TRAINER_COMM_TIMEOUT=60 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # OpenMPI leaks by design
 # mpi4 LOG ARGS...: mpirun -np 4 over both hosts (ranks 0-1 on host0, 2-3 on host1), 120 s at most.
 mpi4() { local log="$1"; shift; hosts_mpirun -np 4 -x TRAINER_COMM_TIMEOUT -x ASAN_OPTIONS "$@" >"$log" 2>&1; }
+# 20k parameters: ddp's one bucket (80 KB) takes the mpi backend's ring all-reduce.
 cat >"$t/c.yaml" <<YAML
 run: {name: w, seed: 7}
-model: {name: mlp, params: {layers: [24]}}
+model: {name: mlp, params: {layers: [256, 64]}}
 data: {name: synthetic, params: {samples: 256, val_samples: 32, features: 12, classes: 3}, batch_size: 32}
 optimizer: {name: adamw, lr: 0.01}
 trainer: {max_steps: 8, log_every: 1, progress: lines, threads: 1, accelerator: cpu}
@@ -57,7 +58,6 @@ train() {
         if ! mpi4 "$t/$name.log" "$bin" run "$t/c.yaml" "run.output_dir=$t/$name" $args; then
             bad "$name across 2 hosts x 2 ranks: failed" "$(tail -5 "$t/$name.log")"; continue
         fi
-        grep -q "host1" <(in_host 1 hostname) || bad "$name: host1 is not named host1"
         local shards; shards="$(ls "$t/$name/w/0/checkpoints/step-00000008" | grep -c '^shard-0000[0-3]-of-00004')"
         if [ "$name" != ddp ] && [ "$shards" != 4 ]; then bad "$name: not 4 shard files from 4 ranks" "$(ls "$t/$name/w/0/checkpoints/step-00000008")"; fi
         grep -q "4 ranks over mpi" "$t/$name.log" || bad "$name: not 4 ranks over mpi" "$(grep -m1 "^strategy" "$t/$name.log")"
