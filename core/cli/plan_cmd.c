@@ -32,6 +32,8 @@ static void print_json(const tr_plan_report *r) {
     json_str(tr_precision_name(tr_get_precision())); /* the config's, set by the plan */
     printf(", \"model\": ");
     json_str(r->model);
+    printf(", \"backend\": ");
+    json_str(r->backend);
     printf(", \"params\": %zu, \"world\": %d, \"processes\": %d, \"global_batch\": %lld, \"rank_batch\": %lld, "
            "\"grad_accum\": %lld, \"rows\": [",
            r->params, r->world, r->processes, (long long)r->global_batch, (long long)r->rank_batch,
@@ -87,6 +89,7 @@ int trainer_plan_cmd(int argc, char **argv) {
     printf("  world %d (%d process%s on this host), global batch %lld, per-rank batch %lld, grad_accum %lld\n", r.world,
            r.processes, r.processes == 1 ? "" : "es", (long long)r.global_batch, (long long)r.rank_batch,
            (long long)r.grad_accum);
+    if (r.backend[0]) printf("  communication %s\n", r.backend);
     printf("\nmemory per rank, MiB (estimated; * = chosen)\n");
     printf("  %-18s %5s %6s %9s %9s %10s %12s %8s %9s %9s\n", "strategy", "world", "batch", "params", "grads", "optimizer",
            "activations", "other", "total", "process");

@@ -10,7 +10,8 @@
 # - Refused, exit 1, no run folder: a launcher's 2 ranks with trainer.devices=4; strategy cpu
 #   or dataparallel under 2 ranks (by every rank); strategy cpu with trainer.devices=2; a
 #   global batch smaller than the ranks (by `trainer plan` as by `trainer run`, which says it
-#   once, before starting ranks); torchrun's ranks on two hosts over shm, at once.
+#   once, before starting ranks); torchrun's ranks on two hosts (no MPI to carry them), at once;
+#   srun's ranks on two nodes over shm, naming the nodes.
 # - `trainer checkpoint consolidate RUN_FOLDER OUT` writes the run's newest checkpoint and says
 #   which, equal to the run's weights.
 # usage: launchers.sh TRAINER_BIN PYTHON [MPIEXEC]
@@ -133,11 +134,23 @@ env_torchrun_hosts() {
         ROLE_NAME=default ROLE_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 2)) \
         TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 TORCHELASTIC_RUN_ID=e2e$$ OMP_NUM_THREADS=1
 }
-start=$(date +%s)
-ranks hosts env_torchrun_hosts strategy.backend=shm >/dev/null 2>&1; cat "$t"/hosts.?.log >"$t/out"
-took=$(($(date +%s) - start))
-refused hosts 1 "shm joins ranks of one host: this job spans hosts (2 ranks, 1 here); across hosts use strategy.backend mpi (nccl for GPU ranks) with ranks that mpirun or srun started" 2
-[ "$took" -lt 20 ] && ok "two hosts over shm: refused in ${took} s (the comm timeout is 60 s)" || bad "two hosts over shm took ${took} s"
+# No engine carries their collectives (mpi needs mpirun's or srun's ranks): refused whatever the
+# backend, saying which launchers work.
+for b in shm auto; do
+    start=$(date +%s)
+    ranks "hosts$b" env_torchrun_hosts "strategy.backend=$b" >/dev/null 2>&1; cat "$t"/hosts$b.?.log >"$t/out"
+    took=$(($(date +%s) - start))
+    refused "hosts$b" 1 "torchrun started this job's 2 ranks on 2 nodes (GROUP_WORLD_SIZE); 1 rank on this one, [^:]*: across hosts without MPI nothing carries the collectives (.*); launch on several hosts with mpirun (mpirun -np 2 --hostfile HOSTS trainer run CONFIG) or srun (srun -N NODES --ntasks-per-node 1 trainer run CONFIG), or run torchrun on one host (--nnodes=1)" 2
+    [ "$took" -lt 20 ] && ok "torchrun on two hosts, backend $b: refused in ${took} s (the comm timeout is 60 s)" || bad "torchrun on two hosts, backend $b, took ${took} s"
+done
+# srun's ranks on two nodes over shm: refused by both before anything, naming srun's nodes.
+env_srun_nodes() {
+    echo SLURM_PROCID=$1 SLURM_LOCALID=0 SLURM_NTASKS=2 SLURM_NNODES=2 SLURM_NODEID=$1 SLURM_STEP_NUM_TASKS=2 \
+        SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE="1(x2)" SLURM_JOB_ID=$$ SLURM_STEP_ID=0 \
+        SLURM_STEP_NODELIST="node[1-2]" SLURM_JOB_NODELIST="node[1-2]"
+}
+ranks srunshm env_srun_nodes trainer.strategy=ddp strategy.backend=shm >/dev/null 2>&1; cat "$t"/srunshm.?.log >"$t/out"
+refused srunshm 1 "strategy.backend: shm joins the ranks of one host, but srun started this job's 2 ranks on 2 hosts (node\[1-2\], SLURM_STEP_NODELIST); 1 rank on this one, [^:]*: use strategy.backend: mpi (auto picks it when ranks span hosts)" 2
 
 # ---- consolidate a run folder: its newest checkpoint, named ----
 if "$bin" checkpoint consolidate "$t/torchrun/w/0" "$t/c.safetensors" >"$t/out" 2>&1 &&

@@ -70,6 +70,8 @@ typedef struct tr_plan_report {
     int devices, processes, world;
     tr_plan_row rows[TR_PLAN_MAX_ROWS];
     int n_rows;
+    char backend[768];            /* the ranks' communication backend and why ("mpi (strategy.backend
+                                   * auto: the ranks span 2 hosts ...)"); "" for one process */
 } tr_plan_report;
 
 tr_status tr_run_plan_report(const char *config_path, const char *const *overrides, int n_overrides,

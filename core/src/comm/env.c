@@ -43,6 +43,28 @@ const char *tr_comm_env_size_var(void) {
     return l == L_SLURM && getenv("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : launchers[l].size_var;
 }
 
+void tr_comm_env_hosts(const tr_comm_env *env, char *buf, size_t size) {
+    static const struct {
+        const char *count, *names;
+    } vars[] = {{"SLURM_STEP_NUM_NODES", "SLURM_STEP_NODELIST"}, {"SLURM_NNODES", "SLURM_JOB_NODELIST"},
+                {"OMPI_MCA_orte_num_nodes", NULL}, {"GROUP_WORLD_SIZE", NULL}};
+    launcher_id l = which_launcher();
+    char here[256] = "";
+    if (gethostname(here, sizeof here - 1) != 0) snprintf(here, sizeof here, "%s", "(unknown)");
+    int n = snprintf(buf, size, "%s", "several hosts");
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *c = getenv(vars[i].count), *names = vars[i].names ? getenv(vars[i].names) : NULL;
+        if (!c || !*c || (l == L_SLURM) != (i < 2) || (l == L_TORCHRUN) != (i == 3)) continue;
+        const char *what = l == L_TORCHRUN ? "nodes" : "hosts";
+        if (names && *names) n = snprintf(buf, size, "%s %s (%s, %s)", c, what, names, vars[i].names);
+        else n = snprintf(buf, size, "%s %s (%s)", c, what, vars[i].count);
+        break;
+    }
+    if (n >= 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, "; %d rank%s on this one, %s", env->local_size,
+                 env->local_size == 1 ? "" : "s", here);
+}
+
 /* An integer variable in [min, max]; *present = 0 when unset. */
 static tr_status env_int(const char *name, long min, long max, int *out, int *present) {
     const char *v = getenv(name);

@@ -2,11 +2,20 @@
 #ifndef TRAINER_COMM_ENV_H
 #define TRAINER_COMM_ENV_H
 
+#include <stddef.h>
+
+#include "trainer/comm.h"
+
 /* "trainer launch", "torchrun", "mpirun", "srun" (or "a PMIx launcher", which
  * tr_comm_env_detect refuses without a world size); NULL when none started this process. */
 const char *tr_comm_env_launcher(void);
 /* The variable that holds its world size ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
  * "SLURM_NTASKS"), for messages; NULL without a launcher. */
 const char *tr_comm_env_size_var(void);
+/* The job's hosts as the launcher reports them, for messages, into buf: "2 hosts (node[1-2],
+ * SLURM_STEP_NODELIST)", "2 hosts (OMPI_MCA_orte_num_nodes)", "2 nodes (GROUP_WORLD_SIZE)",
+ * or "several hosts" when it does not say how many; then "; N rank(s) on this one, NAME"
+ * (gethostname). env: the detected job. */
+void tr_comm_env_hosts(const tr_comm_env *env, char *buf, size_t size);
 
 #endif

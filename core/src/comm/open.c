@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "comm/comm_impl.h"
+#include "comm/env.h"
 #include "trainer/comm_backend.h"
 #include "trainer/log.h"
 
@@ -25,10 +26,34 @@ const char *tr_comm_resolve_backend(const tr_registry *registry, const char *bac
     return env && env->local_size != env->size ? "mpi" : "shm";
 }
 
+/* Ranks on several hosts: only engines that cross hosts, with ranks that can use them.
+ * torchrun's ranks have none (shm is one host's; mpi, and nccl's id exchange, need ranks that
+ * mpirun or srun started), so they are refused whatever the backend, at once rather than at
+ * a rendezvous that never completes. */
+static tr_status check_hosts(const tr_comm_env *env, const char *name) {
+    if (!env || env->local_size == env->size) return TR_OK;
+    char hosts[512];
+    tr_comm_env_hosts(env, hosts, sizeof hosts);
+    const char *launcher = tr_comm_env_launcher();
+    if (launcher && !strcmp(launcher, "torchrun"))
+        return tr_error_set(TR_ERR_UNSUPPORTED, "torchrun started this job's %d ranks on %s: across hosts without "
+                            "MPI nothing carries the collectives (shm joins the ranks of one host; mpi, and nccl's id "
+                            "exchange, need ranks that mpirun or srun started); launch on several hosts with mpirun "
+                            "(mpirun -np %d --hostfile HOSTS trainer run CONFIG) or srun (srun -N NODES "
+                            "--ntasks-per-node %d trainer run CONFIG), or run torchrun on one host (--nnodes=1)",
+                            env->size, hosts, env->size, env->local_size);
+    if (!strcmp(name, "shm"))
+        return tr_error_set(TR_ERR_UNSUPPORTED, "strategy.backend: shm joins the ranks of one host, but %s started "
+                            "this job's %d ranks on %s: use strategy.backend: mpi (auto picks it when ranks span "
+                            "hosts)", launcher ? launcher : "the launcher", env->size, hosts);
+    return TR_OK;
+}
+
 /* The plugin `backend` resolves to, checked against the ranks; *name: the resolved name. */
 static tr_status find_backend(const tr_registry *registry, const char *backend, const tr_comm_ranks *ranks,
                               const tr_comm_env *env, const tr_plugin **plugin, const char **name) {
     *name = tr_comm_resolve_backend(registry, backend, ranks, env);
+    TR_CHECK(check_hosts(env, *name));
     tr_status st = tr_registry_find(registry, TR_PLUGIN_COMM, *name, plugin);
     if (st != TR_OK) {
         tr_error_prefix("strategy.backend: ");
@@ -45,7 +70,10 @@ static tr_status find_backend(const tr_registry *registry, const char *backend, 
 tr_status tr_comm_probe_ranks(const tr_registry *registry, const char *backend, const tr_comm_ranks *ranks) {
     const tr_plugin *plugin;
     const char *name;
-    return find_backend(registry, backend, ranks, NULL, &plugin, &name);
+    /* Under a launcher, its hosts decide (a broken environment is reported where the job reads it). */
+    tr_comm_env env;
+    int launched = tr_comm_env_launcher() && tr_comm_env_detect(&env) == TR_OK;
+    return find_backend(registry, backend, ranks, launched ? &env : NULL, &plugin, &name);
 }
 
 tr_status tr_comm_probe(const tr_registry *registry, const char *backend) {

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/env.h"
 #include "job.h"
+#include "trainer/comm.h"
 #include "trainer/memory.h"
 #include "trainer/replica.h"
 #include "trainer/run.h"
@@ -139,6 +141,21 @@ static int64_t chosen_stage_of(const job *j) {
     return strcmp(j->strat_p->desc->name, "sharded") == 0 ? tr_options_int(j->strat_opts, "stage") : 0;
 }
 
+/* The backend the ranks of a rank strategy (one with a `backend` option) will join, as
+ * tr_comm_open_ranks resolves it: under a launcher from its hosts, else one host. */
+static void plan_backend(const job *j, int world, tr_plan_report *rep) {
+    const char *asked = tr_options_string(j->strat_opts, "backend");
+    if (!asked || world < 2) return;
+    tr_comm_env env = {.size = world, .local_size = world};
+    if (tr_comm_env_launcher() && tr_comm_env_detect(&env) != TR_OK) return; /* job_check_world said why */
+    tr_comm_ranks ranks = {.gpu_plugin = j->accelerator == TR_ACCEL_GPU ? j->gpus.backend->desc->name : NULL};
+    const char *name = tr_comm_resolve_backend(j->reg, asked, &ranks, &env);
+    char hosts[512] = "one host";
+    if (env.local_size != env.size) tr_comm_env_hosts(&env, hosts, sizeof hosts);
+    snprintf(rep->backend, sizeof rep->backend, "%s (strategy.backend %s%s: %s on %s)", name, asked,
+             strcmp(asked, "auto") ? "" : " picks it", ranks.gpu_plugin ? "GPU ranks" : "CPU ranks", hosts);
+}
+
 static tr_status plan(job *j, const char *config_path, const char *const *overrides, int n_overrides,
                       const char *const *plugin_dirs, tr_plan_report *rep) {
     TR_CHECK(job_plan(j, config_path, overrides, n_overrides, plugin_dirs));
@@ -189,6 +206,7 @@ static tr_status plan(job *j, const char *config_path, const char *const *overri
     if (chosen_stage != 2) add_row(&pl, &env, rep, "sharded", "sharded stage 2", s2, 1, n, 0);
     if (chosen_stage != 3) add_row(&pl, &env, rep, "sharded", "sharded stage 3", s3, 1, n, 0);
     free(numel);
+    plan_backend(j, world, rep);
     /* The chosen row's own world and batch head the report. */
     rep->world = rep->rows[0].world;
     rep->rank_batch = rep->rows[0].rank_batch;

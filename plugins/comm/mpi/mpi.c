@@ -7,14 +7,18 @@
  * says so). bf16 and fp16 travel as 16-bit words reduced by user-defined MPI operations
  * (float arithmetic, rounded once per pair, as the core's kernels). In-place calls in NCCL's
  * layout and send == recv are both turned into MPI_IN_PLACE or a staging copy in a buffer
- * that grows once and is reused. Counts above INT_MAX are refused. Abort calls MPI_Abort,
- * which ends every rank of the job (MPI has no gentler way). */
+ * that grows once and is reused. All-reduces of 64 KiB and more run as a ring of
+ * point-to-point steps (ring_all_reduce). Ranks each alone on their host sleep between tests
+ * while OpenMPI's TCP progress thread moves the data (create). Counts above INT_MAX are
+ * refused. Abort calls MPI_Abort, which ends every rank of the job (MPI has no gentler way). */
+#define _POSIX_C_SOURCE 200809L /* setenv, nanosleep */
 #include <limits.h>
 #include <mpi.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "trainer/comm_backend.h"
 #include "trainer/memory.h"
@@ -29,6 +33,7 @@ typedef struct mpi_ctx {
     void *scratch;
     size_t scratch_size;
     volatile int abort_requested;
+    int sleep_poll;                 /* OpenMPI's TCP progress thread moves the data: sleep between tests */
 } mpi_ctx;
 
 /* User reductions over 16-bit words: inout = in op inout. */
@@ -84,7 +89,8 @@ static tr_status finish(mpi_ctx *m, MPI_Request *req, double deadline, const cha
             MPI_Abort(m->comm, 134);
         }
         if (spins > 64) {
-            sched_yield();
+            if (m->sleep_poll) nanosleep(&(struct timespec){0, 50000}, NULL);
+            else sched_yield();
             if (tr_now() > deadline)
                 return tr_error_set(TR_ERR_TIMEOUT, "%s timed out (the mpi backend cannot tell which ranks are missing)",
                                     what);
@@ -104,6 +110,51 @@ static void *scratch(mpi_ctx *m, size_t bytes) {
 static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
     const char *x = a, *y = b;
     return an && bn && x < y + bn && y < x + an;
+}
+
+/* All-reduce of RING_MIN_BYTES or more as a ring, as gloo and NCCL do it: a reduce-scatter,
+ * then an all-gather, each W-1 steps of one block (1/W of the buffer) sent to the right and
+ * one received from the left at once, so every rank sends and receives 2(W-1)/W of the buffer
+ * with both directions of each link busy. OpenMPI's non-blocking all-reduce (libnbc, 4.1)
+ * sends the whole buffer to one rank and back (a binomial tree) when called in place, as ddp
+ * calls it, or with fewer than 4 ranks: twice the bytes per link on a network. Every rank
+ * ends with the same bits (block b is reduced once, on one rank, and copied); the order of
+ * the sum differs per block (rank b+1 first), within float tolerance of MPI's. Steps use
+ * tag 1 (send/recv use 0), so they never match a user's message. */
+#define RING_MIN_BYTES ((size_t)64 << 10)
+static tr_status ring_step(mpi_ctx *m, const void *sbuf, size_t sn, void *rbuf, size_t rn, MPI_Datatype t,
+                           double deadline, const char *what) {
+    int right = (m->rank + 1) % m->size, left = (m->rank + m->size - 1) % m->size;
+    MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int rc = MPI_Irecv(rbuf, (int)rn, t, left, 1, m->comm, &rq[0]);
+    if (rc == MPI_SUCCESS) rc = MPI_Isend(sbuf, (int)sn, t, right, 1, m->comm, &rq[1]);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, what); /* a pending receive: the caller marks broken */
+    TR_CHECK(finish(m, &rq[0], deadline, what));
+    return finish(m, &rq[1], deadline, what);
+}
+
+static tr_status ring_all_reduce(mpi_ctx *m, const tr_comm_call *k, double deadline, const char *what) {
+    size_t es = tr_dtype_size(k->dtype), n = k->count, W = (size_t)m->size, r = (size_t)m->rank;
+    char *buf = k->recv;
+    if (k->send != k->recv) memmove(buf, k->send, n * es);
+    char *tmp = scratch(m, (n / W + 1) * es);
+    if (!tmp) return tr_error_set(TR_ERR_NOMEM, "all_reduce staging: out of memory");
+    MPI_Datatype t = mpi_type(k->dtype);
+#define BLOCK_AT(b) (n * ((b) % W) / W)
+#define BLOCK_LEN(b) (n * ((b) % W + 1) / W - BLOCK_AT(b))
+    for (size_t s = 0; s + 1 < W; s++) { /* reduce-scatter: rank r ends with block r+1 summed */
+        size_t out = r + W - s, in = r + 2 * W - s - 1;
+        TR_CHECK(ring_step(m, buf + BLOCK_AT(out) * es, BLOCK_LEN(out), tmp, BLOCK_LEN(in), t, deadline, what));
+        tr_reduce_into(buf + BLOCK_AT(in) * es, tmp, BLOCK_LEN(in), k->dtype, k->op);
+    }
+    for (size_t s = 0; s + 1 < W; s++) { /* all-gather */
+        size_t out = r + 1 + W - s, in = r + W - s;
+        TR_CHECK(ring_step(m, buf + BLOCK_AT(out) * es, BLOCK_LEN(out), buf + BLOCK_AT(in) * es, BLOCK_LEN(in), t,
+                           deadline, what));
+    }
+#undef BLOCK_AT
+#undef BLOCK_LEN
+    return TR_OK;
 }
 
 static tr_status run(void *ctx, const tr_comm_op *op) {
@@ -126,6 +177,11 @@ static tr_status run(void *ctx, const tr_comm_op *op) {
     case TR_COMM_RECV: rc = MPI_Irecv(recv, c, t, root, 0, m->comm, &req); break;
     case TR_COMM_BROADCAST: rc = MPI_Ibcast(recv, c, t, root, m->comm, &req); break;
     case TR_COMM_ALL_REDUCE:
+        if (W > 1 && n >= W && n * es >= RING_MIN_BYTES) {
+            tr_status st = ring_all_reduce(m, k, op->deadline, what);
+            if (st != TR_OK) m->broken = 1; /* a request may still be pending: no orderly MPI_Finalize */
+            return st;
+        }
         rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, c, t, o, m->comm, &req);
         break;
     case TR_COMM_REDUCE:
@@ -204,6 +260,15 @@ static tr_status create(void **ctx, const tr_options *opts, const tr_comm_env *e
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
     if (!inited) {
+        /* Ranks each alone on their host talk over TCP only: OpenMPI's TCP progress thread
+         * then moves the data, woken by the kernel, while the polling thread sleeps between
+         * tests, as gloo's I/O thread does. Spinning and yielding instead loses the core to
+         * every other runnable thread on a busy host (docs/benchmarks.md, "mpi between
+         * hosts"). Ranks sharing a host keep spinning: shared memory progresses only in the
+         * polling thread's tests. A setting of the user's wins. */
+        if (env->local_size == 1 && env->size > 1) setenv("OMPI_MCA_btl_tcp_progress_thread", "1", 0);
+        const char *pt = getenv("OMPI_MCA_btl_tcp_progress_thread");
+        m->sleep_poll = env->local_size == 1 && pt && !strcmp(pt, "1");
         /* Calls come from the communicator thread, create/destroy from the caller's. */
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
         if (rc != MPI_SUCCESS) {

@@ -15,6 +15,9 @@
  * abort) completes once every rank is leaving, as ncclCommFinalize does; a rank that waited for
  * the others until its limit says so on stderr ("nccl_emu: rank R waited ...").
  *
+ * TRAINER_NCCL_EMU_DIR=DIR puts that segment in a file in DIR instead of /dev/shm: NCCL's
+ * network between hosts that share only a file system (tests/e2e/hosts.sh).
+ *
  * A communicator is a shared-memory segment named by the unique id: a header, then one slot of
  * EMU_SLOT bytes per rank. Each call runs to the end before it returns: a collective is "copy
  * my contribution into my slot, wait for every rank's, compute my result from the slots, wait
@@ -119,6 +122,25 @@ static tr_status wait_all(nc_comm *c, _Atomic uint64_t *first, size_t stride, ui
 
 static tr_status wait_one(nc_comm *c, _Atomic uint64_t *v, uint64_t target) { return wait_all(c, v, 0, target); }
 
+/* The segment: a POSIX shared-memory name, or a file in TRAINER_NCCL_EMU_DIR. */
+static int seg_open(const char *name) {
+    const char *dir = getenv("TRAINER_NCCL_EMU_DIR");
+    if (!dir || !*dir) return shm_open(name, O_CREAT | O_RDWR, 0600);
+    char path[1024];
+    snprintf(path, sizeof path, "%s%s", dir, name);
+    return open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+}
+static void seg_unlink(const char *name) {
+    const char *dir = getenv("TRAINER_NCCL_EMU_DIR");
+    if (!dir || !*dir) {
+        shm_unlink(name);
+        return;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s%s", dir, name);
+    unlink(path);
+}
+
 /* Whether the environment variable `name` names this rank (fault injection). */
 static int env_names_rank(const char *name, int rank) {
     const char *v = getenv(name);
@@ -147,7 +169,7 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     c->require_stream = rs && *rs && *rs != '0';
     c->size = EMU_HEADER + (size_t)size * EMU_SLOT;
     snprintf(c->name, sizeof c->name, "/trainer-ncclemu-%.60s", (const char *)id);
-    int fd = shm_open(c->name, O_CREAT | O_RDWR, 0600);
+    int fd = seg_open(c->name);
     struct stat sb;
     if (fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size < c->size && ftruncate(fd, (off_t)c->size) != 0) {
         close(fd);
@@ -157,7 +179,7 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     if (fd >= 0) close(fd);
     if (m == MAP_FAILED) {
         tr_status st = tr_error_set(TR_ERR_IO, "emulated NCCL: cannot map %s: %s", c->name, strerror(errno));
-        shm_unlink(c->name);
+        seg_unlink(c->name);
         tr_free(c);
         return st;
     }
@@ -166,13 +188,13 @@ tr_status nc_init(nc_comm **out, int size, int rank, const unsigned char id[NC_I
     /* NCCL's join waits for every rank; the driver polls it against the deadline and stop. */
     tr_status st = wait_one(c, &c->seg->joined, (uint64_t)size);
     if (st != TR_OK) { /* the name is of no use now: whoever leaves removes it */
-        shm_unlink(c->name);
+        seg_unlink(c->name);
         c->unlinked = 1;
         nc_destroy(c, 1);
         return st;
     }
     if (rank == 0) {
-        shm_unlink(c->name);
+        seg_unlink(c->name);
         c->unlinked = 1;
     }
     *out = c;
@@ -200,7 +222,7 @@ static void leave(nc_comm *c) {
 void nc_destroy(nc_comm *c, int abort_first) {
     if (!c) return;
     if (!abort_first && c->seg && !atomic_load(&c->aborted)) leave(c);
-    if (!c->unlinked && c->rank == 0) shm_unlink(c->name);
+    if (!c->unlinked && c->rank == 0) seg_unlink(c->name);
     if (c->seg) munmap(c->seg, c->size);
     tr_free(c->scratch);
     tr_free(c);
