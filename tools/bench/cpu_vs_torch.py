@@ -2,6 +2,11 @@
 """CPU training throughput, trainer beside PyTorch in one run (issue 12).
 
     tools/bench/cpu_vs_torch.py [--build DIR] [--reps N] [--threads 1,2] [--only W,...] [--quick]
+                                [--peer pypi|debian]
+
+The peer is the current PyTorch from PyPI (pinned in tools/bench/peer_requirements.txt, in
+the venv tools/bench/peer_venv.py makes once: MKL, oneDNN); --peer debian takes Debian's
+python3-torch (OpenBLAS) instead.
 
 For each workload (MLP 784-512-512-10 at batch 128 and 8, FashionCNN at 128, a transformer
 encoder classifier and a GPT-style LM of 4 layers, d_model 256, 4 heads, FFN 1024, 128 tokens,
@@ -37,7 +42,8 @@ from trainer_runs import read_run, run, worst_relative
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PEER = os.path.join(ROOT, "tools", "bench", "torch_peer.py")
-PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+DEBIAN_PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+PY = DEBIAN_PY  # the peer's python: set in main() by --peer
 
 # workload: (label, steps per timed window, timed windows, target ratio)
 WORKLOADS = {
@@ -119,7 +125,18 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--only", default=",".join(WORKLOADS))
     ap.add_argument("--quick", action="store_true", help="3 windows per run")
+    ap.add_argument("--peer", choices=["pypi", "debian"], default="pypi",
+                    help="pypi: the current PyTorch from PyPI (tools/bench/peer_venv.py, made once); "
+                         "debian: Debian's python3-torch")
     args = ap.parse_args()
+    global PY
+    if args.peer == "pypi":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import peer_venv
+        try:
+            PY = peer_venv.ensure(DEBIAN_PY)
+        except (peer_venv.oracle_venv.Unreachable, peer_venv.oracle_venv.Failed) as e:
+            sys.exit(f"cpu_vs_torch: the PyTorch peer from PyPI: {e} (--peer debian uses Debian's torch)")
     cpus = sorted(os.sched_getaffinity(0))
     threads = [int(t) for t in args.threads.split(",")]
     if max(threads) > len(cpus):

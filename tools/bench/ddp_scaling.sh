@@ -4,17 +4,17 @@
 # ranks of one thread each, for the MLP, FashionCNN and transformer workloads
 # (tools/bench/configs/, in-memory synthetic data); scaling efficiency = ddp / (2 x single).
 # Then the same with PyTorch (torch_ddp.py: one process; DistributedDataParallel over gloo in
-# 2 processes). Each figure is the median of REPS runs, the runs of a workload interleaved.
+# 2 processes; the current PyTorch from PyPI, tools/bench/peer_venv.py). Each figure is the median of REPS runs, the runs of a workload interleaved.
 # usage: tools/bench/ddp_scaling.sh [BUILD_DIR] [REPS]      (prints a markdown table)
 set -eu
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin="${1:-$root/build}/bin/trainer"
 reps="${2:-3}"
-py=/usr/bin/python3
 out="$(mktemp -d /tmp/trainer-bench-XXXXXX)"
 trap 'rm -rf "$out"' EXIT
 # Steady state: the median of the logged windows' samples/s, the first window (warm-up) left out.
 . "$root/tools/bench/lib.sh"
+py="$(peer_py)"   # PyTorch from PyPI (TRAINER_BENCH_PEER=debian: Debian's)
 tsps() { sed -n 's/.*: \([0-9.]*\) samples.*/\1/p'; }
 echo "| workload | trainer cpu 1 thread | trainer ddp 2x1 | efficiency | torch 1 thread | torch DDP-gloo 2x1 | efficiency |"
 echo "|---|---|---|---|---|---|---|"

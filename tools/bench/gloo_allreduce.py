@@ -2,7 +2,10 @@
 (sum, float32) of 4 KiB to MAX_MIB MiB across N local processes, the same columns as
 bench_comm (time per call of the slowest rank, algbw, busbw = algbw x 2(n-1)/n).
 
-usage: gloo_allreduce.py [NPROC] [MAX_MIB]          (Debian's python3-torch)
+usage: PY gloo_allreduce.py [NPROC] [MAX_MIB]
+
+PY is the peer's python: `$(tools/bench/peer_venv.py python)` for the current PyTorch from
+PyPI (what docs/benchmarks.md compares with), /usr/bin/python3 for Debian's.
 
 With RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in the environment, this process is that
 one rank (one per host: tools/bench/multihost_allreduce.sh), rank 0 printing the table;
