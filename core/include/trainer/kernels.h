@@ -20,6 +20,8 @@
 #ifndef TRAINER_KERNELS_H
 #define TRAINER_KERNELS_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -333,7 +335,7 @@ typedef struct tr_kernels {
     ((k)->size >= offsetof(tr_kernels, attention_qkv_mask_forward) + sizeof((k)->attention_qkv_mask_forward))
 
 /* The core's CPU kernels as a table (every entry set): the reference for device kernels. */
-const tr_kernels *tr_cpu_kernels(void);
+TR_API const tr_kernels *tr_cpu_kernels(void);
 
 #ifdef __cplusplus
 }
