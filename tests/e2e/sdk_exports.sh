@@ -4,10 +4,12 @@
 #   with -fvisibility=hidden; TR_API in <trainer/export.h> marks the public API);
 # - every function a public header declares TR_API is exported, and no top-level declaration
 #   of a tr_ function in those headers lacks TR_API (it would link and then fail to load);
-# - the shipped plugins (and the CLI) import from libtrainer only what it exports.
-# usage: sdk_exports.sh LIBTRAINER INCLUDE_DIR BUILD_DIR
+# - the shipped plugins (and the CLI) import from libtrainer only what it exports;
+# - <trainer/trainer.h> includes every public header and compiles alone as C11;
+# - the headers cite no file of the source tree but the installed docs (docs/NAME.md).
+# usage: sdk_exports.sh LIBTRAINER INCLUDE_DIR BUILD_DIR CC
 set -u
-lib="$1"; inc="$2"; build="$3"; here="$(cd "$(dirname "$0")" && pwd)"
+lib="$1"; inc="$2"; build="$3"; cc="$4"; here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
 command -v nm >/dev/null || { echo "nm not found: skipped"; exit 77; }
 
@@ -38,4 +40,23 @@ for f in $(find "$build/plugins" "$build/bin" -maxdepth 3 -type f \( -name '*.so
 done
 if [ -z "$missing" ]; then ok "the shipped plugins and the CLI use only exported functions"
 else bad "imports libtrainer does not export" "$missing"; fi
+notincl=""
+for h in "$inc"/trainer/*.h; do
+    n="$(basename "$h")"
+    [ "$n" = trainer.h ] || grep -qx "#include \"trainer/$n\"" "$inc/trainer/trainer.h" || notincl="$notincl $n"
+done
+if [ -z "$notincl" ]; then ok "trainer.h includes every public header"
+else bad "trainer.h lacks" "$notincl"; fi
+if out="$(printf '#include <trainer/trainer.h>\nint main(void) { return tr_version() == 0; }\n' |
+          "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -I"$inc" -x c - 2>&1)"; then
+    ok "trainer.h compiles alone (C11, -Wpedantic)"
+else bad "trainer.h does not compile alone" "$out"; fi
+srcrefs="$(grep -nE '(core/src|strategies/|plugins/|tests/|tools/)[a-z_/]*\.[ch]\b|DESIGN\.md' "$inc"/trainer/*.h)"
+if [ -z "$srcrefs" ]; then ok "the headers cite no source file"
+else bad "headers cite source files" "$srcrefs"; fi
+cited="$(grep -ho 'docs/[a-z_-]*\.md' "$inc"/trainer/*.h | sort -u)"
+gone=""
+for d in $cited; do [ -f "$inc/../../$d" ] || gone="$gone $d"; done
+if [ -z "$gone" ]; then ok "the docs the headers cite exist"
+else bad "headers cite missing docs" "$gone"; fi
 finish

@@ -1,5 +1,5 @@
 /* Checkpoints: weights and optimizer state as safetensors, trainer state as JSON, written so
- * that a crash never leaves a broken "latest" (DESIGN.md decision 11).
+ * that a crash never leaves a broken "latest" (docs/config.md, "checkpoint").
  *
  *   tr_train_state s = {.epoch = 2, .step = 120, .batch_in_epoch = 0, .seed = 1};
  *   TR_CHECK(tr_checkpoint_save("runs/q/0/checkpoints", "step-00000120", P, opt, &s));

@@ -1,5 +1,5 @@
 /* Communication between ranks: the torch.distributed / NCCL primitives behind one API, with
- * backends as plugins (DESIGN.md decision 6): `shm` (processes on one host over shared
+ * backends as plugins (docs/distributed.md): `shm` (processes on one host over shared
  * memory), `mpi` (OpenMPI, many hosts), `nccl` (GPUs).
  *
  *   tr_comm_env env;

@@ -9,7 +9,7 @@
  *   const tr_host_batch *b;
  *   while (tr_loader_next(L, &b) == TR_OK && b) { ... train on b ... }
  *
- * Semantics (DistributedSampler's, with the global batch as the unit, DESIGN.md decision 5):
+ * Semantics (DistributedSampler's, with the global batch as the unit, docs/strategies.md):
  * each epoch is a permutation of all n samples, a pure function of (seed, epoch) made with
  * the counter-based RNG, identical for every world size. Global batch b is positions
  * [b*B, b*B + B) of it; rank r takes the contiguous share [r*B/W, (r+1)*B/W) of that batch

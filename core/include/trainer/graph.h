@@ -118,7 +118,7 @@ TR_API tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const in
  * targets. */
 #define TR_GRAPH_HOST_COPIES 8
 TR_API tr_tensor *tr_graph_input_from(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape);
-/* ABI 0.12. t's values in host memory when they are there without a wait: a host tensor's own
+/* ABI 0.13. t's values in host memory when they are there without a wait: a host tensor's own
  * data, a device tensor's host copy that tr_graph_input_from keeps (a batch's inputs); else
  * NULL. A model derives host-side inputs from a batch's token ids with it (hf_encoder's token
  * types and positions) and passes them in with tr_graph_input_from, on the CPU as on a device.

@@ -34,7 +34,7 @@ TR_API tr_status tr_mkdirs(const char *dir);
  * gzip stream are errors naming the file. */
 TR_API tr_status tr_file_read(const char *path, char **data, size_t *len);
 
-/* Writes len bytes as the file `path`, through a temporary file beside it renamed into place:
+/* ABI 0.13. Writes len bytes as the file `path`, through a temporary file beside it renamed into place:
  * a failure (naming the file and why) leaves what was at `path` as it was. */
 TR_API tr_status tr_file_write(const char *path, const void *data, size_t len);
 

@@ -4,8 +4,8 @@
  *   static void relu_fwd(float *out, const float *inp, int64_t n) { ... launch ... }
  *   static const tr_kernels table = {.size = sizeof table, .relu_forward = relu_fwd, ...};
  *
- * Every entry has the arguments of the core's own CPU kernel of that name (core/src/ops;
- * conv2d's without the CPU-only ones), and the core's CPU kernels fill the same table
+ * Every entry has the arguments of the core's own CPU kernel of that name (conv2d's without
+ * the CPU-only ones), and the core's CPU kernels fill the same table
  * (tr_cpu_kernels): they are the reference a device's kernels are tested against, entry by
  * entry, and the fake test device runs them.
  *

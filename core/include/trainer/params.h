@@ -1,5 +1,5 @@
 /* The parameter registry: named shapes in, one flat parameter buffer and one flat gradient
- * buffer out (DESIGN.md decision 1).
+ * buffer out (docs/architecture.md, "Memory ownership").
  *
  *   tr_params *P;
  *   TR_CHECK(tr_params_create(&P));

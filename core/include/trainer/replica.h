@@ -13,7 +13,7 @@
  * and the run seed); strategies call tr_replica_create once per replica at setup, never per
  * step. A replica's forward views its slice of the loader's host batch in place (no copy)
  * and keys dropout by (seed, step, global sample index), so a sample's mask does not depend
- * on which replica or rank computes it (DESIGN.md decision 5). */
+ * on which replica or rank computes it (docs/strategies.md). */
 #ifndef TRAINER_REPLICA_H
 #define TRAINER_REPLICA_H
 

@@ -1,4 +1,4 @@
-/* safetensors files: the checkpoint format for weights and optimizer state (DESIGN.md 11).
+/* safetensors files: the checkpoint format for weights and optimizer state (docs/config.md, "checkpoint").
  *
  *   tr_st_entry e[2] = {
  *       {.name = "fc.weight", .dtype = TR_F32, .ndim = 2, .shape = {10, 784}, .data = w},

@@ -1,5 +1,5 @@
 /* The strategy plugin interface: the strategy owns the step, the trainer owns the loop
- * (DESIGN.md decision 4).
+ * (docs/plugin-interfaces.md).
  *
  * The trainer reads the config, loads the dataset and runs epochs, validation, logging and
  * checkpoints. The strategy decides placement, replication, sharding, which share of each
@@ -20,7 +20,7 @@
  * estimate(opts, env, &out), the memory it would hold. The whole contract, entry
  * by entry: docs/plugin-interfaces.md.
  *
- * A minimal strategy (strategies/cpu/cpu.c is one, on the core's one-replica step of
+ * A minimal strategy (the shipped `cpu` strategy is one, on the core's one-replica step of
  * trainer/solo.h; docs/examples/local_sgd/local_sgd.c writes every entry itself):
  *
  *   static const tr_strategy_ops ops = {.create = create, .destroy = destroy,
