@@ -5,7 +5,7 @@
  *   TR_CHECK(tr_replica_create(env->models, &r));          // same initial weights every time
  *   tr_model_out out;
  *   TR_CHECK(tr_replica_forward(r, hb, 0, hb->size, mb->normaliser, mb->step, 1, 1, &out));
- *   TR_CHECK(tr_backward(r->g, out.loss, NULL));            // grads += into r->P's buffer
+ *   TR_CHECK(tr_backward(tr_replica_graph(r), out.loss, NULL)); // grads += into its params
  *   ...
  *   tr_replica_destroy(r);
  *
@@ -35,21 +35,8 @@ extern "C" {
 typedef struct tr_model_factory tr_model_factory;
 typedef struct tr_strategy_memory tr_strategy_memory;
 
-typedef struct tr_replica {
-    void *model;               /* the model plugin's ctx */
-    const tr_model_ops *ops;   /* borrowed from the factory: the plugin's table, zero-extended */
-    tr_params *P;              /* owned: parameters, gradients, buffers */
-    tr_graph *g;               /* owned: the eager tape, reset every forward */
-    tr_data_spec spec;
-    uint64_t seed;
-    /* On a device (tr_replica_create_on), else NULL: */
-    struct tr_accel *accel;    /* borrowed */
-    tr_params *dP;             /* owned: P's layout over the device buffers below; what ops use */
-    float *d_data, *d_grad, *d_buffers; /* owned, device memory */
-    float *h_out;              /* owned: host copies of the outputs (tr_replica_outputs_to_host) */
-    size_t h_cap;              /* floats of h_out */
-    tr_tensor h_t[3];
-} tr_replica;
+/* Opaque (ABI 0.13): a strategy reaches a replica's parts through the accessors below. */
+typedef struct tr_replica tr_replica;
 
 /* model and opts are borrowed and must outlive the factory, which must outlive its replicas
  * (they use its copy of the model's ops table). A model table shorter than its first version,
@@ -91,11 +78,22 @@ TR_API tr_status tr_replica_outputs_to_host(tr_replica *r, tr_model_out *out);
 /* Device -> host P (parameters and buffers), and back. No-ops for a CPU replica. */
 TR_API tr_status tr_replica_download(tr_replica *r);
 TR_API tr_status tr_replica_upload(tr_replica *r);
-/* The parameters the replica's ops use: dP on a device, else P. */
+/* The parameters the replica's ops use: on a device, the layout over its device buffers,
+ * else the host parameters. */
 TR_API tr_params *tr_replica_params(tr_replica *r);
+/* ABI 0.13, the replica's parts, all owned by it. Its host parameters, gradients and buffers
+ * (on a device replica too: the host copy that tr_replica_download fills): */
+TR_API tr_params *tr_replica_host_params(const tr_replica *r);
+/* Its graph (the eager tape, reset by every forward): */
+TR_API tr_graph *tr_replica_graph(const tr_replica *r);
+/* On a device replica, its flat parameter, gradient and buffer memory on the device (NULL
+ * for a CPU replica, and for a buffer tr_replica_create_on_aligned's flags left off): */
+TR_API float *tr_replica_device_data(const tr_replica *r);
+TR_API float *tr_replica_device_grad(const tr_replica *r);
+TR_API float *tr_replica_device_buffers(const tr_replica *r);
 TR_API void tr_replica_destroy(tr_replica *r);
 
-/* Resets r->g and records the forward of samples [offset, offset + count) of hb. train: the
+/* Resets r's graph and records the forward of samples [offset, offset + count) of hb. train: the
  * training mode (dropout on, gradients recorded); otherwise eval mode without a tape. With
  * with_y the loss is computed, normalised by `normaliser`. out's tensors live until the next
  * forward on this replica; on a device they are in its memory. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "job.h"
+#include "replica_impl.h"
 #include "trainer/memory.h"
 #include "trainer/replica.h"
 #include "trainer/run.h"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "plugin/plugin_impl.h"
+#include "run/replica_impl.h"
 #include "trainer/accel.h"
 #include "trainer/memory.h"
 #include "trainer/strategy.h"
