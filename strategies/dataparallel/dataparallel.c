@@ -179,16 +179,16 @@ static tr_status job_train(dp *d, worker *w) {
     tr_replica *r = d->r[w->i];
     w->loss = 0;
     if (w->i >= d->active) { /* no share of this batch: contributes zero */
-        if (mb->first && d->accel) tr_accel_zero(d->accel[w->i], r->d_grad, tr_params_numel(r->P) * sizeof(float));
-        else if (mb->first) tr_params_zero_grad(r->P);
+        if (mb->first && d->accel) tr_accel_zero(d->accel[w->i], tr_replica_device_grad(r), tr_params_numel(tr_replica_host_params(r)) * sizeof(float));
+        else if (mb->first) tr_params_zero_grad(tr_replica_host_params(r));
         return TR_OK;
     }
     int64_t lo, hi;
     share(d, mb->hb->size, w->i, &lo, &hi);
     tr_model_out out;
     TR_CHECK(tr_replica_forward(r, mb->hb, lo, hi - lo, mb->normaliser, mb->step, 1, 1, &out));
-    if (mb->first) TR_CHECK(tr_graph_write_param_grads(r->g)); /* no zero-fill pass */
-    TR_CHECK(tr_backward(r->g, out.loss, NULL));
+    if (mb->first) TR_CHECK(tr_graph_write_param_grads(tr_replica_graph(r))); /* no zero-fill pass */
+    TR_CHECK(tr_backward(tr_replica_graph(r), out.loss, NULL));
     float f; /* the loss, from the device for a GPU replica (a NULL accel copies host memory) */
     TR_CHECK(tr_accel_download(d->accel ? d->accel[w->i] : NULL, &f, out.loss->data, sizeof f));
     w->loss = f;
@@ -196,13 +196,13 @@ static tr_status job_train(dp *d, worker *w) {
 }
 
 static tr_status job_step(dp *d, worker *w) {
-    tr_params *P0 = d->r[0]->P;
+    tr_params *P0 = tr_replica_host_params(d->r[0]);
     size_t n = tr_params_numel(P0), lo, hi;
     slice(n, d->n, w->i, &lo, &hi);
     float *g0 = tr_params_grad(P0) + lo, *p0 = tr_params_data(P0);
     size_t m = hi - lo;
     for (int i = 1; i < d->n; i++) {
-        const float *gi = tr_params_grad(d->r[i]->P) + lo;
+        const float *gi = tr_params_grad(tr_replica_host_params(d->r[i])) + lo;
         for (size_t k = 0; k < m; k++) g0[k] += gi[k];
     }
     w->sumsq = tr_grad_sumsq(g0, m);
@@ -213,12 +213,12 @@ static tr_status job_step(dp *d, worker *w) {
     if (isfinite(sumsq)) { /* a non-finite step is never applied: the trainer stops or skips it */
         if (d->max_norm > 0) tr_clip_grad_norm(g0, m, d->max_norm, sumsq);
         TR_CHECK(tr_optim_step_part(d->opt, p0, tr_params_grad(P0), lo, hi, d->lr));
-        for (int i = 1; i < d->n; i++) memcpy(tr_params_data(d->r[i]->P) + lo, p0 + lo, m * sizeof *p0);
+        for (int i = 1; i < d->n; i++) memcpy(tr_params_data(tr_replica_host_params(d->r[i])) + lo, p0 + lo, m * sizeof *p0);
     }
     /* Buffers follow the primary; they are small, the primary's thread copies them. */
     size_t nb = tr_params_buffers_numel(P0);
     if (w->i == 0 && nb)
-        for (int i = 1; i < d->n; i++) memcpy(tr_params_buffers_data(d->r[i]->P), tr_params_buffers_data(P0), nb * sizeof(float));
+        for (int i = 1; i < d->n; i++) memcpy(tr_params_buffers_data(tr_replica_host_params(d->r[i])), tr_params_buffers_data(P0), nb * sizeof(float));
     return TR_OK;
 }
 
@@ -226,10 +226,10 @@ static tr_status job_step(dp *d, worker *w) {
  * finite: the trainer stops or skips the step). */
 static tr_status update_primary(dp *d, double sumsq) {
     tr_replica *r = d->r[0];
-    size_t n = tr_params_numel(r->P);
+    size_t n = tr_params_numel(tr_replica_host_params(r));
     if (!isfinite(sumsq)) return TR_OK;
-    if (d->max_norm > 0) tr_accel_clip_grad_norm(d->accel[0], r->d_grad, n, d->max_norm, sumsq);
-    return tr_optim_step_part(d->opt, r->d_data, r->d_grad, 0, n, d->lr);
+    if (d->max_norm > 0) tr_accel_clip_grad_norm(d->accel[0], tr_replica_device_grad(r), n, d->max_norm, sumsq);
+    return tr_optim_step_part(d->opt, tr_replica_device_data(r), tr_replica_device_grad(r), 0, n, d->lr);
 }
 
 /* The step on GPUs, the reduce on host copies of the gradients (each replica's host P):
@@ -237,17 +237,17 @@ static tr_status update_primary(dp *d, double sumsq) {
  * clips and updates on its device and downloads the result into its host P, which every other
  * replica uploads. */
 static tr_status job_step_gpu(dp *d, worker *w) {
-    tr_params *P0 = d->r[0]->P;
+    tr_params *P0 = tr_replica_host_params(d->r[0]);
     size_t n = tr_params_numel(P0), nb = tr_params_buffers_numel(P0), lo, hi;
     tr_replica *r = d->r[w->i];
     tr_accel *a = d->accel[w->i];
     float *h0 = tr_params_data(P0), *hb0 = tr_params_buffers_data(P0);
-    TR_CHECK(tr_accel_download(a, tr_params_grad(r->P), r->d_grad, n * sizeof(float)));
+    TR_CHECK(tr_accel_download(a, tr_params_grad(tr_replica_host_params(r)), tr_replica_device_grad(r), n * sizeof(float)));
     TR_CHECK(barrier(d));
     slice(n, d->n, w->i, &lo, &hi);
     float *g0 = tr_params_grad(P0) + lo;
     for (int i = 1; i < d->n; i++) {
-        const float *gi = tr_params_grad(d->r[i]->P) + lo;
+        const float *gi = tr_params_grad(tr_replica_host_params(d->r[i])) + lo;
         for (size_t k = 0; k < hi - lo; k++) g0[k] += gi[k];
     }
     w->sumsq = tr_grad_sumsq(g0, hi - lo);
@@ -257,15 +257,15 @@ static tr_status job_step_gpu(dp *d, worker *w) {
         for (int i = 0; i < d->n; i++) sumsq += d->w[i].sumsq;
         d->sumsq = sumsq;
         /* the sum goes up even when the step is left out: nonfinite() looks at it */
-        TR_CHECK(tr_accel_upload(a, r->d_grad, tr_params_grad(P0), n * sizeof(float)));
+        TR_CHECK(tr_accel_upload(a, tr_replica_device_grad(r), tr_params_grad(P0), n * sizeof(float)));
         TR_CHECK(update_primary(d, sumsq));
-        if (isfinite(sumsq)) TR_CHECK(tr_accel_download(a, h0, r->d_data, n * sizeof(float)));
-        if (nb) TR_CHECK(tr_accel_download(a, hb0, r->d_buffers, nb * sizeof(float)));
+        if (isfinite(sumsq)) TR_CHECK(tr_accel_download(a, h0, tr_replica_device_data(r), n * sizeof(float)));
+        if (nb) TR_CHECK(tr_accel_download(a, hb0, tr_replica_device_buffers(r), nb * sizeof(float)));
     }
     TR_CHECK(barrier(d));
     if (w->i > 0) {
-        if (isfinite(d->sumsq)) TR_CHECK(tr_accel_upload(a, r->d_data, h0, n * sizeof(float)));
-        if (nb) TR_CHECK(tr_accel_upload(a, r->d_buffers, hb0, nb * sizeof(float)));
+        if (isfinite(d->sumsq)) TR_CHECK(tr_accel_upload(a, tr_replica_device_data(r), h0, n * sizeof(float)));
+        if (nb) TR_CHECK(tr_accel_upload(a, tr_replica_device_buffers(r), hb0, nb * sizeof(float)));
     }
     return tr_accel_sync(a);
 }
@@ -275,15 +275,15 @@ static tr_status job_step_gpu(dp *d, worker *w) {
 static tr_status job_step_comm(dp *d, worker *w) {
     tr_replica *r = d->r[w->i];
     tr_accel *a = d->accel[w->i];
-    size_t n = tr_params_numel(r->P), nb = tr_params_buffers_numel(r->P);
-    TR_CHECK(tr_comm_reduce(w->comm, r->d_grad, r->d_grad, n, TR_F32, TR_RED_SUM, 0));
+    size_t n = tr_params_numel(tr_replica_host_params(r)), nb = tr_params_buffers_numel(tr_replica_host_params(r));
+    TR_CHECK(tr_comm_reduce(w->comm, tr_replica_device_grad(r), tr_replica_device_grad(r), n, TR_F32, TR_RED_SUM, 0));
     if (w->i == 0) { /* the sum stays even when the step is left out: nonfinite() looks at it */
-        d->sumsq = tr_accel_grad_sumsq(a, r->d_grad, n);
+        d->sumsq = tr_accel_grad_sumsq(a, tr_replica_device_grad(r), n);
         TR_CHECK(update_primary(d, d->sumsq));
     }
     /* every rank joins, also after a step left out (the parameters are then unchanged) */
-    TR_CHECK(tr_comm_broadcast(w->comm, r->d_data, n, TR_F32, 0));
-    if (nb) TR_CHECK(tr_comm_broadcast(w->comm, r->d_buffers, nb, TR_F32, 0));
+    TR_CHECK(tr_comm_broadcast(w->comm, tr_replica_device_data(r), n, TR_F32, 0));
+    if (nb) TR_CHECK(tr_comm_broadcast(w->comm, tr_replica_device_buffers(r), nb, TR_F32, 0));
     return tr_accel_sync(a);
 }
 
@@ -582,16 +582,16 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
             TR_CHECK_GOTO(tr_replica_create(env->models, &d->r[i]), fail);
         }
         if (sync_bn) {
-            w->n_stats = max_stats(d->r[i]->P);
+            w->n_stats = max_stats(tr_replica_host_params(d->r[i]));
             w->stats = tr_calloc((size_t)w->n_stats, sizeof *w->stats);
             if (!w->stats) {
                 st = tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory");
                 goto fail;
             }
-            tr_graph_set_stat_reducer(d->r[i]->g, stat_reduce, w);
+            tr_graph_set_stat_reducer(tr_replica_graph(d->r[i]), stat_reduce, w);
         }
     }
-    TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(d->r[0]->P)), fail);
+    TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(tr_replica_host_params(d->r[0]))), fail);
     if (gpu) { /* the optimizer state on the primary's device; the main thread runs the primary */
         TR_CHECK_GOTO(tr_accel_bind(d->accel[0]), fail);
         TR_CHECK_GOTO(tr_optim_place(d->opt, d->accel[0]), fail);
@@ -657,7 +657,7 @@ static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, si
     tr_replica_find_nonfinite(d->r[0], flags, activation, size); /* from the device on GPUs */
     for (int i = 0; i < d->n; i++) {
         char what[256];
-        if (!tr_graph_first_nonfinite(d->r[i]->g, what, sizeof what)) continue;
+        if (!tr_graph_first_nonfinite(tr_replica_graph(d->r[i]), what, sizeof what)) continue;
         snprintf(activation, size, "%s in replica %d", what, i);
         break;
     }
@@ -724,7 +724,7 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
         TR_CHECK(tr_replica_download(d->r[0]));
         TR_CHECK(tr_optim_download(d->opt));
     }
-    *P = d->r[0]->P;
+    *P = tr_replica_host_params(d->r[0]);
     *opt = d->opt;
     return TR_OK;
 }

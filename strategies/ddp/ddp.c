@@ -158,7 +158,7 @@ static void grad_ready(void *user, int param) {
  * bucket ends where the next parameter's aligned start would be (zero padding), so its
  * length is a multiple of 16 x world. */
 static tr_status make_buckets(ddp *d, double first_mb, double bucket_mb) {
-    tr_params *P = d->r->P;
+    tr_params *P = tr_replica_host_params(d->r);
     int np = tr_params_count(P);
     d->bucket_of = tr_calloc((size_t)(np ? np : 1), sizeof *d->bucket_of);
     d->buckets = tr_calloc(MAX_BUCKETS, sizeof *d->buckets);
@@ -193,7 +193,7 @@ static tr_status all_sum(void *ctx, double *v, int n) {
 /* Rank 0's buffers (batch-norm running statistics) everywhere (on GPUs over a host backend
  * through their host copies). */
 static tr_status broadcast_buffers(ddp *d) {
-    tr_params *P = d->r->P;
+    tr_params *P = tr_replica_host_params(d->r);
     return tr_rank_broadcast(d->comm, d->accel, tr_params_buffers_data(tr_replica_params(d->r)),
                              tr_params_buffers_data(P), tr_params_buffers_numel(P), 0);
 }
@@ -202,7 +202,7 @@ static tr_status broadcast_buffers(ddp *d) {
  * host copies (loaded), those go up to the device first, and so does the optimizer state
  * loaded on every rank. */
 static tr_status sync_from(ddp *d, int loaded) {
-    tr_params *P = d->r->P;
+    tr_params *P = tr_replica_host_params(d->r);
     if (loaded) TR_CHECK(tr_replica_upload(d->r)); /* replica calls: nothing to do on the CPU */
     TR_CHECK(tr_rank_broadcast(d->comm, d->accel, tr_params_data(tr_replica_params(d->r)), tr_params_data(P),
                                tr_params_numel(P), 0));
@@ -254,27 +254,27 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         d->shard = d->world > 1 && tr_options_bool(o, "shard_update");
         TR_CHECK_GOTO(tr_replica_create_aligned(env->models, d->shard ? 16 * (size_t)d->world : 0, &d->r), fail);
     }
-    TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(d->r->P)), fail);
+    TR_CHECK_GOTO(tr_optim_create(&d->opt, &env->optim, tr_params_numel(tr_replica_host_params(d->r))), fail);
     /* What the all-reduces sum (the gradients, or on GPUs over a host backend their host
      * staging) lives in the communicator's memory: shm then reads and writes the peers'
      * buffers in place instead of copying through its staging slots. Freed with the
      * communicator. Over a device backend the device's own gradient buffer is summed. */
     void *sums = NULL;
-    if (!d->direct) TR_CHECK_GOTO(tr_comm_alloc(d->comm, (tr_params_numel(d->r->P) + 1) * sizeof(float), &sums), fail);
+    if (!d->direct) TR_CHECK_GOTO(tr_comm_alloc(d->comm, (tr_params_numel(tr_replica_host_params(d->r)) + 1) * sizeof(float), &sums), fail);
     if (d->accel) {
         TR_CHECK_GOTO(tr_optim_place(d->opt, d->accel), fail);
         d->stage = sums;
     } else {
-        TR_CHECK_GOTO(tr_params_set_grad_buffer(d->r->P, sums), fail);
+        TR_CHECK_GOTO(tr_params_set_grad_buffer(tr_replica_host_params(d->r), sums), fail);
     }
     void *params = NULL;
     if (d->shard) { /* the parameters too: the all-gathers read the peers' in place */
-        TR_CHECK_GOTO(tr_comm_alloc(d->comm, (tr_params_numel(d->r->P) + 1) * sizeof(float), &params), fail);
-        TR_CHECK_GOTO(tr_params_set_data_buffer(d->r->P, params), fail);
+        TR_CHECK_GOTO(tr_comm_alloc(d->comm, (tr_params_numel(tr_replica_host_params(d->r)) + 1) * sizeof(float), &params), fail);
+        TR_CHECK_GOTO(tr_params_set_data_buffer(tr_replica_host_params(d->r), params), fail);
     }
     TR_CHECK_GOTO(make_buckets(d, tr_options_float(o, "first_bucket_mb"), tr_options_float(o, "bucket_mb")), fail);
-    tr_graph_set_grad_hook(d->r->g, grad_ready, d);
-    if (tr_options_bool(o, "sync_batchnorm")) tr_graph_set_stat_reducer(d->r->g, all_sum, d);
+    tr_graph_set_grad_hook(tr_replica_graph(d->r), grad_ready, d);
+    if (tr_options_bool(o, "sync_batchnorm")) tr_graph_set_stat_reducer(tr_replica_graph(d->r), all_sum, d);
     TR_CHECK_GOTO(sync_from(d, 0), fail); /* rank 0's initial weights everywhere */
     *info = (tr_strategy_info){.rank = d->rank, .world = d->world, .data_rank = d->rank, .data_world = d->world};
     if (d->accel)
@@ -299,7 +299,7 @@ static tr_status micro(ddp *d, const tr_micro_batch *mb, double *loss) {
     if (mb->first && d->broadcast_buffers) TR_CHECK(broadcast_buffers(d));
     tr_model_out out;
     TR_CHECK(tr_replica_forward(d->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
-    if (mb->first) TR_CHECK(tr_graph_write_param_grads(d->r->g)); /* no zero-fill pass */
+    if (mb->first) TR_CHECK(tr_graph_write_param_grads(tr_replica_graph(d->r))); /* no zero-fill pass */
     d->syncing = mb->last;
     if (mb->last) {
         for (int i = 0; i < d->n_buckets; i++) d->buckets[i].pending = d->buckets[i].params;
@@ -307,7 +307,7 @@ static tr_status micro(ddp *d, const tr_micro_batch *mb, double *loss) {
         d->hook_status = TR_OK;
         d->issued_in_backward = d->issued_total = 0;
     }
-    tr_status st = tr_backward(d->r->g, out.loss, NULL);
+    tr_status st = tr_backward(tr_replica_graph(d->r), out.loss, NULL);
     d->syncing = 0;
     TR_CHECK(st);
     float v;
@@ -351,7 +351,7 @@ static tr_status wait_work(tr_comm_work **w, tr_status st) {
  * gradients nonfinite() then reads are summed only in each rank's own slices: a value that
  * made a sum non-finite shows in its owner's slice, and the trainer adds every rank's flags. */
 static tr_status step_sharded(ddp *d, tr_status st, double lr, double max_norm, double *grad_norm) {
-    float *p = tr_params_data(d->r->P), *g = tr_params_grad(d->r->P);
+    float *p = tr_params_data(tr_replica_host_params(d->r)), *g = tr_params_grad(tr_replica_host_params(d->r));
     int overlap = max_norm <= 0 && !d->skip_nonfinite, gathers = 0;
     double sumsq = 0;
     for (int i = 0; i < d->n_buckets; i++) {
@@ -412,7 +412,7 @@ static tr_status step(ddp *d, double lr, double max_norm, double *grad_norm) {
     if (d->shard) return step_sharded(d, st, lr, max_norm, grad_norm);
     tr_params *P = tr_replica_params(d->r); /* where the replica's buffers live */
     float *p = tr_params_data(P), *g = tr_params_grad(P);
-    size_t n = tr_params_numel(d->r->P);
+    size_t n = tr_params_numel(tr_replica_host_params(d->r));
     /* Without clipping each bucket is updated as soon as its sum arrives, overlapping the
      * optimizer with the all-reduces still running; with clipping the norm needs them all,
      * and so does on_nan skip (a step is left out whole). A non-finite bucket is never
@@ -474,7 +474,7 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
     ddp *d = ctx;
     TR_CHECK(tr_replica_download(d->r)); /* on GPUs: the host copies made current */
     TR_CHECK(tr_optim_download(d->opt));
-    *P = d->r->P;
+    *P = tr_replica_host_params(d->r);
     *opt = d->opt;
     return TR_OK;
 }

@@ -113,8 +113,8 @@ static float *F(sharded *z) { return tr_params_data(tr_replica_params(z->r)); }
 static float *G(sharded *z) { return tr_params_grad(tr_replica_params(z->r)); }
 static float *slice(sharded *z, float *base, const unit *u) { return base + u->lo + (size_t)z->rank * u->len; }
 /* The host P's flat buffers: on GPUs over a host backend the collectives' staging. */
-static float *hostF(sharded *z) { return tr_params_data(z->r->P); }
-static float *hostG(sharded *z) { return tr_params_grad(z->r->P); }
+static float *hostF(sharded *z) { return tr_params_data(tr_replica_host_params(z->r)); }
+static float *hostG(sharded *z) { return tr_params_grad(tr_replica_host_params(z->r)); }
 static size_t bytes(size_t floats) { return floats * sizeof(float); }
 
 static void hook_fail(sharded *z, tr_status st) {
@@ -363,7 +363,7 @@ static tr_status use(void *user, int param, int in_backward, uint64_t op) {
 /* ---- setup ---- */
 
 static tr_status make_units(sharded *z, double unit_mb) {
-    tr_params *P = z->r->P;
+    tr_params *P = tr_replica_host_params(z->r);
     int np = tr_params_count(P);
     size_t numel = tr_params_numel(P), cap = (size_t)(unit_mb * 1048576.0 / 4);
     /* Never more than MAX_UNITS units: grow the size until they fit. */
@@ -406,7 +406,7 @@ static tr_status all_sum(void *ctx, double *v, int n) {
  * device backend, else through the host P's buffers. */
 static tr_status broadcast_buffers(sharded *z) {
     return tr_rank_broadcast(z->comm, z->accel, tr_params_buffers_data(tr_replica_params(z->r)),
-                             tr_params_buffers_data(z->r->P), tr_params_buffers_numel(z->r->P), 0);
+                             tr_params_buffers_data(tr_replica_host_params(z->r)), tr_params_buffers_numel(tr_replica_host_params(z->r)), 0);
 }
 
 /* Makes every rank's view whole again from the shards, after a checkpoint was loaded into
@@ -422,7 +422,7 @@ static tr_status sync(void *ctx) {
         }
         TR_CHECK(tr_optim_upload(z->opt));
         TR_CHECK(tr_accel_upload(z->accel, tr_params_buffers_data(tr_replica_params(z->r)),
-                                 tr_params_buffers_data(z->r->P), bytes(tr_params_buffers_numel(z->r->P))));
+                                 tr_params_buffers_data(tr_replica_host_params(z->r)), bytes(tr_params_buffers_numel(tr_replica_host_params(z->r)))));
     }
     TR_CHECK(broadcast_buffers(z));
     if (z->stage == 3) return TR_OK;
@@ -510,16 +510,16 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     } else {
         TR_CHECK_GOTO(tr_replica_create_aligned(env->models, align, &z->r), fail);
     }
-    size_t numel = tr_params_numel(z->r->P);
+    size_t numel = tr_params_numel(tr_replica_host_params(z->r));
     TR_CHECK_GOTO(make_units(z, tr_options_float(o, "unit_mb")), fail);
     TR_CHECK_GOTO(tr_optim_create(&z->opt, &env->optim, z->S), fail);
     if (z->accel) TR_CHECK_GOTO(tr_optim_place(z->opt, z->accel), fail);
     if (z->staged) { /* the host P's buffers, where the collectives run, in communicator memory */
         void *h = NULL;
         TR_CHECK_GOTO(tr_comm_alloc(z->comm, bytes(numel + 1), &h), fail);
-        TR_CHECK_GOTO(tr_params_set_data_buffer(z->r->P, h), fail);
+        TR_CHECK_GOTO(tr_params_set_data_buffer(tr_replica_host_params(z->r), h), fail);
         TR_CHECK_GOTO(tr_comm_alloc(z->comm, bytes(numel + 1), &h), fail);
-        TR_CHECK_GOTO(tr_params_set_grad_buffer(z->r->P, h), fail);
+        TR_CHECK_GOTO(tr_params_set_grad_buffer(tr_replica_host_params(z->r), h), fail);
     }
     if (z->stage >= 2) {
         TR_CHECK_GOTO(shard_alloc(z, &z->gs, "gradient"), fail);
@@ -527,9 +527,9 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
          * device there is none). */
         if (!z->accel) tr_pages_discard(G(z), bytes(numel));
     }
-    tr_graph_set_grad_hook(z->r->g, grad_ready, z);
-    tr_graph_set_use_hook(z->r->g, use, z);
-    if (tr_options_bool(o, "sync_batchnorm")) tr_graph_set_stat_reducer(z->r->g, all_sum, z);
+    tr_graph_set_grad_hook(tr_replica_graph(z->r), grad_ready, z);
+    tr_graph_set_use_hook(tr_replica_graph(z->r), use, z);
+    if (tr_options_bool(o, "sync_batchnorm")) tr_graph_set_stat_reducer(tr_replica_graph(z->r), all_sum, z);
     /* Rank 0's initial weights (from the run seed) everywhere. Stages 1-2: the full buffer, on
      * a device in place where the backend can. Stage 3: the host P's (no full device buffer), a
      * unit at a time, so that a backend staging host memory through device scratch (nccl)
@@ -591,7 +591,7 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
     st = tr_replica_forward(z->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out);
     /* Stage 1: the step's first backward writes the flat gradients, with no zero-fill pass
      * (the alignment gaps hold sums of zeros); stages 2-3 move them to zeroed unit buffers. */
-    if (st == TR_OK && mb->first && z->stage == 1) st = tr_graph_write_param_grads(z->r->g);
+    if (st == TR_OK && mb->first && z->stage == 1) st = tr_graph_write_param_grads(tr_replica_graph(z->r));
     if (st != TR_OK) return broke(z, st);
     z->syncing = z->stage >= 2 || mb->last;
     z->first_micro = mb->first;
@@ -600,7 +600,7 @@ static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) 
         z->next_rs = z->next_done = z->n_units - 1;
         z->hook_status = TR_OK;
     }
-    st = tr_backward(z->r->g, out.loss, NULL);
+    st = tr_backward(tr_replica_graph(z->r), out.loss, NULL);
     int synced = z->syncing;
     z->syncing = 0;
     if (st == TR_OK && synced) {
@@ -674,15 +674,15 @@ static tr_status host_slice(sharded *z, const unit *u, int grads, float **out) {
 static tr_status nonfinite(void *ctx, double *flags, int n, char *activation, size_t size) {
     sharded *z = ctx;
     TR_CHECK(drain(z));
-    tr_graph_first_nonfinite(z->r->g, activation, size);
+    tr_graph_first_nonfinite(tr_replica_graph(z->r), activation, size);
     for (int i = 0; i < z->n_units; i++) {
         unit *u = &z->units[i];
         size_t a = u->lo + (size_t)z->rank * u->len;
         float *p, *g;
         TR_CHECK(host_slice(z, u, 0, &p));
         TR_CHECK(host_slice(z, u, 1, &g));
-        tr_params_mark_nonfinite(z->r->P, p, a, a + u->len, flags);
-        tr_params_mark_nonfinite(z->r->P, g, a, a + u->len, flags + n);
+        tr_params_mark_nonfinite(tr_replica_host_params(z->r), p, a, a + u->len, flags);
+        tr_params_mark_nonfinite(tr_replica_host_params(z->r), g, a, a + u->len, flags + n);
     }
     return TR_OK;
 }
@@ -699,7 +699,7 @@ static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_mode
 static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
     sharded *z = ctx;
     TR_CHECK(drain(z));
-    *P = z->r->P;
+    *P = tr_replica_host_params(z->r);
     *opt = NULL;
     return TR_OK;
 }
@@ -709,7 +709,7 @@ static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
 static tr_status shards(void *ctx, tr_state_shards *out) {
     sharded *z = ctx;
     TR_CHECK(drain(z));
-    tr_params *P = z->r->P;
+    tr_params *P = tr_replica_host_params(z->r);
     int ns = tr_optim_state_count(z->opt);
     if (ns > TR_CKPT_MAX_STATE) return tr_error_set(TR_ERR_INTERNAL, "sharded: %d optimizer states", ns);
     if (!z->pieces) {

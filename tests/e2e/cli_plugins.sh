@@ -20,6 +20,10 @@ expect describe_missing 1 "no plugin named 'nope'" "$bin" plugins --describe nop
 expect check_good 0 'model fake_model 1\.2\.3' "$bin" plugins --check "$dir/good/fake_model.so"
 expect check_abi 1 'built for plugin ABI 99\.[0-9]+, this trainer has ABI' "$bin" plugins --check "$dir/bad/fake_bad_abi.so"
 expect check_minor 1 'built for plugin ABI [0-9]+\.99, newer than this trainer.s ABI' "$bin" plugins --check "$dir/bad/fake_new_minor.so"
+for k in device comm strategy; do # the next minor, needing a function this trainer lacks
+    expect check_newer_$k 1 'built for plugin ABI [0-9]+\.[0-9]+, newer than this trainer.s ABI' \
+        "$bin" plugins --check "$dir/newer/fake_newer_$k.so"
+done
 expect check_entry 1 "no 'trainer_plugin_entry' symbol" "$bin" plugins --check "$dir/bad/fake_no_entry.so"
 expect check_text 1 'not a shared object' "$bin" plugins --check "$0"
 expect bad_args 2 'usage: trainer plugins' "$bin" plugins --frobnicate

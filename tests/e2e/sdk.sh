@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The installed SDK, used the way a third party would, away from this source tree:
 # - `cmake --install` into a temporary prefix gives the binary, libtrainer with the ABI major in
-#   its SONAME, the headers, the shipped plugins, trainerConfig.cmake and trainer.pc; the
-#   installed `trainer` finds its own plugins (none from the build tree).
+#   its SONAME, the headers and the docs they cite, the shipped plugins, trainerConfig.cmake
+#   and trainer.pc; the installed `trainer` finds its own plugins (none from the build tree).
 # - The examples in docs/examples, copied to a temporary folder, build against that prefix
 #   alone: the local_sgd strategy with find_package(trainer) (CMake), the npy dataset with
 #   pkg-config (make); no include path points into the source tree; warnings are errors.
@@ -37,7 +37,7 @@ soname="$(readelf -d "$lib" 2>/dev/null | sed -n 's/.*Library soname: \[\(.*\)\]
 if [ -n "$abi_major" ] && [ "$soname" = "libtrainer.so.$abi_major" ]; then ok "SONAME $soname carries the ABI major"
 else bad "SONAME" "lib=$lib soname=$soname abi major=$abi_major"; fi
 missing=""
-for f in bin/trainer include/trainer/trainer.h include/trainer/strategy.h; do [ -e "$p/$f" ] || missing="$missing $f"; done
+for f in bin/trainer include/trainer/trainer.h include/trainer/strategy.h share/doc/trainer/abi.md; do [ -e "$p/$f" ] || missing="$missing $f"; done
 for f in trainerConfig.cmake trainerConfigVersion.cmake trainerTargets.cmake TrainerPlugin.cmake trainer.pc; do
     [ -n "$(find "$p" -name "$f")" ] || missing="$missing $f"
 done

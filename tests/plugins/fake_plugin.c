@@ -3,7 +3,9 @@
  *   FAKE_KIND      its kind
  *   FAKE_ABI       the ABI major it claims (default: this SDK's)
  *   FAKE_ABI_MINOR the ABI minor it claims (default: this SDK's)
- *   FAKE_NO_ENTRY  export no entry symbol at all */
+ *   FAKE_NO_ENTRY  export no entry symbol at all
+ *   FAKE_NEEDS_NEW call a function no libtrainer has (one of a newer ABI), so that dlopen with
+ *                  RTLD_NOW fails with "undefined symbol" */
 #include "trainer/plugin.h"
 
 #ifndef FAKE_ABI
@@ -15,7 +17,15 @@
 
 typedef struct fake_ops { int (*answer)(void); } fake_ops;
 
+#ifdef FAKE_NEEDS_NEW
+void tr_from_a_newer_abi(void); /* what a newer SDK would declare */
+static int answer(void) {
+    tr_from_a_newer_abi();
+    return 42;
+}
+#else
 static int answer(void) { return 42; }
+#endif
 
 static const fake_ops ops = {.answer = answer};
 

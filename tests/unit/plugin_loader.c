@@ -1,6 +1,7 @@
 /* The plugin loader: good plugins load and are found; every kind of bad plugin is refused
  * with its own one-line message and nothing crashes. Temporary files are removed. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,22 @@ int main(void) {
 
     expect_refused(DIR "/bad/fake_bad_abi.so", "built for plugin ABI 99.");
     expect_refused(DIR "/bad/fake_new_minor.so", ".99, newer than this trainer's ABI");
+    /* Built for the next minor and calling a function this libtrainer lacks: dlopen alone
+     * fails on the symbol, the loader names both versions instead. */
+    char newer[64];
+    snprintf(newer, sizeof newer, "built for plugin ABI %d.%d, newer than this trainer's ABI %d.%d",
+             TR_ABI_MAJOR, TR_ABI_MINOR + 1, TR_ABI_MAJOR, TR_ABI_MINOR);
+    const char *newer_files[] = {DIR "/newer/fake_newer_device.so", DIR "/newer/fake_newer_comm.so",
+                                 DIR "/newer/fake_newer_strategy.so"};
+    for (int i = 0; i < 3; i++) {
+        void *h = dlopen(newer_files[i], RTLD_NOW | RTLD_LOCAL);
+        const char *e = h ? "" : dlerror();
+        CHECK(!h && strstr(e, "tr_from_a_newer_abi"), "%s: dlopen should fail on the new symbol: %s",
+              newer_files[i], e);
+        if (h) dlclose(h);
+        expect_refused(newer_files[i], newer);
+        CHECK(!strstr(tr_error_msg(), "undefined symbol"), "versioned, not dlopen's: %s", tr_error_msg());
+    }
     expect_refused(DIR "/bad/fake_no_entry.so", "no 'trainer_plugin_entry' symbol");
     expect_refused(DIR "/nope/missing.so", "cannot read plugin");
 

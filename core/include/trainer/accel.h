@@ -17,6 +17,8 @@
 #ifndef TRAINER_ACCEL_H
 #define TRAINER_ACCEL_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 
 #include "trainer/device_backend.h"
@@ -36,69 +38,69 @@ typedef struct tr_accel tr_accel;
  * (tr_get_precision, trainer/runtime.h). An error names the plugin and says why: a plugin
  * without the execution entries (discovery only), one that cannot compute in that precision,
  * no such device, the plugin's own open error. */
-tr_status tr_accel_open(const tr_plugin *backend, int index, tr_accel **out);
+TR_API tr_status tr_accel_open(const tr_plugin *backend, int index, tr_accel **out);
 /* Whether backend can run kernels at all (has the execution entries), without opening
  * anything: TR_OK, or open's error. For a strategy's probe. */
-tr_status tr_accel_probe(const tr_plugin *backend);
-void tr_accel_close(tr_accel *a);
+TR_API tr_status tr_accel_probe(const tr_plugin *backend);
+TR_API void tr_accel_close(tr_accel *a);
 /* "fake_gpu:0" */
-const char *tr_accel_name(const tr_accel *a);
+TR_API const char *tr_accel_name(const tr_accel *a);
 /* The device plugin's kernel table, zero-extended to this SDK's: every entry can be read (NULL
  * where the plugin does not know it); `size` is the plugin's own. */
-const tr_kernels *tr_accel_kernels(const tr_accel *a);
+TR_API const tr_kernels *tr_accel_kernels(const tr_accel *a);
 /* What a's GEMMs compute in (fixed at open); FP32 for NULL (the host). */
-tr_precision tr_accel_precision(const tr_accel *a);
+TR_API tr_precision tr_accel_precision(const tr_accel *a);
 /* What tensors in its memory say: {TR_DEVICE_GPU, the GPU id}. */
-tr_device tr_accel_device(const tr_accel *a);
+TR_API tr_device tr_accel_device(const tr_accel *a);
 
 /* The memory calls, sync and the gradient helpers below (all but bind, allocated and peak)
  * also take a NULL accel, meaning host memory (tr_malloc/tr_free, memcpy, memset, nothing to
  * wait for, tr_grad_sumsq, tr_clip_grad_norm): code that holds a replica calls them with
  * r->accel and runs on the CPU and on a device alike. */
-tr_status tr_accel_alloc(tr_accel *a, size_t bytes, void **p);
+TR_API tr_status tr_accel_alloc(tr_accel *a, size_t bytes, void **p);
 /* bytes: what was asked of tr_accel_alloc (for the accounting). */
-void tr_accel_free(tr_accel *a, void *p, size_t bytes);
-tr_status tr_accel_upload(tr_accel *a, void *dst, const void *src, size_t bytes);
-tr_status tr_accel_download(tr_accel *a, void *dst, const void *src, size_t bytes);
+TR_API void tr_accel_free(tr_accel *a, void *p, size_t bytes);
+TR_API tr_status tr_accel_upload(tr_accel *a, void *dst, const void *src, size_t bytes);
+TR_API tr_status tr_accel_download(tr_accel *a, void *dst, const void *src, size_t bytes);
 /* Zero-fills device memory (queued like a kernel). */
-void tr_accel_zero(tr_accel *a, void *p, size_t bytes);
+TR_API void tr_accel_zero(tr_accel *a, void *p, size_t bytes);
 /* Device memory to device memory (queued like a kernel; the ranges must not overlap). */
-void tr_accel_copy(tr_accel *a, void *dst, const void *src, size_t bytes);
+TR_API void tr_accel_copy(tr_accel *a, void *dst, const void *src, size_t bytes);
 /* dst[i] += src[i] for i < n, f32 device memory (queued like a kernel, through the table's
  * copy_rows: an error naming the device when it has none). */
-tr_status tr_accel_add(tr_accel *a, float *dst, const float *src, size_t n);
+TR_API tr_status tr_accel_add(tr_accel *a, float *dst, const float *src, size_t n);
 /* TR_OK when tr_accel_add runs on a (always on the host), else the error it would give: for a
  * strategy to refuse at setup rather than mid-step. */
-tr_status tr_accel_can_add(const tr_accel *a);
+TR_API tr_status tr_accel_can_add(const tr_accel *a);
 /* Uploads beside the compute stream (tr_device_ops.upload_after), for inputs of the next step
  * copied while the current one runs: tr_accel_can_upload_after says whether a's plugin has the
  * entries (else marks stay NULL and tr_accel_upload_after is tr_accel_upload). A mark is a
  * point of a's compute stream (tr_accel_mark records *mark, making it when NULL); the upload
  * waits for `after` only, so no work queued after that point may read or write dst. */
-int tr_accel_can_upload_after(const tr_accel *a);
-tr_status tr_accel_mark(tr_accel *a, void **mark);
-void tr_accel_mark_free(tr_accel *a, void *mark);
-tr_status tr_accel_upload_after(tr_accel *a, void *dst, const void *src, size_t bytes, void *after);
+TR_API int tr_accel_can_upload_after(const tr_accel *a);
+TR_API tr_status tr_accel_mark(tr_accel *a, void **mark);
+TR_API void tr_accel_mark_free(tr_accel *a, void *mark);
+TR_API tr_status tr_accel_upload_after(tr_accel *a, void *dst, const void *src, size_t bytes, void *after);
 /* Waits for queued work; the first kernel error. */
-tr_status tr_accel_sync(tr_accel *a);
+TR_API tr_status tr_accel_sync(tr_accel *a);
 /* Makes a the device this thread's kernels run on. */
-tr_status tr_accel_bind(tr_accel *a);
+TR_API tr_status tr_accel_bind(tr_accel *a);
 /* The native compute stream (tr_device_ops.stream) of the device last bound on this thread
  * and not closed since, or NULL (none bound, or its plugin gives none): for a device
  * communication backend created on that thread (nccl) to order its collectives after the
  * kernels that make their buffers. */
-void *tr_accel_bound_stream(void);
+TR_API void *tr_accel_bound_stream(void);
 /* tr_grad_sumsq and tr_clip_grad_norm (trainer/optim.h) on device memory, by the device's
  * sumsq and scale_inplace kernels (the same rule; the sum waits for its value). */
-double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n);
+TR_API double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n);
 /* The same sum into a's memory at out (device memory; host memory for NULL), queued without
  * waiting where the device's table has sumsq_to (else summed, waiting, and uploaded): a step
  * collects every parameter's sum and downloads them at once. */
-tr_status tr_accel_grad_sumsq_to(tr_accel *a, double *out, const float *g, size_t n);
-double tr_accel_clip_grad_norm(tr_accel *a, float *g, size_t n, double max_norm, double sumsq);
+TR_API tr_status tr_accel_grad_sumsq_to(tr_accel *a, double *out, const float *g, size_t n);
+TR_API double tr_accel_clip_grad_norm(tr_accel *a, float *g, size_t n, double max_norm, double sumsq);
 /* Bytes of device memory allocated through a now, and the most at once. */
-size_t tr_accel_allocated(const tr_accel *a);
-size_t tr_accel_peak(const tr_accel *a);
+TR_API size_t tr_accel_allocated(const tr_accel *a);
+TR_API size_t tr_accel_peak(const tr_accel *a);
 
 #ifdef __cplusplus
 }

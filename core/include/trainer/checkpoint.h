@@ -17,6 +17,8 @@
 #ifndef TRAINER_CHECKPOINT_H
 #define TRAINER_CHECKPOINT_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,14 +40,14 @@ typedef struct tr_train_state {
 } tr_train_state;
 
 /* opt may be NULL (weights only); otherwise it covers the whole flat buffer of P. */
-tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr_optim *opt,
+TR_API tr_status tr_checkpoint_save(const char *dir, const char *name, tr_params *P, tr_optim *opt,
                              const tr_train_state *s);
 /* Loads a full or a sharded checkpoint (any world size) into P (names and shapes must match
  * exactly: a mismatch names the tensor and both shapes), opt (may be NULL; it must cover P's
  * whole flat buffer) and s (may be NULL). Nothing is changed when the checkpoint is refused.
  * path may also be a weights file (a .safetensors of parameters and buffers by name, as
  * tr_checkpoint_consolidate writes): its weights only (opt must be NULL; s is zeroed). */
-tr_status tr_checkpoint_load(const char *path, tr_params *P, tr_optim *opt, tr_train_state *s);
+TR_API tr_status tr_checkpoint_load(const char *path, tr_params *P, tr_optim *opt, tr_train_state *s);
 
 /* ---- sharded checkpoints (ZeRO): every rank writes the pieces of the parameters it holds ----
  *
@@ -71,34 +73,34 @@ typedef struct tr_ckpt_piece {
 } tr_ckpt_piece;
 
 /* tmp receives the temporary directory's path (cap bytes). */
-tr_status tr_checkpoint_begin(const char *dir, const char *name, long tag, char *tmp, size_t cap);
+TR_API tr_status tr_checkpoint_begin(const char *dir, const char *name, long tag, char *tmp, size_t cap);
 /* The same path, for the other ranks (creates nothing). */
-tr_status tr_checkpoint_tmp_path(const char *dir, const char *name, long tag, char *tmp, size_t cap);
-tr_status tr_checkpoint_write_shard(const char *tmp, int rank, int world, tr_params *P, tr_optim *opt,
+TR_API tr_status tr_checkpoint_tmp_path(const char *dir, const char *name, long tag, char *tmp, size_t cap);
+TR_API tr_status tr_checkpoint_write_shard(const char *tmp, int rank, int world, tr_params *P, tr_optim *opt,
                                     const tr_ckpt_piece *pieces, int n);
-tr_status tr_checkpoint_commit(const char *dir, const char *name, const char *tmp, int world, tr_params *P,
+TR_API tr_status tr_checkpoint_commit(const char *dir, const char *name, const char *tmp, int world, tr_params *P,
                                tr_optim *opt, const tr_train_state *s);
-void tr_checkpoint_abandon(const char *tmp);
+TR_API void tr_checkpoint_abandon(const char *tmp);
 /* Loads the pieces (data and, with opt, optimizer state and its step count), every buffer of
  * P and s (may be NULL) from a full or sharded checkpoint of any world size. Everything is
  * checked (names, shapes, optimizer kind, every piece covered) before anything is changed. */
-tr_status tr_checkpoint_load_pieces(const char *path, tr_params *P, tr_optim *opt, const tr_ckpt_piece *pieces,
+TR_API tr_status tr_checkpoint_load_pieces(const char *path, tr_params *P, tr_optim *opt, const tr_ckpt_piece *pieces,
                                     int n, tr_train_state *s);
 /* Writes the weights (parameters, then buffers) of the checkpoint at path, full or sharded
  * (or a weights file, copied), as one safetensors file out_file (atomically). */
-tr_status tr_checkpoint_consolidate(const char *path, const char *out_file);
+TR_API tr_status tr_checkpoint_consolidate(const char *path, const char *out_file);
 /* Only the train state of the checkpoint at path (its state.json). */
-tr_status tr_checkpoint_read_state(const char *path, tr_train_state *s);
+TR_API tr_status tr_checkpoint_read_state(const char *path, tr_train_state *s);
 /* Path of the complete checkpoint with the highest step in dir; TR_ERR_NOT_FOUND if none. */
-tr_status tr_checkpoint_latest(const char *dir, char *out, size_t size);
+TR_API tr_status tr_checkpoint_latest(const char *dir, char *out, size_t size);
 /* The checkpoint a user's path means: a checkpoint folder (it holds state.json), a weights
  * file (.safetensors), a pointer a run keeps in its checkpoints/ (`best`, `last`: the
  * checkpoint it points at; RUN/best means RUN/checkpoints/best), else the newest complete one
  * in a checkpoints/ folder or in a run folder's checkpoints/; TR_ERR_NOT_FOUND, saying what to
  * give, if none. */
-tr_status tr_checkpoint_find(const char *path, char *out, size_t size);
+TR_API tr_status tr_checkpoint_find(const char *path, char *out, size_t size);
 /* Removes all but the newest keep_last complete checkpoints and any stale .tmp dirs. */
-tr_status tr_checkpoint_prune(const char *dir, int keep_last);
+TR_API tr_status tr_checkpoint_prune(const char *dir, int keep_last);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,8 @@
 #ifndef TRAINER_COMM_H
 #define TRAINER_COMM_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -79,14 +81,14 @@ typedef struct tr_comm_env {
  * SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_ID; none: a single rank (PMIX_RANK alone is an error). TRAINER_COMM_TIMEOUT (seconds) sets the deadline.
  * Inconsistent values (RANK >= WORLD_SIZE, several nodes with every rank on this one,
  * non-numbers) are errors naming the variable. */
-tr_status tr_comm_env_detect(tr_comm_env *env);
+TR_API tr_status tr_comm_env_detect(tr_comm_env *env);
 
 typedef struct tr_comm tr_comm;
 typedef struct tr_comm_work tr_comm_work;
 
 /* A communicator over the backend plugin (kind comm). opts: the backend's resolved options
  * (NULL: its defaults). Blocks until every rank has joined or the deadline passes. */
-tr_status tr_comm_create(tr_comm **out, const tr_plugin *backend, const tr_options *opts,
+TR_API tr_status tr_comm_create(tr_comm **out, const tr_plugin *backend, const tr_options *opts,
                          const tr_comm_env *env);
 /* Where a rank strategy's ranks run, for choosing and checking its backend: gpu_plugin is the
  * device plugin of their GPUs (NULL: ranks on the CPU); gpus_shared is 1 when ranks share a
@@ -99,7 +101,7 @@ typedef struct tr_comm_ranks {
  * their own driven by the `cuda` device plugin when the registry holds nccl, else shm when
  * the job is on one host (env NULL: one host), else mpi; any other name is itself. ranks
  * NULL: ranks on the CPU. Sets no error. */
-const char *tr_comm_resolve_backend(const tr_registry *registry, const char *backend, const tr_comm_ranks *ranks,
+TR_API const char *tr_comm_resolve_backend(const tr_registry *registry, const char *backend, const tr_comm_ranks *ranks,
                                     const tr_comm_env *env);
 /* For strategies: detects the job (tr_comm_env_detect), resolves `backend` for these ranks,
  * finds its plugin among the registry's comm plugins (a miss is an error prefixed
@@ -108,33 +110,33 @@ const char *tr_comm_resolve_backend(const tr_registry *registry, const char *bac
  * rank of the host, before any rendezvous), it says so in the log and opens what auto picks
  * for CPU ranks. timeout_s applies unless TRAINER_COMM_TIMEOUT is set. env_out (may be NULL)
  * receives the job. */
-tr_status tr_comm_open_ranks(tr_comm **out, const tr_registry *registry, const char *backend,
+TR_API tr_status tr_comm_open_ranks(tr_comm **out, const tr_registry *registry, const char *backend,
                              const tr_comm_ranks *ranks, double timeout_s, tr_comm_env *env_out);
 /* tr_comm_open_ranks for ranks on the CPU. */
-tr_status tr_comm_open(tr_comm **out, const tr_registry *registry, const char *backend, double timeout_s,
+TR_API tr_status tr_comm_open(tr_comm **out, const tr_registry *registry, const char *backend, double timeout_s,
                        tr_comm_env *env_out);
 /* For a strategy's probe: TR_OK when the registry holds the comm plugin `backend` resolves to
  * for these ranks (NULL: on the CPU), and it fits them (a backend that joins GPU ranks, nccl,
  * is refused for ranks on the CPU, naming the ones that fit); else an error prefixed
  * "strategy.backend: " (a miss names the backends that were found). */
-tr_status tr_comm_probe_ranks(const tr_registry *registry, const char *backend, const tr_comm_ranks *ranks);
+TR_API tr_status tr_comm_probe_ranks(const tr_registry *registry, const char *backend, const tr_comm_ranks *ranks);
 /* tr_comm_probe_ranks for ranks on the CPU. */
-tr_status tr_comm_probe(const tr_registry *registry, const char *backend);
+TR_API tr_status tr_comm_probe(const tr_registry *registry, const char *backend);
 /* Waits for pending operations, then leaves. */
-void tr_comm_destroy(tr_comm *c);
+TR_API void tr_comm_destroy(tr_comm *c);
 
-int tr_comm_rank(const tr_comm *c);
-int tr_comm_size(const tr_comm *c);
-int tr_comm_local_rank(const tr_comm *c);
-int tr_comm_local_size(const tr_comm *c);
-const char *tr_comm_backend_name(const tr_comm *c);
+TR_API int tr_comm_rank(const tr_comm *c);
+TR_API int tr_comm_size(const tr_comm *c);
+TR_API int tr_comm_local_rank(const tr_comm *c);
+TR_API int tr_comm_local_size(const tr_comm *c);
+TR_API const char *tr_comm_backend_name(const tr_comm *c);
 /* The message of the failure that broke the communicator; "" while it works. */
-const char *tr_comm_last_error(const tr_comm *c);
+TR_API const char *tr_comm_last_error(const tr_comm *c);
 /* Breaks the communicator on every rank: their pending and later calls fail with
  * TR_ERR_ABORTED naming this rank. Safe from any thread and from a signal handler's
  * deferred context (not from the handler itself). Leaves the calling thread's error message
  * (tr_error_msg) as it was: a caller failing a step aborts and returns its own error. */
-void tr_comm_abort(tr_comm *c);
+TR_API void tr_comm_abort(tr_comm *c);
 
 /* Memory for buffers that collectives will use again and again (a flat gradient buffer): the
  * backend places it where every rank's backend can reach it directly, as NCCL's
@@ -146,36 +148,36 @@ void tr_comm_abort(tr_comm *c);
  * backed, zeroed) and everything works the same (shm: for one rank, past 256 ranks, past 64
  * allocations in a communicator's life, or when /dev/shm is full). Freed by tr_comm_free or
  * with the communicator. */
-tr_status tr_comm_alloc(tr_comm *c, size_t bytes, void **ptr);
+TR_API tr_status tr_comm_alloc(tr_comm *c, size_t bytes, void **ptr);
 /* Collective in the same sense: every rank frees the same allocation at the same point of
  * the operation sequence (a rank may not all-reduce in memory its peer has freed). Waits for
  * pending operations first; inside a group it does nothing (the memory goes with the
  * communicator). NULL does nothing. */
-void tr_comm_free(tr_comm *c, void *ptr);
+TR_API void tr_comm_free(tr_comm *c, void *ptr);
 /* 1 when ptr came from tr_comm_alloc and the backend shares it (for tests and descriptions). */
-int tr_comm_is_shared(const tr_comm *c, const void *ptr);
+TR_API int tr_comm_is_shared(const tr_comm *c, const void *ptr);
 /* 1 when collectives take buffers in the GPU memory of the device bound (tr_accel_bind) on the
  * thread that created the communicator, and wait for the work queued there first (nccl): a
  * strategy then reduces its device gradients in place, with no staging through the host.
  * Host buffers work with every backend. */
-int tr_comm_device_memory(const tr_comm *c);
+TR_API int tr_comm_device_memory(const tr_comm *c);
 
 /* ---- synchronous collectives ---- */
-tr_status tr_comm_barrier(tr_comm *c);
-tr_status tr_comm_send(tr_comm *c, const void *buf, size_t count, tr_dtype dtype, int peer);
-tr_status tr_comm_recv(tr_comm *c, void *buf, size_t count, tr_dtype dtype, int peer);
-tr_status tr_comm_broadcast(tr_comm *c, void *buf, size_t count, tr_dtype dtype, int root);
-tr_status tr_comm_reduce(tr_comm *c, const void *send, void *recv, size_t count, tr_dtype dtype,
+TR_API tr_status tr_comm_barrier(tr_comm *c);
+TR_API tr_status tr_comm_send(tr_comm *c, const void *buf, size_t count, tr_dtype dtype, int peer);
+TR_API tr_status tr_comm_recv(tr_comm *c, void *buf, size_t count, tr_dtype dtype, int peer);
+TR_API tr_status tr_comm_broadcast(tr_comm *c, void *buf, size_t count, tr_dtype dtype, int root);
+TR_API tr_status tr_comm_reduce(tr_comm *c, const void *send, void *recv, size_t count, tr_dtype dtype,
                          tr_red_op op, int root);
-tr_status tr_comm_all_reduce(tr_comm *c, const void *send, void *recv, size_t count,
+TR_API tr_status tr_comm_all_reduce(tr_comm *c, const void *send, void *recv, size_t count,
                              tr_dtype dtype, tr_red_op op);
-tr_status tr_comm_gather(tr_comm *c, const void *send, void *recv, size_t count, tr_dtype dtype,
+TR_API tr_status tr_comm_gather(tr_comm *c, const void *send, void *recv, size_t count, tr_dtype dtype,
                          int root);
-tr_status tr_comm_scatter(tr_comm *c, const void *send, void *recv, size_t count,
+TR_API tr_status tr_comm_scatter(tr_comm *c, const void *send, void *recv, size_t count,
                           tr_dtype dtype, int root);
-tr_status tr_comm_all_gather(tr_comm *c, const void *send, void *recv, size_t count,
+TR_API tr_status tr_comm_all_gather(tr_comm *c, const void *send, void *recv, size_t count,
                              tr_dtype dtype);
-tr_status tr_comm_reduce_scatter(tr_comm *c, const void *send, void *recv, size_t count,
+TR_API tr_status tr_comm_reduce_scatter(tr_comm *c, const void *send, void *recv, size_t count,
                                  tr_dtype dtype, tr_red_op op);
 
 /* ---- asynchronous forms ----
@@ -194,36 +196,36 @@ typedef struct tr_comm_call {
     int root;                     /* root, or peer for send/recv */
 } tr_comm_call;
 
-tr_status tr_comm_issue(tr_comm *c, const tr_comm_call *call, tr_comm_work **work);
-tr_status tr_comm_iall_reduce(tr_comm *c, const void *send, void *recv, size_t count,
+TR_API tr_status tr_comm_issue(tr_comm *c, const tr_comm_call *call, tr_comm_work **work);
+TR_API tr_status tr_comm_iall_reduce(tr_comm *c, const void *send, void *recv, size_t count,
                               tr_dtype dtype, tr_red_op op, tr_comm_work **work);
-tr_status tr_comm_ireduce_scatter(tr_comm *c, const void *send, void *recv, size_t count,
+TR_API tr_status tr_comm_ireduce_scatter(tr_comm *c, const void *send, void *recv, size_t count,
                                   tr_dtype dtype, tr_red_op op, tr_comm_work **work);
-tr_status tr_comm_iall_gather(tr_comm *c, const void *send, void *recv, size_t count,
+TR_API tr_status tr_comm_iall_gather(tr_comm *c, const void *send, void *recv, size_t count,
                               tr_dtype dtype, tr_comm_work **work);
-tr_status tr_comm_ibroadcast(tr_comm *c, void *buf, size_t count, tr_dtype dtype, int root,
+TR_API tr_status tr_comm_ibroadcast(tr_comm *c, void *buf, size_t count, tr_dtype dtype, int root,
                              tr_comm_work **work);
 /* Blocks until the work is done; its status (a failure's message in tr_error_msg). Each work
  * is waited exactly once. */
-tr_status tr_comm_wait(tr_comm_work *work);
+TR_API tr_status tr_comm_wait(tr_comm_work *work);
 /* *done = 1 when finished (then tr_comm_wait returns at once). */
-tr_status tr_comm_test(tr_comm_work *work, int *done);
+TR_API tr_status tr_comm_test(tr_comm_work *work, int *done);
 
 /* Operations issued between start and end are handed to the communicator thread together
  * (one wake-up; backends may fuse them). Nesting counts; works are waited after end. */
-void tr_comm_group_start(tr_comm *c);
-tr_status tr_comm_group_end(tr_comm *c);
+TR_API void tr_comm_group_start(tr_comm *c);
+TR_API tr_status tr_comm_group_end(tr_comm *c);
 
 /* ---- for backends and tests ---- */
-const char *tr_comm_kind_name(tr_comm_kind kind);
-const char *tr_red_op_name(tr_red_op op);
+TR_API const char *tr_comm_kind_name(tr_comm_kind kind);
+TR_API const char *tr_red_op_name(tr_red_op op);
 /* dst[i] = op(dst[i], src[i]) for count elements (AVG reduces as SUM). */
-void tr_reduce_into(void *dst, const void *src, size_t count, tr_dtype dtype, tr_red_op op);
+TR_API void tr_reduce_into(void *dst, const void *src, size_t count, tr_dtype dtype, tr_red_op op);
 /* dst[i] = op(a[i], b[i]). */
-void tr_reduce2(void *dst, const void *a, const void *b, size_t count, tr_dtype dtype,
+TR_API void tr_reduce2(void *dst, const void *a, const void *b, size_t count, tr_dtype dtype,
                 tr_red_op op);
 /* buf[i] /= divisor (the AVG step). */
-void tr_scale_div(void *buf, size_t count, tr_dtype dtype, int divisor);
+TR_API void tr_scale_div(void *buf, size_t count, tr_dtype dtype, int divisor);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,8 @@
 #ifndef TRAINER_CONFIG_H
 #define TRAINER_CONFIG_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,39 +49,39 @@ typedef enum tr_cfg_kind {
 /* ---- loading ---- */
 
 /* Reads and parses a YAML file; syntax errors are TR_ERR_PARSE "path:line:col: problem". */
-tr_status tr_config_load(tr_config **out, const char *path);
+TR_API tr_status tr_config_load(tr_config **out, const char *path);
 /* Parses `len` bytes of text; source_name is used in every message ("cfg.yaml"). */
-tr_status tr_config_parse(tr_config **out, const char *text, size_t len,
+TR_API tr_status tr_config_parse(tr_config **out, const char *text, size_t len,
                           const char *source_name);
 /* An empty config (root is an empty mapping). */
-tr_status tr_config_create(tr_config **out);
-void tr_config_destroy(tr_config *cfg);
+TR_API tr_status tr_config_create(tr_config **out);
+TR_API void tr_config_destroy(tr_config *cfg);
 
-const tr_cfg_node *tr_config_root(const tr_config *cfg);
+TR_API const tr_cfg_node *tr_config_root(const tr_config *cfg);
 /* Node at a dotted path ("model.params.hidden", "data.files[2]"); NULL when absent. */
-const tr_cfg_node *tr_config_find(const tr_config *cfg, const char *path);
+TR_API const tr_cfg_node *tr_config_find(const tr_config *cfg, const char *path);
 
 /* ---- nodes (all borrowed) ---- */
 
-tr_cfg_kind tr_cfg_node_kind(const tr_cfg_node *node);
+TR_API tr_cfg_kind tr_cfg_node_kind(const tr_cfg_node *node);
 /* Child of a mapping by key; NULL when absent or when node is not a mapping (or NULL). */
-const tr_cfg_node *tr_cfg_child(const tr_cfg_node *node, const char *key);
+TR_API const tr_cfg_node *tr_cfg_child(const tr_cfg_node *node, const char *key);
 /* Like tr_cfg_child but `path` may be dotted and indexed, relative to node. */
-const tr_cfg_node *tr_cfg_find(const tr_cfg_node *node, const char *path);
+TR_API const tr_cfg_node *tr_cfg_find(const tr_cfg_node *node, const char *path);
 /* Scalar text; NULL for mappings and sequences. */
-const char *tr_cfg_scalar(const tr_cfg_node *node);
+TR_API const char *tr_cfg_scalar(const tr_cfg_node *node);
 /* Number of entries of a mapping or items of a sequence; 0 for a scalar. */
-size_t tr_cfg_size(const tr_cfg_node *node);
+TR_API size_t tr_cfg_size(const tr_cfg_node *node);
 /* i-th key of a mapping in document order (NULL for a sequence or i out of range). */
-const char *tr_cfg_key(const tr_cfg_node *node, size_t i);
+TR_API const char *tr_cfg_key(const tr_cfg_node *node, size_t i);
 /* i-th value of a mapping or item of a sequence (NULL when i is out of range). */
-const tr_cfg_node *tr_cfg_item(const tr_cfg_node *node, size_t i);
+TR_API const tr_cfg_node *tr_cfg_item(const tr_cfg_node *node, size_t i);
 /* Where the node came from: source name ("cfg.yaml" or "command line"), 1-based line and
  * column, dotted key path ("" for the root). */
-const char *tr_cfg_source(const tr_cfg_node *node);
-int tr_cfg_line(const tr_cfg_node *node);
-int tr_cfg_column(const tr_cfg_node *node);
-const char *tr_cfg_path(const tr_cfg_node *node);
+TR_API const char *tr_cfg_source(const tr_cfg_node *node);
+TR_API int tr_cfg_line(const tr_cfg_node *node);
+TR_API int tr_cfg_column(const tr_cfg_node *node);
+TR_API const char *tr_cfg_path(const tr_cfg_node *node);
 
 /* ---- typed reads ----
  * `key` is relative to `map` and may be dotted ("trainer.max_epochs"). When the key is
@@ -88,41 +90,41 @@ const char *tr_cfg_path(const tr_cfg_node *node);
  * only the source name when the parent is missing or is the root). A value that does not
  * read gives TR_ERR_INVALID "cfg.yaml:14:3: trainer.max_epochs: expected an integer, got
  * 'abc'"; a value out of range "...: must be between 1 and 100000, got 0". */
-tr_status tr_cfg_get_int(const tr_cfg_node *map, const char *key, int64_t def, int64_t min,
+TR_API tr_status tr_cfg_get_int(const tr_cfg_node *map, const char *key, int64_t def, int64_t min,
                          int64_t max, int64_t *out, int required);
 /* A finite decimal number: 3e-4, 1, .5, -2.5; not inf, nan or hex. */
-tr_status tr_cfg_get_float(const tr_cfg_node *map, const char *key, double def, double min,
+TR_API tr_status tr_cfg_get_float(const tr_cfg_node *map, const char *key, double def, double min,
                            double max, double *out, int required);
 /* true/false, yes/no, on/off (any case). */
-tr_status tr_cfg_get_bool(const tr_cfg_node *map, const char *key, int def, int *out,
+TR_API tr_status tr_cfg_get_bool(const tr_cfg_node *map, const char *key, int def, int *out,
                           int required);
 /* Any scalar; *out is borrowed from the config (or is def). */
-tr_status tr_cfg_get_string(const tr_cfg_node *map, const char *key, const char *def,
+TR_API tr_status tr_cfg_get_string(const tr_cfg_node *map, const char *key, const char *def,
                             const char **out, int required);
 /* One of `choices` ("fp32|bf16|fp16"); *index is its position. def is a choice name, or NULL
  * to store -1 when absent. */
-tr_status tr_cfg_get_choice(const tr_cfg_node *map, const char *key, const char *choices,
+TR_API tr_status tr_cfg_get_choice(const tr_cfg_node *map, const char *key, const char *choices,
                             const char *def, int *index, int required);
 
 /* Refuses keys of `map` not in allowed[0..n): TR_ERR_INVALID
  * "cfg.yaml:7:3: trainer.max_epoch: unknown key (did you mean 'max_epochs'?)", or the list of
  * allowed keys when none is close. A NULL map (absent section) passes. */
-tr_status tr_cfg_check_keys(const tr_cfg_node *map, const char *const allowed[], size_t n);
+TR_API tr_status tr_cfg_check_keys(const tr_cfg_node *map, const char *const allowed[], size_t n);
 
 /* ---- overrides ----
  * Sets the node at a dotted path (creating missing mappings) to `value` parsed as a YAML
  * flow scalar, flow sequence ("[1, 2]") or flow mapping; the new nodes' source is
  * "command line", line 1, column = position in "path=value". */
-tr_status tr_config_set(tr_config *cfg, const char *path, const char *value);
+TR_API tr_status tr_config_set(tr_config *cfg, const char *path, const char *value);
 /* "a.b.c=value" from the command line; a malformed argument ("a.b", "=3", "a..b=1", a path
  * through a scalar) is TR_ERR_INVALID naming the argument. */
-tr_status tr_config_override(tr_config *cfg, const char *arg);
+TR_API tr_status tr_config_override(tr_config *cfg, const char *arg);
 
 /* ---- output ----
  * The tree as block-style YAML, keys in document order, strings quoted where needed so that
  * parsing the output gives the same tree. */
-tr_status tr_config_write(const tr_config *cfg, FILE *f);
-tr_status tr_config_save(const tr_config *cfg, const char *path);
+TR_API tr_status tr_config_write(const tr_config *cfg, FILE *f);
+TR_API tr_status tr_config_save(const tr_config *cfg, const char *path);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,8 @@
 #ifndef TRAINER_DATA_H
 #define TRAINER_DATA_H
 
+#include "trainer/export.h"
+
 #include <stdint.h>
 
 #include "trainer/model.h"
@@ -38,14 +40,14 @@ typedef struct tr_sampler {
     uint64_t seed;
 } tr_sampler;
 
-tr_status tr_sampler_validate(const tr_sampler *s);
+TR_API tr_status tr_sampler_validate(const tr_sampler *s);
 /* Global batches per epoch. */
-int64_t tr_sampler_batches(const tr_sampler *s);
+TR_API int64_t tr_sampler_batches(const tr_sampler *s);
 /* The epoch's permutation of [0, n) (identity without shuffle) into perm (n entries). */
-void tr_sampler_permutation(const tr_sampler *s, int64_t epoch, int64_t *perm);
+TR_API void tr_sampler_permutation(const tr_sampler *s, int64_t epoch, int64_t *perm);
 /* This rank's share of global batch b: its first position in the batch and its length;
  * *global_size is the whole global batch's length. */
-void tr_sampler_share(const tr_sampler *s, int64_t b, int64_t *offset, int64_t *count,
+TR_API void tr_sampler_share(const tr_sampler *s, int64_t b, int64_t *offset, int64_t *count,
                       int64_t *global_size);
 
 /* A batch on the host, owned by the loader, valid until the next tr_loader_next. */
@@ -71,14 +73,14 @@ typedef struct tr_loader tr_loader;
  * are woken to refill it only when the batches claimed ahead fall to half of it or below
  * `prefetch`. Batches come out in order whatever the number of workers. A batch too large
  * for memory's sizes is an error. */
-tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
+TR_API tr_status tr_loader_create(tr_loader **out, const tr_dataset_ops *ops, void *ds,
                            const tr_data_spec *spec, const tr_sampler *s, int prefetch,
                            int workers);
-void tr_loader_destroy(tr_loader *L);
+TR_API void tr_loader_destroy(tr_loader *L);
 /* Starts (or resumes at batch start_batch) an epoch; stops any batches in flight. */
-tr_status tr_loader_start_epoch(tr_loader *L, int64_t epoch, int64_t start_batch);
+TR_API tr_status tr_loader_start_epoch(tr_loader *L, int64_t epoch, int64_t start_batch);
 /* The next batch, or *out = NULL at the end of the epoch. A dataset error is returned here. */
-tr_status tr_loader_next(tr_loader *L, const tr_host_batch **out);
+TR_API tr_status tr_loader_next(tr_loader *L, const tr_host_batch **out);
 
 #ifdef __cplusplus
 }

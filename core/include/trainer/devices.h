@@ -20,6 +20,7 @@
 #ifndef TRAINER_DEVICES_H
 #define TRAINER_DEVICES_H
 
+#include "trainer/export.h"
 #include "trainer/device_backend.h"
 #include "trainer/plugin.h"
 #include "trainer/status.h"
@@ -51,9 +52,9 @@ typedef struct tr_device_choice {
 
 /* gpus: GPUs found; gpu_why: why none (or fewer) were found, for messages ("" if none
  * known); cores: CPU cores this process may use (devices -1 with cpu). */
-tr_status tr_choose_devices(const tr_device_request *rq, int gpus, const char *gpu_why, int cores,
+TR_API tr_status tr_choose_devices(const tr_device_request *rq, int gpus, const char *gpu_why, int cores,
                             tr_device_choice *out);
-const char *tr_accelerator_name(tr_accelerator a);
+TR_API const char *tr_accelerator_name(tr_accelerator a);
 
 /* ---- the GPUs the device plugins see ----
  *
@@ -71,10 +72,10 @@ typedef struct tr_gpu_scan {
 /* Asks the device plugins of reg how many GPUs they see. backend: "auto" (the first plugin,
  * in registry order, that sees one) or a device plugin's name (trainer.gpu_backend; an error
  * when no device plugin has it). Finding no GPU is not an error: count 0 and why. */
-tr_status tr_gpu_scan_registry(const tr_registry *reg, const char *backend, tr_gpu_scan *out);
+TR_API tr_status tr_gpu_scan_registry(const tr_registry *reg, const char *backend, tr_gpu_scan *out);
 /* p's device ops table, checked (a known size, count and info present) and copied into a
  * full-size one. TR_ERR_PLUGIN names the file and what is wrong. */
-tr_status tr_device_ops_of(const tr_plugin *p, tr_device_ops *out);
+TR_API tr_status tr_device_ops_of(const tr_plugin *p, tr_device_ops *out);
 
 #ifdef __cplusplus
 }

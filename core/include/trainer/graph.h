@@ -20,6 +20,8 @@
 #ifndef TRAINER_GRAPH_H
 #define TRAINER_GRAPH_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,63 +48,63 @@ typedef tr_status (*tr_param_use_fn)(void *user, int param, int in_backward, uin
 /* Sums n doubles over every replica/rank in place (sync batch-norm); an error fails the op. */
 typedef tr_status (*tr_stat_reducer_fn)(void *user, double *values, int n);
 
-tr_status tr_graph_create(tr_graph **out, size_t arena_bytes);
-void tr_graph_destroy(tr_graph *g);
+TR_API tr_status tr_graph_create(tr_graph **out, size_t arena_bytes);
+TR_API void tr_graph_destroy(tr_graph *g);
 /* Starts a new step: frees every activation and tape node, clears the error. */
-void tr_graph_reset(tr_graph *g);
+TR_API void tr_graph_reset(tr_graph *g);
 /* The graph's host arena (tensor headers, tape nodes; on the CPU also the activations). */
-tr_arena *tr_graph_arena(tr_graph *g);
+TR_API tr_arena *tr_graph_arena(tr_graph *g);
 /* The peak bytes of the arena activations live in (a device's on a device graph), with the
  * graph's two input buffers where it has them (tr_graph_input_from). */
-size_t tr_graph_activation_peak(const tr_graph *g);
+TR_API size_t tr_graph_activation_peak(const tr_graph *g);
 
 /* Training mode (dropout active, batch-norm uses batch statistics). Default on. */
-void tr_graph_set_training(tr_graph *g, int training);
-int tr_graph_training(const tr_graph *g);
+TR_API void tr_graph_set_training(tr_graph *g, int training);
+TR_API int tr_graph_training(const tr_graph *g);
 /* Grad mode: when off, no tape is recorded (inference). Default on. */
-void tr_graph_set_grad_enabled(tr_graph *g, int enabled);
-int tr_graph_grad_enabled(const tr_graph *g);
+TR_API void tr_graph_set_grad_enabled(tr_graph *g, int enabled);
+TR_API int tr_graph_grad_enabled(const tr_graph *g);
 
 /* Dropout randomness: element e of sample s draws index (sample_base + s) * per_sample + e of
  * stream tr_rng_stream(DROPOUT, step, call), so it does not depend on how a global batch is
  * split. `sample_base` is the global index of this batch's first sample. */
-void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample_base);
+TR_API void tr_graph_set_rng(tr_graph *g, uint64_t seed, uint64_t step, uint64_t sample_base);
 /* ABI 0.11: the ops' dim 0 holds `rows` rows per sample (a pair model encodes sample s's two
  * texts as rows 2s and 2s + 1), until the next tr_graph_set_rng or tr_graph_reset (then 1):
  * dropout draws row r of the batch as row sample_base * rows + r of the global batch, so the
  * masks still do not depend on how a global batch is split. rows >= 1. */
-void tr_graph_set_rows_per_sample(tr_graph *g, uint64_t rows);
+TR_API void tr_graph_set_rows_per_sample(tr_graph *g, uint64_t rows);
 
 /* The parameters this graph's ops may use; tr_backward then also signals parameters that
  * the step never used (their gradient is final as it is). Borrowed. The graph keeps use
  * counts in parameter tensors until the next reset: reset (or destroy) the graph before
  * destroying parameters it has used. */
-void tr_graph_set_params(tr_graph *g, struct tr_params *params);
+TR_API void tr_graph_set_params(tr_graph *g, struct tr_params *params);
 /* Runs the graph on a device (trainer/accel.h; borrowed, must outlive the graph), set once
  * before any op: activations, gradients and scratch live in its memory, every op runs its
  * kernels (f32 only; an op the device has no kernel for fails naming both), inputs come from
  * tr_graph_input filled with tr_accel_upload (tr_graph_view of host memory is refused), and
  * the tensors ops take must be in the device's memory (device.kind TR_DEVICE_GPU). */
 struct tr_accel;
-tr_status tr_graph_set_accel(tr_graph *g, struct tr_accel *a);
-struct tr_accel *tr_graph_accel(const tr_graph *g);
-void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user);
+TR_API tr_status tr_graph_set_accel(tr_graph *g, struct tr_accel *a);
+TR_API struct tr_accel *tr_graph_accel(const tr_graph *g);
+TR_API void tr_graph_set_grad_hook(tr_graph *g, tr_grad_ready_fn fn, void *user);
 /* The next tr_backward writes the parameters' gradients instead of adding to them: the same
  * result as zero-filling the gradient buffer first (tr_params_zero_grad), without that pass
  * over it. The first op to produce a parameter's gradient writes it (a GEMM with beta 0); a
  * parameter that gets none is zero-filled before its ready hook runs. Call it after the
  * forward (tr_graph_reset clears it) and before tr_backward of a step's first micro-batch;
  * needs tr_graph_set_params. A strategy whose use hook moves gradients keeps zero_grad. */
-tr_status tr_graph_write_param_grads(tr_graph *g);
+TR_API tr_status tr_graph_write_param_grads(tr_graph *g);
 /* NULL (the default): no hook. */
-void tr_graph_set_use_hook(tr_graph *g, tr_param_use_fn fn, void *user);
+TR_API void tr_graph_set_use_hook(tr_graph *g, tr_param_use_fn fn, void *user);
 /* With a reducer, training-mode batch-norm uses statistics over all replicas (SyncBatchNorm):
  * per-channel sums are reduced in forward and backward. Every replica must then run the same
  * batch-norm layers in the same order. NULL (the default): per-replica statistics. */
-void tr_graph_set_stat_reducer(tr_graph *g, tr_stat_reducer_fn fn, void *user);
+TR_API void tr_graph_set_stat_reducer(tr_graph *g, tr_stat_reducer_fn fn, void *user);
 
 /* A tensor in the arena with uninitialised data and no gradient (a batch, targets). */
-tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
+TR_API tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
 /* A tensor holding host `data` (no gradient): on the CPU a view of it (tr_graph_view), on a
  * device an upload of it into the graph's memory. There the graph keeps `data` as the
  * tensor's host copy (for the first TR_GRAPH_HOST_COPIES inputs of a step): ops that check
@@ -115,33 +117,33 @@ tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *
  * write the tensor, and no work may read it after the next reset. A batch's inputs and
  * targets. */
 #define TR_GRAPH_HOST_COPIES 8
-tr_tensor *tr_graph_input_from(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape);
-/* ABI 0.12. t's values in host memory when they are there without a wait: a host tensor's own
+TR_API tr_tensor *tr_graph_input_from(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape);
+/* ABI 0.13. t's values in host memory when they are there without a wait: a host tensor's own
  * data, a device tensor's host copy that tr_graph_input_from keeps (a batch's inputs); else
  * NULL. A model derives host-side inputs from a batch's token ids with it (hf_encoder's token
  * types and positions) and passes them in with tr_graph_input_from, on the CPU as on a device.
  * Valid until the next reset; never write through it. */
-const void *tr_graph_host_values(const tr_graph *g, const tr_tensor *t);
+TR_API const void *tr_graph_host_values(const tr_graph *g, const tr_tensor *t);
 /* A tensor in the arena viewing borrowed `data` (no copy, no gradient): e.g. a loader's batch
  * buffer, which must stay valid and unchanged until the next reset. */
-tr_tensor *tr_graph_view(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape);
+TR_API tr_tensor *tr_graph_view(tr_graph *g, void *data, tr_dtype dtype, int ndim, const int64_t *shape);
 /* A leaf that requires a gradient: data uninitialised, grad zero-filled. */
-tr_tensor *tr_graph_leaf(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
+TR_API tr_tensor *tr_graph_leaf(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
 
 /* The first error recorded since the last reset (TR_OK if none); message in tr_error_msg(). */
-tr_status tr_graph_status(const tr_graph *g);
+TR_API tr_status tr_graph_status(const tr_graph *g);
 
 /* Differentiates the tape. `dout` (same dtype and size as out, borrowed) is the gradient of
  * `out`; NULL means ones (the usual case of a scalar loss). */
-tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout);
+TR_API tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout);
 
 /* Number of tape nodes recorded since the last reset. */
-size_t tr_graph_nodes(const tr_graph *g);
+TR_API size_t tr_graph_nodes(const tr_graph *g);
 /* The oldest recorded op whose output holds a NaN or an infinity, read from the tape of the
  * last forward (valid until the next reset, backward leaves it): writes "the output of op 7
  * of 12 (linear), shape (32, 10)" and returns 1, or returns 0. For diagnostics: it scans
  * every recorded activation. */
-int tr_graph_first_nonfinite(const tr_graph *g, char *out, size_t size);
+TR_API int tr_graph_first_nonfinite(const tr_graph *g, char *out, size_t size);
 
 #ifdef __cplusplus
 }

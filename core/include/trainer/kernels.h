@@ -4,8 +4,8 @@
  *   static void relu_fwd(float *out, const float *inp, int64_t n) { ... launch ... }
  *   static const tr_kernels table = {.size = sizeof table, .relu_forward = relu_fwd, ...};
  *
- * Every entry has the arguments of the core's own CPU kernel of that name (core/src/ops;
- * conv2d's without the CPU-only ones), and the core's CPU kernels fill the same table
+ * Every entry has the arguments of the core's own CPU kernel of that name (conv2d's without
+ * the CPU-only ones), and the core's CPU kernels fill the same table
  * (tr_cpu_kernels): they are the reference a device's kernels are tested against, entry by
  * entry, and the fake test device runs them.
  *
@@ -19,6 +19,8 @@
  * many the plugin knows. */
 #ifndef TRAINER_KERNELS_H
 #define TRAINER_KERNELS_H
+
+#include "trainer/export.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -333,7 +335,7 @@ typedef struct tr_kernels {
     ((k)->size >= offsetof(tr_kernels, attention_qkv_mask_forward) + sizeof((k)->attention_qkv_mask_forward))
 
 /* The core's CPU kernels as a table (every entry set): the reference for device kernels. */
-const tr_kernels *tr_cpu_kernels(void);
+TR_API const tr_kernels *tr_cpu_kernels(void);
 
 #ifdef __cplusplus
 }

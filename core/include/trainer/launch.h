@@ -17,6 +17,7 @@
 #ifndef TRAINER_LAUNCH_H
 #define TRAINER_LAUNCH_H
 
+#include "trainer/export.h"
 #include "trainer/status.h"
 
 #ifdef __cplusplus
@@ -41,7 +42,7 @@ typedef struct tr_launch_result {
 
 /* Runs the job to the end. TR_OK means the job ran (its outcome is in res); an error means
  * it could not be started (fork, pipe, exec of a missing program shows as a rank failure). */
-tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res);
+TR_API tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifndef TRAINER_LOG_H
 #define TRAINER_LOG_H
 
+#include "trainer/export.h"
+
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -24,15 +26,15 @@ typedef enum tr_log_level {
     TR_LOG_TRACE = 4
 } tr_log_level;
 
-void tr_log_set_level(tr_log_level level);
-tr_log_level tr_log_get_level(void);
+TR_API void tr_log_set_level(tr_log_level level);
+TR_API tr_log_level tr_log_get_level(void);
 /* Parses "error".."trace"; returns -1 for anything else. */
-int tr_log_level_parse(const char *name);
+TR_API int tr_log_level_parse(const char *name);
 /* Borrowed: the stream must outlive its use. NULL restores stderr. */
-void tr_log_set_sink(FILE *sink);
+TR_API void tr_log_set_sink(FILE *sink);
 /* Copied; at most 63 bytes are kept. */
-void tr_log_set_prefix(const char *prefix);
-void tr_log(tr_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TR_API void tr_log_set_prefix(const char *prefix);
+TR_API void tr_log(tr_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define TR_ERROR(...) tr_log(TR_LOG_ERROR, __VA_ARGS__)
 #define TR_WARN(...) tr_log(TR_LOG_WARN, __VA_ARGS__)

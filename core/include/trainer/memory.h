@@ -17,6 +17,8 @@
 #ifndef TRAINER_MEMORY_H
 #define TRAINER_MEMORY_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,27 +31,27 @@ extern "C" {
 #define TR_ALIGN 64
 
 /* 64-byte aligned heap memory; NULL (with tr_error_msg set) on failure. Free with tr_free. */
-void *tr_malloc(size_t bytes);
-void *tr_calloc(size_t count, size_t size);
-void tr_free(void *ptr);
+TR_API void *tr_malloc(size_t bytes);
+TR_API void *tr_calloc(size_t count, size_t size);
+TR_API void tr_free(void *ptr);
 /* Number of tr_malloc/tr_calloc calls made so far, process-wide. */
-uint64_t tr_alloc_count(void);
+TR_API uint64_t tr_alloc_count(void);
 
 /* Page-backed memory for buffers whose parts come and go (ZeRO shards: a layer's parameters
  * exist only while it runs). tr_pages_alloc maps zero-filled pages; tr_pages_discard gives
  * the whole pages inside [p, p + bytes) back to the system (they read as zero afterwards and
  * cost nothing until written); tr_pages_resident counts the bytes of [p, p + bytes) whose
  * pages are in memory now (whole pages, so a measurement rounds up to page size). */
-void *tr_pages_alloc(size_t bytes);
-void tr_pages_free(void *p, size_t bytes);
+TR_API void *tr_pages_alloc(size_t bytes);
+TR_API void tr_pages_free(void *p, size_t bytes);
 /* Returns the bytes released (whole pages inside the range; partial pages are kept). */
-size_t tr_pages_discard(void *p, size_t bytes);
-size_t tr_pages_resident(const void *p, size_t bytes);
-size_t tr_page_size(void);
+TR_API size_t tr_pages_discard(void *p, size_t bytes);
+TR_API size_t tr_pages_resident(const void *p, size_t bytes);
+TR_API size_t tr_page_size(void);
 
 typedef struct tr_arena tr_arena;
 
-tr_status tr_arena_create(tr_arena **out, size_t initial_bytes);
+TR_API tr_status tr_arena_create(tr_arena **out, size_t initial_bytes);
 /* Where an arena's chunks come from when they are not host heap memory: a device's memory
  * (trainer/accel.h). The arena then only does pointer arithmetic on the chunks and never
  * touches their bytes: tr_arena_calloc is for host arenas only. */
@@ -59,18 +61,18 @@ typedef struct tr_arena_memory {
     void *user;
 } tr_arena_memory;
 /* An arena whose chunks come from mem (copied; NULL: the host heap, as tr_arena_create). */
-tr_status tr_arena_create_on(tr_arena **out, size_t initial_bytes, const tr_arena_memory *mem);
-void tr_arena_destroy(tr_arena *arena);
+TR_API tr_status tr_arena_create_on(tr_arena **out, size_t initial_bytes, const tr_arena_memory *mem);
+TR_API void tr_arena_destroy(tr_arena *arena);
 /* 64-byte aligned, uninitialised; NULL (with message) when memory runs out. */
-void *tr_arena_alloc(tr_arena *arena, size_t bytes);
+TR_API void *tr_arena_alloc(tr_arena *arena, size_t bytes);
 /* As tr_arena_alloc, zero-filled. */
-void *tr_arena_calloc(tr_arena *arena, size_t bytes);
+TR_API void *tr_arena_calloc(tr_arena *arena, size_t bytes);
 /* Releases everything allocated since the last reset. */
-void tr_arena_reset(tr_arena *arena);
-size_t tr_arena_used(const tr_arena *arena);
+TR_API void tr_arena_reset(tr_arena *arena);
+TR_API size_t tr_arena_used(const tr_arena *arena);
 /* Largest number of bytes in use at once since creation. */
-size_t tr_arena_peak(const tr_arena *arena);
-size_t tr_arena_capacity(const tr_arena *arena);
+TR_API size_t tr_arena_peak(const tr_arena *arena);
+TR_API size_t tr_arena_capacity(const tr_arena *arena);
 
 #ifdef __cplusplus
 }

@@ -117,7 +117,7 @@ typedef struct tr_dataset_env {
      * differs from the train split's is a validation file, scored whole; statistics and class
      * ids come from the train split's file. NULL otherwise. */
     const tr_options *train_opts;
-    /* ABI 0.12: 1 when the split is read for `trainer predict`, which takes data without
+    /* ABI 0.13: 1 when the split is read for `trainer predict`, which takes data without
      * labels: a file that has none (a CSV without the label column, text lines without a
      * label) may then be loaded, its samples' features alone, and `labelled` says so. 0 (run,
      * eval, and a core built for an older minor): labels are required, as before. */
@@ -143,7 +143,7 @@ typedef struct tr_dataset_ops {
      * integer labels found in the data. Named classes are saved with checkpoints and must be
      * the same, in the same order, when one is evaluated; `predict` writes the names. */
     const char *(*class_name)(void *ctx, int64_t id);
-    /* ABI 0.12, optional: 0 when this split was loaded without labels (only ever under
+    /* ABI 0.13, optional: 0 when this split was loaded without labels (only ever under
      * env->labels_optional): get then writes no y (the core reads none; the classes are the
      * train split's, or the checkpoint's). NULL, or any other value: the split has labels. */
     int (*labelled)(void *ctx);

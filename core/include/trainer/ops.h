@@ -10,6 +10,8 @@
 #ifndef TRAINER_OPS_H
 #define TRAINER_OPS_H
 
+#include "trainer/export.h"
+
 #include <stdint.h>
 
 #include "trainer/graph.h"
@@ -22,70 +24,70 @@ extern "C" {
 /* ---- linear algebra ---- */
 
 /* x (..., C), w (OC, C), b (OC) or NULL -> (..., OC). */
-tr_tensor *tr_linear(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b);
+TR_API tr_tensor *tr_linear(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b);
 /* a (..., M, K) @ b (..., K, N) -> (..., M, N); batch dims equal, or b is 2-D (shared). */
-tr_tensor *tr_matmul(tr_graph *g, tr_tensor *a, tr_tensor *b);
+TR_API tr_tensor *tr_matmul(tr_graph *g, tr_tensor *a, tr_tensor *b);
 
 /* ---- elementwise ---- */
 
 /* b has the shape of a, or the shape of a's trailing dims (broadcast over leading dims). */
-tr_tensor *tr_add(tr_graph *g, tr_tensor *a, tr_tensor *b);
-tr_tensor *tr_mul(tr_graph *g, tr_tensor *a, tr_tensor *b);
+TR_API tr_tensor *tr_add(tr_graph *g, tr_tensor *a, tr_tensor *b);
+TR_API tr_tensor *tr_mul(tr_graph *g, tr_tensor *a, tr_tensor *b);
 /* x (..., C) + b (C). */
-tr_tensor *tr_bias_add(tr_graph *g, tr_tensor *x, tr_tensor *b);
-tr_tensor *tr_scale(tr_graph *g, tr_tensor *x, double s);
-tr_tensor *tr_relu(tr_graph *g, tr_tensor *x);
+TR_API tr_tensor *tr_bias_add(tr_graph *g, tr_tensor *x, tr_tensor *b);
+TR_API tr_tensor *tr_scale(tr_graph *g, tr_tensor *x, double s);
+TR_API tr_tensor *tr_relu(tr_graph *g, tr_tensor *x);
 typedef enum tr_gelu_approx { TR_GELU_EXACT = 0, TR_GELU_TANH = 1 } tr_gelu_approx;
-tr_tensor *tr_gelu(tr_graph *g, tr_tensor *x, tr_gelu_approx approx);
-tr_tensor *tr_tanh(tr_graph *g, tr_tensor *x);
-tr_tensor *tr_sigmoid(tr_graph *g, tr_tensor *x);
+TR_API tr_tensor *tr_gelu(tr_graph *g, tr_tensor *x, tr_gelu_approx approx);
+TR_API tr_tensor *tr_tanh(tr_graph *g, tr_tensor *x);
+TR_API tr_tensor *tr_sigmoid(tr_graph *g, tr_tensor *x);
 /* Zeroes each element with probability p and scales the rest by 1/(1-p) in training mode;
  * identity otherwise. Randomness per graph.h's tr_graph_set_rng (dim 0 is the sample). */
-tr_tensor *tr_dropout(tr_graph *g, tr_tensor *x, double p);
+TR_API tr_tensor *tr_dropout(tr_graph *g, tr_tensor *x, double p);
 
 /* ---- softmax and losses ---- */
 
 /* Over the last dim. */
-tr_tensor *tr_softmax(tr_graph *g, tr_tensor *x);
-tr_tensor *tr_log_softmax(tr_graph *g, tr_tensor *x);
+TR_API tr_tensor *tr_softmax(tr_graph *g, tr_tensor *x);
+TR_API tr_tensor *tr_log_softmax(tr_graph *g, tr_tensor *x);
 /* logits (N, C) (any leading dims flattened into N), targets TR_I32 (N). Returns the scalar
  * sum over samples of the per-sample loss divided by `normaliser` (pass the global batch size
  * for a mean that is exact under any data split). Targets equal to ignore_index contribute
  * nothing; with label_smoothing e the target distribution is (1-e) one-hot + e/C. */
-tr_tensor *tr_cross_entropy(tr_graph *g, tr_tensor *logits, tr_tensor *targets,
+TR_API tr_tensor *tr_cross_entropy(tr_graph *g, tr_tensor *logits, tr_tensor *targets,
                             double normaliser, int ignore_index, double label_smoothing);
 /* sum((pred - target)^2) / normaliser; target has pred's shape, no gradient to target. */
-tr_tensor *tr_mse(tr_graph *g, tr_tensor *pred, tr_tensor *target, double normaliser);
+TR_API tr_tensor *tr_mse(tr_graph *g, tr_tensor *pred, tr_tensor *target, double normaliser);
 /* Cosine similarity over the last dim: a, b (..., E) -> (...); each norm clamped below at
  * eps (torch.nn.functional.cosine_similarity, eps 1e-8 there). */
-tr_tensor *tr_cosine_similarity(tr_graph *g, tr_tensor *a, tr_tensor *b, double eps);
+TR_API tr_tensor *tr_cosine_similarity(tr_graph *g, tr_tensor *a, tr_tensor *b, double eps);
 
 /* ---- convolution and pooling (NCHW) ---- */
 
 /* x (N, C, H, W), w (OC, C, KH, KW), b (OC) or NULL -> (N, OC, OH, OW). */
-tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int stride,
+TR_API tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int stride,
                      int padding);
-tr_tensor *tr_max_pool2d(tr_graph *g, tr_tensor *x, int kernel, int stride, int padding);
+TR_API tr_tensor *tr_max_pool2d(tr_graph *g, tr_tensor *x, int kernel, int stride, int padding);
 /* Padding counts toward the divisor (PyTorch's count_include_pad=True). */
-tr_tensor *tr_avg_pool2d(tr_graph *g, tr_tensor *x, int kernel, int stride, int padding);
+TR_API tr_tensor *tr_avg_pool2d(tr_graph *g, tr_tensor *x, int kernel, int stride, int padding);
 
 /* ---- normalisation ---- */
 
 /* x (N, C) or (N, C, H, W); gamma, beta (C). In training mode normalises with the batch
  * statistics and updates running_mean / running_var (C, no gradient; unbiased variance)
  * with `momentum` as PyTorch does; in eval mode uses the running statistics. */
-tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+TR_API tr_tensor *tr_batch_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
                          tr_tensor *running_mean, tr_tensor *running_var, double momentum,
                          double eps);
 /* relu(max_pool2d(batch_norm(x, ...), 2, 2, 0)), which equals max_pool2d(relu(batch_norm(x))):
  * a conv block's tail as one op, x (N, C, H, W) with H, W >= 2. The three ops' results
  * (statistics, running statistics, sync_batchnorm included; f32 gradients to rounding) in fewer
  * passes over memory: the normalised tensor and its full-size gradient are never written. */
-tr_tensor *tr_batch_norm_pool_relu(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+TR_API tr_tensor *tr_batch_norm_pool_relu(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
                                    tr_tensor *running_mean, tr_tensor *running_var,
                                    double momentum, double eps);
 /* Over the last dim C; gamma, beta (C). */
-tr_tensor *tr_layer_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
+TR_API tr_tensor *tr_layer_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor *beta,
                          double eps);
 
 /* ---- embedding and attention ---- */
@@ -106,20 +108,20 @@ tr_tensor *tr_layer_norm(tr_graph *g, tr_tensor *x, tr_tensor *gamma, tr_tensor 
 
 /* ids TR_I32 (...), table (V, C) -> (..., C). An id TR_PAD_ID (-1) gives a zero row and no
  * gradient; any other id outside [0, V) is an error. */
-tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table);
+TR_API tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table);
 /* ids TR_I32 (...) -> a TR_I32 tensor of their shape: 1 where the id is a token, 0 where it
  * is padding (TR_PAD_ID): Hugging Face's attention_mask. No gradient. */
-tr_tensor *tr_padding_mask(tr_graph *g, tr_tensor *ids);
+TR_API tr_tensor *tr_padding_mask(tr_graph *g, tr_tensor *ids);
 /* Multi-head scaled-dot-product attention. q (B, T, C), k and v (B, S, C), C = n_head * D;
  * softmax(q k^T / sqrt(D)) v per head, with the causal mask (query t sees keys <= t) when
  * `causal`. -> (B, T, C). */
-tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, int n_head,
+TR_API tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, int n_head,
                         int causal);
 /* Self-attention on a fused projection: q, k and v the column blocks [0, C), [C, 2C) and
  * [2C, 3C) of qkv (B, T, 3C), read in place and their gradient written in place: tr_attention
  * of the three tr_slice copies without the copies. -> (B, T, C). On a device whose plugin has
  * no kernel for it, it is that composition. */
-tr_tensor *tr_attention_qkv(tr_graph *g, tr_tensor *qkv, int n_head, int causal);
+TR_API tr_tensor *tr_attention_qkv(tr_graph *g, tr_tensor *qkv, int n_head, int causal);
 /* tr_attention and tr_attention_qkv with a key padding mask: mask TR_I32 (B, S) (S = T for
  * the fused form), key s of sample b is attended only where mask[b, s] != 0 (Hugging Face's
  * attention_mask; left or right padding alike), on top of the causal mask when `causal`.
@@ -127,9 +129,9 @@ tr_tensor *tr_attention_qkv(tr_graph *g, tr_tensor *qkv, int n_head, int causal)
  * output and no gradient, never NaN. Queries at padded positions otherwise attend as any
  * query does (as Hugging Face's encoders): finite, and left out by tr_mean_masked and by the
  * loss. mask NULL, or all nonzero, is the unmasked op, at its speed. */
-tr_tensor *tr_attention_masked(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v,
+TR_API tr_tensor *tr_attention_masked(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v,
                                tr_tensor *mask, int n_head, int causal);
-tr_tensor *tr_attention_qkv_masked(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head,
+TR_API tr_tensor *tr_attention_qkv_masked(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head,
                                    int causal);
 /* tr_attention_masked and tr_attention_qkv_masked (mask NULL: no key padding) with dropout on
  * the attention probabilities: in training mode each probability is zeroed with probability
@@ -141,35 +143,35 @@ tr_tensor *tr_attention_qkv_masked(tr_graph *g, tr_tensor *qkv, tr_tensor *mask,
  * mask does not depend on how the batch is split. In eval mode, or with p == 0, they are
  * tr_attention_masked and tr_attention_qkv_masked, bit for bit and at their speed, and draw
  * no randomness. p outside [0, 1) is an error. Memory: one byte per probability more. */
-tr_tensor *tr_attention_dropout(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v,
+TR_API tr_tensor *tr_attention_dropout(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v,
                                 tr_tensor *mask, int n_head, int causal, double p);
-tr_tensor *tr_attention_qkv_dropout(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head,
+TR_API tr_tensor *tr_attention_qkv_dropout(tr_graph *g, tr_tensor *qkv, tr_tensor *mask, int n_head,
                                     int causal, double p);
 
 /* ---- shape ---- */
 
 /* A view: same data and gradient, new shape of the same numel. A -1 dim is inferred. */
-tr_tensor *tr_reshape(tr_graph *g, tr_tensor *x, int ndim, const int64_t *shape);
+TR_API tr_tensor *tr_reshape(tr_graph *g, tr_tensor *x, int ndim, const int64_t *shape);
 /* Dims [start_dim, ndim) merged into one. */
-tr_tensor *tr_flatten(tr_graph *g, tr_tensor *x, int start_dim);
-tr_tensor *tr_transpose(tr_graph *g, tr_tensor *x, int dim0, int dim1);
-tr_tensor *tr_permute(tr_graph *g, tr_tensor *x, const int *perm);
+TR_API tr_tensor *tr_flatten(tr_graph *g, tr_tensor *x, int start_dim);
+TR_API tr_tensor *tr_transpose(tr_graph *g, tr_tensor *x, int dim0, int dim1);
+TR_API tr_tensor *tr_permute(tr_graph *g, tr_tensor *x, const int *perm);
 /* Concatenation of n tensors along dim (other dims equal). */
-tr_tensor *tr_concat(tr_graph *g, tr_tensor *const *xs, int n, int dim);
+TR_API tr_tensor *tr_concat(tr_graph *g, tr_tensor *const *xs, int n, int dim);
 /* x[..., start:start+len, ...] along dim. */
-tr_tensor *tr_slice(tr_graph *g, tr_tensor *x, int dim, int64_t start, int64_t len);
+TR_API tr_tensor *tr_slice(tr_graph *g, tr_tensor *x, int dim, int64_t start, int64_t len);
 
 /* ---- reductions ---- */
 
-tr_tensor *tr_sum(tr_graph *g, tr_tensor *x);   /* -> scalar (shape (1)) */
-tr_tensor *tr_mean(tr_graph *g, tr_tensor *x);  /* -> scalar (shape (1)) */
+TR_API tr_tensor *tr_sum(tr_graph *g, tr_tensor *x);   /* -> scalar (shape (1)) */
+TR_API tr_tensor *tr_mean(tr_graph *g, tr_tensor *x);  /* -> scalar (shape (1)) */
 /* Over one dim, which is removed. */
-tr_tensor *tr_sum_dim(tr_graph *g, tr_tensor *x, int dim);
-tr_tensor *tr_mean_dim(tr_graph *g, tr_tensor *x, int dim);
+TR_API tr_tensor *tr_sum_dim(tr_graph *g, tr_tensor *x, int dim);
+TR_API tr_tensor *tr_mean_dim(tr_graph *g, tr_tensor *x, int dim);
 /* Mean over dim 1 of x (B, T, C) of the positions where mask TR_I32 (B, T) is nonzero:
  * sum(x mask) / max(sum(mask), 1e-9) (sentence-transformers' mean pooling): (B, C), zeros
  * for a sample with no position. mask NULL or all nonzero: tr_mean_dim(x, 1). */
-tr_tensor *tr_mean_masked(tr_graph *g, tr_tensor *x, tr_tensor *mask);
+TR_API tr_tensor *tr_mean_masked(tr_graph *g, tr_tensor *x, tr_tensor *mask);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,8 @@
 #ifndef TRAINER_OPTIM_H
 #define TRAINER_OPTIM_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,28 +41,28 @@ typedef struct tr_optim_config {
 } tr_optim_config;
 
 /* PyTorch's defaults for the kind (AdamW: lr 1e-3, betas 0.9/0.999, eps 1e-8, wd 0.01). */
-tr_optim_config tr_optim_defaults(tr_optim_kind kind);
+TR_API tr_optim_config tr_optim_defaults(tr_optim_kind kind);
 /* Checks ranges; the message names the field. */
-tr_status tr_optim_config_validate(const tr_optim_config *cfg);
+TR_API tr_status tr_optim_config_validate(const tr_optim_config *cfg);
 
 typedef struct tr_optim tr_optim;
 
-tr_status tr_optim_create(tr_optim **out, const tr_optim_config *cfg, size_t n);
-void tr_optim_destroy(tr_optim *opt);
+TR_API tr_status tr_optim_create(tr_optim **out, const tr_optim_config *cfg, size_t n);
+TR_API void tr_optim_destroy(tr_optim *opt);
 /* One update of param[0..n) from grad[0..n) with learning rate lr; n must equal create's. */
-tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n, double lr);
+TR_API tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n, double lr);
 /* The same update restricted to elements [lo, hi) of the slice (param and grad still point at
  * the slice's start), as part of the step being taken: a strategy can update each gradient
  * bucket as soon as it is synchronised. Once every element has been covered exactly once,
  * tr_optim_step_done counts the step. Elements never covered (alignment padding, zero) stay
  * as a full step would leave them only when their gradient, parameter and state are zero. */
-tr_status tr_optim_step_part(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi,
+TR_API tr_status tr_optim_step_part(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi,
                              double lr);
-void tr_optim_step_done(tr_optim *opt);
+TR_API void tr_optim_step_done(tr_optim *opt);
 /* As tr_optim_step_part, but param and grad point at element lo itself (param[0] is element
  * lo): the values may live anywhere, e.g. a rank's slice of one layer inside the full flat
  * buffer while the state covers only the slices the rank owns (ZeRO). */
-tr_status tr_optim_step_at(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr);
+TR_API tr_status tr_optim_step_at(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr);
 /* Computes rows [r0, r1) x columns [c0, c1) of a gradient into out, row-major with c1 - c0
  * floats a row. */
 typedef void (*tr_grad_tile_fn)(const void *ctx, size_t r0, size_t r1, size_t c0, size_t c1, float *out);
@@ -69,7 +71,7 @@ typedef void (*tr_grad_tile_fn)(const void *ctx, size_t r0, size_t r1, size_t c0
  * by scale (gradient clipping's coefficient; 1 for none) and applied while it is in cache.
  * Tiles may run on several threads at once. The same bits as tr_optim_step_at on the stored
  * gradient times scale, when tile gives the values that gradient would hold. Host only. */
-tr_status tr_optim_step_tiles(tr_optim *opt, float *param, size_t lo, size_t rows, size_t cols, tr_grad_tile_fn tile,
+TR_API tr_status tr_optim_step_tiles(tr_optim *opt, float *param, size_t lo, size_t rows, size_t cols, tr_grad_tile_fn tile,
                               const void *ctx, float scale, double lr);
 /* tr_optim_step_tiles for the gradient scale * A^T B: A is K x rows, B is K x cols (both
  * row-major and contiguous; a linear layer's dW = dy^T x at a batch of K, 1 to 32), each
@@ -78,7 +80,7 @@ tr_status tr_optim_step_tiles(tr_optim *opt, float *param, size_t lo, size_t row
  * tr_optim_step_at on that stored product times scale. Adam and AdamW in builds for AVX-512
  * (-march) update each 4 x 16 block of the product while it is in registers; other optimizers
  * and builds go through tiles. Host only. */
-tr_status tr_optim_step_tn(tr_optim *opt, float *param, size_t lo, size_t rows, size_t cols, size_t K,
+TR_API tr_status tr_optim_step_tn(tr_optim *opt, float *param, size_t lo, size_t rows, size_t cols, size_t K,
                            const float *A, const float *B, float scale, double lr);
 /* Moves the updates onto device a (trainer/accel.h): state buffers are allocated there (the
  * host ones uploaded), and tr_optim_step / _part / _at then take device pointers and run the
@@ -86,21 +88,21 @@ tr_status tr_optim_step_tn(tr_optim *opt, float *param, size_t lo, size_t rows, 
  * copy: tr_optim_download refreshes them, tr_optim_upload pushes them back (no-ops when not
  * placed). */
 struct tr_accel;
-tr_status tr_optim_place(tr_optim *opt, struct tr_accel *a);
-tr_status tr_optim_download(tr_optim *opt);
-tr_status tr_optim_upload(tr_optim *opt);
+TR_API tr_status tr_optim_place(tr_optim *opt, struct tr_accel *a);
+TR_API tr_status tr_optim_download(tr_optim *opt);
+TR_API tr_status tr_optim_upload(tr_optim *opt);
 /* Length of the slice the optimizer updates (and of each state buffer). */
-size_t tr_optim_size(const tr_optim *opt);
+TR_API size_t tr_optim_size(const tr_optim *opt);
 /* Bytes of optimizer state (every state buffer). */
-size_t tr_optim_state_bytes(const tr_optim *opt);
+TR_API size_t tr_optim_state_bytes(const tr_optim *opt);
 /* Number of steps taken (Adam's bias correction uses it). */
-int64_t tr_optim_steps(const tr_optim *opt);
-void tr_optim_set_steps(tr_optim *opt, int64_t steps);
+TR_API int64_t tr_optim_steps(const tr_optim *opt);
+TR_API void tr_optim_set_steps(tr_optim *opt, int64_t steps);
 /* State buffers for checkpoints: count, and each one's name ("exp_avg", "exp_avg_sq",
  * "momentum_buffer") and data of n floats (owned by opt). */
-int tr_optim_state_count(const tr_optim *opt);
-const char *tr_optim_state_name(const tr_optim *opt, int i);
-float *tr_optim_state(tr_optim *opt, int i);
+TR_API int tr_optim_state_count(const tr_optim *opt);
+TR_API const char *tr_optim_state_name(const tr_optim *opt, int i);
+TR_API float *tr_optim_state(tr_optim *opt, int i);
 
 typedef enum tr_sched_kind {
     TR_SCHED_CONSTANT = 0,
@@ -118,17 +120,17 @@ typedef struct tr_sched_config {
 } tr_sched_config;
 
 /* Learning rate for optimizer step `step` (0-based). Warm-up: base_lr * (step+1)/warmup. */
-double tr_sched_lr(const tr_sched_config *s, double base_lr, int64_t step);
+TR_API double tr_sched_lr(const tr_sched_config *s, double base_lr, int64_t step);
 
 /* Sum of squares of g[0..n), accumulated in double (per shard, then summed across ranks). */
-double tr_grad_sumsq(const float *g, size_t n);
+TR_API double tr_grad_sumsq(const float *g, size_t n);
 /* Scales g[0..n) so the global norm sqrt(sumsq) is at most max_norm (PyTorch's
  * clip_grad_norm_: coefficient max_norm / (norm + 1e-6), applied when < 1). Returns the norm
  * before clipping. */
-double tr_clip_grad_norm(float *g, size_t n, double max_norm, double sumsq);
+TR_API double tr_clip_grad_norm(float *g, size_t n, double max_norm, double sumsq);
 /* The factor tr_clip_grad_norm scales by: max_norm / (norm + 1e-6) when that is below 1 and
  * the norm is finite, else 1 (no clipping). */
-double tr_clip_coef(double max_norm, double sumsq);
+TR_API double tr_clip_coef(double max_norm, double sumsq);
 
 #ifdef __cplusplus
 }

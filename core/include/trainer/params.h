@@ -19,6 +19,8 @@
 #ifndef TRAINER_PARAMS_H
 #define TRAINER_PARAMS_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,11 +42,11 @@ typedef enum tr_init {
 
 typedef struct tr_params tr_params;
 
-tr_status tr_params_create(tr_params **out);
-void tr_params_destroy(tr_params *P);
+TR_API tr_status tr_params_create(tr_params **out);
+TR_API void tr_params_destroy(tr_params *P);
 
 /* Registers a trainable parameter (before finalize); `name` is copied; *index receives its id. */
-tr_status tr_params_add(tr_params *P, const char *name, int ndim, const int64_t *shape,
+TR_API tr_status tr_params_add(tr_params *P, const char *name, int ndim, const int64_t *shape,
                         tr_init init, double init_arg, int *index);
 /* ABI 0.10. Before finalize: parameter `index`'s initial values come from fill(ctx, index,
  * data, numel) instead of its init rule (a pretrained model's weights read from a file).
@@ -52,35 +54,35 @@ tr_status tr_params_add(tr_params *P, const char *name, int ndim, const int64_t 
  * finalizes; an error it returns stops finalize with its message. ctx is borrowed and must
  * live until finalize returns. */
 typedef tr_status (*tr_params_fill_fn)(void *ctx, int index, float *data, size_t numel);
-tr_status tr_params_set_fill(tr_params *P, int index, tr_params_fill_fn fill, void *ctx);
+TR_API tr_status tr_params_set_fill(tr_params *P, int index, tr_params_fill_fn fill, void *ctx);
 /* ABI 0.12. A file the model is rebuilt from, kept with its weights: every checkpoint saved
  * from P holds `name` (a plain file name, e.g. "config.json") with these `size` bytes (copied;
  * the same name again replaces them). A model whose shapes come from a file (hf_encoder's
  * config.json) so never needs the original again: a resumed run builds it from the
  * checkpoint's copy (tr_params_restore). At most 16 files of 16 MiB. Views
  * (tr_params_clone_view) carry none. */
-tr_status tr_params_add_file(tr_params *P, const char *name, const void *data, size_t size);
-int tr_params_file_count(const tr_params *P);
+TR_API tr_status tr_params_add_file(tr_params *P, const char *name, const void *data, size_t size);
+TR_API int tr_params_file_count(const tr_params *P);
 /* File i's name (NULL when out of range), its bytes in *data and *size (borrowed from P). */
-const char *tr_params_file(const tr_params *P, int i, const void **data, size_t *size);
+TR_API const char *tr_params_file(const tr_params *P, int i, const void **data, size_t *size);
 /* ABI 0.12. The checkpoint folder a resumed run (and eval, predict, embed, generate or export
  * of a checkpoint folder) loads into P after finalize, set by the core before the model's
  * create (the path is copied; NULL: none, P keeps its initial values). A
  * model then needs no initial values (fills, files read for them): the checkpoint's replace
  * them; the files it added to P (tr_params_add_file) are in that folder. */
-tr_status tr_params_set_restore(tr_params *P, const char *checkpoint);
-const char *tr_params_restore(const tr_params *P);
+TR_API tr_status tr_params_set_restore(tr_params *P, const char *checkpoint);
+TR_API const char *tr_params_restore(const tr_params *P);
 /* Registers a non-trainable buffer; its tensor has param = -1 and no grad. */
-tr_status tr_params_add_buffer(tr_params *P, const char *name, int ndim, const int64_t *shape,
+TR_API tr_status tr_params_add_buffer(tr_params *P, const char *name, int ndim, const int64_t *shape,
                                tr_init init, double init_arg, int *index);
 /* Before finalize: start every parameter on a multiple of `floats` (a positive multiple of
  * 16) instead of 16, e.g. 16 x world size so that any run of whole parameters splits into
  * world-size equal, 64-byte aligned shards. */
-tr_status tr_params_set_align(tr_params *P, size_t floats);
-size_t tr_params_align(const tr_params *P);
+TR_API tr_status tr_params_set_align(tr_params *P, size_t floats);
+TR_API size_t tr_params_align(const tr_params *P);
 /* Allocates the flat buffers and initialises every parameter and buffer from `seed`. The
  * parameter and gradient buffers are page-backed (tr_pages_alloc). */
-tr_status tr_params_finalize(tr_params *P, uint64_t seed);
+TR_API tr_status tr_params_finalize(tr_params *P, uint64_t seed);
 
 /* A registry with P's names, shapes and layout whose tensors view borrowed flat buffers laid
  * out as P's: data and grad (tr_params_numel floats each; either may be NULL: the tensors'
@@ -88,7 +90,7 @@ tr_status tr_params_finalize(tr_params *P, uint64_t seed);
  * does) and buffers (tr_params_buffers_numel floats), e.g. a device's memory (device.kind
  * TR_DEVICE_GPU: the tensors say so, the core never touches their bytes and
  * tr_params_zero_grad does nothing). The clone frees only itself. */
-tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, float *buffers,
+TR_API tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, float *buffers,
                                tr_device device, tr_params **out);
 
 /* After finalize, on a host registry of its own: the flat gradient buffer becomes `grad`
@@ -97,42 +99,42 @@ tr_status tr_params_clone_view(const tr_params *P, float *data, float *grad, flo
  * gradients are copied there and the old buffer is freed; views made before
  * (tr_params_clone_view) keep the old pointer. tr_pages_discard on it is the owner's
  * business (shared memory does not read back as zero). */
-tr_status tr_params_set_grad_buffer(tr_params *P, float *grad);
+TR_API tr_status tr_params_set_grad_buffer(tr_params *P, float *grad);
 /* The same for the flat parameter buffer (the values are copied there), e.g. so that an
  * all-gather of updated parameter slices runs in place in shared memory. */
-tr_status tr_params_set_data_buffer(tr_params *P, float *data);
+TR_API tr_status tr_params_set_data_buffer(tr_params *P, float *data);
 
-int tr_params_count(const tr_params *P);
-int tr_params_buffer_count(const tr_params *P);
+TR_API int tr_params_count(const tr_params *P);
+TR_API int tr_params_buffer_count(const tr_params *P);
 /* Views, owned by P. NULL for an index out of range. */
-tr_tensor *tr_params_get(tr_params *P, int index);
-tr_tensor *tr_params_buffer(tr_params *P, int index);
-const char *tr_params_name(const tr_params *P, int index);
-const char *tr_params_buffer_name(const tr_params *P, int index);
+TR_API tr_tensor *tr_params_get(tr_params *P, int index);
+TR_API tr_tensor *tr_params_buffer(tr_params *P, int index);
+TR_API const char *tr_params_name(const tr_params *P, int index);
+TR_API const char *tr_params_buffer_name(const tr_params *P, int index);
 /* Index of the parameter called name, or -1. */
-int tr_params_find(const tr_params *P, const char *name);
-int tr_params_find_buffer(const tr_params *P, const char *name);
+TR_API int tr_params_find(const tr_params *P, const char *name);
+TR_API int tr_params_find_buffer(const tr_params *P, const char *name);
 /* Element offset of a parameter in the flat buffers. */
-size_t tr_params_offset(const tr_params *P, int index);
+TR_API size_t tr_params_offset(const tr_params *P, int index);
 
 /* The flat buffers, owned by P; numel counts the alignment gaps. */
-float *tr_params_data(tr_params *P);
-float *tr_params_grad(tr_params *P);
-size_t tr_params_numel(const tr_params *P);
+TR_API float *tr_params_data(tr_params *P);
+TR_API float *tr_params_grad(tr_params *P);
+TR_API size_t tr_params_numel(const tr_params *P);
 /* Number of trainable scalars, gaps not counted. */
-size_t tr_params_trainable(const tr_params *P);
-float *tr_params_buffers_data(tr_params *P);
-size_t tr_params_buffers_numel(const tr_params *P);
+TR_API size_t tr_params_trainable(const tr_params *P);
+TR_API float *tr_params_buffers_data(tr_params *P);
+TR_API size_t tr_params_buffers_numel(const tr_params *P);
 
-void tr_params_zero_grad(tr_params *P);
+TR_API void tr_params_zero_grad(tr_params *P);
 /* Sets flags[k] = 1 for every parameter k with a NaN or an infinity among the elements of
  * [lo, hi) of a buffer laid out like the flat parameter buffer, of which `values` holds just
  * that range (values[0] is element lo): the data or gradient buffer whole (lo 0, hi numel)
  * or a shard of either. flags has tr_params_count(P) entries; others are left alone. */
-void tr_params_mark_nonfinite(const tr_params *P, const float *values, size_t lo, size_t hi, double *flags);
+TR_API void tr_params_mark_nonfinite(const tr_params *P, const float *values, size_t lo, size_t hi, double *flags);
 /* Both flat buffers whole, for a strategy holding whole replicas (its nonfinite()): flags[k]
  * for parameter k's values, flags[n + k] for its gradient, n = tr_params_count(P). */
-void tr_params_find_nonfinite(const tr_params *P, double *flags);
+TR_API void tr_params_find_nonfinite(const tr_params *P, double *flags);
 
 #ifdef __cplusplus
 }

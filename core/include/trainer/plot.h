@@ -18,6 +18,8 @@
 #ifndef TRAINER_PLOT_H
 #define TRAINER_PLOT_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 
 #include "trainer/status.h"
@@ -36,11 +38,11 @@ typedef struct tr_plot_options {
     int width, height;  /* pixels; 0: 800 x 500 */
 } tr_plot_options;
 
-/* The SVG document of the runs' curves (1 to 64 runs, up to 16 metrics, 200x150 to
+/* ABI 0.13. The SVG document of the runs' curves (1 to 64 runs, up to 16 metrics, 200x150 to
  * 10000x10000 pixels) into *svg: a NUL-terminated string of *len bytes, owned by the caller
  * (tr_plot_free). opt may be NULL (the defaults). */
-tr_status tr_plot_svg(const char *const *runs, int n_runs, const tr_plot_options *opt, char **svg, size_t *len);
-void tr_plot_free(char *svg);
+TR_API tr_status tr_plot_svg(const char *const *runs, int n_runs, const tr_plot_options *opt, char **svg, size_t *len);
+TR_API void tr_plot_free(char *svg);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,8 @@
 #ifndef TRAINER_PLUGIN_H
 #define TRAINER_PLUGIN_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -86,7 +88,7 @@ typedef const tr_plugin_desc *(*tr_plugin_entry_fn)(void);
     TR_PLUGIN_EXPORT const tr_plugin_desc *trainer_plugin_entry(void);                        \
     TR_PLUGIN_EXPORT const tr_plugin_desc *trainer_plugin_entry(void) { return &(desc); }
 
-const char *tr_plugin_kind_name(tr_plugin_kind kind);
+TR_API const char *tr_plugin_kind_name(tr_plugin_kind kind);
 
 /* ---- resolved options ----
  * A plugin's options after validation against its specs: every declared key has a value
@@ -96,18 +98,18 @@ typedef struct tr_options tr_options;
 
 /* Resolves "key=value" strings against specs. `where` prefixes messages (e.g.
  * "cfg.yaml: model.params"); an unknown key gets a did-you-mean suggestion. */
-tr_status tr_options_create(tr_options **out, const tr_option_spec *specs, uint32_t n_specs,
+TR_API tr_status tr_options_create(tr_options **out, const tr_option_spec *specs, uint32_t n_specs,
                             const char *const *kv, int n_kv, const char *where);
-void tr_options_destroy(tr_options *o);
+TR_API void tr_options_destroy(tr_options *o);
 /* Typed reads of declared keys (an undeclared key or a wrong type is a plugin bug: the
  * reads return 0 / NULL then). */
-int64_t tr_options_int(const tr_options *o, const char *key);
-double tr_options_float(const tr_options *o, const char *key);
-int tr_options_bool(const tr_options *o, const char *key);
-const char *tr_options_string(const tr_options *o, const char *key); /* also CHOICE */
+TR_API int64_t tr_options_int(const tr_options *o, const char *key);
+TR_API double tr_options_float(const tr_options *o, const char *key);
+TR_API int tr_options_bool(const tr_options *o, const char *key);
+TR_API const char *tr_options_string(const tr_options *o, const char *key); /* also CHOICE */
 /* Number of items (at most max written to out); -1 for an undeclared key. */
-int tr_options_int_list(const tr_options *o, const char *key, int64_t *out, int max);
-const char *tr_option_type_name(tr_option_type type);
+TR_API int tr_options_int_list(const tr_options *o, const char *key, int64_t *out, int max);
+TR_API const char *tr_option_type_name(tr_option_type type);
 
 /* ---- loading ---- */
 
@@ -120,8 +122,8 @@ typedef struct tr_plugin {
 
 /* Opens one .so and validates its descriptor. On refusal returns TR_ERR_PLUGIN with a
  * one-line message naming the file and the reason, and leaves nothing loaded. */
-tr_status tr_plugin_open(const char *path, const char *origin, tr_plugin **out);
-void tr_plugin_close(tr_plugin *p);
+TR_API tr_status tr_plugin_open(const char *path, const char *origin, tr_plugin **out);
+TR_API void tr_plugin_close(tr_plugin *p);
 
 /* For plugins that open a vendor library at run time (a GPU driver, cuBLAS, NCCL) so that they
  * load where it is missing: the entries they use, resolved in one call.
@@ -136,29 +138,29 @@ typedef struct tr_lib_symbol {
 } tr_lib_symbol;
 /* dlsym for each entry in order: NULL when all were found, else the first missing name
  * (its slot and the later ones are left NULL). */
-const char *tr_lib_resolve(void *lib, const tr_lib_symbol *syms, size_t n);
+TR_API const char *tr_lib_resolve(void *lib, const tr_lib_symbol *syms, size_t n);
 
 typedef struct tr_registry tr_registry;
 
-tr_status tr_registry_create(tr_registry **out);
-void tr_registry_destroy(tr_registry *reg);
+TR_API tr_status tr_registry_create(tr_registry **out);
+TR_API void tr_registry_destroy(tr_registry *reg);
 /* Adds every plugin .so under dir (searched two folder levels deep). A refused file or a
  * duplicate name is an error when strict, a logged warning otherwise. A missing dir is
  * skipped. */
-tr_status tr_registry_scan(tr_registry *reg, const char *dir, const char *origin, int strict);
+TR_API tr_status tr_registry_scan(tr_registry *reg, const char *dir, const char *origin, int strict);
 /* The standard search, in order: `first` (a config's `plugins:` folders; a bad plugin there
  * is an error), the folders of TRAINER_PLUGIN_PATH (colon-separated), then `defaults` (the
  * build tree, the install prefix); bad plugins in the last two are skipped with a warning.
  * Both lists are NULL-terminated and may be NULL; empty entries are skipped. */
-tr_status tr_registry_scan_search_path(tr_registry *reg, const char *const *first,
+TR_API tr_status tr_registry_scan_search_path(tr_registry *reg, const char *const *first,
                                        const char *const *defaults);
 /* Adds one file; a duplicate name is refused naming both files. */
-tr_status tr_registry_add_file(tr_registry *reg, const char *path, const char *origin);
-int tr_registry_count(const tr_registry *reg);
-const tr_plugin *tr_registry_at(const tr_registry *reg, int i);
+TR_API tr_status tr_registry_add_file(tr_registry *reg, const char *path, const char *origin);
+TR_API int tr_registry_count(const tr_registry *reg);
+TR_API const tr_plugin *tr_registry_at(const tr_registry *reg, int i);
 /* The plugin of that kind and name; TR_ERR_NOT_FOUND lists those of the kind that exist
  * (and names the kind it has when the name exists with another kind). */
-tr_status tr_registry_find(const tr_registry *reg, tr_plugin_kind kind, const char *name,
+TR_API tr_status tr_registry_find(const tr_registry *reg, tr_plugin_kind kind, const char *name,
                            const tr_plugin **out);
 
 #ifdef __cplusplus

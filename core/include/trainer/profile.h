@@ -36,6 +36,8 @@
 #ifndef TRAINER_PROFILE_H
 #define TRAINER_PROFILE_H
 
+#include "trainer/export.h"
+
 #include <stdint.h>
 
 #include "trainer/status.h"
@@ -61,41 +63,41 @@ typedef struct tr_profile_region {
  * the new ones count once the others are taken. */
 #define TR_PROFILE_MAX_REGIONS 256
 
-tr_status tr_profile_create(tr_profile **out);
+TR_API tr_status tr_profile_create(tr_profile **out);
 /* Detaches it from the calling thread first when attached there. Destroy a profile on the
  * thread it is attached to, or after that thread detached it. */
-void tr_profile_destroy(tr_profile *p);
+TR_API void tr_profile_destroy(tr_profile *p);
 /* Makes p the calling thread's profile (NULL: none; ops go off too), ending the region of
  * the one attached before (p itself: nothing changes); p records from its first enter. A
  * profile is attached to one thread at a time. */
-void tr_profile_attach(tr_profile *p);
+TR_API void tr_profile_attach(tr_profile *p);
 /* The calling thread's profile, or NULL. */
-tr_profile *tr_profile_current(void);
+TR_API tr_profile *tr_profile_current(void);
 /* On the calling thread's profile (nothing when none): ends the current region, starts
  * (phase, name). Never allocates; the strings are copied when the region is new. */
-void tr_profile_enter(const char *phase, const char *name);
+TR_API void tr_profile_enter(const char *phase, const char *name);
 /* Whether the graph names a region per op on this thread (the trainer turns this on around
  * train_micro only, so validation's forwards stay in their own region): TR_PROFILE_OPS_OFF,
  * TR_PROFILE_OPS (the op's name: "linear") or TR_PROFILE_OPS_SHAPES (with the shapes of its
  * first two inputs: "linear (128, 784) (512, 784)"); and that level while a profile is
  * attached, else off. */
 enum { TR_PROFILE_OPS_OFF = 0, TR_PROFILE_OPS = 1, TR_PROFILE_OPS_SHAPES = 2 };
-void tr_profile_set_ops(int level);
-int tr_profile_ops(void);
+TR_API void tr_profile_set_ops(int level);
+TR_API int tr_profile_ops(void);
 
 /* The totals so far (the current region up to now), largest first; n_out their count. The
  * array is p's, valid until the next call or enter. */
-const tr_profile_region *tr_profile_regions(tr_profile *p, int *n_out);
+TR_API const tr_profile_region *tr_profile_regions(tr_profile *p, int *n_out);
 /* Their sum: the attached wall time, in seconds. */
-double tr_profile_seconds(tr_profile *p);
+TR_API double tr_profile_seconds(tr_profile *p);
 /* Writes the table (txt_path: a text table for people; json_path: one JSON object,
  * {"steps": S, "seconds": T, "regions": [{"phase", "name", "calls", "seconds"}, ...]});
  * either path may be NULL. steps: the optimizer steps the time covers, for the per-step
  * column. */
-tr_status tr_profile_write(tr_profile *p, int64_t steps, const char *txt_path, const char *json_path);
+TR_API tr_status tr_profile_write(tr_profile *p, int64_t steps, const char *txt_path, const char *json_path);
 /* One line for a log: "4.31 ms a step over 599 steps: forward 25%, backward 50%, ...; most:
  * backward linear 48%, forward linear 20%, strategy optim_step 9%". */
-void tr_profile_summary(tr_profile *p, int64_t steps, char *out, size_t size);
+TR_API void tr_profile_summary(tr_profile *p, int64_t steps, char *out, size_t size);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #ifndef TRAINER_RANK_H
 #define TRAINER_RANK_H
 
+#include "trainer/export.h"
 #include "trainer/accel.h"
 #include "trainer/comm.h"
 #include "trainer/strategy.h"
@@ -29,15 +30,15 @@ extern "C" {
  * opens the communicator for these ranks (tr_comm_open_ranks with the options backend and
  * timeout_s) and, unless trainer.threads says otherwise, gives each rank its share of the
  * host's cores. On failure nothing stays open. */
-tr_status tr_rank_open(const tr_options *o, const tr_strategy_env *env, tr_comm **comm, tr_accel **accel,
+TR_API tr_status tr_rank_open(const tr_options *o, const tr_strategy_env *env, tr_comm **comm, tr_accel **accel,
                        int *shared);
 /* Broadcasts root's n floats at dev (memory of a, or host memory when a is NULL): in place on
  * the host and over a backend that takes device memory (tr_comm_device_memory), else through
  * the n floats at host, which it overwrites (downloaded, broadcast, uploaded). */
-tr_status tr_rank_broadcast(tr_comm *c, tr_accel *a, float *dev, float *host, size_t n, int root);
+TR_API tr_status tr_rank_broadcast(tr_comm *c, tr_accel *a, float *dev, float *host, size_t n, int root);
 /* For the strategy's probe: on GPUs the device plugin must run kernels (tr_accel_probe), and
  * the backend must exist and fit the ranks (tr_comm_probe_ranks). */
-tr_status tr_rank_probe(const tr_options *o, const tr_strategy_probe *env);
+TR_API tr_status tr_rank_probe(const tr_options *o, const tr_strategy_probe *env);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifndef TRAINER_RNG_H
 #define TRAINER_RNG_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,26 +28,26 @@ enum {
 };
 
 /* One Philox4x32-10 block: four 32-bit words for 128-bit counter (hi, lo) under a 64-bit key. */
-void tr_philox4x32(uint32_t out[4], uint64_t key, uint64_t counter_hi, uint64_t counter_lo);
+TR_API void tr_philox4x32(uint32_t out[4], uint64_t key, uint64_t counter_hi, uint64_t counter_lo);
 
 /* nblocks consecutive blocks, counters (hi, lo), (hi, lo + 1), ...: out[4 * b + i] is word i of
  * block b, as tr_philox4x32 gives it; 16 blocks at a time in vector registers. The low
  * counter wraps modulo 2^64 without carrying into hi. */
-void tr_philox4x32_blocks(uint32_t *out, size_t nblocks, uint64_t key, uint64_t counter_hi, uint64_t counter_lo);
+TR_API void tr_philox4x32_blocks(uint32_t *out, size_t nblocks, uint64_t key, uint64_t counter_hi, uint64_t counter_lo);
 
 /* A sub-stream id from a stream and two integers (e.g. step and call index). */
-uint64_t tr_rng_stream(uint64_t stream, uint64_t a, uint64_t b);
+TR_API uint64_t tr_rng_stream(uint64_t stream, uint64_t a, uint64_t b);
 
 /* 32 random bits for element `index` of (seed, stream). */
-uint32_t tr_rng_u32(uint64_t seed, uint64_t stream, uint64_t index);
+TR_API uint32_t tr_rng_u32(uint64_t seed, uint64_t stream, uint64_t index);
 /* Uniform in [0, 1) with 24 random bits. */
-float tr_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index);
+TR_API float tr_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index);
 
 /* Elements first..first+n-1 of the stream, uniform in [lo, hi). */
-void tr_rng_fill_uniform(float *out, size_t n, uint64_t seed, uint64_t stream, uint64_t first,
+TR_API void tr_rng_fill_uniform(float *out, size_t n, uint64_t seed, uint64_t stream, uint64_t first,
                          float lo, float hi);
 /* Elements first..first+n-1 of the stream, normal(mean, std) by Box-Muller on element pairs. */
-void tr_rng_fill_normal(float *out, size_t n, uint64_t seed, uint64_t stream, uint64_t first,
+TR_API void tr_rng_fill_normal(float *out, size_t n, uint64_t seed, uint64_t stream, uint64_t first,
                         float mean, float std);
 
 #ifdef __cplusplus

@@ -15,6 +15,8 @@
 #ifndef TRAINER_RUN_H
 #define TRAINER_RUN_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,7 +46,7 @@ typedef struct tr_run_plan_result {
     char strategy[64];
 } tr_run_plan_result;
 
-tr_status tr_run_plan(const char *config_path, const char *const *overrides, int n_overrides,
+TR_API tr_status tr_run_plan(const char *config_path, const char *const *overrides, int n_overrides,
                       const char *const *plugin_dirs, tr_run_plan_result *out);
 /* `trainer plan`: what a config would run, and the memory per rank it and the alternatives
  * would hold, estimated by each strategy plugin (tr_strategy_ops.estimate) from the model's
@@ -74,22 +76,22 @@ typedef struct tr_plan_report {
                                    * auto: the ranks span 2 hosts ...)"); "" for one process */
 } tr_plan_report;
 
-tr_status tr_run_plan_report(const char *config_path, const char *const *overrides, int n_overrides,
+TR_API tr_status tr_run_plan_report(const char *config_path, const char *const *overrides, int n_overrides,
                              const char *const *plugin_dirs, tr_plan_report *out);
 
 /* 1 when this process is a rank started by trainer's launcher, torchrun, mpirun or srun. */
-int tr_launched_externally(void);
+TR_API int tr_launched_externally(void);
 
 /* plugin_dirs: NULL-terminated folders searched after the config's `plugins:` list and
  * TRAINER_PLUGIN_PATH (the CLI passes the build tree and the install prefix). */
-tr_status tr_run_train(const char *config_path, const char *const *overrides, int n_overrides,
+TR_API tr_status tr_run_train(const char *config_path, const char *const *overrides, int n_overrides,
                        const char *const *plugin_dirs, tr_run_result *out);
 /* Asks the training in progress (tr_run_train) to stop at its next optimizer step boundary
  * (every rank at the same step: they agree through the step's all-reduce), save a checkpoint
  * there and return TR_ERR_ABORTED with a message naming the checkpoint and saying that
  * running the same config again resumes from it. signo (SIGINT, SIGTERM) is named in that
  * message. Async-signal-safe: meant for a SIGINT/SIGTERM handler, as `trainer run` installs. */
-void tr_run_interrupt(int signo);
+TR_API void tr_run_interrupt(int signo);
 
 typedef struct tr_eval_result {
     char checkpoint[1024];   /* the checkpoint folder used */
@@ -113,7 +115,7 @@ typedef struct tr_eval_result {
  * named classes differ). Prints the scores (classification: a table per class and the
  * confusion matrix up to 20 classes) and appends them as {"eval": {...}} to the metrics.jsonl
  * of the run holding the checkpoint (RUN/checkpoints/...; none for a weights file elsewhere). */
-tr_status tr_run_eval(const char *config_path, const char *const *overrides, int n_overrides,
+TR_API tr_status tr_run_eval(const char *config_path, const char *const *overrides, int n_overrides,
                       const char *const *plugin_dirs, const char *checkpoint, const char *split,
                       tr_eval_result *out);
 /* Like tr_run_eval (without the table or the record), and writes one CSV row per sample to
@@ -121,7 +123,7 @@ tr_status tr_run_eval(const char *config_path, const char *const *overrides, int
  * (classification: label and prediction by name when the classes have names), loss and
  * next_token (LMs) or prediction_<k> (regression). The validation split may be a file without
  * labels (tr_dataset_env.labels_optional): its rows have no label column, nothing is scored. */
-tr_status tr_run_predict(const char *config_path, const char *const *overrides, int n_overrides,
+TR_API tr_status tr_run_predict(const char *config_path, const char *const *overrides, int n_overrides,
                          const char *const *plugin_dirs, const char *checkpoint,
                          const char *split, const char *output, tr_eval_result *out);
 
@@ -142,7 +144,7 @@ typedef struct tr_embed_result {
  * When the lines are `text<TAB>pair` (every line one TAB) both texts are embedded alone,
  * `output` is (N, 2, E), and `scores` (NULL: output with .npy replaced by .csv) gets
  * `index,score` rows: each pair's cosine similarity. */
-tr_status tr_run_embed(const char *config_path, const char *const *overrides, int n_overrides,
+TR_API tr_status tr_run_embed(const char *config_path, const char *const *overrides, int n_overrides,
                        const char *const *plugin_dirs, const char *checkpoint, const char *input,
                        const char *output, const char *scores, tr_embed_result *out);
 
@@ -162,7 +164,7 @@ typedef struct tr_export_result {
  * is refused by name. outdir must be absent or an empty folder (nothing is overwritten); the
  * files are written into a temporary folder beside it, renamed into place at the end, so a
  * failure leaves nothing. */
-tr_status tr_run_export(const char *checkpoint, const char *outdir, const char *format,
+TR_API tr_status tr_run_export(const char *checkpoint, const char *outdir, const char *format,
                         const char *const *overrides, int n_overrides, const char *const *plugin_dirs,
                         tr_export_result *out);
 
@@ -200,7 +202,7 @@ typedef struct tr_generate_result {
  * of 256), or the ids of data.params.tokenizer when the config names one; it stops after
  * max_new_tokens or at the tokenizer's end-of-text token. The prompt and the text generated
  * go to opt->emit as they come; nothing is logged. docs/config.md, "trainer generate". */
-tr_status tr_run_generate(const char *config_path, const char *const *overrides, int n_overrides,
+TR_API tr_status tr_run_generate(const char *config_path, const char *const *overrides, int n_overrides,
                           const char *const *plugin_dirs, const char *checkpoint, const tr_generate_options *opt,
                           tr_generate_result *out);
 

@@ -23,6 +23,8 @@
 #ifndef TRAINER_SAFETENSORS_H
 #define TRAINER_SAFETENSORS_H
 
+#include "trainer/export.h"
+
 #include <stdint.h>
 
 #include "trainer/status.h"
@@ -41,18 +43,18 @@ typedef struct tr_st_entry {
 } tr_st_entry;
 
 /* Writes entries (names unique) and optional string metadata (n_meta key/value pairs). */
-tr_status tr_safetensors_write(const char *path, const tr_st_entry *entries, int n,
+TR_API tr_status tr_safetensors_write(const char *path, const tr_st_entry *entries, int n,
                                const char *const *meta_kv, int n_meta);
 
 typedef struct tr_safetensors tr_safetensors;
 
-tr_status tr_safetensors_open(tr_safetensors **out, const char *path);
-void tr_safetensors_close(tr_safetensors *f);
-int tr_safetensors_count(const tr_safetensors *f);
-const tr_st_entry *tr_safetensors_at(const tr_safetensors *f, int i);
-const tr_st_entry *tr_safetensors_find(const tr_safetensors *f, const char *name);
+TR_API tr_status tr_safetensors_open(tr_safetensors **out, const char *path);
+TR_API void tr_safetensors_close(tr_safetensors *f);
+TR_API int tr_safetensors_count(const tr_safetensors *f);
+TR_API const tr_st_entry *tr_safetensors_at(const tr_safetensors *f, int i);
+TR_API const tr_st_entry *tr_safetensors_find(const tr_safetensors *f, const char *name);
 /* A metadata value, or NULL. */
-const char *tr_safetensors_meta(const tr_safetensors *f, const char *key);
+TR_API const char *tr_safetensors_meta(const tr_safetensors *f, const char *key);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,7 @@
 #ifndef TRAINER_SOLO_H
 #define TRAINER_SOLO_H
 
+#include "trainer/export.h"
 #include "trainer/accel.h"
 #include "trainer/strategy.h"
 
@@ -39,26 +40,26 @@ typedef struct tr_solo tr_solo;
 
 /* The replica (on accel when not NULL; the solo then owns and closes it, also on failure)
  * and its optimizer. */
-tr_status tr_solo_create(const tr_strategy_env *env, tr_accel *accel, tr_solo **out);
-tr_replica *tr_solo_replica(tr_solo *s);
+TR_API tr_status tr_solo_create(const tr_strategy_env *env, tr_accel *accel, tr_solo **out);
+TR_API tr_replica *tr_solo_replica(tr_solo *s);
 /* Deferred weight gradients (off by default; the cpu strategy turns them on): in a step of
  * one micro-batch on the host, a small-batch linear layer's weight gradient is not written in
  * backward but recomputed inside the update (docs/architecture.md). It reads the batch again
  * in optim_step, so the micro-batch's host batch must stay valid until optim_step returns
  * (the trainer's loop keeps it until it takes the next batch), and train_micro must be
  * followed by the solo's own optim_step. */
-void tr_solo_set_defer(tr_solo *s, int on);
+TR_API void tr_solo_set_defer(tr_solo *s, int on);
 
-void tr_solo_destroy(void *ctx);
-tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss);
-tr_status tr_solo_optim_step(void *ctx, double lr, double max_norm, double *grad_norm);
-tr_status tr_solo_forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out);
-tr_status tr_solo_state(void *ctx, tr_params **P, tr_optim **opt);
-tr_status tr_solo_sync(void *ctx);
-tr_status tr_solo_memory(void *ctx, tr_strategy_memory *m);
-tr_status tr_solo_nonfinite(void *ctx, double *flags, int n, char *activation, size_t size);
+TR_API void tr_solo_destroy(void *ctx);
+TR_API tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss);
+TR_API tr_status tr_solo_optim_step(void *ctx, double lr, double max_norm, double *grad_norm);
+TR_API tr_status tr_solo_forward(void *ctx, const tr_host_batch *hb, int with_y, tr_model_out *out);
+TR_API tr_status tr_solo_state(void *ctx, tr_params **P, tr_optim **opt);
+TR_API tr_status tr_solo_sync(void *ctx);
+TR_API tr_status tr_solo_memory(void *ctx, tr_strategy_memory *m);
+TR_API tr_status tr_solo_nonfinite(void *ctx, double *flags, int n, char *activation, size_t size);
 /* `trainer plan`: one replica on the whole global batch. */
-tr_status tr_solo_estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out);
+TR_API tr_status tr_solo_estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out);
 
 /* Every entry above, for a strategy's ops table after its own .create. */
 #define TR_SOLO_OPS                                                                           \

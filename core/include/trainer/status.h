@@ -13,6 +13,8 @@
 #ifndef TRAINER_STATUS_H
 #define TRAINER_STATUS_H
 
+#include "trainer/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,25 +37,25 @@ typedef enum tr_status {
 } tr_status;
 
 /* A short constant name for a status ("invalid argument"). */
-const char *tr_status_str(tr_status s);
+TR_API const char *tr_status_str(tr_status s);
 
 /* Sets this thread's message (printf format; an argument may be tr_error_msg()) and returns s,
  * so `return tr_error_set(...)`. */
-tr_status tr_error_set(tr_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TR_API tr_status tr_error_set(tr_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prepends context to this thread's message: "config.yaml: " + message. */
-void tr_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+TR_API void tr_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* This thread's last message ("" when none). Valid until the next tr_error_* call. */
-const char *tr_error_msg(void);
+TR_API const char *tr_error_msg(void);
 
 /* The file:line frames TR_CHECK recorded while the error propagated ("a.c:10 <- b.c:22"). */
-const char *tr_error_trace(void);
+TR_API const char *tr_error_trace(void);
 
-void tr_error_clear(void);
+TR_API void tr_error_clear(void);
 
 /* Records a propagation frame; used by TR_CHECK. */
-void tr_error_frame(const char *file, int line);
+TR_API void tr_error_frame(const char *file, int line);
 
 #define TR_CHECK(expr)                                                                        \
     do {                                                                                      \

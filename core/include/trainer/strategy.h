@@ -20,7 +20,7 @@
  * estimate(opts, env, &out), the memory it would hold. The whole contract, entry
  * by entry: docs/plugin-interfaces.md.
  *
- * A minimal strategy (strategies/cpu/cpu.c is one, on the core's one-replica step of
+ * A minimal strategy (the shipped `cpu` strategy is one, on the core's one-replica step of
  * trainer/solo.h; docs/examples/local_sgd/local_sgd.c writes every entry itself):
  *
  *   static const tr_strategy_ops ops = {.create = create, .destroy = destroy,
@@ -37,6 +37,8 @@
  * Entries appended after `state` may be NULL (core default noted at each). */
 #ifndef TRAINER_STRATEGY_H
 #define TRAINER_STRATEGY_H
+
+#include "trainer/export.h"
 
 #include <stdint.h>
 
@@ -153,11 +155,11 @@ typedef struct tr_strategy_estimate {
 
 /* Floats of the flat parameter buffer when every parameter starts on a multiple of `align`
  * floats (tr_params_set_align; 16 by default). */
-size_t tr_estimate_param_floats(const tr_strategy_estimate_env *env, size_t align);
+TR_API size_t tr_estimate_param_floats(const tr_strategy_estimate_env *env, size_t align);
 /* One whole replica training on `samples` samples: parameters with buffers, gradients,
  * optimizer state over the whole buffer and the activation peak (all_devices their sum):
  * what cpu and each ddp rank hold. */
-tr_status tr_estimate_replica(const tr_strategy_estimate_env *env, size_t align, int64_t samples,
+TR_API tr_status tr_estimate_replica(const tr_strategy_estimate_env *env, size_t align, int64_t samples,
                               tr_strategy_memory *out);
 
 typedef struct tr_strategy_ops {

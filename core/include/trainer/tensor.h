@@ -10,6 +10,8 @@
 #ifndef TRAINER_TENSOR_H
 #define TRAINER_TENSOR_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,19 +52,19 @@ typedef struct tr_tensor {
     int uses;                     /* graph bookkeeping: pending backward uses (parameters) */
 } tr_tensor;
 
-size_t tr_dtype_size(tr_dtype dtype);
-const char *tr_dtype_name(tr_dtype dtype);
-int tr_dtype_is_float(tr_dtype dtype);
+TR_API size_t tr_dtype_size(tr_dtype dtype);
+TR_API const char *tr_dtype_name(tr_dtype dtype);
+TR_API int tr_dtype_is_float(tr_dtype dtype);
 
 /* A CPU tensor viewing `data` (borrowed) with the given shape; no gradient. */
-tr_tensor tr_tensor_view(void *data, tr_dtype dtype, int ndim, const int64_t *shape);
-int64_t tr_tensor_numel(const tr_tensor *t);
-size_t tr_tensor_bytes(const tr_tensor *t);
+TR_API tr_tensor tr_tensor_view(void *data, tr_dtype dtype, int ndim, const int64_t *shape);
+TR_API int64_t tr_tensor_numel(const tr_tensor *t);
+TR_API size_t tr_tensor_bytes(const tr_tensor *t);
 /* Product of dims [from, to). */
-int64_t tr_tensor_dims(const tr_tensor *t, int from, int to);
-int tr_tensor_same_shape(const tr_tensor *a, const tr_tensor *b);
+TR_API int64_t tr_tensor_dims(const tr_tensor *t, int from, int to);
+TR_API int tr_tensor_same_shape(const tr_tensor *a, const tr_tensor *b);
 /* Writes "(2, 3, 4)" into buf; returns buf. */
-char *tr_shape_str(const tr_tensor *t, char *buf, size_t size);
+TR_API char *tr_shape_str(const tr_tensor *t, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

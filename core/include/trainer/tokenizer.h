@@ -18,6 +18,8 @@
 #ifndef TRAINER_TOKENIZER_H
 #define TRAINER_TOKENIZER_H
 
+#include "trainer/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,67 +85,67 @@ typedef struct tr_encoding {
 } tr_encoding;
 
 /* Loads PATH: a tokenizer.json, or a folder holding one. *out is NULL on failure. */
-tr_status tr_tokenizer_load(tr_tokenizer **out, const char *path);
+TR_API tr_status tr_tokenizer_load(tr_tokenizer **out, const char *path);
 
 /* Loads a tokenizer.json from memory; `name` names it in messages. */
-tr_status tr_tokenizer_load_json(tr_tokenizer **out, const char *json, size_t len, const char *name);
+TR_API tr_status tr_tokenizer_load_json(tr_tokenizer **out, const char *json, size_t len, const char *name);
 
-void tr_tokenizer_free(tr_tokenizer *tok);
+TR_API void tr_tokenizer_free(tr_tokenizer *tok);
 
 /* Encodes UTF-8 `text` (and `pair` when not NULL) into *out. add_special adds the
  * post-processor's special tokens ([CLS] ... [SEP]). Truncation and padding follow the
  * tokenizer's settings (TR_PAD_LONGEST pads nothing for one encoding). Invalid UTF-8 is
  * refused with its byte offset. *out is zeroed on failure. */
-tr_status tr_tokenizer_encode(const tr_tokenizer *tok, const char *text, size_t text_len,
+TR_API tr_status tr_tokenizer_encode(const tr_tokenizer *tok, const char *text, size_t text_len,
                               const char *pair, size_t pair_len, int add_special, tr_encoding *out);
 
 /* Encodes n texts (pairs may be NULL, or hold NULL entries) into out[0..n-1], padded together
  * as the padding settings say. On failure every out[i] is zeroed. */
-tr_status tr_tokenizer_encode_batch(const tr_tokenizer *tok, size_t n, const char *const *texts,
+TR_API tr_status tr_tokenizer_encode_batch(const tr_tokenizer *tok, size_t n, const char *const *texts,
                                     const size_t *text_lens, const char *const *pairs,
                                     const size_t *pair_lens, int add_special, tr_encoding *out);
 
-void tr_encoding_free(tr_encoding *enc);
+TR_API void tr_encoding_free(tr_encoding *enc);
 
 /* The byte offset of the first invalid UTF-8 sequence of text[0..n) (RFC 3629), or n when it
  * is all valid: where a reader names the bad byte. */
-size_t tr_utf8_valid_prefix(const char *text, size_t n);
+TR_API size_t tr_utf8_valid_prefix(const char *text, size_t n);
 
 /* Decodes ids back to text with the file's decoder (tokens joined by spaces without one);
  * skip_special leaves out the special tokens. Unknown ids are skipped. *out is malloc'ed:
  * the caller frees it. */
-tr_status tr_tokenizer_decode(const tr_tokenizer *tok, const int32_t *ids, size_t n,
+TR_API tr_status tr_tokenizer_decode(const tr_tokenizer *tok, const int32_t *ids, size_t n,
                               int skip_special, char **out);
 /* The same with the text's length in bytes: a byte-level decoder can give U+0000 inside it. */
-tr_status tr_tokenizer_decode_len(const tr_tokenizer *tok, const int32_t *ids, size_t n,
+TR_API tr_status tr_tokenizer_decode_len(const tr_tokenizer *tok, const int32_t *ids, size_t n,
                                   int skip_special, char **out, size_t *len);
 
 /* Token <-> id, through the added tokens and then the model's vocabulary. TR_ERR_NOT_FOUND
  * when absent. *token is borrowed from the tokenizer. */
-tr_status tr_tokenizer_token_to_id(const tr_tokenizer *tok, const char *token, int32_t *id);
-tr_status tr_tokenizer_id_to_token(const tr_tokenizer *tok, int32_t id, const char **token);
+TR_API tr_status tr_tokenizer_token_to_id(const tr_tokenizer *tok, const char *token, int32_t *id);
+TR_API tr_status tr_tokenizer_id_to_token(const tr_tokenizer *tok, int32_t id, const char **token);
 
 /* The number of ids: the model's vocabulary with the added tokens. */
-size_t tr_tokenizer_vocab_size(const tr_tokenizer *tok);
+TR_API size_t tr_tokenizer_vocab_size(const tr_tokenizer *tok);
 
 /* One more than the largest id encoding can give: the model's vocabulary, the added tokens,
  * the post-processor's special tokens and the padding id (an embedding table needs this many
  * rows; it exceeds tr_tokenizer_vocab_size when ids are sparse). */
-size_t tr_tokenizer_id_bound(const tr_tokenizer *tok);
+TR_API size_t tr_tokenizer_id_bound(const tr_tokenizer *tok);
 
 /* The special tokens the file declares (added tokens marked special), i in [0, count). */
-size_t tr_tokenizer_special_count(const tr_tokenizer *tok);
-tr_status tr_tokenizer_special(const tr_tokenizer *tok, size_t i, const char **token, int32_t *id);
+TR_API size_t tr_tokenizer_special_count(const tr_tokenizer *tok);
+TR_API tr_status tr_tokenizer_special(const tr_tokenizer *tok, size_t i, const char **token, int32_t *id);
 
 /* The number of special tokens the post-processor adds to a text (pair = 0) or a pair. */
-size_t tr_tokenizer_num_special(const tr_tokenizer *tok, int pair);
+TR_API size_t tr_tokenizer_num_special(const tr_tokenizer *tok, int pair);
 
 /* The truncation and padding settings (from the file until changed). Setting NULL turns them
  * off; a set pad_token is copied. */
-tr_status tr_tokenizer_truncation(const tr_tokenizer *tok, tr_truncation *out);
-tr_status tr_tokenizer_set_truncation(tr_tokenizer *tok, const tr_truncation *t);
-tr_status tr_tokenizer_padding(const tr_tokenizer *tok, tr_padding *out);
-tr_status tr_tokenizer_set_padding(tr_tokenizer *tok, const tr_padding *p);
+TR_API tr_status tr_tokenizer_truncation(const tr_tokenizer *tok, tr_truncation *out);
+TR_API tr_status tr_tokenizer_set_truncation(tr_tokenizer *tok, const tr_truncation *t);
+TR_API tr_status tr_tokenizer_padding(const tr_tokenizer *tok, tr_padding *out);
+TR_API tr_status tr_tokenizer_set_padding(tr_tokenizer *tok, const tr_padding *p);
 
 #ifdef __cplusplus
 }

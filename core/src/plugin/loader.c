@@ -103,8 +103,8 @@ tr_status plugin_desc_check(const char *path, const tr_plugin_desc *d) {
     if (d->abi_minor > TR_ABI_MINOR)
         return tr_error_set(TR_ERR_PLUGIN,
                             "%s: built for plugin ABI %u.%u, newer than this trainer's ABI %d.%d (it may "
-                            "rely on operations this trainer does not call: update trainer, or rebuild "
-                            "the plugin against this SDK)",
+                            "rely on functions or operations this trainer lacks: update trainer, or "
+                            "rebuild the plugin against this SDK)",
                             path, d->abi_major, d->abi_minor, TR_ABI_MAJOR, TR_ABI_MINOR);
     if (d->struct_size < DESC_MIN_SIZE)
         return tr_error_set(TR_ERR_PLUGIN, "%s: descriptor of %u bytes is smaller than %zu",
@@ -123,16 +123,33 @@ tr_status plugin_desc_check(const char *path, const tr_plugin_desc *d) {
     return plugin_options_check(path, d->name, d->options, d->n_options);
 }
 
+/* dlopen failed (error e): a plugin built for a newer ABI may need functions this libtrainer
+ * lacks ("undefined symbol"), which RTLD_NOW resolves before its descriptor can be read. Loaded
+ * again with lazy binding, its descriptor says which ABI it was built for: another major or a
+ * newer minor is refused with both versions (docs/abi.md), anything else with dlopen's error.
+ * Only the entry function runs; a plugin's constructor calling a missing function would end
+ * the process, which no plugin of this SDK has. */
+static tr_status refuse_unloadable(const char *path, const char *e) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", e ? e : "unknown error");
+    void *h = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+    tr_plugin_entry_fn entry = NULL;
+    if (h) *(void **)&entry = dlsym(h, TR_PLUGIN_ENTRY_SYMBOL);
+    const tr_plugin_desc *d = entry ? entry() : NULL;
+    tr_status st = TR_OK;
+    if (d && (d->abi_major != TR_ABI_MAJOR || d->abi_minor > TR_ABI_MINOR)) st = plugin_desc_check(path, d);
+    if (h) dlclose(h);
+    if (st != TR_OK) return st;
+    return tr_error_set(TR_ERR_PLUGIN, "%s: cannot load: %s", path, why);
+}
+
 tr_status tr_plugin_open(const char *path, const char *origin, tr_plugin **out) {
     *out = NULL;
     TR_CHECK(check_perms(path));
     TR_CHECK(check_elf(path));
     dlerror();
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        return tr_error_set(TR_ERR_PLUGIN, "%s: cannot load: %s", path, e ? e : "unknown error");
-    }
+    if (!h) return refuse_unloadable(path, dlerror());
     tr_plugin_entry_fn entry;
     *(void **)&entry = dlsym(h, TR_PLUGIN_ENTRY_SYMBOL);
     if (!entry) {

@@ -21,6 +21,7 @@
 #include "checkpoint_impl.h"
 #include "job.h"
 #include "plugin/plugin_impl.h"
+#include "replica_impl.h"
 #include "trainer/io.h"
 #include "trainer/replica.h"
 #include "trainer/run.h"

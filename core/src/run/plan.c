@@ -10,6 +10,7 @@
 #include "comm/env.h"
 #include "job.h"
 #include "trainer/comm.h"
+#include "replica_impl.h"
 #include "trainer/memory.h"
 #include "trainer/replica.h"
 #include "trainer/run.h"

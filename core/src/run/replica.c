@@ -8,6 +8,7 @@
 #include "base/log_mute.h"
 #include "plugin/plugin_impl.h"
 #include "run/model_factory.h"
+#include "run/replica_impl.h"
 #include "trainer/accel.h"
 #include "trainer/memory.h"
 #include "trainer/strategy.h"

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "run/replica_impl.h"
 #include "trainer/memory.h"
 #include "trainer/profile.h"
 

@@ -67,7 +67,7 @@ static tr_status average(local_sgd *s, float *buf, size_t n) {
 /* Every rank gets the mean model: parameters, buffers (batch-norm statistics) and optimizer
  * state, so a checkpoint holds the one model all ranks continue from. */
 static tr_status average_all(local_sgd *s) {
-    tr_params *P = s->r->P;
+    tr_params *P = tr_replica_host_params(s->r);
     TR_CHECK(average(s, tr_params_data(P), tr_params_numel(P)));
     TR_CHECK(average(s, tr_params_buffers_data(P), tr_params_buffers_numel(P)));
     for (int i = 0; i < tr_optim_state_count(s->opt); i++)
@@ -84,7 +84,7 @@ static tr_status settle(void *ctx) {
 /* After a checkpoint was loaded (into every rank) or at setup: rank 0's model everywhere. */
 static tr_status sync(void *ctx) {
     local_sgd *s = ctx;
-    tr_params *P = s->r->P;
+    tr_params *P = tr_replica_host_params(s->r);
     TR_CHECK(tr_comm_broadcast(s->comm, tr_params_data(P), tr_params_numel(P), TR_F32, 0));
     if (tr_params_buffers_numel(P))
         TR_CHECK(tr_comm_broadcast(s->comm, tr_params_buffers_data(P), tr_params_buffers_numel(P), TR_F32, 0));
@@ -110,7 +110,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     s->world = tr_comm_size(s->comm);
     s->k = tr_options_int(o, "k");
     TR_CHECK_GOTO(tr_replica_create(env->models, &s->r), fail);
-    TR_CHECK_GOTO(tr_optim_create(&s->opt, &env->optim, tr_params_numel(s->r->P)), fail);
+    TR_CHECK_GOTO(tr_optim_create(&s->opt, &env->optim, tr_params_numel(tr_replica_host_params(s->r))), fail);
     TR_CHECK_GOTO(sync(s), fail);
     *info = (tr_strategy_info){.rank = s->rank, .world = s->world, .data_rank = s->rank, .data_world = s->world};
     snprintf(info->description, sizeof info->description, "local_sgd (%d ranks over %s, averaging every %lld steps)",
@@ -124,17 +124,17 @@ fail:
 
 static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
     local_sgd *s = ctx;
-    if (mb->first) tr_params_zero_grad(s->r->P);
+    if (mb->first) tr_params_zero_grad(tr_replica_host_params(s->r));
     tr_model_out out;
     TR_CHECK(tr_replica_forward(s->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
-    TR_CHECK(tr_backward(s->r->g, out.loss, NULL));
+    TR_CHECK(tr_backward(tr_replica_graph(s->r), out.loss, NULL));
     *loss = ((const float *)out.loss->data)[0];
     return TR_OK;
 }
 
 static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_norm) {
     local_sgd *s = ctx;
-    tr_params *P = s->r->P;
+    tr_params *P = tr_replica_host_params(s->r);
     float *g = tr_params_grad(P);
     size_t n = tr_params_numel(P);
     for (size_t i = 0; i < n; i++) g[i] *= (float)s->world; /* this rank's share's mean gradient */
@@ -155,7 +155,7 @@ static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_mode
 
 static tr_status state(void *ctx, tr_params **P, tr_optim **opt) {
     local_sgd *s = ctx;
-    *P = s->r->P;
+    *P = tr_replica_host_params(s->r);
     *opt = s->opt;
     return TR_OK;
 }
