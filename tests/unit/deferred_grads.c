@@ -30,7 +30,7 @@
 
 #include "autograd/node.h"
 #include "check.h"
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 #include "optim/optim_impl.h"
 #include "trainer/trainer.h"
 

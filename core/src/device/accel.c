@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/update.h"
 #include "trainer/devices.h"
 #include "trainer/memory.h"
-#include "trainer/optim.h"
 #include "trainer/runtime.h"
 
 struct tr_accel {
@@ -231,12 +231,12 @@ void *tr_accel_bound_stream(void) {
 }
 
 double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n) {
-    return a ? a->kern.sumsq(g, n) : tr_grad_sumsq(g, n);
+    return a ? a->kern.sumsq(g, n) : optim_sumsq(g, n);
 }
 
 tr_status tr_accel_grad_sumsq_to(tr_accel *a, double *out, const float *g, size_t n) {
     if (!a) {
-        *out = tr_grad_sumsq(g, n);
+        *out = optim_sumsq(g, n);
         return TR_OK;
     }
     if (a->kern.sumsq_to) {
@@ -248,8 +248,8 @@ tr_status tr_accel_grad_sumsq_to(tr_accel *a, double *out, const float *g, size_
 }
 
 double tr_accel_clip_grad_norm(tr_accel *a, float *g, size_t n, double max_norm, double sumsq) {
-    if (!a) return tr_clip_grad_norm(g, n, max_norm, sumsq);
-    double coef = tr_clip_coef(max_norm, sumsq);
+    if (!a) return optim_clip(g, n, max_norm, sumsq);
+    double coef = optim_clip_coef(max_norm, sumsq);
     if (coef < 1.0) a->kern.scale_inplace(g, n, (float)coef);
     return sqrt(sumsq);
 }

@@ -4,12 +4,12 @@
  * The sum of squares is accumulated in double over 64 fixed parts of the range (each in 32
  * interleaved lanes), added in order, so the result does not depend on the number of
  * threads. A sharded strategy sums the per-shard values across ranks and passes the total
- * to tr_clip_grad_norm. Unlike torch
+ * to tr_clip_grad_norm (trainer/optim.h, which calls these). Unlike torch
  * (which then multiplies every gradient by NaN or 0), a non-finite norm leaves g unchanged:
  * the caller gets the norm back and decides (skip the step, stop). */
 #include <math.h>
 
-#include "optim/optim_impl.h"
+#include "kernels/update.h"
 
 #define SUMSQ_PARTS 64
 #define SUMSQ_LANES 32 /* independent double accumulators: one chain would bind the loop to the FMA latency */
@@ -19,7 +19,7 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target("prefer-vector-width=512")))
 #endif
-double tr_grad_sumsq(const float *g, size_t n) {
+double optim_sumsq(const float *g, size_t n) {
     double part[SUMSQ_PARTS];
 #pragma omp parallel for if (n > OPTIM_PAR_MIN) schedule(static)
     for (int k = 0; k < SUMSQ_PARTS; k++) {
@@ -45,13 +45,13 @@ void optim_scale(float *g, size_t n, float s) {
     for (size_t i = 0; i < n; i++) g[i] *= s;
 }
 
-double tr_clip_coef(double max_norm, double sumsq) {
+double optim_clip_coef(double max_norm, double sumsq) {
     double norm = sqrt(sumsq), coef = max_norm / (norm + 1e-6);
     return isfinite(norm) && coef < 1.0 ? coef : 1.0;
 }
 
-double tr_clip_grad_norm(float *g, size_t n, double max_norm, double sumsq) {
-    double coef = tr_clip_coef(max_norm, sumsq);
+double optim_clip(float *g, size_t n, double max_norm, double sumsq) {
+    double coef = optim_clip_coef(max_norm, sumsq);
     if (coef < 1.0) optim_scale(g, n, (float)coef);
     return sqrt(sumsq);
 }
