@@ -13,8 +13,6 @@
 
 #include "trainer/graph.h"
 #include "trainer/kernels.h"
-#include "trainer/ops.h"
-#include "trainer/optim.h"
 
 #define TR_NODE_MAX_IN 5
 
@@ -157,7 +155,9 @@ tr_status tr_graph_note_grad_sumsq_(tr_graph *g, int on);
  * the graph's reset forget them. Whoever turns deferral on settles or applies every deferred
  * gradient before the next forward: a reset only drops them. */
 typedef struct op_deferred {
-    tr_grad_tile_fn tile;   /* called with the record itself as ctx */
+    /* Called with the record itself as ctx: a tr_grad_tile_fn (trainer/optim.h), spelled out
+     * so that autograd needs nothing of the optimizer's. */
+    void (*tile)(const void *ctx, size_t r0, size_t r1, size_t c0, size_t c1, float *out);
     size_t rows, cols;      /* the gradient's shape (rows x cols, row-major) */
     const void *a, *b;      /* the op's operands and sizes, for tile */
     int64_t i[4];

@@ -18,6 +18,7 @@
 #include "kernels/vmath.h"
 #include "ops/cpu_kernels.h"
 #include "ops/dropout.h"
+#include "trainer/ops.h"
 #include "trainer/rng.h"
 
 static int thread_num(void) {

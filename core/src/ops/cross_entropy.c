@@ -12,6 +12,7 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #include "kernels/vmath.h"
 

@@ -13,6 +13,7 @@
 #include "kernels/gemm.h"
 #include "ops/cpu_kernels.h"
 #include "ops/dropout.h"
+#include "trainer/ops.h"
 #include "trainer/rng.h"
 
 /* Elements per parallel chunk: a multiple of 4, the Philox block size. */

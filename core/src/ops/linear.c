@@ -4,6 +4,7 @@
 #include "autograd/node.h"
 #include "kernels/gemm.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/linear.inc"
 #include "ops/generic.h"

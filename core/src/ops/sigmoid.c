@@ -6,6 +6,7 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #include "kernels/vmath.h"
 
