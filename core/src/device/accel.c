@@ -206,9 +206,9 @@ tr_status tr_accel_can_add(const tr_accel *a) {
 tr_status tr_accel_add(tr_accel *a, float *dst, const float *src, size_t n) {
     if (!n) return TR_OK;
     TR_CHECK(tr_accel_can_add(a));
-    /* One row of n: dst += src, by the device's copy_rows or the core's. */
-    const tr_kernels *k = a ? &a->kern : tr_cpu_kernels();
-    k->copy_rows(dst, (int64_t)n, src, (int64_t)n, 1, (int64_t)n, 1);
+    /* One row of n: dst += src, by the device's copy_rows or on the host. */
+    if (a) a->kern.copy_rows(dst, (int64_t)n, src, (int64_t)n, 1, (int64_t)n, 1);
+    else optim_add(dst, src, n);
     return TR_OK;
 }
 

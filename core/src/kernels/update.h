@@ -1,5 +1,6 @@
 /* Private: the optimizer updates on raw pointers (sgd.c, adam.c, adam_tn.c), the gradient's
- * sum of squares and scaling (clip.c), and the kernel table's update entry (optim_update.c).
+ * sum of squares and scaling (clip.c), a gradient slice's sum (add.c), and the kernel table's
+ * update entry (update.c).
  * optim/ owns the optimizer object and calls these; a device's table runs the same entry.
  *
  * SGD's momentum buffer is filled from the first step's gradient (torch's `buf is None`
@@ -76,6 +77,8 @@ void optim_update(const tr_optim_config *cfg, int64_t steps, float *param, const
                   float *const *state, size_t n, double lr);
 double optim_sumsq(const float *g, size_t n);
 void optim_scale(float *g, size_t n, float s);
+/* dst[i] += src[i] for i < n (add.c). */
+void optim_add(float *dst, const float *src, size_t n);
 /* Clipping's coefficient and the clip itself (tr_clip_coef, tr_clip_grad_norm). */
 double optim_clip_coef(double max_norm, double sumsq);
 double optim_clip(float *g, size_t n, double max_norm, double sumsq);
