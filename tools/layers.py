@@ -21,6 +21,10 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
+class MapError(Exception):
+    """A line of the map that cannot be read (exit 2)."""
+
+
 def read_map(path):
     layers, owner, unit_of_entry = [], {}, {}
     with open(path, encoding="utf-8") as f:
@@ -30,13 +34,13 @@ def read_map(path):
                 continue
             name, sep, rest = line.partition(":")
             if not sep or not rest.split():
-                raise SystemExit(f"{path}:{n}: expected `layer: path...`")
+                raise MapError(f"{path}:{n}: expected `layer: path...`")
             entries = rest.split()
             first_src = next((e for e in entries if not e.startswith("trainer/")), None)
             for e in entries:
                 e, _, impl = e.partition("=")
                 if e in unit_of_entry:
-                    raise SystemExit(f"{path}:{n}: {e} is placed twice")
+                    raise MapError(f"{path}:{n}: {e} is placed twice")
                 unit_of_entry[e] = len(layers)
                 if e.startswith("trainer/"):
                     owner[e] = impl or first_src or name
@@ -62,7 +66,11 @@ def main():
     ap.add_argument("--map", default=os.path.join(here, "layers.map"))
     ap.add_argument("--graph", action="store_true", help="print the unit graph")
     a = ap.parse_args()
-    layers, owner, unit_of_entry = read_map(a.map)
+    try:
+        layers, owner, unit_of_entry = read_map(a.map)
+    except MapError as e:
+        print(e, file=sys.stderr)
+        return 2
     src = os.path.join(a.root, "core", "src")
     inc = os.path.join(a.root, "core", "include")
     errors, edges = [], {}

@@ -1,4 +1,4 @@
-/* Deferred weight gradients (autograd/node.h; ops/linear.c; tr_optim_step_tiles and _tn), piece by
+/* Deferred weight gradients (autograd/fusion.h; ops/linear.c; tr_optim_step_tiles and _tn), piece by
  * piece; e2e_small_batch_step checks the whole cpu-strategy step against ddp x1.
  *
  * - tr_gemm_small_tn_norm2_f32 (the norm from Gram matrices) equals the sum of squares of the
@@ -30,7 +30,7 @@
 
 #include "autograd/node.h"
 #include "check.h"
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 #include "optim/optim_impl.h"
 #include "trainer/trainer.h"
 
@@ -270,12 +270,13 @@ enum { C_ = 300, OC_ = 70 };
 typedef struct net {
     tr_params *P;
     tr_graph *g;
+    tr_fusion *f; /* lent to g, as the cpu strategy's step lends its own */
     double noted;  /* the weight's note, seen from the ready hook; NaN: none */
 } net;
 
 static void hook(void *user, int p) {
     net *n = user;
-    if (p == 0 && !tr_graph_grad_sumsq_(n->g, 0, &n->noted)) n->noted = NAN;
+    if (p == 0 && !tr_fusion_grad_sumsq_(n->f, 0, &n->noted)) n->noted = NAN;
 }
 
 /* Parameters w (OC_, C_), b (OC_) and, with xparam, a parameter x (B, C_); gradients NaN. */
@@ -294,11 +295,15 @@ static void net_make(net *n, int64_t B, int defer, int xparam) {
     tr_graph_set_params(n->g, n->P);
     tr_graph_set_grad_hook(n->g, hook, n);
     n->noted = NAN;
-    CHECK(tr_graph_note_grad_sumsq_(n->g, 1) == TR_OK && tr_graph_defer_grads_(n->g, defer) == TR_OK, "graph setup");
+    CHECK(tr_fusion_create_(&n->f) == TR_OK, "fusion: %s", tr_error_msg());
+    tr_graph_set_fusion_(n->g, n->f);
+    CHECK(tr_fusion_note_grad_sumsq_(n->f, n->P, 1) == TR_OK && tr_fusion_defer_grads_(n->f, n->P, defer) == TR_OK,
+          "graph setup");
 }
 
 static void net_free(net *n) {
     tr_graph_destroy(n->g);
+    tr_fusion_destroy_(n->f);
     tr_params_destroy(n->P);
 }
 
@@ -335,14 +340,14 @@ static void deferred_equals_written(int twice) {
     tr_tensor *wd = tr_params_get(d.P, 0), *ws = tr_params_get(s.P, 0);
     size_t nw = (size_t)OC_ * C_;
     if (!twice) {
-        CHECK(tr_graph_deferred_(d.g, 0) && !tr_graph_deferred_(d.g, 1) && tr_graph_deferred_any_(d.g),
+        CHECK(tr_fusion_deferred_(d.f, 0) && !tr_fusion_deferred_(d.f, 1) && tr_fusion_deferred_any_(d.f),
               "%s: the weight deferred, the bias not", what);
         CHECK(all_nan(wd->grad, nw), "%s: a deferred gradient's buffer is left alone", what);
-        CHECK(!tr_graph_deferred_(s.g, 0), "%s: nothing deferred with deferral off", what);
-        tr_graph_settle_deferred_(d.g);
-        CHECK(!tr_graph_deferred_any_(d.g), "%s: settled, nothing pending", what);
+        CHECK(!tr_fusion_deferred_(s.f, 0), "%s: nothing deferred with deferral off", what);
+        tr_fusion_settle_deferred_(d.f, d.P);
+        CHECK(!tr_fusion_deferred_any_(d.f), "%s: settled, nothing pending", what);
     } else { /* the later use's backward deferred, the earlier one's settled it and added (noting the total) */
-        CHECK(!tr_graph_deferred_any_(d.g), "%s: the second use settled it and added", what);
+        CHECK(!tr_fusion_deferred_any_(d.f), "%s: the second use settled it and added", what);
     }
     double truth = tr_grad_sumsq(wd->grad, nw);
     CHECK(fabs(d.noted - truth) <= 1e-6 * truth, "%s: noted %.9g, the gradient's sum %.9g", what, d.noted, truth);
@@ -355,34 +360,34 @@ static void not_deferred(void) {
     net n;
     /* notes off */
     net_make(&n, 8, 1, 0);
-    tr_graph_note_grad_sumsq_(n.g, 0);
-    CHECK(net_backward(&n, 8, 0, 1, NULL) == TR_OK && !tr_graph_deferred_any_(n.g), "notes off: not deferred");
+    tr_fusion_note_grad_sumsq_(n.f, n.P, 0);
+    CHECK(net_backward(&n, 8, 0, 1, NULL) == TR_OK && !tr_fusion_deferred_any_(n.f), "notes off: not deferred");
     net_free(&n);
     /* an accumulating backward (not fresh) */
     net_make(&n, 8, 1, 0);
-    CHECK(net_backward(&n, 8, 0, 0, NULL) == TR_OK && !tr_graph_deferred_any_(n.g), "accumulating: not deferred");
+    CHECK(net_backward(&n, 8, 0, 0, NULL) == TR_OK && !tr_fusion_deferred_any_(n.f), "accumulating: not deferred");
     net_free(&n);
     /* batch 17: above the deferral limit (the recomputation would cost more than it saves) */
     net_make(&n, 17, 1, 0);
-    CHECK(net_backward(&n, 17, 0, 1, NULL) == TR_OK && !tr_graph_deferred_any_(n.g), "batch 17: not deferred");
+    CHECK(net_backward(&n, 17, 0, 1, NULL) == TR_OK && !tr_fusion_deferred_any_(n.f), "batch 17: not deferred");
     net_free(&n);
     /* x a parameter (the step would change it under the recomputation) */
     net_make(&n, 8, 1, 1);
-    CHECK(net_backward(&n, 8, 0, 1, tr_params_get(n.P, 2)) == TR_OK && !tr_graph_deferred_any_(n.g),
+    CHECK(net_backward(&n, 8, 0, 1, tr_params_get(n.P, 2)) == TR_OK && !tr_fusion_deferred_any_(n.f),
           "x a parameter: not deferred");
     net_free(&n);
     /* a NaN in x: written, and the hook's own sum says NaN */
     net_make(&n, 8, 1, 0);
     tr_tensor *x = x_input(&n, 8, 30);
     ((float *)x->data)[5] = NAN;
-    CHECK(net_backward(&n, 8, 0, 1, x) == TR_OK && !tr_graph_deferred_any_(n.g) && isnan(n.noted),
+    CHECK(net_backward(&n, 8, 0, 1, x) == TR_OK && !tr_fusion_deferred_any_(n.f) && isnan(n.noted),
           "a NaN in x: not deferred, nothing noted");
     net_free(&n);
     /* a reset drops what is pending */
     net_make(&n, 8, 1, 0);
-    CHECK(net_backward(&n, 8, 0, 1, NULL) == TR_OK && tr_graph_deferred_any_(n.g), "deferred before the reset");
+    CHECK(net_backward(&n, 8, 0, 1, NULL) == TR_OK && tr_fusion_deferred_any_(n.f), "deferred before the reset");
     tr_graph_reset(n.g);
-    CHECK(!tr_graph_deferred_any_(n.g) && !tr_graph_deferred_(n.g, 0), "a reset drops deferred gradients");
+    CHECK(!tr_fusion_deferred_any_(n.f) && !tr_fusion_deferred_(n.f, 0), "a reset drops deferred gradients");
     net_free(&n);
 }
 

@@ -1,5 +1,5 @@
-/* The packed f32 GEMM (ops/gemm_packed.c) against the product summed in double, and its
- * promises (ops/gemm.h):
+/* The packed f32 GEMM (kernels/gemm_packed.c) against the product summed in double, and its
+ * promises (kernels/gemm.h):
  *
  * - Every transpose pair, shapes with and without tails of its 16-wide panels and of its
  *   512-deep blocks (K up to 1100: three blocks), more columns than its 1024-column block,
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 #include "trainer/trainer.h"
 
 #define SENTINEL 12345.0f

@@ -1,6 +1,6 @@
 /* The sum of squares a small-batch linear backward notes for a weight gradient it writes
- * (ops/linear.c; autograd/node.h: op_note_grad_sumsq, tr_graph_grad_sumsq_), which the cpu
- * strategy's gradient-ready hook takes instead of reading the gradient back. Checked from a
+ * (ops/linear.c; autograd/node.h: op_note_grad_sumsq; autograd/fusion.h: tr_fusion_grad_sumsq_),
+ * which the cpu strategy's gradient-ready hook takes instead of reading the gradient back. Checked from a
  * hook like the strategy's: whenever a value is noted it equals the sum of squares of the
  * gradient as the hook finds it (relative 1e-6), and it is noted exactly where it can be:
  * a weight written or added to by linear at a batch of 16 or less is; a bias, a batch of 17 or 32
@@ -19,6 +19,7 @@ enum { MAXP = 4 };
 
 typedef struct seen {
     tr_graph *g;
+    tr_fusion *f; /* lent to g, as the cpu strategy's step lends its own */
     tr_params *P;
     int calls[MAXP], noted[MAXP];
     double value[MAXP], truth[MAXP];
@@ -29,7 +30,7 @@ static void hook(void *user, int p) {
     tr_tensor *t = tr_params_get(s->P, p);
     s->calls[p]++;
     s->truth[p] = tr_grad_sumsq(t->grad, (size_t)tr_tensor_numel(t));
-    s->noted[p] = tr_graph_grad_sumsq_(s->g, p, &s->value[p]);
+    s->noted[p] = tr_fusion_grad_sumsq_(s->f, p, &s->value[p]);
 }
 
 static void fill(tr_tensor *t, uint64_t salt) {
@@ -52,11 +53,14 @@ static void setup(seen *s, int64_t C, int64_t OC) {
     tr_graph_create(&s->g, 0);
     tr_graph_set_params(s->g, s->P);
     tr_graph_set_grad_hook(s->g, hook, s);
-    CHECK(tr_graph_note_grad_sumsq_(s->g, 1) == TR_OK, "notes on: %s", tr_error_msg());
+    CHECK(tr_fusion_create_(&s->f) == TR_OK, "fusion: %s", tr_error_msg());
+    tr_graph_set_fusion_(s->g, s->f);
+    CHECK(tr_fusion_note_grad_sumsq_(s->f, s->P, 1) == TR_OK, "notes on: %s", tr_error_msg());
 }
 
 static void teardown(seen *s) {
     tr_graph_destroy(s->g);
+    tr_fusion_destroy_(s->f);
     tr_params_destroy(s->P);
 }
 
@@ -112,7 +116,7 @@ static void notes_off(void) {
     backward(&s, linear_loss(&s, input(&s, 8, 37, 1), tr_params_get(s.P, 0), 4), 1, "notes on");
     float on[37 * 21];
     memcpy(on, tr_params_get(s.P, 0)->grad, sizeof on);
-    CHECK(tr_graph_note_grad_sumsq_(s.g, 0) == TR_OK, "notes off");
+    CHECK(tr_fusion_note_grad_sumsq_(s.f, s.P, 0) == TR_OK, "notes off");
     tr_graph_reset(s.g); /* the next step */
     backward(&s, linear_loss(&s, input(&s, 8, 37, 1), tr_params_get(s.P, 0), 4), 1, "notes off");
     expect(&s, 0, 0, "notes off");

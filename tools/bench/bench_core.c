@@ -9,7 +9,7 @@
  * vectors the CPU has, on every thread at once), the ceiling that the sgemm rate falls short of
  * where OpenBLAS has no kernel for the CPU's widest vectors (0.3.21 on Zen 5: its 256-bit
  * kernels, half of the 512-bit peak). --gemm times trainer's packed GEMM
- * (ops/gemm_packed.c) against OpenBLAS's sgemm on the products the benchmark workloads run,
+ * (kernels/gemm_packed.c) against OpenBLAS's sgemm on the products the benchmark workloads run,
  * interleaved, and prints both rates and their ratio.
  * Each figure is the median of several timed windows after warm-up. FLOP counts are the
  * multiply-adds of the GEMM-shaped work (x2), the usual convention; elementwise work is not
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 #include "trainer/trainer.h"
 
 static int quick;

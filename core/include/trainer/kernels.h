@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/optim.h"
+#include "trainer/optim_config.h"
 #include "trainer/tensor.h" /* TR_MAX_DIMS */
 
 #ifdef __cplusplus

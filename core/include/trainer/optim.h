@@ -21,24 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trainer/optim_config.h"
 #include "trainer/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum tr_optim_kind { TR_OPTIM_SGD = 0, TR_OPTIM_ADAM = 1, TR_OPTIM_ADAMW = 2 } tr_optim_kind;
-
-typedef struct tr_optim_config {
-    tr_optim_kind kind;
-    double lr;
-    double weight_decay;  /* SGD/Adam: L2 added to the gradient; AdamW: decoupled */
-    double momentum;      /* SGD */
-    double dampening;     /* SGD */
-    int nesterov;         /* SGD */
-    double beta1, beta2;  /* Adam, AdamW */
-    double eps;           /* Adam, AdamW */
-} tr_optim_config;
 
 /* PyTorch's defaults for the kind (AdamW: lr 1e-3, betas 0.9/0.999, eps 1e-8, wd 0.01). */
 TR_API tr_optim_config tr_optim_defaults(tr_optim_kind kind);

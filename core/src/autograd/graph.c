@@ -50,14 +50,7 @@ struct tr_graph {
     int in_backward;
     unsigned char *fresh;     /* per parameter: its gradient is to be written, not added to */
     int n_fresh, cap_fresh;   /* parameters still fresh; length of `fresh` */
-    double *sumsq;            /* per parameter: its gradient's sum of squares as noted by the op
-                               * that wrote it this backward, no op since; NaN: none */
-    int cap_sumsq;
-    int note_sumsq;           /* ops note sums (tr_graph_note_grad_sumsq_) */
-    op_deferred *deferred;    /* per parameter: how to compute its gradient, left unwritten
-                               * (op_defer_grad); tile NULL: none */
-    int cap_deferred, n_deferred;
-    int defer;                /* ops may defer (tr_graph_defer_grads_) */
+    tr_fusion *fusion;        /* borrowed (tr_graph_set_fusion_): what ops note for the step's runner */
     const tr_tensor *ps_t;    /* op_note_plane_stats: the tensor, its data then, the stats and */
     const void *ps_data;      /* the op (op_seq) that noted them */
     const double *ps;
@@ -103,8 +96,6 @@ void tr_graph_destroy(tr_graph *g) {
     tr_arena_destroy(g->arena);
     tr_arena_destroy(g->data);
     tr_free(g->fresh);
-    tr_free(g->sumsq);
-    tr_free(g->deferred);
     tr_free(g);
 }
 
@@ -142,7 +133,7 @@ static void reset_step(tr_graph *g, int retire) {
     g->rows_per_sample = 1;
     if (g->n_fresh) memset(g->fresh, 0, (size_t)g->cap_fresh);
     g->n_fresh = 0;
-    tr_graph_drop_deferred_(g); /* their data is gone */
+    if (g->fusion) tr_fusion_drop_deferred_(g->fusion); /* their data is gone */
     g->ps_t = NULL, g->ps_data = NULL, g->ps = NULL;
     g->n_host_copies = 0;
     g->root = NULL;
@@ -267,8 +258,8 @@ void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample
 
 void tr_graph_set_params(tr_graph *g, tr_params *params) { g->params = params; }
 
-/* A per-parameter array of the graph's (fresh flags, noted sums) grown to the parameter count
- * of its set; the old contents are not kept. */
+/* The graph's per-parameter fresh flags grown to the parameter count of its set; the old
+ * contents are not kept. */
 static tr_status reserve_per_param(tr_graph *g, void **a, int *cap, size_t elem, const char *what) {
     if (!g->params) return tr_error_set(TR_ERR_INVALID, "graph: %s needs tr_graph_set_params", what);
     int np = tr_params_count(g->params);
@@ -654,33 +645,16 @@ void op_record_ins(tr_graph *g, tr_node *n, tr_tensor **ins, int n_ins) {
     for (int i = 0; i < n_ins; i++) note_use(g, ins[i]);
 }
 
-static void forget_sumsq(tr_graph *g, const tr_tensor *t) {
-    const tr_tensor *b = t && t->view_of ? t->view_of : t;
-    if (b && b->param >= 0 && b->param < g->cap_sumsq) g->sumsq[b->param] = NAN;
-}
-
-tr_status tr_graph_note_grad_sumsq_(tr_graph *g, int on) {
-    g->note_sumsq = 0;
-    if (!on) return TR_OK;
-    TR_CHECK(reserve_per_param(g, (void **)&g->sumsq, &g->cap_sumsq, sizeof *g->sumsq, "noting gradient norms"));
-    for (int p = 0; p < g->cap_sumsq; p++) g->sumsq[p] = NAN;
-    g->note_sumsq = 1;
-    return TR_OK;
-}
+void tr_graph_set_fusion_(tr_graph *g, tr_fusion *f) { g->fusion = f; }
 
 int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t) {
-    return g->note_sumsq && t && !t->view_of && t->param >= 0 && t->param < g->cap_sumsq &&
+    return g->fusion && t && !t->view_of && t->param >= 0 && fusion_notes(g->fusion, t->param) &&
            tr_params_get(g->params, t->param) == t;
 }
 
 void op_note_grad_sumsq(tr_graph *g, tr_tensor *t, double sumsq) {
-    if (isfinite(sumsq) && op_wants_grad_sumsq(g, t)) g->sumsq[t->param] = sumsq; /* else the hook sums it in double */
-}
-
-int tr_graph_grad_sumsq_(const tr_graph *g, int p, double *sumsq) {
-    if (p < 0 || p >= g->cap_sumsq || isnan(g->sumsq[p])) return 0;
-    *sumsq = g->sumsq[p];
-    return 1;
+    /* Else the hook sums it in double. */
+    if (isfinite(sumsq) && op_wants_grad_sumsq(g, t)) fusion_note(g->fusion, t->param, sumsq);
 }
 
 void op_note_plane_stats(tr_graph *g, const tr_tensor *t, const double *ps) {
@@ -692,57 +666,23 @@ const double *op_plane_stats(const tr_graph *g, const tr_tensor *t) {
     return fresh ? g->ps : NULL;
 }
 
-tr_status tr_graph_defer_grads_(tr_graph *g, int on) {
-    g->defer = 0;
-    if (!on) return TR_OK;
-    TR_CHECK(reserve_per_param(g, (void **)&g->deferred, &g->cap_deferred, sizeof *g->deferred,
-                               "deferring parameter gradients"));
-    g->defer = 1;
-    return TR_OK;
-}
-
 int op_may_defer_grad(const tr_graph *g, const tr_tensor *t) {
-    return g->defer && !g->accel && t->dtype == TR_F32 && op_wants_grad_sumsq(g, t) && t->param < g->cap_deferred;
+    return g->fusion && !g->accel && t->dtype == TR_F32 && op_wants_grad_sumsq(g, t) &&
+           fusion_defers(g->fusion, t->param);
 }
 
 void op_defer_grad(tr_graph *g, tr_tensor *t, const op_deferred *d, double sumsq) {
-    g->deferred[t->param] = *d;
-    g->n_deferred++;
-    g->sumsq[t->param] = sumsq;
-}
-
-const op_deferred *tr_graph_deferred_(const tr_graph *g, int p) {
-    return g->n_deferred && p >= 0 && p < g->cap_deferred && g->deferred[p].tile ? &g->deferred[p] : NULL;
-}
-
-/* Writes parameter p's deferred gradient into its buffer. */
-static void settle(tr_graph *g, int p) {
-    const op_deferred *d = tr_graph_deferred_(g, p);
-    if (!d) return;
-    d->tile(d, 0, d->rows, 0, d->cols, tr_params_get(g->params, p)->grad);
-    g->deferred[p].tile = NULL;
-    g->n_deferred--;
-}
-
-int tr_graph_deferred_any_(const tr_graph *g) { return g->n_deferred > 0; }
-
-void tr_graph_settle_deferred_(tr_graph *g) {
-    for (int p = 0; p < g->cap_deferred && g->n_deferred; p++) settle(g, p);
-}
-
-void tr_graph_drop_deferred_(tr_graph *g) {
-    for (int p = 0; p < g->cap_deferred && g->n_deferred; p++)
-        if (g->deferred[p].tile) {
-            g->deferred[p].tile = NULL;
-            g->n_deferred--;
-        }
+    fusion_defer(g->fusion, t->param, d, sumsq);
 }
 
 void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc) {
     *acc = 1;
     if (!t || !t->requires_grad) return NULL;
-    if (g->n_deferred && use_target(t)->param >= 0) settle(g, use_target(t)->param); /* a second use adds to it */
-    forget_sumsq(g, t);
+    if (g->fusion) {
+        int p = use_target(t)->param;
+        if (p >= 0) fusion_settle(g->fusion, g->params, p); /* a second use adds to it */
+        fusion_forget(g->fusion, p);
+    }
     if (t->grad) {
         if (take_fresh(g, t)) *acc = 0;
         return t->grad;
@@ -802,7 +742,7 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
     } else {
         for (int64_t i = 0; i < n; i++) ((float *)d)[i] = 1.0f;
     }
-    for (int p = 0; p < g->cap_sumsq; p++) g->sumsq[p] = NAN;
+    if (g->fusion) fusion_clear_sums(g->fusion);
     if (!profile_enter(g, "backward", "(seed gradient)", NULL, NULL)) return g->status;
     g->in_backward = 1;
     for (tr_node *node = g->tape; node && g->status == TR_OK; node = node->prev) {

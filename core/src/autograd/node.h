@@ -11,10 +11,9 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+#include "autograd/fusion.h"
 #include "trainer/graph.h"
 #include "trainer/kernels.h"
-#include "trainer/ops.h"
-#include "trainer/optim.h"
 
 #define TR_NODE_MAX_IN 5
 
@@ -124,15 +123,14 @@ void *op_grad(tr_graph *g, tr_tensor *t);
 void *op_grad_write(tr_graph *g, tr_tensor *t, int *acc);
 /* For an op that wrote parameter t's whole gradient (t a parameter, not a view of one) and
  * summed its squares on the way: records the sum for the gradient-ready hook
- * (tr_graph_grad_sumsq_), valid until another op fetches that gradient. Nothing for other
- * tensors, nor for a sum that is not finite (the hook then sums the gradient in double). */
+ * (tr_fusion_grad_sumsq_, autograd/fusion.h), valid until another op fetches that gradient.
+ * Nothing for other tensors, nor for a sum that is not finite (the hook then sums the
+ * gradient in double). */
 void op_note_grad_sumsq(tr_graph *g, tr_tensor *t, double sumsq);
-/* Whether op_note_grad_sumsq would record for t: notes are on and t is a parameter of the
- * graph's set (an op that would do extra work for the sum asks first). */
+/* Whether op_note_grad_sumsq would record for t: the graph was lent a tr_fusion whose notes
+ * are on and t is a parameter of the graph's set (an op that would do extra work for the sum
+ * asks first). */
 int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t);
-/* The sum of squares of parameter p's gradient, as the op that last wrote it noted in this
- * backward: 1 and *sumsq set, or 0 (none noted, or another op added to it since). */
-int tr_graph_grad_sumsq_(const tr_graph *g, int p, double *sumsq);
 /* Per-plane statistics of an op's output t (N, C, ...), planes of S values in memory order:
  * ps[2p] the sum of plane p and ps[2p + 1] its squared deviations from c_p, the sum divided
  * by S and rounded to t's dtype (bn_plane_stats). The op that wrote t notes them when it had
@@ -142,40 +140,11 @@ void op_note_plane_stats(tr_graph *g, const tr_tensor *t, const double *ps);
 /* The statistics noted for t, when the op that wrote t noted them and is the last op begun
  * before the caller (so t is as it wrote it); else NULL. */
 const double *op_plane_stats(const tr_graph *g, const tr_tensor *t);
-/* Notes on (for the backwards whose gradient norm a hook reads: the cpu strategy's last
- * micro-batch) or off (the default: no op does the work). Turning them on reserves the notes
- * (an allocation the first time, outside backward) and clears them. */
-tr_status tr_graph_note_grad_sumsq_(tr_graph *g, int on);
-/* Deferred parameter gradients. A backward in which the graph defers (tr_graph_defer_grads_)
- * may leave a parameter's gradient unwritten: the op that would write all of it (op_grad_write
- * gave *acc 0) and notes its sum of squares instead records how to compute any tile of it
- * from data that stays valid until the graph's next reset (a small-batch linear layer's
- * dW = dy^T x, 8 multiply-adds an element, which the optimizer recomputes a tile at a time
- * rather than storing 2.7 MB and reading it back). The buffer gets the values when another op
- * adds to that gradient (op_grad_write settles it first) or tr_graph_settle_deferred_ is
- * called; tr_graph_drop_deferred_ (the caller applied them through tr_optim_step_tiles or _tn) and
- * the graph's reset forget them. Whoever turns deferral on settles or applies every deferred
- * gradient before the next forward: a reset only drops them. */
-typedef struct op_deferred {
-    tr_grad_tile_fn tile;   /* called with the record itself as ctx */
-    size_t rows, cols;      /* the gradient's shape (rows x cols, row-major) */
-    const void *a, *b;      /* the op's operands and sizes, for tile */
-    int64_t i[4];
-    int tn;                 /* the gradient is a^T b, a (i[0] x rows), b (i[0] x cols): tr_optim_step_tn */
-} op_deferred;
-/* Whether the op may defer parameter t's gradient: deferral on, notes on for t, f32, host. */
+/* Whether the op may defer parameter t's gradient (op_deferred, autograd/fusion.h): deferral
+ * on, notes on for t, f32, host. */
 int op_may_defer_grad(const tr_graph *g, const tr_tensor *t);
 /* Records d for t (d->tile non-NULL) and notes its sum of squares (finite). */
 void op_defer_grad(tr_graph *g, tr_tensor *t, const op_deferred *d, double sumsq);
-/* Deferral on for the backwards that follow (the cpu strategy's step of one micro-batch on
- * the host) or off (the default). Turning it on reserves the records (an allocation the
- * first time, outside backward). */
-tr_status tr_graph_defer_grads_(tr_graph *g, int on);
-/* Parameter p's deferred gradient, or NULL when its buffer holds it. */
-const op_deferred *tr_graph_deferred_(const tr_graph *g, int p);
-int tr_graph_deferred_any_(const tr_graph *g);
-void tr_graph_settle_deferred_(tr_graph *g);
-void tr_graph_drop_deferred_(tr_graph *g);
 /* The graph's dropout randomness (tr_graph_set_rng) and a per-step call counter that gives
  * each random op of a step its own sub-stream. */
 void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample_base,

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/update.h"
 #include "trainer/devices.h"
 #include "trainer/memory.h"
-#include "trainer/optim.h"
 #include "trainer/runtime.h"
 
 struct tr_accel {
@@ -206,9 +206,9 @@ tr_status tr_accel_can_add(const tr_accel *a) {
 tr_status tr_accel_add(tr_accel *a, float *dst, const float *src, size_t n) {
     if (!n) return TR_OK;
     TR_CHECK(tr_accel_can_add(a));
-    /* One row of n: dst += src, by the device's copy_rows or the core's. */
-    const tr_kernels *k = a ? &a->kern : tr_cpu_kernels();
-    k->copy_rows(dst, (int64_t)n, src, (int64_t)n, 1, (int64_t)n, 1);
+    /* One row of n: dst += src, by the device's copy_rows or on the host. */
+    if (a) a->kern.copy_rows(dst, (int64_t)n, src, (int64_t)n, 1, (int64_t)n, 1);
+    else optim_add(dst, src, n);
     return TR_OK;
 }
 
@@ -231,12 +231,12 @@ void *tr_accel_bound_stream(void) {
 }
 
 double tr_accel_grad_sumsq(tr_accel *a, const float *g, size_t n) {
-    return a ? a->kern.sumsq(g, n) : tr_grad_sumsq(g, n);
+    return a ? a->kern.sumsq(g, n) : optim_sumsq(g, n);
 }
 
 tr_status tr_accel_grad_sumsq_to(tr_accel *a, double *out, const float *g, size_t n) {
     if (!a) {
-        *out = tr_grad_sumsq(g, n);
+        *out = optim_sumsq(g, n);
         return TR_OK;
     }
     if (a->kern.sumsq_to) {
@@ -248,8 +248,8 @@ tr_status tr_accel_grad_sumsq_to(tr_accel *a, double *out, const float *g, size_
 }
 
 double tr_accel_clip_grad_norm(tr_accel *a, float *g, size_t n, double max_norm, double sumsq) {
-    if (!a) return tr_clip_grad_norm(g, n, max_norm, sumsq);
-    double coef = tr_clip_coef(max_norm, sumsq);
+    if (!a) return optim_clip(g, n, max_norm, sumsq);
+    double coef = optim_clip_coef(max_norm, sumsq);
     if (coef < 1.0) a->kern.scale_inplace(g, n, (float)coef);
     return sqrt(sumsq);
 }

@@ -3,6 +3,7 @@
  * dims. No general NumPy broadcasting: a is never the broadcast operand. */
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/add.inc"
 #include "ops/generic.h"

@@ -14,10 +14,11 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "kernels/gemm.h"
+#include "kernels/vmath.h"
 #include "ops/cpu_kernels.h"
 #include "ops/dropout.h"
-#include "ops/gemm.h"
-#include "ops/vmath.h"
+#include "trainer/ops.h"
 #include "trainer/rng.h"
 
 static int thread_num(void) {

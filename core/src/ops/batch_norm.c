@@ -17,6 +17,7 @@
 #include "autograd/node.h"
 #include "ops/batch_norm.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define BN_BLOCK 512
 

@@ -20,6 +20,7 @@
 #include "ops/batch_norm.h"
 #include "ops/conv2d_direct.h"
 #include "ops/pool.h"
+#include "trainer/ops.h"
 
 /* The planes of 2x2 windows on AVX-512, f32: a row of windows is a few masked vectors (the
  * two input rows deinterleaved into each window's four pixels with permutes), so a plane is

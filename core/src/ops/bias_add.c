@@ -2,6 +2,7 @@
  * kept as its own op because it is the shape models use and reads clearer in profiles. */
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/bias_add.inc"
 #include "ops/generic.h"

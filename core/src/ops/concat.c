@@ -6,6 +6,7 @@
 
 #include "autograd/node.h"
 #include "ops/copy_rows.h"
+#include "trainer/ops.h"
 
 /* Each tensor seen as (outer, D_i, inner): out row o is the inputs' rows o side by side. */
 static void concat_backward(tr_graph *g, tr_node *n) {

@@ -11,10 +11,11 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "kernels/gemm.h"
 #include "ops/batch_norm.h"
 #include "ops/conv2d_direct.h"
 #include "ops/cpu_kernels.h"
-#include "ops/gemm.h"
+#include "trainer/ops.h"
 
 /* A chunk's buffers, col (C*KH*KW, cols) and y (OC, cols), are sized to stay in a core's L2
  * cache (about CONV_CHUNK_BYTES) while im2col writes them and the GEMM reads them, with at

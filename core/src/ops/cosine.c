@@ -4,6 +4,7 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/cosine.inc"
 #include "ops/generic.h"

@@ -10,9 +10,10 @@
  * the global batch is split over ranks. The mask (one byte per element) is kept for
  * backward. */
 #include "autograd/node.h"
+#include "kernels/gemm.h"
 #include "ops/cpu_kernels.h"
 #include "ops/dropout.h"
-#include "ops/gemm.h"
+#include "trainer/ops.h"
 #include "trainer/rng.h"
 
 /* Elements per parallel chunk: a multiple of 4, the Philox block size. */

@@ -11,6 +11,7 @@
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
 #include "trainer/accel.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/embedding.inc"
 #include "ops/generic.h"

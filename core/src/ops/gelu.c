@@ -8,8 +8,9 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 #define TR_GENERIC "ops/gelu.inc"
 #include "ops/generic.h"

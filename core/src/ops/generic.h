@@ -7,7 +7,7 @@
  *   //   static void K(relu_forward)(real *out, const real *inp, int64_t N) { ... }
  *
  * Inside a template: `real` is the element type, K(name) the suffixed name, GEMM the
- * row-major BLAS gemm of that type (ops/gemm.h), and EXP/LOG/SQRT/TANH/ERF/FABS/POW the
+ * row-major BLAS gemm of that type (kernels/gemm.h), and EXP/LOG/SQRT/TANH/ERF/FABS/POW the
  * libm functions of that type. */
 #ifndef TR_GENERIC
 #error "define TR_GENERIC to the template file before including ops/generic.h"
@@ -15,7 +15,7 @@
 
 #include <math.h>
 
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 
 #define real float
 #define K(name) name##_f32

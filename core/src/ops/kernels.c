@@ -3,19 +3,19 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "kernels/update.h"
 #include "ops/cpu_kernels.h"
-#include "optim/optim_impl.h"
 
 static void zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
-static void sumsq_to(double *out, const float *g, size_t n) { *out = tr_grad_sumsq(g, n); }
+static void sumsq_to(double *out, const float *g, size_t n) { *out = optim_sumsq(g, n); }
 
 static tr_kernels table;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void fill(void) {
     table = (tr_kernels){.size = sizeof table, .zero = zero, .copy = copy, .optim_update = optim_update,
-                         .sumsq = tr_grad_sumsq, .scale_inplace = optim_scale, .sumsq_to = sumsq_to};
+                         .sumsq = optim_sumsq, .scale_inplace = optim_scale, .sumsq_to = sumsq_to};
     ops_kernels_linear(&table);
     ops_kernels_add(&table);
     ops_kernels_mul(&table);

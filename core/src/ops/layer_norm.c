@@ -4,6 +4,7 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define LN_LANES(type) ((int)(64 / sizeof(type))) /* one 64-byte vector */
 #define LN_BLOCK 512

@@ -2,8 +2,9 @@
 #include <math.h>
 
 #include "autograd/node.h"
+#include "kernels/gemm.h"
 #include "ops/cpu_kernels.h"
-#include "ops/gemm.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/linear.inc"
 #include "ops/generic.h"

@@ -8,6 +8,7 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/matmul.inc"
 #include "ops/generic.h"

@@ -5,6 +5,7 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/mse.inc"
 #include "ops/generic.h"

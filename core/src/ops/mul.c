@@ -3,6 +3,7 @@
  * broadcasting: a is never the broadcast operand. */
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/mul.inc"
 #include "ops/generic.h"

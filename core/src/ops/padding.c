@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "trainer/ops.h"
 
 tr_tensor *tr_padding_mask(tr_graph *g, tr_tensor *ids) {
     if (tr_graph_status(g) != TR_OK) return NULL;

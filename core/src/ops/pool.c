@@ -7,6 +7,7 @@
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
 #include "ops/pool.h"
+#include "trainer/ops.h"
 
 /* The 2x2 stride-2 max-pool of one output row, forward and backward, on AVX-512: rows of
  * small CNNs are 6 to 14 outputs, shorter than a compiler's vector loop, so a row is a few

@@ -4,6 +4,7 @@
  * depend on the thread count. The mean of zero elements is NaN, as in PyTorch. */
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/reduce.inc"
 #include "ops/generic.h"

@@ -1,6 +1,7 @@
 /* ReLU, max(x, 0); the gradient at 0 is 0 as in PyTorch. */
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/relu.inc"
 #include "ops/generic.h"

@@ -4,6 +4,7 @@
  * (reshaping TR_I32 ids or targets is common). Limits: tensors are contiguous, so a view
  * is only a new shape of the same numel, never a strided window. */
 #include "autograd/node.h"
+#include "trainer/ops.h"
 
 tr_tensor *tr_reshape(tr_graph *g, tr_tensor *x, int ndim, const int64_t *shape) {
     if (tr_graph_status(g) != TR_OK) return NULL;

@@ -1,6 +1,7 @@
 /* Multiplication by a constant, y = s * x (s is not differentiated). */
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/scale.inc"
 #include "ops/generic.h"

@@ -6,8 +6,9 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 #define TR_GENERIC "ops/sigmoid.inc"
 #include "ops/generic.h"

@@ -5,6 +5,7 @@
 
 #include "autograd/node.h"
 #include "ops/copy_rows.h"
+#include "trainer/ops.h"
 
 /* x seen as (outer, D, inner); the window is rows [start, start+len) of D: outer rows of
  * len * inner elements at start * inner of each row of D * inner. */

@@ -3,8 +3,9 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 #define TR_GENERIC "ops/tanh.inc"
 #include "ops/generic.h"

@@ -5,6 +5,7 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "trainer/ops.h"
 
 #define TR_GENERIC "ops/transpose.inc"
 #include "ops/generic.h"

@@ -1,5 +1,5 @@
 /* Optimizer objects: PyTorch's defaults, config validation, state buffers and the step entry
- * point that dispatches to the SGD (sgd.c) and Adam/AdamW (adam.c) kernels.
+ * points, which run the SGD and Adam/AdamW kernels (kernels/sgd.c, kernels/adam.c).
  *
  * Limits: no amsgrad, maximize, foreach or per-group hyper-parameters; one optimizer updates
  * one contiguous slice with one set of hyper-parameters. Config fields that a kind does not
@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 #include "optim/optim_impl.h"
 #include "trainer/accel.h"
 #include "trainer/memory.h"
@@ -134,18 +134,13 @@ tr_status tr_optim_download(tr_optim *opt) {
     return TR_OK;
 }
 
-static void coef(const tr_optim *opt, double lr, optim_coef *k) {
-    if (opt->cfg.kind == TR_OPTIM_SGD)
-        optim_sgd_coef(opt, lr, k);
-    else
-        optim_adam_coef(opt, lr, k);
-}
+static void coef(const tr_optim *opt, double lr, optim_coef *k) { optim_coef_of(&opt->cfg, opt->steps, lr, k); }
 
+/* Elements [lo, hi) on the host with the step's coefficients (param and grad at lo). */
 static void apply(tr_optim *opt, const optim_coef *k, float *param, const float *grad, size_t lo, size_t hi) {
-    if (opt->cfg.kind == TR_OPTIM_SGD)
-        optim_sgd_apply(opt, k, param, grad, lo, hi);
-    else
-        optim_adam_apply(opt, k, param, grad, lo, hi);
+    float *st[OPTIM_MAX_STATE] = {0};
+    for (int i = 0; i < opt->nstate; i++) st[i] = opt->state[i] + lo;
+    optim_apply(&opt->cfg, k, param, grad, st, hi - lo);
 }
 
 /* Elements [lo, hi) (param and grad at lo) on the host, or by the device's kernel. */
@@ -177,13 +172,6 @@ tr_status tr_optim_step(tr_optim *opt, float *param, const float *grad, size_t n
     update(opt, param, grad, lr, 0, n);
     opt->steps++;
     return TR_OK;
-}
-
-void optim_update(const tr_optim_config *cfg, int64_t steps, float *param, const float *grad,
-                  float *const *state, size_t n, double lr) {
-    tr_optim o = {.cfg = *cfg, .n = n, .steps = steps};
-    for (int i = 0; i < OPTIM_MAX_STATE; i++) o.state[i] = state ? state[i] : NULL;
-    update(&o, param, grad, lr, 0, n);
 }
 
 tr_status tr_optim_step_at(tr_optim *opt, float *param, const float *grad, size_t lo, size_t hi, double lr) {
@@ -240,7 +228,7 @@ tr_status tr_optim_step_tiles(tr_optim *opt, float *param, size_t lo, size_t row
     return TR_OK;
 }
 
-/* The tile of A^T B for tr_optim_step_tn's fallback: ops' small-batch GEMM, as the stored
+/* The tile of A^T B for tr_optim_step_tn's fallback: the small-batch GEMM, as the stored
  * gradient is computed (alpha 1, beta 0: each element a multiply-add chain from 0). */
 typedef struct tn_ctx {
     size_t rows, cols, K;
@@ -265,7 +253,7 @@ tr_status tr_optim_step_tn(tr_optim *opt, float *param, size_t lo, size_t rows, 
     TR_CHECK(check_tiles(opt, lo, rows, cols, lr));
     optim_coef k;
     coef(opt, lr, &k);
-    if (!optim_adam_apply_tn(opt, &k, param, lo, rows, cols, K, A, B, scale))
+    if (!optim_adam_apply_tn(&k, param, opt->state[0] + lo, opt->state[1] + lo, rows, cols, K, A, B, scale))
         return tr_optim_step_tiles(opt, param, lo, rows, cols, tn_tile, &t, scale, lr);
     return TR_OK;
 }

@@ -14,6 +14,7 @@ struct tr_solo {
     tr_accel *accel;  /* owned; NULL: the CPU */
     tr_replica *r;
     tr_optim *opt;
+    tr_fusion *fusion; /* owned, lent to r's graph: the sums and deferred gradients ops note */
     double *sumsq;    /* per parameter, from the last micro-batch's ready hook */
     int last;         /* the backward running is the step's last */
     int defer;        /* tr_solo_set_defer */
@@ -35,7 +36,7 @@ static void grad_ready(void *user, int p) {
     if (!s->last) return;
     tr_tensor *t = tr_params_get(tr_replica_params(s->r), p);
     if (s->queued) s->queued[p] = 0;
-    if (tr_graph_grad_sumsq_(s->r->g, p, &s->sumsq[p])) return; /* the op that wrote it summed it */
+    if (tr_fusion_grad_sumsq_(s->fusion, p, &s->sumsq[p])) return; /* the op that wrote it summed it */
     if (!s->accel) {
         s->sumsq[p] = tr_grad_sumsq(t->grad, (size_t)tr_tensor_numel(t));
         return;
@@ -53,6 +54,7 @@ void tr_solo_destroy(void *ctx) {
     if (!s) return;
     tr_optim_destroy(s->opt);
     tr_replica_destroy(s->r);
+    tr_fusion_destroy_(s->fusion); /* after the graph it was lent to */
     if (s->res) tr_accel_free(s->accel, s->res, res_bytes(s));
     tr_accel_close(s->accel); /* after what holds its memory */
     tr_free(s->hres);
@@ -76,6 +78,8 @@ tr_status tr_solo_create(const tr_strategy_env *env, tr_accel *accel, tr_solo **
     } else {
         TR_CHECK_GOTO(tr_replica_create(env->models, &s->r), fail);
     }
+    TR_CHECK_GOTO(tr_fusion_create_(&s->fusion), fail);
+    tr_graph_set_fusion_(s->r->g, s->fusion);
     TR_CHECK_GOTO(tr_optim_create(&s->opt, &env->optim, tr_params_numel(s->r->P)), fail);
     if (accel) TR_CHECK_GOTO(tr_optim_place(s->opt, accel), fail);
     s->sumsq = tr_calloc((size_t)tr_params_count(s->r->P) + 1, sizeof *s->sumsq);
@@ -107,9 +111,9 @@ tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss)
     TR_CHECK(tr_replica_forward(s->r, mb->hb, 0, mb->hb->size, mb->normaliser, mb->step, 1, 1, &out));
     if (mb->first) TR_CHECK(tr_graph_write_param_grads(s->r->g));
     /* A step of one micro-batch on the host: ops may leave weight gradients to the update */
-    TR_CHECK(tr_graph_defer_grads_(s->r->g, s->defer && mb->first && mb->last));
+    TR_CHECK(tr_fusion_defer_grads_(s->fusion, tr_replica_params(s->r), s->defer && mb->first && mb->last));
     s->last = mb->last;
-    TR_CHECK(tr_graph_note_grad_sumsq_(s->r->g, mb->last)); /* what grad_ready reads */
+    TR_CHECK(tr_fusion_note_grad_sumsq_(s->fusion, tr_replica_params(s->r), mb->last)); /* what grad_ready reads */
     s->hook_status = TR_OK;
     tr_status st = tr_backward(s->r->g, out.loss, NULL);
     s->last = 0;
@@ -139,7 +143,7 @@ static tr_status step_stored(tr_solo *s, float *p, float *g, size_t lo, size_t h
     return tr_optim_step_at(s->opt, p + lo, g + lo, lo, hi, lr);
 }
 
-/* The update when backward deferred weight gradients (tr_graph_defer_grads_): the stored
+/* The update when backward deferred weight gradients (tr_fusion_defer_grads_): the stored
  * gradients between them as usual, each deferred one recomputed inside the update (a linear
  * layer's by tr_optim_step_tn, fused with Adam where it can be), in the same bits. */
 static tr_status step_deferred(tr_solo *s, float *p, float *g, double lr, double max_norm, double sumsq) {
@@ -147,7 +151,7 @@ static tr_status step_deferred(tr_solo *s, float *p, float *g, double lr, double
     float coef = max_norm > 0 ? (float)tr_clip_coef(max_norm, sumsq) : 1.0f;
     size_t lo = 0;
     for (int k = 0; k < tr_params_count(P); k++) {
-        const op_deferred *d = tr_graph_deferred_(s->r->g, k);
+        const op_deferred *d = tr_fusion_deferred_(s->fusion, k);
         if (!d) continue;
         size_t at = tr_params_offset(P, k);
         TR_CHECK(step_stored(s, p, g, lo, at, lr, max_norm, sumsq));
@@ -159,7 +163,7 @@ static tr_status step_deferred(tr_solo *s, float *p, float *g, double lr, double
     }
     TR_CHECK(step_stored(s, p, g, lo, tr_params_numel(P), lr, max_norm, sumsq));
     tr_optim_step_done(s->opt);
-    tr_graph_drop_deferred_(s->r->g);
+    tr_fusion_drop_deferred_(s->fusion);
     return TR_OK;
 }
 
@@ -172,10 +176,10 @@ tr_status tr_solo_optim_step(void *ctx, double lr, double max_norm, double *grad
     for (int k = 0; k < tr_params_count(P); k++) sumsq += s->sumsq[k];
     *grad_norm = sqrt(sumsq);
     if (!isfinite(sumsq)) { /* never applied: the trainer stops or skips the step, and looks */
-        tr_graph_settle_deferred_(s->r->g);
+        tr_fusion_settle_deferred_(s->fusion, P);
         return TR_OK;
     }
-    if (tr_graph_deferred_any_(s->r->g)) return step_deferred(s, p, g, lr, max_norm, sumsq);
+    if (tr_fusion_deferred_any_(s->fusion)) return step_deferred(s, p, g, lr, max_norm, sumsq);
     if (max_norm > 0) tr_accel_clip_grad_norm(s->accel, g, n, max_norm, sumsq);
     /* Queued, not waited for: the host goes on to the next batch (its loading and upload
      * overlap the update), whose train_micro reports a kernel error; so do forward and state.

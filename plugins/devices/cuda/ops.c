@@ -233,7 +233,7 @@ static void loss_total(float *out, const double *loss, int64_t n, double normali
 
 /* ---- optimizer and clipping ---- */
 
-/* The scalars exactly as core/src/optim/sgd.c and adam.c round them. */
+/* The scalars exactly as core/src/kernels/sgd.c and adam.c round them. */
 static void optim_update(const tr_optim_config *cfg, int64_t steps, float *param, const float *grad,
                          float *const *state, size_t n, double lr) {
     int64_t nn = (int64_t)n;

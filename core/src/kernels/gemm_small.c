@@ -27,7 +27,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif

@@ -9,7 +9,7 @@
  *   denom = sqrt(v) * (1 / sqrt(bc2)) + eps
  *   p = p + ((-lr / bc1) * m) / denom
  *
- * Rounded as torch's CPU kernels round them (optim/adam.h; compared bit for bit with torch
+ * Rounded as torch's CPU kernels round them (kernels/adam.h; compared bit for bit with torch
  * 1.13's AdamW on 200,000 elements over 3 steps: m, v and, with torch's division, p equal):
  * its add-with-alpha (d and m) and addcmul_ (v) end in one fused multiply-add, its mul_,
  * sqrt and addcdiv_ round every operation. This file and
@@ -26,7 +26,7 @@
  * either way: sqrt is correctly rounded). */
 #include <math.h>
 
-#include "optim/adam.h"
+#include "kernels/adam.h"
 
 /* 256-bit vectors for this loop whatever the host prefers: it is bound by the divide/sqrt
  * unit and the 7 streams, not by the width. On Zen 4 (gcc 12's -march=native there prefers
@@ -52,9 +52,8 @@ adam_kernel(float *restrict p, const float *restrict g, float *restrict m, float
 #undef ADAM_RUN
 }
 
-void optim_adam_coef(const tr_optim *opt, double lr, optim_coef *k) {
-    const tr_optim_config *c = &opt->cfg;
-    double t = (double)(opt->steps + 1);
+void optim_adam_coef(const tr_optim_config *c, int64_t steps, double lr, optim_coef *k) {
+    double t = (double)(steps + 1);
     double bc1 = 1.0 - pow(c->beta1, t);
     double bc2 = 1.0 - pow(c->beta2, t);
     *k = (optim_coef){
@@ -72,9 +71,7 @@ void optim_adam_coef(const tr_optim *opt, double lr, optim_coef *k) {
     };
 }
 
-void optim_adam_apply(tr_optim *opt, const optim_coef *k, float *param, const float *grad, size_t lo, size_t hi) {
-    float *m = opt->state[0] + lo, *v = opt->state[1] + lo;
-    size_t n = hi - lo;
+void optim_adam_apply(const optim_coef *k, float *param, const float *grad, float *m, float *v, size_t n) {
     if (k->mode == ADAM_WD_DECOUPLED)
         adam_kernel(param, grad, m, v, n, k, ADAM_WD_DECOUPLED);
     else if (k->mode == ADAM_WD_L2)

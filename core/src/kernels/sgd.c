@@ -9,7 +9,7 @@
  * Each combination of options is its own loop (the flags are compile-time constants after
  * inlining), so every loop is branch-free and vectorised; elements are independent, so a
  * slice updates bitwise the same as the same range of a whole-buffer update. */
-#include "optim/optim_impl.h"
+#include "kernels/update.h"
 
 enum { MOM_NONE = 0, MOM_INIT = 1, MOM_UPDATE = 2 };
 
@@ -60,22 +60,22 @@ static void sgd_wd(float *p, const float *g, float *buf, size_t n, const optim_c
     else SGD_CALL(1, MOM_UPDATE, 0);
 }
 
-void optim_sgd_coef(const tr_optim *opt, double lr, optim_coef *k) {
-    const tr_optim_config *c = &opt->cfg;
+void optim_sgd_coef(const tr_optim_config *c, int64_t steps, double lr, optim_coef *k) {
     /* torch passes the scalars as Python floats, cast to the tensor's float type. */
     *k = (optim_coef){
         .neg_lr = (float)-lr,
         .wd = (float)c->weight_decay,
         .mom = (float)c->momentum,
         .damp1 = (float)(1.0 - c->dampening),
-        .mode = c->momentum == 0.0 ? MOM_NONE : opt->steps == 0 ? MOM_INIT : MOM_UPDATE,
+        .mode = c->momentum == 0.0 ? MOM_NONE : steps == 0 ? MOM_INIT : MOM_UPDATE,
     };
 }
 
-void optim_sgd_apply(tr_optim *opt, const optim_coef *k, float *param, const float *grad, size_t lo, size_t hi) {
-    float *buf = k->mode == MOM_NONE ? NULL : opt->state[0] + lo;
-    if (opt->cfg.weight_decay != 0.0)
-        sgd_wd(param, grad, buf, hi - lo, k, opt->cfg.nesterov);
+void optim_sgd_apply(const tr_optim_config *cfg, const optim_coef *k, float *param, const float *grad, float *buf,
+                     size_t n) {
+    if (k->mode == MOM_NONE) buf = NULL;
+    if (cfg->weight_decay != 0.0)
+        sgd_wd(param, grad, buf, n, k, cfg->nesterov);
     else
-        sgd_nowd(param, grad, buf, hi - lo, k, opt->cfg.nesterov);
+        sgd_nowd(param, grad, buf, n, k, cfg->nesterov);
 }

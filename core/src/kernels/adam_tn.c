@@ -15,8 +15,8 @@
  * The same bits as the stored path: each element of dW is the fused multiply-add chain over
  * k from 0 that tr_gemm_small's tn kernel computes, times scale when scale is not 1 (the
  * tiles' order), then adam_elem's operations one for one (adam.h). AVX-512 hosts only;
- * optim.c sends the others through the tiles. */
-#include "optim/adam.h"
+ * optim/optim.c sends the others through the tiles. */
+#include "kernels/adam.h"
 
 #if defined(__AVX512F__) && defined(__FMA__)
 #include <immintrin.h>
@@ -119,9 +119,8 @@ run(const optim_coef *k, float *p, float *m, float *v, size_t rows, size_t cols,
 
 int optim_adam_tn_fused(void) { return 1; }
 
-int optim_adam_apply_tn(tr_optim *opt, const optim_coef *k, float *param, size_t lo, size_t rows, size_t cols,
-                        size_t K, const float *A, const float *B, float scale) {
-    float *m = opt->state[0] + lo, *v = opt->state[1] + lo;
+int optim_adam_apply_tn(const optim_coef *k, float *param, float *m, float *v, size_t rows, size_t cols, size_t K,
+                        const float *A, const float *B, float scale) {
     if (k->mode == ADAM_WD_DECOUPLED)
         run(k, param, m, v, rows, cols, K, A, B, scale, ADAM_WD_DECOUPLED);
     else if (k->mode == ADAM_WD_L2)
@@ -135,9 +134,9 @@ int optim_adam_apply_tn(tr_optim *opt, const optim_coef *k, float *param, size_t
 
 int optim_adam_tn_fused(void) { return 0; }
 
-int optim_adam_apply_tn(tr_optim *opt, const optim_coef *k, float *param, size_t lo, size_t rows, size_t cols,
-                        size_t K, const float *A, const float *B, float scale) {
-    (void)opt, (void)k, (void)param, (void)lo, (void)rows, (void)cols, (void)K, (void)A, (void)B, (void)scale;
+int optim_adam_apply_tn(const optim_coef *k, float *param, float *m, float *v, size_t rows, size_t cols, size_t K,
+                        const float *A, const float *B, float scale) {
+    (void)k, (void)param, (void)m, (void)v, (void)rows, (void)cols, (void)K, (void)A, (void)B, (void)scale;
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /* Row-major GEMM: gemm_small.c's kernels, gemm_packed.c's, or CBLAS (gemm.h). */
 #include <cblas.h>
 
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 
 void tr_gemm_blas_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {

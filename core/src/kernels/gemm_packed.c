@@ -31,7 +31,7 @@
  * Inside a parallel region it runs on the calling thread. Pack buffers are per thread
  * (tr_malloc, held by a pthread key and freed when the thread exits), 2.2 MB, allocated on the
  * thread's first call. */
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 #include "trainer/memory.h"
 
 #if defined(__AVX512F__) && defined(__FMA__)

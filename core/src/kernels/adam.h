@@ -1,11 +1,11 @@
 /* Private: one element of Adam's update (adam.c has the formula and torch's order), shared by
  * the update loop (adam.c) and the update fused with a weight gradient's product (adam_tn.c). */
-#ifndef TRAINER_OPTIM_ADAM_H
-#define TRAINER_OPTIM_ADAM_H
+#ifndef TRAINER_KERNELS_ADAM_H
+#define TRAINER_KERNELS_ADAM_H
 
 #include <math.h>
 
-#include "optim/optim_impl.h"
+#include "kernels/update.h"
 
 /* optim_coef.mode for Adam: how weight decay enters. */
 enum { ADAM_WD_NONE = 0, ADAM_WD_L2 = 1, ADAM_WD_DECOUPLED = 2 };
