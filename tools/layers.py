@@ -4,7 +4,7 @@
 tools/layers.map lists the layers bottom first. Every file under core/src/ belongs to the
 longest path of the map that matches it; every public header (trainer/NAME.h) to the line
 that names it, and to the unit that implements it (`trainer/graph.h=autograd/`, else the
-line's first path). The check fails on
+line's first path). A folder is a unit; the single files a line names are one unit together. The check fails on
 
   - an upward include: a file including a header of a layer listed after its own;
   - a cycle between units (folders, or files the map names alone): A includes B's headers
@@ -25,8 +25,12 @@ class MapError(Exception):
     """A line of the map that cannot be read (exit 2)."""
 
 
+GROUP = {}  # a single file of the map -> its line's unit ("strategy files")
+
+
 def read_map(path):
     layers, owner, unit_of_entry = [], {}, {}
+    GROUP.clear()
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             line = line.split("#", 1)[0].strip()
@@ -37,6 +41,9 @@ def read_map(path):
                 raise MapError(f"{path}:{n}: expected `layer: path...`")
             entries = rest.split()
             first_src = next((e for e in entries if not e.startswith("trainer/")), None)
+            files_unit = f"{name.strip()} files"  # a line's single files are one unit
+            if first_src and not first_src.endswith("/"):
+                first_src = files_unit
             for e in entries:
                 e, _, impl = e.partition("=")
                 if e in unit_of_entry:
@@ -44,6 +51,8 @@ def read_map(path):
                 unit_of_entry[e] = len(layers)
                 if e.startswith("trainer/"):
                     owner[e] = impl or first_src or name
+                elif not e.endswith("/"):
+                    GROUP[e] = files_unit
             layers.append((name.strip(), [e.partition("=")[0] for e in entries]))
     return layers, owner, unit_of_entry
 
@@ -51,7 +60,7 @@ def read_map(path):
 def place(rel, unit_of_entry):
     """(layer index, unit) of a core/src-relative path or a public header, or None."""
     if rel in unit_of_entry:
-        return unit_of_entry[rel], rel
+        return unit_of_entry[rel], GROUP.get(rel, rel)
     best = None
     for e, layer in unit_of_entry.items():
         if e.endswith("/") and rel.startswith(e) and (best is None or len(e) > len(best[1])):

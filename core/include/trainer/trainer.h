@@ -28,6 +28,7 @@
 #include "trainer/model.h"
 #include "trainer/ops.h"
 #include "trainer/optim.h"
+#include "trainer/optim_config.h"
 #include "trainer/params.h"
 #include "trainer/plot.h"
 #include "trainer/plugin.h"
