@@ -1,49 +1,8 @@
-/* Strategy `dataparallel`: one process, one replica per device, no interpreter lock
- * (nn.DataParallel's idea, without its costs). On CPU-only machines a "device" is a worker
- * thread that owns one replica and a share of the cores.
- *
- * Replicas are made once at setup (replica 0, the primary, on the calling thread; the others
- * on their own threads) and start equal because they are made from the same seed. Each
- * micro-batch is scattered along dim 0 (replica i takes samples [B*i/n, B*(i+1)/n), an uneven
- * split when n does not divide B) and every replica runs forward and backward on its share in
- * parallel, reading the loader's batch in place and accumulating into its own flat gradient
- * buffer (so accumulation needs no communication). The optimizer step is one parallel job of
- * three phases over n contiguous slices of the flat buffers, worker k owning slice k:
- *   1. reduce: the primary's gradient slice += every other replica's (in replica order), and
- *      the slice's sum of squares for the norm;
- *   2. update: clip by the global norm (the sum of the slices' sums, in order) and run the
- *      optimizer on the slice of the primary's parameters (one optimizer state, the primary's);
- *   3. replicate: copy the updated slice into every other replica.
- * That is a reduce to the primary done by all threads at once (each byte of gradient read
- * once, each byte of parameter written once per replica): cheaper than an all-reduce among
- * replicas, which would also need an optimizer state per replica and n times the update work.
- * Buffers (batch-norm running statistics) follow the primary: copied to every replica after
- * each step, as ddp's broadcast_buffers. With `sync_batchnorm` the replicas' batch-norm sums
- * are added across threads (global batch statistics, as one device would compute them).
- *
- * Inference (validation, `trainer eval`, `trainer predict`): the batch is split the same way
- * and the replicas' outputs (logits, pooled embeddings) are gathered in batch order into
- * buffers owned here, which grow to the largest batch once and are reused after.
- *
- * On GPUs (accelerator gpu) replica i lives on GPU ids[i] (trainer.devices; an id may repeat:
- * the one-GPU testing mode), its thread bound to that device, and the optimizer state on the
- * primary's. The step then goes one of two ways (option `backend`):
- *   - over a communication backend that takes device memory (nccl: single-process
- *     multi-device, a rank per replica's thread, each with a communicator made on that thread
- *     with its device bound): the gradients are reduced onto the primary in device memory
- *     (tr_comm_reduce, in place), the primary clips and updates on its device, and its
- *     parameters and buffers are broadcast to every replica (DataParallel's reduce_add and
- *     broadcast_coalesced). The default on distinct GPUs of the cuda plugin where the nccl
- *     plugin is installed and libnccl opens;
- *   - through host memory (`host`; the one-GPU testing mode, and wherever nccl cannot run):
- *     each replica downloads its gradient, the reduce above runs on the host copies (the same
- *     sums in the same order), the primary uploads the sum, clips and updates on its device,
- *     and its parameters and buffers are downloaded once and uploaded to every other replica.
- * Inference outputs are copied to the host per replica and gathered as above.
- *
- * Limits: OpenBLAS runs each replica's GEMMs on that replica's threads; with more than one
- * thread per replica its OpenMP build serialises concurrent threaded calls, so the default
- * gives each replica cores / n threads and is best with one thread per replica. */
+/* Strategy `dataparallel`: one process, one replica per device (a worker thread with a share
+ * of the cores on CPU-only machines), nn.DataParallel's idea without its costs. The one idea:
+ * the step is a single parallel job over n slices of the flat buffers (reduce onto the
+ * primary, update, copy back), each byte touched once. The algorithm, the GPU paths and the
+ * limits: docs/strategies.md, "dataparallel". */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>

@@ -1,48 +1,8 @@
-/* Strategy `ddp`: distributed data parallel, one process per rank (torch DDP's design).
- *
- * Setup: every rank builds its replica, then rank 0's parameters and buffers are broadcast,
- * so all start identical whatever their seeds. Each rank loads its share of every global
- * batch (data_rank = rank). The flat gradient buffer is cut into buckets in the order
- * backward produces gradients (the reverse of registration; the first bucket small, the rest
- * `bucket_mb`); the graph's gradient-ready hook counts a bucket's parameters down and, on the
- * last micro-batch of a step, starts its all-reduce (SUM, in place) at once, so communication
- * overlaps the rest of backward. Buckets are issued in index order on every rank (a bucket
- * ready early waits for the ones before it), which keeps the collective order identical.
- * Earlier micro-batches only accumulate (no_sync). The optimizer step waits for every
- * bucket, clips by the global norm (the gradients are identical on every rank after the
- * sum, so each rank computes the same norm) and updates; ranks stay equal without further
- * communication; without clipping each bucket's update runs as soon as its sum arrives, while
- * later buckets are still being reduced. The loss is normalised by the whole step's global
- * sample count, so the sum is the exact mean gradient, uneven tails included.
- *
- * Sharded update (`shard_update`, on CPU ranks; ZeRO-1 inside DDP, as torch's
- * ZeroRedundancyOptimizer with overlap_with_ddp): the all-reduce is split in its two halves
- * with the update between them. Every parameter starts on a multiple of 16 x world floats, so
- * a bucket splits into `world` equal slices of whole cache lines; the hook reduce-scatters the
- * bucket in place (rank r's summed slice lands at lo + r len), the step updates only this
- * rank's slice of each bucket and all-gathers the bucket's parameters in place. The
- * all-reduce path's math up to rounding (the sums over ranks and the norm's partial sums
- * associate differently), but each rank does 1/world of the optimizer's work and its memory
- * traffic. Every rank still holds the whole optimizer state (for memory, `sharded` stage 1). Parameters and gradients live in communicator
- * memory, so over shm both halves read the peers' buffers directly. The global norm is an
- * all-reduce of each rank's sum of squares over its slices. The optimizer state of the other
- * ranks' slices goes stale on each rank: settle (before validation and checkpoints)
- * all-gathers it, so rank 0 saves the whole state as in the all-reduce path.
- *
- * Buffers (batch-norm running statistics) follow rank 0: broadcast before each step's first
- * micro-batch (`broadcast_buffers`, as PyTorch). With `sync_batchnorm` the graph's stat
- * reducer sums batch-norm statistics over all ranks (torch's SyncBatchNorm), which makes the
- * step equal to the single-process one.
- *
- * On GPUs (accelerator gpu) each rank opens the GPU at its local rank, binds it (so that a
- * device backend's communicator takes that GPU) and keeps its replica and optimizer state
- * there (tr_replica_create_on, tr_optim_place). Over `nccl` (a backend that takes device
- * memory, tr_comm_device_memory) a ready bucket is all-reduced in place in the device's
- * gradient buffer, after the gradients queued on the compute stream, and so are the buffers'
- * broadcasts: no byte goes through the host. Over a host backend (`shm`: one host, and the
- * one-GPU testing mode of several ranks on one device; `mpi`) a ready bucket is downloaded
- * into a host staging buffer, all-reduced there and uploaded back before the update;
- * broadcasts go through the host copies the same way. */
+/* Strategy `ddp`: distributed data parallel, one process per rank (torch DDP's design). The
+ * one idea: gradient buckets in backward's order, each all-reduced as soon as its last
+ * gradient is ready, so communication overlaps the rest of backward; optionally the update
+ * sharded as ZeRO stage 1. The algorithm, its GPU paths and options: docs/strategies.md,
+ * "ddp". */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,47 +1,8 @@
 /* Strategy `sharded`: ZeRO stages 1, 2 and 3 (FSDP's SHARD_GRAD_OP and FULL_SHARD), one
- * process per rank.
- *
- * Units. The flat parameter buffer is cut into units of whole, consecutive parameters (a
- * layer or a few; `unit_mb`). Every parameter starts on a multiple of 16 x world floats, so a
- * unit [lo, hi) splits into `world` equal slices of len = (hi - lo) / world floats, each a
- * whole number of cache lines; rank r owns slice r of every unit, and its shard is the
- * concatenation of its slices (soff: a slice's place in the shard). All-gather and
- * reduce-scatter of a unit are then plain equal-count collectives, in place in the flat
- * buffers (NCCL's layout: rank r's part at lo + r * len), with no staging copies.
- *
- * Stage 1: the optimizer state covers the shard only. Backward of the step's last
- * micro-batch reduce-scatters each unit's gradients as soon as they are final (in place:
- * the sum of this rank's slice lands in its own slice of the gradient buffer), overlapping
- * the rest of backward. The step updates the rank's slices, then all-gathers every unit in
- * place; a unit's gather is waited only when the next forward first reads the unit.
- * Stage 2: also gradients: every micro-batch's reduce-scatter adds the rank's slice into a
- * gradient shard, and the unit's pages of the full gradient buffer are given back to the
- * system (they read as zero: the next backward starts from zero gradients for free).
- * Stage 3: also parameters: the parameter shard is a buffer of its own; the full parameter
- * buffer holds a unit only from just before an op reads it (the graph's parameter-use hook:
- * forward and backward) until it is no longer needed (forward: when a later unit starts;
- * backward: when its gradients are final), and the next unit's gather is issued as soon as
- * one starts (prefetch). Its pages are given back when released.
- *
- * Every rank issues the same collectives in the same order: gathers follow the ops the
- * model runs, reduce-scatters go in unit order from the last unit down (a unit final early
- * waits for the ones after it), and no decision depends on timing. Clipping: the global norm
- * is the square root of an all-reduce of each rank's shard sum of squares. Buffers (batch-norm
- * statistics) are replicated and follow rank 0 as in ddp. Checkpoints: each rank writes the
- * pieces of its shard (the `shards` op), any world size or strategy can load them.
- *
- * On GPUs (accelerator gpu) each rank opens the GPU at its local rank (trainer/rank.h) and
- * everything above lives in its memory: the replica without the full buffers the stage
- * shards (tr_replica_create_on_aligned: no full gradient buffer at stages 2-3, no full
- * parameter buffer at stage 3; a released unit's tensors point nowhere), the shards, the
- * unit buffers and the optimizer state (tr_optim_place). Over a backend that takes device
- * memory (nccl) the collectives run in place on it as above. Over a host backend (shm: one
- * host, and the one-GPU testing mode of several ranks on one device; mpi) each goes through
- * the host P's flat buffers, moved into communicator memory: a unit's gradients (or this
- * rank's parameter slice) are downloaded to their place there, the collective runs in place
- * in host memory, and its result is uploaded when it is waited. Checkpoints download this
- * rank's slices into the host P (and the optimizer state into its host copies), loads
- * upload them back. */
+ * process per rank. The one idea: units of whole parameters, each split into `world` equal
+ * slices in place in the flat buffers, so all-gather and reduce-scatter are plain equal-count
+ * collectives with no staging copies; rank r owns slice r of every unit. The stages, the
+ * unit schedule and the GPU paths: docs/strategies.md, "sharded". */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
