@@ -59,6 +59,6 @@ cuda_device *cuda_current(void);
 void cuda_fail(cuda_device *d, tr_status st, const char *what);
 
 /* The kernel table (ops.c). */
-extern const tr_kernels cuda_kernel_table;
+extern tr_kernels cuda_kernel_table; /* filled at load (ops.c), read-only after */
 
 #endif
