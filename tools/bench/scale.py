@@ -12,6 +12,7 @@ scale.json and scale.svg (peak MiB per rank against parameters, a line per strat
 """
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -148,10 +149,11 @@ def run_trainer(a, size, strat, ranks, ac, tmp):
         if os.path.exists(mf):
             with open(mf) as f:
                 recs = [json.loads(x) for x in f if x.strip()]
-    sps = [r["samples_per_sec"] for r in recs if "samples_per_sec" in r and "step" in r]
+    # tokens/s: samples/s is logged with one decimal, too coarse for steps of seconds
+    tps = [r["tokens_per_sec"] for r in recs if "tokens_per_sec" in r and "step" in r]
     mem = next((r["memory"] for r in recs if "memory" in r), {})
     row.update(peak=[s.peak[r] for r in sorted(s.peak)], startup=[v for _, v in sorted((s.startup or {}).items())],
-               step_s=statistics.median(a.batch / x for x in sps[a.warmup:]) if len(sps) > a.warmup else None,
+               step_s=statistics.median(a.batch * a.seq / x for x in tps[a.warmup:]) if len(tps) > a.warmup else None,
                record=mem)
     return row
 
@@ -198,13 +200,16 @@ def fit(rows):
 
 
 def svg(groups, fits, path):
-    """Peak MiB per rank against parameters (M), a polyline per strategy; fitted lines dashed."""
+    """Peak MiB per rank against parameters (M), a line per strategy (torch's dashed), fits dotted."""
     W, Hh, l, t, r, bm = 800, 500, 70, 30, 200, 50
     xs = [p["params"] / 1e6 for g in groups.values() for p in g]
     ys = [max(p["peak"]) / MiB for g in groups.values() for p in g]
     if not xs:
         return
-    x1, y1 = max(xs) * 1.1, max(ys) * 1.15
+    def tick(v):  # a 1-2-5 x 10^k step giving about 5 ticks up to v, and the axis end
+        st = next(m * 10 ** k for k in range(-3, 12) for m in (1, 2, 5) if m * 10 ** k * 5 >= v)
+        return st, st * math.ceil(v / st)
+    (xs1, x1), (ys1, y1) = tick(max(xs) * 1.05), tick(max(ys) * 1.05)
     X = lambda v: l + (W - l - r) * v / x1
     Y = lambda v: Hh - bm - (Hh - t - bm) * v / y1
     col = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -216,22 +221,23 @@ def svg(groups, fits, path):
          f'<line x1="{l}" y1="{Y(0)}" x2="{l}" y2="{Y(y1)}" stroke="black"/>',
          f'<text x="{(l + X(x1)) / 2}" y="{Hh - 12}" text-anchor="middle">parameters (M)</text>',
          f'<text x="16" y="{(t + Y(0)) / 2}" transform="rotate(-90 16 {(t + Y(0)) / 2})" text-anchor="middle">MiB per rank</text>']
-    for k in range(6):
-        xv, yv = x1 * k / 5, y1 * k / 5
-        o.append(f'<text x="{X(xv)}" y="{Y(0) + 16}" text-anchor="middle">{xv:.0f}</text>')
-        o.append(f'<text x="{l - 6}" y="{Y(yv) + 4}" text-anchor="end">{yv:.0f}</text>')
+    for k in range(round(x1 / xs1) + 1):
+        o.append(f'<text x="{X(k * xs1):.1f}" y="{Y(0) + 16}" text-anchor="middle">{k * xs1:g}</text>')
+    for k in range(round(y1 / ys1) + 1):
+        o.append(f'<text x="{l - 6}" y="{Y(k * ys1) + 4:.1f}" text-anchor="end">{k * ys1:g}</text>')
     for i, (name, g) in enumerate(sorted(groups.items())):
         c = col[i % len(col)]
         pts = sorted((p["params"] / 1e6, max(p["peak"]) / MiB) for p in g)
         o.append(f'<g class="curve" data-strategy="{name}">')
-        o.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="'
+        dash = ' stroke-dasharray="8 3"' if name.startswith("torch") else ""
+        o.append(f'<polyline fill="none" stroke="{c}" stroke-width="2"{dash} points="'
                  + " ".join(f"{X(x):.1f},{Y(y):.1f}" for x, y in pts) + '"/>')
         o += [f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="3" fill="{c}"/>' for x, y in pts]
         if fits.get(name):
             a0, b0 = fits[name]
             xe = min(x1, (y1 - a0) / b0) if b0 > 0 else x1
             o.append(f'<line x1="{X(0)}" y1="{Y(a0):.1f}" x2="{X(xe):.1f}" y2="{Y(a0 + b0 * xe):.1f}" '
-                     f'stroke="{c}" stroke-dasharray="4 4"/>')
+                     f'stroke="{c}" stroke-dasharray="1 3"/>')
         o.append(f'<text x="{W - r + 30}" y="{t + 20 + 18 * i}" fill="{c}">{name}</text></g>')
     o.append("</svg>")
     with open(path, "w") as f:
