@@ -189,9 +189,9 @@ def label(r):
     return s if s == "cpu" or s.startswith("torch-") and r["ranks"] == 2 else f"{s} x{r['ranks']}"
 
 
-def fit(rows):
-    """Least squares peak(MiB per rank) = a + b * params(M) over rows without errors; None if < 2 sizes."""
-    pts = sorted({(r["params"] / 1e6, max(r["peak"]) / MiB) for r in rows if r.get("peak")})
+def fit(rows, key="peak"):
+    """Least squares MiB per rank = a + b * params(M) over rows without errors; None if < 2 sizes."""
+    pts = sorted({(r["params"] / 1e6, max(r[key]) / MiB) for r in rows if r.get(key)})
     if len({x for x, _ in pts}) < 2:
         return None
     mx, my = statistics.mean(x for x, _ in pts), statistics.mean(y for _, y in pts)
@@ -258,7 +258,21 @@ def main(argv):
     p.add_argument("--batch", type=int, default=8, help="global batch")
     p.add_argument("--budget-gib", type=float, default=24.0, help="memory per machine for the largest-model estimate")
     p.add_argument("--out", default="scale-out", help="folder for scale.json and scale.svg")
+    p.add_argument("--from", dest="merge", nargs="+", metavar="JSON",
+                   help="run nothing: report the rows of earlier runs' scale.json files together")
     a = p.parse_args(argv)
+    if a.merge:
+        rows, known = [], False
+        for fn in a.merge:
+            try:
+                with open(fn) as f:
+                    d = json.load(f)
+                rows += d["rows"]
+                known |= d["activation_checkpointing_known"]
+            except (OSError, ValueError, KeyError) as e:
+                p.error(f"--from: {fn}: not a scale.json of this script ({e})")
+        os.makedirs(a.out, exist_ok=True)
+        return report(a, rows, known)
     bad = lambda m: p.error(m)
     sizes = [s for s in a.sizes.split(",") if s]
     strats = [s for s in a.strategies.split(",") if s]
@@ -328,14 +342,23 @@ def report(a, rows, ac_known):
     fits = {k: fit(g) for k, g in groups.items()}
     print(f"\nLargest model within {a.budget_gib:g} GiB per machine, from peak = a + b x params per rank "
           "(least squares over the sizes run, extrapolated):\n")
-    print("| strategy | ranks | a (MiB) | b (bytes/param) | largest model (M params) |")
-    print("|---|---|---|---|---|")
+    print("| strategy | ranks | a (MiB) | b (bytes/param) | largest model (M params) | start-up b (bytes/param) | model state bytes/param/rank (record) | bound with no activations (M params) |")
+    print("|---|---|---|---|---|---|---|---|")
     for k, f in sorted(fits.items()):
         if not f:
             continue
         n = groups[k][0]["ranks"]
         big = (a.budget_gib * 1024 / n - f[0]) / f[1] if f[1] > 0 else float("inf")
-        print(f"| {k} | {n} | {f[0]:,.0f} | {f[1] * MiB / 1e6:.1f} | {big:,.0f} |")
+        # the record's model state per parameter (rank 0's), of the largest size run
+        r = max(groups[k], key=lambda r: r["params"])
+        rec = r.get("record") or {}
+        bpp = sum(rec.get(x, 0) for x in ("params", "grads", "optimizer")) / r["params"] if rec else None
+        su = fit(groups[k], "startup")
+        sub = su[1] * MiB / 1e6 if su else 0
+        # without activations a rank needs the larger of its start-up and its model state
+        bound = f"{a.budget_gib * 2 ** 30 / n / max(bpp, sub) / 1e6:,.0f}" if bpp else "-"
+        print(f"| {k} | {n} | {f[0]:,.0f} | {f[1] * MiB / 1e6:.1f} | {big:,.0f} | {sub:.1f} |"
+              f" {f'{bpp:.2f}' if bpp else '-'} | {bound} |")
     with open(os.path.join(a.out, "scale.json"), "w") as fo:
         json.dump({"rows": rows, "fits": fits, "activation_checkpointing_known": ac_known}, fo, indent=1)
     svg(groups, fits, os.path.join(a.out, "scale.svg"))
