@@ -28,6 +28,9 @@ MiB = 1048576.0
 # name: (n_layer, d_model, n_head); parameters ~ 12 L d^2 (byte vocabulary, tied embeddings)
 SIZES = {"1M": (2, 192, 4), "10M": (6, 384, 6), "25M": (8, 512, 8), "85M": (12, 768, 12), "150M": (12, 1024, 16),
          "350M": (18, 1280, 20)}
+# larger rungs of the same family, for the model-based estimate only (never run here)
+LADDER = dict(SIZES, **{"760M": (24, 1536, 24), "1.3B": (24, 2048, 32), "2.7B": (32, 2560, 40),
+                        "6.7B": (32, 4096, 64)})
 # strategy name: trainer overrides (ranks added by --ranks); peer modes of fsdp_peer.py
 STRATEGIES = {"cpu": ["trainer.strategy=cpu"], "ddp": ["trainer.strategy=ddp"],
               "s1": ["trainer.strategy=sharded", "strategy.stage=1"],
@@ -244,6 +247,40 @@ def svg(groups, fits, path):
         f.write("\n".join(o) + "\n")
 
 
+def model_estimate(a, groups):
+    """Per rank: peak = base + state x P + act x L x C x tokens, or the start-up line if higher.
+    state: the record's model state per parameter; act: its activations per layer, channel and
+    token of the rank (constant at head width 64); base: the rest of the largest run's VmHWM."""
+    print(f"\nModel-based: peak per rank = base + state x params + act x layers x d_model x tokens per rank "
+          f"(from the memory record), on the ladder {', '.join(LADDER)}; MiB per rank, * where the ranks "
+          f"exceed {a.budget_gib:g} GiB:\n")
+    print("| strategy | state B/param | act B/(layer x channel x token) | base MiB | " + " | ".join(LADDER) + " | largest that fits |")
+    print("|---|---|---|---|" + "---|" * len(LADDER) + "---|")
+    for k, g in sorted(groups.items()):
+        g = [r for r in g if r.get("record") and r["size"] in SIZES]
+        if not g:
+            continue
+        n = g[0]["ranks"]
+        tok = a.batch * a.seq / n
+        r = max(g, key=lambda r: r["params"])
+        L, C, _ = SIZES[r["size"]]
+        rec = r["record"]
+        state = sum(rec[x] for x in ("params", "grads", "optimizer")) / r["params"]
+        act = statistics.mean(q["record"]["activations"] / (SIZES[q["size"]][0] * SIZES[q["size"]][1] * tok) for q in g)
+        base = max(r["peak"]) - state * r["params"] - act * L * C * tok
+        su = fit(g, "startup")
+        cells, best = [], "none"
+        for name, (L, C, _) in LADDER.items():
+            P = params(L, C, a.seq)
+            v = (base + state * P + act * L * C * tok) / MiB
+            if su:
+                v = max(v, su[0] + su[1] * P / 1e6)
+            fits_ = v * n <= a.budget_gib * 1024
+            best = name if fits_ else best
+            cells.append(f"{v:,.0f}" + ("" if fits_ else "*"))
+        print(f"| {k} | {state:.2f} | {act:.0f} | {base / MiB:,.0f} | " + " | ".join(cells) + f" | {best} |")
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="build folder (its bin/trainer)")
@@ -359,6 +396,7 @@ def report(a, rows, ac_known):
         bound = f"{a.budget_gib * 2 ** 30 / n / max(bpp, sub) / 1e6:,.0f}" if bpp else "-"
         print(f"| {k} | {n} | {f[0]:,.0f} | {f[1] * MiB / 1e6:.1f} | {big:,.0f} | {sub:.1f} |"
               f" {f'{bpp:.2f}' if bpp else '-'} | {bound} |")
+    model_estimate(a, groups)
     with open(os.path.join(a.out, "scale.json"), "w") as fo:
         json.dump({"rows": rows, "fits": fits, "activation_checkpointing_known": ac_known}, fo, indent=1)
     svg(groups, fits, os.path.join(a.out, "scale.svg"))
