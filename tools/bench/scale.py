@@ -29,7 +29,7 @@ MiB = 1048576.0
 SIZES = {"1M": (2, 192, 4), "10M": (6, 384, 6), "25M": (8, 512, 8), "85M": (12, 768, 12), "150M": (12, 1024, 16),
          "350M": (18, 1280, 20)}
 # larger rungs of the same family, for the model-based estimate only (never run here)
-LADDER = dict(SIZES, **{"760M": (24, 1536, 24), "1.3B": (24, 2048, 32), "2.7B": (32, 2560, 40),
+LADDER = dict({k: v for k, v in SIZES.items() if k != "1M"}, **{"760M": (24, 1536, 24), "1.3B": (24, 2048, 32), "2.7B": (32, 2560, 40),
                         "6.7B": (32, 4096, 64)})
 # strategy name: trainer overrides (ranks added by --ranks); peer modes of fsdp_peer.py
 STRATEGIES = {"cpu": ["trainer.strategy=cpu"], "ddp": ["trainer.strategy=ddp"],
@@ -269,6 +269,8 @@ def model_estimate(a, groups):
         act = statistics.mean(q["record"]["activations"] / (SIZES[q["size"]][0] * SIZES[q["size"]][1] * tok) for q in g)
         base = max(r["peak"]) - state * r["params"] - act * L * C * tok
         su = fit(g, "startup")
+        if not su:  # one size: the start-up as a line through 0 (its base counted per parameter)
+            su = (0.0, max(r["startup"]) / MiB / (r["params"] / 1e6))
         cells, best = [], "none"
         for name, (L, C, _) in LADDER.items():
             P = params(L, C, a.seq)
