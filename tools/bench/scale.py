@@ -361,7 +361,8 @@ def main(argv):
 
 def report(a, rows, ac_known):
     mib = lambda v: f"{v / MiB:,.0f}"
-    print(f"| model | params | strategy | act. ckpt | peak MiB/rank (VmHWM) | start-up MiB/rank | step s | record MiB: params, grads, optimizer, activations, other |")
+    print("| model | params | strategy | act. ckpt | peak MiB/rank (VmHWM) | start-up MiB/rank | step s |"
+          " record MiB: params, grads, optimizer, activations, other |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         lead = f"| {r['size']} | {r['params'] / 1e6:.1f} M | {label(r)} | {'on' if r['ac'] else 'off'} |"
@@ -381,7 +382,8 @@ def report(a, rows, ac_known):
     fits = {k: fit(g) for k, g in groups.items()}
     print(f"\nLargest model within {a.budget_gib:g} GiB per machine, from peak = a + b x params per rank "
           "(least squares over the sizes run, extrapolated):\n")
-    print("| strategy | ranks | a (MiB) | b (bytes/param) | largest model (M params) | start-up b (bytes/param) | model state bytes/param/rank (record) | bound with no activations (M params) |")
+    print("| strategy | ranks | a (MiB) | b (bytes/param) | largest model (M params) | start-up b (bytes/param) |"
+          " model state bytes/param/rank (record) | bound with no activations (M params) |")
     print("|---|---|---|---|---|---|---|---|")
     for k, f in sorted(fits.items()):
         if not f:
