@@ -368,8 +368,8 @@ def report(a, rows, ac_known):
         lead = f"| {r['size']} | {r['params'] / 1e6:.1f} M | {label(r)} | {'on' if r['ac'] else 'off'} |"
         if r.get("na"):
             print(lead + " n/a | n/a | n/a | trainer.activation_checkpointing unknown to this trainer |")
-        elif r.get("error"):
-            print(lead + f" failed | | | {r['error'].splitlines()[-1][:160]} |")
+        elif "error" in r:
+            print(lead + f" failed | | | {(r['error'].splitlines() or ['no output'])[-1][:160]} |")
         else:
             rec = r.get("record") or {}
             br = ", ".join(mib(rec[k]) for k in ("params", "grads", "optimizer", "activations", "other")) if rec else "-"
