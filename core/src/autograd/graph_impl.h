@@ -1,0 +1,85 @@
+/* Private to autograd: struct tr_graph and what its three files share: graph.c (the step
+ * arena, settings, hooks, parameters' gradients), tape.c (recording ops and reverse-mode
+ * differentiation) and graph_device.c (a device's batch inputs and host copies). */
+#ifndef TRAINER_AUTOGRAD_GRAPH_IMPL_H
+#define TRAINER_AUTOGRAD_GRAPH_IMPL_H
+
+#include <stdio.h>
+#include <math.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "trainer/accel.h"
+#include "trainer/params.h"
+#include "trainer/profile.h"
+
+/* An input uploaded by tr_graph_input_from: its device memory and the host's copy. */
+typedef struct host_copy {
+    const char *dev;
+    const void *host;
+    size_t bytes;
+} host_copy;
+
+/* One half of the device memory batch inputs go to (tr_graph_input_from): steps use the two
+ * halves in turn, so the next step's inputs are copied into the half whose last readers were
+ * queued before the previous reset (its mark), while the current step's work runs. */
+typedef struct input_half {
+    char *p;
+    size_t cap, used;
+    void *retired;            /* the compute stream's mark at the reset that ended its last step */
+    int fresh;                /* (re)allocated since: its block's earlier work is unmarked */
+} input_half;
+
+struct tr_graph {
+    tr_arena *arena;          /* host: tensor headers, tape nodes; and data without a device */
+    tr_arena *data;           /* with a device: activations, gradients, kernel scratch on it */
+    tr_accel *accel;          /* NULL: the CPU */
+    const tr_kernels *kern;   /* the device's kernels */
+    tr_node *tape;            /* newest node */
+    size_t n_nodes;
+    tr_status status;
+    int training;
+    int grad_enabled;
+    uint64_t seed, step, sample_base, dropout_calls;
+    uint64_t rows_per_sample; /* dim 0 rows per sample (tr_graph_set_rows_per_sample) */
+    tr_params *params;
+    tr_grad_ready_fn hook;
+    void *hook_user;
+    tr_stat_reducer_fn reducer;
+    void *reducer_user;
+    tr_param_use_fn use_hook;
+    void *use_user;
+    uint64_t op_seq;          /* ops that have checked their inputs (use hook's `op`) */
+    tr_tensor **used;         /* parameters used this step (arena array) */
+    int n_used, cap_used;
+    int in_backward;
+    unsigned char *fresh;     /* per parameter: its gradient is to be written, not added to */
+    int n_fresh, cap_fresh;   /* parameters still fresh; length of `fresh` */
+    tr_fusion *fusion;        /* borrowed (tr_graph_set_fusion_): what ops note for the step's runner */
+    const tr_tensor *ps_t;    /* op_note_plane_stats: the tensor, its data then, the stats and */
+    const void *ps_data;      /* the op (op_seq) that noted them */
+    const double *ps;
+    uint64_t ps_seq;
+    host_copy host_copies[TR_GRAPH_HOST_COPIES]; /* tr_graph_input_from on a device */
+    int n_host_copies;
+    input_half in[2];         /* on a device that uploads beside its compute stream */
+    int in_cur;               /* the half this step's inputs go to */
+    size_t in_step, in_need;  /* input bytes this step; the most any step asked */
+    const tr_tensor *root;    /* during tr_backward on a device: its output, and the value */
+    double root_seed;         /* its one-element seed gradient has (root_known) */
+    int root_known;
+};
+
+/* A parameter used through a reshape view is a use of the parameter itself. */
+static inline tr_tensor *use_target(tr_tensor *t) { return t && t->view_of ? t->view_of : t; }
+
+/* Whether a parameter's gradient is still to be written (not added to) this backward, taking
+ * that turn; and the end of its turn. */
+int tr_graph_take_fresh_(tr_graph *g, tr_tensor *t);
+void tr_graph_settle_fresh_(tr_graph *g, tr_tensor *t);
+/* Whether t's data lies in the graph's own memory (its arenas or its device inputs). */
+int tr_graph_in_memory_(const tr_graph *g, const tr_tensor *t);
+/* A tensor header (no data) in the host arena. */
+tr_tensor *tr_graph_new_header_(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);
+
+#endif
