@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """trainer's GEMM beside MKL's on all-MiniLM-L6-v2's products, one thread (issue 46).
 
-    tools/bench/gemm_vs_mkl.py [--build DIR] [--cpu K] [--tiles]
+    tools/bench/gemm_vs_mkl.py [--build DIR] [--cpu K] [--tiles] [--peak GFLOPS]
 
 Each product that tr_linear runs for a 32 x 128-token batch of all-MiniLM-L6-v2 (hidden 384,
 FFN 1536): forward x W^T, the input gradient dY W and the weight gradient dY^T X, and the
@@ -12,9 +12,9 @@ the benchmark peer's venv (tools/bench/peer_venv.py), both on one thread pinned 
 after a warm-up call, timed in the thread's CPU time, so that other processes sharing the core
 do not count; the two results must agree (relative 1e-5 of the largest value). Prints
 GFLOP/s per CPU-second of each side and the ratio, beside the core's multiply-add peak
-(bench_core --peak, wall time). With --tiles, trainer's side is timed once per micro-kernel
-of the packed GEMM (forced with tr_gemm_packed_tile, interleaved in each window: an A/B in
-one run) and the ratio is the CPU's own choice over MKL. Exit 77 when PyPI cannot be reached.
+(bench_core --peak, wall time; --peak gives it instead). With --tiles, trainer's side is also
+timed once per micro-kernel of the packed GEMM (forced with tr_gemm_packed_tile, interleaved
+in each window: an A/B in one run); the ratio stays the CPU's own choice over MKL. Exit 77 when PyPI cannot be reached.
 """
 import argparse
 import ctypes
@@ -68,8 +68,8 @@ def inner(args):
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     gemm.argtypes = [ctypes.c_int, ctypes.c_int, i64, i64, i64, ctypes.c_float, ptr, i64, ptr, i64, ctypes.c_float,
                      ptr, i64]
-    peak = float(subprocess.run([os.path.join(args.build, "bin", "bench_core"), "--threads", "1", "--peak"],
-                                stdout=subprocess.PIPE, text=True, check=True).stdout)
+    peak = args.peak or float(subprocess.run([os.path.join(args.build, "bin", "bench_core"), "--threads", "1",
+                                              "--peak"], stdout=subprocess.PIPE, text=True, check=True).stdout)
     print(f"torch {torch.__version__} (MKL) vs trainer ({args.build}), CPU {args.cpu}, 1 thread; "
           f"multiply-add peak {peak:.1f} GFLOP/s\n")
     tiles = TILES if args.tiles else []
@@ -116,6 +116,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)))
     ap.add_argument("--tiles", action="store_true", help="also time each packed-GEMM micro-kernel, forced")
+    ap.add_argument("--peak", type=float, default=0.0,
+                    help="the core's multiply-add peak in GFLOP/s, not measured (bench_core --peak times in wall "
+                         "time, which other processes on a busy host lower)")
     args = ap.parse_args()
     if os.environ.get("TRAINER_PEER_INNER") == "1":
         inner(args)
@@ -135,7 +138,7 @@ def main():
     os.sched_setaffinity(0, {args.cpu})
     sys.stdout.flush()
     os.execve(py, [py, os.path.abspath(__file__), "--build", os.path.abspath(args.build), "--cpu", str(args.cpu)]
-              + (["--tiles"] if args.tiles else []), env)
+              + (["--tiles"] if args.tiles else []) + (["--peak", str(args.peak)] if args.peak else []), env)
 
 
 if __name__ == "__main__":
