@@ -210,6 +210,7 @@ static void make_key(void) { buf_key_ok = pthread_key_create(&buf_key, tr_free) 
 
 /* The larger geometry's: 16 x 16's B block of 1024 x 512 and A block of 64 x 512. */
 #define BUF_FLOATS ((size_t)1024 * 512 + (size_t)64 * 512)
+_Static_assert(768 * 384 + 192 * 384 <= BUF_FLOATS, "the 12 x 32 geometry's blocks fit the pack buffers");
 
 /* This thread's pack buffers, NULL when they cannot be had (the caller uses BLAS). */
 static float *thread_buffers(void) {
