@@ -29,21 +29,38 @@ static void test_status(void) {
 static void test_arena(void) {
     tr_arena *a;
     CHECK(tr_arena_create(&a, 4096) == TR_OK, "arena create");
-    /* First step outgrows the first chunk; reset must coalesce so step 2 needs no heap. */
+    /* The first step outgrows the first chunk; later steps of the same allocations need no heap
+     * and land on the first step's addresses (its memory is kept, already faulted in). */
+    char *first[100];
     for (int step = 0; step < 3; step++) {
         tr_arena_reset(a);
         uint64_t before = tr_alloc_count();
+        int same = 1;
         for (int i = 0; i < 100; i++) {
             char *p = tr_arena_alloc(a, 1000 + (size_t)i);
             CHECK(p != NULL && ((uintptr_t)p % TR_ALIGN) == 0, "aligned block");
             memset(p, i, 1000);
+            if (step == 0) first[i] = p;
+            same &= p == first[i];
         }
-        if (step > 0)
+        if (step > 0) {
             CHECK(tr_alloc_count() == before, "step %d allocated %llu times", step,
                   (unsigned long long)(tr_alloc_count() - before));
+            CHECK(same, "step %d: blocks moved from the first step's addresses", step);
+        }
     }
     CHECK(tr_arena_peak(a) >= 100 * 1000, "peak %zu", tr_arena_peak(a));
     CHECK(tr_arena_capacity(a) >= tr_arena_peak(a), "capacity holds the peak");
+    /* A larger step grows the arena; the step after it, of the same size, does not. */
+    size_t cap = tr_arena_capacity(a);
+    for (int step = 0; step < 2; step++) {
+        tr_arena_reset(a);
+        uint64_t before = tr_alloc_count();
+        for (size_t i = 0; i < cap / 8000 + 10; i++) CHECK(tr_arena_alloc(a, 8000) != NULL, "large step block");
+        CHECK(step == 0 ? tr_arena_capacity(a) > cap : tr_alloc_count() == before,
+              "larger step %d: capacity %zu (was %zu), %llu allocations", step, tr_arena_capacity(a), cap,
+              (unsigned long long)(tr_alloc_count() - before));
+    }
     char *z = tr_arena_calloc(a, 333);
     int zero = 1;
     for (int i = 0; i < 333; i++) zero &= z[i] == 0;

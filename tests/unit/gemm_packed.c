@@ -1,8 +1,10 @@
 /* The packed f32 GEMM (kernels/gemm_packed.c) against the product summed in double, and its
  * promises (kernels/gemm.h):
  *
- * - Every transpose pair, shapes with and without tails of its 16-wide panels and of its
- *   512-deep blocks (K up to 1100: three blocks), more columns than its 1024-column block,
+ * - Each of its tiles (16 x 16 and 12 x 32, forced, then the one the CPU gets), every
+ *   transpose pair, shapes with and without tails of its panels (16 or 12 rows, 16 or 32
+ *   columns) and of its 512- or 384-deep blocks (K up to 1100: three blocks), more rows than
+ *   its 64- or 192-row block, more columns than its 1024- or 768-column block,
  *   leading dimensions wider than the matrices: normalised error under 1e-5 for alpha 1, beta
  *   0 (C filled with NaN first: not read), and alpha 0.5, beta -2 (C read and scaled); the
  *   padding of C past each row's end is left as it was.
@@ -168,6 +170,32 @@ static void check_declined(int64_t M, int64_t N, int64_t K, float alpha) {
     drop(&m);
 }
 
+/* Forcing a tile takes effect: at K = 1100 the 16 x 16 (blocks of 512) and the 12 x 32 (of 384)
+ * sum in different orders, so some bits differ, and the CPU's choice is bit for bit one of them. */
+static void check_forced(void) {
+    mats m;
+    make(&m, 0, 1, 100, 70, 1100, 5);
+    float *got[3];
+    const int tiles[3] = {TR_GEMM_TILE_16X16, TR_GEMM_TILE_WIDE, TR_GEMM_TILE_AUTO};
+    size_t bytes = (size_t)(m.M * m.ldc) * sizeof(float);
+    for (int t = 0; t < 3; t++) {
+        tr_gemm_packed_tile(tiles[t]);
+        reset_c(&m, 0.0f, 0);
+        CHECK(packed(&m, 1.0f, 0.0f) == 1, "forced tile %d: packed GEMM did not run", tiles[t]);
+        got[t] = malloc(bytes);
+        CHECK(got[t] != NULL, "out of memory");
+        memcpy(got[t], m.C, bytes);
+    }
+    CHECK(memcmp(got[0], got[1], bytes) != 0,
+          "the 16 x 16 and 12 x 32 tiles gave the same bits: forcing had no effect");
+    CHECK(memcmp(got[2], got[0], bytes) == 0 || memcmp(got[2], got[1], bytes) == 0,
+          "the CPU's tile matches neither forced tile");
+    printf("forced tiles differ in the last bits; the CPU's is the %s\n",
+           memcmp(got[2], got[1], bytes) == 0 ? "12 x 32" : "16 x 16");
+    for (int t = 0; t < 3; t++) free(got[t]);
+    drop(&m);
+}
+
 int main(void) {
 #if defined(TEST_EXPECT_AVX512) && defined(__AVX512F__) && defined(__FMA__)
     const int have = 1;
@@ -182,11 +210,20 @@ int main(void) {
 #endif
     const int64_t shapes[][3] = {
         {64, 64, 64},     {16, 4096, 16}, {4096, 16, 16}, {100, 37, 71},  {33, 70, 190},  {128, 512, 784},
-        {257, 129, 1100}, {48, 1030, 65}, {1030, 48, 65}, {17, 17, 1000}, {300, 300, 17},
+        {257, 129, 1100}, {48, 1030, 65}, {1030, 48, 65}, {17, 17, 1000}, {300, 300, 17}, {25, 47, 385},
+        {385, 33, 100},   {18, 800, 769},
     };
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int ta = 0; ta < 2; ta++)
-            for (int tb = 0; tb < 2; tb++) check_shape(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], have);
+    /* each tile the dispatcher can choose, forced, then the CPU's own choice */
+    const struct { int tile; const char *name; } tiles[] = {
+        {TR_GEMM_TILE_16X16, "16 x 16"}, {TR_GEMM_TILE_WIDE, "12 x 32"}, {TR_GEMM_TILE_AUTO, "the CPU's"}};
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+        printf("tile %s\n", tiles[t].name);
+        tr_gemm_packed_tile(tiles[t].tile);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++) check_shape(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], have);
+    }
+    if (have) check_forced();
     check_declined(15, 512, 512, 1.0f);
     check_declined(512, 512, 15, 1.0f);
     check_declined(60, 60, 60, 1.0f);

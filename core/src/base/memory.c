@@ -33,8 +33,13 @@ void tr_free(void *ptr) { free(ptr); }
 
 uint64_t tr_alloc_count(void) { return atomic_load(&alloc_count); }
 
+/* The arena's chunks, kept in the order they were made and refilled in that order after each
+ * reset: the memory the first step grew into stays mapped and faulted in, where replacing the
+ * chain by one new chunk made the second step fault every page in again (418k page faults, a
+ * tenth of an all-MiniLM-L6-v2 embedding run, docs/benchmarks.md). A step that repeats the
+ * allocations of the one before lands on the same addresses, so it never grows. */
 typedef struct chunk {
-    struct chunk *prev;
+    struct chunk *next;
     char *base;   /* the usable bytes: after this header, or from the arena's allocator */
     size_t size;  /* usable bytes */
     size_t used;
@@ -43,11 +48,12 @@ typedef struct chunk {
 #define CHUNK_HDR ((sizeof(chunk) + TR_ALIGN - 1) / TR_ALIGN * TR_ALIGN)
 
 struct tr_arena {
-    chunk *head;       /* newest chunk */
-    size_t used;       /* bytes handed out since reset, all chunks */
+    chunk *first, *last; /* oldest and newest chunk */
+    chunk *cur;          /* the chunk allocations come from; those before it are full for this step */
+    size_t used;         /* bytes handed out since reset, all chunks */
     size_t peak;
-    size_t capacity;   /* usable bytes over all chunks */
-    tr_arena_memory mem;  /* alloc NULL: chunks are heap memory with their header in front */
+    size_t capacity;     /* usable bytes over all chunks */
+    tr_arena_memory mem; /* alloc NULL: chunks are heap memory with their header in front */
 };
 
 static chunk *chunk_new(tr_arena *a, size_t size) {
@@ -79,8 +85,8 @@ tr_status tr_arena_create_on(tr_arena **out, size_t initial_bytes, const tr_aren
     if (!a) return TR_ERR_NOMEM;
     if (mem) a->mem = *mem;
     if (initial_bytes) {
-        a->head = chunk_new(a, initial_bytes);
-        if (!a->head) {
+        a->first = a->last = a->cur = chunk_new(a, initial_bytes);
+        if (!a->first) {
             tr_free(a);
             if (mem && mem->alloc) {
                 tr_error_prefix("arena: allocating %zu bytes: ", initial_bytes);
@@ -100,10 +106,10 @@ tr_status tr_arena_create(tr_arena **out, size_t initial_bytes) {
 
 void tr_arena_destroy(tr_arena *a) {
     if (!a) return;
-    for (chunk *c = a->head; c;) {
-        chunk *prev = c->prev;
+    for (chunk *c = a->first; c;) {
+        chunk *next = c->next;
         chunk_free(a, c);
-        c = prev;
+        c = next;
     }
     tr_free(a);
 }
@@ -111,24 +117,29 @@ void tr_arena_destroy(tr_arena *a) {
 void *tr_arena_alloc(tr_arena *a, size_t bytes) {
     size_t need = (bytes + TR_ALIGN - 1) / TR_ALIGN * TR_ALIGN;
     if (need == 0) need = TR_ALIGN;
-    chunk *c = a->head;
-    if (!c || c->size - c->used < need) {
-        /* Grow geometrically so a first step needs few chunks; reset coalesces them. */
+    chunk *c = a->cur;
+    while (c && c->size - c->used < need) c = c->next; /* the rest of a chunk too small is left */
+    if (!c) {
+        /* Grow geometrically (the new chunk as large as all before it) so a first step needs
+         * few chunks, and a step that outgrows the arena grows it a few times at most. */
         size_t size = a->capacity > need ? a->capacity : need;
         if (size < (1u << 20)) size = 1u << 20;
-        chunk *n = chunk_new(a, size);
-        if (!n) {
+        c = chunk_new(a, size);
+        if (!c) {
             if (a->mem.alloc) /* the allocator's message names the device */
                 tr_error_prefix("arena: growing by %zu bytes (%zu in use): ", size, a->used);
             else
                 tr_error_set(TR_ERR_NOMEM, "arena: out of memory growing by %zu bytes (%zu in use)", size, a->used);
             return NULL;
         }
-        n->prev = c;
-        a->head = n;
+        if (a->last)
+            a->last->next = c;
+        else
+            a->first = c;
+        a->last = c;
         a->capacity += size;
-        c = n;
     }
+    a->cur = c;
     void *p = c->base + c->used;
     c->used += need;
     a->used += need;
@@ -143,25 +154,8 @@ void *tr_arena_calloc(tr_arena *a, size_t bytes) {
 }
 
 void tr_arena_reset(tr_arena *a) {
-    if (a->head && a->head->prev) {
-        /* More than one chunk: replace them by one that holds the peak. Host memory: allocate
-         * it first and keep the chain if that fails, which still works. Device memory: free
-         * the chain first, so the device never holds both (if the one chunk then cannot be
-         * had, the next step grows the arena again). */
-        size_t size = a->capacity > a->peak ? a->capacity : a->peak;
-        chunk *one = a->mem.alloc ? NULL : chunk_new(a, size);
-        if (one || a->mem.alloc) {
-            for (chunk *c = a->head; c;) {
-                chunk *prev = c->prev;
-                chunk_free(a, c);
-                c = prev;
-            }
-            if (!one) one = chunk_new(a, size);
-            a->head = one;
-            a->capacity = one ? one->size : 0;
-        }
-    }
-    for (chunk *c = a->head; c; c = c->prev) c->used = 0;
+    for (chunk *c = a->first; c; c = c->next) c->used = 0;
+    a->cur = a->first;
     a->used = 0;
 }
 

@@ -2,15 +2,25 @@
  * place of OpenBLAS's sgemm for the sizes the models run (tr_gemm_f32 and tr_gemm_linear_f32
  * send it everything gemm_small.c does not take, above a minimum size).
  *
- * The layout is the classic one (Goto; BLIS's five loops). For each block of NC columns of C
- * and KC of the depth: op(B)'s KC x NC block is packed into panels of 16 columns, depth-major
- * (a panel's 16 values for one k side by side); then for each block of MC rows, op(A)'s MC x KC
- * block into panels of 16 rows, depth-major too; then a 16 x 16 tile of C per pair of panels:
- * 16 accumulators (one zmm per row of the tile), and per k one load of B's 16 values, 16
- * broadcasts of A's and 16 multiply-adds. The kernel reaches 98% of a Zen 4 core's
- * multiply-add peak with its panels in L1 (115 of 117 GFLOP/s); packing is what it costs on
- * top. Panels read across rows of their source (A not transposed, B transposed) are packed 16
- * x 16 at a time through an in-register transpose, so every pack is vector loads and stores.
+ * The layout is the classic one (Goto; BLIS's five loops). For each block of nc columns of C
+ * and kc of the depth: op(B)'s kc x nc block is packed into panels nr columns wide,
+ * depth-major (a panel's nr values for one k side by side); then for each block of mc rows,
+ * op(A)'s mc x kc block into panels mr rows wide, depth-major too; then an mr x nr tile of C
+ * per pair of panels, its accumulators in registers. Two tiles (`geometry`), chosen from the
+ * CPU at run time (choose()):
+ *
+ * - 16 x 16: per k one load of B's 16 values, 16 broadcasts of A's, 16 multiply-adds. 98% of
+ *   a Zen 4 core's peak with its panels in L1 (115 of 117 GFLOP/s); on an Intel core with two
+ *   512-bit FMA units it is bound by its 17 loads per 16 FMAs (64-72% of an Emerald Rapids
+ *   core's peak on MiniLM's products).
+ * - 12 x 32 (BLIS's AVX-512 sgemm shape, turned to row-major C): per k two loads of B, 12
+ *   broadcasts of A, 24 multiply-adds; one A panel (12 x 384, 18 KiB) stays in L1 while the
+ *   B block (384 x 768, 1.1 MiB) streams from L2; C's lines are prefetched before a tile.
+ *   80-90% of that core's peak on the same products (docs/benchmarks.md, issue 46).
+ *
+ * Panels read across rows of their source (A not transposed, B transposed) are packed 16 rows
+ * at a time through an in-register transpose; the others a depth (a source row) at a time,
+ * so every pack is vector loads and stores reading its source in order.
  *
  * Why not OpenBLAS (0.3.21 here, its Cooperlake kernels on Zen 4): at this framework's shapes
  * it spends 8-10% of a transformer's step packing, and on 2 threads it splits small-M GEMMs
@@ -20,14 +30,15 @@
  * training runs them: one head per thread).
  *
  * Threads: when called outside a parallel region with more than one OpenMP thread, C is split
- * into one slab of whole 16-row (or 16-column) tiles per thread, along whichever of M and N is
+ * into one slab of whole tiles' rows (or columns) per thread, along whichever of M and N is
  * longer, and each thread runs the whole blocked product on its slab with its own buffers (B's
  * or A's block packed once per thread: the price of no barrier). Each element of C is summed in
  * the same order whatever the split, the thread count or its place in a tile: k in blocks of
- * KC, each block's products chained in one register in k order, then alpha times the block's
+ * kc, each block's products chained in one register in k order, then alpha times the block's
  * sum added to C (the first block to beta C, or written when beta is 0), so results do not
- * depend on the thread count, and a tile of C computed alone equals the same tile of the whole
- * (unless memory runs out: a thread that cannot get its buffers leaves its slab to BLAS).
+ * depend on the thread count (only on K and the geometry, which the CPU decides), and a tile
+ * of C computed alone equals the same tile of the whole (unless memory runs out: a thread
+ * that cannot get its buffers leaves its slab to BLAS).
  * Inside a parallel region it runs on the calling thread. Pack buffers are per thread
  * (tr_malloc, held by a pthread key and freed when the thread exits), 2.2 MB, allocated on the
  * thread's first call. */
@@ -39,10 +50,16 @@
 #include <omp.h>
 #include <pthread.h>
 
-#define PANEL 16 /* rows of an A panel, columns of a B panel, the tile's side */
-#define KC 512   /* depth of a block: a 16-wide panel is 32 KiB */
-#define MC 64    /* rows of op(A) packed at once (128 KiB, L2) */
-#define NC 1024  /* columns of op(B) packed at once (2 MiB, L3) */
+/* A tile's kernel and the blocking it is run with: op(B)'s panels are nr columns wide, op(A)'s
+ * mr rows; kc deep, mc rows of op(A) and nc columns of op(B) packed at once; b_outer: the tile
+ * loop keeps one B panel while it walks A's panels (else one A panel across B's). */
+typedef void (*tile_fn)(int64_t kc, const float *a, const float *b, float *C, int64_t ldc, int64_t mr, int64_t nr,
+                        float alpha, float beta);
+typedef struct geometry {
+    tile_fn tile;
+    int mr, nr, b_outer;
+    int64_t kc, mc, nc;
+} geometry;
 
 /* Smallest product sent here: below it OpenBLAS's unpacked paths win (a 100 x 37 x 45 GEMM
  * took 1.4-1.8x OpenBLAS's time). */
@@ -77,49 +94,112 @@ static inline __mmask16 first_lanes(int64_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-/* One panel over depth kc: out[k * 16 + i] = entry i of the panel at depth k, for i < n
- * (n <= 16), zero beyond. x points at entry 0, depth 0; entry i, depth k is at x[i * ld + k]
- * when across (the panel's entries are rows of its source), else at x[k * ld + i]. */
-static void pack_panel(const float *x, int64_t ld, int across, int64_t n, int64_t kc, float *out) {
-    if (!across) {
-        __mmask16 m = first_lanes(n);
-        for (int64_t k = 0; k < kc; k++) _mm512_store_ps(out + k * PANEL, _mm512_maskz_loadu_ps(m, x + k * ld));
-        return;
-    }
-    for (int64_t k = 0; k < kc; k += 16) {
-        __m512 r[16], col[16];
-        __mmask16 m = first_lanes(kc - k);
-        for (int i = 0; i < 16; i++) r[i] = i < n ? _mm512_maskz_loadu_ps(m, x + i * ld + k) : _mm512_setzero_ps();
-        transpose16(r, col);
-        if (kc - k >= 16) { /* whole: stored from registers (gcc makes the loop below a memcpy) */
-            for (int j = 0; j < 16; j++) _mm512_store_ps(out + (k + j) * PANEL, col[j]);
-        } else {
-            for (int64_t j = 0; j < kc - k; j++) _mm512_store_ps(out + (k + j) * PANEL, col[j]);
+/* One panel w entries wide over depth kc from rows of its source: out[k * w + i] = x[i * ld +
+ * k] for i < n (n <= w), zero up to w. Done 16 rows at a time through a transpose. */
+static void pack_panel(const float *x, int64_t ld, int64_t n, int64_t kc, int w, float *out) {
+    for (int h = 0; h < w; h += 16) {
+        __mmask16 lanes = first_lanes(w - h);
+        float *o = out + h;
+        const float *xh = x + h * ld;
+        for (int64_t k = 0; k < kc; k += 16) {
+            __m512 r[16], col[16];
+            __mmask16 mk = first_lanes(kc - k);
+            for (int i = 0; i < 16; i++)
+                r[i] = i < n - h ? _mm512_maskz_loadu_ps(mk, xh + i * ld + k) : _mm512_setzero_ps();
+            transpose16(r, col);
+            if (kc - k >= 16) { /* whole: stored from registers */
+                for (int j = 0; j < 16; j++) _mm512_mask_storeu_ps(o + (k + j) * w, lanes, col[j]);
+            } else {
+                for (int64_t j = 0; j < kc - k; j++) _mm512_mask_storeu_ps(o + (k + j) * w, lanes, col[j]);
+            }
         }
     }
 }
 
-/* The 16 x 16 tile at C (mr rows and nr columns of it stored) from an A panel and a B panel
- * of depth kc >= 1: C = alpha sum + beta C, C not read when beta is 0. The first products
- * start the sums (the same bits as adding them to zero, without a zeroed array that gcc
- * would memset on the stack). */
-static void tile(int64_t kc, const float *a, const float *b, float *C, int64_t ldc, int64_t mr, int64_t nr,
-                 float alpha, float beta) {
-    __m512 c[PANEL];
-    __m512 b0 = _mm512_load_ps(b);
-    for (int i = 0; i < PANEL; i++) c[i] = _mm512_mul_ps(_mm512_set1_ps(a[i]), b0);
-    for (int64_t k = 1; k < kc; k++) {
-        __m512 bv = _mm512_load_ps(b + k * PANEL);
-        for (int i = 0; i < PANEL; i++) c[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[k * PANEL + i]), bv, c[i]);
-    }
+/* C's rows as written by a tile: C = alpha sum + beta C, C not read when beta is 0; mr rows,
+ * nr columns of it stored, c holding each row's accumulators, `vecs` vectors a row. */
+static inline __attribute__((always_inline)) void store_rows(const __m512 *c, int vecs, float *C, int64_t ldc,
+                                                             int64_t mr, int64_t nr, float alpha, float beta) {
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    __mmask16 m = first_lanes(nr);
-    for (int64_t i = 0; i < mr; i++) {
-        float *ci = C + i * ldc;
-        __m512 r = _mm512_mul_ps(va, c[i]);
-        if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci), r);
-        _mm512_mask_storeu_ps(ci, m, r);
+    for (int64_t i = 0; i < mr; i++)
+        for (int v = 0; v < vecs; v++) {
+            float *ci = C + i * ldc + 16 * v;
+            __mmask16 m = first_lanes(nr - 16 * v);
+            __m512 r = _mm512_mul_ps(va, c[i * vecs + v]);
+            if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci), r);
+            _mm512_mask_storeu_ps(ci, m, r);
+        }
+}
+
+/* The 16 x 16 tile at C (mr rows and nr columns of it stored) from an A panel and a B panel
+ * of depth kc >= 1. The first products start the sums (the same bits as adding them to zero,
+ * without a zeroed array that gcc would memset on the stack). Per k: one load of B, 16
+ * broadcasts of A, 16 multiply-adds. */
+static void tile16x16(int64_t kc, const float *a, const float *b, float *C, int64_t ldc, int64_t mr, int64_t nr,
+                      float alpha, float beta) {
+    __m512 c[16];
+    __m512 b0 = _mm512_load_ps(b);
+    for (int i = 0; i < 16; i++) c[i] = _mm512_mul_ps(_mm512_set1_ps(a[i]), b0);
+    for (int64_t k = 1; k < kc; k++) {
+        __m512 bv = _mm512_load_ps(b + k * 16);
+        for (int i = 0; i < 16; i++) c[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[k * 16 + i]), bv, c[i]);
     }
+    store_rows(c, 1, C, ldc, mr, nr, alpha, beta);
+}
+
+#define WIDE_MR 12
+/* The WIDE_MR x 32 tile: per k two loads of B, WIDE_MR broadcasts of A, 2 WIDE_MR
+ * multiply-adds, each element's chain the same as tile16x16's. C's lines are prefetched first:
+ * a store that misses would stall the next tile's start. */
+static void tile_wide(int64_t kc, const float *a, const float *b, float *C, int64_t ldc, int64_t mr, int64_t nr,
+                      float alpha, float beta) {
+    for (int64_t i = 0; i < mr; i++) {
+        _mm_prefetch((const char *)(C + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(C + i * ldc + 31), _MM_HINT_T0);
+    }
+    __m512 c[2 * WIDE_MR];
+    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+    for (int i = 0; i < WIDE_MR; i++) {
+        __m512 ai = _mm512_set1_ps(a[i]);
+        c[2 * i] = _mm512_mul_ps(ai, b0);
+        c[2 * i + 1] = _mm512_mul_ps(ai, b1);
+    }
+#pragma GCC unroll 4
+    for (int64_t k = 1; k < kc; k++) {
+        b0 = _mm512_load_ps(b + k * 32), b1 = _mm512_load_ps(b + k * 32 + 16);
+        const float *ak = a + k * WIDE_MR;
+        for (int i = 0; i < WIDE_MR; i++) {
+            __m512 ai = _mm512_set1_ps(ak[i]);
+            c[2 * i] = _mm512_fmadd_ps(ai, b0, c[2 * i]);
+            c[2 * i + 1] = _mm512_fmadd_ps(ai, b1, c[2 * i + 1]);
+        }
+    }
+    store_rows(c, 2, C, ldc, mr, nr, alpha, beta);
+}
+
+static const geometry geometries[] = {
+    [TR_GEMM_TILE_16X16] = {tile16x16, 16, 16, 1, 512, 64, 1024},
+    [TR_GEMM_TILE_WIDE] = {tile_wide, WIDE_MR, 32, 0, 384, 192, 768},
+};
+
+static _Atomic int forced_tile;
+
+int tr_gemm_packed_tile(int tile) {
+    int old = forced_tile;
+    forced_tile = tile;
+    return old;
+}
+
+/* The tile for this CPU, unless a test forced one: the 16 x 16 where it was measured near the
+ * peak (AMD's Zen 4, one 512-bit multiply-add a cycle), else the wide one (Intel's cores with
+ * two 512-bit FMA units, where the 16 x 16 is bound by its loads). */
+static const geometry *choose(void) {
+    int t = forced_tile;
+    if (t != TR_GEMM_TILE_16X16 && t != TR_GEMM_TILE_WIDE) {
+        __builtin_cpu_init();
+        t = __builtin_cpu_is("amd") ? TR_GEMM_TILE_16X16 : TR_GEMM_TILE_WIDE;
+    }
+    return &geometries[t];
 }
 
 static pthread_key_t buf_key;
@@ -128,7 +208,9 @@ static int buf_key_ok;
 
 static void make_key(void) { buf_key_ok = pthread_key_create(&buf_key, tr_free) == 0; }
 
-#define BUF_FLOATS ((size_t)NC * KC + (size_t)MC * KC)
+/* The larger geometry's: 16 x 16's B block of 1024 x 512 and A block of 64 x 512. */
+#define BUF_FLOATS ((size_t)1024 * 512 + (size_t)64 * 512)
+_Static_assert(768 * 384 + 192 * 384 <= BUF_FLOATS, "the 12 x 32 geometry's blocks fit the pack buffers");
 
 /* This thread's pack buffers, NULL when they cannot be had (the caller uses BLAS). */
 static float *thread_buffers(void) {
@@ -145,29 +227,56 @@ static float *thread_buffers(void) {
     return buf;
 }
 
+/* n entries of a block (n > 0) in panels w wide (the last zero-padded), each kc deep, one after
+ * another at out (panel p at out + p w kc). Entry i, depth k of the block is at x[i * ld + k]
+ * when across (its entries are rows of the source), else at x[k * ld + i]. Across, panel by
+ * panel (pack_panel); else depth by depth, so that each row of the source is read once from
+ * start to end (panel by panel would read w entries from each of kc rows, strided), with the
+ * row PACK_AHEAD below prefetched: the source is usually in L3, and the rows, a page or more
+ * apart, are each a new stream to the hardware prefetcher (3-4% on dY^T X's products, whose
+ * packing reads K = 4096 rows of both operands). */
+#define PACK_AHEAD 4
+static void pack_block(const float *x, int64_t ld, int across, int64_t n, int64_t kc, int w, float *out) {
+    if (across) {
+        for (int64_t p = 0; p < n; p += w) pack_panel(x + p * ld, ld, n - p < w ? n - p : w, kc, w, out + p * kc);
+        return;
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        if (k + PACK_AHEAD < kc)
+            for (int64_t i = 0; i < n; i += 16)
+                _mm_prefetch((const char *)(x + (k + PACK_AHEAD) * ld + i), _MM_HINT_T0);
+        for (int64_t p = 0; p < n; p += w)
+            for (int h = 0; h < w; h += 16)
+                _mm512_mask_storeu_ps(out + p * kc + k * w + h, first_lanes(w - h),
+                                      _mm512_maskz_loadu_ps(first_lanes(n - p - h), x + k * ld + p + h));
+    }
+}
+
 /* The whole blocked product on the calling thread. */
-static void gemm_one(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *buf) {
+static void gemm_one(const geometry *g, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *buf) {
+    const int64_t MR = g->mr, NR = g->nr, KC = g->kc, MC = g->mc, NC = g->nc;
     float *pb = buf, *pa = buf + (size_t)NC * KC;
     for (int64_t j0 = 0; j0 < N; j0 += NC) {
         int64_t nc = N - j0 < NC ? N - j0 : NC;
         for (int64_t p0 = 0; p0 < K; p0 += KC) {
             int64_t kc = K - p0 < KC ? K - p0 : KC;
             float bk = p0 ? 1.0f : beta;
-            for (int64_t jp = 0; jp < nc; jp += PANEL) {
-                const float *x = tb ? B + (j0 + jp) * ldb + p0 : B + p0 * ldb + j0 + jp;
-                pack_panel(x, ldb, tb, nc - jp, kc, pb + jp * kc);
-            }
+            pack_block(tb ? B + j0 * ldb + p0 : B + p0 * ldb + j0, ldb, tb, nc, kc, (int)NR, pb);
             for (int64_t i0 = 0; i0 < M; i0 += MC) {
                 int64_t mc = M - i0 < MC ? M - i0 : MC;
-                for (int64_t ip = 0; ip < mc; ip += PANEL) {
-                    const float *x = ta ? A + p0 * lda + i0 + ip : A + (i0 + ip) * lda + p0;
-                    pack_panel(x, lda, !ta, mc - ip, kc, pa + ip * kc);
+                pack_block(ta ? A + p0 * lda + i0 : A + i0 * lda + p0, lda, !ta, mc, kc, (int)MR, pa);
+                if (g->b_outer) {
+                    for (int64_t jr = 0; jr < nc; jr += NR)
+                        for (int64_t ir = 0; ir < mc; ir += MR)
+                            g->tile(kc, pa + ir * kc, pb + jr * kc, C + (i0 + ir) * ldc + j0 + jr, ldc,
+                                    mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, alpha, bk);
+                } else {
+                    for (int64_t ir = 0; ir < mc; ir += MR)
+                        for (int64_t jr = 0; jr < nc; jr += NR)
+                            g->tile(kc, pa + ir * kc, pb + jr * kc, C + (i0 + ir) * ldc + j0 + jr, ldc,
+                                    mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, alpha, bk);
                 }
-                for (int64_t jr = 0; jr < nc; jr += PANEL)
-                    for (int64_t ir = 0; ir < mc; ir += PANEL)
-                        tile(kc, pa + ir * kc, pb + jr * kc, C + (i0 + ir) * ldc + j0 + jr, ldc,
-                             mc - ir < PANEL ? mc - ir : PANEL, nc - jr < PANEL ? nc - jr : PANEL, alpha, bk);
             }
         }
     }
@@ -175,10 +284,11 @@ static void gemm_one(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
 
 /* Slab t of n: whole tiles [tiles t / n, tiles (t + 1) / n) of C's rows (by_rows) or columns,
  * computed on the calling thread; by BLAS when the thread has no pack buffers. */
-static void slab(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int by_rows, int64_t tiles, int t,
-                int n) {
-    int64_t lo = tiles * t / n * PANEL, hi = tiles * (t + 1) / n * PANEL, len = by_rows ? M : N;
+static void slab(const geometry *g, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int by_rows,
+                 int64_t tiles, int t, int n) {
+    int64_t side = by_rows ? g->mr : g->nr;
+    int64_t lo = tiles * t / n * side, hi = tiles * (t + 1) / n * side, len = by_rows ? M : N;
     if (hi > len) hi = len;
     if (by_rows)
         A = ta ? A + lo : A + lo * lda, C = C + lo * ldc, M = hi - lo;
@@ -187,7 +297,7 @@ static void slab(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, c
     if (hi <= lo) return;
     float *buf = thread_buffers();
     if (buf)
-        gemm_one(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
+        gemm_one(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
     else /* no memory for this thread's buffers */
         tr_gemm_blas_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -198,17 +308,19 @@ int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
     if (alpha == 0.0f || M < PACKED_MIN_DIM || N < PACKED_MIN_DIM || K < PACKED_MIN_DIM ||
         (double)M * (double)N * (double)K < (double)PACKED_MIN_WORK)
         return 0;
+    const geometry *g = choose();
     int by_rows = M >= N;
-    int64_t tiles = ((by_rows ? M : N) + PANEL - 1) / PANEL;
+    int64_t side = by_rows ? g->mr : g->nr;
+    int64_t tiles = ((by_rows ? M : N) + side - 1) / side;
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (threads > tiles) threads = (int)tiles;
     if (threads <= 1) { /* alone: without buffers the whole product is left to the caller's BLAS */
         if (!thread_buffers()) return 0;
-        slab(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, 0, 1);
+        slab(g, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, 0, 1);
         return 1;
     }
 #pragma omp parallel num_threads(threads)
-    slab(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, omp_get_thread_num(),
+    slab(g, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, omp_get_thread_num(),
          omp_get_num_threads());
     return 1;
 }
