@@ -5,9 +5,13 @@
 #   (exit 77) after that check;
 # - the transformer LM (20 steps), the MLP and the CNN on strategy cpu: the loss curve within
 #   3e-2 of fp32's (gpu_train.sh's bound for the GPUs' bf16-mixed) and the weights more than
-#   1e-6 apart (the GEMMs did round);
-# - ddp with 2 ranks and dataparallel with 2 replicas in bf16-mixed: cpu's bf16-mixed weights
-#   and losses within 1e-5 (strategy invariance: the same roundings of the same values);
+#   1e-6 apart (the GEMMs did round); the LM again with the other kernel forced;
+# - ddp with 2 ranks and dataparallel with 2 replicas in bf16-mixed: within 1e-3 of cpu's
+#   bf16-mixed weights and losses, and more than 1e-3 from fp32's weights (their ranks round
+#   too). Not fp32's 1e-5: the batch split changes the order of the weight gradients' sums, so
+#   the fp32 master weights differ in their last bits, and a weight or activation that sits on
+#   a bf16 tie then rounds to the other neighbour, a step of 2^-8 (measured on the MLP: 6e-8
+#   with the vdpbf16ps kernel, where no rounding flipped, 3.3e-4 with the fma one);
 # - beside PyTorch's torch.autocast("cpu", dtype=torch.bfloat16) (tools/bench/torch_peer.py
 #   --bf16, from trainer's initial weights, dropout off, batches in file order): the GPT LM and
 #   the MLP of tools/bench/cpu_vs_torch.py over 5 steps within 3e-2 (skipped without torch).
@@ -60,13 +64,21 @@ for c in lm mlp cnn; do
     train ${c}16 "$t/$c.yaml" trainer.strategy=cpu trainer.precision=bf16-mixed "${steps[@]}"
     bf16 ${c}16 ${c}32 "$c in bf16-mixed on the CPU"
 done
+# Each kernel (ops/gemm_bf16.c; the default one above): the LM with the other one forced.
+other=dpbf16; [ "$(TRAINER_CPU_BF16_KERNEL= "$py" -c 'import ctypes, sys
+l = ctypes.CDLL(sys.argv[1]); l.tr_gemm_bf16_kernel.restype = ctypes.c_char_p; print(l.tr_gemm_bf16_kernel().decode())' \
+    "$(dirname "$bin")/../core/libtrainer.so" 2>/dev/null)" = dpbf16 ] && other=fma
+TRAINER_CPU_BF16_KERNEL=$other train lm16k "$t/lm.yaml" trainer.strategy=cpu trainer.precision=bf16-mixed trainer.max_steps=20
+bf16 lm16k lm32 "lm in bf16-mixed on the CPU, TRAINER_CPU_BF16_KERNEL=$other"
 
-# Strategy invariance under bf16-mixed.
+# Strategy invariance under bf16-mixed, up to roundings flipped by last-bit differences.
 same() {
-    local name="$1" what="$2" out
-    if [ "$(cat "$t/$name.rc")" = 0 ] && out="$(cmp_runs "$(rundir "$name")" "$(rundir mlp16)" --tol 1e-5 2>&1)"; then
-        ok "$what: within 1e-5 of cpu's bf16-mixed run ($out)"
-    else bad "$what" "rc=$(cat "$t/$name.rc")" "${out:-}" "$(tail -3 "$t/$name.log")"; fi
+    local name="$1" what="$2" out far far_rc
+    far="$(cmp_runs "$(rundir "$name")" "$(rundir mlp32)" --tol 1e-3 --weights-only 2>&1)"; far_rc=$?
+    if [ "$(cat "$t/$name.rc")" = 0 ] && out="$(cmp_runs "$(rundir "$name")" "$(rundir mlp16)" --tol 1e-3 2>&1)" &&
+       [ $far_rc = 1 ]; then
+        ok "$what: within 1e-3 of cpu's bf16-mixed run ($out), not fp32's ($far)"
+    else bad "$what" "rc=$(cat "$t/$name.rc")" "${out:-}" "from fp32: $far" "$(tail -3 "$t/$name.log")"; fi
 }
 train ddp16 "$t/mlp.yaml" trainer.strategy=ddp trainer.devices=2 trainer.precision=bf16-mixed strategy.first_bucket_mb=0.001
 same ddp16 "ddp with 2 ranks in bf16-mixed"

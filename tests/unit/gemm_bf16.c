@@ -1,6 +1,7 @@
 /* The bf16 GEMM of bf16-mixed on the CPU (ops/gemm_bf16.h), each path forced: the scalar one
- * always; with the argument `avx512`, the AVX512-BF16 kernel (ctest unit_gemm_bf16_avx512,
- * skipped with the reason where the CPU lacks vdpbf16ps).
+ * always; with the argument `avx512` the vdpbf16ps kernel, with `fma` the kernel of fp32
+ * multiply-adds on rounded values (ctest unit_gemm_bf16_avx512 and unit_gemm_bf16_fma,
+ * skipped with the reason where the CPU lacks AVX512-BF16).
  *
  * - The rounding: tr_bf16_round on ties, carries, the largest float, denormals, NaN; each
  *   path's packing (K = 1, B ones: C is the rounded A, both ways round) equal to it.
@@ -11,7 +12,8 @@
  *   beta 0 (C filled with NaN: not read) and alpha 0.5, beta -2; C's padding untouched.
  * - The kernel: the same bits on 1 and 2 threads; K = 0 and alpha 0 give beta C.
  * - The switch (tr_cpu_set_bf16): the ops' GEMM is tr_gemm_bf16 when on, tr_gemm_f32 when off;
- *   TRAINER_CPU_NO_BF16=1 makes tr_cpu_bf16_supported say no, naming it. */
+ *   TRAINER_CPU_NO_BF16=1, or a TRAINER_CPU_BF16_KERNEL other than dpbf16 and fma, makes
+ *   tr_cpu_bf16_supported say no, naming it. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdlib.h>
@@ -27,7 +29,7 @@
 typedef void gemm_fn(int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *, int64_t,
                      float, float *, int64_t);
 
-static int use_avx512;
+static int use_avx512; /* 1: the vdpbf16ps kernel, 2: the fma kernel, 0: scalar */
 
 static void scalar_path(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                         const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -40,9 +42,15 @@ static void avx_path(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
           "the AVX512-BF16 kernel did not run");
 }
 
+static void fma_path(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    CHECK(tr_gemm_bf16_fma(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 1, "the fma kernel did not run");
+}
+
 static void gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    (use_avx512 ? avx_path : scalar_path)(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    (use_avx512 == 2 ? fma_path : use_avx512 ? avx_path : scalar_path)(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                                                                       ldc);
 }
 
 static float rounded(float x) { return tr_bf16_value(tr_bf16_round(x)); }
@@ -237,21 +245,28 @@ static void check_switch(void) {
     CHECK(!tr_cpu_bf16_supported(why, sizeof why) && strstr(why, "TRAINER_CPU_NO_BF16=1"),
           "TRAINER_CPU_NO_BF16=1: supported, or the reason '%s' does not name it", why);
     setenv("TRAINER_CPU_NO_BF16", "0", 1);
+    setenv("TRAINER_CPU_BF16_KERNEL", "amx", 1);
+    CHECK(!tr_cpu_bf16_supported(why, sizeof why) && strstr(why, "TRAINER_CPU_BF16_KERNEL=amx: expected dpbf16 or fma"),
+          "TRAINER_CPU_BF16_KERNEL=amx: supported, or the reason '%s' does not name it", why);
+    unsetenv("TRAINER_CPU_BF16_KERNEL");
     int have = tr_cpu_bf16_supported(why, sizeof why);
     CHECK(have || strstr(why, "no AVX512-BF16 (vdpbf16ps)"), "no support, and the reason '%s' does not say why", why);
     unsetenv("TRAINER_CPU_NO_BF16");
 }
 
 int main(int argc, char **argv) {
-    use_avx512 = argc > 1 && strcmp(argv[1], "avx512") == 0;
+    use_avx512 = argc > 1 && strcmp(argv[1], "avx512") == 0 ? 1 : argc > 1 && strcmp(argv[1], "fma") == 0 ? 2 : 0;
     if (use_avx512) {
         float a = 1, c = 0;
         unsetenv("TRAINER_CPU_NO_BF16");
+        unsetenv("TRAINER_CPU_BF16_KERNEL");
         char why[200] = "";
         if (!tr_cpu_bf16_supported(why, sizeof why) || !tr_gemm_bf16_avx512(0, 0, 1, 1, 1, 1.0f, &a, 1, &a, 1, 0.0f, &c, 1))
             test_skip(why[0] ? why : "the AVX512-BF16 kernel is not in this build");
     }
-    printf("path: %s\n", use_avx512 ? "AVX512-BF16 (vdpbf16ps)" : "scalar");
+    printf("path: %s\n", use_avx512 == 2 ? "fp32 multiply-adds of the rounded values"
+                          : use_avx512  ? "AVX512-BF16 (vdpbf16ps)"
+                                        : "scalar");
     check_rounding();
     check_pack_rounding();
     check_empty();

@@ -1,13 +1,19 @@
 /* bf16 GEMM for trainer.precision bf16-mixed on the CPU (ops/gemm_bf16.h): fp32 in memory,
- * operands rounded to bf16 while packed, products summed in fp32 by AVX512-BF16's vdpbf16ps.
+ * operands rounded to bf16 while packed, products summed in fp32.
  *
  * The blocking is gemm_packed.c's (Goto; blocks of NC columns and KC depth of op(B), MC rows
- * of op(A), 16 x 16 tiles of C with one zmm accumulator per row), but a panel holds pairs:
- * vdpbf16ps multiplies two bf16 pairs per 32-bit lane, so for each pair of depths (k, k+1) a
- * B panel stores its 16 columns' pairs side by side (one zmm) and an A panel its 16 rows' pairs
- * (each broadcast as one 32-bit value). An odd depth is padded with a zero. The kernel is
- * compiled for AVX512-BF16 whatever -march says and runs only where cpuid reports it; the
- * scalar path rounds the same way, for tests and for CPUs without it (runs refuse those). */
+ * of op(A), 16 x 16 tiles of C with one zmm accumulator per row). Two kernels, both compiled
+ * for AVX512-BF16 whatever -march says and run only where cpuid reports it:
+ * - dpbf16: panels of bf16 pairs for vdpbf16ps (for each pair of depths, a B panel's 16
+ *   columns' pairs side by side, an A panel's 16 rows' pairs each broadcast as one 32-bit
+ *   value; an odd depth padded with a zero): half the bytes, two products per lane;
+ * - fma: fp32 panels of the rounded values and fp32 multiply-adds. A product of two bf16 values
+ *   is exact in fp32, so it computes the same thing (the sums in another order). On Sapphire
+ *   and Emerald Rapids vdpbf16ps issues every 2 cycles against 2 FMAs a cycle: half the
+ *   multiply-add rate of fp32 (docs/benchmarks.md, "bf16-mixed on the CPU"), so fma is the
+ *   default on Intel CPUs, dpbf16 elsewhere; TRAINER_CPU_BF16_KERNEL=dpbf16|fma overrides.
+ * The scalar path rounds the same way, for tests and CPUs without AVX512-BF16 (runs refuse
+ * those). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,13 +161,58 @@ BF16_TARGET static void tile(int64_t kp, const uint32_t *a, const uint32_t *b, f
     }
 }
 
+/* x's floats rounded to bf16 and back (exact: bf16 is fp32's upper half), the same rounding. */
+BF16_TARGET static inline __m512 round_ps(__m512 x) {
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The FMA kernel's panel: gemm_packed.c's layout (out[k * 16 + i] = entry i at depth k, zero
+ * past n), of the rounded values; across and not as pack_panel. */
+BF16_TARGET static void pack_panel_fma(const float *x, int64_t ld, int across, int64_t n, int64_t kc, float *out) {
+    if (!across) {
+        __mmask16 m = first_lanes(n);
+        for (int64_t k = 0; k < kc; k++) _mm512_store_ps(out + k * PANEL, round_ps(_mm512_maskz_loadu_ps(m, x + k * ld)));
+        return;
+    }
+    for (int64_t k = 0; k < kc; k += 16) {
+        __m512 r[16], col[16];
+        __mmask16 m = first_lanes(kc - k);
+        for (int i = 0; i < 16; i++) r[i] = i < n ? round_ps(_mm512_maskz_loadu_ps(m, x + i * ld + k)) : _mm512_setzero_ps();
+        transpose16(r, col);
+        int64_t depths = kc - k < 16 ? kc - k : 16;
+        for (int64_t j = 0; j < depths; j++) _mm512_store_ps(out + (k + j) * PANEL, col[j]);
+    }
+}
+
+/* tile() by fp32 multiply-adds over kc depths of rounded values: each product of two bf16
+ * values is exact in fp32, so only the order of the fp32 sums differs from vdpbf16ps's. */
+BF16_TARGET static void tile_fma(int64_t kc, const float *a, const float *b, float *C, int64_t ldc, int64_t mr,
+                                 int64_t nr, float alpha, float beta) {
+    __m512 c[PANEL];
+    __m512 b0 = _mm512_load_ps(b);
+    for (int i = 0; i < PANEL; i++) c[i] = _mm512_mul_ps(_mm512_set1_ps(a[i]), b0);
+    for (int64_t k = 1; k < kc; k++) {
+        __m512 bv = _mm512_load_ps(b + k * PANEL);
+        for (int i = 0; i < PANEL; i++) c[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[k * PANEL + i]), bv, c[i]);
+    }
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    __mmask16 m = first_lanes(nr);
+    for (int64_t i = 0; i < mr; i++) {
+        float *ci = C + i * ldc;
+        __m512 r = _mm512_mul_ps(va, c[i]);
+        if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci), r);
+        _mm512_mask_storeu_ps(ci, m, r);
+    }
+}
+
 static pthread_key_t buf_key;
 static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
 static int buf_key_ok;
 
 static void make_key(void) { buf_key_ok = pthread_key_create(&buf_key, tr_free) == 0; }
 
-#define BUF_PAIRS ((size_t)NC * KC / 2 + (size_t)MC * KC / 2)
+#define BUF_WORDS ((size_t)NC * KC + (size_t)MC * KC) /* 32-bit: the FMA kernel's floats, or twice the pairs */
 
 /* This thread's pack buffers (64-byte aligned, tr_malloc), NULL when they cannot be had. */
 static uint32_t *thread_buffers(void) {
@@ -169,7 +220,7 @@ static uint32_t *thread_buffers(void) {
     if (!buf_key_ok) return NULL;
     uint32_t *buf = pthread_getspecific(buf_key);
     if (!buf) {
-        buf = tr_malloc(BUF_PAIRS * sizeof *buf);
+        buf = tr_malloc(BUF_WORDS * sizeof *buf);
         if (buf && pthread_setspecific(buf_key, buf) != 0) {
             tr_free(buf);
             buf = NULL;
@@ -178,30 +229,43 @@ static uint32_t *thread_buffers(void) {
     return buf;
 }
 
-/* The whole blocked product on the calling thread (K >= 1, alpha not 0). */
-BF16_TARGET static void gemm_one(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                                 uint32_t *buf) {
-    uint32_t *pb = buf, *pa = buf + (size_t)NC * KC / 2;
+/* The whole blocked product on the calling thread (K >= 1, alpha not 0), by vdpbf16ps on
+ * pairs or (fma) by fp32 multiply-adds on rounded floats; a panel is w 64-byte rows. */
+BF16_TARGET static void gemm_one(int fma, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                 int64_t ldc, uint32_t *buf) {
+    uint32_t *pb = buf, *pa = buf + (size_t)NC * KC;
     for (int64_t j0 = 0; j0 < N; j0 += NC) {
         int64_t nc = N - j0 < NC ? N - j0 : NC;
         for (int64_t p0 = 0; p0 < K; p0 += KC) {
-            int64_t kc = K - p0 < KC ? K - p0 : KC, kp = (kc + 1) / 2;
+            int64_t kc = K - p0 < KC ? K - p0 : KC, kp = (kc + 1) / 2, w = fma ? kc : kp;
             float bk = p0 ? 1.0f : beta;
             for (int64_t jp = 0; jp < nc; jp += PANEL) {
                 const float *x = tb ? B + (j0 + jp) * ldb + p0 : B + p0 * ldb + j0 + jp;
-                pack_panel(x, ldb, tb, nc - jp, kc, pb + jp * kp);
+                if (fma)
+                    pack_panel_fma(x, ldb, tb, nc - jp, kc, (float *)(pb + jp * w));
+                else
+                    pack_panel(x, ldb, tb, nc - jp, kc, pb + jp * w);
             }
             for (int64_t i0 = 0; i0 < M; i0 += MC) {
                 int64_t mc = M - i0 < MC ? M - i0 : MC;
                 for (int64_t ip = 0; ip < mc; ip += PANEL) {
                     const float *x = ta ? A + p0 * lda + i0 + ip : A + (i0 + ip) * lda + p0;
-                    pack_panel(x, lda, !ta, mc - ip, kc, pa + ip * kp);
+                    if (fma)
+                        pack_panel_fma(x, lda, !ta, mc - ip, kc, (float *)(pa + ip * w));
+                    else
+                        pack_panel(x, lda, !ta, mc - ip, kc, pa + ip * w);
                 }
                 for (int64_t jr = 0; jr < nc; jr += PANEL)
-                    for (int64_t ir = 0; ir < mc; ir += PANEL)
-                        tile(kp, pa + ir * kp, pb + jr * kp, C + (i0 + ir) * ldc + j0 + jr, ldc,
-                             mc - ir < PANEL ? mc - ir : PANEL, nc - jr < PANEL ? nc - jr : PANEL, alpha, bk);
+                    for (int64_t ir = 0; ir < mc; ir += PANEL) {
+                        float *c = C + (i0 + ir) * ldc + j0 + jr;
+                        int64_t mr = mc - ir < PANEL ? mc - ir : PANEL, nr = nc - jr < PANEL ? nc - jr : PANEL;
+                        if (fma)
+                            tile_fma(kc, (const float *)(pa + ir * w), (const float *)(pb + jr * w), c, ldc, mr, nr,
+                                     alpha, bk);
+                        else
+                            tile(kp, pa + ir * w, pb + jr * w, c, ldc, mr, nr, alpha, bk);
+                    }
             }
         }
     }
@@ -209,7 +273,7 @@ BF16_TARGET static void gemm_one(int ta, int tb, int64_t M, int64_t N, int64_t K
 
 /* Slab t of n: whole tiles [tiles t / n, tiles (t + 1) / n) of C's rows (by_rows) or columns;
  * by the scalar path when the thread has no pack buffers. */
-static void slab(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+static void slab(int fma, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int by_rows, int64_t tiles, int t,
                  int n) {
     int64_t lo = tiles * t / n * PANEL, hi = tiles * (t + 1) / n * PANEL, len = by_rows ? M : N;
@@ -221,13 +285,13 @@ static void slab(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, c
         B = tb ? B + lo * ldb : B + lo, C = C + lo, N = hi - lo;
     uint32_t *buf = thread_buffers();
     if (buf)
-        gemm_one(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
+        gemm_one(fma, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
     else
         tr_gemm_bf16_scalar(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-int tr_gemm_bf16_avx512(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+static int kernel(int fma, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     if (!cpu_has_bf16()) return 0;
     if (M <= 0 || N <= 0) return 1;
     if (K <= 0 || alpha == 0.0f) {
@@ -242,22 +306,24 @@ int tr_gemm_bf16_avx512(int ta, int tb, int64_t M, int64_t N, int64_t K, float a
     if ((double)M * (double)N * (double)K < 32.0 * 32 * 32) threads = 1;
     if (threads <= 1) {
         if (!thread_buffers()) return 0;
-        slab(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, 0, 1);
+        slab(fma, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, 0, 1);
         return 1;
     }
 #pragma omp parallel num_threads(threads)
-    slab(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, omp_get_thread_num(),
+    slab(fma, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, omp_get_thread_num(),
          omp_get_num_threads());
     return 1;
 }
 
+static int cpu_is_intel(void) { return __builtin_cpu_is("intel"); }
+
 #else
 
 static int cpu_has_bf16(void) { return 0; }
-
-int tr_gemm_bf16_avx512(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
+static int cpu_is_intel(void) { return 0; }
+static int kernel(int fma, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    (void)fma, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
     (void)beta, (void)C, (void)ldc;
     return 0;
 }
@@ -265,6 +331,11 @@ int tr_gemm_bf16_avx512(int ta, int tb, int64_t M, int64_t N, int64_t K, float a
 #endif
 
 int tr_cpu_bf16_supported(char *why, size_t n) {
+    const char *k = getenv("TRAINER_CPU_BF16_KERNEL");
+    if (k && *k && strcmp(k, "dpbf16") != 0 && strcmp(k, "fma") != 0) {
+        if (why) snprintf(why, n, "TRAINER_CPU_BF16_KERNEL=%s: expected dpbf16 or fma", k);
+        return 0;
+    }
     const char *off = getenv("TRAINER_CPU_NO_BF16");
     if (off && *off && strcmp(off, "0") != 0) {
         if (why) snprintf(why, n, "TRAINER_CPU_NO_BF16=%s treats this CPU as one without AVX512-BF16 (vdpbf16ps)", off);
@@ -277,9 +348,33 @@ int tr_cpu_bf16_supported(char *why, size_t n) {
     return 1;
 }
 
+int tr_gemm_bf16_avx512(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    return kernel(0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+int tr_gemm_bf16_fma(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    return kernel(1, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+const char *tr_gemm_bf16_kernel(void) {
+    if (!cpu_has_bf16()) return "scalar";
+    const char *k = getenv("TRAINER_CPU_BF16_KERNEL");
+    if (k && strcmp(k, "dpbf16") == 0) return "dpbf16";
+    if (k && strcmp(k, "fma") == 0) return "fma";
+    return cpu_is_intel() ? "fma" : "dpbf16";
+}
+
 void tr_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                   const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    if (tr_gemm_bf16_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
-        return;
+    static int chosen = -1; /* 0 scalar, 1 dpbf16, 2 fma: once per process */
+    int which = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
+    if (which < 0) {
+        const char *k = tr_gemm_bf16_kernel();
+        which = k[0] == 'd' ? 1 : k[0] == 'f' ? 2 : 0;
+        __atomic_store_n(&chosen, which, __ATOMIC_RELAXED);
+    }
+    if (which && kernel(which == 2, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
     tr_gemm_bf16_scalar(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -16,20 +16,28 @@
 uint16_t tr_bf16_round(float x);
 float tr_bf16_value(uint16_t b);
 
-/* AVX512-BF16 (vdpbf16ps) where the CPU has it (cpuid), else the scalar path. */
+/* The kernel tr_gemm_bf16_kernel() names (chosen once per process), else the scalar path. */
 void tr_gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
-/* The two paths, for tests: the AVX512-BF16 kernel (blocked and packed, threaded like
- * gemm_packed.c; returns 0 and writes nothing where the CPU lacks the instruction or memory
- * for its buffers runs out), and the portable one (round, multiply in fp32, sum in k order). */
+/* The paths, for tests. The AVX512-BF16 kernels (blocked and packed, threaded like
+ * gemm_packed.c; each returns 0 and writes nothing where the CPU lacks the instruction or
+ * memory for its buffers runs out): vdpbf16ps on bf16 pairs, and fp32 multiply-adds on the
+ * rounded values (the same exact products, summed in another order). The portable one: round,
+ * multiply in fp32, sum in k order. */
+int tr_gemm_bf16_fma(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 int tr_gemm_bf16_avx512(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void tr_gemm_bf16_scalar(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* Which kernel tr_gemm_bf16 runs here: "dpbf16", "fma" (AVX512-BF16 CPUs: fma on Intel's,
+ * whose vdpbf16ps multiplies at half the fp32 rate, dpbf16 on others; TRAINER_CPU_BF16_KERNEL
+ * overrides), or "scalar". */
+const char *tr_gemm_bf16_kernel(void);
 /* Whether a run may compute in bf16-mixed on this CPU: 1 when it executes vdpbf16ps (cpuid)
  * and TRAINER_CPU_NO_BF16 is unset or 0 (set, it stands for a CPU without: the tests' way to
- * reach the refusal); else 0, with the reason in why (n bytes) when why is not NULL. */
+ * reach the refusal), and TRAINER_CPU_BF16_KERNEL is unset, dpbf16 or fma; else 0, with the reason in why (n bytes) when why is not NULL. */
 int tr_cpu_bf16_supported(char *why, size_t n);
 
 /* The arithmetic of the CPU ops' GEMMs (linear, matmul, attention, conv2d), process-wide:
