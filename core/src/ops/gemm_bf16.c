@@ -70,9 +70,9 @@ void tr_gemm_bf16_scalar(int ta, int tb, int64_t M, int64_t N, int64_t K, float 
 
 #define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16,fma")))
 #define PANEL 16 /* rows of an A panel, columns of a B panel, the tile's side */
-#define KC 512   /* depth of a block (even): a panel is 16 KiB of bf16 */
-#define MC 128   /* rows of op(A) packed at once (128 KiB, L2) */
-#define NC 1024  /* columns of op(B) packed at once (1 MiB) */
+#define KC 512   /* depth of a block (even): a panel is 16 KiB of bf16 pairs, 32 KiB for fma */
+#define MC 128   /* rows of op(A) packed at once (128 or 256 KiB, L2) */
+#define NC 1024  /* columns of op(B) packed at once (1 or 2 MiB) */
 
 static int cpu_has_bf16(void) {
     __builtin_cpu_init();
