@@ -55,7 +55,7 @@ def cpu_seconds(fns, calls=3, windows=5):
     return [sorted(t)[windows // 2] for t in times]
 
 
-TILES = [(1, "16 x 16"), (2, "12 x 32")]  # ops/gemm.h's TR_GEMM_TILE_16X16, TR_GEMM_TILE_WIDE
+TILES = [(1, "16 x 16"), (2, "12 x 32")]  # kernels/gemm.h's TR_GEMM_TILE_16X16, TR_GEMM_TILE_WIDE
 
 
 def inner(args):

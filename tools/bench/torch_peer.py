@@ -12,6 +12,8 @@ loss check, from the same initial weights as trainer's run.
         trains with dropout on, a shuffled order per epoch, torch.set_num_threads(THREADS),
         and prints the samples/s of each timed window after two warm-up windows
     torch_peer.py flops WORKLOAD
+    --bf16 (after check's or time's arguments): the forward and the loss under
+        torch.autocast("cpu", dtype=torch.bfloat16), beside trainer.precision bf16-mixed
         prints the GEMM-shaped FLOPs of one training sample (forward 2 per multiply-add,
         backward 4, the first layer's input gradient left out; causal attention counts the
         scores it needs)
@@ -142,7 +144,17 @@ def transformer(p, ids, drop, train, causal, sdpa=False):
     return F.linear(x.mean(1), p["head.weight"], p["head.bias"])
 
 
+AUTOCAST = False  # --bf16: torch.autocast("cpu", dtype=torch.bfloat16) around the forward
+
+
 def loss_fn(model, p, bufs, x, y, drop, train=True):
+    if AUTOCAST:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return forward_loss(model, p, bufs, x, y, drop, train).float()
+    return forward_loss(model, p, bufs, x, y, drop, train)
+
+
+def forward_loss(model, p, bufs, x, y, drop, train):
     if model == "mlp":
         out = mlp(p, x, drop, train)
     elif model == "cnn":
@@ -252,8 +264,11 @@ def main():
     # default keeps them, and its AdamW then slows down 5x or more once the moments of
     # parameters whose gradient stays 0 decay below FLT_MIN. Compare against torch at its best.
     torch.set_flush_denormal(True)
+    global AUTOCAST
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     a = sys.argv[2:]
+    if cmd in ("check", "time") and a and a[-1] == "--bf16":
+        AUTOCAST, a = True, a[:-1]
     if cmd == "data" and len(a) == 1:
         write_data(a[0])
     elif cmd == "check" and len(a) == 4:

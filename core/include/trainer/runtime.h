@@ -38,9 +38,10 @@ TR_API int tr_set_flush_denormals(int on);
  * kernel in fp32. BF16_MIXED: the GEMMs (linear, matmul, attention's products, conv2d) multiply
  * their operands in bf16 (device_backend.h: set_precision) with fp32 accumulation and fp32
  * results; every other
- * kernel, the parameters (master weights), gradients and optimizer state stay fp32. The CPU
- * computes in fp32 only: the setting is for devices, and a device whose plugin cannot honour it
- * is refused when opened (tr_accel_open, tr_accel_probe). */
+ * kernel, the parameters (master weights), gradients and optimizer state stay fp32. The setting
+ * is for devices, and a device whose plugin cannot honour it is refused when opened
+ * (tr_accel_open, tr_accel_probe); a run on the CPU applies it to the CPU's GEMMs itself
+ * where the CPU has AVX512-BF16 (docs/gpu.md, Precision). */
 typedef enum tr_precision { TR_PRECISION_FP32 = 0, TR_PRECISION_BF16_MIXED = 1 } tr_precision;
 TR_API void tr_set_precision(tr_precision p);
 TR_API tr_precision tr_get_precision(void);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ops/batch_norm.h"
+#include "kernels/gemm_bf16.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -27,7 +28,8 @@ static int64_t direct_per_thread(const conv_dims *d) {
 }
 
 static int direct_applies(const conv_dims *d, size_t elem) {
-    return elem == sizeof(float) && d->S == 1 && d->C * d->KH * d->KW <= CONV_DIRECT_MAX_TAPS &&
+    /* not in bf16 (tr_cpu_bf16): conv2d's products are GEMMs then, rounded like the others */
+    return elem == sizeof(float) && !tr_cpu_bf16() && d->S == 1 && d->C * d->KH * d->KW <= CONV_DIRECT_MAX_TAPS &&
            d->OH > 0 && d->OW > 0;
 }
 

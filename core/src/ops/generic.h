@@ -7,8 +7,8 @@
  *   //   static void K(relu_forward)(real *out, const real *inp, int64_t N) { ... }
  *
  * Inside a template: `real` is the element type, K(name) the suffixed name, GEMM the
- * row-major BLAS gemm of that type (kernels/gemm.h), and EXP/LOG/SQRT/TANH/ERF/FABS/POW the
- * libm functions of that type. */
+ * row-major BLAS gemm of that type (kernels/gemm.h; f32's in bf16 when tr_cpu_bf16(),
+ * kernels/gemm_bf16.h), and EXP/LOG/SQRT/TANH/ERF/FABS/POW the libm functions of that type. */
 #ifndef TR_GENERIC
 #error "define TR_GENERIC to the template file before including ops/generic.h"
 #endif
@@ -16,11 +16,12 @@
 #include <math.h>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 
 #define real float
 #define K(name) name##_f32
-#define GEMM tr_gemm_f32
-#define GEMM_LINEAR tr_gemm_linear_f32 /* small-batch kernels up to TR_GEMM_SMALL_MAX */
+#define GEMM tr_gemm_op_f32               /* tr_gemm_f32, or bf16 (kernels/gemm_bf16.h) */
+#define GEMM_LINEAR tr_gemm_op_linear_f32 /* small-batch kernels up to TR_GEMM_SMALL_MAX */
 #define EXP expf
 #define LOG logf
 #define SQRT sqrtf

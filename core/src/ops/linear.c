@@ -5,6 +5,7 @@
 #include "kernels/gemm.h"
 #include "ops/cpu_kernels.h"
 #include "trainer/ops.h"
+#include "kernels/gemm_bf16.h"
 
 #define TR_GENERIC "ops/linear.inc"
 #include "ops/generic.h"
@@ -21,7 +22,9 @@
  * when x is w or a view of it (their gradients share a buffer). */
 static int weight_grad_apart(tr_graph *g, const tr_tensor *x, const tr_tensor *w, int64_t B) {
     const tr_tensor *xb = x->view_of ? x->view_of : x;
-    return B > 0 && B <= LINEAR_APART_MAX && !op_kernels(g) && w->dtype == TR_F32 && xb != w && op_wants_grad_sumsq(g, w);
+    /* not in bf16 (tr_cpu_bf16): those fp32 kernels would skip the rounding */
+    return B > 0 && B <= LINEAR_APART_MAX && !op_kernels(g) && w->dtype == TR_F32 && xb != w &&
+           !tr_cpu_bf16() && op_wants_grad_sumsq(g, w);
 }
 
 /* A tile of the deferred weight gradient dW = dy^T x: i = {B, C, OC}, a = dy (B, OC), b = x

@@ -16,6 +16,7 @@
 #include "base/io_error.h"
 #include "comm/env.h"
 #include "config/node.h"
+#include "kernels/gemm_bf16.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/io.h"
@@ -676,14 +677,19 @@ tr_status job_plan(job *j, const char *config_path, const char *const *overrides
     TR_CHECK(choose_strategy(j));
     TR_CHECK(job_check_world(j));
     /* bf16-mixed is the devices' arithmetic (tr_accel_open applies it; a device plugin that
-     * cannot was refused by the strategy's probe, tr_accel_probe): the CPU computes in fp32. */
-    if (j->s.precision != TR_PRECISION_FP32 && j->accelerator != TR_ACCEL_GPU) {
+     * cannot was refused by the strategy's probe, tr_accel_probe); on the CPU, the ops' GEMMs
+     * in bf16 (kernels/gemm_bf16.h), where the CPU has AVX512-BF16. */
+    int cpu_bf16 = j->s.precision == TR_PRECISION_BF16_MIXED && j->accelerator != TR_ACCEL_GPU;
+    char why[160];
+    if (cpu_bf16 && !tr_cpu_bf16_supported(why, sizeof why)) {
         const tr_cfg_node *n = tr_config_find(j->cfg, "trainer.precision");
-        return tr_error_set(TR_ERR_UNSUPPORTED, "%s:%d:%d: trainer.precision: %s runs on GPUs, and this run is on the CPU "
-                                                "(strategy %s%s%s): the CPU computes in fp32; run with trainer.precision=fp32",
+        return tr_error_set(TR_ERR_UNSUPPORTED, "%s:%d:%d: trainer.precision: %s on the CPU (strategy %s%s%s): %s, "
+                                                "which %s needs there; run with trainer.precision=fp32",
                             tr_cfg_source(n), tr_cfg_line(n), tr_cfg_column(n),
-                            tr_precision_name((tr_precision)j->s.precision), j->picked, j->why[0] ? ": " : "", j->why);
+                            tr_precision_name((tr_precision)j->s.precision), j->picked, j->why[0] ? ": " : "", j->why,
+                            why, tr_precision_name((tr_precision)j->s.precision));
     }
+    tr_cpu_set_bf16(cpu_bf16);
     return TR_OK;
 }
 

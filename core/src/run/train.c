@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/gemm_bf16.h"
 #include "base/fault.h"
 #include "run/curves.h"
 #include "run/fault_nan.h"
@@ -280,7 +281,8 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     if (init_line[0]) job_say(j, "%s", init_line);
     if (s->precision == TR_PRECISION_BF16_MIXED)
         job_say(j, "precision bf16-mixed: the GEMMs multiply bf16 roundings of their operands, accumulating in fp32; "
-                   "weights, gradients, activations and optimizer state stay fp32");
+                   "weights, gradients, activations and optimizer state stay fp32%s%s",
+                tr_cpu_bf16() ? "; the CPU's bf16 GEMM kernel: " : "", tr_cpu_bf16() ? tr_gemm_bf16_kernel() : "");
     /* A profile the calling program attached to this thread (an embedding application's) is
      * set aside while the run's own records, and attached again after. */
     tr_profile *outer = s->profile ? tr_profile_current() : NULL;
