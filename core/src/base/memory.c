@@ -36,7 +36,7 @@ uint64_t tr_alloc_count(void) { return atomic_load(&alloc_count); }
 /* The arena's chunks, kept in the order they were made and refilled in that order after each
  * reset: the memory the first step grew into stays mapped and faulted in, where replacing the
  * chain by one new chunk made the second step fault every page in again (418k page faults, a
- * tenth of an all-MiniLM-L6-v2 embedding run, docs/benchmarks.md). A step that repeats the
+ * tenth of an all-MiniLM-L6-v2 embedding run, docs/benchmarks-history.md). A step that repeats the
  * allocations of the one before lands on the same addresses, so it never grows. */
 typedef struct chunk {
     struct chunk *next;

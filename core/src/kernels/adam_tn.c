@@ -10,7 +10,7 @@
  * work at once. Both are near full: on a Zen 4 core the square root and division of 16 lanes
  * take 10 + 6 cycles of the divide unit, and at batch 8 the product's and the update's
  * multiplies are 16 operations per 16 elements, 1 cycle per element each; the fused update
- * runs at 1.4 (docs/benchmarks.md, issue 12's twelfth round).
+ * runs at 1.4 (docs/benchmarks-history.md, issue 12's twelfth round).
  *
  * The same bits as the stored path: each element of dW is the fused multiply-add chain over
  * k from 0 that tr_gemm_small's tn kernel computes, times scale when scale is not 1 (the

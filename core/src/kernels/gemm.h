@@ -19,7 +19,7 @@ void tr_gemm_f64(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, doub
  * without BLAS (nt and nn with M <= it, tn with K <= it): returns 1 when it did, 0 to leave it
  * to BLAS. tr_gemm_f32 sends them any GEMM whose small dimension is TR_GEMM_SMALL_ANY or less;
  * tr_gemm_linear_f32 (linear layers) up to TR_GEMM_SMALL_MAX, the sizes where they were
- * measured against OpenBLAS (docs/benchmarks.md, issue 12's sixth round). */
+ * measured against OpenBLAS (docs/benchmarks-history.md, issue 12's sixth round). */
 #define TR_GEMM_SMALL_MAX 32
 #define TR_GEMM_SMALL_ANY 16
 void tr_gemm_linear_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,

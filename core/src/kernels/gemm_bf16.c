@@ -10,7 +10,7 @@
  * - fma: fp32 panels of the rounded values and fp32 multiply-adds. A product of two bf16 values
  *   is exact in fp32, so it computes the same thing (the sums in another order). On Sapphire
  *   and Emerald Rapids vdpbf16ps issues every 2 cycles against 2 FMAs a cycle: half the
- *   multiply-add rate of fp32 (docs/benchmarks.md, "bf16-mixed on the CPU"), so fma is the
+ *   multiply-add rate of fp32 (docs/benchmarks-history.md, "bf16-mixed on the CPU"), so fma is the
  *   default on Intel CPUs, dpbf16 elsewhere; TRAINER_CPU_BF16_KERNEL=dpbf16|fma overrides.
  * The scalar path rounds the same way, for tests and CPUs without AVX512-BF16 (runs refuse
  * those). */

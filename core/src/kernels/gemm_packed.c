@@ -16,7 +16,7 @@
  * - 12 x 32 (BLIS's AVX-512 sgemm shape, turned to row-major C): per k two loads of B, 12
  *   broadcasts of A, 24 multiply-adds; one A panel (12 x 384, 18 KiB) stays in L1 while the
  *   B block (384 x 768, 1.1 MiB) streams from L2; C's lines are prefetched before a tile.
- *   80-90% of that core's peak on the same products (docs/benchmarks.md, issue 46).
+ *   80-90% of that core's peak on the same products (docs/benchmarks-history.md, issue 46).
  *
  * Panels read across rows of their source (A not transposed, B transposed) are packed 16 rows
  * at a time through an in-register transpose; the others a depth (a source row) at a time,
@@ -24,7 +24,7 @@
  *
  * Why not OpenBLAS (0.3.21 here, its Cooperlake kernels on Zen 4): at this framework's shapes
  * it spends 8-10% of a transformer's step packing, and on 2 threads it splits small-M GEMMs
- * badly. Speed-ups per GEMM (OpenBLAS's time over ours, 1 / 2 threads; docs/benchmarks.md,
+ * badly. Speed-ups per GEMM (OpenBLAS's time over ours, 1 / 2 threads; docs/benchmarks-history.md,
  * eleventh round): the transformer's linear layers 0.99-1.07x / 1.04-1.31x, the MLP's at batch
  * 128 1.04-1.09x / 1.13-1.60x, attention's per-head products 1.03-1.08x on one thread (where
  * training runs them: one head per thread).

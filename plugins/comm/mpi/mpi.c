@@ -263,7 +263,7 @@ static tr_status create(void **ctx, const tr_options *opts, const tr_comm_env *e
         /* Ranks each alone on their host talk over TCP only: OpenMPI's TCP progress thread
          * then moves the data, woken by the kernel, while the polling thread sleeps between
          * tests, as gloo's I/O thread does. Spinning and yielding instead loses the core to
-         * every other runnable thread on a busy host (docs/benchmarks.md, "mpi between
+         * every other runnable thread on a busy host (docs/benchmarks-history.md, "mpi between
          * hosts"). Ranks sharing a host keep spinning: shared memory progresses only in the
          * polling thread's tests. A setting of the user's wins. */
         if (env->local_size == 1 && env->size > 1) setenv("OMPI_MCA_btl_tcp_progress_thread", "1", 0);
