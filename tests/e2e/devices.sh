@@ -97,11 +97,9 @@ plan_is 2 ddp 3 "auto: found no GPU (2 GPUs of fake_gpu left unused: trainer.dev
 plan_is 2 old_strategy 0 "named in trainer.strategy; 1 CPU device; 2 GPUs of fake_gpu left unused: strategy old_strategy cannot run on GPUs (it has no probe to say it can)" trainer.strategy=old_strategy "plugins=[$old]"
 CUDA_VISIBLE_DEVICES= plan_is 2 cpu 1 "auto: found no GPU (fake_gpu: no GPU visible: CUDA_VISIBLE_DEVICES='' hides every device)"
 # Under a launcher's ranks (torchrun's variables): auto is one GPU per rank of this host, and
-# the world is the launcher's, across hosts too; a host with fewer GPUs than ranks shares them.
+# the world is the launcher's; a host with fewer GPUs than ranks shares them.
 RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 \
     plan_is 4 ddp 2 "auto: found 4 GPUs (ids 0-3); 2 GPUs -> ddp (one process each)" trainer.accelerator=gpu
-RANK=0 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 GROUP_WORLD_SIZE=2 \
-    plan_is 2 ddp 4 "auto: found 2 GPUs (ids 0-1); 2 GPUs -> ddp (one process each)"
 RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 \
     plan_is 1 ddp 2 "named in trainer.strategy; 1 GPU" trainer.accelerator=gpu trainer.strategy=ddp
 
@@ -123,6 +121,10 @@ refused 2 "trainer.gpu_backend: no device plugin named 'nope' (available: .*fake
 RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 refused 4 "trainer.devices: launched as 2 ranks by torchrun \
 (WORLD_SIZE=2), but trainer.devices is 4 and strategy ddp runs one rank per device: drop trainer.devices (auto takes the \
 launcher's ranks) or launch 4 ranks (on each host, one per GPU)" trainer.devices=4
+# torchrun across nodes: no engine carries the collectives without MPI (docs/distributed.md,
+# "Several hosts"), GPU ranks too (nccl's id goes over MPI): refused, naming what works.
+RANK=0 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 GROUP_WORLD_SIZE=2 refused 2 "torchrun started \
+this job's 4 ranks on 2 nodes (GROUP_WORLD_SIZE); 2 ranks on this one.*launch on several hosts with mpirun"
 RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 refused 2 "trainer.devices: strategy single-gpu runs in one process \
 (auto: found 2 GPUs (ids 0-1); 1 GPU -> single-gpu), but torchrun started 2 ranks of this command" trainer.devices=1
 

@@ -1,6 +1,6 @@
 /* Fuzz target `config`: a YAML config as `trainer run` reads it before it looks for plugins:
  * the libyaml-based parser (core/src/config/config.c) and, on a config that parses, every
- * setting read and checked by job_read_settings (core/src/run/job.c: known sections and keys,
+ * setting read and checked by job_read_settings (core/src/run/job_settings.c: known sections and keys,
  * typed values, ranges, devices, optimizer, scheduler). Both the parsed and the resolved
  * config (defaults filled in) must survive tr_config_write and a parse back unchanged, and
  * reading the resolved config again must give the same settings (config_check.c). Refusals
