@@ -3,7 +3,8 @@
 # its own network, mount and UTS namespaces (hostname hostI, private tmpfs /dev/shm and /tmp,
 # its own /etc/hosts), joined by veth pairs to a bridge in host0 on 10.231.0.0/24 (host I is
 # 10.231.0.<I+1>); nothing else is reachable and no traffic leaves them. DIR is the shared
-# "cluster file system" (not under /tmp, which each host hides); it holds the hostfile and the
+# "cluster file system" (not under /tmp, which each host hides: the source tree and the paths
+# in HOSTS_KEEP (colon-separated: the build) that lie under /tmp are kept visible); it holds the hostfile and the
 # keepers' pids that hosts_rsh.sh (mpirun's rsh agent) reads. `in_host I CMD...` runs CMD on
 # host I; `hosts_mpirun ARGS...` runs mpirun on host0 over every host; `hosts_down` ends
 # everything (it is also the EXIT trap's business: hosts_up installs none, call it from yours).
@@ -37,12 +38,25 @@ hosts_up() {
         for ((i = 0; i < n; i++)); do echo "$HOSTS_NET.$((i + 1)) host$i"; done
     } >"$HOSTS_DIR/etc_hosts"
     : >"$HOSTS_DIR/hostfile"
+    local keep=() p
+    local IFS_=$IFS; IFS=:
+    for p in "$(cd "$hosts_here/../.." && pwd)" ${HOSTS_KEEP:-}; do
+        p="$(realpath -m "$p")"
+        case "$p" in /tmp/*) keep+=("$p") ;; esac
+    done
+    IFS=$IFS_
     for ((i = 0; i < n; i++)); do
         # The keeper dies with this shell (pdeathsig), and the namespaces with their last process.
+        # Paths under /tmp that the hosts need (the source tree, HOSTS_KEEP: the build) are kept
+        # through the private /tmp: bound aside first, then bound back onto the new tmpfs.
         setpriv --pdeathsig KILL unshare --net --mount --uts --propagation private sh -c '
-            mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /tmp &&
-            mount --bind "$1/etc_hosts" /etc/hosts && hostname "$2" && ip link set lo up && touch "$1/$2.up" &&
-            exec sleep 100000' keeper "$HOSTS_DIR" "host$i" &
+            dir="$1"; name="$2"; shift 2; k=0
+            for p in "$@"; do mkdir -p "$dir/keep.$name.$k" && mount --bind "$p" "$dir/keep.$name.$k" || exit 1; k=$((k + 1)); done
+            mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 1
+            k=0
+            for p in "$@"; do mkdir -p "$p" && mount --bind "$dir/keep.$name.$k" "$p" || exit 1; k=$((k + 1)); done
+            mount --bind "$dir/etc_hosts" /etc/hosts && hostname "$name" && ip link set lo up && touch "$dir/$name.up" &&
+            exec sleep 100000' keeper "$HOSTS_DIR" "host$i" "${keep[@]}" &
         hosts_pids+=($!)
         echo "$!" >"$HOSTS_DIR/host$i.pid"
         echo "host$i slots=${HOSTS_SLOTS:-2}" >>"$HOSTS_DIR/hostfile"
