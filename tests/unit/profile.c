@@ -77,10 +77,13 @@ static void test_regions(void) {
     int n;
     const tr_profile_region *r = tr_profile_regions(p, &n);
     CHECK(n == 2, "two regions, got %d", n);
-    CHECK(n == 2 && !strcmp(r[0].name, "a"), "largest first");
+    /* Regions hold wall time: on a loaded host a preemption inside b's 1 ms can make it the
+     * larger, so the order is checked against the measured times, not assumed. */
+    CHECK(n == 2 && r[0].seconds >= r[1].seconds, "largest first: %s %g, %s %g", n == 2 ? r[0].name : "",
+          n == 2 ? r[0].seconds : 0, n == 2 ? r[1].name : "", n == 2 ? r[1].seconds : 0);
     tr_profile_region a = region(p, "forward", "a"), b = region(p, "backward", "b");
     CHECK(a.calls == 3 && a.seconds >= 0.0055, "a: 3 calls, >= 5.5 ms: %lld, %g", (long long)a.calls, a.seconds);
-    CHECK(b.calls == 1 && b.seconds >= 0.001 && b.seconds < a.seconds, "b: 1 call, >= 1 ms");
+    CHECK(b.calls == 1 && b.seconds >= 0.001, "b: 1 call, >= 1 ms: %lld, %g", (long long)b.calls, b.seconds);
     double sum = tr_profile_seconds(p);
     CHECK(sum <= wall && sum > wall - 0.001, "the regions tile the attached time: %g of %g", sum, wall);
     CHECK(region(p, "data", "before attach").calls < 0 && region(p, "data", "from another thread").calls < 0,
@@ -102,7 +105,8 @@ static void test_regions(void) {
           "json: %s", t ? t : "(none)");
     char line[512];
     tr_profile_summary(p, 2, line, sizeof line);
-    CHECK(strstr(line, "over 2 steps") && strstr(line, "most: forward a"), "summary: %s", line);
+    CHECK(strstr(line, "over 2 steps") && strstr(line, a.seconds >= b.seconds ? "most: forward a" : "most: backward b"),
+          "summary: %s", line);
     CHECK(tr_profile_write(p, 2, "/nonexistent-dir/p.txt", NULL) == TR_ERR_IO &&
               strstr(tr_error_msg(), "/nonexistent-dir/p.txt"),
           "an unwritable path is an error naming it: %s", tr_error_msg());
