@@ -68,6 +68,8 @@ void tr_gemm_bf16_scalar(int ta, int tb, int64_t M, int64_t N, int64_t K, float 
 #include <omp.h>
 #include <pthread.h>
 
+#include "kernels/transpose16.h"
+
 #define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16,fma")))
 #define PANEL 16 /* rows of an A panel, columns of a B panel, the tile's side */
 #define KC 512   /* depth of a block (even): a panel is 16 KiB of bf16 pairs, 32 KiB for fma */
@@ -81,30 +83,6 @@ static int cpu_has_bf16(void) {
 
 BF16_TARGET static inline __mmask16 first_lanes(int64_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
-
-/* 16 rows of 16 32-bit lanes in registers: out[j] is column j of r. */
-BF16_TARGET static inline void transpose16(const __m512 r[16], __m512 out[16]) {
-    __m512 t[16], u[16], v[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
-        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
-    for (int h = 0; h < 2; h++)
-        for (int j = 0; j < 4; j++) {
-            v[8 * h + j] = _mm512_shuffle_f32x4(u[8 * h + j], u[8 * h + 4 + j], 0x88);
-            v[8 * h + 4 + j] = _mm512_shuffle_f32x4(u[8 * h + j], u[8 * h + 4 + j], 0xDD);
-        }
-    for (int j = 0; j < 8; j++) {
-        out[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
-        out[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xDD);
-    }
 }
 
 /* bf16 of lo's 16 floats in lanes 0-15 and of hi's in 16-31 (vcvtne2ps2bf16: to nearest
@@ -134,7 +112,7 @@ BF16_TARGET static void pack_panel(const float *x, int64_t ld, int across, int64
             r[i] = i < n ? _mm512_castsi512_ps(to_bf16(_mm512_maskz_loadu_ps(m0, x + i * ld + k),
                                                        _mm512_maskz_loadu_ps(m1, x + i * ld + k + 16)))
                          : _mm512_setzero_ps();
-        transpose16(r, col);
+        tr_transpose16(r, col);
         int64_t pairs = (kc - k + 1) / 2 < 16 ? (kc - k + 1) / 2 : 16;
         for (int64_t p = 0; p < pairs; p++) _mm512_store_ps((float *)(out + (k / 2 + p) * PANEL), col[p]);
     }
@@ -179,7 +157,7 @@ BF16_TARGET static void pack_panel_fma(const float *x, int64_t ld, int across, i
         __m512 r[16], col[16];
         __mmask16 m = first_lanes(kc - k);
         for (int i = 0; i < 16; i++) r[i] = i < n ? round_ps(_mm512_maskz_loadu_ps(m, x + i * ld + k)) : _mm512_setzero_ps();
-        transpose16(r, col);
+        tr_transpose16(r, col);
         int64_t depths = kc - k < 16 ? kc - k : 16;
         for (int64_t j = 0; j < depths; j++) _mm512_store_ps(out + (k + j) * PANEL, col[j]);
     }

@@ -50,6 +50,8 @@
 #include <omp.h>
 #include <pthread.h>
 
+#include "kernels/transpose16.h"
+
 /* A tile's kernel and the blocking it is run with: op(B)'s panels are nr columns wide, op(A)'s
  * mr rows; kc deep, mc rows of op(A) and nc columns of op(B) packed at once; b_outer: the tile
  * loop keeps one B panel while it walks A's panels (else one A panel across B's). */
@@ -65,30 +67,6 @@ typedef struct geometry {
  * took 1.4-1.8x OpenBLAS's time). */
 #define PACKED_MIN_DIM 16
 #define PACKED_MIN_WORK (64 * 64 * 64)
-
-/* Transposes 16 rows of 16 floats in registers: out[j] is column j of r. */
-static inline __attribute__((always_inline)) void transpose16(const __m512 r[16], __m512 out[16]) {
-    __m512 t[16], u[16], v[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
-        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
-    for (int h = 0; h < 2; h++)
-        for (int j = 0; j < 4; j++) {
-            v[8 * h + j] = _mm512_shuffle_f32x4(u[8 * h + j], u[8 * h + 4 + j], 0x88);
-            v[8 * h + 4 + j] = _mm512_shuffle_f32x4(u[8 * h + j], u[8 * h + 4 + j], 0xDD);
-        }
-    for (int j = 0; j < 8; j++) {
-        out[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
-        out[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xDD);
-    }
-}
 
 static inline __mmask16 first_lanes(int64_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
@@ -106,7 +84,7 @@ static void pack_panel(const float *x, int64_t ld, int64_t n, int64_t kc, int w,
             __mmask16 mk = first_lanes(kc - k);
             for (int i = 0; i < 16; i++)
                 r[i] = i < n - h ? _mm512_maskz_loadu_ps(mk, xh + i * ld + k) : _mm512_setzero_ps();
-            transpose16(r, col);
+            tr_transpose16(r, col);
             if (kc - k >= 16) { /* whole: stored from registers */
                 for (int j = 0; j < 16; j++) _mm512_mask_storeu_ps(o + (k + j) * w, lanes, col[j]);
             } else {
