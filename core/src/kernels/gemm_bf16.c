@@ -118,6 +118,20 @@ BF16_TARGET static void pack_panel(const float *x, int64_t ld, int across, int64
     }
 }
 
+/* C = alpha c + beta C for the tile's mr rows and nr columns (C not read when beta is 0). */
+BF16_TARGET static inline __attribute__((always_inline)) void store_tile(const __m512 c[PANEL], float *C, int64_t ldc,
+                                                                        int64_t mr, int64_t nr, float alpha,
+                                                                        float beta) {
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    __mmask16 m = first_lanes(nr);
+    for (int64_t i = 0; i < mr; i++) {
+        float *ci = C + i * ldc;
+        __m512 r = _mm512_mul_ps(va, c[i]);
+        if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci), r);
+        _mm512_mask_storeu_ps(ci, m, r);
+    }
+}
+
 /* The 16 x 16 tile at C (mr rows and nr columns of it stored) from an A panel and a B panel of
  * kp pairs: C = alpha sum + beta C, C not read when beta is 0. */
 BF16_TARGET static void tile(int64_t kp, const uint32_t *a, const uint32_t *b, float *C, int64_t ldc, int64_t mr,
@@ -129,14 +143,7 @@ BF16_TARGET static void tile(int64_t kp, const uint32_t *a, const uint32_t *b, f
         for (int i = 0; i < PANEL; i++)
             c[i] = _mm512_dpbf16_ps(c[i], (__m512bh)_mm512_set1_epi32((int)a[p * PANEL + i]), bv);
     }
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    __mmask16 m = first_lanes(nr);
-    for (int64_t i = 0; i < mr; i++) {
-        float *ci = C + i * ldc;
-        __m512 r = _mm512_mul_ps(va, c[i]);
-        if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci), r);
-        _mm512_mask_storeu_ps(ci, m, r);
-    }
+    store_tile(c, C, ldc, mr, nr, alpha, beta);
 }
 
 /* x's floats rounded to bf16 and back (exact: bf16 is fp32's upper half), the same rounding. */
@@ -174,14 +181,7 @@ BF16_TARGET static void tile_fma(int64_t kc, const float *a, const float *b, flo
         __m512 bv = _mm512_load_ps(b + k * PANEL);
         for (int i = 0; i < PANEL; i++) c[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[k * PANEL + i]), bv, c[i]);
     }
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    __mmask16 m = first_lanes(nr);
-    for (int64_t i = 0; i < mr; i++) {
-        float *ci = C + i * ldc;
-        __m512 r = _mm512_mul_ps(va, c[i]);
-        if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci), r);
-        _mm512_mask_storeu_ps(ci, m, r);
-    }
+    store_tile(c, C, ldc, mr, nr, alpha, beta);
 }
 
 static pthread_key_t buf_key;
