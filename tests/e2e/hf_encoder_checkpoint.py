@@ -50,16 +50,9 @@ def run(trainer, *args, env=None):
 
 
 def write_pairs_config(base, model):
-    """Task pairs on scored pairs of words (hf_encoder_strategies.py's): embed --checkpoint
+    """Task pairs on scored pairs of words (tiny.scored_pairs): embed --checkpoint
     embeds single texts with it."""
-    rng = random.Random(3)
-    words = "the movie was great terrible plot and bad acting I liked it fine".split()
-    tsv = os.path.join(base, "scored.tsv")
-    with open(tsv, "w") as f:
-        for i in range(40):
-            a = " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
-            b = a if i % 3 == 0 else " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
-            f.write(f"{rng.random():.3f}\t{a}\t{b}\n")
+    tsv = tiny.scored_pairs(os.path.join(base, "scored.tsv"), 40)
     p = os.path.join(base, "pairs.yaml")
     with open(p, "w") as f:
         f.write(f"""run: {{name: pairs, seed: 5, output_dir: {os.path.join(base, 'runs')}}}

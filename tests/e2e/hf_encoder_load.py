@@ -139,6 +139,19 @@ def folder(base, name, w=None, dtype="F32", cfg=None, shards=0):
     return d
 
 
+def scored_pairs(path, n):
+    """n lines `score<TAB>text<TAB>pair` of random words (a third of the pairs equal), the same
+    lines on every call (seeded): task pairs' training data."""
+    rng = random.Random(3)
+    words = "the movie was great terrible plot and bad acting I liked it fine".split()
+    with open(path, "w") as f:
+        for i in range(n):
+            a = " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
+            b = a if i % 3 == 0 else " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
+            f.write(f"{rng.random():.3f}\t{a}\t{b}\n")
+    return path
+
+
 def embed_cfg(base, model, name="embed", tokenizer=TOKENIZER, max_length=32):
     p = os.path.join(base, name + ".yaml")
     with open(p, "w") as f:

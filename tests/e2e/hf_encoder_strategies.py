@@ -247,14 +247,7 @@ def pairs_task(trainer, base, models):
                    {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}], f)
     with open(os.path.join(model, "1_Pooling", "config.json"), "w") as f:
         json.dump({"word_embedding_dimension": tiny.H, "pooling_mode_mean_tokens": True}, f)
-    rng = random.Random(3)
-    words = "the movie was great terrible plot and bad acting I liked it fine".split()
-    tsv = os.path.join(base, "scored.tsv")
-    with open(tsv, "w") as f:
-        for i in range(60):
-            a = " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
-            b = a if i % 3 == 0 else " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
-            f.write(f"{rng.random():.3f}\t{a}\t{b}\n")
+    tsv = tiny.scored_pairs(os.path.join(base, "scored.tsv"), 60)
     cfg = os.path.join(base, "resume_pairs.yaml")
     with open(cfg, "w") as f:
         f.write(f"""run: {{name: resume_pairs, seed: 5}}
