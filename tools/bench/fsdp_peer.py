@@ -20,11 +20,10 @@ import time
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_ddp import GPT  # noqa: E402  (the GPT of the ddp benchmark, same layout as trainer's)
+from torch_ddp import GPT, step  # noqa: E402  (the GPT of the ddp benchmark, same layout as trainer's)
 
 
 def vm(key):
@@ -71,11 +70,7 @@ def worker(rank, a, port, q):
         for _ in range(a.steps):
             dist.barrier()
             t0 = time.perf_counter()
-            out = net(x)
-            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            step(net, opt, x, y)
             times.append(time.perf_counter() - t0)
         q.put({"rank": rank, "startup": startup, "peak": vm("VmHWM"), "times": times})
     except Exception as e:  # reported by the parent: FSDP on CPU/gloo may not run everywhere

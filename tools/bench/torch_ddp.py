@@ -71,6 +71,15 @@ def make(model):
     return GPT(), lambda b: (torch.randint(0, 256, (b, 64)), torch.randint(0, 256, (b, 64)))
 
 
+def step(net, opt, x, y):
+    """One training step: forward, cross-entropy over every position, backward, update."""
+    out = net(x)
+    loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
 def train(model, steps, rank=0, world=1):
     torch.manual_seed(1)
     torch.set_num_threads(1)
@@ -81,16 +90,12 @@ def train(model, steps, rank=0, world=1):
     b = BATCH[model] // world
     x, y = data(b)
     t0 = 0
-    for step in range(steps + 5):
-        if step == 5:
+    for i in range(steps + 5):
+        if i == 5:
             if world > 1:
                 dist.barrier()
             t0 = time.perf_counter()
-        out = net(x)
-        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        step(net, opt, x, y)
     dt = time.perf_counter() - t0
     return steps * BATCH[model] / dt
 
