@@ -20,11 +20,11 @@
 #include <string.h>
 
 #include "check.h"
+#include "gemm_check.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 #include "trainer/trainer.h"
 
-#define SENTINEL 12345.0f
 
 typedef void gemm_fn(int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *, int64_t,
                      float, float *, int64_t);
@@ -144,32 +144,13 @@ static void make(mats *m, int ta, int tb, int64_t M, int64_t N, int64_t K, uint6
 
 static void drop(mats *m) { free(m->A), free(m->B), free(m->C), free(m->ref), free(m->ref32); }
 
-static float c0(int64_t i, int64_t j, int64_t N) { return (float)test_value((uint64_t)(i * N + j), 99); }
+static void reset_c(mats *m, float beta) { gemm_reset_c(m->C, m->M, m->N, m->ldc, beta != 0.0f, NAN); }
 
-static void reset_c(mats *m, float beta) {
-    for (int64_t i = 0; i < m->M; i++)
-        for (int64_t j = 0; j < m->ldc; j++) m->C[i * m->ldc + j] = j >= m->N ? SENTINEL : beta != 0.0f ? c0(i, j, m->N) : NAN;
-}
-
-/* max |C - (alpha ref + beta C0)| / max |alpha ref + beta C0| */
 static double error(const mats *m, const double *ref, float alpha, float beta) {
-    double d = 0, mx = 0;
-    for (int64_t i = 0; i < m->M; i++)
-        for (int64_t j = 0; j < m->N; j++) {
-            double want = alpha * ref[i * m->N + j] + (beta != 0.0f ? beta * (double)c0(i, j, m->N) : 0.0);
-            double e = fabs(m->C[i * m->ldc + j] - want);
-            d = fmax(d, isnan(e) ? INFINITY : e);
-            mx = fmax(mx, fabs(want));
-        }
-    return mx > 0 ? d / mx : d;
+    return gemm_error(m->C, m->ldc, ref, m->M, m->N, alpha, beta);
 }
 
-static int padding_kept(const mats *m) {
-    for (int64_t i = 0; i < m->M; i++)
-        for (int64_t j = m->N; j < m->ldc; j++)
-            if (m->C[i * m->ldc + j] != SENTINEL) return 0;
-    return 1;
-}
+static int padding_kept(const mats *m) { return gemm_padding_kept(m->C, m->M, m->N, m->ldc); }
 
 static void check_shape(int ta, int tb, int64_t M, int64_t N, int64_t K) {
     mats m;

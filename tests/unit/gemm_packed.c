@@ -21,10 +21,10 @@
 #include <string.h>
 
 #include "check.h"
+#include "gemm_check.h"
 #include "kernels/gemm.h"
 #include "trainer/trainer.h"
 
-#define SENTINEL 12345.0f
 
 typedef struct mats {
     int ta, tb;
@@ -58,37 +58,15 @@ static void make(mats *m, int ta, int tb, int64_t M, int64_t N, int64_t K, uint6
 
 static void drop(mats *m) { free(m->A), free(m->B), free(m->C), free(m->ref); }
 
-/* C filled with `fill` in its rows and SENTINEL in each row's padding. */
-static void reset_c(mats *m, float fill, int from_values) {
-    for (int64_t i = 0; i < m->M; i++)
-        for (int64_t j = 0; j < m->ldc; j++)
-            m->C[i * m->ldc + j] = j >= m->N ? SENTINEL : from_values ? (float)test_value((uint64_t)(i * m->N + j), 99) : fill;
-}
+static void reset_c(mats *m, float fill, int from_values) { gemm_reset_c(m->C, m->M, m->N, m->ldc, from_values, fill); }
 
 static int packed(mats *m, float alpha, float beta) {
     return tr_gemm_packed_f32(m->ta, m->tb, m->M, m->N, m->K, alpha, m->A, m->lda, m->B, m->ldb, beta, m->C, m->ldc);
 }
 
-/* max |C - (alpha ref + beta C0)| / max |alpha ref + beta C0|; C0 from reset_c(.., 1). */
-static double error(const mats *m, float alpha, float beta) {
-    double d = 0, mx = 0;
-    for (int64_t i = 0; i < m->M; i++)
-        for (int64_t j = 0; j < m->N; j++) {
-            double c0 = beta != 0.0f ? (double)(float)test_value((uint64_t)(i * m->N + j), 99) : 0.0;
-            double want = alpha * m->ref[i * m->N + j] + beta * c0, got = m->C[i * m->ldc + j];
-            double e = fabs(got - want);
-            d = fmax(d, isnan(e) ? INFINITY : e);
-            mx = fmax(mx, fabs(want));
-        }
-    return mx > 0 ? d / mx : d;
-}
+static double error(const mats *m, float alpha, float beta) { return gemm_error(m->C, m->ldc, m->ref, m->M, m->N, alpha, beta); }
 
-static int padding_kept(const mats *m) {
-    for (int64_t i = 0; i < m->M; i++)
-        for (int64_t j = m->N; j < m->ldc; j++)
-            if (m->C[i * m->ldc + j] != SENTINEL) return 0;
-    return 1;
-}
+static int padding_kept(const mats *m) { return gemm_padding_kept(m->C, m->M, m->N, m->ldc); }
 
 static void check_shape(int ta, int tb, int64_t M, int64_t N, int64_t K, int want_packed) {
     mats m;
