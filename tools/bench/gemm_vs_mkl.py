@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """trainer's GEMM beside MKL's on all-MiniLM-L6-v2's products, one thread (issue 46).
 
     tools/bench/gemm_vs_mkl.py [--build DIR] [--cpu K] [--tiles] [--peak GFLOPS]

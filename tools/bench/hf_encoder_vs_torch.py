@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """all-MiniLM-L6-v2 at 128 tokens: trainer's hf_encoder beside PyTorch from PyPI, in one run (issue 46).
 
     tools/bench/hf_encoder_vs_torch.py [--build DIR] [--reps N] [--threads 1,2] [--quick]
