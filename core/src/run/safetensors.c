@@ -219,7 +219,7 @@ tr_status tr_safetensors_open(tr_safetensors **out, const char *path) {
     if (map != MAP_FAILED) {
         f->buf = map;
         f->mapped = 1;
-        f->fd = dup(fileno(fp));
+        f->fd = fcntl(fileno(fp), F_DUPFD_CLOEXEC, 0); /* -1: copies go through the mapping */
     } else { /* a file system that cannot map: read it whole */
         f->buf = tr_malloc(f->size);
         got = f->buf ? fread(f->buf, 1, f->size, fp) : 0;
@@ -303,6 +303,7 @@ const tr_st_entry *tr_safetensors_find(const tr_safetensors *f, const char *name
         if (strcmp(f->e[i].name, name) == 0) return &f->e[i];
     return NULL;
 }
+
 void tr_safetensors_copy(const tr_safetensors *f, void *dst, const void *src, size_t bytes) {
     const char *c = src;
     /* pread from the page cache straight into dst: no page of the file is mapped into this
