@@ -443,6 +443,25 @@ static tr_status shard_alloc(sharded *z, float **out, const char *what) {
     return TR_OK;
 }
 
+/* The initial weights, this rank's slices only (the values every strategy starts from: the
+ * counter RNG, a pretrained file read piece by piece; tr_params_init_range), written where
+ * the step keeps them (the host P's, uploaded on a device); stages 1-2 then all-gather them
+ * in place, waited by the first forward. So no rank holds or computes the whole model. */
+static tr_status init_slices(sharded *z) {
+    tr_params *P = tr_replica_host_params(z->r);
+    tr_status st = TR_OK;
+    for (int i = 0; i < z->n_units && st == TR_OK; i++) {
+        const unit *u = &z->units[i];
+        size_t a = u->lo + (size_t)z->rank * u->len;
+        float *dst = z->accel ? slice(z, hostF(z), u) : param_slice(z, u);
+        st = tr_params_init_range(P, a, a + u->len, dst);
+        if (st == TR_OK && z->accel) st = tr_accel_upload(z->accel, param_slice(z, u), dst, bytes(u->len));
+    }
+    tr_params_init_done(P);
+    for (int i = 0; i < z->n_units && st == TR_OK && z->stage < 3; i++) st = gather_issue(z, &z->units[i]);
+    return st;
+}
+
 static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *env, tr_strategy_info *info) {
     *ctx = NULL;
     sharded *z = tr_calloc(1, sizeof *z);
@@ -465,12 +484,11 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     z->skip_nonfinite = env->skip_nonfinite;
     /* Every parameter on a multiple of 16 x world floats: units split into equal slices. */
     size_t align = 16 * (size_t)z->world;
-    if (z->accel) { /* without the full buffers the stage shards */
-        unsigned flags = (z->stage >= 2 ? TR_REPLICA_NO_DEVICE_GRAD : 0) | (z->stage == 3 ? TR_REPLICA_NO_DEVICE_DATA : 0);
-        TR_CHECK_GOTO(tr_replica_create_on_aligned(env->models, z->accel, align, flags, &z->r), fail);
-    } else {
-        TR_CHECK_GOTO(tr_replica_create_aligned(env->models, align, &z->r), fail);
-    }
+    /* Parameters not initialised (init_slices does this rank's); on a device without the full
+     * buffers the stage shards. */
+    unsigned flags = TR_REPLICA_DEFER_INIT;
+    if (z->accel) flags |= (z->stage >= 2 ? TR_REPLICA_NO_DEVICE_GRAD : 0) | (z->stage == 3 ? TR_REPLICA_NO_DEVICE_DATA : 0);
+    TR_CHECK_GOTO(tr_replica_create_on_aligned(env->models, z->accel, align, flags, &z->r), fail);
     size_t numel = tr_params_numel(tr_replica_host_params(z->r));
     TR_CHECK_GOTO(make_units(z, tr_options_float(o, "unit_mb")), fail);
     TR_CHECK_GOTO(tr_optim_create(&z->opt, &env->optim, z->S), fail);
@@ -491,26 +509,13 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     tr_graph_set_grad_hook(tr_replica_graph(z->r), grad_ready, z);
     tr_graph_set_use_hook(tr_replica_graph(z->r), use, z);
     if (tr_options_bool(o, "sync_batchnorm")) tr_graph_set_stat_reducer(tr_replica_graph(z->r), all_sum, z);
-    /* Rank 0's initial weights (from the run seed) everywhere. Stages 1-2: the full buffer, on
-     * a device in place where the backend can. Stage 3: the host P's (no full device buffer), a
-     * unit at a time, so that a backend staging host memory through device scratch (nccl)
-     * keeps no more than the largest unit there; then each rank uploads its slices. */
-    if (z->stage < 3) TR_CHECK_GOTO(tr_rank_broadcast(z->comm, z->accel, F(z), hostF(z), numel, 0), fail);
-    for (int i = 0; z->stage == 3 && i < z->n_units; i++) {
-        const unit *u = &z->units[i];
-        TR_CHECK_GOTO(tr_comm_broadcast(z->comm, hostF(z) + u->lo, u->hi - u->lo, TR_F32, 0), fail);
-    }
+    if (z->stage == 3) TR_CHECK_GOTO(shard_alloc(z, &z->ps, "parameter"), fail);
+    TR_CHECK_GOTO(init_slices(z), fail);
     TR_CHECK_GOTO(broadcast_buffers(z), fail);
-    if (z->stage == 3) {
-        TR_CHECK_GOTO(shard_alloc(z, &z->ps, "parameter"), fail);
-        for (int i = 0; i < z->n_units; i++) {
-            unit *u = &z->units[i];
-            TR_CHECK_GOTO(tr_accel_upload(z->accel, z->ps + u->soff, slice(z, hostF(z), u), bytes(u->len)), fail);
-            u->state = RELEASED;
-            point(z, u, home(u, F(z)), 0);
-        }
+    for (int i = 0; z->stage == 3 && i < z->n_units; i++) {
         /* Parameters go to pool buffers while gathered: the flat buffer is never touched. */
-        if (!z->accel) tr_pages_discard(F(z), bytes(numel));
+        z->units[i].state = RELEASED;
+        point(z, &z->units[i], home(&z->units[i], F(z)), 0);
     }
     *info = (tr_strategy_info){.rank = z->rank, .world = z->world, .data_rank = z->rank, .data_world = z->world};
     if (z->accel)

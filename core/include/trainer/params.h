@@ -14,8 +14,9 @@
  * tr_params_set_align's; the gaps are zero and stay zero), so a parameter's slice is contiguous and slices of the flat
  * buffer (DDP buckets, ZeRO shards) are plain ranges. Buffers (batch-norm running stats) are
  * registered separately: they get no gradient and are not optimised. Initialisation draws
- * from the counter-based RNG keyed by (seed, parameter index), so it is the same on every
- * rank and in every build. */
+ * from the counter-based RNG keyed by (seed, parameter index, element index), so it is the
+ * same on every rank and in every build, and any piece of a parameter can be initialised
+ * alone (tr_params_init_range). */
 #ifndef TRAINER_PARAMS_H
 #define TRAINER_PARAMS_H
 
@@ -52,9 +53,20 @@ TR_API tr_status tr_params_add(tr_params *P, const char *name, int ndim, const i
  * data, numel) instead of its init rule (a pretrained model's weights read from a file).
  * finalize calls it once, with the parameter's numel floats to write, on the thread that
  * finalizes; an error it returns stops finalize with its message. ctx is borrowed and must
- * live until finalize returns. */
+ * live until finalize returns (after tr_params_finalize_deferred: until tr_params_init_done;
+ * an init_range of part of the parameter calls it into scratch of numel floats). */
 typedef tr_status (*tr_params_fill_fn)(void *ctx, int index, float *data, size_t numel);
 TR_API tr_status tr_params_set_fill(tr_params *P, int index, tr_params_fill_fn fill, void *ctx);
+/* ABI 0.15. The same for a source that can give any run of a parameter's elements, so that a
+ * sharded strategy initialises only the pieces it owns (tr_params_finalize_deferred):
+ * fill(ctx, index, data, start, count) writes elements [start, start + count) of parameter
+ * `index` (row-major) into data[0, count), the same values whatever the run, and may be
+ * called several times for one parameter. When P needs no more initial values (at the end of
+ * tr_params_finalize, or at tr_params_init_done) each ctx is called once more with index -1
+ * and data NULL: release what the fills read (a file's mapping). ctx is borrowed and must
+ * live until then. Replaces a tr_params_set_fill of the same parameter (and the reverse). */
+typedef tr_status (*tr_params_fill_range_fn)(void *ctx, int index, float *data, size_t start, size_t count);
+TR_API tr_status tr_params_set_fill_range(tr_params *P, int index, tr_params_fill_range_fn fill, void *ctx);
 /* ABI 0.12. A file the model is rebuilt from, kept with its weights: every checkpoint saved
  * from P holds `name` (a plain file name, e.g. "config.json") with these `size` bytes (copied;
  * the same name again replaces them). A model whose shapes come from a file (hf_encoder's
@@ -83,6 +95,18 @@ TR_API size_t tr_params_align(const tr_params *P);
 /* Allocates the flat buffers and initialises every parameter and buffer from `seed`. The
  * parameter and gradient buffers are page-backed (tr_pages_alloc). */
 TR_API tr_status tr_params_finalize(tr_params *P, uint64_t seed);
+/* ABI 0.15. Finalize in two parts, for an owner that keeps only some of the parameters (a
+ * sharded strategy, docs/strategies.md "sharded"): finalize_deferred lays out and allocates
+ * the flat buffers (their pages untouched, so not resident) and initialises the buffers (the
+ * running statistics) but no parameter; init_range then writes the initial values of flat
+ * elements [lo, hi) (alignment gaps 0) into out[0, hi - lo), which may be the flat buffer at
+ * lo or memory of the caller's, computing only those elements (the counter RNG; a ranged
+ * fill reads only their bytes), the same values tr_params_finalize gives; init_done says
+ * that no more are wanted (the fills' release, above; init_range is refused after it).
+ * tr_params_finalize is finalize_deferred, init_range of everything and init_done. */
+TR_API tr_status tr_params_finalize_deferred(tr_params *P, uint64_t seed);
+TR_API tr_status tr_params_init_range(tr_params *P, size_t lo, size_t hi, float *out);
+TR_API void tr_params_init_done(tr_params *P);
 
 /* A registry with P's names, shapes and layout whose tensors view borrowed flat buffers laid
  * out as P's: data and grad (tr_params_numel floats each; either may be NULL: the tensors'

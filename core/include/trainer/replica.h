@@ -65,11 +65,16 @@ struct tr_accel;
 TR_API tr_status tr_replica_create_on(const tr_model_factory *f, struct tr_accel *accel, tr_replica **out);
 /* Which flat buffers tr_replica_create_on_aligned leaves off the device: a sharded strategy
  * keeps the parameters (stage 3) or gradients (stages 2-3) in buffers of its own and points
- * dP's tensors at them (NULL until it does; d_data or d_grad stays NULL). */
-enum { TR_REPLICA_NO_DEVICE_DATA = 1, TR_REPLICA_NO_DEVICE_GRAD = 2 };
+ * dP's tensors at them (NULL until it does; d_data or d_grad stays NULL). ABI 0.15:
+ * TR_REPLICA_DEFER_INIT leaves the parameters uninitialised (tr_params_finalize_deferred on
+ * the host P; on a device nothing of them uploaded): the strategy initialises the pieces it
+ * keeps with tr_params_init_range, then calls tr_params_init_done, so that no rank ever
+ * holds, reads or computes the whole model. */
+enum { TR_REPLICA_NO_DEVICE_DATA = 1, TR_REPLICA_NO_DEVICE_GRAD = 2, TR_REPLICA_DEFER_INIT = 4 };
 /* tr_replica_create_on with every parameter starting on a multiple of `align` floats (0: the
  * default) and without the buffers `flags` names. tr_replica_upload and _download then move
- * only what is on the device. */
+ * only what is on the device. accel NULL (ABI 0.15): a host replica, tr_replica_create_aligned's,
+ * where only TR_REPLICA_DEFER_INIT applies. */
 TR_API tr_status tr_replica_create_on_aligned(const tr_model_factory *f, struct tr_accel *accel, size_t align,
                                        unsigned flags, tr_replica **out);
 /* For a forward's outputs that the host reads (validation, predict): on a device replica

@@ -16,7 +16,11 @@
  * temporary name in the same directory, are fsync'ed, then renamed over the target (and the
  * directory fsync'ed), so a crash leaves the old file or the new one, never half of one.
  * Reading checks everything against the file size before trusting it: a truncated or
- * corrupted file is refused with a message naming the file and the problem. The format has
+ * corrupted file is refused with a message naming the file and the problem. The file is
+ * mapped, not read: the bytes of a tensor come into memory when they are read, and
+ * tr_safetensors_copy reads a piece without mapping it, so a reader of some tensors' pieces (a
+ * sharded rank) holds only those (the file must not be truncated while open; replacing it by
+ * rename, as the writer does, is safe). The format has
  * no padding between tensors, so a tensor's data in a file from another writer may be
  * unaligned: copy it out with memcpy. (This writer orders data by element size, largest
  * first, so its own files are aligned.) */
@@ -25,6 +29,7 @@
 
 #include "trainer/export.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "trainer/status.h"
@@ -55,6 +60,10 @@ TR_API const tr_st_entry *tr_safetensors_at(const tr_safetensors *f, int i);
 TR_API const tr_st_entry *tr_safetensors_find(const tr_safetensors *f, const char *name);
 /* A metadata value, or NULL. */
 TR_API const char *tr_safetensors_meta(const tr_safetensors *f, const char *key);
+/* ABI 0.15. memcpy(dst, src, bytes) where src lies in f's tensor data (an entry's data plus
+ * an offset), read from the file (pread) rather than through the mapping: a reader copying its
+ * pieces (a sharded rank) brings no page of the file into its memory. */
+TR_API void tr_safetensors_copy(const tr_safetensors *f, void *dst, const void *src, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,7 @@ typedef struct entry {
     tr_init init;
     double init_arg;
     tr_params_fill_fn fill; /* NULL: the init rule */
+    tr_params_fill_range_fn fill_range; /* ... or a run of elements at a time */
     void *fill_ctx;
 } entry;
 
@@ -51,7 +52,9 @@ struct tr_params {
     int n_files;
     char *restore; /* tr_params_set_restore's checkpoint folder, or NULL */
     size_t align;  /* floats; PARAM_ALIGN unless tr_params_set_align */
+    uint64_t seed; /* finalize's */
     int finalized;
+    int filling;   /* fills may still be called: the parameters are not all initialised */
 };
 
 tr_status tr_params_create(tr_params **out) {
@@ -153,33 +156,55 @@ tr_status tr_params_add_buffer(tr_params *P, const char *name, int ndim, const i
     return add(P, &P->b, "buffer", name, ndim, shape, init, init_arg, index);
 }
 
-static void init_entry(entry *e, float *data, uint64_t seed, uint64_t stream) {
-    size_t n = (size_t)tr_tensor_numel(&e->t);
+/* Elements [first, first + n) of e's initial values by its init rule. The counter RNG makes
+ * each element a function of (seed, stream, its index): any run equals the whole tensor's. */
+static void init_rule(const entry *e, float *out, size_t first, size_t n, uint64_t seed, uint64_t stream) {
+    size_t numel = (size_t)tr_tensor_numel(&e->t);
     /* fan_in for (OC, C, ...) weights: C * prod(kernel dims). */
     double fan_in = (double)tr_tensor_dims(&e->t, 1, e->t.ndim);
     double bound;
     switch (e->init) {
-    case TR_INIT_ZEROS: memset(data, 0, n * sizeof(float)); break;
+    case TR_INIT_ZEROS: memset(out, 0, n * sizeof(float)); break;
     case TR_INIT_ONES:
-        for (size_t i = 0; i < n; i++) data[i] = 1.0f;
+        for (size_t i = 0; i < n; i++) out[i] = 1.0f;
         break;
     case TR_INIT_UNIFORM:
-        tr_rng_fill_uniform(data, n, seed, stream, 0, (float)-e->init_arg, (float)e->init_arg);
+        tr_rng_fill_uniform(out, n, seed, stream, first, (float)-e->init_arg, (float)e->init_arg);
         break;
-    case TR_INIT_NORMAL: tr_rng_fill_normal(data, n, seed, stream, 0, 0.0f, (float)e->init_arg); break;
+    case TR_INIT_NORMAL: tr_rng_fill_normal(out, n, seed, stream, first, 0.0f, (float)e->init_arg); break;
     case TR_INIT_KAIMING_UNIFORM:
         /* kaiming_uniform_(a=sqrt(5)) gives bound = 1/sqrt(fan_in). */
-        bound = e->t.ndim >= 2 ? 1.0 / sqrt(fan_in) : 1.0 / sqrt((double)n);
-        tr_rng_fill_uniform(data, n, seed, stream, 0, (float)-bound, (float)bound);
+        bound = e->t.ndim >= 2 ? 1.0 / sqrt(fan_in) : 1.0 / sqrt((double)numel);
+        tr_rng_fill_uniform(out, n, seed, stream, first, (float)-bound, (float)bound);
         break;
     case TR_INIT_FAN_IN_UNIFORM:
         bound = e->init_arg > 0 ? 1.0 / sqrt(e->init_arg) : 0.0;
-        tr_rng_fill_uniform(data, n, seed, stream, 0, (float)-bound, (float)bound);
+        tr_rng_fill_uniform(out, n, seed, stream, first, (float)-bound, (float)bound);
         break;
     }
 }
 
-static tr_status layout(table *t, int with_grad, size_t align, uint64_t seed, uint64_t stream_base) {
+/* Elements [first, first + n) of parameter i's initial values into out: its fill or its rule.
+ * A whole-tensor fill asked for part of its tensor writes the whole into scratch. */
+static tr_status init_piece(tr_params *P, int i, float *out, size_t first, size_t n) {
+    entry *e = &P->p.e[i];
+    size_t numel = (size_t)tr_tensor_numel(&e->t);
+    if (e->fill_range) return e->fill_range(e->fill_ctx, i, out, first, n);
+    if (!e->fill) {
+        init_rule(e, out, first, n, P->seed, tr_rng_stream(TR_RNG_STREAM_INIT, 0, (uint64_t)i));
+        return TR_OK;
+    }
+    if (first == 0 && n == numel) return e->fill(e->fill_ctx, i, out, numel);
+    float *whole = tr_malloc(numel * sizeof *whole);
+    if (!whole) return tr_error_set(TR_ERR_NOMEM, "params: out of memory for '%s' (%zu floats) to fill", e->name, numel);
+    tr_status st = e->fill(e->fill_ctx, i, whole, numel);
+    if (st == TR_OK) memcpy(out, whole + first, n * sizeof *out);
+    tr_free(whole);
+    return st;
+}
+
+/* Offsets, then the flat buffers (zero: never-touched pages for trainable parameters). */
+static tr_status layout(table *t, int with_grad, size_t align) {
     size_t off = 0;
     for (int i = 0; i < t->n; i++) {
         t->e[i].offset = off;
@@ -189,7 +214,8 @@ static tr_status layout(table *t, int with_grad, size_t align, uint64_t seed, ui
     }
     t->numel = off;
     /* Trainable parameters and gradients are page-backed, so a sharded strategy can give the
-     * pages of the parts it does not hold back to the system. */
+     * pages of the parts it does not hold back to the system, and never touches those of the
+     * parts it does not initialise (tr_params_finalize_deferred). */
     t->paged = with_grad;
     t->data = with_grad ? tr_pages_alloc((off ? off : 1) * sizeof(float)) : tr_calloc(off ? off : 1, sizeof(float));
     if (!t->data) return TR_ERR_NOMEM;
@@ -203,30 +229,83 @@ static tr_status layout(table *t, int with_grad, size_t align, uint64_t seed, ui
         e->t.grad = with_grad ? t->grad + e->offset : NULL;
         e->t.requires_grad = with_grad;
         e->t.param = with_grad ? i : -1;
-        if (e->fill) {
-            tr_status st = e->fill(e->fill_ctx, i, e->t.data, (size_t)tr_tensor_numel(&e->t));
-            if (st != TR_OK) return st;
-        } else {
-            init_entry(e, e->t.data, seed, tr_rng_stream(TR_RNG_STREAM_INIT, stream_base, (uint64_t)i));
-        }
     }
     return TR_OK;
 }
 
-tr_status tr_params_set_fill(tr_params *P, int index, tr_params_fill_fn fill, void *ctx) {
+static tr_status set_fill(tr_params *P, int index, tr_params_fill_fn fill, tr_params_fill_range_fn range, void *ctx) {
     if (P->finalized) return tr_error_set(TR_ERR_INVALID, "params: a fill set after finalize");
     if (index < 0 || index >= P->p.n) return tr_error_set(TR_ERR_INVALID, "params: no parameter %d to fill", index);
     P->p.e[index].fill = fill;
+    P->p.e[index].fill_range = range;
     P->p.e[index].fill_ctx = ctx;
     return TR_OK;
 }
 
-tr_status tr_params_finalize(tr_params *P, uint64_t seed) {
+tr_status tr_params_set_fill(tr_params *P, int index, tr_params_fill_fn fill, void *ctx) {
+    return set_fill(P, index, fill, NULL, ctx);
+}
+
+tr_status tr_params_set_fill_range(tr_params *P, int index, tr_params_fill_range_fn fill, void *ctx) {
+    return set_fill(P, index, NULL, fill, ctx);
+}
+
+tr_status tr_params_finalize_deferred(tr_params *P, uint64_t seed) {
     if (P->finalized) return tr_error_set(TR_ERR_INVALID, "params: finalized twice");
-    TR_CHECK(layout(&P->p, 1, P->align, seed, 0));
-    TR_CHECK(layout(&P->b, 0, PARAM_ALIGN, seed, 1));
+    TR_CHECK(layout(&P->p, 1, P->align));
+    TR_CHECK(layout(&P->b, 0, PARAM_ALIGN));
+    P->seed = seed;
+    /* Buffers (running statistics: small, never sharded) are initialised whole now. */
+    for (int i = 0; i < P->b.n; i++) {
+        entry *e = &P->b.e[i];
+        init_rule(e, e->t.data, 0, (size_t)tr_tensor_numel(&e->t), seed, tr_rng_stream(TR_RNG_STREAM_INIT, 1, (uint64_t)i));
+    }
     P->finalized = 1;
+    P->filling = 1;
     return TR_OK;
+}
+
+tr_status tr_params_init_range(tr_params *P, size_t lo, size_t hi, float *out) {
+    if (!P->filling || lo > hi || hi > P->p.numel || (hi > lo && !out))
+        return tr_error_set(TR_ERR_INVALID, "params: initial values of elements [%zu, %zu) of %zu asked %s", lo, hi,
+                            P->p.numel, P->filling ? "outside the flat buffer" : "after tr_params_init_done");
+    size_t at = lo; /* out[at - lo] is the next element to write */
+    for (int i = 0; i < P->p.n && at < hi; i++) {
+        const entry *e = &P->p.e[i];
+        size_t a = e->offset, b = a + (size_t)tr_tensor_numel(&e->t);
+        if (b <= at) continue;
+        if (a >= hi) break;
+        if (a > at) memset(out + (at - lo), 0, (a - at) * sizeof *out); /* the alignment gap */
+        if (a < at) a = at;
+        if (b > hi) b = hi;
+        tr_status st = init_piece(P, i, out + (a - lo), a - e->offset, b - a);
+        if (st != TR_OK) {
+            tr_error_prefix("params: initial values of '%s': ", e->name);
+            return st;
+        }
+        at = b;
+    }
+    if (at < hi) memset(out + (at - lo), 0, (hi - at) * sizeof *out);
+    return TR_OK;
+}
+
+void tr_params_init_done(tr_params *P) {
+    if (!P->filling) return;
+    P->filling = 0;
+    /* Each ranged fill's context hears once that no more values are wanted. */
+    for (int i = 0; i < P->p.n; i++) {
+        const entry *e = &P->p.e[i];
+        int seen = !e->fill_range;
+        for (int k = 0; k < i && !seen; k++) seen = P->p.e[k].fill_range == e->fill_range && P->p.e[k].fill_ctx == e->fill_ctx;
+        if (!seen) e->fill_range(e->fill_ctx, -1, NULL, 0, 0);
+    }
+}
+
+tr_status tr_params_finalize(tr_params *P, uint64_t seed) {
+    TR_CHECK(tr_params_finalize_deferred(P, seed));
+    tr_status st = tr_params_init_range(P, 0, P->p.numel, P->p.data);
+    tr_params_init_done(P);
+    return st;
 }
 
 tr_status tr_params_add_file(tr_params *P, const char *name, const void *data, size_t size) {

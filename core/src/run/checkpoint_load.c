@@ -87,10 +87,12 @@ static tr_status parse_steps(const char *file, const char *sv, int64_t *steps) {
     return TR_OK;
 }
 
-/* Hands elements [start, start + count) of parameter p (data and, with states, the optimizer
- * state) to every target they overlap: counted (copy 0) or copied (copy 1). */
-static void apply(source *src, int p, int64_t start, int64_t count, const float *data, const float *const *states,
-                  int copy) {
+/* Hands elements [start, start + count) of parameter p (data from file df and, with states,
+ * the optimizer state from file sf) to every target they overlap: counted (copy 0) or copied
+ * (copy 1), the files' pages let go as they are copied (a rank holds its pieces, never the
+ * files). */
+static void apply(source *src, const tr_safetensors *df, const tr_safetensors *sf, int p, int64_t start, int64_t count,
+                  const float *data, const float *const *states, int copy) {
     int ns = src->opt ? tr_optim_state_count(src->opt) : 0;
     for (int i = 0; i < src->nt; i++) {
         target *t = &src->t[i];
@@ -103,8 +105,8 @@ static void apply(source *src, int p, int64_t start, int64_t count, const float 
             continue;
         }
         size_t bytes = (size_t)(b - a) * sizeof(float);
-        memcpy(t->data + (a - t->start), data + (a - start), bytes);
-        for (int k = 0; k < ns; k++) memcpy(t->state[k] + (a - t->start), states[k] + (a - start), bytes);
+        tr_safetensors_copy(df, t->data + (a - t->start), data + (a - start), bytes);
+        for (int k = 0; k < ns; k++) tr_safetensors_copy(sf, t->state[k] + (a - t->start), states[k] + (a - start), bytes);
     }
 }
 
@@ -165,8 +167,8 @@ static void visit_full(source *src, int copy) {
             snprintf(name, sizeof name, "%s.%s", tr_params_name(P, i), tr_optim_state_name(src->opt, k));
             states[k] = tr_safetensors_find(src->of, name)->data;
         }
-        apply(src, i, 0, tr_tensor_numel(tr_params_get(P, i)), tr_safetensors_find(src->mf, tr_params_name(P, i))->data,
-              states, copy);
+        apply(src, src->mf, src->of, i, 0, tr_tensor_numel(tr_params_get(P, i)),
+              tr_safetensors_find(src->mf, tr_params_name(P, i))->data, states, copy);
     }
     if (copy)
         for (int i = 0; i < tr_params_buffer_count(P); i++) {
@@ -310,7 +312,7 @@ static tr_status visit_shard(source *src, int r, int copy) {
                 states[k] = se->data;
         }
         if (st != TR_OK) break;
-        apply(src, p, json_integer_value(v), e->shape[0], e->data, states, copy);
+        apply(src, f, f, p, json_integer_value(v), e->shape[0], e->data, states, copy);
     }
     /* Rank 0's file holds the buffers. */
     for (int i = 0; r == 0 && st == TR_OK && i < tr_params_buffer_count(P); i++) {

@@ -87,6 +87,7 @@ typedef struct job {
     tr_strategy_ops sops_table;   /* the plugin's table, entries past its ops_size NULL */
     void *strat;
     tr_strategy_info info;
+    uint64_t startup_peak;        /* run: this process's peak resident bytes when set up (0: unknown) */
     tr_loader *train_L, *val_L;
     tr_sampler train_sampler;
     FILE *log;                   /* rank 0, `run` only */

@@ -47,14 +47,27 @@ void loop_report_done(loop *lp, int64_t step, int64_t epochs, double epoch_loss,
     job_say(j, "done: %lld steps in %.1f s (%.0f samples/s)%s", (long long)step, seconds, res->samples_per_sec, acc);
 }
 
+uint64_t loop_report_peak_resident(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
 void loop_report_memory(job *j) {
     tr_strategy_memory m;
     if (!j->sops->memory || j->sops->memory(j->strat, &m) != TR_OK) return;
     const double M = 1048576.0;
     job_say(j, "memory on the primary device: parameters %.2f MiB, gradients %.2f MiB, optimizer state %.2f MiB, "
-               "activations (peak) %.2f MiB, other %.2f MiB; this process in all %.2f MiB",
-            m.params / M, m.grads / M, m.optimizer / M, m.activations / M, m.other / M, m.all_devices / M);
+               "activations (peak) %.2f MiB, other %.2f MiB; this process in all %.2f MiB; its peak resident set "
+               "when set up %.2f MiB",
+            m.params / M, m.grads / M, m.optimizer / M, m.activations / M, m.other / M, m.all_devices / M,
+            j->startup_peak / M);
     run_value v[] = {RUN_INT("params", m.params), RUN_INT("grads", m.grads), RUN_INT("optimizer", m.optimizer),
-                     RUN_INT("activations", m.activations), RUN_INT("other", m.other), RUN_INT("all_devices", m.all_devices)};
-    job_record(j, &(run_record){.kind = RUN_RECORD_MEMORY, .group = "memory", .v = v, .n = 6});
+                     RUN_INT("activations", m.activations), RUN_INT("other", m.other), RUN_INT("all_devices", m.all_devices),
+                     RUN_INT("startup_peak", j->startup_peak)};
+    job_record(j, &(run_record){.kind = RUN_RECORD_MEMORY, .group = "memory", .v = v, .n = 7});
 }

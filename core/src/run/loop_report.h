@@ -25,5 +25,7 @@ void loop_report_done(loop *lp, int64_t step, int64_t epochs, double epoch_loss,
 
 /* The strategy's memory after training: a line and a metrics record (rank 0). */
 void loop_report_memory(job *j);
+/* This process's peak resident set so far (VmHWM), bytes; 0 where /proc cannot tell. */
+uint64_t loop_report_peak_resident(void);
 
 #endif

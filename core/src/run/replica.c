@@ -122,11 +122,17 @@ tr_status tr_replica_create_on(const tr_model_factory *f, tr_accel *accel, tr_re
     return tr_replica_create_on_aligned(f, accel, 0, 0, out);
 }
 
+static tr_status make(const tr_model_factory *f, size_t align, int deferred, tr_replica **out);
+
 tr_status tr_replica_create_on_aligned(const tr_model_factory *f, tr_accel *accel, size_t align, unsigned flags,
                                        tr_replica **out) {
     *out = NULL;
     tr_replica *r;
-    TR_CHECK(tr_replica_create_aligned(f, align, &r));
+    TR_CHECK(make(f, align, (flags & TR_REPLICA_DEFER_INIT) != 0, &r));
+    if (!accel) {
+        *out = r;
+        return TR_OK;
+    }
     r->accel = accel;
     tr_status st;
     if (!(flags & TR_REPLICA_NO_DEVICE_DATA)) TR_CHECK_GOTO(tr_accel_alloc(accel, param_bytes(r), (void **)&r->d_data), fail);
@@ -136,7 +142,11 @@ tr_status tr_replica_create_on_aligned(const tr_model_factory *f, tr_accel *acce
         tr_accel_zero(accel, r->d_grad, param_bytes(r));
     }
     TR_CHECK_GOTO(tr_accel_alloc(accel, buffer_bytes(r), (void **)&r->d_buffers), fail);
-    TR_CHECK_GOTO(tr_replica_upload(r), fail);
+    /* Deferred: the owner uploads the parameters it initialises (the buffers are whole now). */
+    if (flags & TR_REPLICA_DEFER_INIT)
+        TR_CHECK_GOTO(tr_accel_upload(accel, r->d_buffers, tr_params_buffers_data(r->P), buffer_bytes(r)), fail);
+    else
+        TR_CHECK_GOTO(tr_replica_upload(r), fail);
     TR_CHECK_GOTO(tr_params_clone_view(r->P, r->d_data, r->d_grad, r->d_buffers, tr_accel_device(accel), &r->dP), fail);
     TR_CHECK_GOTO(tr_graph_set_accel(r->g, accel), fail);
     tr_graph_set_params(r->g, r->dP);
@@ -152,6 +162,11 @@ tr_status tr_replica_create(const tr_model_factory *f, tr_replica **out) {
 }
 
 tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_replica **out) {
+    return make(f, align, 0, out);
+}
+
+/* A host replica; deferred: its parameters not initialised (tr_params_finalize_deferred). */
+static tr_status make(const tr_model_factory *f, size_t align, int deferred, tr_replica **out) {
     *out = NULL;
     tr_replica *r = tr_malloc(sizeof *r);
     if (!r) return tr_error_set(TR_ERR_NOMEM, "replica: out of memory");
@@ -174,7 +189,7 @@ tr_status tr_replica_create_aligned(const tr_model_factory *f, size_t align, tr_
         goto fail;
     }
     if (align) st = tr_params_set_align(r->P, align);
-    if (st == TR_OK) st = tr_params_finalize(r->P, f->seed);
+    if (st == TR_OK) st = deferred ? tr_params_finalize_deferred(r->P, f->seed) : tr_params_finalize(r->P, f->seed);
     if (mute) log_mute_info(0);
     if (st != TR_OK) goto fail;
     TR_CHECK_GOTO(tr_graph_create(&r->g, 0), fail);

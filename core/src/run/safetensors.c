@@ -1,4 +1,6 @@
-/* safetensors writer (atomic: temp file, fsync, rename) and validating reader. */
+/* safetensors writer (atomic: temp file, fsync, rename) and validating reader. The reader
+ * maps the file, so only the bytes a caller reads come into memory, and copies pieces out
+ * with pread (tr_safetensors_copy), so a sharded rank's pieces never map the file at all. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -7,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -166,8 +169,10 @@ tr_status tr_safetensors_write(const char *path, const tr_st_entry *entries, int
 }
 
 struct tr_safetensors {
-    char *buf;           /* whole file */
+    char *buf;           /* the whole file: mapped read-only, or read where it cannot be mapped */
     size_t size;
+    int mapped;
+    int fd;              /* mapped: the file, open for tr_safetensors_copy's reads; else -1 */
     tr_st_entry *e;
     char **names;
     int n;
@@ -180,7 +185,9 @@ void tr_safetensors_close(tr_safetensors *f) {
     for (int i = 0; i < f->n; i++) tr_free(f->names[i]);
     tr_free(f->names);
     tr_free(f->e);
-    tr_free(f->buf);
+    if (f->mapped) munmap(f->buf, f->size);
+    else tr_free(f->buf);
+    if (f->fd >= 0) close(f->fd);
     if (f->root) json_decref(f->root);
     tr_free(f);
 }
@@ -192,6 +199,7 @@ tr_status tr_safetensors_open(tr_safetensors **out, const char *path) {
     tr_status st = TR_OK;
     tr_safetensors *f = tr_calloc(1, sizeof *f);
     if (!f) return TR_ERR_NOMEM;
+    f->fd = -1;
     FILE *fp = fopen(path, "rb");
     if (!fp) {
         tr_free(f);
@@ -205,8 +213,17 @@ tr_status tr_safetensors_open(tr_safetensors **out, const char *path) {
                             (long long)sb.st_size);
     }
     f->size = (size_t)sb.st_size;
-    f->buf = tr_malloc(f->size);
-    size_t got = f->buf ? fread(f->buf, 1, f->size, fp) : 0;
+    /* Private and read-only: a file replaced by rename (checkpoints are) keeps the mapped one. */
+    void *map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fileno(fp), 0);
+    size_t got = f->size;
+    if (map != MAP_FAILED) {
+        f->buf = map;
+        f->mapped = 1;
+        f->fd = fcntl(fileno(fp), F_DUPFD_CLOEXEC, 0); /* -1: copies go through the mapping */
+    } else { /* a file system that cannot map: read it whole */
+        f->buf = tr_malloc(f->size);
+        got = f->buf ? fread(f->buf, 1, f->size, fp) : 0;
+    }
     fclose(fp);
     if (got != f->size) {
         st = tr_error_set(TR_ERR_IO, "%s: read %zu of %zu bytes", path, got, f->size);
@@ -286,6 +303,27 @@ const tr_st_entry *tr_safetensors_find(const tr_safetensors *f, const char *name
         if (strcmp(f->e[i].name, name) == 0) return &f->e[i];
     return NULL;
 }
+
+void tr_safetensors_copy(const tr_safetensors *f, void *dst, const void *src, size_t bytes) {
+    const char *c = src;
+    /* pread from the page cache straight into dst: no page of the file is mapped into this
+     * process for it (a mapped page, even dropped at once, can count whole large folios). */
+    if (f && f->fd >= 0 && c >= f->buf && bytes <= f->size && c <= f->buf + f->size - bytes) {
+        size_t done = 0;
+        while (done < bytes) {
+            ssize_t r = pread(f->fd, (char *)dst + done, bytes - done, (off_t)(c - f->buf + done));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            done += (size_t)r;
+        }
+        if (done == bytes) return;
+        c += done; /* the rest from the mapping (a file shortened under it would fault either way) */
+        dst = (char *)dst + done;
+        bytes -= done;
+    }
+    memcpy(dst, c, bytes);
+}
+
 const char *tr_safetensors_meta(const tr_safetensors *f, const char *key) {
     json_t *v = f->meta ? json_object_get(f->meta, key) : NULL;
     return json_is_string(v) ? json_string_value(v) : NULL;

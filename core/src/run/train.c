@@ -267,6 +267,7 @@ static tr_status train(job *j, const char *config_path, const char *const *overr
     if (fast) job_say(j, "trainer %s: run %s (trainer.fast_dev_run: no run folder)", tr_version(), s->name);
     else job_say(j, "trainer %s: run %s -> %s", tr_version(), s->name, j->run_dir);
     if (j->strategy_auto || j->gpu_fallback) job_say(j, "strategy %s chosen: %s", j->strat_p->desc->name, j->why);
+    j->startup_peak = loop_report_peak_resident(); /* the strategy made, weights loaded, no step run */
     job_say(j, "strategy %s; model %s (%zu parameters); data %s (%lld train, %lld validation samples); "
                "global batch %lld, %lld steps/epoch, %lld epochs",
             j->info.description, j->model_p->desc->name, tr_params_trainable(P), j->data_p->desc->name,

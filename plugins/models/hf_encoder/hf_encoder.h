@@ -25,6 +25,7 @@ typedef struct hf_layer {
 /* Where parameter i's values come from: a tensor of an open shard, or nothing (new). */
 typedef struct hf_source {
     const tr_st_entry *e; /* NULL: initialised by its init rule */
+    const tr_safetensors *f; /* the shard e is in */
 } hf_source;
 
 typedef struct hf_model {
@@ -47,7 +48,7 @@ typedef struct hf_model {
     tr_safetensors *files[HF_MAX_SHARDS];
     int n_files;
     hf_source *src;      /* (n_src) by parameter index */
-    int n_src, n_fill, n_filled; /* src's size; parameters read from the files; copied so far */
+    int n_src;           /* src's size */
     const char *dump_dir; /* TR_HF_ENCODER_DUMP: hidden states written here (debug) */
     char *config_text;    /* config.json as read (config_len bytes), kept with the checkpoints */
     size_t config_len;

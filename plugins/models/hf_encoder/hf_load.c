@@ -1,8 +1,9 @@
 /* hf_encoder's loader: config.json (the architecture, refused by name where this plugin cannot
  * honour it), sentence-transformers' modules.json / 1_Pooling/config.json (pooling defaults),
  * the safetensors weights (one file or an index of shards) checked against the model before
- * anything is registered, and the fill callback that copies them into the flat parameter buffer
- * at finalize (F32, F16, BF16 upcast to f32); config.json's text as the checkpoints keep it.
+ * anything is registered, and the ranged fill that copies any piece of them into the flat
+ * parameter buffer (F32, F16, BF16 upcast to f32; a sharded rank reads its pieces only);
+ * config.json's text as the checkpoints keep it.
  * The name rules are in docs/huggingface.md. */
 #include <errno.h>
 #include <jansson.h>
@@ -373,6 +374,7 @@ typedef struct want {
     int optional;     /* absent: initialised (the pooler, the classifier) */
     int *index;
     const tr_st_entry *e;
+    const tr_safetensors *f; /* e's shard */
     const char *file;
 } want;
 
@@ -458,22 +460,27 @@ static int same_shape(const want *w, const tr_st_entry *e) {
     return 1;
 }
 
-static tr_status fill(void *ctx, int index, float *data, size_t numel) {
+/* Elements [start, start + count) of parameter `index` from its tensor in the files: only
+ * those bytes are read (the files are mapped), so a sharded rank reads its pieces alone. */
+static tr_status fill(void *ctx, int index, float *data, size_t start, size_t count) {
     hf_model *m = ctx;
-    const tr_st_entry *e = index < m->n_src ? m->src[index].e : NULL;
-    if (!e) return tr_error_set(TR_ERR_INVALID, "hf_encoder: parameter %d has no source", index);
-    if (e->dtype == TR_F32) {
-        memcpy(data, e->data, numel * sizeof(float));
-    } else {
-        const unsigned char *b = e->data;
-        for (size_t i = 0; i < numel; i++) {
-            uint16_t h;
-            memcpy(&h, b + 2 * i, 2);
-            data[i] = e->dtype == TR_F16 ? tr_f16_to_f32(h) : tr_bf16_to_f32(h);
-        }
+    if (!data) { /* no more fills: the files' memory goes back */
+        hf_files_close(m);
+        return TR_OK;
     }
-    /* The files are read whole: give their memory back once every tensor is copied. */
-    if (++m->n_filled == m->n_fill) hf_files_close(m);
+    const tr_st_entry *e = index >= 0 && index < m->n_src ? m->src[index].e : NULL;
+    if (!e || m->n_files == 0) return tr_error_set(TR_ERR_INVALID, "hf_encoder: parameter %d has no source", index);
+    const tr_safetensors *f = m->src[index].f;
+    if (e->dtype == TR_F32) {
+        tr_safetensors_copy(f, data, (const char *)e->data + 4 * start, count * sizeof(float)); /* may be unaligned */
+        return TR_OK;
+    }
+    uint16_t h[4096]; /* read a run at a time, upcast */
+    for (size_t at = 0; at < count; at += 4096) {
+        size_t n = count - at < 4096 ? count - at : 4096;
+        tr_safetensors_copy(f, h, (const char *)e->data + 2 * (start + at), n * sizeof *h);
+        for (size_t i = 0; i < n; i++) data[at + i] = e->dtype == TR_F16 ? tr_f16_to_f32(h[i]) : tr_bf16_to_f32(h[i]);
+    }
     return TR_OK;
 }
 
@@ -516,6 +523,7 @@ tr_status hf_register(hf_model *m, tr_params *P) {
                                                   "config.json needs %s", e->name, fs, m->dir, ms);
             } else {
                 w->e = e;
+                w->f = m->files[f];
                 w->file = e->name;
             }
         }
@@ -546,9 +554,8 @@ tr_status hf_register(hf_model *m, tr_params *P) {
             st = tr_params_add(P, w->name, w->ndim, w->shape, w->init, w->arg, w->index);
             if (st != TR_OK) break;
             if (w->e && !m->restored) {
-                m->src[*w->index].e = w->e;
-                m->n_fill++;
-                st = tr_params_set_fill(P, *w->index, fill, m);
+                m->src[*w->index] = (hf_source){.e = w->e, .f = w->f};
+                st = tr_params_set_fill_range(P, *w->index, fill, m);
             } else {
                 size_t k = strlen(fresh);
                 if (k + strlen(w->name) + 4 < sizeof fresh)
