@@ -42,6 +42,7 @@
 #include "trainer/solo.h"
 #include "trainer/status.h"
 #include "trainer/strategy.h"
+#include "trainer/team.h"
 #include "trainer/tensor.h"
 #include "trainer/tokenizer.h"
 
