@@ -15,10 +15,10 @@
 
 #include "check.h"
 #include "comm/env.h"
+#include "launch/launch_api.h"
 #include "run/progress.h"
+#include "run/run_api.h"
 #include "trainer/comm.h"
-#include "trainer/launch.h"
-#include "trainer/run.h"
 
 typedef struct launcher_case {
     const char *what;

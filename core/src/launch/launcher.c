@@ -1,4 +1,4 @@
-/* The single-host launcher and supervisor (see trainer/launch.h). One poll loop reads every
+/* The single-host launcher and supervisor (see launch/launch_api.h). One poll loop reads every
  * rank's output pipe (drawing rank 0's progress bar on a terminal), reaps exits, and
  * escalates SIGTERM -> SIGKILL on failure or on a signal to the launcher (a first one is
  * forwarded with time to save a checkpoint, a second kills). Library code: no exit(), the
@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "comm/env.h"
-#include "trainer/launch.h"
+#include "launch/launch_api.h"
 #include "trainer/memory.h"
 #include "trainer/runtime.h"
 
