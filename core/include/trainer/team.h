@@ -12,9 +12,10 @@
  *
  * Member 0 is the thread that calls tr_team_run; members 1 .. size-1 are the team's own
  * threads, started by tr_team_create and kept until tr_team_destroy, so a run costs a wake-up,
- * not a thread start (a waiting thread spins some 50 microseconds before it sleeps: runs
- * that come every few hundred microseconds, such as `dataparallel`'s steps, never sleep). A
- * thread keeps its per-thread state (OpenMP's thread count, a bound device) from run to run. */
+ * not a thread start; a waiting thread (a member between runs, the caller at a run's end)
+ * spins some 50 microseconds before it sleeps, which saves the wake-up when what it waits
+ * for comes that soon, as in `dataparallel`'s steps. A thread keeps its per-thread state
+ * (OpenMP's thread count, a bound device) from run to run. */
 #ifndef TRAINER_TEAM_H
 #define TRAINER_TEAM_H
 
