@@ -6,7 +6,8 @@ longest path of the map that matches it; every public header (trainer/NAME.h) to
 that names it, and to the unit that implements it (`trainer/graph.h=autograd/`, else the
 line's first path). A folder is a unit; the single files a line names are one unit together. The check fails on
 
-  - an upward include: a file including a header of a layer listed after its own;
+  - an upward include: a file, or a public header, including a header of a layer listed
+    after its own;
   - a cycle between units (folders, or files the map names alone): A includes B's headers
     and B, directly or not, includes A's;
   - a file or public header the map does not place.
@@ -85,8 +86,19 @@ def main():
     errors, edges = [], {}
 
     for h in sorted(os.listdir(os.path.join(inc, "trainer"))):
-        if h.endswith(".h") and "trainer/" + h not in unit_of_entry:
+        if not h.endswith(".h"):
+            continue
+        if "trainer/" + h not in unit_of_entry:
             errors.append(f"core/include/trainer/{h}: not placed in {os.path.relpath(a.map, a.root)}")
+            continue
+        layer = unit_of_entry["trainer/" + h]
+        with open(os.path.join(inc, "trainer", h), encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                m = INCLUDE.match(line)
+                t = unit_of_entry.get(m.group(1)) if m else None
+                if t is not None and t > layer:
+                    errors.append(f"core/include/trainer/{h}:{n}: includes {m.group(1)} ({layers[t][0]}) from layer "
+                                  f"{layers[layer][0]}: upward")
 
     for dirpath, _, files in os.walk(src):
         for fn in sorted(files):

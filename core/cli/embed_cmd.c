@@ -1,13 +1,13 @@
 /* `trainer embed CONFIG --input FILE --output OUT.npy [--scores FILE.csv] [--checkpoint PATH]
  * [key=value ...]`: one embedding per line of FILE, or per text of its text<TAB>pair lines with
- * the pairs' scores (tr_run_embed, <trainer/run.h>). */
+ * the pairs' scores (tr_run_embed, run/run_api.h). */
 #include <stdio.h>
 #include <string.h>
 
 #include "embed_cmd.h"
 #include "cli_flag.h"
 #include "plugins_cmd.h"
-#include "trainer/run.h"
+#include "run/run_api.h"
 
 static int usage(void) {
     fprintf(stderr, "usage: trainer embed CONFIG.yaml --input FILE --output OUT.npy [--scores FILE.csv] "

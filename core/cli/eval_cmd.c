@@ -6,7 +6,7 @@
 #include "eval_cmd.h"
 #include "cli_flag.h"
 #include "plugins_cmd.h"
-#include "trainer/run.h"
+#include "run/run_api.h"
 
 static int usage(int predict) {
     if (predict)

@@ -1,5 +1,5 @@
 /* `trainer export CHECKPOINT OUTDIR [--format hf] [key=value ...]`: a run's checkpoint as a
- * Hugging Face model folder (tr_run_export, <trainer/run.h>). */
+ * Hugging Face model folder (tr_run_export, run/run_api.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,7 +7,7 @@
 #include "cli_flag.h"
 #include "help.h"
 #include "plugins_cmd.h"
-#include "trainer/run.h"
+#include "run/run_api.h"
 
 static int usage(FILE *out) {
     fprintf(out, "usage: trainer export CHECKPOINT OUTDIR [--format hf] [section.key=value ...]\n"

@@ -1,6 +1,6 @@
 /* `trainer generate CONFIG --checkpoint PATH (--prompt TEXT | --prompt-file F) [--max-new-tokens N]
  * [--temperature T] [--top-k K] [--top-p P] [--seed S] [key=value ...]`: a language model's
- * continuation of a prompt (tr_run_generate, <trainer/run.h>). Standard output gets the prompt
+ * continuation of a prompt (tr_run_generate, run/run_api.h). Standard output gets the prompt
  * and the text generated and nothing else (flushed per token on a terminal, with a newline at
  * the end there); the log goes to stderr. */
 #include <errno.h>
@@ -13,8 +13,8 @@
 #include "generate_cmd.h"
 #include "cli_flag.h"
 #include "plugins_cmd.h"
+#include "run/run_api.h"
 #include "trainer/io.h"
-#include "trainer/run.h"
 
 static int usage(FILE *f) {
     fprintf(f, "usage: trainer generate CONFIG.yaml --checkpoint PATH (--prompt TEXT | --prompt-file FILE) [options] "

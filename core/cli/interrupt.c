@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trainer/run.h"
+#include "run/run_api.h"
 
 static volatile sig_atomic_t g_first;
 static int g_claimed, g_said;      /* lock-free atomics: safe in a handler */

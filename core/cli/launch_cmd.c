@@ -1,11 +1,11 @@
 /* `trainer launch [-n N] [--max-restarts K] [--] COMMAND [ARGS...]`: run N ranks of a command
- * on this host with the torchrun environment, supervised (see trainer/launch.h). */
+ * on this host with the torchrun environment, supervised (see launch/launch_api.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "launch_cmd.h"
-#include "trainer/launch.h"
+#include "launch/launch_api.h"
 
 static int usage(void) {
     fprintf(stderr, "usage: trainer launch [-n N | --nproc N] [--max-restarts K] [--] COMMAND [ARGS...]\n");

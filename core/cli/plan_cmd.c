@@ -7,7 +7,7 @@
 
 #include "plan_cmd.h"
 #include "plugins_cmd.h"
-#include "trainer/run.h"
+#include "run/run_api.h"
 #include "trainer/runtime.h"
 
 static double mib(uint64_t b) { return (double)b / 1048576.0; }

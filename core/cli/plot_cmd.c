@@ -1,5 +1,5 @@
 /* `trainer plot RUN... [--metric NAME[,NAME...]] [--output FILE.svg|FILE.png|-] [--log-y]
- * [--size WxH]`: curves of runs from their metrics.jsonl (tr_plot_svg, <trainer/plot.h>),
+ * [--size WxH]`: curves of runs from their metrics.jsonl (tr_plot_svg, run/plot_api.h),
  * written as SVG, or PNG through librsvg (plot_png.h). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +10,8 @@
 #include "help.h"
 #include "plot_cmd.h"
 #include "plot_png.h"
+#include "run/plot_api.h"
 #include "trainer/io.h"
-#include "trainer/plot.h"
 
 #define MAX_ARGS 64
 

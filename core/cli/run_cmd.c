@@ -10,8 +10,8 @@
 #include "interrupt.h"
 #include "plugins_cmd.h"
 #include "run_cmd.h"
-#include "trainer/launch.h"
-#include "trainer/run.h"
+#include "launch/launch_api.h"
+#include "run/run_api.h"
 
 /* Runs N ranks of this very command line. */
 static int launch_self(int argc, char **argv, const tr_run_plan_result *plan) {

@@ -1,107 +1,22 @@
 /* Strategy `dataparallel`: one process, one replica per device (a worker thread with a share
  * of the cores on CPU-only machines), nn.DataParallel's idea without its costs. The one idea:
  * the step is a single parallel job over n slices of the flat buffers (reduce onto the
- * primary, update, copy back), each byte touched once. The algorithm, the GPU paths and the
- * limits: docs/strategies.md, "dataparallel". */
+ * primary, update, copy back), each byte touched once. The replicas' threads are a core
+ * thread team (trainer/team.h); the GPU step is gpu_step.c. The algorithm, the GPU paths and
+ * the limits: docs/strategies.md, "dataparallel". */
 #define _GNU_SOURCE
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "trainer/accel.h"
-#include "trainer/comm.h"
-#include "trainer/log.h"
+#include "dp.h"
 #include "trainer/memory.h"
 #include "trainer/runtime.h"
-#include "trainer/strategy.h"
-
-enum { MAX_REPLICAS = 256, MSG = 512 };
-enum { JOB_TRAIN, JOB_STEP, JOB_FORWARD, JOB_COMM, JOB_QUIT };
-
-typedef struct dp dp;
-
-typedef struct worker {
-    dp *d;
-    int i;                   /* replica index; 0 is the primary, run on the caller's thread */
-    pthread_t thread;
-    int started;
-    tr_status st;
-    char msg[MSG];
-    double loss;
-    tr_model_out out;
-    double sumsq;            /* of its gradient slice (JOB_STEP) */
-    double *stats;           /* sync batch-norm: this replica's sums, read by all */
-    int n_stats;
-    tr_comm *comm;           /* GPUs over a device backend: this replica's rank (made and
-                              * destroyed on its thread) */
-} worker;
-
-struct dp {
-    int n;
-    int per_threads;
-    int64_t ids[MAX_REPLICAS];
-    tr_replica **r;
-    worker *w;
-    tr_optim *opt;
-    /* job dispatch */
-    pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    _Atomic uint64_t gen;    /* written under mu; read without it while spinning */
-    _Atomic int finished;
-    int kind;
-    /* barrier among the active replicas; broken when one fails, so none waits forever */
-    pthread_mutex_t bmu;
-    pthread_cond_t bcv;
-    int b_count, b_expected, broken;
-    uint64_t b_gen;
-    /* the job's arguments */
-    const tr_micro_batch *mb;
-    const tr_host_batch *hb;
-    int with_y, active;
-    double lr, max_norm, sumsq;
-    /* gathered outputs */
-    float *logits, *embedding;
-    size_t logits_cap, embedding_cap;
-    float loss_value;
-    tr_tensor t_loss, t_logits, t_embedding;
-    /* On GPUs (else NULL): each replica's opened device. Each replica's host P holds its
-     * gradient's host copy, and the primary's the updated parameters the others upload. */
-    tr_accel **accel;
-    /* GPUs over a device backend (else NULL): its plugin, and the job the replicas' ranks
-     * join (JOB_COMM); then every worker's comm is set. */
-    const tr_plugin *comm_plugin;
-    tr_comm_env comm_env;
-};
-
-/* ---- barrier ---- */
-
-static void barrier_break(dp *d) {
-    pthread_mutex_lock(&d->bmu);
-    d->broken = 1;
-    pthread_cond_broadcast(&d->bcv);
-    pthread_mutex_unlock(&d->bmu);
-}
-
-static tr_status barrier(dp *d) {
-    pthread_mutex_lock(&d->bmu);
-    uint64_t g = d->b_gen;
-    if (++d->b_count == d->b_expected) {
-        d->b_count = 0;
-        d->b_gen++;
-        pthread_cond_broadcast(&d->bcv);
-    } else {
-        while (g == d->b_gen && !d->broken) pthread_cond_wait(&d->bcv, &d->bmu);
-    }
-    int broken = d->broken && g == d->b_gen;
-    pthread_mutex_unlock(&d->bmu);
-    return broken ? tr_error_set(TR_ERR_ABORTED, "dataparallel: another replica failed") : TR_OK;
-}
 
 /* ---- the jobs each replica's thread runs ---- */
+
+tr_status dp_barrier(dp *d) { return tr_team_barrier(d->team, d->active); }
 
 /* Samples [lo, hi) of a batch of `size` for replica i. */
 static void share(const dp *d, int64_t size, int i, int64_t *lo, int64_t *hi) {
@@ -124,13 +39,13 @@ static tr_status stat_reduce(void *user, double *values, int nv) {
     dp *d = w->d;
     if (nv > w->n_stats) return tr_error_set(TR_ERR_INVALID, "dataparallel: %d batch-norm sums, room for %d", nv, w->n_stats);
     memcpy(w->stats, values, (size_t)nv * sizeof *values);
-    TR_CHECK(barrier(d));
+    TR_CHECK(dp_barrier(d));
     for (int k = 0; k < nv; k++) {
         double s = 0;
         for (int i = 0; i < d->active; i++) s += d->w[i].stats[k];
         values[k] = s;
     }
-    return barrier(d); /* nobody rewrites its sums before all have read them */
+    return dp_barrier(d); /* nobody rewrites its sums before all have read them */
 }
 
 static tr_status job_train(dp *d, worker *w) {
@@ -154,18 +69,26 @@ static tr_status job_train(dp *d, worker *w) {
     return TR_OK;
 }
 
+void dp_reduce_slice(dp *d, int i) {
+    tr_params *P0 = tr_replica_host_params(d->r[0]);
+    size_t lo, hi;
+    slice(tr_params_numel(P0), d->n, i, &lo, &hi);
+    float *g0 = tr_params_grad(P0) + lo;
+    for (int k = 1; k < d->n; k++) {
+        const float *gk = tr_params_grad(tr_replica_host_params(d->r[k])) + lo;
+        for (size_t e = 0; e < hi - lo; e++) g0[e] += gk[e];
+    }
+    d->w[i].sumsq = tr_grad_sumsq(g0, hi - lo);
+}
+
 static tr_status job_step(dp *d, worker *w) {
     tr_params *P0 = tr_replica_host_params(d->r[0]);
     size_t n = tr_params_numel(P0), lo, hi;
     slice(n, d->n, w->i, &lo, &hi);
     float *g0 = tr_params_grad(P0) + lo, *p0 = tr_params_data(P0);
     size_t m = hi - lo;
-    for (int i = 1; i < d->n; i++) {
-        const float *gi = tr_params_grad(tr_replica_host_params(d->r[i])) + lo;
-        for (size_t k = 0; k < m; k++) g0[k] += gi[k];
-    }
-    w->sumsq = tr_grad_sumsq(g0, m);
-    TR_CHECK(barrier(d));
+    dp_reduce_slice(d, w->i);
+    TR_CHECK(dp_barrier(d));
     double sumsq = 0;
     for (int i = 0; i < d->n; i++) sumsq += d->w[i].sumsq;
     if (w->i == 0) d->sumsq = sumsq;
@@ -181,90 +104,9 @@ static tr_status job_step(dp *d, worker *w) {
     return TR_OK;
 }
 
-/* The primary's update on its device from the summed gradient (left out when the norm is not
- * finite: the trainer stops or skips the step). */
-static tr_status update_primary(dp *d, double sumsq) {
-    tr_replica *r = d->r[0];
-    size_t n = tr_params_numel(tr_replica_host_params(r));
-    if (!isfinite(sumsq)) return TR_OK;
-    if (d->max_norm > 0) tr_accel_clip_grad_norm(d->accel[0], tr_replica_device_grad(r), n, d->max_norm, sumsq);
-    return tr_optim_step_part(d->opt, tr_replica_device_data(r), tr_replica_device_grad(r), 0, n, d->lr);
-}
-
-/* The step on GPUs, the reduce on host copies of the gradients (each replica's host P):
- * download, reduce this worker's slice (as on the CPU), then the primary uploads the sum,
- * clips and updates on its device and downloads the result into its host P, which every other
- * replica uploads. */
-static tr_status job_step_gpu(dp *d, worker *w) {
-    tr_params *P0 = tr_replica_host_params(d->r[0]);
-    size_t n = tr_params_numel(P0), nb = tr_params_buffers_numel(P0), lo, hi;
-    tr_replica *r = d->r[w->i];
-    tr_accel *a = d->accel[w->i];
-    float *h0 = tr_params_data(P0), *hb0 = tr_params_buffers_data(P0);
-    TR_CHECK(tr_accel_download(a, tr_params_grad(tr_replica_host_params(r)), tr_replica_device_grad(r), n * sizeof(float)));
-    TR_CHECK(barrier(d));
-    slice(n, d->n, w->i, &lo, &hi);
-    float *g0 = tr_params_grad(P0) + lo;
-    for (int i = 1; i < d->n; i++) {
-        const float *gi = tr_params_grad(tr_replica_host_params(d->r[i])) + lo;
-        for (size_t k = 0; k < hi - lo; k++) g0[k] += gi[k];
-    }
-    w->sumsq = tr_grad_sumsq(g0, hi - lo);
-    TR_CHECK(barrier(d));
-    if (w->i == 0) {
-        double sumsq = 0;
-        for (int i = 0; i < d->n; i++) sumsq += d->w[i].sumsq;
-        d->sumsq = sumsq;
-        /* the sum goes up even when the step is left out: nonfinite() looks at it */
-        TR_CHECK(tr_accel_upload(a, tr_replica_device_grad(r), tr_params_grad(P0), n * sizeof(float)));
-        TR_CHECK(update_primary(d, sumsq));
-        if (isfinite(sumsq)) TR_CHECK(tr_accel_download(a, h0, tr_replica_device_data(r), n * sizeof(float)));
-        if (nb) TR_CHECK(tr_accel_download(a, hb0, tr_replica_device_buffers(r), nb * sizeof(float)));
-    }
-    TR_CHECK(barrier(d));
-    if (w->i > 0) {
-        if (isfinite(d->sumsq)) TR_CHECK(tr_accel_upload(a, tr_replica_device_data(r), h0, n * sizeof(float)));
-        if (nb) TR_CHECK(tr_accel_upload(a, tr_replica_device_buffers(r), hb0, nb * sizeof(float)));
-    }
-    return tr_accel_sync(a);
-}
-
-/* The step on GPUs over a device backend: the gradients summed onto the primary in device
- * memory, updated there, the parameters and buffers broadcast to every replica. */
-static tr_status job_step_comm(dp *d, worker *w) {
-    tr_replica *r = d->r[w->i];
-    tr_accel *a = d->accel[w->i];
-    size_t n = tr_params_numel(tr_replica_host_params(r)), nb = tr_params_buffers_numel(tr_replica_host_params(r));
-    TR_CHECK(tr_comm_reduce(w->comm, tr_replica_device_grad(r), tr_replica_device_grad(r), n, TR_F32, TR_RED_SUM, 0));
-    if (w->i == 0) { /* the sum stays even when the step is left out: nonfinite() looks at it */
-        d->sumsq = tr_accel_grad_sumsq(a, tr_replica_device_grad(r), n);
-        TR_CHECK(update_primary(d, d->sumsq));
-    }
-    /* every rank joins, also after a step left out (the parameters are then unchanged) */
-    TR_CHECK(tr_comm_broadcast(w->comm, tr_replica_device_data(r), n, TR_F32, 0));
-    if (nb) TR_CHECK(tr_comm_broadcast(w->comm, tr_replica_device_buffers(r), nb, TR_F32, 0));
-    return tr_accel_sync(a);
-}
-
-/* Joins this replica's rank of the device backend (its device bound on this thread). */
-static tr_status job_comm(dp *d, worker *w) {
-    tr_comm_env env = d->comm_env;
-    env.rank = env.local_rank = w->i;
-    tr_comm *c;
-    TR_CHECK(tr_comm_create(&c, d->comm_plugin, NULL, &env));
-    pthread_mutex_lock(&d->bmu); /* published whole: a failing replica aborts it (run_job) */
-    w->comm = c;
-    pthread_mutex_unlock(&d->bmu);
-    if (!tr_comm_device_memory(w->comm))
-        return tr_error_set(TR_ERR_INVALID, "strategy.backend: %s reduces host memory; GPU replicas use a backend "
-                            "that takes device memory (nccl), or host", d->comm_plugin->desc->name);
-    return TR_OK;
-}
-
 static tr_status job_forward(dp *d, worker *w) {
     memset(&w->out, 0, sizeof w->out);
     w->loss = 0;
-    if (w->i >= d->active) return TR_OK;
     int64_t lo, hi;
     share(d, d->hb->size, w->i, &lo, &hi);
     TR_CHECK(tr_replica_forward(d->r[w->i], d->hb, lo, hi - lo, 1.0, 0, 0, d->with_y, &w->out));
@@ -273,105 +115,42 @@ static tr_status job_forward(dp *d, worker *w) {
     return TR_OK;
 }
 
-static void run_job(dp *d, worker *w) {
-    tr_status st = d->accel && d->kind != JOB_QUIT ? tr_accel_bind(d->accel[w->i]) : TR_OK;
+/* Replica i's part of the job, on its thread with its device bound. A failure aborts the
+ * replicas' communicators, so that the others' collectives fail now instead of at their
+ * deadline (and every rank, this one's too, aborts instead of leaving NCCL in order). */
+static tr_status run_job(int i, void *user) {
+    dp *d = user;
+    worker *w = &d->w[i];
+    if (d->kind == JOB_INIT) { /* a thread's OpenMP and OpenBLAS share, like the primary's */
+        if (i > 0) tr_set_thread_local_threads(d->per_threads);
+        return TR_OK;
+    }
+    if (d->kind == JOB_DROP) {
+        dp_drop_comm(d, i);
+        return TR_OK;
+    }
+    tr_status st = d->accel ? tr_accel_bind(d->accel[i]) : TR_OK;
     if (st == TR_OK) switch (d->kind) {
     case JOB_TRAIN: st = job_train(d, w); break;
-    case JOB_STEP: st = !d->accel ? job_step(d, w) : d->comm_plugin ? job_step_comm(d, w) : job_step_gpu(d, w); break;
+    case JOB_STEP: st = !d->accel ? job_step(d, w) : d->comm_plugin ? dp_step_comm(d, i) : dp_step_gpu(d, i); break;
     case JOB_FORWARD: st = job_forward(d, w); break;
-    case JOB_COMM: st = job_comm(d, w); break;
+    case JOB_COMM: st = dp_join_comm(d, i); break;
     default: break;
     }
     w->st = st;
-    if (st != TR_OK) {
-        snprintf(w->msg, sizeof w->msg, "%s", tr_error_msg());
-        barrier_break(d);
-        /* the others' collectives fail now instead of at their deadline, and every rank,
-         * this one's too, aborts instead of leaving NCCL in order (abort is for any thread; a
-         * rank still joining fails its create on the deadline) */
-        pthread_mutex_lock(&d->bmu);
-        for (int i = 0; i < d->n; i++)
-            if (d->w[i].comm) tr_comm_abort(d->w[i].comm);
-        pthread_mutex_unlock(&d->bmu);
-    }
+    if (st == TR_OK) return TR_OK;
+    snprintf(w->msg, sizeof w->msg, "%s", tr_error_msg());
+    dp_abort_comms(d);
+    tr_error_prefix("replica %d (device %lld): ", i, (long long)d->ids[i]);
+    return st;
 }
 
-/* Jobs come every few hundred microseconds in training: a waiter spins this long before it
- * sleeps on the condition variable, which saves a wake-up per job. */
-#define SPIN_S 50e-6
-
-static void spin_while_gen(dp *d, uint64_t seen) {
-    double t0 = tr_now();
-    while (atomic_load_explicit(&d->gen, memory_order_acquire) == seen && tr_now() - t0 < SPIN_S) {
-    }
-}
-
-/* Destroys w's communicator, if any, with its device bound (on the thread that made it). */
-static void drop_comm(dp *d, worker *w) {
-    if (!w->comm) return;
-    if (d->accel) tr_accel_bind(d->accel[w->i]);
-    tr_comm_destroy(w->comm);
-    w->comm = NULL;
-}
-
-static void *worker_main(void *arg) {
-    worker *w = arg;
-    dp *d = w->d;
-    tr_set_thread_local_threads(d->per_threads);
-    uint64_t seen = 0;
-    for (;;) {
-        spin_while_gen(d, seen);
-        pthread_mutex_lock(&d->mu);
-        while (d->gen == seen) pthread_cond_wait(&d->go, &d->mu);
-        seen = d->gen;
-        int kind = d->kind;
-        pthread_mutex_unlock(&d->mu);
-        if (kind == JOB_QUIT) break;
-        run_job(d, w);
-        pthread_mutex_lock(&d->mu);
-        if (++d->finished == d->n - 1) pthread_cond_signal(&d->done);
-        pthread_mutex_unlock(&d->mu);
-    }
-    drop_comm(d, w);
-    return NULL;
-}
-
-/* The job's error: the replica that failed first, not one that only saw the barrier broken. */
-static tr_status first_error(const dp *d) {
-    int bad = -1;
-    for (int i = 0; i < d->n; i++)
-        if (d->w[i].st != TR_OK && (bad < 0 || (d->w[bad].st == TR_ERR_ABORTED && d->w[i].st != TR_ERR_ABORTED))) bad = i;
-    if (bad < 0) return TR_OK;
-    return tr_error_set(d->w[bad].st, "replica %d (device %lld): %s", bad, (long long)d->ids[bad], d->w[bad].msg);
-}
-
-/* Runs a job on every replica (the primary's part on this thread) and waits for all. An
- * inference batch that only the primary takes runs here alone. */
-static tr_status dispatch(dp *d, int kind, int active) {
-    d->active = active;
-    d->b_expected = kind == JOB_STEP ? d->n : active;
-    d->b_count = 0;
-    d->broken = 0;
-    if (kind == JOB_FORWARD && active == 1) {
-        d->kind = kind; /* the workers read it only under mu, after gen moves */
-        for (int i = 1; i < d->n; i++) d->w[i].st = TR_OK, d->w[i].loss = 0;
-        run_job(d, &d->w[0]);
-        return first_error(d);
-    }
-    pthread_mutex_lock(&d->mu);
+/* An inference batch runs on the replicas that take a share of it (one: on this thread
+ * alone); training and the step on all. */
+tr_status dp_dispatch(dp *d, int kind, int active) {
     d->kind = kind;
-    d->finished = 0;
-    d->gen++;
-    pthread_cond_broadcast(&d->go);
-    pthread_mutex_unlock(&d->mu);
-    run_job(d, &d->w[0]);
-    double t0 = tr_now();
-    while (atomic_load_explicit(&d->finished, memory_order_acquire) < d->n - 1 && tr_now() - t0 < SPIN_S) {
-    }
-    pthread_mutex_lock(&d->mu);
-    while (d->finished < d->n - 1) pthread_cond_wait(&d->done, &d->mu);
-    pthread_mutex_unlock(&d->mu);
-    return first_error(d);
+    d->active = active;
+    return tr_team_run(d->team, kind == JOB_FORWARD ? active : d->n, run_job, d);
 }
 
 /* ---- the strategy ops ---- */
@@ -379,21 +158,11 @@ static tr_status dispatch(dp *d, int kind, int active) {
 static void destroy(void *ctx) {
     dp *d = ctx;
     if (!d) return;
-    int running = 0;
-    for (int i = 1; i < d->n; i++) running += d->w && d->w[i].started;
-    if (running) {
-        pthread_mutex_lock(&d->mu);
-        d->kind = JOB_QUIT;
-        d->gen++;
-        pthread_cond_broadcast(&d->go);
-        pthread_mutex_unlock(&d->mu);
-    }
-    /* The primary's communicator while the workers drop theirs: leaving NCCL (its finalize)
-     * completes only once every rank of the job is leaving. */
-    if (d->w) drop_comm(d, &d->w[0]);
-    for (int i = 1; running && i < d->n; i++)
-        if (d->w[i].started) pthread_join(d->w[i].thread, NULL);
-    for (int i = 0; d->w && i < d->n; i++) drop_comm(d, &d->w[i]); /* any left */
+    /* Every replica drops its communicator at once: leaving NCCL (its finalize) completes
+     * only once every rank of the job is leaving. */
+    if (d->team) dp_dispatch(d, JOB_DROP, d->n);
+    tr_team_destroy(d->team);
+    for (int i = 0; d->w && i < d->n; i++) dp_drop_comm(d, i); /* any left */
     for (int i = 0; d->r && i < d->n; i++) tr_replica_destroy(d->r[i]);
     for (int i = 0; d->w && i < d->n; i++) tr_free(d->w[i].stats);
     tr_optim_destroy(d->opt);
@@ -403,11 +172,7 @@ static void destroy(void *ctx) {
     tr_free(d->w);
     tr_free(d->logits);
     tr_free(d->embedding);
-    pthread_mutex_destroy(&d->mu);
-    pthread_cond_destroy(&d->go);
-    pthread_cond_destroy(&d->done);
-    pthread_mutex_destroy(&d->bmu);
-    pthread_cond_destroy(&d->bcv);
+    pthread_mutex_destroy(&d->comm_mu);
     tr_free(d);
 }
 
@@ -421,71 +186,15 @@ static int max_stats(tr_params *P) {
     return (int)(2 * m + 2);
 }
 
-/* Whether a GPU id repeats among the replicas' (the one-GPU testing mode); *id: which. */
-static int ids_repeat(const dp *d, int64_t *id) {
-    for (int i = 0; i < d->n; i++)
-        for (int k = 0; k < i; k++)
-            if (d->ids[k] == d->ids[i]) {
-                *id = d->ids[i];
-                return 1;
-            }
-    return 0;
-}
-
-/* The option `backend`: on GPUs the device backend the replicas' step goes over
- * (d->comm_plugin), or none (through host memory). */
-static tr_status choose_backend(dp *d, const tr_options *o, const tr_strategy_env *env) {
-    const char *b = tr_options_string(o, "backend");
-    int gpu = env->accelerator == TR_ACCEL_GPU, aut = !strcmp(b, "auto");
-    d->comm_plugin = NULL;
-    if (!gpu || !strcmp(b, "host")) return TR_OK; /* a named backend on the CPU: refused by probe() */
-    int64_t twice;
-    int shared = ids_repeat(d, &twice);
-    tr_comm_ranks ranks = {.gpu_plugin = env->gpu_backend->desc->name, .gpus_shared = shared};
-    const char *name = tr_comm_resolve_backend(env->registry, b, &ranks, NULL);
-    if (aut && strcmp(name, "nccl") != 0) return TR_OK; /* auto picked a host backend: host memory */
-    if (shared)
-        return tr_error_set(TR_ERR_INVALID, "strategy.backend: %s takes one replica per GPU, and GPU %lld is listed "
-                            "twice (the one-GPU testing mode goes through host memory: backend host)", name,
-                            (long long)twice);
-    tr_status st = tr_registry_find(env->registry, TR_PLUGIN_COMM, name, &d->comm_plugin);
-    if (st != TR_OK) tr_error_prefix("strategy.backend: ");
-    return st;
-}
-
-/* The replicas' ranks of the device backend, each joined on its replica's thread. Under auto
- * a backend that cannot run here (no library: TR_ERR_UNSUPPORTED on every rank, before any
- * rendezvous) leaves the step in host memory, with a warning saying why. */
-static tr_status join_backend(dp *d, const tr_options *o, int *fell_back) {
-    static _Atomic unsigned instances;
-    tr_comm_env detected; /* for TRAINER_COMM_TIMEOUT (a bad value is an error, as for ddp) */
-    TR_CHECK(tr_comm_env_detect(&detected));
-    d->comm_env = (tr_comm_env){.size = d->n, .local_size = d->n, .timeout_s = detected.timeout_s};
-    snprintf(d->comm_env.job_id, sizeof d->comm_env.job_id, "dp%ld-%u", (long)getpid(), atomic_fetch_add(&instances, 1));
-    tr_status st = dispatch(d, JOB_COMM, d->n);
-    if (st == TR_OK || strcmp(tr_options_string(o, "backend"), "auto") != 0) return st;
-    for (int i = 0; i < d->n; i++)
-        if (d->w[i].st != TR_ERR_UNSUPPORTED) return st;
-    tr_log(TR_LOG_WARN, "dataparallel: backend auto: %s: %s; the GPU replicas reduce through host memory instead",
-           d->comm_plugin->desc->name, d->w[0].msg);
-    *fell_back = 1;
-    d->comm_plugin = NULL;
-    return TR_OK;
-}
-
 static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *env, tr_strategy_info *info) {
     *ctx = NULL;
     dp *d = tr_calloc(1, sizeof *d);
     if (!d) return tr_error_set(TR_ERR_NOMEM, "dataparallel: out of memory");
-    pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->go, NULL);
-    pthread_cond_init(&d->done, NULL);
-    pthread_mutex_init(&d->bmu, NULL);
-    pthread_cond_init(&d->bcv, NULL);
+    pthread_mutex_init(&d->comm_mu, NULL);
     tr_status st;
-    int n = tr_options_int_list(o, "device_ids", d->ids, MAX_REPLICAS);
-    if (n > MAX_REPLICAS) {
-        st = tr_error_set(TR_ERR_INVALID, "strategy.device_ids: %d devices, at most %d", n, MAX_REPLICAS);
+    int n = tr_options_int_list(o, "device_ids", d->ids, DP_MAX_REPLICAS);
+    if (n > DP_MAX_REPLICAS) {
+        st = tr_error_set(TR_ERR_INVALID, "strategy.device_ids: %d devices, at most %d", n, DP_MAX_REPLICAS);
         goto fail;
     }
     int gpu = env->accelerator == TR_ACCEL_GPU;
@@ -494,15 +203,15 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         for (int i = 0; i < n; i++) d->ids[i] = env->gpu_ids[i];
     } else if (n <= 0) {
         n = env->devices > 0 ? env->devices : 1;
-        if (n > MAX_REPLICAS) {
-            st = tr_error_set(TR_ERR_INVALID, "dataparallel: %d replicas asked for, at most %d", n, MAX_REPLICAS);
+        if (n > DP_MAX_REPLICAS) {
+            st = tr_error_set(TR_ERR_INVALID, "dataparallel: %d replicas asked for, at most %d", n, DP_MAX_REPLICAS);
             goto fail;
         }
         for (int i = 0; i < n; i++) d->ids[i] = i;
     }
     d->n = n;
     int64_t twice;
-    if (!gpu && ids_repeat(d, &twice)) { /* GPU ids may repeat (the one-GPU testing mode) */
+    if (!gpu && dp_ids_repeat(d, &twice)) { /* GPU ids may repeat (the one-GPU testing mode) */
         st = tr_error_set(TR_ERR_INVALID, "strategy.device_ids: device %lld is listed twice", (long long)twice);
         goto fail;
     }
@@ -520,7 +229,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         st = tr_error_set(TR_ERR_INVALID, "dataparallel: accelerator gpu without a GPU chosen");
         goto fail;
     }
-    TR_CHECK_GOTO(choose_backend(d, o, env), fail);
+    TR_CHECK_GOTO(dp_choose_backend(d, o, env), fail);
     if (gpu) {
         d->accel = tr_calloc((size_t)n, sizeof *d->accel);
         if (!d->accel) {
@@ -555,15 +264,10 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
         TR_CHECK_GOTO(tr_accel_bind(d->accel[0]), fail);
         TR_CHECK_GOTO(tr_optim_place(d->opt, d->accel[0]), fail);
     }
-    for (int i = 1; i < n; i++) {
-        if (pthread_create(&d->w[i].thread, NULL, worker_main, &d->w[i]) != 0) {
-            st = tr_error_set(TR_ERR_NOMEM, "dataparallel: cannot start the thread of replica %d", i);
-            goto fail;
-        }
-        d->w[i].started = 1;
-    }
+    TR_CHECK_GOTO(tr_team_create(&d->team, n, "dataparallel"), fail);
+    TR_CHECK_GOTO(dp_dispatch(d, JOB_INIT, n), fail);
     int fell_back = 0;
-    if (d->comm_plugin) TR_CHECK_GOTO(join_backend(d, o, &fell_back), fail);
+    if (d->comm_plugin) TR_CHECK_GOTO(dp_join_backend(d, o, &fell_back), fail);
     *info = (tr_strategy_info){.rank = 0, .world = 1, .data_rank = 0, .data_world = 1};
     if (gpu) {
         char where[96] = "", how[128];
@@ -591,7 +295,7 @@ static int active_for(const dp *d, int64_t size) { return size < d->n ? (int)(si
 static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
     dp *d = ctx;
     d->mb = mb;
-    TR_CHECK(dispatch(d, JOB_TRAIN, active_for(d, mb->hb->size)));
+    TR_CHECK(dp_dispatch(d, JOB_TRAIN, active_for(d, mb->hb->size)));
     double s = 0;
     for (int i = 0; i < d->n; i++) s += d->w[i].loss;
     *loss = s;
@@ -602,7 +306,7 @@ static tr_status optim_step(void *ctx, double lr, double max_norm, double *grad_
     dp *d = ctx;
     d->lr = lr;
     d->max_norm = max_norm;
-    TR_CHECK(dispatch(d, JOB_STEP, d->n));
+    TR_CHECK(dp_dispatch(d, JOB_STEP, d->n));
     if (isfinite(d->sumsq)) tr_optim_step_done(d->opt);
     *grad_norm = sqrt(d->sumsq);
     return TR_OK;
@@ -657,7 +361,7 @@ static tr_status forward(void *ctx, const tr_host_batch *hb, int with_y, tr_mode
     memset(out, 0, sizeof *out);
     d->hb = hb;
     d->with_y = with_y;
-    TR_CHECK(dispatch(d, JOB_FORWARD, active_for(d, hb->size)));
+    TR_CHECK(dp_dispatch(d, JOB_FORWARD, active_for(d, hb->size)));
     if (d->w[0].out.logits) {
         TR_CHECK(gather(d, hb->size, 0, &d->logits, &d->logits_cap, &d->t_logits));
         out->logits = &d->t_logits;
@@ -734,10 +438,10 @@ static tr_status probe(const tr_options *o, const tr_strategy_probe *env) {
 /* `trainer plan`: replica 0 holds the optimizer state, every replica its parameters,
  * gradients and activations for its share. */
 static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
-    int64_t ids[MAX_REPLICAS];
-    int n = tr_options_int_list(o, "device_ids", ids, MAX_REPLICAS);
+    int64_t ids[DP_MAX_REPLICAS];
+    int n = tr_options_int_list(o, "device_ids", ids, DP_MAX_REPLICAS);
     if (n <= 0) n = env->devices > 0 ? env->devices : 1;
-    if (n > MAX_REPLICAS) n = MAX_REPLICAS;
+    if (n > DP_MAX_REPLICAS) n = DP_MAX_REPLICAS;
     out->world = n;
     out->rank_batch = (env->global_batch + n - 1) / n;
     TR_CHECK(tr_estimate_replica(env, 0, out->rank_batch, &out->memory));

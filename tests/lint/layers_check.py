@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """tools/layers.py on tiny trees it must judge: a clean one (exit 0), one with an upward
-include and a cycle between folders (exit 1, each named with file:line), one with a file the
+include and a cycle between folders (exit 1, each named with file:line), one whose public
+header includes a higher layer's (exit 1), one with a file the
 map does not place (exit 1) and a bad map (exit 2), so the layering check cannot pass
 silently. Usage: layers_check.py TOOLS_LAYERS_PY"""
 import os
@@ -32,6 +33,10 @@ BROKEN = dict(CLEAN)
 BROKEN["core/src/kernels/gemm.c"] = '#include "kernels/gemm.h"\n\n#include "trainer/ops.h"\n'
 BROKEN["core/src/autograd/graph.c"] = '#include "autograd/node.h"\n#include "ops/add.h"\n'
 BROKEN["core/src/ops/add.h"] = "#include <stddef.h>\n"
+
+# A public header including one of a higher layer (status.h, base, includes ops.h, compute).
+HEADER_UP = dict(CLEAN)
+HEADER_UP["core/include/trainer/status.h"] = '#include <stddef.h>\n#include "trainer/ops.h"\n'
 
 UNPLACED = dict(CLEAN)
 UNPLACED["core/src/stray/x.c"] = '#include "trainer/status.h"\n'
@@ -70,6 +75,10 @@ def main():
     expect("cycle between autograd/, ops/: autograd/ -> ops/ (core/src/autograd/graph.c:2); "
            "ops/ -> autograd/ (core/src/ops/add.c:1)" in out, "the cycle is named with each link's file:line", out)
     expect("2 violation(s)" in out, "exactly those two violations", out)
+
+    rc, out = run(tool, HEADER_UP)
+    expect(rc == 1 and "core/include/trainer/status.h:2: includes trainer/ops.h (compute) from layer base: upward" in out,
+           "a public header including a higher layer's fails, named with file:line", out)
 
     rc, out = run(tool, UNPLACED)
     expect(rc == 1 and "core/src/stray/x.c: not placed in layers.map" in out, "a file the map does not place fails", out)

@@ -23,7 +23,6 @@
 
 #include "trainer/device_backend.h"
 #include "trainer/kernels.h"
-#include "trainer/plugin.h"
 #include "trainer/runtime.h"
 #include "trainer/status.h"
 #include "trainer/tensor.h"
@@ -33,6 +32,7 @@ extern "C" {
 #endif
 
 typedef struct tr_accel tr_accel;
+typedef struct tr_plugin tr_plugin; /* <trainer/plugin.h>, a layer above */
 
 /* Opens device `index` of the device plugin `backend`, computing in the process's precision
  * (tr_get_precision, trainer/runtime.h). An error names the plugin and says why: a plugin

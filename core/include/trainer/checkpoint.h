@@ -25,6 +25,7 @@
 #include "trainer/optim.h"
 #include "trainer/params.h"
 #include "trainer/status.h"
+#include "trainer/strategy.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,14 +64,7 @@ TR_API tr_status tr_checkpoint_load(const char *path, tr_params *P, tr_optim *op
  *   barrier; every rank: tr_checkpoint_write_shard(tmp, rank, world, P, opt, pieces, n)
  *   barrier (agree that all succeeded); rank 0: tr_checkpoint_commit(dir, name, tmp, world, P, opt, s)
  *   (on a failure rank 0 calls tr_checkpoint_abandon(tmp)) */
-#define TR_CKPT_MAX_STATE 4
-
-typedef struct tr_ckpt_piece {
-    int param;                        /* index in P */
-    int64_t start, count;             /* the flattened parameter's elements [start, start + count) */
-    float *data;                      /* count values */
-    float *state[TR_CKPT_MAX_STATE];  /* the optimizer's state k for the same elements */
-} tr_ckpt_piece;
+/* (tr_ckpt_piece, what a strategy holds of a parameter, is <trainer/strategy.h>'s.) */
 
 /* tmp receives the temporary directory's path (cap bytes). */
 TR_API tr_status tr_checkpoint_begin(const char *dir, const char *name, long tag, char *tmp, size_t cap);

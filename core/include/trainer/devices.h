@@ -22,12 +22,15 @@
 
 #include "trainer/export.h"
 #include "trainer/device_backend.h"
-#include "trainer/plugin.h"
 #include "trainer/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* <trainer/plugin.h>'s, a layer above: only pointers to them here. */
+typedef struct tr_plugin tr_plugin;
+typedef struct tr_registry tr_registry;
 
 typedef enum tr_accelerator { TR_ACCEL_AUTO = 0, TR_ACCEL_CPU = 1, TR_ACCEL_GPU = 2 } tr_accelerator;
 

@@ -42,7 +42,6 @@
 
 #include <stdint.h>
 
-#include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/devices.h"
 #include "trainer/model.h"
@@ -120,6 +119,17 @@ typedef struct tr_strategy_memory {
     uint64_t other;         /* gathered outputs, staging */
     uint64_t all_devices;   /* the same, summed over every replica of this process */
 } tr_strategy_memory;
+
+/* A piece of a parameter a strategy holds, with its optimizer state: what a sharded
+ * checkpoint (<trainer/checkpoint.h>) saves and loads. */
+#define TR_CKPT_MAX_STATE 4
+
+typedef struct tr_ckpt_piece {
+    int param;                        /* index in P */
+    int64_t start, count;             /* the flattened parameter's elements [start, start + count) */
+    float *data;                      /* count values */
+    float *state[TR_CKPT_MAX_STATE];  /* the optimizer's state k for the same elements */
+} tr_ckpt_piece;
 
 /* What this rank of a sharded strategy holds (tr_strategy_ops.shards): pieces of parameters,
  * each with its optimizer state; a checkpoint saves and loads exactly these. */

@@ -1,4 +1,18 @@
-/* The whole public SDK in one include: every header of <trainer/...>.
+/* The plugin SDK in one include: every installed header of <trainer/...>, bottom layer first
+ * (docs/architecture.md, "Layers"):
+ *   base        export, status, log, memory, io, rng, profile, half, runtime, team
+ *   config      config
+ *   kernels     optim_config
+ *   tensor      tensor
+ *   device      accel, kernels, device_backend, devices
+ *   compute     ops, graph, params, optim
+ *   plugin      plugin, model
+ *   data        data, tokenizer
+ *   comm        comm, comm_backend
+ *   strategy    strategy, replica, rank, solo
+ *   formats     safetensors, checkpoint
+ * The application's entry points (`trainer run`, eval, predict, embed, export, generate, plan,
+ * plot, launch) are not in the SDK: the trainer CLI declares them privately.
  *
  *   #include <trainer/trainer.h>
  *   tr_set_num_threads(0);                      // threads: OMP/BLAS from the environment
@@ -22,7 +36,6 @@
 #include "trainer/half.h"
 #include "trainer/io.h"
 #include "trainer/kernels.h"
-#include "trainer/launch.h"
 #include "trainer/log.h"
 #include "trainer/memory.h"
 #include "trainer/model.h"
@@ -30,18 +43,17 @@
 #include "trainer/optim.h"
 #include "trainer/optim_config.h"
 #include "trainer/params.h"
-#include "trainer/plot.h"
 #include "trainer/plugin.h"
 #include "trainer/profile.h"
 #include "trainer/rank.h"
 #include "trainer/replica.h"
 #include "trainer/rng.h"
-#include "trainer/run.h"
 #include "trainer/runtime.h"
 #include "trainer/safetensors.h"
 #include "trainer/solo.h"
 #include "trainer/status.h"
 #include "trainer/strategy.h"
+#include "trainer/team.h"
 #include "trainer/tensor.h"
 #include "trainer/tokenizer.h"
 

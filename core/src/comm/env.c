@@ -13,29 +13,41 @@
 #include "comm/env.h"
 #include "trainer/comm.h"
 
-/* The launchers in the order their variables are read, with the variable holding the world
- * size (for messages). */
-typedef enum { L_NONE, L_TRAINER, L_TORCHRUN, L_OMPI, L_SLURM, L_PMIX } launcher_id;
+/* The launchers in the order their variables are read: the one place that decides which
+ * launcher started this process (tr_comm_env_detect, the launcher's and the progress bar's
+ * terminal, tr_launched_externally all ask it). With each, the variable holding the world
+ * size (for messages) and whether it gathers the ranks' output through a pseudo-terminal. */
+typedef enum { L_NONE, L_TRAINER, L_TORCHRUN, L_OMPI, L_SLURM, L_PMIX, L_PMI } launcher_id;
 static const struct {
     const char *name, *size_var;
+    int gathers_output;
 } launchers[] = {
-    [L_NONE] = {NULL, NULL},
-    [L_TRAINER] = {"trainer launch", "WORLD_SIZE"},
-    [L_TORCHRUN] = {"torchrun", "WORLD_SIZE"}, /* or anything else that sets its variables */
-    [L_OMPI] = {"mpirun", "OMPI_COMM_WORLD_SIZE"},
-    [L_SLURM] = {"srun", "SLURM_NTASKS"},
-    [L_PMIX] = {"a PMIx launcher", "PMIX_RANK"},
+    [L_NONE] = {NULL, NULL, 0},
+    [L_TRAINER] = {"trainer launch", "WORLD_SIZE", 0},
+    [L_TORCHRUN] = {"torchrun", "WORLD_SIZE", 0}, /* or anything else that sets its variables */
+    [L_OMPI] = {"mpirun", "OMPI_COMM_WORLD_SIZE", 1},
+    [L_SLURM] = {"srun", "SLURM_NTASKS", 1},
+    [L_PMIX] = {"a PMIx launcher", "PMIX_RANK", 1},
+    [L_PMI] = {"a PMI launcher", "PMI_SIZE", 1}, /* MPICH's and Intel MPI's mpiexec (Hydra) */
 };
 
+static int set(const char *name) {
+    const char *v = getenv(name);
+    return v && *v; /* an empty variable is an unset one */
+}
+
 static launcher_id which_launcher(void) {
-    if (getenv("RANK") || getenv("WORLD_SIZE")) return getenv("TRAINER_JOB_ID") ? L_TRAINER : L_TORCHRUN;
-    if (getenv("OMPI_COMM_WORLD_SIZE")) return L_OMPI;
-    if (getenv("SLURM_PROCID") && getenv("SLURM_NTASKS")) return L_SLURM;
-    if (getenv("PMIX_RANK")) return L_PMIX;
+    if (set("RANK") || set("WORLD_SIZE")) return set("TRAINER_JOB_ID") ? L_TRAINER : L_TORCHRUN;
+    if (set("OMPI_COMM_WORLD_SIZE")) return L_OMPI;
+    if (set("SLURM_PROCID") && set("SLURM_NTASKS")) return L_SLURM;
+    if (set("PMIX_RANK")) return L_PMIX;
+    if (set("PMI_RANK")) return L_PMI;
     return L_NONE;
 }
 
 const char *tr_comm_env_launcher(void) { return launchers[which_launcher()].name; }
+
+int tr_comm_env_gathers_output(void) { return launchers[which_launcher()].gathers_output; }
 
 const char *tr_comm_env_size_var(void) {
     launcher_id l = which_launcher();
@@ -118,9 +130,10 @@ tr_status tr_comm_env_detect(tr_comm_env *env) {
     env->size = env->local_size = 1;
     int has_rank, has_size, has_lr, has_ls;
     const long MAXR = 1 << 20;
-    TR_CHECK(env_int("RANK", 0, MAXR, &env->rank, &has_rank));
-    TR_CHECK(env_int("WORLD_SIZE", 1, MAXR, &env->size, &has_size));
-    if (has_rank || has_size) {
+    launcher_id l = which_launcher();
+    if (l == L_TRAINER || l == L_TORCHRUN) {
+        TR_CHECK(env_int("RANK", 0, MAXR, &env->rank, &has_rank));
+        TR_CHECK(env_int("WORLD_SIZE", 1, MAXR, &env->size, &has_size));
         if (!has_rank || !has_size)
             return tr_error_set(TR_ERR_INVALID, "environment: %s is set without %s", has_rank ? "RANK" : "WORLD_SIZE",
                                 has_rank ? "WORLD_SIZE" : "RANK");
@@ -147,7 +160,7 @@ tr_status tr_comm_env_detect(tr_comm_env *env) {
                      again && *again && strcmp(again, "0") != 0 ? again : "");
             set_job(env, "torchrun", id);
         }
-    } else if (getenv("OMPI_COMM_WORLD_SIZE")) {
+    } else if (l == L_OMPI) {
         TR_CHECK(env_int("OMPI_COMM_WORLD_RANK", 0, MAXR, &env->rank, &has_rank));
         TR_CHECK(env_int("OMPI_COMM_WORLD_SIZE", 1, MAXR, &env->size, &has_size));
         TR_CHECK(env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, MAXR, &env->local_rank, &has_lr));
@@ -157,7 +170,7 @@ tr_status tr_comm_env_detect(tr_comm_env *env) {
         if (!has_lr) env->local_rank = env->rank;
         const char *ns = getenv("PMIX_NAMESPACE");
         set_job(env, "ompi", ns ? ns : getenv("OMPI_MCA_ess_base_jobid"));
-    } else if (getenv("SLURM_PROCID") && getenv("SLURM_NTASKS")) {
+    } else if (l == L_SLURM) {
         TR_CHECK(env_int("SLURM_PROCID", 0, MAXR, &env->rank, &has_rank));
         TR_CHECK(env_int(tr_comm_env_size_var(), 1, MAXR, &env->size, &has_size));
         TR_CHECK(env_int("SLURM_LOCALID", 0, MAXR, &env->local_rank, &has_lr));
@@ -179,10 +192,14 @@ tr_status tr_comm_env_detect(tr_comm_env *env) {
         snprintf(id, sizeof id, "%s.%s", getenv("SLURM_JOB_ID") ? getenv("SLURM_JOB_ID") : "0",
                  getenv("SLURM_STEP_ID") ? getenv("SLURM_STEP_ID") : "0");
         set_job(env, "slurm", id);
-    } else if (getenv("PMIX_RANK")) {
+    } else if (l == L_PMIX) {
         return tr_error_set(TR_ERR_INVALID, "environment: PMIX_RANK is set (a PMIx launcher started this process) but "
                             "no world size came with it (OMPI_COMM_WORLD_SIZE, SLURM_NTASKS or WORLD_SIZE): launch with "
                             "mpirun, srun or torchrun, or set RANK and WORLD_SIZE");
+    } else if (l == L_PMI) {
+        return tr_error_set(TR_ERR_INVALID, "environment: PMI_RANK is set (a PMI launcher, such as MPICH's or Intel MPI's "
+                            "mpiexec, started this process), whose ranks this trainer does not read: launch with Open "
+                            "MPI's mpirun, srun or torchrun, or set RANK and WORLD_SIZE");
     } else {
         char id[32];
         snprintf(id, sizeof id, "%ld", (long)getpid());

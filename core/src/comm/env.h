@@ -6,9 +6,14 @@
 
 #include "trainer/comm.h"
 
-/* "trainer launch", "torchrun", "mpirun", "srun" (or "a PMIx launcher", which
- * tr_comm_env_detect refuses without a world size); NULL when none started this process. */
+/* The launcher that started this process, decided here alone (every user asks these
+ * functions): "trainer launch", "torchrun", "mpirun", "srun" (or "a PMIx launcher" or "a PMI
+ * launcher", which tr_comm_env_detect refuses); NULL when none did. */
 const char *tr_comm_env_launcher(void);
+/* 1 when that launcher gives the ranks a pseudo-terminal and gathers their output into lines
+ * (mpirun, srun, PMIx and PMI launchers): no progress bar there, whatever isatty says. 0
+ * under trainer launch, torchrun (they pass the terminal through) or none. */
+int tr_comm_env_gathers_output(void);
 /* The variable that holds its world size ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
  * "SLURM_NTASKS"), for messages; NULL without a launcher. */
 const char *tr_comm_env_size_var(void);

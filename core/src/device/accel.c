@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "device/backend_name.h"
 #include "kernels/update.h"
 #include "trainer/devices.h"
 #include "trainer/memory.h"
@@ -35,10 +36,10 @@ static const char *missing_entry(const tr_device_ops *o) {
 static tr_status exec_ops(const tr_plugin *backend, tr_device_ops *ops, tr_kernels *kern) {
     if (!backend) return tr_error_set(TR_ERR_DEVICE, "no GPU device plugin to open a device with");
     TR_CHECK(tr_device_ops_of(backend, ops));
-    const char *missing = missing_entry(ops);
+    const char *missing = missing_entry(ops), *name = device_backend_name(backend), *path = device_backend_path(backend);
     if (missing)
         return tr_error_set(TR_ERR_UNSUPPORTED, "device plugin %s (%s) can list its GPUs but not run on them: its table "
-                            "has no '%s' entry (discovery only in this build)", backend->desc->name, backend->path, missing);
+                            "has no '%s' entry (discovery only in this build)", name, path, missing);
     /* What every training loop needs besides the ops' own kernels (those are checked as ops
      * run): memory, the optimizer update, the gradient norm and clipping. */
     tr_kernels k = {0};
@@ -51,10 +52,10 @@ static tr_status exec_ops(const tr_plugin *backend, tr_device_ops *ops, tr_kerne
                        : !k.scale_inplace ? "scale_inplace" : NULL;
     if (need)
         return tr_error_set(TR_ERR_PLUGIN, "device plugin %s (%s): its kernel table (%zu bytes) has no '%s' kernel",
-                            backend->desc->name, backend->path, ops->kernels->size, need);
+                            name, path, ops->kernels->size, need);
     if (tr_get_precision() != TR_PRECISION_FP32 && !ops->set_precision)
         return tr_error_set(TR_ERR_UNSUPPORTED, "device plugin %s (%s) computes in fp32 only: its table has no "
-                            "'set_precision' entry for trainer.precision %s", backend->desc->name, backend->path,
+                            "'set_precision' entry for trainer.precision %s", name, path,
                             tr_precision_name(tr_get_precision()));
     return TR_OK;
 }
@@ -74,18 +75,18 @@ tr_status tr_accel_open(const tr_plugin *backend, int index, tr_accel **out) {
         tr_free(a);
         return st;
     }
-    snprintf(a->name, sizeof a->name, "%s:%d", backend->desc->name, index);
+    snprintf(a->name, sizeof a->name, "%s:%d", device_backend_name(backend), index);
     a->index = index;
     char why[256] = "";
     int n = a->ops.count(why, sizeof why);
     if (index < 0 || index >= n) {
         tr_free(a);
-        return tr_error_set(TR_ERR_DEVICE, "%s: no GPU %d (%d visible%s%s)", backend->desc->name, index, n,
+        return tr_error_set(TR_ERR_DEVICE, "%s: no GPU %d (%d visible%s%s)", device_backend_name(backend), index, n,
                             why[0] ? ": " : "", why);
     }
     st = a->ops.open(index, &a->dev);
     if (st != TR_OK) {
-        tr_error_prefix("%s: opening GPU %d: ", backend->desc->name, index);
+        tr_error_prefix("%s: opening GPU %d: ", device_backend_name(backend), index);
         tr_free(a);
         return st;
     }

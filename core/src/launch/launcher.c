@@ -1,4 +1,4 @@
-/* The single-host launcher and supervisor (see trainer/launch.h). One poll loop reads every
+/* The single-host launcher and supervisor (see launch/launch_api.h). One poll loop reads every
  * rank's output pipe (drawing rank 0's progress bar on a terminal), reaps exits, and
  * escalates SIGTERM -> SIGKILL on failure or on a signal to the launcher (a first one is
  * forwarded with time to save a checkpoint, a second kills). Library code: no exit(), the
@@ -19,7 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trainer/launch.h"
+#include "comm/env.h"
+#include "launch/launch_api.h"
 #include "trainer/memory.h"
 #include "trainer/runtime.h"
 
@@ -334,8 +335,7 @@ tr_status tr_launch(const tr_launch_config *cfg, tr_launch_result *res) {
     g_signals = 0;
     tr_status st = TR_OK;
     /* mpirun and srun gather output through a pseudo-terminal: no bar there. */
-    term_out term = {.tty = isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") &&
-                            !getenv("PMI_RANK") && !getenv("SLURM_PROCID")};
+    term_out term = {.tty = isatty(STDOUT_FILENO) && !tr_comm_env_gathers_output()};
     for (int attempt = 0;; attempt++) {
         char id[64];
         snprintf(id, sizeof id, "%s.%d", job, attempt);

@@ -3,8 +3,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "device/backend_name.h"
 #include "plugin/plugin_impl.h"
 #include "trainer/devices.h"
+
+const char *device_backend_name(const tr_plugin *p) { return p->desc->name; }
+
+const char *device_backend_path(const tr_plugin *p) { return p->path; }
 
 tr_status tr_device_ops_of(const tr_plugin *p, tr_device_ops *out) {
     TR_CHECK(plugin_copy_ops(p, out, sizeof *out, offsetof(tr_device_ops, info) + sizeof out->info, "device plugin",

@@ -1,6 +1,6 @@
-/* Private: what the checkpoint files (checkpoint.c: directory protocol, full save, latest,
- * prune; checkpoint_load.c: loading and consolidation; checkpoint_shard.c: sharded save)
- * share. */
+/* Private: what the checkpoint files (checkpoint.c: the folder protocol, full save,
+ * state.json; checkpoint_dir.c: a checkpoints folder's latest, pointers, pruning;
+ * checkpoint_load.c: loading and consolidation; checkpoint_shard.c: sharded save) share. */
 #ifndef TRAINER_RUN_CHECKPOINT_IMPL_H
 #define TRAINER_RUN_CHECKPOINT_IMPL_H
 

@@ -4,8 +4,8 @@
 #include <stdio.h>
 
 #include "run/logger.h"
+#include "run/plot_api.h"
 #include "trainer/io.h"
-#include "trainer/plot.h"
 
 void job_curves(job *j) {
     if (j->info.rank != 0 || !j->log || !(j->s.loggers & RUN_LOGGER_JSONL)) return;

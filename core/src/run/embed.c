@@ -18,9 +18,9 @@
 #include <string.h>
 
 #include "job.h"
+#include "run/run_api.h"
 #include "trainer/io.h"
 #include "trainer/ops.h"
-#include "trainer/run.h"
 #include "trainer/runtime.h"
 #include "trainer/tokenizer.h"
 

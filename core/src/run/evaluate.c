@@ -7,8 +7,8 @@
 #include "job.h"
 #include "run/eval_report.h"
 #include "run/predict_csv.h"
+#include "run/run_api.h"
 #include "trainer/log.h"
-#include "trainer/run.h"
 #include "trainer/runtime.h"
 
 /* The argmax of a row of C logits: the first of equal maxima (numpy's argmax, predict's

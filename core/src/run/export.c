@@ -22,9 +22,9 @@
 #include "job.h"
 #include "plugin/plugin_impl.h"
 #include "replica_impl.h"
+#include "run/run_api.h"
 #include "trainer/io.h"
 #include "trainer/replica.h"
-#include "trainer/run.h"
 
 static const char *const formats = "hf";
 

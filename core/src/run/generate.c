@@ -12,8 +12,8 @@
 #include "gen_text.h"
 #include "job.h"
 #include "token_sampler.h"
+#include "run/run_api.h"
 #include "trainer/io.h"
-#include "trainer/run.h"
 #include "trainer/runtime.h"
 
 static const char *task_name(tr_task t) {

@@ -18,11 +18,11 @@
 #include "comm/env.h"
 #include "config/node.h"
 #include "kernels/gemm_bf16.h"
+#include "run/run_api.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/io.h"
 #include "trainer/log.h"
-#include "trainer/run.h"
 #include "trainer/runtime.h"
 
 void job_say(job *j, const char *fmt, ...) {

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "run/loop.h"
-#include "trainer/run.h"
+#include "run/run_api.h"
 
 /* The line that ends epoch ep (from 0) at step: "epoch E/N done: train loss L", or, when it
  * ended part-way (not complete) after `consumed` batches, which of trainer.early_stopping and

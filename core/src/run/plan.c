@@ -9,11 +9,11 @@
 
 #include "comm/env.h"
 #include "job.h"
+#include "run/run_api.h"
 #include "trainer/comm.h"
 #include "replica_impl.h"
 #include "trainer/memory.h"
 #include "trainer/replica.h"
-#include "trainer/run.h"
 
 size_t tr_estimate_param_floats(const tr_strategy_estimate_env *env, size_t align) {
     size_t n = 0;

@@ -1,7 +1,7 @@
-/* `trainer plot` (trainer/plot.h): the runs' metrics.jsonl read (plot_run.h, plot_metrics.h),
+/* `trainer plot` (run/plot_api.h): the runs' metrics.jsonl read (plot_run.h, plot_metrics.h),
  * the curves asked for picked and styled, and the SVG document (plot_svg.h). One run: a
  * colour per metric; several: a colour per run, a dash and a marker per metric. */
-#include "trainer/plot.h"
+#include "run/plot_api.h"
 
 #include <limits.h>
 #include <stdio.h>

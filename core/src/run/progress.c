@@ -31,17 +31,12 @@ static int terminal_cols(void) {
     return 0;
 }
 
-/* mpirun, srun and other MPI launchers give ranks a pseudo-terminal and gather its output
- * into lines: a bar there is a flood of half-lines. trainer launch and torchrun pass the
- * terminal through (the launcher draws rank 0's bar). */
-static int under_mpi_launcher(void) {
-    const char *l = tr_comm_env_launcher();
-    return l && strcmp(l, "trainer launch") != 0 && strcmp(l, "torchrun") != 0;
-}
-
 void progress_init(progress *p, int mode, int64_t first_step) {
     const char *fwd = getenv("TRAINER_PROGRESS_COLS"); /* set by the launcher for rank 0 */
-    int tty = isatty(STDOUT_FILENO) && !under_mpi_launcher();
+    /* mpirun and srun gather a pseudo-terminal's output into lines: a bar there is a flood of
+     * half-lines; trainer launch and torchrun pass the terminal through (the launcher draws
+     * rank 0's bar) */
+    int tty = isatty(STDOUT_FILENO) && !tr_comm_env_gathers_output();
     int bar = mode == 1 || (mode == 0 && (tty || (fwd && *fwd)));
     int cols = tty ? terminal_cols() : 0;
     if (!tty && fwd && *fwd) cols = atoi(fwd);

@@ -22,11 +22,11 @@
 #include "run/loop_save.h"
 #include "run/loop_validate.h"
 #include "run/run_agree.h"
+#include "run/run_api.h"
 #include "run/run_dir.h"
 #include "run/run_lock.h"
 #include "trainer/log.h"
 #include "trainer/profile.h"
-#include "trainer/run.h"
 #include "trainer/runtime.h"
 
 /* Samples of the optimizer-step group that global batch `index` belongs to (accumulation:

@@ -1,5 +1,5 @@
 /* Tokenized text tables (token_table.h): the classes, each row's label and the one-time
- * encoding, in chunks of tr_tokenizer_encode_batch on a few threads. Reading the file's
+ * encoding, in chunks of tr_tokenizer_encode_batch on a thread team. Reading the file's
  * layouts is token_rows.c. */
 #define _POSIX_C_SOURCE 200809L
 #include "token_rows.h"
@@ -9,7 +9,6 @@
 #include <float.h>
 #include <jansson.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 
 #include "trainer/io.h"
 #include "trainer/memory.h"
+#include "trainer/team.h"
 
 #define CHUNK 256       /* texts per encode_batch call */
 #define MAX_THREADS 8
@@ -220,8 +220,8 @@ static void job_fail(job *j, tr_status st, int64_t row, int col) {
 }
 
 /* Encodes rows [lo, hi) of column(s): with two_texts each text alone, else text (and pair). */
-static void *job_run(void *arg) {
-    job *j = arg;
+static tr_status job_run(int t, void *user) {
+    job *j = (job *)user + t;
     const rows *r = j->r;
     int pair = j->c->pair_col && j->c->pair_col[0];
     const char *texts[CHUNK], *pairs[CHUNK];
@@ -282,7 +282,7 @@ static void *job_run(void *arg) {
             }
         }
     }
-    return NULL;
+    return j->st == TR_OK ? TR_OK : tr_error_set(j->st, "%s", j->msg);
 }
 
 static tr_status open_tokenizer(tr_tokenizer **tok, const tt_config *c, int64_t *max_length, int *truncate) {
@@ -336,8 +336,7 @@ static tr_status encode(tt_data *d, const tt_config *c, const char *path, const 
     if (nt > MAX_THREADS) nt = MAX_THREADS;
     if (nt < 1) nt = 1;
     job jobs[MAX_THREADS];
-    pthread_t th[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
+    tr_team *team = NULL;
     d->off = malloc((size_t)(n * d->seqs + 1) * sizeof *d->off);
     tr_status st = d->off ? TR_OK : tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
     for (int t = 0; t < nt; t++) {
@@ -346,17 +345,11 @@ static tr_status encode(tt_data *d, const tt_config *c, const char *path, const 
         jobs[t].lens = malloc((size_t)((jobs[t].hi - jobs[t].lo) * d->seqs + 1) * sizeof *jobs[t].lens);
         if (!jobs[t].lens) st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
     }
-    for (int t = 1; st == TR_OK && t < nt; t++) started[t] = pthread_create(&th[t], NULL, job_run, &jobs[t]) == 0;
-    if (st == TR_OK) job_run(&jobs[0]);
-    for (int t = 1; t < nt; t++) {
-        if (started[t]) pthread_join(th[t], NULL);
-        else if (st == TR_OK) job_run(&jobs[t]); /* no thread: here */
-    }
+    if (st == TR_OK) st = tr_team_create(&team, nt, c->plugin);
+    if (st == TR_OK) st = tr_team_run(team, nt, job_run, jobs); /* the first row's error */
+    tr_team_destroy(team);
     size_t total = 0;
-    for (int t = 0; st == TR_OK && t < nt; t++) {
-        if (jobs[t].st != TR_OK) st = tr_error_set(jobs[t].st, "%s", jobs[t].msg); /* the first row's error */
-        total += jobs[t].n_ids;
-    }
+    for (int t = 0; st == TR_OK && t < nt; t++) total += jobs[t].n_ids;
     if (st == TR_OK) {
         d->ids = malloc((total ? total : 1) * sizeof *d->ids);
         if (!d->ids) st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory for %zu token ids", path, total);

@@ -1,5 +1,7 @@
-/* The single-host launcher and supervisor behind `trainer launch` (and `trainer run` when a
- * strategy needs several processes), in the manner of torchrun standalone.
+/* Private to libtrainer and the trainer CLI, not installed (exported for the CLI alone, as
+ * run/run_api.h). The single-host launcher and supervisor behind `trainer launch` (and
+ * `trainer run` when a strategy needs several processes), in the manner of torchrun
+ * standalone.
  *
  *   char *cmd[] = {"build/tests/comm_check", "build/plugins", "shm", NULL};
  *   tr_launch_config lc = {.nproc = 4, .argv = cmd};
@@ -14,8 +16,8 @@
  * max_restarts the whole job is then launched again (resuming from its newest checkpoint is
  * the job's business). SIGINT/SIGTERM to the launcher stop every rank the same way. Ranks
  * die with the launcher (PR_SET_PDEATHSIG). */
-#ifndef TRAINER_LAUNCH_H
-#define TRAINER_LAUNCH_H
+#ifndef TRAINER_LAUNCH_LAUNCH_API_H
+#define TRAINER_LAUNCH_LAUNCH_API_H
 
 #include "trainer/export.h"
 #include "trainer/status.h"

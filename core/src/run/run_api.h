@@ -1,4 +1,7 @@
-/* `trainer run`, `eval`, `predict`, `embed`, `export` and `generate`: jobs from a YAML config.
+/* Private to libtrainer and the trainer CLI, not installed: the application's entry points,
+ * exported (TR_API) for the CLI alone, no part of the plugin SDK (docs/abi.md, "What
+ * libtrainer exports"). `trainer run`, `eval`, `predict`, `embed`, `export` and `generate`:
+ * jobs from a YAML config.
  *
  *   const char *overrides[] = {"trainer.max_epochs=3", "optimizer.lr=3e-4"};
  *   tr_run_result r;
@@ -12,8 +15,8 @@
  * build the same job without training and load the weights of a checkpoint; export builds the
  * model from a run's config.yaml and writes a checkpoint's weights in another framework's
  * format. See docs/config.md for every key. */
-#ifndef TRAINER_RUN_H
-#define TRAINER_RUN_H
+#ifndef TRAINER_RUN_RUN_API_H
+#define TRAINER_RUN_RUN_API_H
 
 #include "trainer/export.h"
 

@@ -1,4 +1,6 @@
-/* `trainer plot`: training curves of runs, from their metrics.jsonl, as an SVG document.
+/* Private to libtrainer and the trainer CLI, not installed (exported for the CLI alone, as
+ * run/run_api.h). `trainer plot`: training curves of runs, from their metrics.jsonl, as an
+ * SVG document.
  *
  *   const char *runs[] = {"runs/quickstart/0", "runs/quickstart_lr"};
  *   const char *metrics[] = {"val_accuracy"};
@@ -15,8 +17,8 @@
  * are superseded; the last record of a step, or of an epoch, counts; null is a gap). Each
  * metric of each run is a curve against the optimizer step, its legend entry naming the run
  * (name/version) and the metric; docs/plot.md has the picture's rules. */
-#ifndef TRAINER_PLOT_H
-#define TRAINER_PLOT_H
+#ifndef TRAINER_RUN_PLOT_API_H
+#define TRAINER_RUN_PLOT_API_H
 
 #include "trainer/export.h"
 
