@@ -109,7 +109,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     }
     /* Buckets from the last parameter down; the sharded update is the engine's reduce-scatter
      * with the whole optimizer state kept (settle gathers it). */
-    tr_grad_sync_config sc = {.name = "ddp", .comm = d->comm, .accel = d->accel, .replica = d->r,
+    tr_grad_sync_config sc = {.size = sizeof sc, .name = "ddp", .comm = d->comm, .accel = d->accel, .replica = d->r,
                               .reduce = d->shard ? TR_GRAD_REDUCE_SCATTER : TR_GRAD_ALL_REDUCE,
                               .layout = TR_GRAD_BUCKETS, .first_mb = tr_options_float(o, "first_bucket_mb"),
                               .bucket_mb = tr_options_float(o, "bucket_mb"), .pad = d->shard,

@@ -314,7 +314,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     /* The engine's units: consecutive whole parameters, reduce-scattered during backward, each
      * rank updating its slices; below stage 3 the step all-gathers them, waited by their next
      * use. Staged through the host P's buffers. */
-    tr_grad_sync_config sc = {.name = "sharded", .comm = z->comm, .accel = z->accel, .replica = z->r,
+    tr_grad_sync_config sc = {.size = sizeof sc, .name = "sharded", .comm = z->comm, .accel = z->accel, .replica = z->r,
                               .reduce = TR_GRAD_REDUCE_SCATTER, .layout = TR_GRAD_UNITS,
                               .bucket_mb = tr_options_float(o, "unit_mb"), .skip_nonfinite = env->skip_nonfinite,
                               .gather_params = z->stage < 3, .eager = 1, .registry = env->registry,

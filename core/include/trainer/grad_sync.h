@@ -1,7 +1,7 @@
 /* The gradient-synchronisation engine of the rank strategies (ddp, sharded), and the
  * communication hooks that change what it sends (torch's register_comm_hook).
  *
- *   tr_grad_sync_config c = {.comm = comm, .accel = accel, .replica = r,
+ *   tr_grad_sync_config c = {.size = sizeof c, .comm = comm, .accel = accel, .replica = r,
  *                            .reduce = TR_GRAD_ALL_REDUCE, .first_mb = 1, .bucket_mb = 25};
  *   TR_CHECK(tr_grad_sync_create(&e, &c));          // buckets; the graph's grad-ready hook
  *   per micro-batch: tr_grad_sync_begin(e, mb->last); tr_backward(...);
@@ -91,6 +91,8 @@ typedef enum tr_grad_layout {
 enum { TR_GRAD_MAX_UNITS = 128 };
 
 typedef struct tr_grad_sync_config {
+    size_t size;                  /* sizeof(tr_grad_sync_config) as the caller was built: the
+                                   * struct only grows at its end, fields past size read as 0 */
     const char *name;             /* the strategy's, for messages and profile regions ("ddp") */
     tr_comm *comm;                /* borrowed, all of it, for the engine's life */
     tr_accel *accel;              /* the replica's device, NULL on the CPU */

@@ -1,6 +1,6 @@
 /* The gradient-synchronisation engine of the rank strategies: its life and its buckets'
  * places (docs/strategies.md, "The gradient synchronisation engine"). */
-#include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "sync_impl.h"
@@ -9,10 +9,13 @@
 
 tr_status tr_grad_sync_create(tr_grad_sync **out, const tr_grad_sync_config *c) {
     *out = NULL;
-    if (!c || !c->comm || !c->replica) return tr_error_set(TR_ERR_INVALID, "gradient sync: no communicator or replica");
+    if (!c || c->size < offsetof(tr_grad_sync_config, reduced) + sizeof c->reduced)
+        return tr_error_set(TR_ERR_INVALID, "gradient sync: a config of %zu bytes (set .size = sizeof config)",
+                            c ? c->size : 0);
+    if (!c->comm || !c->replica) return tr_error_set(TR_ERR_INVALID, "gradient sync: no communicator or replica");
     tr_grad_sync *e = tr_calloc(1, sizeof *e);
     if (!e) return tr_error_set(TR_ERR_NOMEM, "gradient sync: out of memory");
-    e->c = *c;
+    memcpy(&e->c, c, c->size < sizeof e->c ? c->size : sizeof e->c);
     e->host = tr_replica_host_params(c->replica);
     e->graph = tr_replica_graph(c->replica);
     e->rank = tr_comm_rank(c->comm);
