@@ -132,7 +132,8 @@ typedef struct tr_grad_sync_range {
 /* Builds the buckets over the replica's host parameters (aligned as the caller made them)
  * and sets the replica graph's grad-ready hook; the comm hook's plugin is created. */
 TR_API tr_status tr_grad_sync_create(tr_grad_sync **out, const tr_grad_sync_config *c);
-/* Waits for what is in flight, then frees; NULL does nothing. */
+/* Waits for what is in flight, destroys the comm hook, frees; before the replica and the
+ * communicator go. NULL does nothing. */
 TR_API void tr_grad_sync_destroy(tr_grad_sync *e);
 TR_API int tr_grad_sync_count(const tr_grad_sync *e);
 TR_API const tr_grad_sync_range *tr_grad_sync_at(const tr_grad_sync *e, int bucket);
