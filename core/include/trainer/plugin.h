@@ -41,7 +41,8 @@ typedef enum tr_plugin_kind {
     TR_PLUGIN_DATASET = 2,
     TR_PLUGIN_STRATEGY = 3,
     TR_PLUGIN_COMM = 4,
-    TR_PLUGIN_DEVICE = 5
+    TR_PLUGIN_DEVICE = 5,
+    TR_PLUGIN_COMM_HOOK = 6   /* ABI 0.17: tr_comm_hook_ops (trainer/grad_sync.h) */
 } tr_plugin_kind;
 
 typedef enum tr_option_type {

@@ -32,6 +32,7 @@
 #include "trainer/device_backend.h"
 #include "trainer/devices.h"
 #include "trainer/export.h"
+#include "trainer/grad_sync.h"
 #include "trainer/graph.h"
 #include "trainer/half.h"
 #include "trainer/io.h"

@@ -45,6 +45,7 @@ const char *tr_plugin_kind_name(tr_plugin_kind kind) {
     case TR_PLUGIN_STRATEGY: return "strategy";
     case TR_PLUGIN_COMM: return "comm";
     case TR_PLUGIN_DEVICE: return "device";
+    case TR_PLUGIN_COMM_HOOK: return "comm_hook";
     }
     return "unknown";
 }

@@ -48,6 +48,21 @@ tr_status tr_rank_broadcast(tr_comm *c, tr_accel *a, float *dev, float *host, si
     return tr_accel_upload(a, dev, host, n * sizeof(float));
 }
 
+tr_status tr_rank_broadcast_buffers(tr_comm *c, tr_accel *a, tr_replica *r) {
+    tr_params *host = tr_replica_host_params(r);
+    return tr_rank_broadcast(c, a, tr_params_buffers_data(tr_replica_params(r)), tr_params_buffers_data(host),
+                             tr_params_buffers_numel(host), 0);
+}
+
+tr_status tr_rank_all_sum(void *comm, double *values, int n) {
+    return tr_comm_all_reduce(comm, values, values, (size_t)n, TR_F64, TR_RED_SUM);
+}
+
+int tr_rank_processes(const tr_options *opts, int devices) {
+    (void)opts;
+    return devices > 1 ? devices : 1;
+}
+
 tr_status tr_rank_probe(const tr_options *o, const tr_strategy_probe *env) {
     tr_comm_ranks ranks = {0};
     if (env->accelerator == TR_ACCEL_GPU) {
