@@ -4,7 +4,8 @@
  *   gradient are the bits of the run without; the gradient-ready hook fires once per
  *   parameter, in the same order; the use hook is asked again in backward (in_backward 1) for
  *   the recomputed blocks' parameters; the activation peak is below half of the run without
- *   (every 2nd: in between); the steps after the first allocate nothing;
+ *   (every 2nd: in between); the steps after the first allocate nothing; a forward in grad
+ *   mode off gives the same loss, records nothing and peaks lower;
  * - a conv block with batch-norm (the cnn model's block): the same gradients and running
  *   statistics updated once (the second run in backward leaves them);
  * - the same chain on a device graph (the fake_gpu test device, when built): the same bits
@@ -177,6 +178,40 @@ static void check_chain(void) {
     free(ck2.grad);
 }
 
+/* Grad mode off (validation): the loss of one forward, and the peak; checkpointed blocks run
+ * in the scratch, keeping only their outputs. */
+static size_t run_eval(int every, float *loss_out) {
+    tr_params *P = chain_params();
+    tr_tensor *t[6 * L + 2];
+    for (int i = 0; i < 6 * L + 2; i++) t[i] = tr_params_get(P, i);
+    float xs[N * C];
+    int32_t ys[N];
+    for (int i = 0; i < N * C; i++) xs[i] = (float)test_value((uint64_t)i, 3);
+    for (int i = 0; i < N; i++) ys[i] = (i * 3) % K;
+    tr_graph *g;
+    CHECK(tr_graph_create(&g, 0) == TR_OK, "graph");
+    tr_graph_set_params(g, P);
+    tr_graph_set_checkpointing(g, every);
+    tr_graph_set_training(g, 0);
+    tr_graph_set_grad_enabled(g, 0);
+    tr_tensor *loss = chain_forward(g, t, tr_graph_view(g, xs, TR_F32, 2, (int64_t[]){N, C}),
+                                    tr_graph_view(g, ys, TR_I32, 1, (int64_t[]){N}));
+    CHECK(loss && tr_graph_nodes(g) == 0, "eval, every %d: %s", every, loss ? "recorded nodes" : tr_error_msg());
+    *loss_out = loss ? *(float *)loss->data : -1.0f;
+    size_t peak = tr_graph_activation_peak(g);
+    tr_graph_destroy(g);
+    tr_params_destroy(P);
+    return peak;
+}
+
+static void check_eval(void) {
+    float l0, l1;
+    size_t p0 = run_eval(0, &l0), p1 = run_eval(1, &l1);
+    CHECK(l0 == l1 && l0 > 0, "eval loss %.9g checkpointed, %.9g not", l1, l0);
+    printf("eval activation peak: %zu bytes without checkpointing, %zu with\n", p0, p1);
+    CHECK(p1 * 3 < p0 * 2, "eval peak %zu with checkpointing, %zu without", p1, p0);
+}
+
 /* The cnn model's block: conv 3x3, batch-norm, max-pool 2, relu. */
 typedef struct conv_args {
     tr_tensor *w, *b, *gamma, *beta, *rm, *rv;
@@ -342,6 +377,7 @@ static void check_refusals(void) {
 int main(void) {
     tr_set_num_threads(1);
     check_chain();
+    check_eval();
     check_conv();
     check_refusals();
     check_device();

@@ -134,7 +134,8 @@ TR_API tr_tensor *tr_graph_block(tr_graph *g, tr_block_fn fn, tr_tensor *const *
                                  size_t user_bytes);
 /* ABI 0.15. Which blocks are checkpointed: every 0 none (the default); N >= 1 the blocks
  * 0, N, 2N, ... of each step, counted in the order tr_graph_block is called since the reset
- * (1: every block). Only in grad mode; a block inside a checkpointed one runs as plain ops.
+ * (1: every block). With grad mode off such a block runs in the scratch memory too, keeping
+ * only its output (nothing to run again); a block inside a checkpointed one runs as plain ops.
  * The trainer sets it from trainer.activation_checkpointing. */
 TR_API void tr_graph_set_checkpointing(tr_graph *g, int every);
 TR_API int tr_graph_checkpointing(const tr_graph *g);

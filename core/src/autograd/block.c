@@ -171,7 +171,9 @@ tr_tensor *tr_graph_block(tr_graph *g, tr_block_fn fn, tr_tensor *const *in, int
     if (!fn || n_in < 0 || (n_in > 0 && !in))
         return op_fail(g, TR_ERR_INVALID, "block: no function, or %d inputs and no list of them", n_in);
     int k = g->ck.blocks++;
-    if (g->ck.every <= 0 || k % g->ck.every != 0 || !g->grad_enabled || g->ck.active) return fn(g, in, n_in, user);
+    /* Grad mode off (validation, inference): the block's activations are garbage once it
+     * returns, so it runs in the scratch too, recording nothing. */
+    if (g->ck.every <= 0 || k % g->ck.every != 0 || g->ck.active) return fn(g, in, n_in, user);
     if (!check_inputs(g, in, n_in)) return NULL;
     block_rec *rec = op_alloc(g, sizeof *rec);
     tr_tensor **ins = op_alloc(g, (size_t)(n_in ? n_in : 1) * sizeof *ins);
