@@ -10,6 +10,8 @@
 typedef struct block_rec {
     tr_block_fn fn;
     const void *user;
+    tr_node *kept;  /* the first run's tape (newest node) and output, valid while the scratch */
+    tr_tensor *y;   /* holds them: g->ck.kept is this record */
     uint64_t calls; /* the dropout call counter when the block began: the same masks again */
     uint64_t rows;  /* rows per sample then */
     int training;
@@ -37,12 +39,16 @@ static int scratch_ready(tr_graph *g) {
     return st == TR_OK;
 }
 
-/* The block's ops allocate from the scratch arenas, emptied now (the block before is done). */
-static void enter(tr_graph *g, region *r) {
+/* The block's ops allocate from the scratch arenas, emptied now (the block before is done)
+ * unless `keep`. */
+static void enter(tr_graph *g, region *r, int keep) {
     *r = (region){.tape = g->tape, .n_nodes = g->n_nodes, .calls = g->dropout_calls, .rows = g->rows_per_sample,
                   .n_host_copies = g->n_host_copies, .grad_enabled = g->grad_enabled, .training = g->training};
-    tr_arena_reset(g->ck.arena);
-    if (g->ck.data) tr_arena_reset(g->ck.data);
+    if (!keep) {
+        tr_arena_reset(g->ck.arena);
+        if (g->ck.data) tr_arena_reset(g->ck.data);
+    }
+    g->ck.kept = NULL;
     g->ck.main_arena = g->arena;
     g->ck.main_data = g->data;
     g->arena = g->ck.arena;
@@ -98,10 +104,13 @@ static int check_inputs(tr_graph *g, tr_tensor *const *in, int n_in) {
     return 1;
 }
 
-/* Input t's gradient, made in scratch (x's), written into the step's memory, where t had none
- * before the block's backward (where it had one, x added to it in place). */
-static void take_grad(tr_graph *g, tr_tensor *t, const tr_tensor *x) {
-    if (!t->requires_grad || !x->grad) return;
+/* The gradient t had before the block's backward (its base's, for a view), or NULL. */
+static void *grad_before(const tr_tensor *t) { return t->grad ? t->grad : t->view_of ? t->view_of->grad : NULL; }
+
+/* Input t's gradient `made` in scratch, written into the step's memory: t had none before the
+ * block's backward (where it had one, the block added to it in place). */
+static void take_grad(tr_graph *g, tr_tensor *t, const void *made) {
+    if (!t->requires_grad || !made) return;
     int acc;
     void *d = op_grad_write(g, t, &acc);
     if (!d) return;
@@ -109,7 +118,33 @@ static void take_grad(tr_graph *g, tr_tensor *t, const tr_tensor *x) {
         op_fail(g, TR_ERR_INTERNAL, "block: an input's gradient appeared during the block's backward");
         return;
     }
-    op_copy(g, d, x->grad, tr_tensor_bytes(t));
+    op_copy(g, d, made, tr_tensor_bytes(t));
+}
+
+/* The last checkpointed block of the forward, whose first run is still in the scratch (nothing
+ * ran there since): its own tape is differentiated, with no second run. Its nodes read the
+ * inputs themselves, so a gradient they make for an input that had none lies in the scratch
+ * and moves to the step's memory. */
+static void backward_kept(tr_graph *g, tr_node *n, const block_rec *rec) {
+    region r;
+    enter(g, &r, 1);
+    int n_in = n->n_ins;
+    void **had = op_alloc(g, (size_t)(n_in ? n_in : 1) * sizeof *had);
+    for (int i = 0; had && i < n_in; i++) had[i] = grad_before(n->ins[i]);
+    if (g->status == TR_OK) {
+        rec->y->grad = n->out->grad;
+        if (rec->y->view_of && !rec->y->view_of->grad) rec->y->view_of->grad = n->out->grad;
+        tr_graph_run_tape_(g, rec->kept, n->prev);
+    }
+    back_to_step(g);
+    for (int i = 0; g->status == TR_OK && i < n_in; i++) {
+        tr_tensor *t = n->ins[i], *b = t->view_of ? t->view_of : t;
+        void *made = had[i] ? NULL : b->grad;
+        if (!made) continue;
+        b->grad = t->grad = NULL;
+        take_grad(g, t, made);
+    }
+    leave(g, &r);
 }
 
 /* Runs the block again on its inputs, with the same dropout calls, and differentiates that
@@ -118,9 +153,13 @@ static void take_grad(tr_graph *g, tr_tensor *t, const tr_tensor *x) {
  * at the last). Runs also when the output got no gradient: the uses end here. */
 static void block_backward(tr_graph *g, tr_node *n) {
     const block_rec *rec = n->saved[0];
+    if (g->ck.kept == rec) {
+        backward_kept(g, n, rec);
+        return;
+    }
     int n_in = n->n_ins;
     region r;
-    enter(g, &r);
+    enter(g, &r, 0);
     g->ck.recompute = 1;
     g->grad_enabled = 1;
     g->training = rec->training;
@@ -132,7 +171,7 @@ static void block_backward(tr_graph *g, tr_node *n) {
     for (int i = 0; x && had && i < n_in; i++) {
         /* A copy of the input that is no view and starts from its gradient so far. */
         tr_tensor *t = n->ins[i];
-        had[i] = t->grad ? t->grad : t->view_of ? t->view_of->grad : NULL;
+        had[i] = grad_before(t);
         if (!(x[i] = op_alloc(g, sizeof *x[i]))) break;
         *x[i] = *t;
         x[i]->view_of = NULL;
@@ -153,7 +192,7 @@ static void block_backward(tr_graph *g, tr_node *n) {
     g->dropout_calls = r.calls;
     back_to_step(g);
     for (int i = 0; g->status == TR_OK && i < n_in; i++)
-        if (!had[i]) take_grad(g, n->ins[i], x[i]);
+        if (!had[i]) take_grad(g, n->ins[i], x[i]->grad);
     leave(g, &r);
 }
 
@@ -184,8 +223,9 @@ tr_tensor *tr_graph_block(tr_graph *g, tr_block_fn fn, tr_tensor *const *in, int
     *rec = (block_rec){.fn = fn, .user = copy ? copy : user, .calls = g->dropout_calls, .rows = g->rows_per_sample,
                        .training = g->training};
     region r;
-    enter(g, &r);
+    enter(g, &r, 0);
     tr_tensor *y = fn(g, ins, n_in, rec->user);
+    tr_node *top = g->tape;
     back_to_step(g);
     tr_tensor *out = NULL;
     if (y && g->status == TR_OK && not_made(y, ins, n_in))
@@ -204,5 +244,9 @@ tr_tensor *tr_graph_block(tr_graph *g, tr_block_fn fn, tr_tensor *const *in, int
     op_record_ins(g, node, ins, n_in);
     node->always = 1;
     node->saved[0] = rec;
+    /* Until another block runs in the scratch, backward may differentiate this run itself. */
+    rec->kept = top;
+    rec->y = y;
+    g->ck.kept = rec;
     return out;
 }

@@ -68,6 +68,7 @@ static void reset_step(tr_graph *g, int retire) {
     g->dropout_calls = 0;
     g->rows_per_sample = 1;
     g->ck.blocks = 0;
+    g->ck.kept = NULL;
     if (g->n_fresh) memset(g->fresh, 0, (size_t)g->cap_fresh);
     g->n_fresh = 0;
     if (g->fusion) tr_fusion_drop_deferred_(g->fusion); /* their data is gone */

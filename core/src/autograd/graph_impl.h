@@ -41,6 +41,7 @@ typedef struct ck_state {
     tr_arena *arena, *data;   /* scratch: host; a device's (NULL on the CPU) */
     tr_arena *main_arena, *main_data;
     size_t peak;              /* most bytes the step's memory and the scratch held together */
+    const void *kept;         /* the block whose first run the scratch still holds, or NULL */
 } ck_state;
 
 struct tr_graph {
