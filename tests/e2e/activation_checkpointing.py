@@ -30,28 +30,20 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import hf_encoder_load as tiny  # noqa: E402  (the tiny BERT folder)
+import hf_encoder_load as tiny  # noqa: E402  (the tiny BERT folder; check and FAILS)
+from hf_encoder_strategies import STRATEGIES as ALL  # noqa: E402
 
 COMPARE = os.path.join(HERE, "compare_runs.py")
-FAILS = []
-STRATEGIES = {
-    "cpu": ["trainer.strategy=cpu"],
-    "ddp2": ["trainer.strategy=ddp", "trainer.devices=2"],
-    "sharded3x2": ["trainer.strategy=sharded", "strategy.stage=3", "strategy.unit_mb=0.002", "trainer.devices=2"],
-}
+check, FAILS = tiny.check, tiny.FAILS
+# sharded stage 3 with small units: gathered again by the recomputation in backward
+STRATEGIES = {k: ALL[k] for k in ("cpu", "ddp2", "sharded3x2")}
 
 # the transformer also under these
 EXTRA = {
-    "dataparallel2": ["trainer.strategy=dataparallel", "trainer.devices=2"],
+    "dataparallel2": ALL["dataparallel2"],
     "sharded1x2": ["trainer.strategy=sharded", "strategy.stage=1", "trainer.devices=2"],
     "sharded2x2": ["trainer.strategy=sharded", "strategy.stage=2", "strategy.unit_mb=0.002", "trainer.devices=2"],
 }
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
 
 
 def write(base, name, text):
