@@ -56,7 +56,23 @@ static void print_json(const tr_plan_report *r) {
             printf("}");
         }
     }
-    printf("]}\n");
+    printf("], \"activation_checkpointing\": {\"every\": %d, \"rank_batch\": %lld, \"with\": %llu, \"without\": %llu}}\n",
+           r->act_ckpt_every, (long long)r->rank_batch, (unsigned long long)r->act_with,
+           (unsigned long long)r->act_without);
+}
+
+/* The activations of one rank with and without trainer.activation_checkpointing (when it is
+ * on, or would save memory: the model has blocks). */
+static void print_checkpointing(const tr_plan_report *r) {
+    if (r->rank_batch <= 0 || (!r->act_ckpt_every && r->act_with >= r->act_without)) return;
+    char every[48] = "every block";
+    if (r->act_ckpt_every > 1) snprintf(every, sizeof every, "one block in %d", r->act_ckpt_every);
+    if (r->act_ckpt_every)
+        printf("\nactivations per rank at batch %lld: %.2f MiB with activation checkpointing (%s), %.2f MiB without\n",
+               (long long)r->rank_batch, mib(r->act_with), every, mib(r->act_without));
+    else
+        printf("\nactivations per rank at batch %lld: %.2f MiB; %.2f MiB with trainer.activation_checkpointing true\n",
+               (long long)r->rank_batch, mib(r->act_without), mib(r->act_with));
 }
 
 int trainer_plan_cmd(int argc, char **argv) {
@@ -105,5 +121,6 @@ int trainer_plan_cmd(int argc, char **argv) {
                w->world, (long long)w->rank_batch, mib(m->params), mib(m->grads), mib(m->optimizer), mib(m->activations),
                mib(m->other), mib(total), mib(m->all_devices));
     }
+    print_checkpointing(&r);
     return 0;
 }

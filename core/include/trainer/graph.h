@@ -40,7 +40,8 @@ struct tr_params;
 typedef void (*tr_grad_ready_fn)(void *user, int param);
 /* Called before an op reads parameter `param`'s data: in forward when the op checks its
  * inputs, in backward (in_backward 1) before a node that has the parameter as an input is
- * differentiated. `op` numbers the ops: calls with the same number are one op's inputs, all
+ * differentiated, and before an op of a checkpointed block reads it when backward runs the
+ * block again (tr_graph_block). `op` numbers the ops: calls with the same number are one op's inputs, all
  * needed at once. A sharded strategy gathers the parameter's shard there (ZeRO-3), and may
  * point the parameter tensor's data (and, in backward, grad) at another buffer: reshape
  * views of it follow. An error fails the op (the graph's sticky error). */
@@ -55,7 +56,8 @@ TR_API void tr_graph_reset(tr_graph *g);
 /* The graph's host arena (tensor headers, tape nodes; on the CPU also the activations). */
 TR_API tr_arena *tr_graph_arena(tr_graph *g);
 /* The peak bytes of the arena activations live in (a device's on a device graph), with the
- * graph's two input buffers where it has them (tr_graph_input_from). */
+ * graph's two input buffers where it has them (tr_graph_input_from), and with the scratch
+ * memory of checkpointed blocks (tr_graph_block) where it held more together with it. */
 TR_API size_t tr_graph_activation_peak(const tr_graph *g);
 
 /* Training mode (dropout active, batch-norm uses batch statistics). Default on. */
@@ -102,6 +104,41 @@ TR_API void tr_graph_set_use_hook(tr_graph *g, tr_param_use_fn fn, void *user);
  * per-channel sums are reduced in forward and backward. Every replica must then run the same
  * batch-norm layers in the same order. NULL (the default): per-replica statistics. */
 TR_API void tr_graph_set_stat_reducer(tr_graph *g, tr_stat_reducer_fn fn, void *user);
+
+/* ABI 0.18: activation checkpointing. A model runs each of its blocks (a transformer layer, a
+ * conv stage) through tr_graph_block; the graph's policy decides which blocks keep their
+ * activations:
+ *
+ *   static tr_tensor *layer(tr_graph *g, tr_tensor *const *in, int n_in, const void *user) {
+ *       const layer_args *a = user;                     // a copy the graph keeps
+ *       return tr_add(g, in[0], tr_gelu(g, tr_linear(g, in[0], a->w, a->b), TR_GELU_TANH));
+ *   }
+ *   x = tr_graph_block(g, layer, (tr_tensor *[]){x}, 1, &(layer_args){w, b}, sizeof(layer_args));
+ *
+ * A checkpointed block's ops run and are recorded as usual, but in scratch memory given back
+ * when fn returns: its output is copied into the step's memory and the tape keeps one node
+ * holding the inputs. Backward runs fn again on the same inputs (same dropout masks, batch-norm
+ * without a second running-statistics update, the use hook asked again with in_backward 1),
+ * differentiates that copy in scratch memory and gives it back: the gradients are the bits
+ * they are without checkpointing (on the CPU), and each parameter's ready hook still fires
+ * once, after its last use. A block that is not checkpointed is fn called directly.
+ * fn: a pure function of its inputs, the parameters and buffers it reads (it may run twice);
+ * it returns a tensor it made (not an input, nor a view of one), or NULL after an op failed;
+ * no pointer to its tensors may outlive the call, and it makes no graph inputs. in[0..n_in):
+ * activations of this step (not parameters; ones without a gradient, a mask, are fine), kept
+ * by the graph until the reset. user: user_bytes > 0 copies it into the graph's memory (fn
+ * gets the copy, then and in backward); 0 passes the pointer, which must then stay valid until
+ * the step's backward. Returns fn's output, or NULL with the graph's error set. */
+typedef tr_tensor *(*tr_block_fn)(tr_graph *g, tr_tensor *const *in, int n_in, const void *user);
+TR_API tr_tensor *tr_graph_block(tr_graph *g, tr_block_fn fn, tr_tensor *const *in, int n_in, const void *user,
+                                 size_t user_bytes);
+/* ABI 0.18. Which blocks are checkpointed: every 0 none (the default); N >= 1 the blocks
+ * 0, N, 2N, ... of each step, counted in the order tr_graph_block is called since the reset
+ * (1: every block). With grad mode off such a block runs in the scratch memory too, keeping
+ * only its output (nothing to run again); a block inside a checkpointed one runs as plain ops.
+ * The trainer sets it from trainer.activation_checkpointing. */
+TR_API void tr_graph_set_checkpointing(tr_graph *g, int every);
+TR_API int tr_graph_checkpointing(const tr_graph *g);
 
 /* A tensor in the arena with uninitialised data and no gradient (a batch, targets). */
 TR_API tr_tensor *tr_graph_input(tr_graph *g, tr_dtype dtype, int ndim, const int64_t *shape);

@@ -28,6 +28,7 @@ void tr_graph_destroy(tr_graph *g) {
         tr_accel_free(g->accel, g->in[h].p, g->in[h].cap);
         tr_accel_mark_free(g->accel, g->in[h].retired);
     }
+    tr_graph_block_free_(g);
     tr_arena_destroy(g->arena);
     tr_arena_destroy(g->data);
     tr_free(g->fresh);
@@ -66,6 +67,8 @@ static void reset_step(tr_graph *g, int retire) {
     g->status = TR_OK;
     g->dropout_calls = 0;
     g->rows_per_sample = 1;
+    g->ck.blocks = 0;
+    g->ck.kept = NULL;
     if (g->n_fresh) memset(g->fresh, 0, (size_t)g->cap_fresh);
     g->n_fresh = 0;
     if (g->fusion) tr_fusion_drop_deferred_(g->fusion); /* their data is gone */
@@ -79,18 +82,29 @@ void tr_graph_reset(tr_graph *g) { reset_step(g, 1); }
 
 tr_arena *tr_graph_arena(tr_graph *g) { return g->arena; }
 size_t tr_graph_activation_peak(const tr_graph *g) {
-    return tr_arena_peak(g->data ? g->data : g->arena) + g->in[0].cap + g->in[1].cap; /* the input buffers too */
+    size_t step = tr_arena_peak(g->data ? g->data : g->arena);
+    if (g->ck.peak > step) step = g->ck.peak; /* with a checkpointed block's scratch */
+    return step + g->in[0].cap + g->in[1].cap; /* the input buffers too */
 }
 
 static tr_status accel_chunk(void *user, size_t bytes, void **out) { return tr_accel_alloc(user, bytes, out); }
 static void accel_chunk_free(void *user, void *p, size_t bytes) { tr_accel_free(user, p, bytes); }
 
+tr_status tr_graph_data_arena_(tr_graph *g, tr_arena **out) {
+    if (!g->accel) return tr_arena_create(out, 0);
+    tr_arena_memory mem = {.alloc = accel_chunk, .free = accel_chunk_free, .user = g->accel};
+    return tr_arena_create_on(out, 0, &mem);
+}
+
 tr_status tr_graph_set_accel(tr_graph *g, tr_accel *a) {
     if (!a) return tr_error_set(TR_ERR_INVALID, "graph: no device given");
-    if (g->tape || g->data) return tr_error_set(TR_ERR_INVALID, "graph: the device is set once, before any op");
-    tr_arena_memory mem = {.alloc = accel_chunk, .free = accel_chunk_free, .user = a};
-    TR_CHECK(tr_arena_create_on(&g->data, 0, &mem));
+    if (g->tape || g->data || g->ck.arena) return tr_error_set(TR_ERR_INVALID, "graph: the device is set once, before any op");
     g->accel = a;
+    tr_status st = tr_graph_data_arena_(g, &g->data);
+    if (st != TR_OK) {
+        g->accel = NULL;
+        return st;
+    }
     g->kern = tr_accel_kernels(a);
     return TR_OK;
 }
@@ -122,6 +136,10 @@ void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample
     *sample_base = g->sample_base * g->rows_per_sample; /* in rows: ops count dim 0 */
     *call = g->dropout_calls++;
 }
+
+void tr_graph_set_checkpointing(tr_graph *g, int every) { g->ck.every = every > 0 ? every : 0; }
+int tr_graph_checkpointing(const tr_graph *g) { return g->ck.every; }
+int op_recomputing(const tr_graph *g) { return g->ck.recompute; }
 
 void tr_graph_set_params(tr_graph *g, tr_params *params) { g->params = params; }
 

@@ -1,6 +1,7 @@
-/* Private to autograd: struct tr_graph and what its three files share: graph.c (the step
+/* Private to autograd: struct tr_graph and what its four files share: graph.c (the step
  * arena, settings, hooks, parameters' gradients), tape.c (recording ops and reverse-mode
- * differentiation) and graph_device.c (a device's batch inputs and host copies). */
+ * differentiation), graph_device.c (a device's batch inputs and host copies) and block.c
+ * (checkpointed blocks). */
 #ifndef TRAINER_AUTOGRAD_GRAPH_IMPL_H
 #define TRAINER_AUTOGRAD_GRAPH_IMPL_H
 
@@ -29,6 +30,19 @@ typedef struct input_half {
     void *retired;            /* the compute stream's mark at the reset that ended its last step */
     int fresh;                /* (re)allocated since: its block's earlier work is unmarked */
 } input_half;
+
+/* Activation checkpointing (block.c): while a checkpointed block runs, the graph's arena and
+ * data point at the scratch ones and the step's wait in main_*. */
+typedef struct ck_state {
+    int every;                /* tr_graph_set_checkpointing: 0 off, N: blocks 0, N, 2N, ... */
+    int blocks;               /* tr_graph_block calls since the reset */
+    int active;               /* a checkpointed block is running (forward, or again in backward) */
+    int recompute;            /* it runs again in backward: no use counts, no running statistics */
+    tr_arena *arena, *data;   /* scratch: host; a device's (NULL on the CPU) */
+    tr_arena *main_arena, *main_data;
+    size_t peak;              /* most bytes the step's memory and the scratch held together */
+    const void *kept;         /* the block whose first run the scratch still holds, or NULL */
+} ck_state;
 
 struct tr_graph {
     tr_arena *arena;          /* host: tensor headers, tape nodes; and data without a device */
@@ -68,7 +82,17 @@ struct tr_graph {
     const tr_tensor *root;    /* during tr_backward on a device: its output, and the value */
     double root_seed;         /* its one-element seed gradient has (root_known) */
     int root_known;
+    ck_state ck;
 };
+
+/* The arena of the step's host memory (a block's scratch is not): what lives to the reset. */
+static inline tr_arena *step_arena(const tr_graph *g) { return g->ck.active ? g->ck.main_arena : g->arena; }
+/* Runs the backward of the tape's nodes from `from` (newest) down to `stop` (excluded). */
+void tr_graph_run_tape_(tr_graph *g, tr_node *from, const tr_node *stop);
+/* A new, empty arena in the graph's data memory (a device's, else the host's). */
+tr_status tr_graph_data_arena_(tr_graph *g, tr_arena **out);
+/* Scratch arenas given back (graph destroy). */
+void tr_graph_block_free_(tr_graph *g);
 
 /* A parameter used through a reshape view is a use of the parameter itself. */
 static inline tr_tensor *use_target(tr_tensor *t) { return t && t->view_of ? t->view_of : t; }

@@ -31,6 +31,8 @@ struct tr_node {
     int64_t i[8];                   /* integer arguments */
     double f[4];                    /* real arguments */
     void *saved[4];                 /* arena data kept for backward (masks, statistics) */
+    int always;                     /* backward runs even when out got no gradient (a
+                                     * checkpointed block: its parameters' uses end there) */
 };
 
 /* Dispatch on a float dtype to the _f32 or _f64 kernel. */
@@ -145,6 +147,9 @@ const double *op_plane_stats(const tr_graph *g, const tr_tensor *t);
 int op_may_defer_grad(const tr_graph *g, const tr_tensor *t);
 /* Records d for t (d->tile non-NULL) and notes its sum of squares (finite). */
 void op_defer_grad(tr_graph *g, tr_tensor *t, const op_deferred *d, double sumsq);
+/* Whether the op runs as a checkpointed block's recomputation in backward (tr_graph_block):
+ * state kept across steps (batch-norm's running statistics) was updated by the forward. */
+int op_recomputing(const tr_graph *g);
 /* The graph's dropout randomness (tr_graph_set_rng) and a per-step call counter that gives
  * each random op of a step its own sub-stream. */
 void tr_graph_rng_(tr_graph *g, uint64_t *seed, uint64_t *step, uint64_t *sample_base,

@@ -192,12 +192,16 @@ int op_needs_grad(tr_graph *g, int n, ...) {
 
 static void note_use(tr_graph *g, tr_tensor *t) {
     t = use_target(t);
-    if (!t || t->param < 0 || !t->requires_grad) return;
+    /* A checkpointed block's uses were counted when it first ran (block.c). */
+    if (!t || t->param < 0 || !t->requires_grad || g->ck.recompute) return;
     if (t->uses++ > 0) return;
     if (g->n_used == g->cap_used) {
         int cap = g->cap_used ? g->cap_used * 2 : 64;
-        tr_tensor **a = op_alloc(g, (size_t)cap * sizeof *a);
-        if (!a) return;
+        tr_tensor **a = tr_arena_alloc(step_arena(g), (size_t)cap * sizeof *a); /* lives to the reset */
+        if (!a) {
+            if (g->status == TR_OK) g->status = TR_ERR_NOMEM; /* message set by the arena */
+            return;
+        }
         if (g->n_used) memcpy(a, g->used, (size_t)g->n_used * sizeof *a);
         g->used = a;
         g->cap_used = cap;
@@ -255,7 +259,8 @@ const double *op_plane_stats(const tr_graph *g, const tr_tensor *t) {
 }
 
 int op_may_defer_grad(const tr_graph *g, const tr_tensor *t) {
-    return g->fusion && !g->accel && t->dtype == TR_F32 && op_wants_grad_sumsq(g, t) &&
+    /* Not in a checkpointed block: what a deferred gradient is computed from is its scratch. */
+    return g->fusion && !g->accel && !g->ck.active && t->dtype == TR_F32 && op_wants_grad_sumsq(g, t) &&
            fusion_defers(g->fusion, t->param);
 }
 
@@ -304,6 +309,23 @@ static void release(tr_graph *g, tr_tensor *t) {
     g->hook(g->hook_user, t->param);
 }
 
+void tr_graph_run_tape_(tr_graph *g, tr_node *from, const tr_node *stop) {
+    for (tr_node *node = from; node && node != stop && g->status == TR_OK; node = node->prev) {
+        /* A node whose output got no gradient contributes nothing. */
+        if (node->out->grad || (node->out->view_of && node->out->view_of->grad) || node->always) {
+            if (!node->out->grad && node->out->view_of) node->out->grad = node->out->view_of->grad;
+            int ok = profile_enter(g, "backward", node->name, node->n_ins ? node->ins[0] : node->in[0],
+                                   node->n_ins ? (node->n_ins > 1 ? node->ins[1] : NULL) : node->in[1]);
+            op_begin(g);
+            for (int i = 0; i < TR_NODE_MAX_IN && ok; i++) ok = op_use(g, node->in[i]);
+            for (int i = 0; i < node->n_ins && ok; i++) ok = op_use(g, node->ins[i]);
+            if (ok) node->backward(g, node);
+        }
+        for (int i = 0; i < TR_NODE_MAX_IN; i++) release(g, node->in[i]);
+        for (int i = 0; i < node->n_ins; i++) release(g, node->ins[i]);
+    }
+}
+
 tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
     if (g->status != TR_OK) return tr_error_set(g->status, "%s", tr_error_msg());
     if (!out) return tr_error_set(TR_ERR_INVALID, "backward: output is NULL");
@@ -333,20 +355,7 @@ tr_status tr_backward(tr_graph *g, tr_tensor *out, const void *dout) {
     if (g->fusion) fusion_clear_sums(g->fusion);
     if (!profile_enter(g, "backward", "(seed gradient)", NULL, NULL)) return g->status;
     g->in_backward = 1;
-    for (tr_node *node = g->tape; node && g->status == TR_OK; node = node->prev) {
-        /* A node whose output got no gradient contributes nothing. */
-        if (node->out->grad || (node->out->view_of && node->out->view_of->grad)) {
-            if (!node->out->grad) node->out->grad = node->out->view_of->grad;
-            int ok = profile_enter(g, "backward", node->name, node->n_ins ? node->ins[0] : node->in[0],
-                                   node->n_ins ? (node->n_ins > 1 ? node->ins[1] : NULL) : node->in[1]);
-            op_begin(g);
-            for (int i = 0; i < TR_NODE_MAX_IN && ok; i++) ok = op_use(g, node->in[i]);
-            for (int i = 0; i < node->n_ins && ok; i++) ok = op_use(g, node->ins[i]);
-            if (ok) node->backward(g, node);
-        }
-        for (int i = 0; i < TR_NODE_MAX_IN; i++) release(g, node->in[i]);
-        for (int i = 0; i < node->n_ins; i++) release(g, node->ins[i]);
-    }
+    tr_graph_run_tape_(g, g->tape, NULL);
     g->in_backward = 0;
     g->root = NULL;
     if (g->status != TR_OK) return g->status;

@@ -194,7 +194,8 @@ int bn_compute(tr_graph *g, tr_tensor *x, tr_tensor *running_mean, tr_tensor *ru
         OP_RUN(g, x->dtype, batch_norm_plane_sqdevs, work + C + 1, ps, mean, N, C, S);
         if (s->sync && !bn_reduce(g, work + C + 1, host, C, NULL)) return 0;
         OP_RUN(g, x->dtype, batch_norm_divide, invstd, work + C + 1, (double)M, C);
-        if (running_mean && tr_graph_training(g)) rm = running_mean->data, rv = running_var->data;
+        /* a checkpointed block's second run (op_recomputing) updated them in forward */
+        if (running_mean && tr_graph_training(g) && !op_recomputing(g)) rm = running_mean->data, rv = running_var->data;
     } else {
         op_copy(g, mean, running_mean->data, (size_t)C * es);
         op_copy(g, invstd, running_var->data, (size_t)C * es);

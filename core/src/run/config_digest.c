@@ -1,6 +1,6 @@
 /* The config digest a checkpoint records, and the list of keys that changed when a resumed
  * run's config differs from the one its checkpoint was written with. Keys that do not change
- * the math of a step (lengths, cadence, paths, threads, the strategy: docs/design.md
+ * the math of a step (lengths, cadence, paths, threads, the strategy, activation checkpointing: docs/design.md
  * "Strategy invariance" and "Checkpoints"), or only its roundings (the accelerator, trainer.precision), are left out, so
  * extending a run or resuming under another strategy, on other devices or in another
  * precision (a bf16-mixed run's fp32 checkpoint on the CPU) is allowed. trainer.early_stopping
@@ -20,7 +20,7 @@ static const char *const ignored[] = {
     "trainer.limit_train_batches", "trainer.limit_val_batches", "trainer.val_check_interval", "trainer.fast_dev_run",
     "trainer.threads", "trainer.progress", "trainer.profile", "trainer.loggers",
     "trainer.strategy", "trainer.accelerator", "trainer.precision", "trainer.devices", "trainer.max_restarts",
-    "trainer.early_stopping", "model.init_from", "strategy", "checkpoint", "plugins"};
+    "trainer.early_stopping", "trainer.activation_checkpointing", "model.init_from", "strategy", "checkpoint", "plugins"};
 
 static int is_ignored(const char *path) {
     for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) {

@@ -29,6 +29,7 @@ typedef struct job_settings {
     int profile;          /* trainer.profile: TR_PROFILE_OPS_OFF, _OPS or _OPS_SHAPES (profile.h) */
     int flush_denormals;  /* tr_set_flush_denormals for the run's threads */
     int precision;        /* tr_precision: tr_set_precision for the devices the run opens */
+    int act_ckpt;         /* trainer.activation_checkpointing: 0 off, N every N-th block */
     int64_t val_every_n_steps;
     int64_t val_every_n_epochs;  /* at the end of every n-th epoch and the last (0: never at epoch ends) */
     run_limits lim;              /* limit_train_batches, limit_val_batches, val_check_interval, fast_dev_run */

@@ -13,6 +13,7 @@
 
 tr_status job_make_models(job *j) {
     TR_CHECK(tr_model_factory_create(&j->models, j->model_p, j->model_opts, &j->spec, (uint64_t)j->s.seed));
+    model_factory_set_checkpointing(j->models, j->s.act_ckpt);
     struct stat sb;
     int folder = j->ckpt_path[0] && stat(j->ckpt_path, &sb) == 0 && S_ISDIR(sb.st_mode);
     /* What the model says when it is built, rank 0 says (the factory: its first replica), and

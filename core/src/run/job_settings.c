@@ -37,7 +37,7 @@ static const char *const trainer_keys[] = {"max_epochs", "max_steps", "grad_accu
                                            "limit_train_batches", "limit_val_batches", "val_check_interval", "fast_dev_run",
                                            "threads", "strategy", "accelerator", "devices", "precision", "progress", "max_restarts",
                                            "on_nan", "max_consecutive_skips", "flush_denormals", "gpu_backend", "profile",
-                                           "loggers", "early_stopping"};
+                                           "loggers", "early_stopping", "activation_checkpointing"};
 #define N_(a) (sizeof(a) / sizeof(a[0]))
 
 tr_status job_check_sections(const tr_cfg_node *r) {
@@ -196,6 +196,32 @@ static tr_status read_loggers(job *j, job_settings *s) {
     return TR_OK;
 }
 
+/* trainer.activation_checkpointing: false (the default), true (every block) or N >= 1 (the
+ * blocks 0, N, 2N, ...): tr_graph_set_checkpointing's every, 0 for false. */
+static tr_status read_act_ckpt(job *j, job_settings *s) {
+    static const char *const key = "trainer.activation_checkpointing";
+    const tr_cfg_node *n = tr_cfg_find(j->root, key);
+    s->act_ckpt = 0;
+    if (!n || tr_cfg_null_(n)) return set_default(j, key, "false");
+    const char *v = tr_cfg_node_kind(n) == TR_CFG_SCALAR ? tr_cfg_scalar(n) : NULL;
+    static const char *const on[] = {"true", "yes", "on"}, *const off[] = {"false", "no", "off"};
+    for (int i = 0; v && i < 3; i++) {
+        if (strcasecmp(v, on[i]) == 0) s->act_ckpt = 1;
+        if (strcasecmp(v, off[i]) == 0) return TR_OK;
+    }
+    if (s->act_ckpt) return TR_OK;
+    char *end = NULL;
+    errno = 0;
+    long every = v && *v ? strtol(v, &end, 10) : 0;
+    if (v && *v && !*end && errno == 0 && every >= 1 && every <= 1 << 20) {
+        s->act_ckpt = (int)every;
+        return TR_OK;
+    }
+    return tr_error_set(TR_ERR_INVALID, "%s:%d:%d: %s: expected true (every block), false, or a block interval N >= 1 "
+                        "(every N-th block), got '%s'", tr_cfg_source(n), tr_cfg_line(n), tr_cfg_column(n), key,
+                        v ? v : "(not a scalar)");
+}
+
 /* run.name and run.output_dir make the run directory <output_dir>/<name>/<version>. */
 static tr_status check_run_paths(const job *j, const job_settings *s) {
     const char *n = s->name;
@@ -245,6 +271,7 @@ tr_status job_settings_read(job *j, job_settings *s) {
     TR_CHECK(get_choice(j, "trainer.on_nan", "stop|skip", "stop", &s->on_nan));
     TR_CHECK(get_int(j, "trainer.max_consecutive_skips", 10, 0, INT64_MAX, &s->max_consecutive_skips));
     TR_CHECK(get_choice(j, "trainer.precision", "fp32|bf16-mixed", "fp32", &s->precision));
+    TR_CHECK(read_act_ckpt(j, s));
     TR_CHECK(read_loggers(j, s));
     int sched_kind;
     TR_CHECK(get_choice(j, "scheduler.name", "constant|step|cosine", "constant", &sched_kind));

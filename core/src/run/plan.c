@@ -12,6 +12,7 @@
 #include "run/run_api.h"
 #include "trainer/comm.h"
 #include "replica_impl.h"
+#include "run/model_factory.h"
 #include "trainer/memory.h"
 #include "trainer/replica.h"
 
@@ -37,6 +38,7 @@ enum { MAX_SIZES = 16 };
 typedef struct planner {
     job *j;
     int64_t sizes[MAX_SIZES];    /* activation peaks measured so far, by sample count */
+    int everys[MAX_SIZES];       /* and activation checkpointing (the factory's) */
     uint64_t peaks[MAX_SIZES];
     int n_sizes;
 } planner;
@@ -47,8 +49,9 @@ typedef struct planner {
 static tr_status activations(void *user, int64_t samples, uint64_t *bytes) {
     planner *pl = user;
     job *j = pl->j;
+    int every = model_factory_checkpointing(j->models);
     for (int i = 0; i < pl->n_sizes; i++)
-        if (pl->sizes[i] == samples) {
+        if (pl->sizes[i] == samples && pl->everys[i] == every) {
             *bytes = pl->peaks[i];
             return TR_OK;
         }
@@ -81,8 +84,24 @@ static tr_status activations(void *user, int64_t samples, uint64_t *bytes) {
     tr_free(y);
     if (st == TR_OK && pl->n_sizes < MAX_SIZES) {
         pl->sizes[pl->n_sizes] = samples;
+        pl->everys[pl->n_sizes] = every;
         pl->peaks[pl->n_sizes++] = *bytes;
     }
+    return st;
+}
+
+/* One rank's activations at the chosen row's batch with trainer.activation_checkpointing as
+ * configured (every block when it is off) and without it. */
+static tr_status plan_checkpointing(planner *pl, tr_plan_report *rep) {
+    tr_model_factory *f = pl->j->models;
+    int every = model_factory_checkpointing(f);
+    rep->act_ckpt_every = every;
+    if (rep->rank_batch <= 0) return TR_OK;
+    model_factory_set_checkpointing(f, every ? every : 1);
+    tr_status st = activations(pl, rep->rank_batch, &rep->act_with);
+    model_factory_set_checkpointing(f, 0);
+    if (st == TR_OK) st = activations(pl, rep->rank_batch, &rep->act_without);
+    model_factory_set_checkpointing(f, every);
     return st;
 }
 
@@ -211,7 +230,7 @@ static tr_status plan(job *j, const char *config_path, const char *const *overri
     /* The chosen row's own world and batch head the report. */
     rep->world = rep->rows[0].world;
     rep->rank_batch = rep->rows[0].rank_batch;
-    return TR_OK;
+    return plan_checkpointing(&pl, rep);
 }
 
 tr_status tr_run_plan_report(const char *config_path, const char *const *overrides, int n_overrides,

@@ -21,6 +21,7 @@ struct tr_model_factory {
     uint64_t seed;
     char restore[4096]; /* tr_model_factory_set_restore's checkpoint, or "" */
     int quiet;          /* model_factory_set_quiet */
+    int ckpt_every;     /* model_factory_set_checkpointing */
     atomic_int made;    /* replicas made: the model's info lines are the first one's */
 };
 
@@ -54,6 +55,8 @@ tr_status tr_model_factory_set_restore(tr_model_factory *f, const char *checkpoi
 }
 
 void model_factory_set_quiet(tr_model_factory *f, int quiet) { f->quiet = quiet != 0; }
+void model_factory_set_checkpointing(tr_model_factory *f, int every) { f->ckpt_every = every > 0 ? every : 0; }
+int model_factory_checkpointing(const tr_model_factory *f) { return f->ckpt_every; }
 
 const tr_data_spec *tr_model_factory_spec(const tr_model_factory *f) { return &f->spec; }
 
@@ -194,6 +197,7 @@ static tr_status make(const tr_model_factory *f, size_t align, int deferred, tr_
     if (st != TR_OK) goto fail;
     TR_CHECK_GOTO(tr_graph_create(&r->g, 0), fail);
     tr_graph_set_params(r->g, r->P);
+    tr_graph_set_checkpointing(r->g, f->ckpt_every);
     *out = r;
     return TR_OK;
 fail:

@@ -77,6 +77,10 @@ typedef struct tr_plan_report {
     int n_rows;
     char backend[768];            /* the ranks' communication backend and why ("mpi (strategy.backend
                                    * auto: the ranks span 2 hosts ...)"); "" for one process */
+    /* ABI 0.18: trainer.activation_checkpointing (0 off, N every N-th block) and one rank's
+     * activations at rank_batch measured with it (every block when it is off) and without. */
+    int act_ckpt_every;
+    uint64_t act_with, act_without;
 } tr_plan_report;
 
 TR_API tr_status tr_run_plan_report(const char *config_path, const char *const *overrides, int n_overrides,

@@ -1,9 +1,9 @@
 /* The `cnn` model plugin: FashionCNN-style convolutional classifier for (C, H, W) images.
  *
  * Block i (one per `channels` entry): conv 3x3 (padding 1 for the first block, 0 after, as in
- * FashionCNN), batch-norm, relu, max-pool 2. Then flatten, linear layers to each `fc` width
- * (dropout after the first; no activation between them, as FashionCNN has none), and a last
- * linear layer to n_classes. Defaults give FashionCNN: conv 1->32 p1, BN, relu, pool, conv
+ * FashionCNN), batch-norm, relu, max-pool 2: a block of trainer.activation_checkpointing
+ * (tr_graph_block). Then flatten, linear layers to each `fc` width (dropout after the first; no
+ * activation between them, as FashionCNN has none), and a last linear layer to n_classes. Defaults give FashionCNN: conv 1->32 p1, BN, relu, pool, conv
  * 32->64 p0, BN, relu, pool, fc 2304->600, dropout 0.25, fc 600->120, fc 120->10.
  * Input: TR_F32 x of (C, H, W), or (N) with N a perfect square, read as (1, sqrt N, sqrt N).
  * Limits: classification only; 3x3 kernels, stride 1, pool 2 are fixed. */
@@ -149,6 +149,24 @@ static tr_status cnn_create(void **ctx, const tr_options *o, const tr_data_spec 
 
 static void cnn_destroy(void *ctx) { free(ctx); }
 
+/* One conv block, a unit of activation checkpointing (tr_graph_block): in = {h}. */
+typedef struct cnn_block_args {
+    const cnn_block *bl;
+    tr_params *P;
+} cnn_block_args;
+
+static tr_tensor *cnn_block_fn(tr_graph *g, tr_tensor *const *in, int n_in, const void *user) {
+    (void)n_in;
+    const cnn_block_args *a = user;
+    const cnn_block *bl = a->bl;
+    tr_params *P = a->P;
+    tr_tensor *h = tr_conv2d(g, in[0], tr_params_get(P, bl->conv_w), tr_params_get(P, bl->conv_b), 1, bl->padding);
+    /* batch-norm, ReLU, max-pool 2 as one op (pooling before ReLU, which is the same: both are
+     * monotone), never writing the normalised tensor or its gradient */
+    return tr_batch_norm_pool_relu(g, h, tr_params_get(P, bl->bn_w), tr_params_get(P, bl->bn_b),
+                                   tr_params_buffer(P, bl->bn_mean), tr_params_buffer(P, bl->bn_var), 0.1, 1e-5);
+}
+
 static tr_status cnn_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch *b,
                              tr_model_out *out) {
     cnn *m = ctx;
@@ -160,14 +178,8 @@ static tr_status cnn_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batc
     tr_tensor *h = tr_reshape(g, b->x, 4, (int64_t[]){b->x->shape[0], m->in_shape[0],
                                                       m->in_shape[1], m->in_shape[2]});
     for (int i = 0; i < m->n_blocks; i++) {
-        const cnn_block *bl = &m->block[i];
-        h = tr_conv2d(g, h, tr_params_get(P, bl->conv_w), tr_params_get(P, bl->conv_b), 1,
-                      bl->padding);
-        /* batch-norm, ReLU, max-pool 2 as one op (pooling before ReLU, which is the same:
-         * both are monotone), never writing the normalised tensor or its gradient */
-        h = tr_batch_norm_pool_relu(g, h, tr_params_get(P, bl->bn_w), tr_params_get(P, bl->bn_b),
-                                    tr_params_buffer(P, bl->bn_mean),
-                                    tr_params_buffer(P, bl->bn_var), 0.1, 1e-5);
+        cnn_block_args a = {&m->block[i], P};
+        h = tr_graph_block(g, cnn_block_fn, (tr_tensor *[]){h}, 1, &a, sizeof a);
     }
     h = tr_flatten(g, h, 1);
     for (int i = 0; i < m->n_fc; i++) {

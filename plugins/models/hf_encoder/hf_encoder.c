@@ -4,6 +4,7 @@
  *
  *   x = drop(LN(word[ids] + position[0:T] + token_type[types]))
  *   per layer: x = LN(x + drop(o(attn(q(x), k(x), v(x), mask))));  x = LN(x + drop(out(act(in(x)))))
+ *              (a block of trainer.activation_checkpointing: tr_graph_block)
  *   (drop: hidden_dropout_prob; attn drops its probabilities with attention_probs_dropout_prob)
  *   pooler = tanh(dense(x[:, 0]))
  *   embed:    out->embedding = pool(x) (cls | mean over real tokens | pooler), L2-normalised
@@ -211,6 +212,33 @@ static tr_tensor *l2_normalize(tr_graph *g, tr_tensor *x, int64_t B, int64_t H) 
     return tr_scale(g, tr_reshape(g, tr_slice(g, n, 1, 0, H), 2, (int64_t[]){B, H}), 1.0 / sqrt((double)H));
 }
 
+/* One encoder layer, a unit of activation checkpointing (tr_graph_block): in = {x, mask}. */
+typedef struct hf_layer_args {
+    const hf_model *m;
+    const hf_layer *k;
+    tr_params *P;
+} hf_layer_args;
+
+static tr_tensor *hf_layer_fn(tr_graph *g, tr_tensor *const *in, int n_in, const void *user) {
+    (void)n_in;
+    const hf_layer_args *a = user;
+    const hf_model *m = a->m;
+    const hf_layer *k = a->k;
+    tr_tensor *x = in[0], *mask = in[1];
+    double pdrop = m->hidden_dropout;
+#define W(i) tr_params_get(a->P, (i))
+    tr_tensor *q = tr_linear(g, x, W(k->q_w), W(k->q_b));
+    tr_tensor *kk = tr_linear(g, x, W(k->k_w), W(k->k_b));
+    tr_tensor *v = tr_linear(g, x, W(k->v_w), W(k->v_b));
+    tr_tensor *att = tr_attention_dropout(g, q, kk, v, mask, m->n_head, 0, m->attn_dropout);
+    att = tr_dropout(g, tr_linear(g, att, W(k->ao_w), W(k->ao_b)), pdrop);
+    x = tr_layer_norm(g, tr_add(g, att, x), W(k->ao_ln_w), W(k->ao_ln_b), m->eps);
+    tr_tensor *h = activation(m, g, tr_linear(g, x, W(k->in_w), W(k->in_b)));
+    h = tr_dropout(g, tr_linear(g, h, W(k->out_w), W(k->out_b)), pdrop);
+    return tr_layer_norm(g, tr_add(g, h, x), W(k->out_ln_w), W(k->out_ln_b), m->eps);
+#undef W
+}
+
 static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch *b, tr_model_out *out) {
     hf_model *m = ctx;
     memset(out, 0, sizeof *out);
@@ -248,16 +276,8 @@ static tr_status hf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
     x = tr_dropout(g, tr_layer_norm(g, x, W(m->emb_ln_w), W(m->emb_ln_b), m->eps), pdrop);
     hf_dump(m, g, "hidden_0", x);
     for (int i = 0; i < m->n_layer; i++) {
-        const hf_layer *k = &m->layer[i];
-        tr_tensor *q = tr_linear(g, x, W(k->q_w), W(k->q_b));
-        tr_tensor *kk = tr_linear(g, x, W(k->k_w), W(k->k_b));
-        tr_tensor *v = tr_linear(g, x, W(k->v_w), W(k->v_b));
-        tr_tensor *a = tr_attention_dropout(g, q, kk, v, mask, m->n_head, 0, m->attn_dropout);
-        a = tr_dropout(g, tr_linear(g, a, W(k->ao_w), W(k->ao_b)), pdrop);
-        x = tr_layer_norm(g, tr_add(g, a, x), W(k->ao_ln_w), W(k->ao_ln_b), m->eps);
-        tr_tensor *h = activation(m, g, tr_linear(g, x, W(k->in_w), W(k->in_b)));
-        h = tr_dropout(g, tr_linear(g, h, W(k->out_w), W(k->out_b)), pdrop);
-        x = tr_layer_norm(g, tr_add(g, h, x), W(k->out_ln_w), W(k->out_ln_b), m->eps);
+        hf_layer_args la = {m, &m->layer[i], P};
+        x = tr_graph_block(g, hf_layer_fn, (tr_tensor *[]){x, mask}, 2, &la, sizeof la);
         char dump[32];
         snprintf(dump, sizeof dump, "hidden_%d", i + 1);
         hf_dump(m, g, dump, x);

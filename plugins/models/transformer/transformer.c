@@ -3,6 +3,7 @@
  *
  *   x = drop(wte[ids] + wpe[:T])
  *   per block: x += drop(proj(attn(ln1(x)))); x += drop(mlp.proj(gelu_tanh(mlp.fc(ln2(x)))))
+ *              (a block of trainer.activation_checkpointing: tr_graph_block)
  *   x = lnf(x)
  *   lm:       logits (B, T, V) = x @ wte^T (tied) or head(x); loss over the B*T tokens
  *   classify: e = mean over T of x (pool mean) or x[:, 0] (pool cls) -> out->embedding;
@@ -192,6 +193,32 @@ static tr_status tf_create(void **ctx, const tr_options *o, const tr_data_spec *
     return TR_OK;
 }
 
+/* One block, a unit of activation checkpointing (tr_graph_block): in = {x, mask}. */
+typedef struct tf_block_args {
+    const transformer *m;
+    const tf_block *k;
+    tr_params *P;
+} tf_block_args;
+
+static tr_tensor *tf_block_fn(tr_graph *g, tr_tensor *const *in, int n_in, const void *user) {
+    (void)n_in;
+    const tf_block_args *a = user;
+    const transformer *m = a->m;
+    const tf_block *k = a->k;
+    tr_tensor *x = in[0], *mask = in[1];
+#define PG(f) tr_params_get(a->P, k->f)
+    tr_tensor *h = tr_layer_norm(g, x, PG(ln1_w), PG(ln1_b), 1e-5);
+    tr_tensor *qkv = tr_linear(g, h, PG(qkv_w), PG(qkv_b));
+    tr_tensor *att = tr_attention_qkv_masked(g, qkv, mask, m->n_head, m->lm);
+    att = tr_dropout(g, tr_linear(g, att, PG(proj_w), PG(proj_b)), m->dropout);
+    x = tr_add(g, x, att);
+    h = tr_layer_norm(g, x, PG(ln2_w), PG(ln2_b), 1e-5);
+    h = tr_gelu(g, tr_linear(g, h, PG(fc_w), PG(fc_b)), TR_GELU_TANH);
+    h = tr_dropout(g, tr_linear(g, h, PG(fc2_w), PG(fc2_b)), m->dropout);
+#undef PG
+    return tr_add(g, x, h);
+}
+
 static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch *b,
                             tr_model_out *out) {
     transformer *m = ctx;
@@ -209,18 +236,8 @@ static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch
     tr_tensor *mask = tr_padding_mask(g, ids); /* (B, T): 0 at padding; all ones is the unmasked path */
     tr_tensor *x = tr_dropout(g, tr_add(g, tr_embedding(g, ids, wte), pos), m->dropout);
     for (int i = 0; i < m->n_layer; i++) {
-        const tf_block *k = &m->block[i];
-#define PG(f) tr_params_get(P, k->f)
-        tr_tensor *h = tr_layer_norm(g, x, PG(ln1_w), PG(ln1_b), 1e-5);
-        tr_tensor *qkv = tr_linear(g, h, PG(qkv_w), PG(qkv_b));
-        tr_tensor *a = tr_attention_qkv_masked(g, qkv, mask, m->n_head, m->lm);
-        a = tr_dropout(g, tr_linear(g, a, PG(proj_w), PG(proj_b)), m->dropout);
-        x = tr_add(g, x, a);
-        h = tr_layer_norm(g, x, PG(ln2_w), PG(ln2_b), 1e-5);
-        h = tr_gelu(g, tr_linear(g, h, PG(fc_w), PG(fc_b)), TR_GELU_TANH);
-        h = tr_dropout(g, tr_linear(g, h, PG(fc2_w), PG(fc2_b)), m->dropout);
-        x = tr_add(g, x, h);
-#undef PG
+        tf_block_args a = {m, &m->block[i], P};
+        x = tr_graph_block(g, tf_block_fn, (tr_tensor *[]){x, mask}, 2, &a, sizeof a);
     }
     x = tr_layer_norm(g, x, tr_params_get(P, m->lnf_w), tr_params_get(P, m->lnf_b), 1e-5);
     out->embedding = NULL;
