@@ -14,7 +14,7 @@ struct tr_solo {
     tr_accel *accel;  /* owned; NULL: the CPU */
     tr_replica *r;
     tr_optim *opt;
-    tr_fusion *fusion; /* owned, lent to r's graph: the sums and deferred gradients ops note */
+    tr_fusion *fusion; /* r's (lent to its graph): the sums and deferred gradients ops note */
     double *sumsq;    /* per parameter, from the last micro-batch's ready hook */
     int last;         /* the backward running is the step's last */
     int defer;        /* tr_solo_set_defer */
@@ -54,7 +54,6 @@ void tr_solo_destroy(void *ctx) {
     if (!s) return;
     tr_optim_destroy(s->opt);
     tr_replica_destroy(s->r);
-    tr_fusion_destroy_(s->fusion); /* after the graph it was lent to */
     if (s->res) tr_accel_free(s->accel, s->res, res_bytes(s));
     tr_accel_close(s->accel); /* after what holds its memory */
     tr_free(s->hres);
@@ -78,8 +77,7 @@ tr_status tr_solo_create(const tr_strategy_env *env, tr_accel *accel, tr_solo **
     } else {
         TR_CHECK_GOTO(tr_replica_create(env->models, &s->r), fail);
     }
-    TR_CHECK_GOTO(tr_fusion_create_(&s->fusion), fail);
-    tr_graph_set_fusion_(s->r->g, s->fusion);
+    s->fusion = s->r->fusion;
     TR_CHECK_GOTO(tr_optim_create(&s->opt, &env->optim, tr_params_numel(s->r->P)), fail);
     if (accel) TR_CHECK_GOTO(tr_optim_place(s->opt, accel), fail);
     s->sumsq = tr_calloc((size_t)tr_params_count(s->r->P) + 1, sizeof *s->sumsq);
