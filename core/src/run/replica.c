@@ -69,11 +69,9 @@ void tr_replica_destroy(tr_replica *r) {
     if (r->g) tr_graph_destroy(r->g); /* before the parameters its tensors point into */
     tr_fusion_destroy_(r->fusion);     /* after the graph it was lent to */
     if (r->model) r->ops->destroy(r->model);
-    if (r->accel) {
-        tr_accel_free(r->accel, r->d_data, param_bytes(r));
-        tr_accel_free(r->accel, r->d_grad, param_bytes(r));
-        tr_accel_free(r->accel, r->d_buffers, buffer_bytes(r));
-    }
+    tr_accel_free(r->accel, r->d_data, param_bytes(r)); /* NULL on the host */
+    tr_accel_free(r->accel, r->d_grad, param_bytes(r));
+    tr_accel_free(r->accel, r->d_buffers, buffer_bytes(r));
     tr_params_destroy(r->dP);
     tr_params_destroy(r->P);
     tr_free(r->h_out);
