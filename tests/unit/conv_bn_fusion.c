@@ -37,6 +37,20 @@ typedef struct conv_case {
     int64_t C, pad;
 } conv_case;
 
+/* A graph lent a tr_fusion, which keeps the plane statistics, as a replica lends its own. */
+static tr_graph *graph_new(tr_fusion **f) {
+    tr_graph *g;
+    tr_graph_create(&g, 0);
+    tr_fusion_create_(f);
+    tr_graph_set_fusion_(g, *f);
+    return g;
+}
+
+static void graph_free(tr_graph *g, tr_fusion *f) {
+    tr_graph_destroy(g);
+    tr_fusion_destroy_(f);
+}
+
 static void set(tr_tensor *t, int64_t i, double v) {
     if (t->dtype == TR_F64) ((double *)t->data)[i] = v;
     else ((float *)t->data)[i] = (float)v;
@@ -92,15 +106,14 @@ static int normalise8(tr_graph *g, tr_tensor *y, outcome *out) { return normalis
 static void run_case(tr_dtype dt, const conv_case *cc, int f) {
     const char *dn = dt == TR_F64 ? "f64" : "f32";
     double tol = dt == TR_F64 ? 1e-12 : 1e-5;
-    tr_graph *g, *g2;
-    tr_graph_create(&g, 0);
-    tr_graph_create(&g2, 0);
+    tr_fusion *fu, *fu2;
+    tr_graph *g = graph_new(&fu), *g2 = graph_new(&fu2);
     if (f & SYNC) tr_graph_set_stat_reducer(g, add_replica, NULL), tr_graph_set_stat_reducer(g2, add_replica, NULL);
     tr_tensor *y = conv_of(g, dt, cc);
     CHECK(y != NULL, "%s C=%lld: conv2d failed: %s", dn, (long long)cc->C, tr_error_msg());
     if (!y) {
-        tr_graph_destroy(g);
-        tr_graph_destroy(g2);
+        graph_free(g, fu);
+        graph_free(g2, fu2);
         return;
     }
     int64_t S = y->shape[2] * y->shape[3];
@@ -162,8 +175,8 @@ static void run_case(tr_dtype dt, const conv_case *cc, int f) {
         }
     }
     free(a.z), free(b.z);
-    tr_graph_destroy(g);
-    tr_graph_destroy(g2);
+    graph_free(g, fu);
+    graph_free(g2, fu2);
 }
 
 /* Whether notes are taken and read only where they are true. Eval mode takes none. A bogus
@@ -172,9 +185,8 @@ static void run_case(tr_dtype dt, const conv_case *cc, int f) {
  * and not once another op has begun since (running statistics as from memory). */
 static void stale(void) {
     conv_case cc = {1, 1};
-    tr_graph *g, *g2;
-    tr_graph_create(&g, 0);
-    tr_graph_create(&g2, 0);
+    tr_fusion *fu, *fu2;
+    tr_graph *g = graph_new(&fu), *g2 = graph_new(&fu2);
     tr_graph_set_training(g, 0);
     tr_tensor *y = conv_of(g, TR_F32, &cc);
     op_begin(g);
@@ -225,8 +237,14 @@ static void stale(void) {
               e.rm[k], e.rv[k], h.rm[k], h.rv[k]);
     free(e.z), free(h.z);
     free(a.z), free(b.z), free(c.z), free(d.z), free(bogus);
+    graph_free(g, fu);
+    graph_free(g2, fu2);
+    /* a graph lent no fusion keeps no note */
+    tr_graph_create(&g, 0);
+    y = conv_of(g, TR_F32, &cc);
+    op_begin(g);
+    CHECK(y && op_plane_stats(g, y) == NULL, "no fusion: conv2d's plane statistics were kept");
     tr_graph_destroy(g);
-    tr_graph_destroy(g2);
 }
 
 typedef struct grads {
@@ -245,8 +263,8 @@ static tr_tensor *leaf_of(tr_graph *g, int ndim, const int64_t *shape, uint64_t 
 static grads handoff(int64_t ci, int64_t h, int64_t w, int64_t pad, int f) {
     grads r = {0};
     int64_t xs[4] = {N, ci, h, w}, ws[4] = {OC, ci, 3, 3}, cs[1] = {OC};
-    tr_graph *g;
-    tr_graph_create(&g, 0);
+    tr_fusion *fu;
+    tr_graph *g = graph_new(&fu);
     if (f & HSYNC) tr_graph_set_stat_reducer(g, add_replica, NULL);
     tr_tensor *x = f & XGRAD ? leaf_of(g, 4, xs, 11, 1, 0) : tr_graph_input(g, TR_F32, 4, xs);
     for (int64_t i = 0; !(f & XGRAD) && i < tr_tensor_numel(x); i++) set(x, i, test_value((uint64_t)i, 11));
@@ -275,7 +293,7 @@ static grads handoff(int64_t ci, int64_t h, int64_t w, int64_t pad, int f) {
         r.conv_out_grad = y->grad != NULL;
     }
     free(dout);
-    tr_graph_destroy(g);
+    graph_free(g, fu);
     return r;
 }
 

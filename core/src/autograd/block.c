@@ -54,7 +54,7 @@ static void enter(tr_graph *g, region *r, int keep) {
     g->arena = g->ck.arena;
     if (g->data) g->data = g->ck.data;
     g->ck.active = 1;
-    g->ps_t = NULL, g->ps_data = NULL, g->ps = NULL; /* plane statistics are one op's, never across */
+    if (g->fusion) fusion_forget_planes(g->fusion); /* plane statistics are one op's, never across */
 }
 
 /* Allocations go to the step's memory again; the scratch holds its contents until the next
@@ -76,7 +76,7 @@ static void leave(tr_graph *g, const region *r) {
     g->grad_enabled = r->grad_enabled;
     g->training = r->training;
     g->rows_per_sample = r->rows;
-    g->ps_t = NULL, g->ps_data = NULL, g->ps = NULL;
+    if (g->fusion) fusion_forget_planes(g->fusion);
 }
 
 static int check_inputs(tr_graph *g, tr_tensor *const *in, int n_in) {

@@ -1,5 +1,6 @@
 /* The notes ops leave for the step's runner (autograd/fusion.h): per-parameter gradient sums
- * of squares and deferred gradients, in arrays grown to the parameter count. */
+ * of squares and deferred gradients, in arrays grown to the parameter count, and the last
+ * convolution's plane statistics. */
 #include "autograd/fusion.h"
 
 #include <math.h>
@@ -15,6 +16,10 @@ struct tr_fusion {
                              * (op_defer_grad); tile NULL: none */
     int cap_deferred, n_deferred;
     int defer;              /* ops may defer (tr_fusion_defer_grads_) */
+    const tr_tensor *ps_t;  /* fusion_note_planes: the tensor, its data then, the stats and */
+    const void *ps_data;    /* the op (the graph's op_seq) that noted them */
+    const double *ps;
+    uint64_t ps_seq;
 };
 
 tr_status tr_fusion_create_(tr_fusion **out) {
@@ -111,3 +116,14 @@ void fusion_forget(tr_fusion *f, int p) {
 void fusion_clear_sums(tr_fusion *f) {
     for (int p = 0; p < f->cap_sumsq; p++) f->sumsq[p] = NAN;
 }
+
+void fusion_note_planes(tr_fusion *f, const tr_tensor *t, const double *ps, uint64_t seq) {
+    f->ps_t = t, f->ps_data = t->data, f->ps = ps, f->ps_seq = seq;
+}
+
+const double *fusion_planes(const tr_fusion *f, const tr_tensor *t, uint64_t seq) {
+    int fresh = f->ps && f->ps_t == t && f->ps_data == t->data && f->ps_seq + 1 == seq;
+    return fresh ? f->ps : NULL;
+}
+
+void fusion_forget_planes(tr_fusion *f) { f->ps_t = NULL, f->ps_data = NULL, f->ps = NULL; }

@@ -1,10 +1,13 @@
 /* Private: what ops note for the code that runs the step, beside the gradients they write:
- * each parameter gradient's sum of squares as the op that wrote it summed it, and weight
- * gradients deferred to the optimizer (docs/architecture.md, "Kernels and dtypes").
+ * each parameter gradient's sum of squares as the op that wrote it summed it, weight
+ * gradients deferred to the optimizer, and a convolution's output plane statistics for the
+ * batch-norm after it (docs/architecture.md, "Kernels and dtypes").
  *
- * The step's runner (the cpu strategy's step, run/solo.c) owns a tr_fusion and lends it to
- * its graph (tr_graph_set_fusion_); ops reach it through the graph (op_note_grad_sumsq,
- * op_defer_grad in autograd/node.h). A graph lent none notes nothing and defers nothing. */
+ * Each replica (run/replica.c) owns a tr_fusion and lends it to its graph
+ * (tr_graph_set_fusion_); the step's runner (run/solo.c) turns its notes on. Ops reach it
+ * through the graph (op_note_grad_sumsq, op_defer_grad, op_note_plane_stats in
+ * autograd/node.h). A graph lent none notes nothing, defers nothing and fuses no plane
+ * statistics (a batch-norm reads them: the same values). */
 #ifndef TRAINER_AUTOGRAD_FUSION_H
 #define TRAINER_AUTOGRAD_FUSION_H
 
@@ -72,5 +75,13 @@ void fusion_defer(tr_fusion *f, int p, const op_deferred *d, double sumsq);
 void fusion_forget(tr_fusion *f, int p);
 void fusion_settle(tr_fusion *f, tr_params *P, int p);
 void fusion_clear_sums(tr_fusion *f);
+
+/* For the graph (autograd/tape.c): notes ps, the plane statistics of t as it is now, taken by
+ * the op numbered seq (the graph's op_seq); the statistics noted for t when t's data is
+ * still where it was and the op asking is the next one (seq + 1), else NULL; forgets them
+ * (a reset, a checkpointed block's edges: they are one op's, never across). */
+void fusion_note_planes(tr_fusion *f, const tr_tensor *t, const double *ps, uint64_t seq);
+const double *fusion_planes(const tr_fusion *f, const tr_tensor *t, uint64_t seq);
+void fusion_forget_planes(tr_fusion *f);
 
 #endif

@@ -71,8 +71,10 @@ static void reset_step(tr_graph *g, int retire) {
     g->ck.kept = NULL;
     if (g->n_fresh) memset(g->fresh, 0, (size_t)g->cap_fresh);
     g->n_fresh = 0;
-    if (g->fusion) tr_fusion_drop_deferred_(g->fusion); /* their data is gone */
-    g->ps_t = NULL, g->ps_data = NULL, g->ps = NULL;
+    if (g->fusion) { /* their data is gone */
+        tr_fusion_drop_deferred_(g->fusion);
+        fusion_forget_planes(g->fusion);
+    }
     g->n_host_copies = 0;
     g->root = NULL;
     if (in_st != TR_OK) op_fail(g, in_st, "graph: marking the end of the inputs' use: %s", in_msg); /* fails the step */

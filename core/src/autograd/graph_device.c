@@ -2,12 +2,9 @@
  * step runs, host copies kept of them, and host reads and writes of device memory. */
 #include "autograd/graph_impl.h"
 
-/* A copy between the host and the graph's data memory (plain memory on the CPU). */
+/* A copy between the host and the graph's data memory (plain memory on the CPU, where the
+ * device layer copies with memcpy: dst and src never overlap). */
 static int op_copy_host(tr_graph *g, void *dst, const void *src, size_t bytes, int upload) {
-    if (!g->accel) {
-        memmove(dst, src, bytes);
-        return 1;
-    }
     tr_status st = upload ? tr_accel_upload(g->accel, dst, src, bytes) : tr_accel_download(g->accel, dst, src, bytes);
     if (st != TR_OK) op_fail(g, st, "%s", tr_error_msg());
     return st == TR_OK;

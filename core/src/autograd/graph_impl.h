@@ -70,10 +70,6 @@ struct tr_graph {
     unsigned char *fresh;     /* per parameter: its gradient is to be written, not added to */
     int n_fresh, cap_fresh;   /* parameters still fresh; length of `fresh` */
     tr_fusion *fusion;        /* borrowed (tr_graph_set_fusion_): what ops note for the step's runner */
-    const tr_tensor *ps_t;    /* op_note_plane_stats: the tensor, its data then, the stats and */
-    const void *ps_data;      /* the op (op_seq) that noted them */
-    const double *ps;
-    uint64_t ps_seq;
     host_copy host_copies[TR_GRAPH_HOST_COPIES]; /* tr_graph_input_from on a device */
     int n_host_copies;
     input_half in[2];         /* on a device that uploads beside its compute stream */

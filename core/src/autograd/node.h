@@ -136,8 +136,11 @@ int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t);
 /* Per-plane statistics of an op's output t (N, C, ...), planes of S values in memory order:
  * ps[2p] the sum of plane p and ps[2p + 1] its squared deviations from c_p, the sum divided
  * by S and rounded to t's dtype (bn_plane_stats). The op that wrote t notes them when it had
- * the planes in cache (convolutions); a batch-norm that reads t next (op_plane_stats) takes
- * its statistics from them instead of reading t twice. ps is graph data kept to the reset. */
+ * the planes in cache (convolutions) and op_wants_plane_stats (training, and the graph was
+ * lent a tr_fusion, which keeps the note); a batch-norm that reads t next (op_plane_stats)
+ * takes its statistics from them instead of reading t twice. ps is graph data kept to the
+ * reset. */
+int op_wants_plane_stats(const tr_graph *g);
 void op_note_plane_stats(tr_graph *g, const tr_tensor *t, const double *ps);
 /* The statistics noted for t, when the op that wrote t noted them and is the last op begun
  * before the caller (so t is as it wrote it); else NULL. */

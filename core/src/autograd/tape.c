@@ -237,7 +237,10 @@ void op_record_ins(tr_graph *g, tr_node *n, tr_tensor **ins, int n_ins) {
     for (int i = 0; i < n_ins; i++) note_use(g, ins[i]);
 }
 
-void tr_graph_set_fusion_(tr_graph *g, tr_fusion *f) { g->fusion = f; }
+void tr_graph_set_fusion_(tr_graph *g, tr_fusion *f) {
+    if (f) fusion_forget_planes(f); /* notes of another graph's ops */
+    g->fusion = f;
+}
 
 int op_wants_grad_sumsq(const tr_graph *g, const tr_tensor *t) {
     return g->fusion && t && !t->view_of && t->param >= 0 && fusion_notes(g->fusion, t->param) &&
@@ -249,13 +252,14 @@ void op_note_grad_sumsq(tr_graph *g, tr_tensor *t, double sumsq) {
     if (isfinite(sumsq) && op_wants_grad_sumsq(g, t)) fusion_note(g->fusion, t->param, sumsq);
 }
 
+int op_wants_plane_stats(const tr_graph *g) { return g->fusion && g->training; }
+
 void op_note_plane_stats(tr_graph *g, const tr_tensor *t, const double *ps) {
-    g->ps_t = t, g->ps_data = t->data, g->ps = ps, g->ps_seq = g->op_seq;
+    if (g->fusion) fusion_note_planes(g->fusion, t, ps, g->op_seq);
 }
 
 const double *op_plane_stats(const tr_graph *g, const tr_tensor *t) {
-    int fresh = g->ps && g->ps_t == t && g->ps_data == t->data && g->ps_seq + 1 == g->op_seq;
-    return fresh ? g->ps : NULL;
+    return g->fusion ? fusion_planes(g->fusion, t, g->op_seq) : NULL;
 }
 
 int op_may_defer_grad(const tr_graph *g, const tr_tensor *t) {

@@ -317,8 +317,9 @@ tr_tensor *tr_conv2d(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, int 
         size_t elem = tr_dtype_size(x->dtype), direct = conv_direct_scratch(&d, elem);
         float *dsc = direct ? op_data(g, direct * sizeof(float)) : NULL;
         /* in training, the output's plane statistics for a batch-norm that may follow */
-        double *ps = tr_graph_training(g) ? op_data(g, (size_t)(2 * d.N * d.OC) * sizeof(double)) : NULL;
-        if ((direct && !dsc) || (tr_graph_training(g) && !ps)) return NULL;
+        int want_ps = op_wants_plane_stats(g);
+        double *ps = want_ps ? op_data(g, (size_t)(2 * d.N * d.OC) * sizeof(double)) : NULL;
+        if ((direct && !dsc) || (want_ps && !ps)) return NULL;
         if (!direct || !conv_direct_forward_f32(y->data, x->data, w->data, b ? b->data : NULL, dsc, ps, &d)) {
             int64_t workers;
             void *scratch = conv_scratch(g, &d, elem, &workers);

@@ -104,7 +104,7 @@ tr_status tr_optim_create(tr_optim **out, const tr_optim_config *cfg, size_t n) 
 
 void tr_optim_destroy(tr_optim *opt) {
     if (!opt) return;
-    for (int i = 0; i < opt->nstate && opt->accel; i++) tr_accel_free(opt->accel, opt->dstate[i], opt->n * sizeof(float));
+    for (int i = 0; i < opt->nstate; i++) tr_accel_free(opt->accel, opt->dstate[i], opt->n * sizeof(float)); /* NULL: host */
     for (int i = 0; i < opt->nstate; i++) tr_free(opt->state[i]);
     tr_free(opt);
 }

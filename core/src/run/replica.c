@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "autograd/fusion.h"
 #include "base/log_mute.h"
 #include "plugin/plugin_impl.h"
 #include "run/model_factory.h"
@@ -66,12 +67,11 @@ static size_t buffer_bytes(tr_replica *r) { return tr_params_buffers_numel(r->P)
 void tr_replica_destroy(tr_replica *r) {
     if (!r) return;
     if (r->g) tr_graph_destroy(r->g); /* before the parameters its tensors point into */
+    tr_fusion_destroy_(r->fusion);     /* after the graph it was lent to */
     if (r->model) r->ops->destroy(r->model);
-    if (r->accel) {
-        tr_accel_free(r->accel, r->d_data, param_bytes(r));
-        tr_accel_free(r->accel, r->d_grad, param_bytes(r));
-        tr_accel_free(r->accel, r->d_buffers, buffer_bytes(r));
-    }
+    tr_accel_free(r->accel, r->d_data, param_bytes(r)); /* NULL on the host */
+    tr_accel_free(r->accel, r->d_grad, param_bytes(r));
+    tr_accel_free(r->accel, r->d_buffers, buffer_bytes(r));
     tr_params_destroy(r->dP);
     tr_params_destroy(r->P);
     tr_free(r->h_out);
@@ -196,6 +196,8 @@ static tr_status make(const tr_model_factory *f, size_t align, int deferred, tr_
     if (mute) log_mute_info(0);
     if (st != TR_OK) goto fail;
     TR_CHECK_GOTO(tr_graph_create(&r->g, 0), fail);
+    TR_CHECK_GOTO(tr_fusion_create_(&r->fusion), fail);
+    tr_graph_set_fusion_(r->g, r->fusion); /* its notes stay off until a runner turns them on */
     tr_graph_set_params(r->g, r->P);
     tr_graph_set_checkpointing(r->g, f->ckpt_every);
     *out = r;

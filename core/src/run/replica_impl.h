@@ -20,6 +20,7 @@ struct tr_replica {
     float *h_out;              /* owned: host copies of the outputs (tr_replica_outputs_to_host) */
     size_t h_cap;              /* floats of h_out */
     tr_tensor h_t[3];
+    struct tr_fusion *fusion;  /* owned, lent to g: what its ops note (autograd/fusion.h) */
 };
 
 #endif

@@ -14,13 +14,13 @@ struct tr_solo {
     tr_accel *accel;  /* owned; NULL: the CPU */
     tr_replica *r;
     tr_optim *opt;
-    tr_fusion *fusion; /* owned, lent to r's graph: the sums and deferred gradients ops note */
+    tr_fusion *fusion; /* r's (lent to its graph): the sums and deferred gradients ops note */
     double *sumsq;    /* per parameter, from the last micro-batch's ready hook */
     int last;         /* the backward running is the step's last */
     int defer;        /* tr_solo_set_defer */
-    /* On a device the step waits for it once a micro-batch: the hook queues each parameter's
-     * sum into res (device memory: a double per parameter, then the loss as a float), and
-     * train_micro downloads res into hres at the end. */
+    /* The step waits for its device once a micro-batch: the hook queues each parameter's
+     * sum into res (the device's memory, the host's on the CPU: a double per parameter, then
+     * the loss as a float), and train_micro downloads res into hres at the end. */
     double *res, *hres;
     size_t np;             /* parameters: res holds np + 1 doubles */
     unsigned char *queued; /* per parameter: its sum is in res this step */
@@ -35,12 +35,8 @@ static void grad_ready(void *user, int p) {
     tr_solo *s = user;
     if (!s->last) return;
     tr_tensor *t = tr_params_get(tr_replica_params(s->r), p);
-    if (s->queued) s->queued[p] = 0;
+    s->queued[p] = 0;
     if (tr_fusion_grad_sumsq_(s->fusion, p, &s->sumsq[p])) return; /* the op that wrote it summed it */
-    if (!s->accel) {
-        s->sumsq[p] = tr_grad_sumsq(t->grad, (size_t)tr_tensor_numel(t));
-        return;
-    }
     tr_status st = tr_accel_grad_sumsq_to(s->accel, &s->res[p], t->grad, (size_t)tr_tensor_numel(t));
     s->queued[p] = st == TR_OK;
     if (st != TR_OK && s->hook_status == TR_OK) {
@@ -54,8 +50,7 @@ void tr_solo_destroy(void *ctx) {
     if (!s) return;
     tr_optim_destroy(s->opt);
     tr_replica_destroy(s->r);
-    tr_fusion_destroy_(s->fusion); /* after the graph it was lent to */
-    if (s->res) tr_accel_free(s->accel, s->res, res_bytes(s));
+    tr_accel_free(s->accel, s->res, res_bytes(s));
     tr_accel_close(s->accel); /* after what holds its memory */
     tr_free(s->hres);
     tr_free(s->queued);
@@ -72,24 +67,17 @@ tr_status tr_solo_create(const tr_strategy_env *env, tr_accel *accel, tr_solo **
     }
     s->accel = accel;
     tr_status st;
-    if (accel) {
-        TR_CHECK_GOTO(tr_accel_bind(accel), fail);
-        TR_CHECK_GOTO(tr_replica_create_on(env->models, accel, &s->r), fail);
-    } else {
-        TR_CHECK_GOTO(tr_replica_create(env->models, &s->r), fail);
-    }
-    TR_CHECK_GOTO(tr_fusion_create_(&s->fusion), fail);
-    tr_graph_set_fusion_(s->r->g, s->fusion);
+    if (accel) TR_CHECK_GOTO(tr_accel_bind(accel), fail);
+    TR_CHECK_GOTO(tr_replica_create_on(env->models, accel, &s->r), fail); /* NULL: a host replica */
+    s->fusion = s->r->fusion;
     TR_CHECK_GOTO(tr_optim_create(&s->opt, &env->optim, tr_params_numel(s->r->P)), fail);
     if (accel) TR_CHECK_GOTO(tr_optim_place(s->opt, accel), fail);
     s->sumsq = tr_calloc((size_t)tr_params_count(s->r->P) + 1, sizeof *s->sumsq);
     s->np = (size_t)tr_params_count(s->r->P);
-    if (accel) {
-        s->hres = tr_calloc(res_bytes(s), 1);
-        s->queued = tr_calloc((size_t)tr_params_count(s->r->P) + 1, 1);
-        if (s->hres && s->queued) TR_CHECK_GOTO(tr_accel_alloc(accel, res_bytes(s), (void **)&s->res), fail);
-    }
-    if (!s->sumsq || (accel && (!s->hres || !s->queued))) {
+    s->hres = tr_calloc(res_bytes(s), 1);
+    s->queued = tr_calloc((size_t)tr_params_count(s->r->P) + 1, 1);
+    if (s->hres && s->queued) TR_CHECK_GOTO(tr_accel_alloc(accel, res_bytes(s), (void **)&s->res), fail);
+    if (!s->sumsq || !s->hres || !s->queued) {
         st = tr_error_set(TR_ERR_NOMEM, "strategy: out of memory");
         goto fail;
     }
@@ -119,10 +107,6 @@ tr_status tr_solo_train_micro(void *ctx, const tr_micro_batch *mb, double *loss)
     s->last = 0;
     TR_CHECK(st);
     if (s->hook_status != TR_OK) return tr_error_set(s->hook_status, "%s", s->hook_msg);
-    if (!s->accel) {
-        *loss = *(const float *)out.loss->data;
-        return TR_OK;
-    }
     /* The one wait of the step (of each micro-batch): the loss, and in the last micro-batch
      * the gradients' sums with it. */
     size_t np = s->np, from = mb->last ? 0 : np;
@@ -185,7 +169,7 @@ tr_status tr_solo_optim_step(void *ctx, double lr, double max_norm, double *grad
      * overlap the update), whose train_micro reports a kernel error; so do forward and state.
      * Under trainer.profile it is waited for, so that it counts in optim_step's region. */
     tr_status st = tr_optim_step(s->opt, p, g, n, lr);
-    if (st == TR_OK && s->accel && tr_profile_current()) st = tr_accel_sync(s->accel);
+    if (st == TR_OK && tr_profile_current()) st = tr_accel_sync(s->accel);
     return st;
 }
 
