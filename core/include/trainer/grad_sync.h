@@ -84,8 +84,10 @@ typedef struct tr_grad_sync tr_grad_sync;
 
 typedef enum tr_grad_layout {
     TR_GRAD_BUCKETS = 0,        /* ddp: from the last parameter down, first_mb then bucket_mb each */
-    TR_GRAD_UNITS = 1           /* sharded: from the first parameter up, bucket_mb each, at most
-                                 * TR_GRAD_MAX_UNITS (the size grows to fit) */
+    TR_GRAD_UNITS = 1           /* sharded: from the first parameter up, bucket_mb each at most
+                                 * (a unit of one larger parameter holds it alone); never more
+                                 * than TR_GRAD_MAX_UNITS: tr_grad_sync_units doubles the size
+                                 * until they fit */
 } tr_grad_layout;
 
 enum { TR_GRAD_MAX_UNITS = 128 };
@@ -138,6 +140,12 @@ TR_API void tr_grad_sync_destroy(tr_grad_sync *e);
 TR_API int tr_grad_sync_count(const tr_grad_sync *e);
 TR_API const tr_grad_sync_range *tr_grad_sync_at(const tr_grad_sync *e, int bucket);
 TR_API int tr_grad_sync_bucket_of(const tr_grad_sync *e, int param);
+/* ABI 0.19: sharded's units over np parameters of len[p] floats each (with their padding):
+ * greedy from the first parameter up, a unit closed where the next parameter would take it
+ * past unit_mb (at least 1/127 of the total), the size doubled until there are at most
+ * TR_GRAD_MAX_UNITS. Sets unit_of[p]; returns the count. What TR_GRAD_UNITS builds, for a
+ * plan that has sizes only. */
+TR_API int tr_grad_sync_units(const size_t *len, int np, double unit_mb, int *unit_of);
 /* Shard length (floats): the sum of the buckets' len. */
 TR_API size_t tr_grad_sync_shard(const tr_grad_sync *e);
 /* Reduce-scatter: where this rank's slices live between steps, bucket i's at its soff of
