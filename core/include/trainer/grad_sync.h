@@ -186,7 +186,9 @@ TR_API void tr_grad_sync_fresh_state(tr_grad_sync *e);
 /* Waits for everything in flight; the first failure. */
 TR_API tr_status tr_grad_sync_drain(tr_grad_sync *e);
 /* A failure (st, with the thread's message) after which peers may wait for collectives this
- * rank left out: breaks the communicator everywhere, drains, returns st with its message. */
+ * rank left out: breaks the communicator everywhere, drains, returns st with its message;
+ * when a reduction failed during this backward (which broke the communicator at once), that
+ * failure with its message instead: what followed (an ABORTED collective) came from it. */
 TR_API tr_status tr_grad_sync_broke(tr_grad_sync *e, tr_status st);
 /* For TRAINER_DDP_TRACE: buckets the grad-ready hook issued in the last synchronising
  * backward, and of the issued ones those whose reduction has finished by now. */
