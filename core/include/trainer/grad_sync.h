@@ -78,7 +78,7 @@ typedef struct tr_comm_hook_ops {
      .doc = "comm hook plugin reducing each gradient bucket (e.g. bf16_compress from docs/examples); none: "  \
             "fp32 sums"}
 
-/* ---- the engine ---- */
+/* ---- the engine (ABI 0.17) ---- */
 
 typedef struct tr_grad_sync tr_grad_sync;
 
@@ -93,8 +93,10 @@ typedef enum tr_grad_layout {
 enum { TR_GRAD_MAX_UNITS = 128 };
 
 typedef struct tr_grad_sync_config {
-    size_t size;                  /* sizeof(tr_grad_sync_config) as the caller was built: the
-                                   * struct only grows at its end, fields past size read as 0 */
+    size_t size;                  /* sizeof(tr_grad_sync_config) as the caller was built: at
+                                   * least 0.17's (up to `reduced`; smaller is refused); the
+                                   * struct only grows at its end, fields added later and past
+                                   * size read as 0 */
     const char *name;             /* the strategy's, for messages and profile regions ("ddp") */
     tr_comm *comm;                /* borrowed, all of it, for the engine's life */
     tr_accel *accel;              /* the replica's device, NULL on the CPU */
