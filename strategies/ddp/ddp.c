@@ -154,12 +154,13 @@ static tr_status micro(ddp *d, const tr_micro_batch *mb, double *loss) {
 }
 
 /* A micro-batch; one that fails breaks the communicator everywhere (its peers would wait in
- * the buckets this rank never issues until their deadline; the message stays this one's). */
+ * the buckets this rank never issues until their deadline) and drains what is in flight; the
+ * message stays this one's, a failed reduction's before the abort it caused
+ * (tr_grad_sync_broke). */
 static tr_status train_micro(void *ctx, const tr_micro_batch *mb, double *loss) {
     ddp *d = ctx;
     tr_status st = micro(d, mb, loss);
-    if (st != TR_OK) tr_comm_abort(d->comm);
-    return st;
+    return st == TR_OK ? TR_OK : tr_grad_sync_broke(d->sync, st);
 }
 
 static tr_status step(ddp *d, double lr, double max_norm, double *grad_norm) {

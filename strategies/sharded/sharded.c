@@ -11,6 +11,8 @@
 #include "trainer/runtime.h"
 #include "trainer/strategy.h"
 
+#include "pool.h"
+
 enum { RELEASED = 0, GATHERING = 1, GATHERED = 2 };
 
 /* A unit is one of the engine's buckets (tr_grad_sync_at: its range, parameters and slice);
@@ -20,19 +22,6 @@ typedef struct unit {
     int pslot, gslot;      /* stages 2-3: the pool buffers holding its parameters / gradients (-1: none) */
     uint64_t last_op;      /* stage 3: the last op that read it */
 } unit;
-
-/* Unit buffers reused step after step: a unit's full parameters (stage 3) or full gradients
- * (stages 2-3) live in one only while needed. They stay in memory, so nothing is page-faulted
- * back each step; a unit takes the smallest free buffer it fits in, and a new one of its own
- * size when none does, so the pool settles at the units needed at once. */
-typedef struct pool {
-    tr_accel *accel;       /* whose memory the buffers are (NULL: host) */
-    float **buf;
-    size_t *cap;           /* floats */
-    int *busy;
-    int n;
-    size_t bytes;          /* all buffers together */
-} pool;
 
 typedef struct sharded {
     tr_replica *r;
@@ -65,44 +54,6 @@ static float *slice(sharded *z, float *base, int i) { return base + at(z, i)->lo
 static float *hostF(sharded *z) { return tr_params_data(tr_replica_host_params(z->r)); }
 static float *hostG(sharded *z) { return tr_params_grad(tr_replica_host_params(z->r)); }
 static size_t bytes(size_t floats) { return floats * sizeof(float); }
-
-/* A free buffer of at least size floats, marked busy, in *slot; what: for the error. */
-static tr_status pool_get(pool *pl, size_t size, const char *what, int *slot) {
-    int best = -1;
-    for (int i = 0; i < pl->n; i++)
-        if (!pl->busy[i] && pl->cap[i] >= size && (best < 0 || pl->cap[i] < pl->cap[best])) best = i;
-    if (best >= 0) {
-        pl->busy[best] = 1;
-        *slot = best;
-        return TR_OK;
-    }
-    if (pl->n == 2 * TR_GRAD_MAX_UNITS)
-        return tr_error_set(TR_ERR_INTERNAL, "sharded: %d buffers for %s in use", pl->n, what);
-    if (!pl->buf) {
-        pl->buf = tr_calloc(2 * TR_GRAD_MAX_UNITS, sizeof *pl->buf);
-        pl->cap = tr_calloc(2 * TR_GRAD_MAX_UNITS, sizeof *pl->cap);
-        pl->busy = tr_calloc(2 * TR_GRAD_MAX_UNITS, sizeof *pl->busy);
-        if (!pl->buf || !pl->cap || !pl->busy) return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory");
-    }
-    tr_status st = tr_accel_alloc(pl->accel, bytes(size), (void **)&pl->buf[pl->n]);
-    if (st != TR_OK) {
-        tr_error_prefix("sharded: %s (%d buffers of %.1f MiB held): ", what, pl->n, pl->bytes / 1048576.0);
-        return st;
-    }
-    tr_accel_zero(pl->accel, pl->buf[pl->n], bytes(size));
-    pl->cap[pl->n] = size;
-    pl->busy[pl->n] = 1;
-    pl->bytes += bytes(size);
-    *slot = pl->n++;
-    return TR_OK;
-}
-
-static void pool_free(pool *pl) {
-    for (int i = 0; i < pl->n; i++) tr_accel_free(pl->accel, pl->buf[i], bytes(pl->cap[i]));
-    tr_free(pl->buf);
-    tr_free(pl->cap);
-    tr_free(pl->busy);
-}
 
 /* Points unit i's parameter tensors' data (or grad) at base + their offset in the unit
  * (base NULL: at nothing), and tells the engine where the unit is now (NULL: at home). */
@@ -385,6 +336,9 @@ static tr_status create(void **ctx, const tr_options *o, const tr_strategy_env *
     *ctx = z;
     return TR_OK;
 fail:
+    /* Start-up reads each rank's own slices: one rank can fail alone while the others wait in
+     * a collective; breaking the communicator ends their wait with this rank's failure. */
+    if (z->comm) tr_comm_abort(z->comm);
     destroy(z);
     return st;
 }
@@ -531,15 +485,23 @@ static tr_status memory(void *ctx, tr_strategy_memory *m) {
 static tr_status estimate(const tr_options *o, const tr_strategy_estimate_env *env, tr_strategy_estimate *out) {
     int W = tr_rank_processes(o, env->devices), stage = (int)tr_options_int(o, "stage");
     size_t align = 16 * (size_t)W, F = tr_estimate_param_floats(env, align), S = F / (size_t)W;
-    size_t cap = (size_t)(tr_options_float(o, "unit_mb") * 1048576.0 / 4), cur = 0, biggest = 0, units = 0;
-    if (cap < F / (TR_GRAD_MAX_UNITS - 1) + 1) cap = F / (TR_GRAD_MAX_UNITS - 1) + 1;
-    for (int p = 0; p < env->n_params; p++) { /* make_units' greedy grouping, by sizes */
-        size_t len = ((size_t)env->param_numel[p] + align - 1) / align * align;
-        if (cur > 0 && cur + len > cap) cur = 0;
-        if (cur == 0) units++;
-        cur += len;
+    /* The engine's units (tr_grad_sync_units) over the parameters as create() pads them. */
+    size_t *len = tr_calloc((size_t)env->n_params + 1, sizeof *len), biggest = 0;
+    int *unit_of = tr_calloc((size_t)env->n_params + 1, sizeof *unit_of);
+    if (!len || !unit_of) {
+        tr_free(len);
+        tr_free(unit_of);
+        return tr_error_set(TR_ERR_NOMEM, "sharded: out of memory for the plan's units");
+    }
+    for (int p = 0; p < env->n_params; p++) len[p] = ((size_t)env->param_numel[p] + align - 1) / align * align;
+    size_t units = (size_t)tr_grad_sync_units(len, env->n_params, tr_options_float(o, "unit_mb"), unit_of);
+    for (int p = 0, q; p < env->n_params; p = q) {
+        size_t cur = 0;
+        for (q = p; q < env->n_params && unit_of[q] == unit_of[p]; q++) cur += len[q];
         if (cur > biggest) biggest = cur;
     }
+    tr_free(len);
+    tr_free(unit_of);
     out->world = W;
     out->rank_batch = (env->global_batch + W - 1) / W;
     tr_strategy_memory *m = &out->memory;

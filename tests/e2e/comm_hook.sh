@@ -8,7 +8,9 @@
 #   stage 2 on 2 fake GPUs (the host staging); the log names the hook;
 # - fail_at_3, failing its third bucket, ends the run non-zero on every rank with its message,
 #   within the test's timeout (the communicator is broken everywhere, no rank waits for the
-#   deadline), and leaves nothing in /dev/shm;
+#   deadline), and leaves nothing in /dev/shm; failing on one rank alone (sharded stages 2-3,
+#   ddp with sync_batchnorm: backward still meets collectives) it ends every rank as fast,
+#   the failing rank with the hook's message;
 # - an unknown strategy.comm_hook is refused naming the option and the hooks found.
 # usage: comm_hook.sh TRAINER_BIN TEST_PLUGIN_DIR PYTHON
 set -u
@@ -61,6 +63,30 @@ fail_case() {
 }
 fail_case ddp strategy.bucket_mb=0.001 strategy.first_bucket_mb=0.001
 fail_case sharded strategy.unit_mb=0.001
+
+# one_rank_fails NAME RANK OVERRIDES...: fail_at_3 on rank RANK alone, while backward goes on
+# meeting collectives (stage 3's gathers, a synchronised batch norm's sums): the communicator
+# is broken as the reduction fails, every rank ends fast, and the failing rank reports the
+# hook's message, not the ABORTED of a collective that followed.
+one_rank_fails() {
+    local name="$1" r="$2" start rc secs; shift 2
+    start=$(date +%s)
+    TRAINER_TEST_HOOK_RANK=$r run "one_$name" "${cpu[@]}" strategy.comm_hook=fail_at_3 "$@"; rc=$?
+    secs=$(( $(date +%s) - start ))
+    if [ $rc != 0 ] && grep -q "^\[rank $r\] trainer run: fail_at_3: refused bucket" "$t/one_$name.log" && [ $secs -lt 60 ]; then
+        ok "$name: rank $r's failing hook ends the run (exit $rc, ${secs}s), that rank with its message"
+    else bad "$name: fail_at_3 on rank $r alone" "rc=$rc secs=$secs" "$(tail -4 "$t/one_$name.log")"; fi
+}
+deep=(model.params.layers=[16,16,16,16,16,16,16,16,16,16])
+one_rank_fails sharded3 1 trainer.strategy=sharded strategy.stage=3 strategy.unit_mb=0.001 "${deep[@]}"
+one_rank_fails sharded2 0 trainer.strategy=sharded strategy.stage=2 strategy.unit_mb=0.001 "${deep[@]}"
+cnn_device_yaml "$t/cnn.yaml" fake_gpu 1
+TRAINER_TEST_HOOK_RANK=1 timeout 300 "$bin" run "$t/cnn.yaml" "run.output_dir=$t/one_bn" trainer.devices=2 "${cpu[@]}" \
+    trainer.strategy=ddp strategy.sync_batchnorm=true strategy.bucket_mb=0.001 strategy.first_bucket_mb=0.001 \
+    strategy.comm_hook=fail_at_3 >"$t/one_bn.log" 2>&1; rc=$?
+if [ $rc != 0 ] && grep -q "^\[rank 1\] trainer run: fail_at_3: refused bucket" "$t/one_bn.log"; then
+    ok "ddp with sync_batchnorm: rank 1's failing hook ends the run (exit $rc), that rank with its message"
+else bad "ddp with sync_batchnorm, fail_at_3 on rank 1" "rc=$rc" "$(tail -4 "$t/one_bn.log")"; fi
 
 out="$("$bin" run "$t/c.yaml" "run.output_dir=$t/unknown" "${cpu[@]}" trainer.devices=2 trainer.strategy=ddp \
        strategy.comm_hook=fp16_nope 2>&1)"; rc=$?

@@ -9,7 +9,8 @@
 # - the plugins, shipped and test ones, and the CLI import from libtrainer only what it exports,
 #   and no plugin imports an application entry point;
 # - <trainer/trainer.h> includes every public header and compiles alone as C11;
-# - the headers cite no file of the source tree but the installed docs (docs/NAME.md).
+# - the headers cite no file of the source tree but the installed docs (docs/NAME.md);
+# - docs/abi.md states the number of functions exported.
 # usage: sdk_exports.sh LIBTRAINER INCLUDE_DIR BUILD_DIR CC APP_HEADER...
 set -u
 lib="$1"; inc="$2"; build="$3"; cc="$4"; shift 4; apps=("$@"); here="$(cd "$(dirname "$0")" && pwd)"
@@ -21,6 +22,9 @@ n="$(wc -l <<<"$defined")"
 foreign="$(grep -v '^tr_' <<<"$defined")"
 if [ "$n" -gt 100 ] && [ -z "$foreign" ]; then ok "all $n symbols libtrainer defines start with tr_"
 else bad "libtrainer exports names without tr_ ($n defined)" "$(head -20 <<<"$foreign" | tr '\n' ' ')"; fi
+doc="$(grep -o 'libtrainer.so` lists [0-9]* functions' "$here/../../docs/abi.md" | grep -o '[0-9][0-9]*')"
+if [ "${doc:-}" = "$n" ]; then ok "docs/abi.md states the $n exported functions"
+else bad "docs/abi.md says ${doc:-no number of} functions, libtrainer exports $n"; fi
 data="$(nm -D --defined-only "$lib" | awk 'NF == 3 && $2 !~ /^[TtWwi]$/ {print $3}')"
 if [ -z "$data" ]; then ok "libtrainer exports functions only, no data"
 else bad "libtrainer exports data" "$(tr '\n' ' ' <<<"$data")"; fi

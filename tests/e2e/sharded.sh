@@ -14,6 +14,8 @@
 #   formulas (ddp 16, stage 1 8 + 8/N, stage 2 4 + 12/N, stage 3 16/N), and per rank stage 2
 #   at most 0.45x ddp's (the formula gives 7/16 = 0.4375), stage 3 at most 0.3x.
 # - Under mpirun with the mpi backend (when built): stage 3 at 3 ranks equals the ddp run.
+# - Many units: a model that grouped into more than 128 units (182) trains in at most 128 to
+#   cpu's weights (stages 2-3 x2).
 # usage: sharded.sh TRAINER_BIN PYTHON [MPIRUN]
 set -u
 bin="$1"; py="$2"; mpirun="${3:-}"; here="$(cd "$(dirname "$0")" && pwd)"
@@ -123,4 +125,25 @@ print(", ".join(f"{s} {b[s]:.2f} B/param (formula {formula[s]:.2f})" for s in fo
 sys.exit(0 if ok and r2 <= 0.45 and r3 <= 0.3 else 1)
 PY
 )"; then ok "memory per rank at 4 ranks: $out"; else bad "memory per rank at 4 ranks" "$out"; fi
+# Many units: a 30-layer transformer in the smallest units once grouped into 182, past the
+# engine's 128 (a heap overflow); the size doubles until they fit and stages 2-3 x2 train
+# to cpu's weights.
+printf 'to be or not to be, that is the question. whether tis nobler in the mind to suffer\n%.0s' 1 2 3 4 >"$t/lm.txt"
+cat >"$t/deep.yaml" <<YAML
+run: {name: l, seed: 1}
+model: {name: transformer, params: {mode: lm, d_model: 16, n_head: 2, n_layer: 30, dropout: 0.0}}
+data: {name: text, params: {path: $t/lm.txt, mode: lm, seq_len: 8}, batch_size: 4}
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+trainer: {max_steps: 6, log_every: 1, grad_clip: 1.0, progress: lines, threads: 1, accelerator: cpu}
+YAML
+timeout 300 "$bin" run "$t/deep.yaml" "run.output_dir=$t/deepcpu" trainer.strategy=cpu >"$t/deepcpu.log" 2>&1 ||
+    bad "30-layer transformer under cpu" "$(tail -2 "$t/deepcpu.log")"
+for s in 2 3; do
+    timeout 300 "$bin" run "$t/deep.yaml" "run.output_dir=$t/deep$s" $(sharded "$s" 2) strategy.unit_mb=0.001 \
+        >"$t/deep$s.log" 2>&1 || { bad "30-layer transformer, stage $s x2" "$(tail -2 "$t/deep$s.log")"; continue; }
+    n="$(grep -o '[0-9]* units' "$t/deep$s.log" | head -1 | cut -d' ' -f1)"
+    if [ -n "$n" ] && [ "$n" -le 128 ] && o="$(cmp_runs "$t/deepcpu/l/0" "$t/deep$s/l/0" --weights-only)"; then
+        ok "30-layer transformer in $n units (at most 128), stage $s x2 = cpu: $o"
+    else bad "30-layer transformer, stage $s x2: ${n:-no} units" "${o:-}"; fi
+done
 finish

@@ -19,6 +19,8 @@
 #   16/N bytes of model state a parameter (rank 0's record). One that does not fit even at
 #   stage 3 (a unit's gradients cannot be allocated inside backward) fails with the device's message and
 #   exit 1 on every rank, no crash, nothing left in /dev/shm.
+# - A start-up failure on one rank alone (its device too small): the other rank ends at once,
+#   told that rank 1 aborted the job (the communicator broken in create's failure path).
 # usage: sharded_gpu.sh TRAINER_BIN FAKE_GPU_PLUGIN_DIR PYTHON
 set -u
 bin="$1"; fake="$2"; py="$3"; here="$(cd "$(dirname "$0")" && pwd)"
@@ -128,6 +130,23 @@ if [ $rc = 1 ] && grep -q "sharded: a unit's gradients .*fake_gpu:[0-3]: out of 
    ! grep -q "signal" "$t/big4.log"; then
     ok "a model that does not fit at stage 3: exit 1, $(grep -o "sharded: a unit's gradients.*in use" "$t/big4.log" | head -1)"
 else bad "out of device memory inside backward" "rc=$rc" "$(tail -3 "$t/big4.log")"; fi
+# A start-up failure on one rank alone (rank 1's fake GPU of 2 MiB cannot hold the buffers;
+# rank 0's can), ranks started without a launcher: rank 1 breaks the communicator, so rank 0
+# fails at once with "rank 1 aborted the job" on any backend (shm alone would also notice the
+# process gone; a TCP or NCCL peer would wait for its deadline).
+b3=(run "$t/mlp.yaml" "run.output_dir=$t/b3" trainer.accelerator=gpu trainer.devices=2 trainer.strategy=sharded
+    strategy.stage=2 model.params.layers=[1024,1024] data.params.features=256 trainer.max_steps=2)
+start=$(date +%s); pids=""
+for r in 0 1; do
+    mib=16384; [ $r = 1 ] && mib=2
+    RANK=$r WORLD_SIZE=2 TRAINER_JOB_ID="b3$$" TRAINER_FAKE_GPUS=2 TRAINER_FAKE_GPU_MIB=$mib timeout 200 "$bin" "${b3[@]}" \
+        >"$t/b3.$r" 2>&1 & pids="$pids $!"
+done
+rcs=""; for p in $pids; do wait "$p"; rcs="$rcs $?"; done
+secs=$(( $(date +%s) - start ))
+if [ "$rcs" = " 1 1" ] && grep -q "rank 1 aborted the job" "$t/b3.0" && grep -q "out of device memory" "$t/b3.1" && [ $secs -lt 60 ]; then
+    ok "rank 1 fails alone at start-up: rank 0 ends in ${secs}s, $(grep -o 'rank 1 aborted the job' "$t/b3.0" | head -1)"
+else bad "start-up failure on rank 1 alone (exit codes$rcs, ${secs}s)" "$(tail -n 1 "$t/b3.0")" "$(tail -n 1 "$t/b3.1")"; fi
 left="$(shm_new "$shm_before")"
 if [ -z "$left" ]; then ok "nothing left in /dev/shm"; else bad "segments left in /dev/shm" "$left"; fi
 finish

@@ -1,13 +1,16 @@
 /* Comm hooks for the engine's tests (e2e_comm_hook), one source built twice: `fp32_sum`
  * reduces each bucket as the engine itself would (fp32 sums, in place), so runs with it must
- * match runs without a hook bit for bit; `fail_at_3` fails its third bucket, so the run must
- * end on every rank with its message. */
+ * match runs without a hook bit for bit; `fail_at_3` fails its third bucket (only on rank
+ * TRAINER_TEST_HOOK_RANK when set), so the run must end on every rank with its message. */
+#include <stdlib.h>
+
 #include <trainer/grad_sync.h>
 
 static tr_status reduce(void *state, const tr_grad_bucket *b, tr_comm_work **work) {
 #ifdef HOOK_FAIL
     int *calls = state;
-    if (++*calls == 3) return tr_error_set(TR_ERR_INVALID, "fail_at_3: refused bucket %d of %d", b->index, b->count);
+    const char *only = getenv("TRAINER_TEST_HOOK_RANK");
+    if (++*calls == 3 && (!only || atoi(only) == b->rank)) return tr_error_set(TR_ERR_INVALID, "fail_at_3: refused bucket %d of %d", b->index, b->count);
 #else
     (void)state;
 #endif

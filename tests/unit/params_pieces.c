@@ -87,6 +87,8 @@ static void test_cuts(size_t align) {
     CHECK(bad == n, "align %zu: the pieces give finalize's values bit for bit (first difference at %zu of %zu)", align,
           bad, n);
     CHECK(s.asked == 19 * 5 + 41 && s.done == 0, "the ranged fill was asked for each element once (%zu)", s.asked);
+    CHECK(tr_params_init_range(P, 0, 1, NULL) == TR_ERR_INVALID && strstr(tr_error_msg(), "into a NULL buffer"),
+          "init_range into NULL refused with its own message: %s", tr_error_msg());
     tr_params_init_done(P);
     tr_params_init_done(P);
     CHECK(s.done == 1, "one context, two parameters: told once that no more are wanted (%d)", s.done);

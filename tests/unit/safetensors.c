@@ -1,4 +1,5 @@
-/* safetensors: round trip, atomic replacement, and refusal of truncated or corrupt files. */
+/* safetensors: round trip, atomic replacement, refusal of truncated or corrupt files, and a
+ * piece copied from a file truncated while open refused. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,22 @@ int main(void) {
     bad[8] = '[';
     expect_refused("json.st", bad, n, "header is not a JSON object");
     expect_refused("text.st", "hello world, not a checkpoint", 29, "does not fit the file");
+
+    /* tr_safetensors_copy reads a piece with pread; the file shortened under an open reader
+     * is an error naming the file and what was read, never bytes from the mapping (zeros
+     * or a SIGBUS). */
+    CHECK(tr_safetensors_open(&f, p) == TR_OK, "reopen: %s", tr_error_msg());
+    g = tr_safetensors_find(f, "fc.weight");
+    float piece[2] = {0};
+    CHECK(g && tr_safetensors_copy(f, piece, (const float *)g->data + 3, sizeof piece) == TR_OK && piece[0] == 4 &&
+          piece[1] == 5, "copy of elements 3-4: %g %g", piece[0], piece[1]);
+    uint64_t hlen;
+    memcpy(&hlen, good, 8);
+    CHECK(truncate(p, (off_t)(8 + hlen)) == 0, "truncate %s", p);
+    tr_status st = g ? tr_safetensors_copy(f, piece, (const float *)g->data + 3, sizeof piece) : TR_OK;
+    CHECK(st == TR_ERR_IO && strstr(tr_error_msg(), p) && strstr(tr_error_msg(), "read 0 of 8 bytes at offset"),
+          "copy from a truncated file: status %d, '%s'", (int)st, tr_error_msg());
+    tr_safetensors_close(f);
 
     /* Replacing a file is atomic: no temp file is left behind, and the new content wins. */
     w[0] = 42;

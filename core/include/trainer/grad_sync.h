@@ -78,21 +78,25 @@ typedef struct tr_comm_hook_ops {
      .doc = "comm hook plugin reducing each gradient bucket (e.g. bf16_compress from docs/examples); none: "  \
             "fp32 sums"}
 
-/* ---- the engine ---- */
+/* ---- the engine (ABI 0.17) ---- */
 
 typedef struct tr_grad_sync tr_grad_sync;
 
 typedef enum tr_grad_layout {
     TR_GRAD_BUCKETS = 0,        /* ddp: from the last parameter down, first_mb then bucket_mb each */
-    TR_GRAD_UNITS = 1           /* sharded: from the first parameter up, bucket_mb each, at most
-                                 * TR_GRAD_MAX_UNITS (the size grows to fit) */
+    TR_GRAD_UNITS = 1           /* sharded: from the first parameter up, bucket_mb each at most
+                                 * (a unit of one larger parameter holds it alone); never more
+                                 * than TR_GRAD_MAX_UNITS: tr_grad_sync_units doubles the size
+                                 * until they fit */
 } tr_grad_layout;
 
 enum { TR_GRAD_MAX_UNITS = 128 };
 
 typedef struct tr_grad_sync_config {
-    size_t size;                  /* sizeof(tr_grad_sync_config) as the caller was built: the
-                                   * struct only grows at its end, fields past size read as 0 */
+    size_t size;                  /* sizeof(tr_grad_sync_config) as the caller was built: at
+                                   * least 0.17's (up to `reduced`; smaller is refused); the
+                                   * struct only grows at its end, fields added later and past
+                                   * size read as 0 */
     const char *name;             /* the strategy's, for messages and profile regions ("ddp") */
     tr_comm *comm;                /* borrowed, all of it, for the engine's life */
     tr_accel *accel;              /* the replica's device, NULL on the CPU */
@@ -138,6 +142,12 @@ TR_API void tr_grad_sync_destroy(tr_grad_sync *e);
 TR_API int tr_grad_sync_count(const tr_grad_sync *e);
 TR_API const tr_grad_sync_range *tr_grad_sync_at(const tr_grad_sync *e, int bucket);
 TR_API int tr_grad_sync_bucket_of(const tr_grad_sync *e, int param);
+/* ABI 0.19: sharded's units over np parameters of len[p] floats each (with their padding):
+ * greedy from the first parameter up, a unit closed where the next parameter would take it
+ * past unit_mb (at least 1/127 of the total), the size doubled until there are at most
+ * TR_GRAD_MAX_UNITS. Sets unit_of[p]; returns the count. What TR_GRAD_UNITS builds, for a
+ * plan that has sizes only. */
+TR_API int tr_grad_sync_units(const size_t *len, int np, double unit_mb, int *unit_of);
 /* Shard length (floats): the sum of the buckets' len. */
 TR_API size_t tr_grad_sync_shard(const tr_grad_sync *e);
 /* Reduce-scatter: where this rank's slices live between steps, bucket i's at its soff of
@@ -178,7 +188,9 @@ TR_API void tr_grad_sync_fresh_state(tr_grad_sync *e);
 /* Waits for everything in flight; the first failure. */
 TR_API tr_status tr_grad_sync_drain(tr_grad_sync *e);
 /* A failure (st, with the thread's message) after which peers may wait for collectives this
- * rank left out: breaks the communicator everywhere, drains, returns st with its message. */
+ * rank left out: breaks the communicator everywhere, drains, returns st with its message;
+ * when a reduction failed during this backward (which broke the communicator at once), that
+ * failure with its message instead: what followed (an ABORTED collective) came from it. */
 TR_API tr_status tr_grad_sync_broke(tr_grad_sync *e, tr_status st);
 /* For TRAINER_DDP_TRACE: buckets the grad-ready hook issued in the last synchronising
  * backward, and of the issued ones those whose reduction has finished by now. */

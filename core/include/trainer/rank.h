@@ -39,10 +39,10 @@ TR_API tr_status tr_rank_broadcast(tr_comm *c, tr_accel *a, float *dev, float *h
 /* ABI 0.17. Rank 0's buffers of r (batch-norm running statistics) everywhere, as
  * tr_rank_broadcast moves them (through r's host copy on a device over a host backend). */
 TR_API tr_status tr_rank_broadcast_buffers(tr_comm *c, tr_accel *a, tr_replica *r);
-/* Sums n doubles over the ranks of comm (a tr_comm *) in place: a graph's stat reducer
+/* ABI 0.17. Sums n doubles over the ranks of comm (a tr_comm *) in place: a graph's stat reducer
  * (sync_batchnorm: tr_graph_set_stat_reducer(g, tr_rank_all_sum, comm)) and a strategy's all_sum. */
 TR_API tr_status tr_rank_all_sum(void *comm, double *values, int n);
-/* A rank strategy's `processes`: one per device asked for, at least one. */
+/* ABI 0.17. A rank strategy's `processes`: one per device asked for, at least one. */
 TR_API int tr_rank_processes(const tr_options *opts, int devices);
 /* For the strategy's probe: on GPUs the device plugin must run kernels (tr_accel_probe), and
  * the backend must exist and fit the ranks (tr_comm_probe_ranks). */

@@ -60,10 +60,12 @@ TR_API const tr_st_entry *tr_safetensors_at(const tr_safetensors *f, int i);
 TR_API const tr_st_entry *tr_safetensors_find(const tr_safetensors *f, const char *name);
 /* A metadata value, or NULL. */
 TR_API const char *tr_safetensors_meta(const tr_safetensors *f, const char *key);
-/* ABI 0.15. memcpy(dst, src, bytes) where src lies in f's tensor data (an entry's data plus
- * an offset), read from the file (pread) rather than through the mapping: a reader copying its
- * pieces (a sharded rank) brings no page of the file into its memory. */
-TR_API void tr_safetensors_copy(const tr_safetensors *f, void *dst, const void *src, size_t bytes);
+/* ABI 0.15 (a tr_status since 0.19). memcpy(dst, src, bytes) where src lies in f's tensor
+ * data (an entry's data plus an offset), read from the file (pread) rather than through the
+ * mapping: a reader copying its pieces (a sharded rank) brings no page of the file into its
+ * memory. A read that fails or comes up short (the file shortened while open, an I/O error)
+ * is TR_ERR_IO naming the file, the bytes read and the offset. */
+TR_API tr_status tr_safetensors_copy(const tr_safetensors *f, void *dst, const void *src, size_t bytes);
 
 #ifdef __cplusplus
 }

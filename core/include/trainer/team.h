@@ -1,4 +1,5 @@
-/* A fixed team of threads that runs one function on every member and waits for all of them.
+/* ABI 0.16. A fixed team of threads that runs one function on every member and waits for all
+ * of them.
  *
  *   static tr_status work(int member, void *user) {   // member 0 .. members-1
  *       job *jobs = user;

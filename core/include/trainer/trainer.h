@@ -9,7 +9,7 @@
  *   plugin      plugin, model
  *   data        data, tokenizer
  *   comm        comm, comm_backend
- *   strategy    strategy, replica, rank, solo
+ *   strategy    strategy, replica, rank, solo, grad_sync
  *   formats     safetensors, checkpoint
  * The application's entry points (`trainer run`, eval, predict, embed, export, generate, plan,
  * plot, launch) are not in the SDK: the trainer CLI declares them privately.

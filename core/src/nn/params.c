@@ -266,9 +266,12 @@ tr_status tr_params_finalize_deferred(tr_params *P, uint64_t seed) {
 }
 
 tr_status tr_params_init_range(tr_params *P, size_t lo, size_t hi, float *out) {
-    if (!P->filling || lo > hi || hi > P->p.numel || (hi > lo && !out))
+    if (!P->filling || lo > hi || hi > P->p.numel)
         return tr_error_set(TR_ERR_INVALID, "params: initial values of elements [%zu, %zu) of %zu asked %s", lo, hi,
                             P->p.numel, P->filling ? "outside the flat buffer" : "after tr_params_init_done");
+    if (hi > lo && !out)
+        return tr_error_set(TR_ERR_INVALID, "params: initial values of elements [%zu, %zu) asked into a NULL buffer", lo,
+                            hi);
     size_t at = lo; /* out[at - lo] is the next element to write */
     for (int i = 0; i < P->p.n && at < hi; i++) {
         const entry *e = &P->p.e[i];

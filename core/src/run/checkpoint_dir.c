@@ -87,7 +87,7 @@ static tr_status list_complete(const char *dir, ckpt_entry **out, int *count) {
         }
         void *grown = v;
         if (grow(&grown, n, &cap, sizeof *v, 16) != 0) {
-            st = TR_ERR_NOMEM;
+            st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory listing checkpoints", dir);
             break;
         }
         v = grown;
@@ -242,7 +242,7 @@ tr_status ckpt_remove_stale(const char *dir, int *removed) {
         if (!stale_tmp(de->d_name) || strlen(de->d_name) >= 256) continue;
         void *grown = stale;
         if (grow(&grown, ns, &cap, sizeof *stale, 8) != 0) {
-            st = TR_ERR_NOMEM;
+            st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory listing stale temporary files", dir);
             break;
         }
         stale = grown;

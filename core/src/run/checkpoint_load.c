@@ -89,9 +89,9 @@ static tr_status parse_steps(const char *file, const char *sv, int64_t *steps) {
 
 /* Hands elements [start, start + count) of parameter p (data from file df and, with states,
  * the optimizer state from file sf) to every target they overlap: counted (copy 0) or copied
- * (copy 1), the files' pages let go as they are copied (a rank holds its pieces, never the
- * files). */
-static void apply(source *src, const tr_safetensors *df, const tr_safetensors *sf, int p, int64_t start, int64_t count,
+ * (copy 1) with pread (tr_safetensors_copy), so no page of the files is mapped in (a rank
+ * holds its pieces, never the files). */
+static tr_status apply(source *src, const tr_safetensors *df, const tr_safetensors *sf, int p, int64_t start, int64_t count,
                   const float *data, const float *const *states, int copy) {
     int ns = src->opt ? tr_optim_state_count(src->opt) : 0;
     for (int i = 0; i < src->nt; i++) {
@@ -105,9 +105,11 @@ static void apply(source *src, const tr_safetensors *df, const tr_safetensors *s
             continue;
         }
         size_t bytes = (size_t)(b - a) * sizeof(float);
-        tr_safetensors_copy(df, t->data + (a - t->start), data + (a - start), bytes);
-        for (int k = 0; k < ns; k++) tr_safetensors_copy(sf, t->state[k] + (a - t->start), states[k] + (a - start), bytes);
+        TR_CHECK(tr_safetensors_copy(df, t->data + (a - t->start), data + (a - start), bytes));
+        for (int k = 0; k < ns; k++)
+            TR_CHECK(tr_safetensors_copy(sf, t->state[k] + (a - t->start), states[k] + (a - start), bytes));
     }
+    return TR_OK;
 }
 
 /* ---- full checkpoints ---- */
@@ -157,7 +159,7 @@ static tr_status open_full(source *src, const char *mpath) {
     return TR_OK;
 }
 
-static void visit_full(source *src, int copy) {
+static tr_status visit_full(source *src, int copy) {
     tr_params *P = src->P;
     int ns = src->opt ? tr_optim_state_count(src->opt) : 0;
     for (int i = 0; i < tr_params_count(P); i++) {
@@ -167,14 +169,15 @@ static void visit_full(source *src, int copy) {
             snprintf(name, sizeof name, "%s.%s", tr_params_name(P, i), tr_optim_state_name(src->opt, k));
             states[k] = tr_safetensors_find(src->of, name)->data;
         }
-        apply(src, src->mf, src->of, i, 0, tr_tensor_numel(tr_params_get(P, i)),
-              tr_safetensors_find(src->mf, tr_params_name(P, i))->data, states, copy);
+        TR_CHECK(apply(src, src->mf, src->of, i, 0, tr_tensor_numel(tr_params_get(P, i)),
+                       tr_safetensors_find(src->mf, tr_params_name(P, i))->data, states, copy));
     }
     if (copy)
         for (int i = 0; i < tr_params_buffer_count(P); i++) {
             tr_tensor *t = tr_params_buffer(P, i);
             memcpy(t->data, tr_safetensors_find(src->mf, tr_params_buffer_name(P, i))->data, tr_tensor_bytes(t));
         }
+    return TR_OK;
 }
 
 /* ---- sharded checkpoints ---- */
@@ -312,7 +315,8 @@ static tr_status visit_shard(source *src, int r, int copy) {
                 states[k] = se->data;
         }
         if (st != TR_OK) break;
-        apply(src, f, f, p, json_integer_value(v), e->shape[0], e->data, states, copy);
+        st = apply(src, f, f, p, json_integer_value(v), e->shape[0], e->data, states, copy);
+        if (st != TR_OK) break;
     }
     /* Rank 0's file holds the buffers. */
     for (int i = 0; r == 0 && st == TR_OK && i < tr_params_buffer_count(P); i++) {
@@ -354,7 +358,7 @@ static tr_status load(source *src, tr_train_state *s) {
         for (int r = 0; r < src->world; r++) TR_CHECK(visit_shard(src, r, 0));
     } else {
         TR_CHECK(open_full(src, mpath));
-        visit_full(src, 0);
+        TR_CHECK(visit_full(src, 0));
     }
     for (int i = 0; i < src->nt; i++) {
         const target *t = &src->t[i];
@@ -368,7 +372,7 @@ static tr_status load(source *src, tr_train_state *s) {
     if (src->sharded) {
         for (int r = 0; r < src->world; r++) TR_CHECK(visit_shard(src, r, 1));
     } else {
-        visit_full(src, 1);
+        TR_CHECK(visit_full(src, 1));
     }
     if (src->opt) tr_optim_set_steps(src->opt, src->steps);
     if (s) *s = ns;

@@ -173,6 +173,7 @@ struct tr_safetensors {
     size_t size;
     int mapped;
     int fd;              /* mapped: the file, open for tr_safetensors_copy's reads; else -1 */
+    char *path;          /* for tr_safetensors_copy's messages */
     tr_st_entry *e;
     char **names;
     int n;
@@ -189,6 +190,7 @@ void tr_safetensors_close(tr_safetensors *f) {
     else tr_free(f->buf);
     if (f->fd >= 0) close(f->fd);
     if (f->root) json_decref(f->root);
+    tr_free(f->path);
     tr_free(f);
 }
 
@@ -200,14 +202,22 @@ tr_status tr_safetensors_open(tr_safetensors **out, const char *path) {
     tr_safetensors *f = tr_calloc(1, sizeof *f);
     if (!f) return TR_ERR_NOMEM;
     f->fd = -1;
+    f->path = tr_malloc(strlen(path) + 1);
+    if (!f->path) {
+        tr_free(f);
+        return tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
+    }
+    strcpy(f->path, path);
     FILE *fp = fopen(path, "rb");
     if (!fp) {
+        tr_free(f->path);
         tr_free(f);
         return tr_error_set(TR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     }
     struct stat sb;
     if (fstat(fileno(fp), &sb) != 0 || sb.st_size < 8) {
         fclose(fp);
+        tr_free(f->path);
         tr_free(f);
         return tr_error_set(TR_ERR_PARSE, "%s: not a safetensors file (%lld bytes, truncated?)", path,
                             (long long)sb.st_size);
@@ -304,24 +314,29 @@ const tr_st_entry *tr_safetensors_find(const tr_safetensors *f, const char *name
     return NULL;
 }
 
-void tr_safetensors_copy(const tr_safetensors *f, void *dst, const void *src, size_t bytes) {
+tr_status tr_safetensors_copy(const tr_safetensors *f, void *dst, const void *src, size_t bytes) {
     const char *c = src;
     /* pread from the page cache straight into dst: no page of the file is mapped into this
-     * process for it (a mapped page, even dropped at once, can count whole large folios). */
+     * process for it (a mapped page, even dropped at once, can count whole large folios). A
+     * short read is an error: through the mapping it would be a SIGBUS. */
     if (f && f->fd >= 0 && c >= f->buf && bytes <= f->size && c <= f->buf + f->size - bytes) {
         size_t done = 0;
+        off_t at = (off_t)(c - f->buf);
         while (done < bytes) {
-            ssize_t r = pread(f->fd, (char *)dst + done, bytes - done, (off_t)(c - f->buf + done));
+            ssize_t r = pread(f->fd, (char *)dst + done, bytes - done, at + (off_t)done);
             if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) break;
+            if (r < 0)
+                return tr_error_set(TR_ERR_IO, "%s: read %zu of %zu bytes at offset %lld: %s", f->path, done, bytes,
+                                    (long long)at, strerror(errno));
+            if (r == 0)
+                return tr_error_set(TR_ERR_IO, "%s: read %zu of %zu bytes at offset %lld (truncated?)", f->path, done,
+                                    bytes, (long long)at);
             done += (size_t)r;
         }
-        if (done == bytes) return;
-        c += done; /* the rest from the mapping (a file shortened under it would fault either way) */
-        dst = (char *)dst + done;
-        bytes -= done;
+        return TR_OK;
     }
-    memcpy(dst, c, bytes);
+    memcpy(dst, c, bytes); /* read whole into memory (no mapping), or not in f */
+    return TR_OK;
 }
 
 const char *tr_safetensors_meta(const tr_safetensors *f, const char *key) {

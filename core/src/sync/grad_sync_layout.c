@@ -1,6 +1,6 @@
 /* The engine's buckets over the flat buffer, in buffer order: ddp's (built from the last
  * parameter down, a small first bucket so that communication starts early) or sharded's
- * units (from the first parameter up, at most TR_GRAD_MAX_UNITS). */
+ * units (from the first parameter up, at most TR_GRAD_MAX_UNITS: tr_grad_sync_units). */
 #include "sync_impl.h"
 
 #include "trainer/memory.h"
@@ -38,25 +38,54 @@ static int buckets(tr_grad_sync *e, int np) {
     return n;
 }
 
-/* sharded: consecutive whole parameters with their padding up to bucket_mb each; never more
- * than TR_GRAD_MAX_UNITS: the size grows until they fit. */
-static int units(tr_grad_sync *e, int np) {
-    size_t numel = tr_params_numel(e->host), cap = (size_t)(e->c.bucket_mb * 1048576.0 / 4);
-    if (cap < numel / (TR_GRAD_MAX_UNITS - 1) + 1) cap = numel / (TR_GRAD_MAX_UNITS - 1) + 1;
+/* Greedy grouping from the first parameter up at a size cap: a unit is closed when the next
+ * parameter would take it past cap. Two neighbouring units together exceed cap, so n units
+ * hold more than (n - 1) / 2 caps: the count is bounded but can pass TR_GRAD_MAX_UNITS. */
+static int group(const size_t *len, int np, size_t cap, int *unit_of) {
+    size_t cur = 0;
     int n = 0;
     for (int p = 0; p < np; p++) {
-        size_t lo = tr_params_offset(e->host, p), hi = p + 1 < np ? tr_params_offset(e->host, p + 1) : numel;
-        sync_bucket *b = &e->b[n > 0 ? n - 1 : 0];
-        if (n == 0 || (b->at.hi - b->at.lo) + (hi - lo) > cap) {
-            b = &e->b[n++];
-            b->at.lo = lo;
-            b->at.p0 = p;
+        if (n == 0 || (cur > 0 && cur + len[p] > cap)) {
+            n++;
+            cur = 0;
         }
-        b->at.hi = hi;
-        b->at.np++;
-        e->bucket_of[p] = n - 1;
+        cur += len[p];
+        unit_of[p] = n - 1;
     }
     return n;
+}
+
+int tr_grad_sync_units(const size_t *len, int np, double unit_mb, int *unit_of) {
+    size_t total = 0, cap = (size_t)(unit_mb * 1048576.0 / 4);
+    for (int p = 0; p < np; p++) total += len[p];
+    if (cap < total / (TR_GRAD_MAX_UNITS - 1) + 1) cap = total / (TR_GRAD_MAX_UNITS - 1) + 1;
+    int n = group(len, np, cap, unit_of);
+    /* Doubled once, cap > 2 total / (MAX - 1): n / 2 pairs over cap each, so n <= MAX. */
+    while (n > TR_GRAD_MAX_UNITS) n = group(len, np, cap *= 2, unit_of);
+    return n;
+}
+
+/* sharded: tr_grad_sync_units over each parameter with its padding (up to the next one's
+ * start), then the units' ranges. */
+static tr_status units(tr_grad_sync *e, int np, int *n) {
+    size_t numel = tr_params_numel(e->host);
+    size_t *len = tr_calloc((size_t)(np ? np : 1), sizeof *len);
+    if (!len) return tr_error_set(TR_ERR_NOMEM, "%s: out of memory for the units", e->c.name);
+    for (int p = 0; p < np; p++)
+        len[p] = (p + 1 < np ? tr_params_offset(e->host, p + 1) : numel) - tr_params_offset(e->host, p);
+    *n = tr_grad_sync_units(len, np, e->c.bucket_mb, e->bucket_of);
+    tr_free(len);
+    if (*n > TR_GRAD_MAX_UNITS) /* never: tr_grad_sync_units regroups until they fit */
+        return tr_error_set(TR_ERR_INTERNAL, "%s: %d units, more than %d", e->c.name, *n, TR_GRAD_MAX_UNITS);
+    for (int p = 0; p < np; p++) {
+        sync_bucket *b = &e->b[e->bucket_of[p]];
+        if (b->at.np++ == 0) {
+            b->at.lo = tr_params_offset(e->host, p);
+            b->at.p0 = p;
+        }
+        b->at.hi = p + 1 < np ? tr_params_offset(e->host, p + 1) : numel;
+    }
+    return TR_OK;
 }
 
 tr_status sync_layout(tr_grad_sync *e) {
@@ -64,7 +93,8 @@ tr_status sync_layout(tr_grad_sync *e) {
     e->bucket_of = tr_calloc((size_t)(np ? np : 1), sizeof *e->bucket_of);
     e->b = tr_calloc(e->c.layout == TR_GRAD_UNITS ? TR_GRAD_MAX_UNITS : MAX_BUCKETS, sizeof *e->b);
     if (!e->bucket_of || !e->b) return tr_error_set(TR_ERR_NOMEM, "gradient sync: out of memory for buckets");
-    e->n = e->c.layout == TR_GRAD_UNITS ? units(e, np) : buckets(e, np);
+    if (e->c.layout == TR_GRAD_UNITS) TR_CHECK(units(e, np, &e->n));
+    else e->n = buckets(e, np);
     size_t soff = 0;
     for (int i = 0; i < e->n; i++) {
         tr_grad_sync_range *r = &e->b[i].at;

@@ -6,10 +6,15 @@
 
 #include "sync_impl.h"
 
+/* A reduction that failed during backward: kept to be reported after it, and the
+ * communicator broken at once. This rank issues no more buckets while backward goes on (a
+ * stage-3 gather, a synchronised batch norm's sums): its peers must not wait for them until
+ * their deadline, and a collective this rank then meets fails promptly too. */
 static void hook_fail(tr_grad_sync *e, tr_status st) {
     if (e->hook_status != TR_OK) return;
     e->hook_status = st;
     snprintf(e->hook_msg, sizeof e->hook_msg, "%s", tr_error_msg());
+    tr_comm_abort(e->c.comm);
 }
 
 /* The host staging of the flat buffers (device buffers over a host backend). */
@@ -155,6 +160,10 @@ tr_status tr_grad_sync_drain(tr_grad_sync *e) {
 tr_status tr_grad_sync_broke(tr_grad_sync *e, tr_status st) {
     char msg[1024]; /* drain's waits fail with messages of their own */
     snprintf(msg, sizeof msg, "%s", tr_error_msg());
+    if (e->hook_status != TR_OK) { /* what failed first: the rest (an ABORTED backward) follows from it */
+        st = e->hook_status;
+        snprintf(msg, sizeof msg, "%s", e->hook_msg);
+    }
     tr_comm_abort(e->c.comm);
     tr_grad_sync_drain(e);
     return tr_error_set(st, "%s", msg);

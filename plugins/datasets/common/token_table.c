@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "trainer/io.h"
+#include "trainer/log.h"
 #include "trainer/memory.h"
 #include "trainer/team.h"
 
@@ -345,8 +346,12 @@ static tr_status encode(tt_data *d, const tt_config *c, const char *path, const 
         jobs[t].lens = malloc((size_t)((jobs[t].hi - jobs[t].lo) * d->seqs + 1) * sizeof *jobs[t].lens);
         if (!jobs[t].lens) st = tr_error_set(TR_ERR_NOMEM, "%s: out of memory", path);
     }
-    if (st == TR_OK) st = tr_team_create(&team, nt, c->plugin);
-    if (st == TR_OK) st = tr_team_run(team, nt, job_run, jobs); /* the first row's error */
+    if (st == TR_OK && nt > 1 && tr_team_create(&team, nt, c->plugin) != TR_OK) { /* no threads: all here */
+        TR_WARN("%s: encoding on this thread alone (%s)", path, tr_error_msg());
+        team = NULL;
+    }
+    if (st == TR_OK && team) st = tr_team_run(team, nt, job_run, jobs); /* the first row's error */
+    for (int t = 0; st == TR_OK && !team && t < nt; t++) st = job_run(t, jobs);
     tr_team_destroy(team);
     size_t total = 0;
     for (int t = 0; st == TR_OK && t < nt; t++) total += jobs[t].n_ids;

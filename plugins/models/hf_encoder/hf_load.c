@@ -471,14 +471,12 @@ static tr_status fill(void *ctx, int index, float *data, size_t start, size_t co
     const tr_st_entry *e = index >= 0 && index < m->n_src ? m->src[index].e : NULL;
     if (!e || m->n_files == 0) return tr_error_set(TR_ERR_INVALID, "hf_encoder: parameter %d has no source", index);
     const tr_safetensors *f = m->src[index].f;
-    if (e->dtype == TR_F32) {
-        tr_safetensors_copy(f, data, (const char *)e->data + 4 * start, count * sizeof(float)); /* may be unaligned */
-        return TR_OK;
-    }
+    if (e->dtype == TR_F32) /* may be unaligned */
+        return tr_safetensors_copy(f, data, (const char *)e->data + 4 * start, count * sizeof(float));
     uint16_t h[4096]; /* read a run at a time, upcast */
     for (size_t at = 0; at < count; at += 4096) {
         size_t n = count - at < 4096 ? count - at : 4096;
-        tr_safetensors_copy(f, h, (const char *)e->data + 2 * (start + at), n * sizeof *h);
+        TR_CHECK(tr_safetensors_copy(f, h, (const char *)e->data + 2 * (start + at), n * sizeof *h));
         for (size_t i = 0; i < n; i++) data[at + i] = e->dtype == TR_F16 ? tr_f16_to_f32(h[i]) : tr_bf16_to_f32(h[i]);
     }
     return TR_OK;
