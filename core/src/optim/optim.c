@@ -113,8 +113,11 @@ tr_status tr_optim_place(tr_optim *opt, tr_accel *a) {
     if (opt->accel) return tr_error_set(TR_ERR_INVALID, "optimizer: already on %s", tr_accel_name(opt->accel));
     for (int i = 0; i < opt->nstate; i++) {
         tr_status st = tr_accel_alloc(a, opt->n * sizeof(float), (void **)&opt->dstate[i]);
-        if (st != TR_OK) {
-            for (int k = 0; k < i; k++) tr_accel_free(a, opt->dstate[k], opt->n * sizeof(float));
+        if (st != TR_OK) { /* none kept: destroy frees dstate as host memory while accel is NULL */
+            for (int k = 0; k <= i; k++) {
+                if (k < i) tr_accel_free(a, opt->dstate[k], opt->n * sizeof(float));
+                opt->dstate[k] = NULL;
+            }
             return st;
         }
     }
