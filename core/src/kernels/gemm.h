@@ -67,13 +67,6 @@ int tr_gemm_packed_bias_f32(int64_t M, int64_t N, int64_t K, const float *A, int
 enum { TR_GEMM_TILE_AUTO, TR_GEMM_TILE_16X16, TR_GEMM_TILE_WIDE };
 int tr_gemm_packed_tile(int tile);
 
-/* The f32 GEMM of gemm_head.c for attention's per-head products, on the calling thread: A's
- * values broadcast from where they are, B's rows loaded as they are (a transposed B packed
- * first). Returns 1 when it did, 0 (nothing written) without AVX-512 in the build, with
- * TRAINER_CPU_ATTN_KERNEL=gemm, an empty product or no memory for its pack buffer. */
-int tr_gemm_head_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
-
 /* The product by OpenBLAS's sgemm alone (what the two above fall back to). */
 void tr_gemm_blas_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);

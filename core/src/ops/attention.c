@@ -17,7 +17,6 @@
 
 #include "autograd/node.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_bf16.h"
 #include "kernels/vmath.h"
 #include "ops/cpu_kernels.h"
 #include "ops/dropout.h"
@@ -27,14 +26,6 @@
 static int thread_num(void) {
 #ifdef _OPENMP
     return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static int in_parallel(void) {
-#ifdef _OPENMP
-    return omp_in_parallel();
 #else
     return 0;
 #endif
@@ -60,23 +51,13 @@ static int64_t attention_rows(int64_t T, int64_t S) {
 /* Scratch values one thread's head needs: a block of probabilities and one of their gradients. */
 static int64_t attention_scratch(int64_t T, int64_t S) { return 2 * attention_rows(T, S) * S; }
 
-/* A head's product: gemm_head.c's on one thread (inside the parallel heads, or with one
- * thread), unless bf16-mixed sends the CPU's GEMMs to bf16; else the op's GEMM. f64: the GEMM. */
-static void head_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                          const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    if (!tr_cpu_bf16() && (in_parallel() || max_threads() == 1) &&
-        tr_gemm_head_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
-        return;
-    tr_gemm_op_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-#define head_gemm_f64 tr_gemm_f64
 
 #define TR_GENERIC "ops/attention.inc"
 #include "ops/generic.h"
 
-/* Whether the (b, h) pairs run on OpenMP threads, each with its own products (gemm_head.c's,
- * single-threaded): with at least as many heads as threads; with fewer, heads run one after
- * another, the GEMMs threaded, OpenMP threading the softmax rows. */
+/* Whether the (b, h) pairs run on OpenMP threads, each calling GEMM for its own head (which
+ * then runs on the calling thread): with at least as many heads as threads; with fewer, heads
+ * run one after another, each GEMM threaded, OpenMP threading the softmax rows. */
 static int parallel_heads(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH) {
     (void)T; (void)S; (void)C;
     return max_threads() > 1 && B * NH >= max_threads();
