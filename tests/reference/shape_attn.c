@@ -91,6 +91,8 @@ int main(void) {
         {"attention_cross_causal_h4", {4, 1}},
         {"attention_cross_causal_h2", {2, 1}},
         {"attention_long_causal", {2, 1}},
+        {"attention_blocks_causal", {2, 1}},
+        {"attention_wide_heads", {2, 1}},
     };
     for (size_t i = 0; i < sizeof att / sizeof att[0]; i++)
         reftest_op(att[i].name, attention, (void *)&att[i].a, qkv, tol);
@@ -117,6 +119,7 @@ int main(void) {
         {"attention_masked_empty", {2, 0}},        {"attention_masked_causal_right", {2, 1}},
         {"attention_masked_causal_left", {2, 1}},  {"attention_masked_cross", {1, 0}},
         {"attention_masked_cross_causal", {2, 1}}, {"attention_masked_long_causal", {2, 1}},
+        {"attention_masked_blocks", {2, 0}},
     };
     const char *qkvm[] = {"q", "k", "v", "mask", NULL};
     for (size_t i = 0; i < sizeof masked / sizeof masked[0]; i++)
@@ -159,6 +162,7 @@ int main(void) {
         {"attention_dropout_masked_causal_left", {2, 1, 0.3}},
         {"attention_dropout_long", {1, 0, 0.2}},
         {"attention_dropout_long_heads", {2, 1, 0.2}},
+        {"attention_dropout_blocks", {2, 1, 0.3}},
     };
     for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++)
         reftest_op(dropped[i].name, attention_dropout, (void *)&dropped[i].a, qkvm, tol);

@@ -13,6 +13,8 @@
  *   tile of C computed alone equals that tile of the whole product.
  * - Sizes it leaves to BLAS (a dimension under 16, fewer than 64^3 multiply-adds, alpha 0):
  *   it returns 0 and writes nothing; tr_gemm_f32 still computes them.
+ * - A linear layer's bias added as its tiles are stored (tr_gemm_packed_bias_f32): the bits of
+ *   C filled with the bias and then added to, on each tile and 1 or 2 threads.
  *
  * Where the build has no AVX-512 it returns 0 for everything (the test then checks only that);
  * a test compiled for the same CPU as libtrainer insists that it runs (tests/CMakeLists.txt). */
@@ -174,6 +176,37 @@ static void check_forced(void) {
     drop(&m);
 }
 
+/* A linear layer's bias added as the tiles are stored (tr_gemm_packed_bias_f32): the bits of C
+ * filled with the bias and then C += A B^T, on 1 and 2 threads; declined where the product is. */
+static void check_bias(int64_t M, int64_t N, int64_t K, int want) {
+    mats m;
+    make(&m, 0, 1, M, N, K, (uint64_t)(M + N + K));
+    float *bias = malloc((size_t)N * sizeof(float)), *filled = malloc((size_t)(M * m.ldc) * sizeof(float));
+    CHECK(bias && filled, "out of memory");
+    for (int64_t j = 0; j < N; j++) bias[j] = (float)test_value((uint64_t)j, 77);
+    size_t bytes = (size_t)(M * m.ldc) * sizeof(float);
+    for (int threads = 1; threads <= 2; threads++) {
+        tr_set_num_threads(threads);
+        reset_c(&m, 0.0f, 0);
+        for (int64_t i = 0; i < M; i++) memcpy(m.C + i * m.ldc, bias, (size_t)N * sizeof(float));
+        int ran = packed(&m, 1.0f, 1.0f);
+        memcpy(filled, m.C, bytes);
+        reset_c(&m, NAN, 0);
+        int ran_bias = tr_gemm_packed_bias_f32(M, N, K, m.A, m.lda, m.B, m.ldb, bias, m.C, m.ldc);
+        CHECK(ran_bias == (want && ran), "%lldx%lldx%lld bias: ran %d, expected %d", (long long)M, (long long)N,
+              (long long)K, ran_bias, want && ran);
+        if (ran_bias)
+            CHECK(memcmp(filled, m.C, bytes) == 0, "%lldx%lldx%lld, %d thread(s): the bias as stored differs from C "
+                  "filled with it", (long long)M, (long long)N, (long long)K, threads);
+        else
+            CHECK(isnan(m.C[0]) && padding_kept(&m), "%lldx%lldx%lld: declined but wrote C", (long long)M,
+                  (long long)N, (long long)K);
+    }
+    tr_set_num_threads(1);
+    free(bias), free(filled);
+    drop(&m);
+}
+
 int main(void) {
 #if defined(TEST_EXPECT_AVX512) && defined(__AVX512F__) && defined(__FMA__)
     const int have = 1;
@@ -201,6 +234,12 @@ int main(void) {
             for (int ta = 0; ta < 2; ta++)
                 for (int tb = 0; tb < 2; tb++) check_shape(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], have);
     }
+    for (size_t t = 0; t < 2; t++) { /* the bias with each tile */
+        tr_gemm_packed_tile(tiles[t].tile);
+        check_bias(100, 70, 1100, have), check_bias(4096 / 8, 1536, 384, have), check_bias(33, 40, 17, have);
+        check_bias(50, 50, 10, have);
+    }
+    tr_gemm_packed_tile(TR_GEMM_TILE_AUTO);
     if (have) check_forced();
     check_declined(15, 512, 512, 1.0f);
     check_declined(512, 512, 15, 1.0f);

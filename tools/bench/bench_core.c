@@ -201,7 +201,7 @@ static void run_op(void *p) {
     switch (c->kind) {
     case OP_LINEAR: y = tr_linear(g, c->in[0], c->in[1], c->in[2]); break;
     case OP_CONV: y = tr_conv2d(g, c->in[0], c->in[1], c->in[2], 1, 1); break;
-    case OP_ATTN: y = tr_attention(g, c->in[0], c->in[1], c->in[2], (int)c->a[0], 1); break;
+    case OP_ATTN: y = tr_attention(g, c->in[0], c->in[1], c->in[2], (int)c->a[0], (int)c->a[1]); break;
     case OP_LAYERNORM: y = tr_layer_norm(g, c->in[0], c->in[1], c->in[2], 1e-5); break;
     case OP_GELU: y = tr_gelu(g, c->in[0], TR_GELU_TANH); break;
     case OP_SOFTMAX_CE: y = tr_cross_entropy(g, c->in[0], c->in[1], (double)c->a[0], -100, 0.0); break;
@@ -351,12 +351,17 @@ int main(int argc, char **argv) {
            6.0 * 128 * 14 * 14 * 64 * 32 * 9, peak);
 
     c.kind = OP_ATTN; /* transformer workload: B 32, T 128, C 256, 4 heads, causal */
-    c.a[0] = 4;
+    c.a[0] = 4, c.a[1] = 1;
     c.in[0] = leaf(store, 3, (int64_t[]){32, 128, 256}, 1, 7);
     c.in[1] = leaf(store, 3, (int64_t[]){32, 128, 256}, 1, 8);
     c.in[2] = leaf(store, 3, (int64_t[]){32, 128, 256}, 1, 9);
     report("attention B32 T128 C256 h4 causal", time_it(run_op, &c),
            3.0 * 2 * 2.0 * 32 * 128 * 128 * 256, peak);
+    c.a[0] = 12, c.a[1] = 0; /* all-MiniLM-L6-v2's: B 32, T 128, C 384, 12 heads */
+    c.in[0] = leaf(store, 3, (int64_t[]){32, 128, 384}, 1, 7);
+    c.in[1] = leaf(store, 3, (int64_t[]){32, 128, 384}, 1, 8);
+    c.in[2] = leaf(store, 3, (int64_t[]){32, 128, 384}, 1, 9);
+    report("attention B32 T128 C384 h12", time_it(run_op, &c), 3.0 * 2 * 2.0 * 32 * 128 * 128 * 384, peak);
 
     c.kind = OP_LAYERNORM;
     c.in[0] = leaf(store, 3, (int64_t[]){32, 128, 256}, 1, 10);

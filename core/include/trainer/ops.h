@@ -114,7 +114,9 @@ TR_API tr_tensor *tr_embedding(tr_graph *g, tr_tensor *ids, tr_tensor *table);
 TR_API tr_tensor *tr_padding_mask(tr_graph *g, tr_tensor *ids);
 /* Multi-head scaled-dot-product attention. q (B, T, C), k and v (B, S, C), C = n_head * D;
  * softmax(q k^T / sqrt(D)) v per head, with the causal mask (query t sees keys <= t) when
- * `causal`. -> (B, T, C). */
+ * `causal`. -> (B, T, C). On the CPU the probabilities (B, n_head, T, S) are never all in
+ * memory: blocks of query rows in scratch, and for backward each row's max and sum, made
+ * again there (docs/architecture.md, Kernels and dtypes); a device keeps them. */
 TR_API tr_tensor *tr_attention(tr_graph *g, tr_tensor *q, tr_tensor *k, tr_tensor *v, int n_head,
                         int causal);
 /* Self-attention on a fused projection: q, k and v the column blocks [0, C), [C, 2C) and

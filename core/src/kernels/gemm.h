@@ -56,6 +56,12 @@ double tr_gemm_small_tn_norm2_f32(int64_t M, int64_t N, int64_t K, const float *
 int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* A linear layer's forward on gemm_packed.c: C (M x N) = A (M x K) B^T (B stored N x K) + bias
+ * (N values, added to every row) written as the tiles are stored, the bits of C filled with the
+ * bias and then C += A B^T. Returns 0, writing nothing, where tr_gemm_packed_f32 would. */
+int tr_gemm_packed_bias_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                            const float *bias, float *C, int64_t ldc);
+
 /* The packed GEMM's micro-kernel, a tile of C: what tr_gemm_packed_f32 runs is chosen from the
  * CPU (AUTO); tests and benchmarks force one. Returns the previous choice. */
 enum { TR_GEMM_TILE_AUTO, TR_GEMM_TILE_16X16, TR_GEMM_TILE_WIDE };

@@ -42,6 +42,8 @@
  * Inside a parallel region it runs on the calling thread. Pack buffers are per thread
  * (tr_malloc, held by a pthread key and freed when the thread exits), 2.2 MB, allocated on the
  * thread's first call. */
+#include <string.h>
+
 #include "kernels/gemm.h"
 #include "trainer/memory.h"
 
@@ -56,7 +58,7 @@
  * mr rows; kc deep, mc rows of op(A) and nc columns of op(B) packed at once; b_outer: the tile
  * loop keeps one B panel while it walks A's panels (else one A panel across B's). */
 typedef void (*tile_fn)(int64_t kc, const float *a, const float *b, float *C, int64_t ldc, int64_t mr, int64_t nr,
-                        float alpha, float beta);
+                        float alpha, float beta, const float *bias);
 typedef struct geometry {
     tile_fn tile;
     int mr, nr, b_outer;
@@ -94,16 +96,22 @@ static void pack_panel(const float *x, int64_t ld, int64_t n, int64_t kc, int w,
     }
 }
 
-/* C's rows as written by a tile: C = alpha sum + beta C, C not read when beta is 0; mr rows,
- * nr columns of it stored, c holding each row's accumulators, `vecs` vectors a row. */
+/* C's rows as written by a tile: C = alpha sum (+ bias, a value per column, when not NULL) +
+ * beta C, C not read when beta is 0; mr rows, nr columns of it stored, c holding each row's
+ * accumulators, `vecs` vectors a row. alpha sum + bias is one rounding, as beta C + alpha sum
+ * is where C held the bias. */
 static inline __attribute__((always_inline)) void store_rows(const __m512 *c, int vecs, float *C, int64_t ldc,
-                                                             int64_t mr, int64_t nr, float alpha, float beta) {
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+                                                             int64_t mr, int64_t nr, float alpha, float beta,
+                                                             const float *bias) {
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta), bv[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    if (bias)
+        for (int v = 0; v < vecs; v++) bv[v] = _mm512_maskz_loadu_ps(first_lanes(nr - 16 * v), bias + 16 * v);
     for (int64_t i = 0; i < mr; i++)
         for (int v = 0; v < vecs; v++) {
             float *ci = C + i * ldc + 16 * v;
             __mmask16 m = first_lanes(nr - 16 * v);
             __m512 r = _mm512_mul_ps(va, c[i * vecs + v]);
+            if (bias) r = _mm512_add_ps(r, bv[v]);
             if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci), r);
             _mm512_mask_storeu_ps(ci, m, r);
         }
@@ -114,7 +122,7 @@ static inline __attribute__((always_inline)) void store_rows(const __m512 *c, in
  * without a zeroed array that gcc would memset on the stack). Per k: one load of B, 16
  * broadcasts of A, 16 multiply-adds. */
 static void tile16x16(int64_t kc, const float *a, const float *b, float *C, int64_t ldc, int64_t mr, int64_t nr,
-                      float alpha, float beta) {
+                      float alpha, float beta, const float *bias) {
     __m512 c[16];
     __m512 b0 = _mm512_load_ps(b);
     for (int i = 0; i < 16; i++) c[i] = _mm512_mul_ps(_mm512_set1_ps(a[i]), b0);
@@ -122,7 +130,7 @@ static void tile16x16(int64_t kc, const float *a, const float *b, float *C, int6
         __m512 bv = _mm512_load_ps(b + k * 16);
         for (int i = 0; i < 16; i++) c[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[k * 16 + i]), bv, c[i]);
     }
-    store_rows(c, 1, C, ldc, mr, nr, alpha, beta);
+    store_rows(c, 1, C, ldc, mr, nr, alpha, beta, bias);
 }
 
 #define WIDE_MR 12
@@ -130,7 +138,7 @@ static void tile16x16(int64_t kc, const float *a, const float *b, float *C, int6
  * multiply-adds, each element's chain the same as tile16x16's. C's lines are prefetched first:
  * a store that misses would stall the next tile's start. */
 static void tile_wide(int64_t kc, const float *a, const float *b, float *C, int64_t ldc, int64_t mr, int64_t nr,
-                      float alpha, float beta) {
+                      float alpha, float beta, const float *bias) {
     for (int64_t i = 0; i < mr; i++) {
         _mm_prefetch((const char *)(C + i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(C + i * ldc + 31), _MM_HINT_T0);
@@ -152,7 +160,7 @@ static void tile_wide(int64_t kc, const float *a, const float *b, float *C, int6
             c[2 * i + 1] = _mm512_fmadd_ps(ai, b1, c[2 * i + 1]);
         }
     }
-    store_rows(c, 2, C, ldc, mr, nr, alpha, beta);
+    store_rows(c, 2, C, ldc, mr, nr, alpha, beta, bias);
 }
 
 static const geometry geometries[] = {
@@ -230,9 +238,11 @@ static void pack_block(const float *x, int64_t ld, int across, int64_t n, int64_
     }
 }
 
-/* The whole blocked product on the calling thread. */
+/* The whole blocked product on the calling thread; bias (NULL: none) added with the first
+ * block of the depth. */
 static void gemm_one(const geometry *g, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *buf) {
+                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const float *bias,
+                     float *buf) {
     const int64_t MR = g->mr, NR = g->nr, KC = g->kc, MC = g->mc, NC = g->nc;
     float *pb = buf, *pa = buf + (size_t)NC * KC;
     for (int64_t j0 = 0; j0 < N; j0 += NC) {
@@ -240,6 +250,7 @@ static void gemm_one(const geometry *g, int ta, int tb, int64_t M, int64_t N, in
         for (int64_t p0 = 0; p0 < K; p0 += KC) {
             int64_t kc = K - p0 < KC ? K - p0 : KC;
             float bk = p0 ? 1.0f : beta;
+            const float *bb = p0 ? NULL : bias;
             pack_block(tb ? B + j0 * ldb + p0 : B + p0 * ldb + j0, ldb, tb, nc, kc, (int)NR, pb);
             for (int64_t i0 = 0; i0 < M; i0 += MC) {
                 int64_t mc = M - i0 < MC ? M - i0 : MC;
@@ -248,12 +259,14 @@ static void gemm_one(const geometry *g, int ta, int tb, int64_t M, int64_t N, in
                     for (int64_t jr = 0; jr < nc; jr += NR)
                         for (int64_t ir = 0; ir < mc; ir += MR)
                             g->tile(kc, pa + ir * kc, pb + jr * kc, C + (i0 + ir) * ldc + j0 + jr, ldc,
-                                    mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, alpha, bk);
+                                    mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, alpha, bk,
+                                    bb ? bb + j0 + jr : NULL);
                 } else {
                     for (int64_t ir = 0; ir < mc; ir += MR)
                         for (int64_t jr = 0; jr < nc; jr += NR)
                             g->tile(kc, pa + ir * kc, pb + jr * kc, C + (i0 + ir) * ldc + j0 + jr, ldc,
-                                    mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, alpha, bk);
+                                    mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, alpha, bk,
+                                    bb ? bb + j0 + jr : NULL);
                 }
             }
         }
@@ -263,25 +276,30 @@ static void gemm_one(const geometry *g, int ta, int tb, int64_t M, int64_t N, in
 /* Slab t of n: whole tiles [tiles t / n, tiles (t + 1) / n) of C's rows (by_rows) or columns,
  * computed on the calling thread; by BLAS when the thread has no pack buffers. */
 static void slab(const geometry *g, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int by_rows,
-                 int64_t tiles, int t, int n) {
+                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const float *bias,
+                 int by_rows, int64_t tiles, int t, int n) {
     int64_t side = by_rows ? g->mr : g->nr;
     int64_t lo = tiles * t / n * side, hi = tiles * (t + 1) / n * side, len = by_rows ? M : N;
     if (hi > len) hi = len;
     if (by_rows)
         A = ta ? A + lo : A + lo * lda, C = C + lo * ldc, M = hi - lo;
     else
-        B = tb ? B + lo * ldb : B + lo, C = C + lo, N = hi - lo;
+        B = tb ? B + lo * ldb : B + lo, C = C + lo, N = hi - lo, bias = bias ? bias + lo : NULL;
     if (hi <= lo) return;
     float *buf = thread_buffers();
-    if (buf)
-        gemm_one(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
-    else /* no memory for this thread's buffers */
+    if (buf) {
+        gemm_one(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, buf);
+    } else { /* no memory for this thread's buffers */
+        if (bias) {
+            for (int64_t i = 0; i < M; i++) memcpy(C + i * ldc, bias, (size_t)N * sizeof *C);
+            beta = 1;
+        }
         tr_gemm_blas_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
 }
 
-int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+static int packed(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const float *bias) {
     /* alpha 0 must not read A and B (BLAS): left to BLAS, as are the small products */
     if (alpha == 0.0f || M < PACKED_MIN_DIM || N < PACKED_MIN_DIM || K < PACKED_MIN_DIM ||
         (double)M * (double)N * (double)K < (double)PACKED_MIN_WORK)
@@ -294,16 +312,32 @@ int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
     if (threads > tiles) threads = (int)tiles;
     if (threads <= 1) { /* alone: without buffers the whole product is left to the caller's BLAS */
         if (!thread_buffers()) return 0;
-        slab(g, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, 0, 1);
+        slab(g, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, by_rows, tiles, 0, 1);
         return 1;
     }
 #pragma omp parallel num_threads(threads)
-    slab(g, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_rows, tiles, omp_get_thread_num(),
-         omp_get_num_threads());
+    slab(g, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, by_rows, tiles,
+         omp_get_thread_num(), omp_get_num_threads());
     return 1;
 }
 
+int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    return packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+int tr_gemm_packed_bias_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                            const float *bias, float *C, int64_t ldc) {
+    return packed(0, 1, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias);
+}
+
 #else
+
+int tr_gemm_packed_bias_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                            const float *bias, float *C, int64_t ldc) {
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)bias, (void)C, (void)ldc;
+    return 0;
+}
 
 int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {

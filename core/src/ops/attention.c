@@ -1,12 +1,14 @@
 /* attention: multi-head scaled-dot-product attention, softmax(q k^T / sqrt(D)) v per head,
  * q (B, T, C), k and v (B, S, C), C = n_head * D -> (B, T, C); optional causal mask (query t
  * sees keys s <= t, PyTorch's is_causal semantics also when T != S) and key padding mask
- * (B, S) (ops.h: a row that sees no key is 0; an all-ones mask takes the unmasked path). The probabilities
- * (B, n_head, T, S) stay in the arena for backward: memory is O(B n_head T S), no
- * flash-style tiling. Dropout on the probabilities (tr_attention_dropout, training mode): the
- * mask tr_dropout's of them, kept too (one byte each); p 0 and eval mode take the code
- * without it. f32 and f64; the f32 softmax uses the vectorisable exp of vmath.h (<= 2 ulp),
- * as softmax.c does. */
+ * (B, S) (ops.h: a row that sees no key is 0; an all-ones mask takes the unmasked path).
+ * On the CPU the probabilities (B, n_head, T, S) are never all in memory at once (flash
+ * attention's idea, attention.inc): blocks of a head's query rows are made, used and dropped
+ * in per-thread scratch; training keeps each row's max and 1 / sum, O(B n_head T), and
+ * backward makes the probabilities again. On a device the table's entries keep them. Dropout
+ * on the probabilities (tr_attention_dropout, training mode): the mask tr_dropout's of them,
+ * kept (one byte each); p 0 and eval mode take the code without it. f32 and f64; the f32
+ * softmax uses the vectorisable exp of vmath.h (<= 2 ulp), as softmax.c does. */
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -37,70 +39,90 @@ static int max_threads(void) {
 #endif
 }
 
+/* Query rows per block: the block's scores at most ATT_BLOCK values (128 KiB of f32, in L2),
+ * and at least 16 rows where T has them (the products' depth in backward). Causal, at most
+ * ATT_CAUSAL_ROWS: a block's products stop at the keys its last row sees (at T 128, two
+ * blocks do 75% of the work of one; smaller ones would fall below the packed GEMM's sizes). */
+#define ATT_BLOCK 32768
+#define ATT_CAUSAL_ROWS 64
+static int64_t attention_rows(int64_t T, int64_t S, int causal) {
+    int64_t tb = ATT_BLOCK / (S > 0 ? S : 1);
+    if (causal && tb > ATT_CAUSAL_ROWS) tb = ATT_CAUSAL_ROWS;
+    if (tb < 16) tb = 16;
+    return tb < T ? tb : T;
+}
+
+/* Scratch values one thread's head needs: a block of probabilities and one of their gradients. */
+static int64_t attention_scratch(int64_t T, int64_t S) { return 2 * attention_rows(T, S, 0) * S; }
+
+
 #define TR_GENERIC "ops/attention.inc"
 #include "ops/generic.h"
 
-/* Whether the (b, h) pairs run on OpenMP threads, each calling GEMM for its own head. The
- * core links OpenBLAS's OpenMP build, which runs a GEMM called inside a parallel region on the
- * calling thread: with at least as many heads as threads, heads in parallel (single-threaded
- * GEMMs, no fork per GEMM) win; with fewer, heads run one after another and OpenBLAS threads
- * each GEMM while OpenMP threads the softmax rows. */
+/* Whether the (b, h) pairs run on OpenMP threads, each calling GEMM for its own head (which
+ * then runs on the calling thread): with at least as many heads as threads; with fewer, heads
+ * run one after another, each GEMM threaded, OpenMP threading the softmax rows. */
 static int parallel_heads(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH) {
     (void)T; (void)S; (void)C;
     return max_threads() > 1 && B * NH >= max_threads();
 }
 
-/* The table's entries (trainer/kernels.h): heads one after another (par 0), one head's
- * T x S scores of scratch. */
+/* The table's entries (trainer/kernels.h): the probabilities kept in att, threads as the op's
+ * own, so that a device running them (the test device fake_gpu) gets the CPU graph's bits. */
 static void att_forward(float *out, float *att, const float *q, const float *k, const float *v, int64_t B, int64_t T,
                         int64_t S, int64_t C, int64_t NH, int causal) {
-    attention_forward_f32(out, att, NULL, NULL, q, k, v, NULL, NULL, C, B, T, S, C, NH, causal, 0);
+    attention_forward_f32(out, att, NULL, NULL, NULL, q, k, v, NULL, NULL, C, B, T, S, C, NH, causal,
+                          parallel_heads(B, T, S, C, NH));
 }
 
 static void att_mask_forward(float *out, float *att, const float *q, const float *k, const float *v,
                              const int32_t *mask, int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH, int causal) {
-    attention_forward_f32(out, att, NULL, NULL, q, k, v, mask, NULL, C, B, T, S, C, NH, causal, 0);
+    attention_forward_f32(out, att, NULL, NULL, NULL, q, k, v, mask, NULL, C, B, T, S, C, NH, causal,
+                          parallel_heads(B, T, S, C, NH));
 }
 
 static size_t att_work(int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH) {
-    (void)B, (void)C, (void)NH;
-    return (size_t)(T * S) * sizeof(float);
+    return (parallel_heads(B, T, S, C, NH) ? (size_t)max_threads() : 1) * (size_t)attention_scratch(T, S) *
+           sizeof(float);
 }
 
 static void att_backward(float *dq, float *dk, float *dv, void *work, const float *dout, const float *att,
                          const float *q, const float *k, const float *v, int64_t B, int64_t T, int64_t S, int64_t C,
                          int64_t NH) {
-    attention_backward_f32(dq, dk, dv, work, dout, att, NULL, 1, q, k, v, C, B, T, S, C, NH, 1, 0);
+    attention_backward_f32(dq, dk, dv, work, dout, att, NULL, NULL, NULL, 1, q, k, v, C, B, T, S, C, NH, 0, 1,
+                           parallel_heads(B, T, S, C, NH));
 }
 
 static void att_qkv_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
                             int causal) {
-    attention_forward_f32(out, att, NULL, NULL, qkv, qkv + C, qkv + 2 * C, NULL, NULL, 3 * C, B, T, T, C, NH, causal,
-                          0);
+    attention_forward_f32(out, att, NULL, NULL, NULL, qkv, qkv + C, qkv + 2 * C, NULL, NULL, 3 * C, B, T, T, C, NH,
+                          causal, parallel_heads(B, T, T, C, NH));
 }
 
 static void att_qkv_mask_forward(float *out, float *att, const float *qkv, const int32_t *mask, int64_t B, int64_t T,
                                  int64_t C, int64_t NH, int causal) {
-    attention_forward_f32(out, att, NULL, NULL, qkv, qkv + C, qkv + 2 * C, mask, NULL, 3 * C, B, T, T, C, NH, causal,
-                          0);
+    attention_forward_f32(out, att, NULL, NULL, NULL, qkv, qkv + C, qkv + 2 * C, mask, NULL, 3 * C, B, T, T, C, NH,
+                          causal, parallel_heads(B, T, T, C, NH));
 }
 
 static void att_qkv_backward(float *dqkv, void *work, const float *dout, const float *att, const float *qkv, int64_t B,
                              int64_t T, int64_t C, int64_t NH, int acc) {
-    attention_backward_f32(dqkv, dqkv + C, dqkv + 2 * C, work, dout, att, NULL, 1, qkv, qkv + C, qkv + 2 * C, 3 * C, B,
-                           T, T, C, NH, acc, 0);
+    attention_backward_f32(dqkv, dqkv + C, dqkv + 2 * C, work, dout, att, NULL, NULL, NULL, 1, qkv, qkv + C,
+                           qkv + 2 * C, 3 * C, B, T, T, C, NH, 0, acc, parallel_heads(B, T, T, C, NH));
 }
 
 static void att_dropout_forward(float *out, float *att, uint8_t *keep, void *work, const float *q, const float *k,
                                 const float *v, const int32_t *mask, const tr_dropout_draw *d, int64_t ld, int64_t B,
                                 int64_t T, int64_t S, int64_t C, int64_t NH, int causal) {
-    attention_forward_f32(out, att, keep, work, q, k, v, mask, d, ld, B, T, S, C, NH, causal, 0);
+    attention_forward_f32(out, att, NULL, keep, work, q, k, v, mask, d, ld, B, T, S, C, NH, causal,
+                          parallel_heads(B, T, S, C, NH));
 }
 
 static void att_dropout_backward(float *dq, float *dk, float *dv, void *work, const float *dout, const float *att,
                                  const uint8_t *keep, double scale, const float *q, const float *k, const float *v,
                                  int64_t ld, int64_t B, int64_t T, int64_t S, int64_t C, int64_t NH, int acc) {
-    attention_backward_f32(dq, dk, dv, work, dout, att, keep, scale, q, k, v, ld, B, T, S, C, NH, acc, 0);
+    attention_backward_f32(dq, dk, dv, work, dout, att, NULL, NULL, keep, scale, q, k, v, ld, B, T, S, C, NH, 0, acc,
+                           parallel_heads(B, T, S, C, NH));
 }
 
 void ops_kernels_attention(tr_kernels *k) {
@@ -116,7 +138,8 @@ void ops_kernels_attention(tr_kernels *k) {
 }
 
 /* The node: in q, k, v (packed: qkv alone); i B, T, S, C, NH, causal, packed; saved the
- * probabilities and, with dropout, its mask (f[0] its scale). */
+ * probabilities (on a device) or the rows' statistics (the CPU), with dropout its mask (f[0]
+ * its scale), and the key padding mask (NULL: none). */
 enum { I_B, I_T, I_S, I_C, I_NH, I_CAUSAL, I_PACKED };
 
 static void attention_backward(tr_graph *g, tr_node *n) {
@@ -153,12 +176,11 @@ static void attention_backward(tr_graph *g, tr_node *n) {
     /* dq, dk, dv may be one buffer (self-attention, or views of one base: same numel, B and C,
      * hence T == S): the (b, h) blocks still coincide, so threads write disjoint blocks. */
     int par = parallel_heads(B, T, S, C, NH);
-    if (dq || dk || keep) {
-        scratch = op_data(g, (par ? (size_t)max_threads() : 1) * (size_t)(T * S) * tr_dtype_size(n->out->dtype) + 1);
-        if (!scratch) return;
-    }
-    TR_DISPATCH(n->out->dtype, attention_backward, dq, dk, dv, scratch, n->out->grad, n->saved[0], keep, n->f[0], q, k,
-                v, ld, B, T, S, C, NH, acc, par);
+    scratch = op_data(g, (par ? (size_t)max_threads() : 1) * (size_t)attention_scratch(T, S) *
+                             tr_dtype_size(n->out->dtype));
+    if (!scratch) return;
+    TR_DISPATCH(n->out->dtype, attention_backward, dq, dk, dv, scratch, n->out->grad, NULL, n->saved[0], n->saved[2],
+                keep, n->f[0], q, k, v, ld, B, T, S, C, NH, (int)n->i[I_CAUSAL], acc, par);
 }
 
 /* Attention over (B, T, S) of q, k and v (rows at stride ld), keys masked by mask (B, S) in
@@ -173,11 +195,18 @@ static tr_tensor *attention_run(tr_graph *g, const char *op, tr_tensor *const *i
     if (p > 0 && !OP_DEVICE(g, op, attention_dropout_forward, attention_dropout_backward, attention_work)) return NULL;
     tr_tensor *y = op_out(g, dt, 3, (int64_t[]){B, T, C});
     if (!y) return NULL;
-    size_t n_att = (size_t)(B * NH * T * S), att_bytes = n_att * tr_dtype_size(dt);
-    void *att = op_data(g, att_bytes ? att_bytes : 1);
-    if (!att) return NULL;
     causal = causal != 0;
+    int needs = n_in == 1 ? op_needs_grad(g, 1, in[0]) : op_needs_grad(g, 3, in[0], in[1], in[2]);
     int par = parallel_heads(B, T, S, C, NH);
+    size_t es = tr_dtype_size(dt), n_att = (size_t)(B * NH * T * S);
+    void *att = NULL, *stats = NULL, *work = NULL;
+    if (kern) { /* the device's kernels keep the probabilities */
+        if (!(att = op_data(g, n_att * es + 1))) return NULL;
+    } else { /* the CPU's: the rows' statistics when backward will want them, and scratch */
+        if (needs && !(stats = op_data(g, (size_t)(B * NH * T) * 2 * es + 1))) return NULL;
+        work = op_data(g, ((par ? (size_t)max_threads() : 1) * (size_t)attention_scratch(T, S) + 1) * es);
+        if (!work) return NULL;
+    }
     uint8_t *keep = NULL;
     tr_dropout_draw d = {0};
     if (p > 0) { /* tr_dropout's mask of the probabilities (B, NH, T, S): dim 0 the sample */
@@ -187,17 +216,14 @@ static tr_tensor *attention_run(tr_graph *g, const char *op, tr_tensor *const *i
         d.first = sample_base * (uint64_t)(NH * T * S);
         d.thr = ops_dropout_threshold(p);
         d.scale = 1.0 / (1.0 - p);
-        void *work = NULL;
         keep = op_data(g, n_att + 1);
         if (!keep) return NULL;
         if (kern) {
             if (!op_work(g, kern->attention_work(B, T, S, C, NH), &work)) return NULL;
             kern->attention_dropout_forward(y->data, att, keep, work, q, k, v, mask, &d, ld, B, T, S, C, NH, causal);
         } else {
-            work = op_data(g, (par ? (size_t)max_threads() : 1) * (size_t)(T * S) * tr_dtype_size(dt) + 1);
-            if (!work) return NULL;
-            TR_DISPATCH(dt, attention_forward, y->data, att, keep, work, q, k, v, mask, &d, ld, B, T, S, C, NH, causal,
-                        par);
+            TR_DISPATCH(dt, attention_forward, y->data, NULL, stats, keep, work, q, k, v, mask, &d, ld, B, T, S, C, NH,
+                        causal, par);
         }
     } else if (kern && mask && n_in == 1) {
         kern->attention_qkv_mask_forward(y->data, att, q, mask, B, T, C, NH, causal);
@@ -208,10 +234,9 @@ static tr_tensor *attention_run(tr_graph *g, const char *op, tr_tensor *const *i
     } else if (kern) {
         kern->attention_forward(y->data, att, q, k, v, B, T, S, C, NH, causal);
     } else {
-        TR_DISPATCH(dt, attention_forward, y->data, att, NULL, NULL, q, k, v, mask, NULL, ld, B, T, S, C, NH, causal,
-                    par);
+        TR_DISPATCH(dt, attention_forward, y->data, NULL, stats, NULL, work, q, k, v, mask, NULL, ld, B, T, S, C, NH,
+                    causal, par);
     }
-    int needs = n_in == 1 ? op_needs_grad(g, 1, in[0]) : op_needs_grad(g, 3, in[0], in[1], in[2]);
     if (!needs) return y;
     tr_node *n = n_in == 1 ? op_record(g, "attention", attention_backward, y, 1, in[0])
                            : op_record(g, "attention", attention_backward, y, 3, in[0], in[1], in[2]);
@@ -219,8 +244,9 @@ static tr_tensor *attention_run(tr_graph *g, const char *op, tr_tensor *const *i
     int64_t args[] = {[I_B] = B, [I_T] = T, [I_S] = S, [I_C] = C, [I_NH] = NH, [I_CAUSAL] = causal,
                       [I_PACKED] = n_in == 1};
     memcpy(n->i, args, sizeof args);
-    n->saved[0] = att;
+    n->saved[0] = kern ? att : stats;
     n->saved[1] = keep;
+    n->saved[2] = (void *)mask;
     n->f[0] = d.scale;
     return y;
 }

@@ -7,6 +7,20 @@
 #include "trainer/ops.h"
 #include "kernels/gemm_bf16.h"
 
+/* The forward's product with its bias added as the packed GEMM stores its tiles (f32, bias,
+ * not bf16-mixed, above the batches gemm_small.c takes: where GEMM_LINEAR would run the
+ * packed GEMM, whose bits it gives): 1 when it did; 0, nothing written, else. */
+static int linear_bias_stored_f32(int64_t B, int64_t OC, int64_t C, const float *inp, const float *weight,
+                                  const float *bias, float *out) {
+    return bias && !tr_cpu_bf16() && B > TR_GEMM_SMALL_MAX &&
+           tr_gemm_packed_bias_f32(B, OC, C, inp, C, weight, C, bias, out, OC);
+}
+static int linear_bias_stored_f64(int64_t B, int64_t OC, int64_t C, const double *inp, const double *weight,
+                                  const double *bias, double *out) {
+    (void)B, (void)OC, (void)C, (void)inp, (void)weight, (void)bias, (void)out;
+    return 0;
+}
+
 #define TR_GENERIC "ops/linear.inc"
 #include "ops/generic.h"
 

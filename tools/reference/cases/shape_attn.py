@@ -106,6 +106,10 @@ def cases():
         # a long sequence (T*S > 32768: OpenMP threads the softmax rows where the heads run
         # one after another, as on 1 thread; on 2 threads B*NH = 2 heads run in parallel)
         ("attention_long_causal", 1, 192, 192, 32, 2, 1),
+        # query rows in several blocks (ops/attention.c: 16 rows of 2100 keys), heads of 40
+        # (the product's columns in a tile of 32 and one of 8)
+        ("attention_blocks_causal", 1, 40, 2100, 32, 2, 1),
+        ("attention_wide_heads", 2, 30, 26, 80, 2, 1),
     ]:
         yield name, _fwd_bwd(lambda q, k, v: _attention(q, k, v, nh, causal),
                              dict(q=rnd(B, T, C), k=rnd(B, S, C), v=rnd(B, S, C)), 5)
@@ -139,6 +143,7 @@ def cases():
         ("attention_masked_cross_causal", 2, 7, 4, 8, 2, 1, [3, 2], True),
         # long rows (the OpenMP paths, as attention_long_causal)
         ("attention_masked_long_causal", 2, 160, 160, 32, 2, 1, [160, 97], False),
+        ("attention_masked_blocks", 2, 40, 2100, 16, 2, 0, [2100, 1300], True),
     ]:
         yield name, _fwd_bwd(lambda q, k, v, mask: _attention_masked(q, k, v, mask, nh, causal),
                              dict(q=rnd(B, T, C), k=rnd(B, S, C), v=rnd(B, S, C),
@@ -196,6 +201,7 @@ def cases():
         # long rows: the OpenMP paths (rows threaded, or heads, as attention_long_causal)
         ("attention_dropout_long", 1, 192, 192, 32, 1, 0, [150], False, 0.2),
         ("attention_dropout_long_heads", 2, 96, 96, 32, 2, 1, [96, 70], True, 0.2),
+        ("attention_dropout_blocks", 1, 40, 2100, 16, 2, 1, [1900], False, 0.3),
     ]:
         mask = _pad_mask(B, S, lengths, left) if lengths else torch.ones(B, S, dtype=torch.int32)
         yield name, _fwd_bwd(lambda q, k, v, mask: _attention_masked(q, k, v, mask, nh, causal, p),
