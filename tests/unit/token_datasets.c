@@ -11,53 +11,21 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "ds_check.h"
 #include "trainer/data.h"
 #include "trainer/model.h"
 #include "trainer/plugin.h"
 
-#define PLUGIN_DIR TRAINER_BINARY_DIR "/plugins/datasets"
 #define DATA TRAINER_SOURCE_DIR "/tests/data/tokdata/"
 #define CLI TRAINER_BINARY_DIR "/bin/trainer"
 
 static const char *tok_path = DATA "tokenizer.json";
 static char tmpdir[] = "/tmp/trainer-tokds-XXXXXX";
 
-typedef struct ds {
-    tr_plugin *p;
-    const tr_dataset_ops *ops;
-    void *ctx;
-    tr_data_spec spec;
-    int64_t n;
-} ds;
-
-static tr_status ds_open(ds *d, const char *plugin, const char *const *kv, int n_kv, tr_split split, double val_fraction) {
-    memset(d, 0, sizeof *d);
-    char path[512];
-    snprintf(path, sizeof path, PLUGIN_DIR "/tr_data_%s.so", plugin);
-    if (tr_plugin_open(path, "test", &d->p) != TR_OK) {
-        printf("SKIP: %s\n", tr_error_msg());
-        exit(77);
-    }
-    d->ops = d->p->desc->ops;
-    tr_options *o = NULL;
-    tr_status st = tr_options_create(&o, d->p->desc->options, d->p->desc->n_options, kv, n_kv, plugin);
-    if (st != TR_OK) return st;
-    tr_dataset_env env = {.split = split, .seed = 1, .base_dir = DATA, .val_fraction = val_fraction};
-    st = d->ops->create(&d->ctx, o, &env);
-    tr_options_destroy(o);
-    if (st != TR_OK) {
-        d->ctx = NULL;
-        return st;
-    }
-    d->ops->spec(d->ctx, &d->spec);
-    d->n = d->ops->size(d->ctx);
-    return TR_OK;
-}
-
-static void ds_close(ds *d) {
-    if (d->ctx) d->ops->destroy(d->ctx);
-    tr_plugin_close(d->p);
-    memset(d, 0, sizeof *d);
+/* A dataset of the tokenizer's test folder, seed 1 (tests/common/ds_check.c). */
+static tr_status tok_open(ds *d, const char *plugin, const char *const *kv, int n_kv, tr_split split,
+                          double val_fraction) {
+    return ds_open(d, plugin, kv, n_kv, split, 1, DATA, val_fraction);
 }
 
 /* `trainer tokenize` on one line (flags: "--pair", "--max-length 5", ...): its ids into ids. */
@@ -122,7 +90,7 @@ static const char *tok_kv(void) {
 static void test_csv_quoting(void) {
     ds d;
     const char *kv[] = {"path=small.csv", tok_kv(), "max_length=16"};
-    CHECK(ds_open(&d, "csv", kv, 3, TR_SPLIT_TRAIN, 0) == TR_OK, "small.csv: %s", tr_error_msg());
+    CHECK(tok_open(&d, "csv", kv, 3, TR_SPLIT_TRAIN, 0) == TR_OK, "small.csv: %s", tr_error_msg());
     CHECK(d.n == 5, "small.csv: %lld samples, want 5 (a blank line skipped)", (long long)d.n);
     CHECK(d.spec.task == TR_TASK_CLASSIFY && d.spec.x_dtype == TR_I32 && d.spec.x_ndim == 1 && d.spec.x_shape[0] == 16 &&
               d.spec.x_numel == 16 && d.spec.x_trim_pad == 1 && d.spec.n_classes == 2 && d.spec.vocab > 100,
@@ -143,19 +111,19 @@ static void test_csv_quoting(void) {
 
     /* declared classes fix the ids; padding max_length asks for no trimming */
     const char *kv2[] = {"path=small.csv", tok_kv(), "max_length=16", "classes=[positive, negative]", "padding=max_length"};
-    CHECK(ds_open(&d, "csv", kv2, 5, TR_SPLIT_TRAIN, 0) == TR_OK, "small.csv classes: %s", tr_error_msg());
+    CHECK(tok_open(&d, "csv", kv2, 5, TR_SPLIT_TRAIN, 0) == TR_OK, "small.csv classes: %s", tr_error_msg());
     CHECK(label_of(&d, 0) == 0 && label_of(&d, 4) == 1 && d.spec.x_trim_pad == 0, "declared classes: labels %d %d, trim %d",
           label_of(&d, 0), label_of(&d, 4), d.spec.x_trim_pad);
     ds_close(&d);
 
     /* truncation: max_length 5 cuts as the CLI's --max-length does */
     const char *kv3[] = {"path=small.csv", tok_kv(), "max_length=5"};
-    CHECK(ds_open(&d, "csv", kv3, 3, TR_SPLIT_TRAIN, 0) == TR_OK, "max_length 5: %s", tr_error_msg());
+    CHECK(tok_open(&d, "csv", kv3, 3, TR_SPLIT_TRAIN, 0) == TR_OK, "max_length 5: %s", tr_error_msg());
     expect_ids(&d, 0, 0, "The movie was great, really great!", "--max-length 5");
     ds_close(&d);
 
     /* the validation split: the last val_fraction of the rows */
-    CHECK(ds_open(&d, "csv", kv, 3, TR_SPLIT_VAL, 0.4) == TR_OK && d.n == 2, "val split: %lld samples (%s)", (long long)d.n,
+    CHECK(tok_open(&d, "csv", kv, 3, TR_SPLIT_VAL, 0.4) == TR_OK && d.n == 2, "val split: %lld samples (%s)", (long long)d.n,
           tr_error_msg());
     expect_ids(&d, 1, 0, "I hated this film", "");
     ds_close(&d);
@@ -164,7 +132,7 @@ static void test_csv_quoting(void) {
 static void test_tsv_jsonl(void) {
     ds d;
     const char *kv[] = {"path=small.tsv", tok_kv(), "max_length=12"};
-    CHECK(ds_open(&d, "csv", kv, 3, TR_SPLIT_TRAIN, 0) == TR_OK, "small.tsv: %s", tr_error_msg());
+    CHECK(tok_open(&d, "csv", kv, 3, TR_SPLIT_TRAIN, 0) == TR_OK, "small.tsv: %s", tr_error_msg());
     CHECK(d.n == 3 && d.spec.n_classes == 2 && d.ops->class_name(d.ctx, 0) == NULL, "small.tsv: %lld samples, %lld classes",
           (long long)d.n, (long long)d.spec.n_classes);
     expect_ids(&d, 0, 0, "The movie was great, really great!", "");
@@ -174,7 +142,7 @@ static void test_tsv_jsonl(void) {
 
     const char *kvj[] = {"path=small.jsonl", tok_kv(), "max_length=12", "mode=classify"};
     for (int p = 0; p < 2; p++) { /* the same file through both plugins */
-        if (ds_open(&d, p ? "text" : "csv", kvj, p ? 4 : 3, TR_SPLIT_TRAIN, 0) != TR_OK) {
+        if (tok_open(&d, p ? "text" : "csv", kvj, p ? 4 : 3, TR_SPLIT_TRAIN, 0) != TR_OK) {
             CHECK(0, "small.jsonl: %s", tr_error_msg());
             continue;
         }
@@ -188,7 +156,7 @@ static void test_tsv_jsonl(void) {
 
     /* the text plugin's own lines: label<TAB>text, a TAB inside the text kept */
     const char *kvl[] = {"path=lines.txt", tok_kv(), "max_length=12", "mode=classify"};
-    CHECK(ds_open(&d, "text", kvl, 4, TR_SPLIT_TRAIN, 0) == TR_OK, "lines.txt: %s", tr_error_msg());
+    CHECK(tok_open(&d, "text", kvl, 4, TR_SPLIT_TRAIN, 0) == TR_OK, "lines.txt: %s", tr_error_msg());
     expect_ids(&d, 0, 0, "The movie was great!", "");
     expect_ids(&d, 1, 0, "The acting was awful\tand slow", "");
     CHECK(label_of(&d, 0) == 1 && label_of(&d, 1) == 0, "lines.txt labels");
@@ -198,20 +166,20 @@ static void test_tsv_jsonl(void) {
 static void test_pairs(void) {
     ds d;
     const char *kv[] = {"path=pairs.csv", tok_kv(), "max_length=16", "text_column=sentence1", "text_pair_column=sentence2"};
-    CHECK(ds_open(&d, "csv", kv, 5, TR_SPLIT_TRAIN, 0) == TR_OK, "pairs.csv: %s", tr_error_msg());
+    CHECK(tok_open(&d, "csv", kv, 5, TR_SPLIT_TRAIN, 0) == TR_OK, "pairs.csv: %s", tr_error_msg());
     expect_ids(&d, 0, 0, "The movie was great\tI loved it, really", "--pair");
     expect_ids(&d, 2, 0, "The film was awful\tIt was bad, so bad", "--pair");
     ds_close(&d);
     /* pair truncation strategies as the CLI's */
     const char *kvt[] = {"path=pairs.csv", tok_kv(), "max_length=9", "text_column=sentence1", "text_pair_column=sentence2",
                          "truncation=only_second"};
-    CHECK(ds_open(&d, "csv", kvt, 6, TR_SPLIT_TRAIN, 0) == TR_OK, "pairs.csv only_second: %s", tr_error_msg());
+    CHECK(tok_open(&d, "csv", kvt, 6, TR_SPLIT_TRAIN, 0) == TR_OK, "pairs.csv only_second: %s", tr_error_msg());
     expect_ids(&d, 0, 0, "The movie was great\tI loved it, really", "--pair --max-length 9 --truncation only_second");
     ds_close(&d);
 
     /* text mode pairs: two texts encoded apart, x (2, L), a float score */
     const char *kvp[] = {"path=pairs.jsonl", tok_kv(), "max_length=10", "mode=pairs"};
-    CHECK(ds_open(&d, "text", kvp, 4, TR_SPLIT_TRAIN, 0) == TR_OK, "pairs.jsonl: %s", tr_error_msg());
+    CHECK(tok_open(&d, "text", kvp, 4, TR_SPLIT_TRAIN, 0) == TR_OK, "pairs.jsonl: %s", tr_error_msg());
     CHECK(d.spec.task == TR_TASK_REGRESS && d.spec.x_ndim == 2 && d.spec.x_shape[0] == 2 && d.spec.x_shape[1] == 10 &&
               d.spec.y_dtype == TR_F32, "pairs.jsonl spec");
     expect_ids(&d, 1, 0, "The plot was slow", "");
@@ -233,7 +201,7 @@ static void test_threads(void) {
     char kvp[600];
     snprintf(kvp, sizeof kvp, "path=%s", path);
     const char *kv[] = {kvp, tok_kv(), "max_length=12"}, *ks[] = {"path=small.tsv", tok_kv(), "max_length=12"};
-    CHECK(ds_open(&d, "csv", kv, 3, TR_SPLIT_TRAIN, 0) == TR_OK && ds_open(&s, "csv", ks, 3, TR_SPLIT_TRAIN, 0) == TR_OK,
+    CHECK(tok_open(&d, "csv", kv, 3, TR_SPLIT_TRAIN, 0) == TR_OK && tok_open(&s, "csv", ks, 3, TR_SPLIT_TRAIN, 0) == TR_OK,
           "big.tsv: %s", tr_error_msg());
     int32_t a[12], b[12], ya, yb;
     int bad = 0;
@@ -253,7 +221,7 @@ static void test_loader_trim(void) {
     for (int longest = 0; longest < 2; longest++) {
         ds d;
         const char *kv[] = {"path=small.csv", tok_kv(), "max_length=16", longest ? "padding=longest" : "padding=max_length"};
-        CHECK(ds_open(&d, "csv", kv, 4, TR_SPLIT_TRAIN, 0) == TR_OK, "small.csv: %s", tr_error_msg());
+        CHECK(tok_open(&d, "csv", kv, 4, TR_SPLIT_TRAIN, 0) == TR_OK, "small.csv: %s", tr_error_msg());
         tr_sampler s = {.n = d.n, .global_batch = 2, .rank = 0, .world = 1, .shuffle = 0, .seed = 1};
         tr_loader *L = NULL;
         CHECK(tr_loader_create(&L, d.ops, d.ctx, &d.spec, &s, 2, 1) == TR_OK, "loader: %s", tr_error_msg());
@@ -289,6 +257,7 @@ int main(int argc, char **argv) {
         printf("SKIP: %s not built\n", CLI);
         return 77;
     }
+    if (ds_setup() != 0) return test_finish();
     if (!mkdtemp(tmpdir)) return 1;
     test_csv_quoting();
     test_tsv_jsonl();
@@ -298,5 +267,6 @@ int main(int argc, char **argv) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    ds_teardown();
     return test_finish();
 }
