@@ -335,7 +335,10 @@ static void test_override_index(void) {
         {"model.params[0]=x", "override 'model.params[0]=x': model.params is a mapping (cfg.yaml:6:5), not a list"},
         {"model.layers[0][0]=x", NULL},
         {"data.train.files[x]=1", "override 'data.train.files[x]=1': a list index at column 17 must be [N], N a whole "
-                                  "number from 0 (e.g. optimizer.betas[1]=0.99)"},
+                                  "number from 0 written without leading zeros (e.g. optimizer.betas[1]=0.99)"},
+        {"optimizer.betas[01]=0.9", "override 'optimizer.betas[01]=0.9': a list index at column 16 must be [N], N a "
+                                    "whole number from 0 written without leading zeros (e.g. optimizer.betas[1]=0.99)"},
+        {"model.layers[00]=3", NULL},
         {"data.train.files[-1]=1", NULL},
         {"data.train.files[1=1", NULL},
         {"data.train.files[1]x=1", "override 'data.train.files[1]x=1': character 'x' at column 20 is not allowed in a "

@@ -57,9 +57,11 @@ static tr_status split_path(const char *arg, size_t eq, path_step **out, size_t 
             size_t d = s + 1;
             while (d < eq && arg[d] >= '0' && arg[d] <= '9') d++;
             unsigned long long v = d > s + 1 && d - s - 1 <= 9 ? strtoull(arg + s + 1, NULL, 10) : 0;
-            if (d == s + 1 || d - s - 1 > 9 || d >= eq || arg[d] != ']') {
+            int leading_zero = d - s - 1 > 1 && arg[s + 1] == '0'; /* [00] would be item [0] under another name */
+            if (d == s + 1 || d - s - 1 > 9 || d >= eq || arg[d] != ']' || leading_zero) {
                 st = tr_error_set(TR_ERR_INVALID, "override '%s': a list index at column %zu must be [N], N a whole "
-                                                  "number from 0 (e.g. optimizer.betas[1]=0.99)", arg, s + 1);
+                                                  "number from 0 written without leading zeros (e.g. "
+                                                  "optimizer.betas[1]=0.99)", arg, s + 1);
                 break;
             }
             steps[n++] = (path_step){.at = s + 1, .len = d - s - 1, .is_index = 1, .index = (size_t)v};
