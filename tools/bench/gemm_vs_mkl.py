@@ -6,7 +6,8 @@
 Each product that tr_linear runs for a 32 x 128-token batch of all-MiniLM-L6-v2 (hidden 384,
 FFN 1536): forward x W^T, the input gradient dY W and the weight gradient dY^T X, and the
 fused q/k/v projection the plugin does not use yet. trainer's side is tr_gemm_linear_f32, the
-function tr_linear calls (libtrainer.so through ctypes), MKL's is torch.mm of the PyTorch in
+function tr_linear calls (build/lib/libbench_gemm.so through ctypes: the core's GEMM is private
+to libtrainer), MKL's is torch.mm of the PyTorch in
 the benchmark peer's venv (tools/bench/peer_venv.py), both on one thread pinned to CPU K
 (default: the last this process may use). Each figure is the median of 5 windows of 3 calls
 after a warm-up call, timed in the thread's CPU time, so that other processes sharing the core
@@ -62,8 +63,8 @@ def inner(args):
     import numpy as np
     import torch
     torch.set_num_threads(1)
-    lib = ctypes.CDLL(os.path.join(args.build, "core", "libtrainer.so"))
-    gemm = lib.tr_gemm_linear_f32
+    lib = ctypes.CDLL(os.path.join(args.build, "lib", "libbench_gemm.so"))  # tools/bench/bench_gemm_lib.c
+    gemm = lib.bench_gemm_linear_f32
     gemm.restype = None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     gemm.argtypes = [ctypes.c_int, ctypes.c_int, i64, i64, i64, ctypes.c_float, ptr, i64, ptr, i64, ctypes.c_float,
@@ -74,8 +75,8 @@ def inner(args):
           f"multiply-add peak {peak:.1f} GFLOP/s\n")
     tiles = TILES if args.tiles else []
     if tiles:
-        lib.tr_gemm_packed_tile.argtypes = [ctypes.c_int]
-        lib.tr_gemm_packed_tile.restype = ctypes.c_int
+        lib.bench_gemm_packed_tile.argtypes = [ctypes.c_int]
+        lib.bench_gemm_packed_tile.restype = ctypes.c_int
     cols = "".join(f" trainer {name} GFLOP/s |" for _, name in tiles)
     print(f"| product | M x N x K |{cols} trainer GFLOP/s (% of peak) | MKL GFLOP/s (% of peak) | trainer / MKL |")
     print("|---|---|" + "---|" * (len(tiles) + 3))
@@ -97,7 +98,7 @@ def inner(args):
 
         def forced(tile):
             def run():
-                lib.tr_gemm_packed_tile(tile)
+                lib.bench_gemm_packed_tile(tile)
                 ours()
             return run
 
