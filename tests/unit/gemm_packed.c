@@ -223,6 +223,9 @@ int main(void) {
         {64, 64, 64},     {16, 4096, 16}, {4096, 16, 16}, {100, 37, 71},  {33, 70, 190},  {128, 512, 784},
         {257, 129, 1100}, {48, 1030, 65}, {1030, 48, 65}, {17, 17, 1000}, {300, 300, 17}, {25, 47, 385},
         {385, 33, 100},   {18, 800, 769},
+        /* read in place (gemm_direct, up to 256 x 256 x 128 with K <= 384): attention's per-head
+         * shapes; and a product packed whole whose tile alone is read in place (the same bits) */
+        {128, 128, 32},   {128, 32, 128}, {300, 300, 120},
     };
     /* each tile the dispatcher can choose, forced, then the CPU's own choice */
     const struct { int tile; const char *name; } tiles[] = {
