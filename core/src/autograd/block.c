@@ -211,8 +211,12 @@ tr_tensor *tr_graph_block(tr_graph *g, tr_block_fn fn, tr_tensor *const *in, int
         return op_fail(g, TR_ERR_INVALID, "block: no function, or %d inputs and no list of them", n_in);
     int k = g->ck.blocks++;
     /* Grad mode off (validation, inference): the block's activations are garbage once it
-     * returns, so it runs in the scratch too, recording nothing. */
-    if (g->ck.every <= 0 || k % g->ck.every != 0 || g->ck.active) return fn(g, in, n_in, user);
+     * returns, so every block runs in the scratch, checkpointed or not, recording nothing: the
+     * step's memory holds the blocks' outputs only, and each block reuses the memory of the one
+     * before, still in cache (all-MiniLM-L6-v2 embedding 64 texts of 128 tokens: 1.3 GB of
+     * activations, their first touch 6% of a run, became one layer's). */
+    int checkpointed = g->ck.every > 0 && k % g->ck.every == 0;
+    if (g->ck.active || (!checkpointed && g->grad_enabled)) return fn(g, in, n_in, user);
     if (!check_inputs(g, in, n_in)) return NULL;
     block_rec *rec = op_alloc(g, sizeof *rec);
     tr_tensor **ins = op_alloc(g, (size_t)(n_in ? n_in : 1) * sizeof *ins);
