@@ -192,7 +192,7 @@ typedef struct op_ctx {
     int64_t a[4];
 } op_ctx;
 
-enum { OP_LINEAR, OP_CONV, OP_ATTN, OP_LAYERNORM, OP_SOFTMAX_CE, OP_GELU };
+enum { OP_LINEAR, OP_CONV, OP_ATTN, OP_ATTN_DROPOUT, OP_LAYERNORM, OP_SOFTMAX_CE, OP_GELU };
 
 static void run_op(void *p) {
     op_ctx *c = p;
@@ -203,6 +203,10 @@ static void run_op(void *p) {
     case OP_LINEAR: y = tr_linear(g, c->in[0], c->in[1], c->in[2]); break;
     case OP_CONV: y = tr_conv2d(g, c->in[0], c->in[1], c->in[2], 1, 1); break;
     case OP_ATTN: y = tr_attention(g, c->in[0], c->in[1], c->in[2], (int)c->a[0], (int)c->a[1]); break;
+    case OP_ATTN_DROPOUT: /* training mode: the key mask in[3], dropout 0.1 */
+        tr_graph_set_training(g, 1);
+        y = tr_attention_dropout(g, c->in[0], c->in[1], c->in[2], c->in[3], (int)c->a[0], (int)c->a[1], 0.1);
+        break;
     case OP_LAYERNORM: y = tr_layer_norm(g, c->in[0], c->in[1], c->in[2], 1e-5); break;
     case OP_GELU: y = tr_gelu(g, c->in[0], TR_GELU_TANH); break;
     case OP_SOFTMAX_CE: y = tr_cross_entropy(g, c->in[0], c->in[1], (double)c->a[0], -100, 0.0); break;
@@ -363,6 +367,12 @@ int main(int argc, char **argv) {
     c.in[1] = leaf(store, 3, (int64_t[]){32, 128, 384}, 1, 8);
     c.in[2] = leaf(store, 3, (int64_t[]){32, 128, 384}, 1, 9);
     report("attention B32 T128 C384 h12", time_it(run_op, &c), 3.0 * 2 * 2.0 * 32 * 128 * 128 * 384, peak);
+    c.kind = OP_ATTN_DROPOUT; /* the same with fine-tuning's key mask (8 padded keys) and dropout 0.1 */
+    c.in[3] = tr_graph_input(store, TR_I32, 2, (int64_t[]){32, 128});
+    for (int i = 0; i < 32 * 128; i++) ((int32_t *)c.in[3]->data)[i] = i % 128 < 120;
+    report("attention B32 T128 C384 h12, key mask, dropout", time_it(run_op, &c), 3.0 * 2 * 2.0 * 32 * 128 * 128 * 384,
+           peak);
+    tr_graph_set_training(c.g, 0);
 
     c.kind = OP_LAYERNORM;
     c.in[0] = leaf(store, 3, (int64_t[]){32, 128, 256}, 1, 10);
