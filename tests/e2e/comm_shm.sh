@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The shm communicator and the launcher: every collective at world sizes 1-4 (oversubscribed
-# on small machines), a rank killed mid all-reduce, a rank that never joins, abort, and the
-# launcher's contract (environment, prefixed output, exit codes, SIGTERM, max_restarts).
+# on small machines), a rank killed mid all-reduce, a peer that delivers then exits (no death),
+# a rank that never joins, abort, and the launcher's contract (environment, prefixed output,
+# exit codes, SIGTERM, max_restarts).
 # Nothing may be left in /dev/shm. usage: comm_shm.sh TRAINER_BIN TESTS_DIR PLUGIN_DIR
 set -u
 bin="$1"; tests="$2"; plugins="$3"
@@ -21,6 +22,9 @@ comm_killed_rank "$tests" "$plugins" shm "$t"
 out="$(timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$plugins" shm kill 2 2>&1)"; rc=$?
 if [ "$rc" = 137 ] && grep -q "rank 2 was killed by signal 9" <<<"$out"; then ok "launcher: $(grep -o 'rank 2 was killed.*' <<<"$out" | cut -c1-60)"
 else bad "launcher with a killed rank (exit $rc)" "$out"; fi
+
+# A rank that arrives last and exits at once (the job's last collective) is not dead.
+comm_peer_exits "$bin" "$tests" "$plugins" shm
 
 # A rank that never joins: the others time out naming it; abort: the others fail naming rank 0.
 comm_never_joins_and_abort "$bin" "$tests" "$plugins" shm

@@ -150,6 +150,11 @@ job fault-bad TRAINER_FAULT_KILL_AT_STEP=3 TRAINER_FAULT_KILL_POINT=middle -- "$
 [ "$rc" = 1 ] && grep -q "TRAINER_FAULT_KILL_POINT='middle': expected step, collective or checkpoint" <<<"$out" &&
     ! [ -e "$t/fault-bad" ] && ok "a bad fault point is refused before anything is made: $(msg)" ||
     bad "bad TRAINER_FAULT_KILL_POINT (exit $rc)" "$(tail -2 <<<"$out")"
+job late-bad TRAINER_FAULT_LATE_LIVENESS_MS=soon -- "$bin" run "$t/c.yaml" "run.output_dir=$t/late-bad" trainer.strategy=cpu \
+    trainer.devices=1
+[ "$rc" = 1 ] && grep -q "TRAINER_FAULT_LATE_LIVENESS_MS='soon': expected an integer >= 0" <<<"$out" && ! [ -e "$t/late-bad" ] &&
+    ok "a bad liveness delay is refused before anything is made: $(msg)" ||
+    bad "bad TRAINER_FAULT_LATE_LIVENESS_MS (exit $rc)" "$(tail -2 <<<"$out")"
 # kill_case POINT STRATEGY STEP RANK PREVIOUS
 kill_case() {
     local point="$1" s="$2" n="$3" r="$4" prev="$5" d="$t/$1-$2" label res

@@ -99,6 +99,18 @@ comm_killed_rank() {
     else bad "killed rank (exit codes$rcs, ${secs}s)" "$(cat "$dir"/kill.*)"; fi
 }
 
+# comm_peer_exits BIN TESTS PLUGINS BACKEND: a rank that comes last to the job's last barrier
+# (or sends rank 0 a last value) and exits at once is no death: the others, which look at its
+# process late (TRAINER_FAULT_LATE_LIVENESS_MS, as if preempted), must all succeed.
+comm_peer_exits() {
+    local bin="$1" tests="$2" plugins="$3" backend="$4" out rc mode
+    for mode in exit send; do
+        out="$(TRAINER_FAULT_LATE_LIVENESS_MS=400 timeout 60 "$bin" launch -n 3 "$tests/comm_fault" "$plugins" "$backend" "$mode" 2 2>&1)"; rc=$?
+        if [ "$rc" = 0 ] && [ "$(grep -c 'rank [0-9]: ok$' <<<"$out")" = 3 ]; then ok "rank 2 $mode: a peer that delivered, then exited, is no death"
+        else bad "a peer that delivered, then exited ($mode, exit $rc)" "$out"; fi
+    done
+}
+
 # comm_never_joins_and_abort BIN TESTS PLUGINS BACKEND: a rank that never joins (the others
 # time out naming it), then an abort (every other rank's call fails naming rank 0).
 comm_never_joins_and_abort() {

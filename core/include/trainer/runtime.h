@@ -52,7 +52,9 @@ TR_API double tr_now(void);
 /* Cores this process may run on (its affinity mask). */
 TR_API int tr_cpu_count(void);
 /* 1 when process pid (> 0) has ended: it no longer exists, or it is an exited child not yet
- * reaped (a zombie still answers kill(pid, 0)); for backends watching their peers. */
+ * reaped (a zombie still answers kill(pid, 0)); for backends watching their peers. A peer
+ * may have finished its part and exited since the caller last looked: read what it published
+ * again after a 1. (The tests' fault point TRAINER_FAULT_LATE_LIVENESS_MS delays the look.) */
 TR_API int tr_process_gone(int pid);
 
 #ifdef __cplusplus

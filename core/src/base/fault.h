@@ -7,6 +7,8 @@
  *                                     moves at least 2 elements, after part of it went through;
  *                                     checkpoint: half-way through the first safetensors file
  *                                     this rank writes for step N's checkpoint
+ *   TRAINER_FAULT_LATE_LIVENESS_MS=N  every tr_process_gone look comes N ms late (checked
+ *                                     here, applied by base/runtime.c)
  *
  * The process dies with SIGKILL, as `kill -9` would do it. Never in a relaunched attempt
  * (TRAINER_RESTART_COUNT > 0), so that max_restarts can finish the job. The environment is

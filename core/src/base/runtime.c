@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <omp.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,8 +105,25 @@ double tr_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The fault point TRAINER_FAULT_LATE_LIVENESS_MS (docs/distributed.md): each look below comes
+ * that late, as if its caller had been preempted since it saw the peer not yet arrived (a
+ * run refuses a malformed value in tr_fault_setup; here it counts as 0). */
+static long late_liveness_ms(void) {
+    static atomic_long cached = -1;
+    long ms = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (ms >= 0) return ms;
+    const char *v = getenv("TRAINER_FAULT_LATE_LIVENESS_MS");
+    char *end = NULL;
+    ms = v && *v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || ms < 0 || ms > 60000) ms = 0;
+    atomic_store_explicit(&cached, ms, memory_order_relaxed);
+    return ms;
+}
+
 int tr_process_gone(int pid) {
     if (pid <= 0) return 0;
+    long late = late_liveness_ms();
+    if (late > 0) nanosleep(&(struct timespec){late / 1000, late % 1000 * 1000000}, NULL);
     if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
     /* An exited child not yet reaped still answers kill(): look for the zombie state. */
     char path[64], buf[256];

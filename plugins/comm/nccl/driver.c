@@ -129,6 +129,7 @@ struct nc_comm {
     double deadline;
     nc_stop_fn stop;
     void *stop_arg;
+    double stop_at;  /* when the stop callback said stop during this wait (0: it has not) */
 };
 
 static tr_status cu_fail(cu_res rc, const char *what) {
@@ -418,19 +419,25 @@ tr_status nc_group_end(nc_comm *c) {
     return TR_OK;
 }
 
+/* How long a call may still finish after the stop callback said stop: a peer that did its
+ * part and then exited (after the last collective of a job) is not a failure of the call. */
+#define STOP_GRACE_S 0.2
+
 /* Between two polls: TR_OK to poll again (after a yield for the first 2 ms since start, then
- * 50 us naps), or the communicator aborted because the abort flag, the stop callback or the
- * deadline said to stop. */
+ * 50 us naps), or the communicator aborted because the abort flag, the deadline or the stop
+ * callback said to stop (the callback STOP_GRACE_S after it said so, if the call did not finish
+ * meanwhile). Each wait starts with stop_at 0. */
 static tr_status pause_or_stop(nc_comm *c, double start) {
     if (atomic_load(&c->abort_requested)) {
         abort_now(c);
         return tr_error_set(TR_ERR_ABORTED, "the communicator was aborted");
     }
-    if (c->stop && c->stop(c->stop_arg)) {
+    double now = tr_now();
+    if (c->stop_at == 0 && c->stop && c->stop(c->stop_arg)) c->stop_at = now;
+    if (c->stop_at > 0 && now - c->stop_at > STOP_GRACE_S) {
         abort_now(c);
         return tr_error_set(TR_ERR_ABORTED, "stopped");
     }
-    double now = tr_now();
     if (now > c->deadline) {
         abort_now(c);
         return tr_error_set(TR_ERR_TIMEOUT, "timed out");
@@ -443,6 +450,7 @@ static tr_status pause_or_stop(nc_comm *c, double start) {
 /* Waits for a call that went on in the background (ncclInProgress) to finish. */
 static tr_status settle(nc_comm *c, const char *what) {
     double start = tr_now();
+    c->stop_at = 0;
     for (;;) {
         nccl_res state = NCCL_OK, rc = api.async_error(c->comm, &state);
         if (rc == NCCL_OK && state == NCCL_OK) return TR_OK;
@@ -459,6 +467,7 @@ static tr_status settle(nc_comm *c, const char *what) {
  * work), bounded as pause_or_stop says. */
 tr_status nc_finish(nc_comm *c) {
     double start = tr_now();
+    c->stop_at = 0;
     for (;;) {
         nccl_res async = NCCL_OK;
         api.async_error(c->comm, &async);

@@ -86,10 +86,15 @@ typedef struct nccl_ctx {
     int mpi_initialized;             /* this communicator called MPI_Init (it finalizes) */
     double next_peer_check;
     tr_status stop_code;             /* why should_stop said stop: ABORTED or COMM (a peer died) */
-    char stop_msg[256];
+    int stopped_by;                  /* the rank that aborted, or the one found dead */
+    int watch;                       /* the ranks should_stop watches: -1 all, else a send/recv's peer */
 } nccl_ctx;
 
-/* The stop callback: another rank aborted, or died (checked every 20 ms). */
+/* The stop callback: another rank aborted, or died (checked every 20 ms): every other rank
+ * in a collective, only the peer in a send or receive (the others may have finished and
+ * exited). A rank found dead is published (the first named by all) only by stop_error, once
+ * the call stayed unfinished past the driver's grace: a peer may do its part of the call and
+ * exit before this rank's look (the last collective of a job). */
 static int should_stop(void *arg) {
     nccl_ctx *x = arg;
     if (!x->boot) return 0;
@@ -99,29 +104,29 @@ static int should_stop(void *arg) {
     int by = atomic_load(&x->boot->aborted_by);
     if (by && dead < 0) {
         x->stop_code = TR_ERR_ABORTED;
-        snprintf(x->stop_msg, sizeof x->stop_msg, "rank %d aborted the job", by - 1);
+        x->stopped_by = by - 1;
         return 1;
     }
     double now = tr_now();
     if (dead < 0 && now < x->next_peer_check) return 0;
     x->next_peer_check = now + 0.02;
-    for (int r = 0; r < x->world && dead < 0; r++) {
-        if (r != x->rank && tr_process_gone((int)atomic_load(&x->boot->ranks[r].pid))) {
-            int32_t none = 0;
-            atomic_compare_exchange_strong(&x->boot->died, &none, r + 1);
-            dead = atomic_load(&x->boot->died) - 1;
-        }
-    }
+    for (int r = 0; r < x->world && dead < 0; r++)
+        if (r != x->rank && (x->watch < 0 || r == x->watch) && tr_process_gone((int)atomic_load(&x->boot->ranks[r].pid)))
+            dead = r;
     if (dead < 0) return 0;
     x->stop_code = TR_ERR_COMM;
-    snprintf(x->stop_msg, sizeof x->stop_msg, "rank %d (pid %u) died", dead,
-             (unsigned)atomic_load(&x->boot->ranks[dead].pid));
+    x->stopped_by = dead;
     return 1;
 }
 
-/* The error of a wait that should_stop ended: why it said stop, then `where`. */
+/* The error of a wait that should_stop ended: why it said stop, then `where`. A death is
+ * published here, and the first one published is named. */
 static tr_status stop_error(nccl_ctx *x, const char *where) {
-    return tr_error_set(x->stop_code, "%s%s", x->stop_msg, where);
+    if (x->stop_code == TR_ERR_ABORTED) return tr_error_set(x->stop_code, "rank %d aborted the job%s", x->stopped_by, where);
+    int32_t none = 0;
+    atomic_compare_exchange_strong(&x->boot->died, &none, x->stopped_by + 1);
+    int dead = atomic_load(&x->boot->died) - 1;
+    return tr_error_set(x->stop_code, "rank %d (pid %u) died%s", dead, (unsigned)atomic_load(&x->boot->ranks[dead].pid), where);
 }
 
 /* ---- rendezvous ---- */
@@ -194,7 +199,7 @@ static tr_status join_one_host(nccl_ctx *x, const tr_comm_env *env, double deadl
         if (!len) break;
         if (tr_now() > deadline)
             return tr_error_set(TR_ERR_TIMEOUT, "timed out joining %s: these ranks never joined: %s", x->name, missing);
-        if (should_stop(x)) return tr_error_set(TR_ERR_COMM, "%s while the job was joining", x->stop_msg);
+        if (should_stop(x)) return stop_error(x, " while the job was joining");
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
     if (x->rank == 0) {
@@ -272,6 +277,7 @@ static tr_status create(void **ctx, const tr_options *o, const tr_comm_env *env,
     if (!x) return tr_error_set(TR_ERR_NOMEM, "out of memory");
     x->rank = env->rank;
     x->world = env->size;
+    x->watch = -1;
     const char *how = tr_options_string(o, "bootstrap");
     int over_mpi = !strcmp(how, "mpi") || (!strcmp(how, "auto") && env->local_size != env->size);
     unsigned char id[NC_ID_BYTES];
@@ -443,6 +449,8 @@ static tr_status run(void *ctx, const tr_comm_op *op) {
     nccl_ctx *x = ctx;
     const tr_comm_call *k = &op->call;
     if (x->boot) atomic_store(&x->boot->ranks[x->rank].seq, op->seq);
+    x->stop_code = TR_OK; /* a stop the last call outlived (its grace) is forgotten */
+    x->watch = k->kind == TR_COMM_SEND || k->kind == TR_COMM_RECV ? k->root : -1;
     pending_download back = {0};
     tr_status st = nc_begin(x->nc, op->deadline, should_stop, x);
     if (st == TR_OK && k->kind == TR_COMM_BARRIER) {

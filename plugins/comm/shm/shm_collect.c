@@ -293,7 +293,7 @@ static tr_status send_bytes(shm *s, int peer, const uint8_t *p, size_t n, double
     while (n) {
         uint64_t rd;
         WAIT_UNTIL(s, (rd = atomic_load_explicit(&ch->read, memory_order_acquire), w - rd < s->p2p_bytes), dl,
-                   UINT64_MAX);
+                   UINT64_MAX, peer);
         size_t at = (size_t)(w % s->p2p_bytes), room = s->p2p_bytes - (size_t)(w - rd);
         size_t len = n < room ? n : room;
         if (len > s->p2p_bytes - at) len = s->p2p_bytes - at;
@@ -313,7 +313,7 @@ static tr_status recv_bytes(shm *s, int peer, uint8_t *p, size_t n, double dl) {
     uint64_t rd = atomic_load_explicit(&ch->read, memory_order_relaxed);
     while (n) {
         uint64_t w;
-        WAIT_UNTIL(s, (w = atomic_load_explicit(&ch->written, memory_order_acquire), w > rd), dl, UINT64_MAX);
+        WAIT_UNTIL(s, (w = atomic_load_explicit(&ch->written, memory_order_acquire), w > rd), dl, UINT64_MAX, peer);
         size_t at = (size_t)(rd % s->p2p_bytes), len = (size_t)(w - rd) < n ? (size_t)(w - rd) : n;
         if (len > s->p2p_bytes - at) len = s->p2p_bytes - at;
         memcpy(p, ring + at, len);

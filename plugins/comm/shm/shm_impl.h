@@ -98,9 +98,15 @@ void shm_notify(shm *s);
 /* Every rank's arrival at the next barrier phase, by the deadline; a timeout, a dead peer or
  * an abort is an error naming the ranks. */
 tr_status shm_barrier(shm *s, double deadline);
-/* Fails (naming the ranks) past the deadline, after an abort or when a peer process is gone;
- * target: the barrier phase waited for (UINT64_MAX: a point-to-point wait). */
-tr_status shm_check_health(shm *s, double deadline, uint64_t target);
+/* Fails (naming the ranks) past the deadline, after an abort or a death another rank saw.
+ * It watches the ranks not yet at barrier phase `target` (peer < 0), or the peer of a
+ * point-to-point wait (peer >= 0). A watched process gone fails it too, with *gone set and no
+ * message yet: the caller looks at what it waits for once more (the peer may have delivered
+ * it, then exited) and only then calls shm_report_death. */
+tr_status shm_check_health(shm *s, double deadline, uint64_t target, int peer, int *gone);
+/* Publishes rank `gone` (if >= 0) as dead unless another death was first, and returns the
+ * error naming the first; st when no death is known (its message set by the caller). */
+tr_status shm_report_death(shm *s, tr_status st, int gone);
 /* Sleeps on the segment's futex while its progress counter still reads seen (2 ms at most). */
 void shm_doze(shm *s, uint32_t seen);
 
@@ -114,8 +120,9 @@ static inline void shm_cpu_relax(void) {
  * to spin_us (a yielding thread keeps its CPU awake, which matters in VMs where waking an idle
  * CPU costs 100 us), then sleep on the segment's futex so a waiting rank does not steal the
  * core of a rank still computing (ranks and their communicator threads may outnumber cores).
- * Between naps (2 ms at most) the deadline, the abort flag and the peers are checked. */
-#define WAIT_UNTIL(s, cond, deadline, target)                                                 \
+ * Between naps (2 ms at most) the deadline, the abort flag and the peers are checked; when
+ * they say stop, cond is looked at once more before the error is returned. */
+#define WAIT_UNTIL(s, cond, deadline, target, peer)                                           \
     do {                                                                                      \
         double t0_ = 0;                                                                       \
         for (unsigned spins_ = 0;; spins_++) {                                                \
@@ -129,7 +136,12 @@ static inline void shm_cpu_relax(void) {
             if (t0_ == 0) t0_ = now_;                                                         \
             if (now_ - t0_ < (s)->spin_s) sched_yield();                                      \
             else shm_doze((s), seen_);                                                        \
-            TR_CHECK(shm_check_health((s), (deadline), (target)));                            \
+            int gone_;                                                                        \
+            tr_status hs_ = shm_check_health((s), (deadline), (target), (peer), &gone_);      \
+            if (hs_ != TR_OK) {                                                               \
+                if (cond) break; /* it came after all: a peer that delivered, then exited */  \
+                return shm_report_death((s), hs_, gone_);                                     \
+            }                                                                                 \
         }                                                                                     \
     } while (0)
 

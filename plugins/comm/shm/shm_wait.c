@@ -15,8 +15,21 @@ static const char *op_label(const shm *s, char *buf, size_t size) {
     return buf;
 }
 
-/* Deadline, abort flag and peer liveness, checked every couple of milliseconds of waiting. */
-tr_status shm_check_health(shm *s, double deadline, uint64_t target) {
+/* Whether this rank still waits for rank r: one not yet at barrier phase target, or the
+ * peer of a point-to-point wait (peer >= 0; the ranks it does not talk to may have finished). */
+static int waits_for(const shm *s, int r, uint64_t target, int peer) {
+    if (r == s->rank) return 0;
+    if (peer >= 0) return r == peer;
+    return atomic_load_explicit(&s->ranks[r].arrive, memory_order_acquire) < target;
+}
+
+/* Deadline, abort flag and peer liveness, checked every couple of milliseconds of waiting.
+ * A peer found gone is only a suspect (*gone): a rank may arrive, or write what this one waits
+ * for, and exit between the waiter's last look and this check (the last collective of a job,
+ * the waiter preempted). So its arrival is read again once its exit is seen, and WAIT_UNTIL
+ * looks at its condition once more before shm_report_death publishes the death. */
+tr_status shm_check_health(shm *s, double deadline, uint64_t target, int peer, int *gone) {
+    *gone = -1;
     double now = tr_now();
     if (now - s->last_check < 0.002) return TR_OK;
     s->last_check = now;
@@ -24,34 +37,43 @@ tr_status shm_check_health(shm *s, double deadline, uint64_t target) {
      * (or exit) after it, and are not the cause. */
     int dead = atomic_load_explicit(&s->h->died, memory_order_acquire) - 1;
     int32_t ab = atomic_load_explicit(&s->h->abort_by, memory_order_acquire);
-    if (ab && dead < 0) return tr_error_set(TR_ERR_ABORTED, "rank %d aborted the job", ab - 1);
-    for (int r = 0; r < s->world && dead < 0; r++) {
-        if (r == s->rank || atomic_load_explicit(&s->ranks[r].arrive, memory_order_acquire) >= target) continue;
-        if (tr_process_gone(atomic_load_explicit(&s->ranks[r].pid, memory_order_relaxed))) {
-            int32_t none = 0;
-            atomic_compare_exchange_strong(&s->h->died, &none, r + 1);
-            dead = atomic_load_explicit(&s->h->died, memory_order_acquire) - 1;
-        }
-    }
-    if (dead >= 0) {
-        pid_t pid = atomic_load_explicit(&s->ranks[dead].pid, memory_order_relaxed);
-        uint64_t at = atomic_load_explicit(&s->ranks[dead].seq, memory_order_relaxed);
-        return tr_error_set(TR_ERR_COMM, "rank %d (pid %d) died %s this operation", dead, (int)pid,
-                            s->op && at == s->op->seq ? "in the middle of" : "before reaching");
+    if (dead >= 0) return shm_report_death(s, TR_ERR_COMM, -1);
+    if (ab) return tr_error_set(TR_ERR_ABORTED, "rank %d aborted the job", ab - 1);
+    for (int r = 0; r < s->world; r++) {
+        if (!waits_for(s, r, target, peer)) continue;
+        if (!tr_process_gone(atomic_load_explicit(&s->ranks[r].pid, memory_order_relaxed))) continue;
+        /* Its stores came before its exit, which this rank has now seen. */
+        atomic_thread_fence(memory_order_seq_cst);
+        if (!waits_for(s, r, target, peer)) continue;
+        *gone = r;
+        return TR_ERR_COMM;
     }
     if (now > deadline) {
         char missing[512] = "", lbl[96];
         size_t len = 0;
         for (int r = 0; r < s->world && len < sizeof missing - 48; r++) {
-            if (atomic_load_explicit(&s->ranks[r].arrive, memory_order_acquire) >= target) continue;
+            if (!waits_for(s, r, target, peer)) continue;
             uint64_t at = atomic_load_explicit(&s->ranks[r].seq, memory_order_relaxed);
             len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d (at #%llu)", len ? ", " : "", r,
                                     (unsigned long long)at);
         }
-        return tr_error_set(TR_ERR_TIMEOUT, "timed out in %s: these ranks did not arrive: %s", op_label(s, lbl, sizeof lbl),
-                            missing);
+        return tr_error_set(TR_ERR_TIMEOUT, "timed out in %s: %s: %s", op_label(s, lbl, sizeof lbl),
+                            peer >= 0 ? "its peer did not answer" : "these ranks did not arrive", missing);
     }
     return TR_OK;
+}
+
+tr_status shm_report_death(shm *s, tr_status st, int gone) {
+    if (gone >= 0) {
+        int32_t none = 0;
+        atomic_compare_exchange_strong(&s->h->died, &none, gone + 1);
+    }
+    int dead = atomic_load_explicit(&s->h->died, memory_order_acquire) - 1;
+    if (dead < 0) return st; /* the message is set already */
+    pid_t pid = atomic_load_explicit(&s->ranks[dead].pid, memory_order_relaxed);
+    uint64_t at = atomic_load_explicit(&s->ranks[dead].seq, memory_order_relaxed);
+    return tr_error_set(TR_ERR_COMM, "rank %d (pid %d) died %s this operation", dead, (int)pid,
+                        s->op && at == s->op->seq ? "in the middle of" : "before reaching");
 }
 
 /* Tells sleeping peers that something arrived (a barrier counter, ring progress). */
@@ -79,6 +101,6 @@ tr_status shm_barrier(shm *s, double deadline) {
     uint64_t target = ++s->phase;
     atomic_store_explicit(&s->ranks[s->rank].arrive, target, memory_order_release);
     shm_notify(s);
-    WAIT_UNTIL(s, all_arrived(s, target), deadline, target);
+    WAIT_UNTIL(s, all_arrived(s, target), deadline, target, -1);
     return TR_OK;
 }
