@@ -5,6 +5,19 @@
 
 #include <stdint.h>
 
+/* A test product: op(A) (M, K) and op(B) (K, N) filled with test values, stored transposed
+ * where ta / tb say, leading dimensions wider than the matrices (lda, ldb, ldc), C (M rows of
+ * ldc), and op(A) op(B) summed in double: of the values as stored (ref32, or ref when round is
+ * NULL) and, with round, of their roundings (ref). */
+typedef struct gemm_mats {
+    int ta, tb;
+    int64_t M, N, K, lda, ldb, ldc;
+    float *A, *B, *C;
+    double *ref, *ref32; /* ref32: NULL without round */
+} gemm_mats;
+void gemm_mats_make(gemm_mats *m, int ta, int tb, int64_t M, int64_t N, int64_t K, uint64_t salt, float (*round)(float));
+void gemm_mats_drop(gemm_mats *m);
+
 /* What each row of C holds past N: a GEMM must leave it. */
 #define GEMM_SENTINEL 12345.0f
 

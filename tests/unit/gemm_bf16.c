@@ -109,52 +109,17 @@ static void check_pack_rounding(void) {
     }
 }
 
-typedef struct mats {
-    int ta, tb;
-    int64_t M, N, K, lda, ldb, ldc;
-    float *A, *B, *C;
-    double *ref, *ref32; /* op(A) op(B) of the bf16 roundings, and of the floats */
-} mats;
+static void reset_c(gemm_mats *m, float beta) { gemm_reset_c(m->C, m->M, m->N, m->ldc, beta != 0.0f, NAN); }
 
-static void make(mats *m, int ta, int tb, int64_t M, int64_t N, int64_t K, uint64_t salt) {
-    m->ta = ta, m->tb = tb, m->M = M, m->N = N, m->K = K;
-    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    m->lda = ac + 3, m->ldb = bc + 5, m->ldc = N + 7;
-    m->A = malloc((size_t)(ar * m->lda) * sizeof(float));
-    m->B = malloc((size_t)(br * m->ldb) * sizeof(float));
-    m->C = malloc((size_t)(M * m->ldc) * sizeof(float));
-    m->ref = malloc((size_t)(M * N) * sizeof(double));
-    m->ref32 = malloc((size_t)(M * N) * sizeof(double));
-    CHECK(m->A && m->B && m->C && m->ref && m->ref32, "out of memory");
-    for (int64_t i = 0; i < ar * m->lda; i++) m->A[i] = (float)test_value((uint64_t)i, salt);
-    for (int64_t i = 0; i < br * m->ldb; i++) m->B[i] = (float)test_value((uint64_t)i, salt + 1);
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            double s = 0, s32 = 0;
-            for (int64_t k = 0; k < K; k++) {
-                float a = ta ? m->A[k * m->lda + i] : m->A[i * m->lda + k];
-                float b = tb ? m->B[j * m->ldb + k] : m->B[k * m->ldb + j];
-                s += (double)rounded(a) * (double)rounded(b);
-                s32 += (double)a * (double)b;
-            }
-            m->ref[i * N + j] = s;
-            m->ref32[i * N + j] = s32;
-        }
-}
-
-static void drop(mats *m) { free(m->A), free(m->B), free(m->C), free(m->ref), free(m->ref32); }
-
-static void reset_c(mats *m, float beta) { gemm_reset_c(m->C, m->M, m->N, m->ldc, beta != 0.0f, NAN); }
-
-static double error(const mats *m, const double *ref, float alpha, float beta) {
+static double error(const gemm_mats *m, const double *ref, float alpha, float beta) {
     return gemm_error(m->C, m->ldc, ref, m->M, m->N, alpha, beta);
 }
 
-static int padding_kept(const mats *m) { return gemm_padding_kept(m->C, m->M, m->N, m->ldc); }
+static int padding_kept(const gemm_mats *m) { return gemm_padding_kept(m->C, m->M, m->N, m->ldc); }
 
 static void check_shape(int ta, int tb, int64_t M, int64_t N, int64_t K) {
-    mats m;
-    make(&m, ta, tb, M, N, K, (uint64_t)(M * 7 + N * 3 + K + ta * 2 + tb));
+    gemm_mats m;
+    gemm_mats_make(&m, ta, tb, M, N, K, (uint64_t)(M * 7 + N * 3 + K + ta * 2 + tb), rounded);
     const struct { float alpha, beta; } cases[] = {{1.0f, 0.0f}, {0.5f, -2.0f}};
     for (int c = 0; c < 2; c++) {
         float alpha = cases[c].alpha, beta = cases[c].beta;
@@ -182,7 +147,7 @@ static void check_shape(int ta, int tb, int64_t M, int64_t N, int64_t K) {
         tr_set_num_threads(1);
         free(one);
     }
-    drop(&m);
+    gemm_mats_drop(&m);
 }
 
 /* K = 0 and alpha 0: C = beta C, A and B unread (NULL for K = 0). */
@@ -196,8 +161,8 @@ static void check_empty(void) {
 
 /* The ops' GEMM follows the switch; TRAINER_CPU_NO_BF16 turns the support off. */
 static void check_switch(void) {
-    mats m;
-    make(&m, 0, 1, 40, 50, 77, 3);
+    gemm_mats m;
+    gemm_mats_make(&m, 0, 1, 40, 50, 77, 3, rounded);
     float *want = malloc((size_t)(m.M * m.ldc) * sizeof(float));
     tr_set_num_threads(1);
     for (int on = 0; on < 2; on++) {
@@ -220,7 +185,7 @@ static void check_switch(void) {
     }
     tr_cpu_set_bf16(0);
     free(want);
-    drop(&m);
+    gemm_mats_drop(&m);
     char why[200] = "";
     setenv("TRAINER_CPU_NO_BF16", "1", 1);
     CHECK(!tr_cpu_bf16_supported(why, sizeof why) && strstr(why, "TRAINER_CPU_NO_BF16=1"),

@@ -28,51 +28,19 @@
 #include "trainer/trainer.h"
 
 
-typedef struct mats {
-    int ta, tb;
-    int64_t M, N, K, lda, ldb, ldc;
-    float *A, *B, *C;
-    double *ref; /* op(A) op(B), M x N */
-} mats;
+static void reset_c(gemm_mats *m, float fill, int from_values) { gemm_reset_c(m->C, m->M, m->N, m->ldc, from_values, fill); }
 
-static void make(mats *m, int ta, int tb, int64_t M, int64_t N, int64_t K, uint64_t salt) {
-    m->ta = ta, m->tb = tb, m->M = M, m->N = N, m->K = K;
-    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    m->lda = ac + 3, m->ldb = bc + 5, m->ldc = N + 7;
-    m->A = malloc((size_t)(ar * m->lda) * sizeof(float));
-    m->B = malloc((size_t)(br * m->ldb) * sizeof(float));
-    m->C = malloc((size_t)(M * m->ldc) * sizeof(float));
-    m->ref = malloc((size_t)(M * N) * sizeof(double));
-    CHECK(m->A && m->B && m->C && m->ref, "out of memory");
-    for (int64_t i = 0; i < ar * m->lda; i++) m->A[i] = (float)test_value((uint64_t)i, salt);
-    for (int64_t i = 0; i < br * m->ldb; i++) m->B[i] = (float)test_value((uint64_t)i, salt + 1);
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            double s = 0;
-            for (int64_t k = 0; k < K; k++) {
-                double a = ta ? m->A[k * m->lda + i] : m->A[i * m->lda + k];
-                double b = tb ? m->B[j * m->ldb + k] : m->B[k * m->ldb + j];
-                s += a * b;
-            }
-            m->ref[i * N + j] = s;
-        }
-}
-
-static void drop(mats *m) { free(m->A), free(m->B), free(m->C), free(m->ref); }
-
-static void reset_c(mats *m, float fill, int from_values) { gemm_reset_c(m->C, m->M, m->N, m->ldc, from_values, fill); }
-
-static int packed(mats *m, float alpha, float beta) {
+static int packed(gemm_mats *m, float alpha, float beta) {
     return tr_gemm_packed_f32(m->ta, m->tb, m->M, m->N, m->K, alpha, m->A, m->lda, m->B, m->ldb, beta, m->C, m->ldc);
 }
 
-static double error(const mats *m, float alpha, float beta) { return gemm_error(m->C, m->ldc, m->ref, m->M, m->N, alpha, beta); }
+static double error(const gemm_mats *m, float alpha, float beta) { return gemm_error(m->C, m->ldc, m->ref, m->M, m->N, alpha, beta); }
 
-static int padding_kept(const mats *m) { return gemm_padding_kept(m->C, m->M, m->N, m->ldc); }
+static int padding_kept(const gemm_mats *m) { return gemm_padding_kept(m->C, m->M, m->N, m->ldc); }
 
 static void check_shape(int ta, int tb, int64_t M, int64_t N, int64_t K, int want_packed) {
-    mats m;
-    make(&m, ta, tb, M, N, K, (uint64_t)(M * 7 + N * 3 + K + ta * 2 + tb));
+    gemm_mats m;
+    gemm_mats_make(&m, ta, tb, M, N, K, (uint64_t)(M * 7 + N * 3 + K + ta * 2 + tb), NULL);
     const struct { float alpha, beta; } cases[] = {{1.0f, 0.0f}, {0.5f, -2.0f}};
     for (int c = 0; c < 2; c++) {
         float alpha = cases[c].alpha, beta = cases[c].beta;
@@ -130,13 +98,13 @@ static void check_shape(int ta, int tb, int64_t M, int64_t N, int64_t K, int wan
         }
         free(one);
     }
-    drop(&m);
+    gemm_mats_drop(&m);
 }
 
 /* A product it leaves to BLAS: returns 0 and C is untouched; tr_gemm_f32 computes it. */
 static void check_declined(int64_t M, int64_t N, int64_t K, float alpha) {
-    mats m;
-    make(&m, 0, 1, M, N, K, 7);
+    gemm_mats m;
+    gemm_mats_make(&m, 0, 1, M, N, K, 7, NULL);
     reset_c(&m, 1.0f, 0);
     CHECK(packed(&m, alpha, 0.0f) == 0, "%lldx%lldx%lld alpha %g: packed GEMM ran", (long long)M, (long long)N,
           (long long)K, alpha);
@@ -147,14 +115,14 @@ static void check_declined(int64_t M, int64_t N, int64_t K, float alpha) {
     tr_gemm_f32(0, 1, M, N, K, alpha, m.A, m.lda, m.B, m.ldb, 0.0f, m.C, m.ldc);
     double e = error(&m, alpha, 0.0f);
     CHECK(e < 1e-5, "%lldx%lldx%lld by tr_gemm_f32: error %.3g", (long long)M, (long long)N, (long long)K, e);
-    drop(&m);
+    gemm_mats_drop(&m);
 }
 
 /* Forcing a tile takes effect: at K = 1100 the 16 x 16 (blocks of 512) and the 12 x 32 (of 384)
  * sum in different orders, so some bits differ, and the CPU's choice is bit for bit one of them. */
 static void check_forced(void) {
-    mats m;
-    make(&m, 0, 1, 100, 70, 1100, 5);
+    gemm_mats m;
+    gemm_mats_make(&m, 0, 1, 100, 70, 1100, 5, NULL);
     float *got[3];
     const int tiles[3] = {TR_GEMM_TILE_16X16, TR_GEMM_TILE_WIDE, TR_GEMM_TILE_AUTO};
     size_t bytes = (size_t)(m.M * m.ldc) * sizeof(float);
@@ -173,14 +141,14 @@ static void check_forced(void) {
     printf("forced tiles differ in the last bits; the CPU's is the %s\n",
            memcmp(got[2], got[1], bytes) == 0 ? "12 x 32" : "16 x 16");
     for (int t = 0; t < 3; t++) free(got[t]);
-    drop(&m);
+    gemm_mats_drop(&m);
 }
 
 /* A linear layer's bias added as the tiles are stored (tr_gemm_packed_bias_f32): the bits of C
  * filled with the bias and then C += A B^T, on 1 and 2 threads; declined where the product is. */
 static void check_bias(int64_t M, int64_t N, int64_t K, int want) {
-    mats m;
-    make(&m, 0, 1, M, N, K, (uint64_t)(M + N + K));
+    gemm_mats m;
+    gemm_mats_make(&m, 0, 1, M, N, K, (uint64_t)(M + N + K), NULL);
     float *bias = malloc((size_t)N * sizeof(float)), *filled = malloc((size_t)(M * m.ldc) * sizeof(float));
     CHECK(bias && filled, "out of memory");
     for (int64_t j = 0; j < N; j++) bias[j] = (float)test_value((uint64_t)j, 77);
@@ -204,7 +172,7 @@ static void check_bias(int64_t M, int64_t N, int64_t K, int want) {
     }
     tr_set_num_threads(1);
     free(bias), free(filled);
-    drop(&m);
+    gemm_mats_drop(&m);
 }
 
 int main(void) {
@@ -212,11 +180,11 @@ int main(void) {
     const int have = 1;
 #else
     /* not built for the kernels' CPU: whether they run is the library's business */
-    mats probe;
-    make(&probe, 0, 0, 64, 64, 64, 1);
+    gemm_mats probe;
+    gemm_mats_make(&probe, 0, 0, 64, 64, 64, 1, NULL);
     reset_c(&probe, 0.0f, 0);
     const int have = packed(&probe, 1.0f, 0.0f);
-    drop(&probe);
+    gemm_mats_drop(&probe);
     printf("packed GEMM %s in this build\n", have ? "present" : "absent");
 #endif
     const int64_t shapes[][3] = {

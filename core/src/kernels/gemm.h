@@ -16,8 +16,9 @@ void tr_gemm_f64(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, doub
                  double *C, int64_t ldc);
 
 /* The f32 GEMMs with one dimension of TR_GEMM_SMALL_MAX or less that gemm_small.c computes
- * without BLAS (nt and nn with M <= it, tn with K <= it): returns 1 when it did, 0 to leave it
- * to BLAS. tr_gemm_f32 sends them any GEMM whose small dimension is TR_GEMM_SMALL_ANY or less;
+ * without BLAS (nt and nn with M <= it, tn with K <= it), and the skinny ones under 16 that
+ * the packed GEMM never takes (nt with N, nn with K, tn with M under 16 and K <= 1024: a
+ * classifier's head at any batch): returns 1 when it did, 0 to leave it to BLAS. tr_gemm_f32 sends them any GEMM whose small dimension is TR_GEMM_SMALL_ANY or less;
  * tr_gemm_linear_f32 (linear layers) up to TR_GEMM_SMALL_MAX, the sizes where they were
  * measured against OpenBLAS (docs/benchmarks-history.md, issue 12's sixth round). */
 #define TR_GEMM_SMALL_MAX 32

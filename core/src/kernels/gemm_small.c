@@ -1,4 +1,5 @@
-/* GEMMs with one small dimension (32 or less): a linear layer at a small batch.
+/* GEMMs with one small dimension (32 or less): a linear layer at a small batch, and the
+ * skinny products of a layer with few outputs (a classifier's head: 10 classes) at any batch.
  *
  * OpenBLAS packs both operands into its panel layout before every call and, for beta 0,
  * zero-fills C first. With a batch of 8 the packing of the weight matrix and the zero fill
@@ -9,6 +10,10 @@
  *   nt: C (M, N) = A (M, K) B^T, B stored (N, K), M <= 32    forward,  y = x W^T
  *   nn: C (M, N) = A (M, K) B,   B stored (K, N), M <= 32    backward, dx = dy W
  *   tn: C (M, N) = A^T B, A stored (K, M), B (K, N), K <= 32  backward, dW = dy^T x
+ *
+ * and, below 16 (SKINNY) where the packed GEMM never runs and OpenBLAS took them at 15-20
+ * GFLOP/s (an MLP's 10-class head at batch 128 spent 5% of the step there), nt with N, nn with
+ * K and tn with M under it (tn up to K = TN_KMAX).
  *
  * Up to 32 they beat OpenBLAS (packing included) on 1 and 2 threads for the MLP's shapes
  * (512 x 784 at batch 32, 1 thread, on a Sapphire Rapids core: nt 215 against 272 us, nn 185
@@ -43,6 +48,8 @@
 #define NT_NR 2
 #endif
 #define SMALL_PAR_MIN (1 << 18) /* multiply-adds above which the outer loop goes parallel */
+#define SKINNY 16               /* below it a dimension is skinny: the packed GEMM's minimum */
+#define TN_KMAX 1024            /* tn's depth at most (its A rows are gathered on the stack) */
 
 /* Every function here is static: the vector calling convention never crosses a boundary
  * (core/CMakeLists.txt also passes -Wno-psabi: with immintrin.h included this is not enough). */
@@ -52,15 +59,11 @@
 typedef float vf __attribute__((vector_size(VL * sizeof(float))));
 
 /* tn's multiply-adds, rounded once where the machine fuses them, spelled out rather than left
- * to contraction (which -ffp-contract, the tuning and the unrolling decide: gcc contracted the
- * scalar tail only in some of its unrolled copies): every element of dW is the same chain of
- * fused multiply-adds from 0, which optim/adam_tn.c recomputes and must match bit for bit.
- * VFMA_S(a, v, c) = a * v + c for a scalar a. */
-#if defined(__FMA__) || defined(__FP_FAST_FMAF)
-#define SCALAR_FMA(a, b, c) fmaf(a, b, c)
-#else
-#define SCALAR_FMA(a, b, c) ((a) * (b) + (c))
-#endif
+ * to contraction (which -ffp-contract, the tuning and the unrolling decide: gcc once contracted
+ * a scalar tail only in some of its unrolled copies): every element of dW is the same chain of
+ * fused multiply-adds from 0, the last columns too (a zero-padded vector), which
+ * optim/adam_tn.c recomputes and must match bit for bit. VFMA_S(a, v, c) = a * v + c for a
+ * scalar a. */
 #if defined(__AVX512F__)
 #define VFMA_S(a, v, c) ((vf)_mm512_fmadd_ps(_mm512_set1_ps(a), (__m512)(v), (__m512)(c)))
 #else
@@ -98,6 +101,16 @@ static inline __attribute__((always_inline)) vf vload_n(const float *p, int64_t 
     return v;
 }
 
+/* The same, 0 < len < VL, one masked load where the build has AVX-512 (for loads in a loop:
+ * vload_n's copy through the stack costs more than the multiply-adds it feeds). */
+static inline __attribute__((always_inline)) vf vload_part(const float *p, int64_t len) {
+#if defined(__AVX512F__)
+    return (vf)_mm512_maskz_loadu_ps((__mmask16)((1u << len) - 1), p);
+#else
+    return vload_n(p, len);
+#endif
+}
+
 static inline float out(float acc, float alpha, float beta, const float *c) {
     return beta == 0 ? alpha * acc : alpha * acc + beta * *c;
 }
@@ -132,6 +145,18 @@ static inline __attribute__((always_inline)) vf reduce16(const vf v[16]) {
 #undef FOLD
 }
 
+/* nt_block's last len (< VL) of K from k, zero-padded: apart, so that its masked loads do not
+ * change how gcc compiles the main loop (it ran 30% slower with them inline). */
+static __attribute__((noinline)) void nt_tail(vf *acc, const float *const *b, const float *a0, int64_t lda, int mr,
+                                              int64_t k, int64_t len) {
+    vf x[NT_NR];
+    for (int j = 0; j < NT_NR; j++) x[j] = vload_part(b[j] + k, len);
+    for (int i = 0; i < mr; i++) {
+        vf a = vload_part(a0 + i * lda, len);
+        for (int j = 0; j < NT_NR; j++) acc[NT_NR * i + j] += a * x[j];
+    }
+}
+
 /* C[m0..m0+mr) x [n0, n0+nr) of nt: dot products of NT_MR rows of A with NT_NR rows of B, each
  * load feeding several multiply-adds (AVX-512: 4 x 4, 8 loads for 16; a block of 8 x 2 took 10,
  * and with A's 8 rows, 25 KiB at batch 8, cycled through L1 for every pair it ran at half
@@ -156,14 +181,7 @@ static inline __attribute__((always_inline)) void nt_block(int64_t m0, int mr, i
             for (int j = 0; j < NT_NR; j++) acc[NT_NR * i + j] += a * x[j];
         }
     }
-    if (k < K) {
-        vf x[NT_NR];
-        for (int j = 0; j < NT_NR; j++) x[j] = vload_n(b[j] + k, K - k);
-        for (int i = 0; i < mr; i++) {
-            vf a = vload_n(A + (m0 + i) * lda + k, K - k);
-            for (int j = 0; j < NT_NR; j++) acc[NT_NR * i + j] += a * x[j];
-        }
-    }
+    if (k < K) nt_tail(acc, b, A + m0 * lda + k, lda, mr, k, K - k);
     vf r = reduce16(acc);
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
@@ -174,6 +192,17 @@ static inline __attribute__((always_inline)) void nt_block(int64_t m0, int mr, i
 
 static void gemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (M > TR_GEMM_SMALL_MAX) { /* few rows of B (skinny N), many of A: threads take A's rows */
+        int64_t blocks = (M + NT_MR - 1) / NT_MR;
+#pragma omp parallel for if (M * N * K > SMALL_PAR_MIN && !omp_in_parallel()) schedule(static)
+        for (int64_t q = 0; q < blocks; q++) {
+            int mr = NT_MR * q + NT_MR <= M ? NT_MR : (int)(M - NT_MR * q);
+            for (int64_t n0 = 0; n0 < N; n0 += NT_NR)
+                nt_block(NT_MR * q, mr, n0, N - n0 < NT_NR ? (int)(N - n0) : NT_NR, K, alpha, A, lda, B, ldb, beta, C,
+                         ldc);
+        }
+        return;
+    }
     int64_t groups = (N + NT_NR - 1) / NT_NR;
 #pragma omp parallel for if (M * N * K > SMALL_PAR_MIN && !omp_in_parallel()) schedule(static)
     for (int64_t p = 0; p < groups; p++) {
@@ -257,7 +286,7 @@ static inline __attribute__((always_inline)) void tn_block(int64_t N, const int6
     double sd[TN_R] = {0};
     int cnt = 0;
     int64_t n = 0;
-#define TN_A(r, k) a[(r) * TR_GEMM_SMALL_MAX + (k)]
+#define TN_A(r, k) a[(r) * TN_KMAX + (k)]
 #define TN_OUT(r, at, v)                                    \
     do {                                                    \
         float *c_ = C + (r) * ldc + (at);                   \
@@ -288,20 +317,29 @@ static inline __attribute__((always_inline)) void tn_block(int64_t N, const int6
             TN_COUNT()
         }
     }
+    /* The rest a vector at a time, the R rows' chains side by side (one chain alone waits
+     * out the multiply-add's latency at every k); the last N mod VL columns zero-padded. */
     for (; n + VL <= N; n += VL) {
-        for (int r = 0; r < R; r++) {
-            vf v = {0};
-            for (int64_t k = 0; k < K; k++) v = VFMA_S(TN_A(r, k), vload(B + k * ldb + n), v);
-            TN_OUT(r, n, v);
+        vf v[TN_R] = {{0}};
+        for (int64_t k = 0; k < K; k++) {
+            vf b = vload(B + k * ldb + n);
+            KEEP(b);
+            for (int r = 0; r < R; r++) v[r] = VFMA_S(TN_A(r, k), b, v[r]);
         }
+        for (int r = 0; r < R; r++) TN_OUT(r, n, v[r]);
         TN_COUNT()
     }
+    vf t[TN_R] = {{0}};
+    if (n < N)
+        for (int64_t k = 0; k < K; k++) {
+            vf b = vload_part(B + k * ldb + n, N - n);
+            KEEP(b);
+            for (int r = 0; r < R; r++) t[r] = VFMA_S(TN_A(r, k), b, t[r]);
+        }
     for (int r = 0; r < R; r++) {
         float *c = C + r * ldc;
         for (int64_t i = n; i < N; i++) {
-            float v = 0;
-            for (int64_t k = 0; k < K; k++) v = SCALAR_FMA(TN_A(r, k), B[k * ldb + i], v);
-            c[i] = out(v, 1, beta, c + i); /* alpha is in a[] */
+            c[i] = out(t[r][i - n], 1, beta, c + i); /* alpha is in a[] */
             if (sq) sd[r] += (double)c[i] * (double)c[i];
         }
         if (sq) rows[r] = sd[r] + (double)vsum(ss[r]);
@@ -327,11 +365,11 @@ static inline __attribute__((always_inline)) void tn_block_k(int64_t N, int64_t 
 
 static void tn_rows(int64_t m0, int64_t m1, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc, double *rows) {
-    float a[TN_R * TR_GEMM_SMALL_MAX]; /* a[r][k] = alpha A[k][m + r] */
+    float a[TN_R * TN_KMAX]; /* a[r][k] = alpha A[k][m + r] */
     for (int64_t m = m0; m < m1;) {
         int R = m1 - m >= TN_R ? TN_R : 1;
         for (int r = 0; r < R; r++)
-            for (int64_t k = 0; k < K; k++) a[r * TR_GEMM_SMALL_MAX + k] = alpha * A[k * lda + m + r];
+            for (int64_t k = 0; k < K; k++) a[r * TN_KMAX + k] = alpha * A[k * lda + m + r];
         if (R == TN_R)
             tn_block_k(N, K, TN_R, a, B, ldb, beta, C + m * ldc, ldc, rows ? rows + m : NULL);
         else
@@ -350,6 +388,16 @@ static void gemm_tn(int64_t M, int64_t N, int64_t K, float alpha, const float *A
         tn_rows(0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, rows);
         return;
     }
+    if (M < SKINNY && !rows) { /* few rows of C: threads take its columns, 128 at a time (8 chains a row) */
+        enum { COLS = 8 * VL };
+        int64_t chunks = (N + COLS - 1) / COLS;
+#pragma omp parallel for schedule(static)
+        for (int64_t q = 0; q < chunks; q++) {
+            int64_t n0 = q * COLS;
+            tn_rows(0, M, N - n0 < COLS ? N - n0 : COLS, K, alpha, A, lda, B + n0, ldb, beta, C + n0, ldc, NULL);
+        }
+        return;
+    }
     int64_t blocks = (M + TN_R - 1) / TN_R;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < blocks; i++)
@@ -360,15 +408,15 @@ int tr_gemm_small_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                       int64_t ldc) {
     if (K == 0) return 0; /* BLAS: C = beta * C */
-    if (!trans_a && trans_b && M <= TR_GEMM_SMALL_MAX) {
+    if (!trans_a && trans_b && (M <= TR_GEMM_SMALL_MAX || N < SKINNY)) {
         gemm_nt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return 1;
     }
-    if (!trans_a && !trans_b && M <= TR_GEMM_SMALL_MAX) {
+    if (!trans_a && !trans_b && (M <= TR_GEMM_SMALL_MAX || K < SKINNY)) {
         gemm_nn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return 1;
     }
-    if (trans_a && !trans_b && K <= TR_GEMM_SMALL_MAX) {
+    if (trans_a && !trans_b && (K <= TR_GEMM_SMALL_MAX || (M < SKINNY && K <= TN_KMAX))) {
         gemm_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
         return 1;
     }
