@@ -40,8 +40,9 @@ tr_status tr_fault_setup(int rank, tr_fault_point *point, int64_t *step) {
     long late = 0;
     int has_late;
     TR_CHECK(env_long("TRAINER_FAULT_LATE_LIVENESS_MS", 0, &late, &has_late));
-    if (late > 60000)
-        return tr_error_set(TR_ERR_INVALID, "environment variable TRAINER_FAULT_LATE_LIVENESS_MS='%ld': at most 60000", late);
+    if (late > TR_FAULT_LATE_LIVENESS_MAX_MS)
+        return tr_error_set(TR_ERR_INVALID, "environment variable TRAINER_FAULT_LATE_LIVENESS_MS='%ld': at most %d", late,
+                            TR_FAULT_LATE_LIVENESS_MAX_MS);
     const char *p = getenv("TRAINER_FAULT_KILL_POINT");
     tr_fault_point kind = TR_FAULT_STEP;
     if (p && *p) {

@@ -20,6 +20,9 @@
 
 #include "trainer/status.h"
 
+/* TRAINER_FAULT_LATE_LIVENESS_MS at most (one minute). */
+#define TR_FAULT_LATE_LIVENESS_MAX_MS 60000
+
 typedef enum tr_fault_point {
     TR_FAULT_NONE = 0,
     TR_FAULT_STEP,

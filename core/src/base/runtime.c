@@ -19,6 +19,8 @@
 
 #include "trainer/runtime.h"
 
+#include "base/fault.h"
+
 #ifndef TRAINER_VERSION
 #define TRAINER_VERSION "0.0.0"
 #endif
@@ -115,7 +117,7 @@ static long late_liveness_ms(void) {
     const char *v = getenv("TRAINER_FAULT_LATE_LIVENESS_MS");
     char *end = NULL;
     ms = v && *v ? strtol(v, &end, 10) : 0;
-    if (!v || !*v || *end || ms < 0 || ms > 60000) ms = 0;
+    if (!v || !*v || *end || ms < 0 || ms > TR_FAULT_LATE_LIVENESS_MAX_MS) ms = 0;
     atomic_store_explicit(&cached, ms, memory_order_relaxed);
     return ms;
 }

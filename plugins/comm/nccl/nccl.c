@@ -462,6 +462,7 @@ static tr_status run(void *ctx, const tr_comm_op *op) {
     }
     if (st == TR_OK) st = nc_finish(x->nc);
     if (st == TR_OK && back.bytes) st = nc_download(x->nc, back.dst, back.src, back.bytes);
+    x->watch = -1; /* between calls (the join's end, finalizing) every rank is watched */
     if (st == TR_OK) return TR_OK;
     if (st == TR_ERR_ABORTED && x->stop_code) {
         st = stop_error(x, "");
