@@ -103,3 +103,12 @@ double test_value(uint64_t i, uint64_t salt) {
     z ^= z >> 29;
     return (double)(z >> 11) / (double)(1ull << 52) - 1.0;
 }
+
+void test_fill(tr_tensor *t, uint64_t salt) {
+    int64_t n = tr_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double v = test_value((uint64_t)i, salt);
+        if (t->dtype == TR_F64) ((double *)t->data)[i] = v;
+        else ((float *)t->data)[i] = (float)v;
+    }
+}

@@ -58,5 +58,7 @@ int test_finish(void);
 /* A deterministic value in [-1, 1) for element i of input `salt` (a mixing hash: no state,
  * the same on every run and machine). */
 double test_value(uint64_t i, uint64_t salt);
+/* Every element i of host tensor t (f32 or f64) set to test_value(i, salt). */
+void test_fill(struct tr_tensor *t, uint64_t salt);
 
 #endif

@@ -15,6 +15,10 @@
  *   it returns 0 and writes nothing; tr_gemm_f32 still computes them.
  * - A linear layer's bias added as its tiles are stored (tr_gemm_packed_bias_f32): the bits of
  *   C filled with the bias and then added to, on each tile and 1 or 2 threads.
+ * - Its epilogue (tr_gemm_packed_linear_f32): every element of C in exactly one call, holding
+ *   its final value when called, and what the epilogue writes there kept (no later tile
+ *   stores over it), on each tile, 1 and 2 threads (slabs of rows and of columns), products
+ *   packed or read in place (gemm_direct), one or more depth and column blocks.
  *
  * Where the build has no AVX-512 it returns 0 for everything (the test then checks only that);
  * a test compiled for the same CPU as libtrainer insists that it runs (tests/CMakeLists.txt). */
@@ -175,6 +179,65 @@ static void check_bias(int64_t M, int64_t N, int64_t K, int want) {
     gemm_mats_drop(&m);
 }
 
+/* The epilogue's view: the final C (from a run without it), a count per element, and the
+ * elements that were not final when called. It negates what it is given. */
+typedef struct epi_seen {
+    const float *final;
+    int *count, *early;
+} epi_seen;
+
+static void epi_negate(const void *ctx, float *C, int64_t ldc, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    const epi_seen *e = ctx;
+    for (int64_t i = r0; i < r1; i++)
+        for (int64_t j = c0; j < c1; j++) {
+            e->count[i * ldc + j]++;
+            if (memcmp(&C[i * ldc + j], &e->final[i * ldc + j], sizeof(float))) e->early[i * ldc + j] = 1;
+            C[i * ldc + j] = -C[i * ldc + j];
+        }
+}
+
+static void check_epilogue(int64_t M, int64_t N, int64_t K, int want) {
+    gemm_mats m;
+    gemm_mats_make(&m, 0, 1, M, N, K, (uint64_t)(M * 5 + N + K), NULL);
+    size_t cells = (size_t)(M * m.ldc);
+    float *bias = malloc((size_t)N * sizeof(float)), *final = malloc(cells * sizeof(float));
+    int *count = calloc(cells, sizeof(int)), *early = calloc(cells, sizeof(int));
+    CHECK(bias && final && count && early, "out of memory");
+    for (int64_t j = 0; j < N; j++) bias[j] = (float)test_value((uint64_t)j, 78);
+    for (int threads = 1; threads <= 2; threads++) {
+        tr_set_num_threads(threads);
+        reset_c(&m, 0.0f, 0);
+        int ran = tr_gemm_packed_bias_f32(M, N, K, m.A, m.lda, m.B, m.ldb, bias, m.C, m.ldc);
+        memcpy(final, m.C, cells * sizeof(float));
+        memset(count, 0, cells * sizeof(int)), memset(early, 0, cells * sizeof(int));
+        reset_c(&m, NAN, 0);
+        epi_seen seen = {final, count, early};
+        tr_gemm_epilogue ep = {epi_negate, &seen};
+        int ran_epi = tr_gemm_packed_linear_f32(M, N, K, m.A, m.lda, m.B, m.ldb, bias, m.C, m.ldc, &ep);
+        CHECK(ran_epi == (want && ran), "%lldx%lldx%lld epilogue: ran %d, expected %d", (long long)M, (long long)N,
+              (long long)K, ran_epi, want && ran);
+        if (!ran_epi) {
+            CHECK(isnan(m.C[0]) && padding_kept(&m), "%lldx%lldx%lld: declined but wrote C", (long long)M,
+                  (long long)N, (long long)K);
+            continue;
+        }
+        int64_t twice = 0, never = 0, not_final = 0, lost = 0;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                size_t at = (size_t)(i * m.ldc + j);
+                twice += count[at] > 1, never += count[at] == 0, not_final += early[at];
+                lost += memcmp(&m.C[at], &(float){-final[at]}, sizeof(float)) != 0;
+            }
+        CHECK(!twice && !never && !not_final && !lost && padding_kept(&m),
+              "%lldx%lldx%lld, %d thread(s): epilogue calls: %lld elements twice, %lld never, %lld before their final "
+              "value, %lld of its writes lost", (long long)M, (long long)N, (long long)K, threads, (long long)twice,
+              (long long)never, (long long)not_final, (long long)lost);
+    }
+    tr_set_num_threads(1);
+    free(bias), free(final), free(count), free(early);
+    gemm_mats_drop(&m);
+}
+
 int main(void) {
 #if defined(TEST_EXPECT_AVX512) && defined(__AVX512F__) && defined(__FMA__)
     const int have = 1;
@@ -209,6 +272,9 @@ int main(void) {
         tr_gemm_packed_tile(tiles[t].tile);
         check_bias(100, 70, 1100, have), check_bias(4096 / 8, 1536, 384, have), check_bias(33, 40, 17, have);
         check_bias(50, 50, 10, have);
+        /* packed with 1 or 3 depth blocks, 2 column blocks; slabs of columns; read in place */
+        check_epilogue(100, 70, 1100, have), check_epilogue(4096 / 8, 1536, 384, have);
+        check_epilogue(48, 1030, 65, have), check_epilogue(100, 70, 64, have), check_epilogue(50, 50, 10, have);
     }
     tr_gemm_packed_tile(TR_GEMM_TILE_AUTO);
     if (have) check_forced();

@@ -33,14 +33,6 @@ static void hook(void *user, int p) {
     s->noted[p] = tr_fusion_grad_sumsq_(s->f, p, &s->value[p]);
 }
 
-static void fill(tr_tensor *t, uint64_t salt) {
-    int64_t n = tr_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) {
-        double v = test_value((uint64_t)i, salt);
-        ((float *)t->data)[i] = (float)v;
-    }
-}
-
 /* Parameters w (OC, C) and b (OC), a graph with the hook. */
 static void setup(seen *s, int64_t C, int64_t OC) {
     memset(s, 0, sizeof *s);
@@ -49,7 +41,7 @@ static void setup(seen *s, int64_t C, int64_t OC) {
     tr_params_add(s->P, "w", 2, (int64_t[]){OC, C}, TR_INIT_ZEROS, 0, &iw);
     tr_params_add(s->P, "b", 1, (int64_t[]){OC}, TR_INIT_ZEROS, 0, &ib);
     tr_params_finalize(s->P, 1);
-    fill(tr_params_get(s->P, 0), 2), fill(tr_params_get(s->P, 1), 3);
+    test_fill(tr_params_get(s->P, 0), 2), test_fill(tr_params_get(s->P, 1), 3);
     tr_graph_create(&s->g, 0);
     tr_graph_set_params(s->g, s->P);
     tr_graph_set_grad_hook(s->g, hook, s);
@@ -66,7 +58,7 @@ static void teardown(seen *s) {
 
 static tr_tensor *input(seen *s, int64_t B, int64_t C, uint64_t salt) {
     tr_tensor *x = tr_graph_input(s->g, TR_F32, 2, (int64_t[]){B, C});
-    fill(x, salt);
+    test_fill(x, salt);
     return x;
 }
 
@@ -221,7 +213,7 @@ static void accumulation(void) {
     expect(&s, 0, 1, "micro-batch 2 (adds)");
     tr_graph_reset(s.g);
     tr_tensor *r = tr_graph_input(s.g, TR_F32, 1, (int64_t[]){33});
-    fill(r, 13);
+    test_fill(r, 13);
     backward(&s, tr_sum(s.g, tr_mul(s.g, tr_params_get(s.P, 1), r)), 0, "a backward without w");
     expect(&s, 0, 0, "a backward without w");
     tr_graph_reset(s.g);

@@ -10,15 +10,6 @@
 #include "trainer/trainer.h"
 
 
-static void fill(tr_tensor *t, uint64_t salt) {
-    int64_t n = tr_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) {
-        double v = test_value((uint64_t)i, salt);
-        if (t->dtype == TR_F64) ((double *)t->data)[i] = v;
-        else ((float *)t->data)[i] = (float)v;
-    }
-}
-
 /* max |a - ref| / max |ref| over n values; a is f32 (scaled by k), ref f64 */
 static double nerr(const float *a, const double *ref, int64_t n, double k) {
     double d = 0, m = 0;
@@ -42,7 +33,7 @@ static void reference(int64_t B, int64_t C, int64_t OC, ref64 *R) {
     tr_tensor *w = tr_graph_leaf(g, TR_F64, 2, (int64_t[]){OC, C});
     tr_tensor *b = tr_graph_leaf(g, TR_F64, 1, (int64_t[]){OC});
     tr_tensor *r = tr_graph_input(g, TR_F64, 2, (int64_t[]){B, OC});
-    fill(x, 1), fill(w, 2), fill(b, 3), fill(r, 4);
+    test_fill(x, 1), test_fill(w, 2), test_fill(b, 3), test_fill(r, 4);
     tr_tensor *y = tr_linear(g, x, w, b);
     CHECK(tr_backward(g, tr_sum(g, tr_mul(g, y, r)), NULL) == TR_OK, "f64 backward: %s", tr_error_msg());
     memcpy(R->y, y->data, (size_t)(B * OC) * sizeof(double));
@@ -62,7 +53,7 @@ static void check_shape(int64_t B, int64_t C, int64_t OC, const char *threads) {
     tr_params_add(P, "b", 1, (int64_t[]){OC}, TR_INIT_ZEROS, 0, &ib);
     tr_params_finalize(P, 1);
     tr_tensor *w = tr_params_get(P, iw), *b = tr_params_get(P, ib);
-    fill(w, 2), fill(b, 3);
+    test_fill(w, 2), test_fill(b, 3);
     float *gw = w->grad, *gb = b->grad;
     for (int64_t i = 0; i < OC * C; i++) gw[i] = NAN; /* a written gradient must not read these */
     for (int64_t i = 0; i < OC; i++) gb[i] = NAN;
@@ -74,7 +65,7 @@ static void check_shape(int64_t B, int64_t C, int64_t OC, const char *threads) {
      * with the bias preloaded (nt, beta 1). */
     tr_tensor *x = tr_graph_leaf(g, TR_F32, 2, (int64_t[]){B, C});
     tr_tensor *r = tr_graph_input(g, TR_F32, 2, (int64_t[]){B, OC});
-    fill(x, 1), fill(r, 4);
+    test_fill(x, 1), test_fill(r, 4);
     tr_tensor *y = tr_linear(g, tr_scale(g, x, 1.0), w, b);
     tr_tensor *loss = tr_sum(g, tr_mul(g, y, r));
     CHECK(tr_graph_write_param_grads(g) == TR_OK && tr_backward(g, loss, NULL) == TR_OK, "backward: %s", tr_error_msg());
@@ -88,7 +79,7 @@ static void check_shape(int64_t B, int64_t C, int64_t OC, const char *threads) {
     tr_graph_reset(g);
     x = tr_graph_leaf(g, TR_F32, 2, (int64_t[]){B, C});
     r = tr_graph_input(g, TR_F32, 2, (int64_t[]){B, OC});
-    fill(x, 1), fill(r, 4);
+    test_fill(x, 1), test_fill(r, 4);
     tr_tensor *y2 = tr_add(g, tr_linear(g, x, w, b), tr_linear(g, x, w, NULL));
     CHECK(tr_backward(g, tr_sum(g, tr_mul(g, y2, r)), NULL) == TR_OK, "backward 2: %s", tr_error_msg());
     ex = nerr(x->grad, R.dx, B * C, 2), ew = nerr(gw, R.dw, OC * C, 3), eb = nerr(gb, R.db, OC, 2);

@@ -39,6 +39,11 @@ TR_API tr_tensor *tr_scale(tr_graph *g, tr_tensor *x, double s);
 TR_API tr_tensor *tr_relu(tr_graph *g, tr_tensor *x);
 typedef enum tr_gelu_approx { TR_GELU_EXACT = 0, TR_GELU_TANH = 1 } tr_gelu_approx;
 TR_API tr_tensor *tr_gelu(tr_graph *g, tr_tensor *x, tr_gelu_approx approx);
+/* ABI 0.20: gelu(linear(x, w, b)), and r + dropout(linear(x, w, b), p) (r of the output's
+ * shape: a transformer's residual), with the bits of those ops; on the CPU the GELU, or the
+ * residual where the dropout is off, is applied as the product is stored. */
+TR_API tr_tensor *tr_linear_gelu(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, tr_gelu_approx approx);
+TR_API tr_tensor *tr_linear_residual(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, double p, tr_tensor *r);
 TR_API tr_tensor *tr_tanh(tr_graph *g, tr_tensor *x);
 TR_API tr_tensor *tr_sigmoid(tr_graph *g, tr_tensor *x);
 /* Zeroes each element with probability p and scales the rest by 1/(1-p) in training mode;

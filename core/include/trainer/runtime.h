@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define TR_ABI_MAJOR 0
-#define TR_ABI_MINOR 19
+#define TR_ABI_MINOR 20
 
 TR_API const char *tr_version(void);
 /* Sets the threads used by the core's kernels and by BLAS; n <= 0 means TRAINER_NUM_THREADS,

@@ -63,6 +63,21 @@ int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
 int tr_gemm_packed_bias_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                             const float *bias, float *C, int64_t ldc);
 
+/* What a linear layer does to its product's final values while they are still in cache (a
+ * residual added, an activation): fn(ctx, C, ldc, r0, r1, c0, c1) on rows [r0, r1) and
+ * columns [c0, c1) of the whole C (C its origin) once each of them holds its final value.
+ * Every element is in exactly one call; calls come from the threads that computed the
+ * blocks (several at once), a block of whole tiles' rows or columns at a time. */
+typedef struct tr_gemm_epilogue {
+    void (*fn)(const void *ctx, float *C, int64_t ldc, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+    const void *ctx;
+} tr_gemm_epilogue;
+
+/* tr_gemm_packed_bias_f32 (bias NULL: none) with the epilogue called on C's blocks as they
+ * are finished: 0, writing nothing and calling nothing, where tr_gemm_packed_f32 would. */
+int tr_gemm_packed_linear_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                              int64_t ldb, const float *bias, float *C, int64_t ldc, const tr_gemm_epilogue *epi);
+
 /* The packed GEMM's micro-kernel, a tile of C: what tr_gemm_packed_f32 runs is chosen from the
  * CPU (AUTO); tests and benchmarks force one. Returns the previous choice. */
 enum { TR_GEMM_TILE_AUTO, TR_GEMM_TILE_16X16, TR_GEMM_TILE_WIDE };

@@ -68,6 +68,18 @@ typedef struct geometry {
     int64_t kc, mc, nc;
 } geometry;
 
+/* A caller's epilogue (tr_gemm_epilogue) and where the product being computed lies in the
+ * whole C: a slab's row or column offset; fin() calls it on a block that is final. */
+typedef struct epi_at {
+    const tr_gemm_epilogue *e; /* NULL: none */
+    float *C;                  /* the whole C's origin */
+    int64_t ldc, r_off, c_off;
+} epi_at;
+
+static inline void fin(const epi_at *ep, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    if (ep->e && r1 > r0 && c1 > c0) ep->e->fn(ep->e->ctx, ep->C, ep->ldc, ep->r_off + r0, ep->r_off + r1, ep->c_off + c0, ep->c_off + c1);
+}
+
 /* Smallest product sent here: below it OpenBLAS's unpacked paths win (a 100 x 37 x 45 GEMM
  * took 1.4-1.8x OpenBLAS's time). */
 #define PACKED_MIN_DIM 16
@@ -242,10 +254,11 @@ static void pack_block(const float *x, int64_t ld, int across, int64_t n, int64_
 }
 
 /* The whole blocked product on the calling thread; bias (NULL: none) added with the first
- * block of the depth. */
+ * block of the depth; the epilogue called on each row panel (column panel, b_outer) of a
+ * column block once the last block of the depth has been stored in it, while it is in cache. */
 static void gemm_one(const geometry *g, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const float *bias,
-                     float *buf) {
+                     float *buf, const epi_at *ep) {
     const int64_t MR = g->mr, NR = g->nr, KC = g->kc, MC = g->mc, NC = g->nc;
     float *pb = buf, *pa = buf + (size_t)NC * KC;
     for (int64_t j0 = 0; j0 < N; j0 += NC) {
@@ -254,22 +267,27 @@ static void gemm_one(const geometry *g, int ta, int tb, int64_t M, int64_t N, in
             int64_t kc = K - p0 < KC ? K - p0 : KC;
             float bk = p0 ? 1.0f : beta;
             const float *bb = p0 ? NULL : bias;
+            int last = p0 + kc == K;
             pack_block(tb ? B + j0 * ldb + p0 : B + p0 * ldb + j0, ldb, tb, nc, kc, (int)NR, pb);
             for (int64_t i0 = 0; i0 < M; i0 += MC) {
                 int64_t mc = M - i0 < MC ? M - i0 : MC;
                 pack_block(ta ? A + p0 * lda + i0 : A + i0 * lda + p0, lda, !ta, mc, kc, (int)MR, pa);
                 if (g->b_outer) {
-                    for (int64_t jr = 0; jr < nc; jr += NR)
+                    for (int64_t jr = 0; jr < nc; jr += NR) {
                         for (int64_t ir = 0; ir < mc; ir += MR)
                             g->tile(kc, pa + ir * kc, pb + jr * kc, C + (i0 + ir) * ldc + j0 + jr, ldc,
                                     mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, alpha, bk,
                                     bb ? bb + j0 + jr : NULL);
+                        if (last) fin(ep, i0, i0 + mc, j0 + jr, j0 + (nc - jr < NR ? nc : jr + NR));
+                    }
                 } else {
-                    for (int64_t ir = 0; ir < mc; ir += MR)
+                    for (int64_t ir = 0; ir < mc; ir += MR) {
                         for (int64_t jr = 0; jr < nc; jr += NR)
                             g->tile(kc, pa + ir * kc, pb + jr * kc, C + (i0 + ir) * ldc + j0 + jr, ldc,
                                     mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, alpha, bk,
                                     bb ? bb + j0 + jr : NULL);
+                        if (last) fin(ep, i0 + ir, i0 + (mc - ir < MR ? mc : ir + MR), j0, j0 + nc);
+                    }
                 }
             }
         }
@@ -335,7 +353,7 @@ static double direct_floats(int64_t N, int64_t K) {
 /* The whole product on the calling thread, the wide geometry's tile; buf: direct_floats. */
 static void gemm_direct(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                         const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const float *bias,
-                        float *buf) {
+                        float *buf, const epi_at *ep) {
     const int64_t NR = 32;
     float *pa = buf + (tb ? (N + NR - 1) / NR * NR * K : 0), *pt = pa + WIDE_MR * DIRECT_KMAX;
     if (tb) pack_block(B, ldb, 1, N, K, (int)NR, buf);
@@ -364,6 +382,7 @@ static void gemm_direct(int ta, int tb, int64_t M, int64_t N, int64_t K, float a
             else
                 direct_rows(K, a, b, bk, C + ir * ldc + jr, ldc, mr, nr, alpha, beta, bb);
         }
+        fin(ep, ir, ir + mr, 0, N);
     }
 }
 
@@ -371,31 +390,35 @@ static void gemm_direct(int ta, int tb, int64_t M, int64_t N, int64_t K, float a
  * computed on the calling thread; by BLAS when the thread has no pack buffers. */
 static void slab(const geometry *g, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const float *bias,
-                 int by_rows, int64_t tiles, int t, int n, int direct) {
+                 int by_rows, int64_t tiles, int t, int n, int direct, const tr_gemm_epilogue *e) {
     int64_t side = by_rows ? g->mr : g->nr;
     int64_t lo = tiles * t / n * side, hi = tiles * (t + 1) / n * side, len = by_rows ? M : N;
+    float *C0 = C;
     if (hi > len) hi = len;
     if (by_rows)
         A = ta ? A + lo : A + lo * lda, C = C + lo * ldc, M = hi - lo;
     else
         B = tb ? B + lo * ldb : B + lo, C = C + lo, N = hi - lo, bias = bias ? bias + lo : NULL;
     if (hi <= lo) return;
+    const epi_at ep = {e, C0, ldc, by_rows ? lo : 0, by_rows ? 0 : lo};
     float *buf = thread_buffers();
     if (buf && direct) {
-        gemm_direct(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, buf);
+        gemm_direct(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, buf, &ep);
     } else if (buf) {
-        gemm_one(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, buf);
+        gemm_one(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, buf, &ep);
     } else { /* no memory for this thread's buffers */
         if (bias) {
             for (int64_t i = 0; i < M; i++) memcpy(C + i * ldc, bias, (size_t)N * sizeof *C);
             beta = 1;
         }
         tr_gemm_blas_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        fin(&ep, 0, M, 0, N);
     }
 }
 
 static int packed(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const float *bias) {
+                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc, const float *bias,
+                  const tr_gemm_epilogue *e) {
     /* alpha 0 must not read A and B (BLAS): left to BLAS, as are the small products */
     if (alpha == 0.0f || M < PACKED_MIN_DIM || N < PACKED_MIN_DIM || K < PACKED_MIN_DIM ||
         (double)M * (double)N * (double)K < (double)PACKED_MIN_WORK)
@@ -410,26 +433,37 @@ static int packed(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, flo
     if (threads > tiles) threads = (int)tiles;
     if (threads <= 1) { /* alone: without buffers the whole product is left to the caller's BLAS */
         if (!thread_buffers()) return 0;
-        slab(g, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, by_rows, tiles, 0, 1, direct);
+        slab(g, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, by_rows, tiles, 0, 1, direct, e);
         return 1;
     }
 #pragma omp parallel num_threads(threads)
     slab(g, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, by_rows, tiles,
-         omp_get_thread_num(), omp_get_num_threads(), direct);
+         omp_get_thread_num(), omp_get_num_threads(), direct, e);
     return 1;
 }
 
 int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    return packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+    return packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 }
 
 int tr_gemm_packed_bias_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                             const float *bias, float *C, int64_t ldc) {
-    return packed(0, 1, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias);
+    return packed(0, 1, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias, NULL);
+}
+
+int tr_gemm_packed_linear_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                              int64_t ldb, const float *bias, float *C, int64_t ldc, const tr_gemm_epilogue *epi) {
+    return packed(0, 1, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias, epi);
 }
 
 #else
+
+int tr_gemm_packed_linear_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                              int64_t ldb, const float *bias, float *C, int64_t ldc, const tr_gemm_epilogue *epi) {
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)bias, (void)C, (void)ldc, (void)epi;
+    return 0;
+}
 
 int tr_gemm_packed_bias_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                             const float *bias, float *C, int64_t ldc) {

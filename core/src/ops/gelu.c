@@ -8,6 +8,7 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "ops/gelu.h"
 #include "trainer/ops.h"
 
 #include "kernels/vmath.h"
@@ -41,6 +42,12 @@ tr_tensor *tr_gelu(tr_graph *g, tr_tensor *x, tr_gelu_approx approx) {
         n->i[0] = approx;
     }
     return y;
+}
+
+void ops_gelu_span_f32(float *out, const float *x, int64_t n, int approx) { gelu_span_f32(out, x, n, approx); }
+
+void ops_gelu_backward_f32(float *dx, const float *dout, const float *x, int64_t n, int approx, int acc) {
+    gelu_backward_f32(dx, dout, x, n, approx, acc);
 }
 
 void ops_kernels_gelu(tr_kernels *k) {

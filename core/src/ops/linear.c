@@ -3,9 +3,10 @@
 
 #include "autograd/node.h"
 #include "kernels/gemm.h"
-#include "ops/cpu_kernels.h"
-#include "trainer/ops.h"
 #include "kernels/gemm_bf16.h"
+#include "ops/cpu_kernels.h"
+#include "ops/linear.h"
+#include "trainer/ops.h"
 
 /* The forward's product with its bias added as the packed GEMM stores its tiles (f32, bias,
  * not bf16-mixed, above the batches gemm_small.c takes: where GEMM_LINEAR would run the
@@ -65,20 +66,25 @@ static int defer_weight_grad(tr_graph *g, tr_tensor *w, const float *dy, const t
     return 1;
 }
 
-static void linear_backward(tr_graph *g, tr_node *n) {
+void ops_linear_grads(tr_graph *g, tr_node *n, void *dy) {
     tr_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int64_t B = n->i[0], C = n->i[1], OC = n->i[2];
     int acc, wacc;
     void *dx = op_grad_write(g, x, &acc), *dw = op_grad_write(g, w, &wacc), *db = b ? op_grad(g, b) : NULL;
     int apart = dw && weight_grad_apart(g, x, w, B);
-    if (apart && !wacc && defer_weight_grad(g, w, n->out->grad, x, B, C, OC)) dw = NULL, apart = 0;
+    if (apart && !wacc && defer_weight_grad(g, w, dy, x, B, C, OC)) dw = NULL, apart = 0;
     /* rows: per-row sums of squares, arena scratch like every op's */
     double *rows = apart ? op_alloc(g, (size_t)(OC ? OC : 1) * sizeof *rows) : NULL;
-    OP_RUN(g, x->dtype, linear_backward, dx, rows ? NULL : dw, db, n->out->grad, x->data, w->data, B, C, OC,
-           acc, wacc);
+    OP_RUN(g, x->dtype, linear_backward, dx, rows ? NULL : dw, db, dy, x->data, w->data, B, C, OC, acc, wacc);
     if (rows)
-        op_note_grad_sumsq(g, w, tr_gemm_small_tn_sumsq_f32(OC, C, B, 1, n->out->grad, OC, x->data, C, wacc,
-                                                            dw, C, rows));
+        op_note_grad_sumsq(g, w, tr_gemm_small_tn_sumsq_f32(OC, C, B, 1, dy, OC, x->data, C, wacc, dw, C, rows));
+}
+
+static void linear_backward(tr_graph *g, tr_node *n) { ops_linear_grads(g, n, n->out->grad); }
+
+void ops_linear_forward_f32(float *out, const float *inp, const float *weight, const float *bias, int64_t B, int64_t C,
+                            int64_t OC) {
+    linear_forward_f32(out, inp, weight, bias, B, C, OC);
 }
 
 tr_tensor *tr_linear(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b) {

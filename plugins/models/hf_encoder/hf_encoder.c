@@ -196,11 +196,12 @@ static tr_status roberta_positions(const hf_model *m, tr_graph *g, tr_tensor *id
     return tr_graph_status(g);
 }
 
-static tr_tensor *activation(const hf_model *m, tr_graph *g, tr_tensor *h) {
+/* The intermediate dense layer and its activation (GELU fused into the product's store). */
+static tr_tensor *intermediate(const hf_model *m, tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b) {
     switch (m->act) {
-    case HF_ACT_GELU: return tr_gelu(g, h, TR_GELU_EXACT);
-    case HF_ACT_GELU_TANH: return tr_gelu(g, h, TR_GELU_TANH);
-    default: return tr_relu(g, h);
+    case HF_ACT_GELU: return tr_linear_gelu(g, x, w, b, TR_GELU_EXACT);
+    case HF_ACT_GELU_TANH: return tr_linear_gelu(g, x, w, b, TR_GELU_TANH);
+    default: return tr_relu(g, tr_linear(g, x, w, b));
     }
 }
 
@@ -231,11 +232,13 @@ static tr_tensor *hf_layer_fn(tr_graph *g, tr_tensor *const *in, int n_in, const
     tr_tensor *kk = tr_linear(g, x, W(k->k_w), W(k->k_b));
     tr_tensor *v = tr_linear(g, x, W(k->v_w), W(k->v_b));
     tr_tensor *att = tr_attention_dropout(g, q, kk, v, mask, m->n_head, 0, m->attn_dropout);
-    att = tr_dropout(g, tr_linear(g, att, W(k->ao_w), W(k->ao_b)), pdrop);
-    x = tr_layer_norm(g, tr_add(g, att, x), W(k->ao_ln_w), W(k->ao_ln_b), m->eps);
-    tr_tensor *h = activation(m, g, tr_linear(g, x, W(k->in_w), W(k->in_b)));
-    h = tr_dropout(g, tr_linear(g, h, W(k->out_w), W(k->out_b)), pdrop);
-    return tr_layer_norm(g, tr_add(g, h, x), W(k->out_ln_w), W(k->out_ln_b), m->eps);
+    /* dense, dropout, + residual, LayerNorm; the residual added as the product is stored
+     * where the dropout is off */
+    x = tr_layer_norm(g, tr_linear_residual(g, att, W(k->ao_w), W(k->ao_b), pdrop, x), W(k->ao_ln_w), W(k->ao_ln_b),
+                      m->eps);
+    tr_tensor *h = intermediate(m, g, x, W(k->in_w), W(k->in_b));
+    return tr_layer_norm(g, tr_linear_residual(g, h, W(k->out_w), W(k->out_b), pdrop, x), W(k->out_ln_w),
+                         W(k->out_ln_b), m->eps);
 #undef W
 }
 

@@ -210,13 +210,14 @@ static tr_tensor *tf_block_fn(tr_graph *g, tr_tensor *const *in, int n_in, const
     tr_tensor *h = tr_layer_norm(g, x, PG(ln1_w), PG(ln1_b), 1e-5);
     tr_tensor *qkv = tr_linear(g, h, PG(qkv_w), PG(qkv_b));
     tr_tensor *att = tr_attention_qkv_masked(g, qkv, mask, m->n_head, m->lm);
-    att = tr_dropout(g, tr_linear(g, att, PG(proj_w), PG(proj_b)), m->dropout);
-    x = tr_add(g, x, att);
+    /* x + dropout(proj(att)): the residual added as the product is stored where the dropout
+     * is off; GELU applied as fc's product is stored */
+    x = tr_linear_residual(g, att, PG(proj_w), PG(proj_b), m->dropout, x);
     h = tr_layer_norm(g, x, PG(ln2_w), PG(ln2_b), 1e-5);
-    h = tr_gelu(g, tr_linear(g, h, PG(fc_w), PG(fc_b)), TR_GELU_TANH);
-    h = tr_dropout(g, tr_linear(g, h, PG(fc2_w), PG(fc2_b)), m->dropout);
+    h = tr_linear_gelu(g, h, PG(fc_w), PG(fc_b), TR_GELU_TANH);
+    tr_tensor *y = tr_linear_residual(g, h, PG(fc2_w), PG(fc2_b), m->dropout, x);
 #undef PG
-    return tr_add(g, x, h);
+    return y;
 }
 
 static tr_status tf_forward(void *ctx, tr_graph *g, tr_params *P, const tr_batch *b,
