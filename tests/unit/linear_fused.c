@@ -7,7 +7,7 @@
  *   shapes with tails of the GEMM's tiles, more than one depth block (C > 384) and more than
  *   one column block (OC > 768), on 1 and 2 threads and with each of the packed GEMM's tiles
  *   forced, where the fused kernel is the one that ran (the op's own region in the profile,
- *   forward and backward);
+ *   forward and backward), and the forward's bits without gradients (GELU then in place);
  * - the composition itself (regions "linear" and "gelu" / "add") at batches the small-batch
  *   GEMM takes, in f64 and with a dropout that is on, with the same values; fused again where
  *   that dropout is off (evaluation);
@@ -99,6 +99,27 @@ static void check_op(int op, tr_dtype dt, int ndim, const int64_t *xs, int64_t O
     tr_profile_destroy(p);
 }
 
+/* Without gradients (GELU then overwrites the product in place): the forward's bits. */
+static void check_no_grad(int op, int64_t B, int64_t C, int64_t OC) {
+    tr_graph *g;
+    tr_graph_create(&g, 0);
+    tr_graph_set_grad_enabled(g, 0);
+    tr_graph_set_training(g, 0); /* the residual's dropout off */
+    tr_tensor *x = tr_graph_input(g, TR_F32, 2, (int64_t[]){B, C}), *w = tr_graph_input(g, TR_F32, 2, (int64_t[]){OC, C});
+    tr_tensor *b = tr_graph_input(g, TR_F32, 1, (int64_t[]){OC}), *r = tr_graph_input(g, TR_F32, 2, (int64_t[]){B, OC});
+    test_fill(x, 1), test_fill(w, 2), test_fill(b, 3), test_fill(r, 5);
+    tr_tensor *f, *c;
+    if (op <= GELU_TANH_OP) {
+        tr_gelu_approx approx = op == GELU_TANH_OP ? TR_GELU_TANH : TR_GELU_EXACT;
+        f = tr_linear_gelu(g, x, w, b, approx), c = tr_gelu(g, tr_linear(g, x, w, b), approx);
+    } else {
+        f = tr_linear_residual(g, x, w, b, 0.1, r), c = tr_add(g, r, tr_linear(g, x, w, b));
+    }
+    CHECK(f && c && same(f, c), "%s without gradients, x (%lld, %lld) OC %lld: values differ from the composed ops'",
+          op_names[op], (long long)B, (long long)C, (long long)OC);
+    tr_graph_destroy(g);
+}
+
 static tr_tensor *leaf(tr_graph *g, int64_t d0, int64_t d1) {
     return d1 ? tr_graph_leaf(g, TR_F32, 2, (int64_t[]){d0, d1}) : tr_graph_leaf(g, TR_F32, 1, (int64_t[]){d0});
 }
@@ -154,6 +175,7 @@ int main(void) {
         check_op(op, TR_F32, 2, (int64_t[]){1, 64}, 48, 1, 0, "batch 1");
         check_op(op, TR_F64, 2, (int64_t[]){100, 64}, 48, 1, 0, "f64");
     }
+    for (int op = GELU_EXACT_OP; op <= ADD_OP; op++) check_no_grad(op, 100, 500, 800), check_no_grad(op, 64, 40, 33);
     /* a dropout that is on composes; off (evaluation, or p 0) fuses */
     drop_p = 0.1;
     check_op(ADD_OP, TR_F32, 2, (int64_t[]){100, 64}, 48, 1, 0, "dropout 0.1, training");

@@ -57,7 +57,7 @@ static void gelu_block(const void *ctx, float *C, int64_t ldc, int64_t r0, int64
     for (int64_t r = r0; r < r1; r++) ops_gelu_span_f32(e->act + r * ldc + c0, C + r * ldc + c0, c1 - c0, e->approx);
 }
 
-/* pre (B, OC) = x w^T + b, act = gelu(pre). */
+/* pre (B, OC) = x w^T + b, act = gelu(pre); act may be pre (in place). */
 static void linear_gelu_f32(float *act, float *pre, const float *x, const float *w, const float *b, int64_t B, int64_t C,
                             int64_t OC, int approx) {
     gelu_epi e = {act, approx};
@@ -85,10 +85,13 @@ tr_tensor *tr_linear_gelu(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b,
     if (!op_check(g, "linear_gelu", b ? 3 : 2, x, w, b)) return NULL;
     tr_tensor *y = out_like(g, x, w);
     size_t N = (size_t)B * (size_t)w->shape[0];
-    float *pre = op_data(g, (N ? N : 1) * sizeof(float));
+    /* Without a gradient the activation overwrites the product in place, in lines still in
+     * cache: a second buffer's lines would each be read from memory before being written. */
+    int grad = op_needs_grad(g, 3, x, w, b);
+    float *pre = !y ? NULL : grad ? op_data(g, (N ? N : 1) * sizeof(float)) : y->data;
     if (!y || !pre) return NULL;
     linear_gelu_f32(y->data, pre, x->data, w->data, b ? b->data : NULL, B, w->shape[1], w->shape[0], (int)approx);
-    if (op_needs_grad(g, 3, x, w, b)) {
+    if (grad) {
         tr_node *n = record(g, "linear_gelu", linear_gelu_backward, y, x, w, b, NULL);
         if (!n) return NULL;
         n->i[3] = approx;
