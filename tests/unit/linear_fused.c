@@ -11,6 +11,9 @@
  * - the composition itself (regions "linear" and "gelu" / "add") at batches the small-batch
  *   GEMM takes, in f64 and with a dropout that is on, with the same values; fused again where
  *   that dropout is off (evaluation);
+ * - tr_linear_residual_norm without gradients against tr_layer_norm of the composition: the
+ *   same bits where the epilogue normalises whole rows and where the GEMM's column blocks or
+ *   column slabs split them (normalised after it); with gradients, the composition;
  * - bad input refused with the composed ops' messages: a residual of another shape or none,
  *   an unknown GELU variant, a dropout probability out of range, a weight that does not fit. */
 #include <math.h>
@@ -120,6 +123,37 @@ static void check_no_grad(int op, int64_t B, int64_t C, int64_t OC) {
     tr_graph_destroy(g);
 }
 
+/* tr_linear_residual_norm against tr_layer_norm(tr_linear_residual(...)): without gradients
+ * (evaluation, dropout 0.1) the fused op runs (want_fused) with the same bits; with them the
+ * composition. */
+static void check_norm(int64_t B, int64_t C, int64_t OC, int grad, int want_fused, const char *how) {
+    tr_profile *p;
+    CHECK(tr_profile_create(&p) == TR_OK, "profile");
+    tr_graph *g;
+    tr_graph_create(&g, 0);
+    tr_graph_set_training(g, 0);
+    tr_graph_set_grad_enabled(g, grad);
+    tr_tensor *x = tr_graph_input(g, TR_F32, 2, (int64_t[]){B, C}), *w = tr_graph_leaf(g, TR_F32, 2, (int64_t[]){OC, C});
+    tr_tensor *b = tr_graph_input(g, TR_F32, 1, (int64_t[]){OC}), *r = tr_graph_input(g, TR_F32, 2, (int64_t[]){B, OC});
+    tr_tensor *gm = tr_graph_input(g, TR_F32, 1, (int64_t[]){OC}), *bt = tr_graph_input(g, TR_F32, 1, (int64_t[]){OC});
+    test_fill(x, 1), test_fill(w, 2), test_fill(b, 3), test_fill(r, 5), test_fill(gm, 6), test_fill(bt, 7);
+    tr_profile_attach(p);
+    tr_profile_set_ops(TR_PROFILE_OPS);
+    tr_tensor *f = tr_linear_residual_norm(g, x, w, b, 0.1, r, gm, bt, 1e-12);
+    tr_profile_set_ops(TR_PROFILE_OPS_OFF);
+    tr_profile_attach(NULL);
+    tr_tensor *c = tr_layer_norm(g, tr_add(g, r, tr_linear(g, x, w, b)), gm, bt, 1e-12);
+    int ran = calls(p, "forward", "linear_residual_norm") == 1;
+    int composed = calls(p, "forward", "layer_norm") == 1;
+    CHECK(want_fused ? ran && !composed : composed && !ran, "linear_residual_norm x (%lld, %lld) OC %lld (%s%s): the %s "
+          "path did not run", (long long)B, (long long)C, (long long)OC, how, grad ? ", with gradients" : "",
+          want_fused ? "fused" : "composed");
+    CHECK(f && c && same(f, c), "linear_residual_norm x (%lld, %lld) OC %lld (%s%s): values differ from the composed "
+          "ops'", (long long)B, (long long)C, (long long)OC, how, grad ? ", with gradients" : "");
+    tr_graph_destroy(g);
+    tr_profile_destroy(p);
+}
+
 static tr_tensor *leaf(tr_graph *g, int64_t d0, int64_t d1) {
     return d1 ? tr_graph_leaf(g, TR_F32, 2, (int64_t[]){d0, d1}) : tr_graph_leaf(g, TR_F32, 1, (int64_t[]){d0});
 }
@@ -165,6 +199,11 @@ int main(void) {
                     for (int bias = 0; bias <= 1; bias++) check_op(op, TR_F32, nd, xs, OC, bias, have, how);
             }
             check_op(ADD_SELF_OP, TR_F32, 2, (int64_t[]){100, 70}, 70, 1, have, how);
+            /* rows whole in the epilogue (OC within a column block), split (OC 800), slabs of
+             * columns (B < OC), read in place (small) */
+            check_norm(300, 384, 384, 0, have, how), check_norm(100, 500, 800, 0, have, how);
+            check_norm(40, 64, 800, 0, have, how), check_norm(64, 40, 33, 0, have, how);
+            check_norm(300, 384, 384, 1, 0, how);
         }
     }
     tr_gemm_packed_tile(TR_GEMM_TILE_AUTO);

@@ -44,6 +44,11 @@ TR_API tr_tensor *tr_gelu(tr_graph *g, tr_tensor *x, tr_gelu_approx approx);
  * residual where the dropout is off, is applied as the product is stored. */
 TR_API tr_tensor *tr_linear_gelu(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, tr_gelu_approx approx);
 TR_API tr_tensor *tr_linear_residual(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, double p, tr_tensor *r);
+/* layer_norm(tr_linear_residual(x, w, b, p, r), gamma, beta, eps): a post-LN encoder's
+ * sublayer end. Without gradients, on the CPU, each row is normalised as the product stores
+ * it; else those two ops. */
+TR_API tr_tensor *tr_linear_residual_norm(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, double p,
+                                          tr_tensor *r, tr_tensor *gamma, tr_tensor *beta, double eps);
 TR_API tr_tensor *tr_tanh(tr_graph *g, tr_tensor *x);
 TR_API tr_tensor *tr_sigmoid(tr_graph *g, tr_tensor *x);
 /* Zeroes each element with probability p and scales the rest by 1/(1-p) in training mode;

@@ -77,7 +77,8 @@ typedef struct epi_at {
 } epi_at;
 
 static inline void fin(const epi_at *ep, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    if (ep->e && r1 > r0 && c1 > c0) ep->e->fn(ep->e->ctx, ep->C, ep->ldc, ep->r_off + r0, ep->r_off + r1, ep->c_off + c0, ep->c_off + c1);
+    if (ep->e && r1 > r0 && c1 > c0)
+        ep->e->fn(ep->e->ctx, ep->C, ep->ldc, ep->r_off + r0, ep->r_off + r1, ep->c_off + c0, ep->c_off + c1);
 }
 
 /* Smallest product sent here: below it OpenBLAS's unpacked paths win (a 100 x 37 x 45 GEMM

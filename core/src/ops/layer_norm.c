@@ -4,6 +4,7 @@
 
 #include "autograd/node.h"
 #include "ops/cpu_kernels.h"
+#include "ops/layer_norm.h"
 #include "trainer/ops.h"
 
 #define LN_LANES(type) ((int)(64 / sizeof(type))) /* one 64-byte vector */
@@ -23,6 +24,11 @@ static void ln_backward(float *dinp, float *dgamma, float *dbeta, const float *d
                         const float *mean, const float *rstd, const float *gamma, void *work, int64_t R, int64_t C,
                         int acc) {
     layer_norm_backward_f32(dinp, dgamma, dbeta, dout, inp, mean, rstd, gamma, work, 1, R, C, acc);
+}
+
+void ops_layer_norm_row_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma, const float *beta,
+                            double eps, int64_t C) {
+    ln_row_f32(y, mean, rstd, x, gamma, beta, eps, C);
 }
 
 void ops_kernels_layer_norm(tr_kernels *k) {

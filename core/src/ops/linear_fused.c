@@ -1,18 +1,20 @@
 /* Linear layers with the op that follows them applied as the product is stored: GELU
- * (tr_linear_gelu) or a residual (tr_linear_residual). The packed GEMM calls an epilogue on each
- * block of the output once it is final (kernels/gemm.h), while the block is still in cache,
- * so the second op costs no pass of its own over memory (about 3% and 2% of an
- * all-MiniLM-L6-v2 forward, docs/benchmarks.md). Each gives the bits of the ops it stands
- * for, whose kernels it runs (ops/linear.h, ops/gelu.h), and is those ops wherever the fused
- * kernel would not run: on a device, in f64, under bf16-mixed, at the batches the
- * small-batch GEMM takes, with a dropout that is on (training, p > 0: tr_linear_residual),
- * and with shapes those ops refuse (their messages). */
+ * (tr_linear_gelu), a residual (tr_linear_residual), or a residual and a layer norm without
+ * gradients (tr_linear_residual_norm: a post-LN encoder's inference). The packed GEMM calls
+ * an epilogue on each block of the output once it is final (kernels/gemm.h), while the block
+ * is still in cache, so the second op costs no pass of its own over memory (about 3%, 2% and
+ * 2% of an all-MiniLM-L6-v2 forward, docs/benchmarks.md). Each gives the bits of the ops it
+ * stands for, whose kernels it runs (ops/linear.h, ops/gelu.h, ops/layer_norm.h), and is
+ * those ops wherever the fused kernel would not run: on a device, in f64, under bf16-mixed,
+ * at the batches the small-batch GEMM takes, with a dropout that is on (training, p > 0),
+ * with gradients for the layer norm, and with shapes those ops refuse (their messages). */
 #include <string.h>
 
 #include "autograd/node.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 #include "ops/gelu.h"
+#include "ops/layer_norm.h"
 #include "ops/linear.h"
 #include "trainer/ops.h"
 
@@ -154,5 +156,58 @@ tr_tensor *tr_linear_residual(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor
     if (!y) return NULL;
     linear_add_f32(y->data, r->data, x->data, w->data, b ? b->data : NULL, B, w->shape[1], w->shape[0]);
     if (op_needs_grad(g, 4, x, w, b, r) && !record(g, "linear_residual", linear_add_backward, y, x, w, b, r)) return NULL;
+    return y;
+}
+
+/* ---- linear + residual + layer norm, without gradients ---- */
+
+typedef struct norm_epi {
+    const float *res, *gamma, *beta;
+    double eps;
+    int64_t N;
+    uint8_t *done; /* per row: normalised by the epilogue */
+} norm_epi;
+
+/* The residual added; rows that the block holds whole normalised in place while in cache. */
+static void norm_block(const void *ctx, float *C, int64_t ldc, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    const norm_epi *e = ctx;
+    add_block(e->res, C, ldc, r0, r1, c0, c1);
+    if (c0 != 0 || c1 != e->N) return; /* the GEMM's column blocks split the rows: normalised after it */
+    for (int64_t r = r0; r < r1; r++) {
+        float mean, rstd;
+        ops_layer_norm_row_f32(C + r * ldc, &mean, &rstd, C + r * ldc, e->gamma, e->beta, e->eps, e->N);
+        e->done[r] = 1;
+    }
+}
+
+static int norm_fits(const tr_tensor *t, const tr_tensor *w) {
+    return t && t->dtype == TR_F32 && t->ndim == 1 && t->shape[0] == w->shape[0];
+}
+
+tr_tensor *tr_linear_residual_norm(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor *b, double p, tr_tensor *r,
+                                   tr_tensor *gamma, tr_tensor *beta, double eps) {
+    int64_t B;
+    if (op_needs_grad(g, 6, x, w, b, r, gamma, beta) || (tr_graph_training(g) && p != 0) || !fusable(g, x, w, b, &B) ||
+        !residual_fits(x, w, r) || !norm_fits(gamma, w) || !norm_fits(beta, w) || !(eps >= 0))
+        return tr_layer_norm(g, tr_linear_residual(g, x, w, b, p, r), gamma, beta, eps);
+    if (!(p >= 0 && p < 1)) return tr_dropout(g, x, p); /* its message */
+    if (!(b ? op_check(g, "linear_residual_norm", 6, x, w, r, gamma, beta, b)
+            : op_check(g, "linear_residual_norm", 5, x, w, r, gamma, beta)))
+        return NULL;
+    tr_tensor *y = out_like(g, x, w);
+    uint8_t *done = op_alloc(g, (size_t)B);
+    if (!y || !done) return NULL;
+    memset(done, 0, (size_t)B);
+    int64_t C = w->shape[1], N = w->shape[0];
+    float *out = y->data;
+    norm_epi e = {r->data, gamma->data, beta->data, eps, N, done};
+    tr_gemm_epilogue ep = {norm_block, &e};
+    if (!tr_gemm_packed_linear_f32(B, N, C, x->data, C, w->data, C, b ? b->data : NULL, out, N, &ep))
+        linear_add_f32(out, r->data, x->data, w->data, b ? b->data : NULL, B, C, N); /* declined: nothing done yet */
+#pragma omp parallel for if (B * N > TR_PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < B; i++) {
+        float mean, rstd;
+        if (!done[i]) ops_layer_norm_row_f32(out + i * N, &mean, &rstd, out + i * N, e.gamma, e.beta, eps, N);
+    }
     return y;
 }

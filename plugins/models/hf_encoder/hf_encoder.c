@@ -232,13 +232,11 @@ static tr_tensor *hf_layer_fn(tr_graph *g, tr_tensor *const *in, int n_in, const
     tr_tensor *kk = tr_linear(g, x, W(k->k_w), W(k->k_b));
     tr_tensor *v = tr_linear(g, x, W(k->v_w), W(k->v_b));
     tr_tensor *att = tr_attention_dropout(g, q, kk, v, mask, m->n_head, 0, m->attn_dropout);
-    /* dense, dropout, + residual, LayerNorm; the residual added as the product is stored
-     * where the dropout is off */
-    x = tr_layer_norm(g, tr_linear_residual(g, att, W(k->ao_w), W(k->ao_b), pdrop, x), W(k->ao_ln_w), W(k->ao_ln_b),
-                      m->eps);
+    /* dense, dropout, + residual, LayerNorm; the residual added, and without gradients the
+     * row normalised, as the product is stored where the dropout is off */
+    x = tr_linear_residual_norm(g, att, W(k->ao_w), W(k->ao_b), pdrop, x, W(k->ao_ln_w), W(k->ao_ln_b), m->eps);
     tr_tensor *h = intermediate(m, g, x, W(k->in_w), W(k->in_b));
-    return tr_layer_norm(g, tr_linear_residual(g, h, W(k->out_w), W(k->out_b), pdrop, x), W(k->out_ln_w),
-                         W(k->out_ln_b), m->eps);
+    return tr_linear_residual_norm(g, h, W(k->out_w), W(k->out_b), pdrop, x, W(k->out_ln_w), W(k->out_ln_b), m->eps);
 #undef W
 }
 
