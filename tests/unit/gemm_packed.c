@@ -13,9 +13,9 @@
  *   tile of C computed alone equals that tile of the whole product.
  * - Sizes it leaves to BLAS (a dimension under 16, fewer than 64^3 multiply-adds, alpha 0):
  *   it returns 0 and writes nothing; tr_gemm_f32 still computes them.
- * - A linear layer's bias added as its tiles are stored (tr_gemm_packed_bias_f32): the bits of
+ * - A linear layer's bias added as its tiles are stored (tr_gemm_packed_linear_f32): the bits of
  *   C filled with the bias and then added to, on each tile and 1 or 2 threads.
- * - Its epilogue (tr_gemm_packed_linear_f32): every element of C in exactly one call, holding
+ * - Its epilogue (the same function's last argument): every element of C in exactly one call, holding
  *   its final value when called, and what the epilogue writes there kept (no later tile
  *   stores over it), on each tile, 1 and 2 threads (slabs of rows and of columns), products
  *   packed or read in place (gemm_direct), one or more depth and column blocks.
@@ -148,7 +148,7 @@ static void check_forced(void) {
     gemm_mats_drop(&m);
 }
 
-/* A linear layer's bias added as the tiles are stored (tr_gemm_packed_bias_f32): the bits of C
+/* A linear layer's bias added as the tiles are stored (tr_gemm_packed_linear_f32): the bits of C
  * filled with the bias and then C += A B^T, on 1 and 2 threads; declined where the product is. */
 static void check_bias(int64_t M, int64_t N, int64_t K, int want) {
     gemm_mats m;
@@ -164,7 +164,7 @@ static void check_bias(int64_t M, int64_t N, int64_t K, int want) {
         int ran = packed(&m, 1.0f, 1.0f);
         memcpy(filled, m.C, bytes);
         reset_c(&m, NAN, 0);
-        int ran_bias = tr_gemm_packed_bias_f32(M, N, K, m.A, m.lda, m.B, m.ldb, bias, m.C, m.ldc);
+        int ran_bias = tr_gemm_packed_linear_f32(M, N, K, m.A, m.lda, m.B, m.ldb, bias, m.C, m.ldc, NULL);
         CHECK(ran_bias == (want && ran), "%lldx%lldx%lld bias: ran %d, expected %d", (long long)M, (long long)N,
               (long long)K, ran_bias, want && ran);
         if (ran_bias)
@@ -207,7 +207,7 @@ static void check_epilogue(int64_t M, int64_t N, int64_t K, int want) {
     for (int threads = 1; threads <= 2; threads++) {
         tr_set_num_threads(threads);
         reset_c(&m, 0.0f, 0);
-        int ran = tr_gemm_packed_bias_f32(M, N, K, m.A, m.lda, m.B, m.ldb, bias, m.C, m.ldc);
+        int ran = tr_gemm_packed_linear_f32(M, N, K, m.A, m.lda, m.B, m.ldb, bias, m.C, m.ldc, NULL);
         memcpy(final, m.C, cells * sizeof(float));
         memset(count, 0, cells * sizeof(int)), memset(early, 0, cells * sizeof(int));
         reset_c(&m, NAN, 0);

@@ -57,12 +57,6 @@ double tr_gemm_small_tn_norm2_f32(int64_t M, int64_t N, int64_t K, const float *
 int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
-/* A linear layer's forward on gemm_packed.c: C (M x N) = A (M x K) B^T (B stored N x K) + bias
- * (N values, added to every row) written as the tiles are stored, the bits of C filled with the
- * bias and then C += A B^T. Returns 0, writing nothing, where tr_gemm_packed_f32 would. */
-int tr_gemm_packed_bias_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                            const float *bias, float *C, int64_t ldc);
-
 /* What a linear layer does to its product's final values while they are still in cache (a
  * residual added, an activation): fn(ctx, C, ldc, r0, r1, c0, c1) on rows [r0, r1) and
  * columns [c0, c1) of the whole C (C its origin) once each of them holds its final value.
@@ -73,8 +67,11 @@ typedef struct tr_gemm_epilogue {
     const void *ctx;
 } tr_gemm_epilogue;
 
-/* tr_gemm_packed_bias_f32 (bias NULL: none) with the epilogue called on C's blocks as they
- * are finished: 0, writing nothing and calling nothing, where tr_gemm_packed_f32 would. */
+/* A linear layer's forward on gemm_packed.c: C (M x N) = A (M x K) B^T (B stored N x K) + bias
+ * (N values, added to every row; NULL: none) written as the tiles are stored, the bits of C
+ * filled with the bias and then C += A B^T; then epi (NULL: none) called on C's blocks as
+ * they are finished. Returns 0, writing nothing and calling nothing, where tr_gemm_packed_f32
+ * would. */
 int tr_gemm_packed_linear_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                               int64_t ldb, const float *bias, float *C, int64_t ldc, const tr_gemm_epilogue *epi);
 

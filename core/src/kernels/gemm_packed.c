@@ -448,11 +448,6 @@ int tr_gemm_packed_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
     return packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 }
 
-int tr_gemm_packed_bias_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                            const float *bias, float *C, int64_t ldc) {
-    return packed(0, 1, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias, NULL);
-}
-
 int tr_gemm_packed_linear_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                               int64_t ldb, const float *bias, float *C, int64_t ldc, const tr_gemm_epilogue *epi) {
     return packed(0, 1, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias, epi);
@@ -463,12 +458,6 @@ int tr_gemm_packed_linear_f32(int64_t M, int64_t N, int64_t K, const float *A, i
 int tr_gemm_packed_linear_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                               int64_t ldb, const float *bias, float *C, int64_t ldc, const tr_gemm_epilogue *epi) {
     (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)bias, (void)C, (void)ldc, (void)epi;
-    return 0;
-}
-
-int tr_gemm_packed_bias_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                            const float *bias, float *C, int64_t ldc) {
-    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)bias, (void)C, (void)ldc;
     return 0;
 }
 

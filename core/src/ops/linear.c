@@ -14,7 +14,7 @@
 static int linear_bias_stored_f32(int64_t B, int64_t OC, int64_t C, const float *inp, const float *weight,
                                   const float *bias, float *out) {
     return bias && !tr_cpu_bf16() && B > TR_GEMM_SMALL_MAX &&
-           tr_gemm_packed_bias_f32(B, OC, C, inp, C, weight, C, bias, out, OC);
+           tr_gemm_packed_linear_f32(B, OC, C, inp, C, weight, C, bias, out, OC, NULL);
 }
 static int linear_bias_stored_f64(int64_t B, int64_t OC, int64_t C, const double *inp, const double *weight,
                                   const double *bias, double *out) {

@@ -113,11 +113,11 @@ static void add_block(const void *ctx, float *C, int64_t ldc, int64_t r0, int64_
     }
 }
 
-/* y (B, OC) = (x w^T + b) + res. */
+/* y (B, OC) = (x w^T + b) + res: fused with epilogue ep (whose first step adds res), else
+ * tr_linear's kernel and the add. */
 static void linear_add_f32(float *y, const float *res, const float *x, const float *w, const float *b, int64_t B,
-                           int64_t C, int64_t OC) {
-    tr_gemm_epilogue ep = {add_block, res};
-    if (tr_gemm_packed_linear_f32(B, OC, C, x, C, w, C, b, y, OC, &ep)) return;
+                           int64_t C, int64_t OC, const tr_gemm_epilogue *ep) {
+    if (tr_gemm_packed_linear_f32(B, OC, C, x, C, w, C, b, y, OC, ep)) return;
     ops_linear_forward_f32(y, x, w, b, B, C, OC);
     int64_t N = B * OC;
 #pragma omp parallel for if (N > TR_PAR_MIN) schedule(static)
@@ -154,7 +154,8 @@ tr_tensor *tr_linear_residual(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_tensor
     if (!op_check(g, "linear_residual", b ? 4 : 3, x, w, r, b)) return NULL;
     tr_tensor *y = out_like(g, x, w);
     if (!y) return NULL;
-    linear_add_f32(y->data, r->data, x->data, w->data, b ? b->data : NULL, B, w->shape[1], w->shape[0]);
+    tr_gemm_epilogue ep = {add_block, r->data};
+    linear_add_f32(y->data, r->data, x->data, w->data, b ? b->data : NULL, B, w->shape[1], w->shape[0], &ep);
     if (op_needs_grad(g, 4, x, w, b, r) && !record(g, "linear_residual", linear_add_backward, y, x, w, b, r)) return NULL;
     return y;
 }
@@ -202,8 +203,7 @@ tr_tensor *tr_linear_residual_norm(tr_graph *g, tr_tensor *x, tr_tensor *w, tr_t
     float *out = y->data;
     norm_epi e = {r->data, gamma->data, beta->data, eps, N, done};
     tr_gemm_epilogue ep = {norm_block, &e};
-    if (!tr_gemm_packed_linear_f32(B, N, C, x->data, C, w->data, C, b ? b->data : NULL, out, N, &ep))
-        linear_add_f32(out, r->data, x->data, w->data, b ? b->data : NULL, B, C, N); /* declined: nothing done yet */
+    linear_add_f32(out, r->data, x->data, w->data, b ? b->data : NULL, B, C, N, &ep); /* declined: no row done */
 #pragma omp parallel for if (B * N > TR_PAR_MIN) schedule(static)
     for (int64_t i = 0; i < B; i++) {
         float mean, rstd;
