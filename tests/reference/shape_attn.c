@@ -93,6 +93,9 @@ int main(void) {
         {"attention_long_causal", {2, 1}},
         {"attention_blocks_causal", {2, 1}},
         {"attention_wide_heads", {2, 1}},
+        {"attention_rows_128", {2, 0}},
+        {"attention_rows_200", {2, 0}},
+        {"attention_rows_300", {2, 0}},
     };
     for (size_t i = 0; i < sizeof att / sizeof att[0]; i++)
         reftest_op(att[i].name, attention, (void *)&att[i].a, qkv, tol);

@@ -64,6 +64,12 @@ static int64_t attention_scratch(int64_t T, int64_t S) { return 2 * attention_ro
  * the next vector load could not forward), 36% of all-MiniLM-L6-v2's attention forward on
  * rows of 128. */
 
+/* The lanes of vector j of a row of n: the keys 16 j.. below n. */
+static inline __mmask16 row_lanes(int64_t n, int j) {
+    int64_t left = n - 16 * (int64_t)j;
+    return left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+}
+
 /* The max of row[s], s < n, over the keys with mk[s] != 0 (mk NULL: all); *seen: whether
  * there was one (-inf and 0 when not). A NaN may or may not win: the row's exps are NaN anyway. */
 static float row_max_f32(const float *row, const int32_t *mk, int64_t n, int *seen) {
@@ -87,6 +93,84 @@ static float row_sum_f32(const float *row, int64_t n) {
         a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(lanes, row + s));
     }
     return _mm512_reduce_add_ps(a);
+}
+
+/* vmath.h's fast_exp_f32 on 16 lanes, operation for operation as gcc vectorises it (-O3,
+ * -ffp-contract=fast: the same contractions), so the bits are the scalar loop's, NaN kept. */
+static inline __m512 exp16(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.33654475f), hi = _mm512_set1_ps(88.72283905f);
+    const __m512 sh = _mm512_set1_ps(12582912.0f);
+    __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x)); /* the second operand where x is NaN */
+    __m512 t = _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), sh);
+    __m512 n = _mm512_sub_ps(t, sh);
+    __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    y = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(y), _mm512_slli_epi32(ni, 23)));
+    y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
+}
+
+/* Unmasked f32 rows held in registers: each read once, its max, exps, sum and scaling there,
+ * written once (four passes over the row before). R rows at once, NV vectors each at most
+ * (n[r] from 1 to 16 NV keys), their chains interleaved: one row's reductions are a chain of
+ * dependent steps (max, exp, sum, 1 / sum) that a second row's work fills. The same
+ * operations in the same order per row as attention_softmax_row's loops and reductions, so
+ * the same bits. st[r] as there (NULL: not wanted). */
+static inline __attribute__((always_inline)) void softmax_rows_regs(float *const *row, const int64_t *n,
+                                                                     float *const *st, int known, const int R,
+                                                                     const int NV) {
+    __m512 v[2][16], a[2];
+    float mx[2] = {0, 0}, inv[2] = {0, 0};
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++) {
+#pragma GCC unroll 16
+        for (int j = 0; j < NV; j++) v[r][j] = _mm512_maskz_loadu_ps(row_lanes(n[r], j), row[r] + 16 * j);
+        if (known) {
+            mx[r] = st[r][0], inv[r] = st[r][1];
+        } else {
+            __m512 m = _mm512_set1_ps(-INFINITY);
+#pragma GCC unroll 16
+            for (int j = 0; j < NV; j++) m = _mm512_mask_max_ps(m, row_lanes(n[r], j), m, v[r][j]);
+            mx[r] = _mm512_reduce_max_ps(m);
+        }
+        a[r] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < NV; j++) {
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++)
+            if (16 * j < n[r]) {
+                v[r][j] = exp16(_mm512_sub_ps(v[r][j], _mm512_set1_ps(mx[r])));
+                if (!known) a[r] = _mm512_add_ps(a[r], _mm512_maskz_mov_ps(row_lanes(n[r], j), v[r][j]));
+            }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++) {
+        if (!known) {
+            inv[r] = 1 / _mm512_reduce_add_ps(a[r]);
+            if (st[r]) st[r][0] = mx[r], st[r][1] = inv[r];
+        }
+#pragma GCC unroll 16
+        for (int j = 0; j < NV; j++)
+            _mm512_mask_storeu_ps(row[r] + 16 * j, row_lanes(n[r], j), _mm512_mul_ps(v[r][j], _mm512_set1_ps(inv[r])));
+    }
+}
+
+#define ATT_ROW_REGS 16 /* keys: one row up to 16 x 16, two rows up to 8 x 16 each */
+static void softmax_row_regs_f32(float *row, int64_t n, float *st, int known) {
+    softmax_rows_regs((float *[]){row}, (int64_t[]){n}, (float *[]){st}, known, 1, ATT_ROW_REGS);
+}
+
+static void softmax_2rows_regs_f32(float *r0, float *r1, int64_t n0, int64_t n1, float *s0, float *s1, int known) {
+    softmax_rows_regs((float *[]){r0, r1}, (int64_t[]){n0, n1}, (float *[]){s0, s1}, known, 2, ATT_ROW_REGS / 2);
 }
 #define ATT_ROW_REDUCE 1
 #else
