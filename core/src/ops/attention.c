@@ -75,8 +75,9 @@ static inline __mmask16 row_lanes(int64_t n, int j) {
 static float row_max_f32(const float *row, const int32_t *mk, int64_t n, int *seen) {
     __m512 m = _mm512_set1_ps(-INFINITY);
     __mmask16 any = 0;
-    for (int64_t s = 0; s < n; s += 16) {
-        __mmask16 lanes = n - s >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - s)) - 1);
+    for (int j = 0; 16 * (int64_t)j < n; j++) {
+        int64_t s = 16 * (int64_t)j;
+        __mmask16 lanes = row_lanes(n, j);
         if (mk) lanes = _mm512_mask_cmpneq_epi32_mask(lanes, _mm512_maskz_loadu_epi32(lanes, mk + s), _mm512_setzero_si512());
         m = _mm512_mask_max_ps(m, lanes, m, _mm512_maskz_loadu_ps(lanes, row + s));
         any |= lanes;
@@ -88,10 +89,7 @@ static float row_max_f32(const float *row, const int32_t *mk, int64_t n, int *se
 /* The sum of row[s], s < n. */
 static float row_sum_f32(const float *row, int64_t n) {
     __m512 a = _mm512_setzero_ps();
-    for (int64_t s = 0; s < n; s += 16) {
-        __mmask16 lanes = n - s >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - s)) - 1);
-        a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(lanes, row + s));
-    }
+    for (int j = 0; 16 * (int64_t)j < n; j++) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(row_lanes(n, j), row + 16 * j));
     return _mm512_reduce_add_ps(a);
 }
 
@@ -118,59 +116,52 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
 }
 
-/* Unmasked f32 rows held in registers: each read once, its max, exps, sum and scaling there,
- * written once (four passes over the row before). R rows at once, NV vectors each at most
- * (n[r] from 1 to 16 NV keys), their chains interleaved: one row's reductions are a chain of
- * dependent steps (max, exp, sum, 1 / sum) that a second row's work fills. The same
- * operations in the same order per row as attention_softmax_row's loops and reductions, so
- * the same bits. st[r] as there (NULL: not wanted). */
-static inline __attribute__((always_inline)) void softmax_rows_regs(float *const *row, const int64_t *n,
-                                                                     float *const *st, int known, const int R,
-                                                                     const int NV) {
-    __m512 v[2][16], a[2];
+/* Two unmasked f32 rows of 1 to ATT_PAIR_KEYS keys each, held in registers: each read once,
+ * its max, exps, sum and scaling done there, written once, the two rows' chains of dependent
+ * steps (max, exp, sum, 1 / sum) interleaved. One row alone in registers ran no faster than the
+ * loops: the chain, not the passes over memory, was the cost. The same operations in the same
+ * order per row as attention_softmax_row's loops and reductions, so the same bits. st[r] as
+ * there (NULL: not wanted). */
+#define ATT_PAIR_KEYS 128
+static void softmax_2rows_regs_f32(float *r0, float *r1, int64_t n0, int64_t n1, float *s0, float *s1, int known) {
+    enum { NV = ATT_PAIR_KEYS / 16 };
+    float *row[2] = {r0, r1}, *st[2] = {s0, s1};
+    const int64_t n[2] = {n0, n1};
+    __m512 v[2][NV], a[2];
     float mx[2] = {0, 0}, inv[2] = {0, 0};
 #pragma GCC unroll 2
-    for (int r = 0; r < R; r++) {
-#pragma GCC unroll 16
+    for (int r = 0; r < 2; r++) {
+#pragma GCC unroll 8
         for (int j = 0; j < NV; j++) v[r][j] = _mm512_maskz_loadu_ps(row_lanes(n[r], j), row[r] + 16 * j);
         if (known) {
             mx[r] = st[r][0], inv[r] = st[r][1];
         } else {
             __m512 m = _mm512_set1_ps(-INFINITY);
-#pragma GCC unroll 16
+#pragma GCC unroll 8
             for (int j = 0; j < NV; j++) m = _mm512_mask_max_ps(m, row_lanes(n[r], j), m, v[r][j]);
             mx[r] = _mm512_reduce_max_ps(m);
         }
         a[r] = _mm512_setzero_ps();
     }
-#pragma GCC unroll 16
+#pragma GCC unroll 8
     for (int j = 0; j < NV; j++) {
 #pragma GCC unroll 2
-        for (int r = 0; r < R; r++)
+        for (int r = 0; r < 2; r++)
             if (16 * j < n[r]) {
                 v[r][j] = exp16(_mm512_sub_ps(v[r][j], _mm512_set1_ps(mx[r])));
                 if (!known) a[r] = _mm512_add_ps(a[r], _mm512_maskz_mov_ps(row_lanes(n[r], j), v[r][j]));
             }
     }
 #pragma GCC unroll 2
-    for (int r = 0; r < R; r++) {
+    for (int r = 0; r < 2; r++) {
         if (!known) {
             inv[r] = 1 / _mm512_reduce_add_ps(a[r]);
             if (st[r]) st[r][0] = mx[r], st[r][1] = inv[r];
         }
-#pragma GCC unroll 16
+#pragma GCC unroll 8
         for (int j = 0; j < NV; j++)
             _mm512_mask_storeu_ps(row[r] + 16 * j, row_lanes(n[r], j), _mm512_mul_ps(v[r][j], _mm512_set1_ps(inv[r])));
     }
-}
-
-#define ATT_ROW_REGS 16 /* keys: one row up to 16 x 16, two rows up to 8 x 16 each */
-static void softmax_row_regs_f32(float *row, int64_t n, float *st, int known) {
-    softmax_rows_regs((float *[]){row}, (int64_t[]){n}, (float *[]){st}, known, 1, ATT_ROW_REGS);
-}
-
-static void softmax_2rows_regs_f32(float *r0, float *r1, int64_t n0, int64_t n1, float *s0, float *s1, int known) {
-    softmax_rows_regs((float *[]){r0, r1}, (int64_t[]){n0, n1}, (float *[]){s0, s1}, known, 2, ATT_ROW_REGS / 2);
 }
 #define ATT_ROW_REDUCE 1
 #else

@@ -110,8 +110,8 @@ def cases():
         # (the product's columns in a tile of 32 and one of 8)
         ("attention_blocks_causal", 1, 40, 2100, 32, 2, 1),
         ("attention_wide_heads", 2, 30, 26, 80, 2, 1),
-        # the softmax's rows: two at a time in registers (up to 128 keys, an odd last row
-        # alone), one (up to 256), or in memory (300 keys); T 7: odd
+        # the softmax's rows: two at a time in registers (up to 128 keys; T 7: an odd last row
+        # alone, in memory), or in memory (200 and 300 keys)
         ("attention_rows_128", 1, 7, 128, 32, 2, 0),
         ("attention_rows_200", 1, 7, 200, 32, 2, 0),
         ("attention_rows_300", 1, 7, 300, 32, 2, 0),
